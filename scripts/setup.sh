@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One-step set-up for a fresh clone: npm dependencies, the OPA CLI, the TypeScript build and the
+# policy bundle. Safe to run again; each step is skipped when it is already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OPA_VERSION="v1.22.3"
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+if ! command -v node >/dev/null 2>&1; then
+  say "Node.js >= 20 is required and was not found on PATH. Install Node.js 20 (e.g. 'apt-get install nodejs npm')."
+  exit 1
+fi
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+if [ "$node_major" -lt 20 ]; then
+  say "Node.js >= 20 is required; found $(node --version)."
+  exit 1
+fi
+
+# npm dependencies: reinstall when the lock file is newer than the installed tree.
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  say "installing npm dependencies (npm ci)"
+  npm ci --no-audit --no-fund >&2
+fi
+
+# The OPA CLI: PATH first, then tools/bin, else build the pinned version with Go.
+bash scripts/ensure-opa.sh >/dev/null
+
+say "compiling TypeScript"
+npx tsc -p tsconfig.json
+
+say "building the policy bundle"
+node dist/src/cli/main.js policy build >&2

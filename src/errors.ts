@@ -1,0 +1,78 @@
+/**
+ * The one error catalogue. Every refusal Writ gives has a stable `code` from this table; the HTTP
+ * layer (src/http/problem.ts) is the single place that turns a code into a status and
+ * `application/problem+json`. README "Error codes" is generated from / checked against this table.
+ */
+export interface ErrorSpec {
+  readonly status: number;
+  readonly title: string;
+  /** What it means and what the caller can do about it. */
+  readonly meaning: string;
+}
+
+export const ERROR_CATALOGUE = {
+  // input
+  MALFORMED_REQUEST: { status: 400, title: 'Malformed request', meaning: 'The body is not valid JSON or does not match the schema (unknown field, wrong type, missing field). Nothing was changed.' },
+  PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large', meaning: 'The body is larger than the configured limit. Nothing was changed.' },
+  UNPROCESSABLE: { status: 422, title: 'Unprocessable', meaning: 'The request is well formed but its values are inconsistent (e.g. an invalid resource pattern or time window).' },
+  UNKNOWN_PRINCIPAL: { status: 404, title: 'Unknown principal', meaning: 'No principal with that id is registered.' },
+  UNKNOWN_RESOURCE: { status: 404, title: 'Unknown resource', meaning: 'The resource key is not a canonical coordination key nor a registered alias.' },
+  UNKNOWN_EDGE: { status: 404, title: 'Unknown edge', meaning: 'No edge with that id exists.' },
+  NOT_FOUND: { status: 404, title: 'Not found', meaning: 'Nothing exists at that path or id.' },
+  ALREADY_EXISTS: { status: 409, title: 'Already exists', meaning: 'An object with that id exists with different content (manifests are applied idempotently only for identical objects).' },
+  // callers
+  UNAUTHENTICATED: { status: 401, title: 'Unauthenticated', meaning: 'The caller assertion is missing, malformed, expired, replayed, not signed by a key of its principal, or its principal is revoked.' },
+  FORBIDDEN: { status: 403, title: 'Forbidden', meaning: 'The authenticated caller may not perform this administrative act (e.g. only governance may create grants).' },
+  // authority
+  DENIED: { status: 403, title: 'Denied', meaning: 'The policy found no valid authority chain for the request; `reasons` says what is missing.' },
+  ATTENUATION_VIOLATION: { status: 403, title: 'Attenuation violation', meaning: 'A delegation would give more than its delegator holds; the message names the dimension and the values that exceed.' },
+  NO_OWNER: { status: 403, title: 'No owner', meaning: 'The resource is managed state and no live owner is resolved for (some of) the requested fields.' },
+  OWNERSHIP_CONFLICT: { status: 409, title: 'Ownership conflict', meaning: 'That managed state already has a live owner; revoke it first.' },
+  BUDGET_EXCEEDED: { status: 503, title: 'Chain resolution budget exceeded', meaning: 'Chain resolution ran out of its depth/fan-out/time budget before finishing; the graph is too wide for this request.' },
+  POLICY_UNAVAILABLE: { status: 503, title: 'Policy unavailable', meaning: 'No policy bundle is loaded (build it with `writ policy build`).' },
+  // decisions
+  DECISION_INVALID: { status: 403, title: 'Decision invalid', meaning: 'The decision token is missing, malformed, not signed by a Writ key, uses a forbidden algorithm, is for another audience or is not an allow.' },
+  DECISION_EXPIRED: { status: 403, title: 'Decision expired', meaning: 'The decision token has expired; ask for a new decision.' },
+  DECISION_MISMATCH: { status: 403, title: 'Decision mismatch', meaning: 'The decision was made for another principal, action, resource, environment or field set than this request.' },
+  DECISION_REPLAYED: { status: 403, title: 'Decision replayed', meaning: 'The decision has already been used for a write; a decision authorizes one write.' },
+  AUTHORITY_REVOKED: { status: 403, title: 'Authority revoked', meaning: 'An edge or principal of the decision\'s chain was revoked, or expired, after the decision was made.' },
+  OWNER_CHANGED: { status: 409, title: 'Owner changed', meaning: 'The owner of the managed state changed after the decision was made; ask for a new decision.' },
+  // coordination
+  RESOURCE_BUSY: { status: 423, title: 'Resource busy', meaning: 'Another principal holds the lease; `Retry-After` and `holder` say when and who.' },
+  LEASE_REQUIRED: { status: 423, title: 'Lease required', meaning: 'The resource is exclusive and the write carries no lease token.' },
+  LEASE_EXPIRED: { status: 423, title: 'Lease expired', meaning: 'The lease is expired or released; take a new one.' },
+  LEASE_NOT_FOUND: { status: 404, title: 'Lease not found', meaning: 'No lease with that id.' },
+  LEASE_TOKEN_MISMATCH: { status: 423, title: 'Lease token mismatch', meaning: 'The token is not the current holder\'s token for this lease.' },
+  LEASE_PREEMPTED: { status: 409, title: 'Lease preempted', meaning: 'The lease was taken over by an incident authority; the old holder is fenced out.' },
+  LEASE_WAIT_TIMEOUT: { status: 423, title: 'Lease wait timed out', meaning: 'The resource stayed busy until the caller\'s wait deadline.' },
+  STALE_FENCING_EPOCH: { status: 409, title: 'Stale fencing epoch', meaning: 'The fencing epoch is not the lease\'s current epoch or is below the resource\'s high-water mark.' },
+  VERSION_CONFLICT: { status: 409, title: 'Version conflict', meaning: 'The expected version is not the resource\'s current version; re-read and retry. Never last-write-wins.' },
+  VERSION_REQUIRED: { status: 428, title: 'Version required', meaning: 'The resource class requires expected_version on writes.' },
+  NO_INCIDENT: { status: 403, title: 'No active incident', meaning: 'Preemption is only possible during an active incident.' },
+  IDEMPOTENCY_MISMATCH: { status: 422, title: 'Idempotency key reused', meaning: 'The Idempotency-Key was already used for a different request.' },
+  // upstream and service
+  UPSTREAM_FAILED: { status: 502, title: 'Upstream failed', meaning: 'The upstream refused or failed the write; the receipt says FAILED.' },
+  UPSTREAM_TIMEOUT: { status: 504, title: 'Upstream timeout', meaning: 'The upstream did not answer in time; the receipt stays PENDING until reconciled.' },
+  NO_UPSTREAM: { status: 502, title: 'No upstream', meaning: 'No upstream route is configured for this resource.' },
+  RATE_LIMITED: { status: 429, title: 'Rate limited', meaning: 'Too many requests; retry after `Retry-After`.' },
+  OVERLOADED: { status: 503, title: 'Overloaded', meaning: 'The service is shedding load; retry after `Retry-After`.' },
+  INTERNAL: { status: 500, title: 'Internal error', meaning: 'A bug or an unexpected failure; the log has the details.' },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+
+/** A domain error with a stable code. Domain code throws these; it never knows about HTTP. */
+export class WritError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+  constructor(code: ErrorCode, message?: string, details?: Record<string, unknown>) {
+    super(message ?? ERROR_CATALOGUE[code].title);
+    this.name = 'WritError';
+    this.code = code;
+    this.details = details;
+  }
+}
+
+export function isWritError(e: unknown): e is WritError {
+  return e instanceof WritError;
+}

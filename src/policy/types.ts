@@ -1,0 +1,158 @@
+/**
+ * The contract between the TypeScript side and the Rego policy (policies/). TypeScript collects
+ * candidates (graph traversal, owner lookup, verified approvals); Rego judges them. The attenuation
+ * rules live only in Rego: write-time checks of a new delegation ask the policy too (entrypoint
+ * `writ/authz/delegation`), so the rules cannot drift between write time and decision time.
+ */
+import type { Edge, PrincipalKind, Scope } from '../graph/model.js';
+
+/** An edge as the policy sees it (times in ms; null = unbounded / not revoked). */
+export interface PolicyEdge {
+  id: string;
+  kind: Edge['kind'];
+  from: string;
+  to: string;
+  scope: Scope;
+  max_depth: number | null;
+  creator: string;
+  reason: string;
+  created_at: number;
+  not_before: number | null;
+  expires_at: number | null;
+  revoked_at: number | null;
+}
+
+export interface PolicyPrincipal {
+  id: string;
+  kind: PrincipalKind;
+  priority_class: string;
+  revoked_at: number | null;
+}
+
+/** A candidate chain: edges in order from governance (edges[0].from === 'governance') to the caller. */
+export interface CandidateChain {
+  edges: PolicyEdge[];
+}
+
+export interface OwnerResolution {
+  /** The requested field, or '*' for a whole-resource request. */
+  field: string;
+  owner: string | null;
+  edge_id: string | null;
+}
+
+export interface VerifiedApproval {
+  /** The approving principal (its assertion was verified by the service before the policy runs). */
+  by: string;
+  /** Live `approves` edges from `by` to the requester (the policy checks their scope and risk). */
+  edges: PolicyEdge[];
+}
+
+/** input for `writ/authz/decision` */
+export interface DecisionInput {
+  now: number;
+  request: {
+    principal: string;
+    action: string;
+    resource: string;
+    environment: string;
+    /** Requested fields; empty means the whole resource (only a scope with fields ['*'] covers it). */
+    fields: string[];
+    /** Optional extra risk the caller declares (can only raise the action's catalogue risk). */
+    risk: number | null;
+  };
+  /** Every principal that appears in any candidate chain, plus the caller, for liveness checks. */
+  principals: Record<string, PolicyPrincipal>;
+  /** Ordered by preference (shorter first); the policy picks the first valid one. */
+  chains: CandidateChain[];
+  owners: OwnerResolution[];
+  approval: VerifiedApproval | null;
+}
+
+export interface Obligations {
+  lease_required: boolean;
+  version_required: boolean;
+  approval_required: boolean;
+  /** The resource class that applies (READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE). */
+  resource_class: string;
+  /** Per requested field, its class when the resource class declares per-field semantics. */
+  field_classes: Record<string, string>;
+  conflict_domain: string | null;
+}
+
+export interface EdgeVerdict {
+  id: string;
+  ok: boolean;
+  problems: string[];
+}
+
+export interface ChainVerdict {
+  index: number;
+  ok: boolean;
+  edges: EdgeVerdict[];
+  /** Problems of the chain as a whole (e.g. final scope does not cover the request). */
+  problems: string[];
+}
+
+/** result of `writ/authz/decision` */
+export interface DecisionResult {
+  allow: boolean;
+  /** Sorted, human-readable; empty when allowed. What is missing, in words an auditor can act on. */
+  reasons: string[];
+  obligations: Obligations;
+  /** Index into input.chains of the chain that allows, or null. */
+  chain_index: number | null;
+  risk: number;
+  chains: ChainVerdict[];
+}
+
+/** input for `writ/authz/delegation`: may `proposed` (a delegate edge from the delegator) be written? */
+export interface DelegationInput {
+  now: number;
+  proposed: PolicyEdge;
+  principals: Record<string, PolicyPrincipal>;
+  /** Candidate chains from governance to the delegator (proposed.from). */
+  chains: CandidateChain[];
+}
+
+export interface DelegationResult {
+  allow: boolean;
+  /**
+   * When refused: the violations against the parent chain that came closest, one line per exceeding
+   * dimension, each starting with the dimension name: `fields: body is not in the delegator's [meta_description, title]`.
+   * Dimensions: actions, resources, environments, fields, risk, time window, depth; plus `chain:` lines
+   * when the delegator holds no valid chain at all.
+   */
+  violations: string[];
+  chain_index: number | null;
+}
+
+/** A loaded, evaluable policy bundle. */
+export interface PolicyEngine {
+  /** Hash of the bundle (policy.wasm + data.json) the engine is using now. */
+  readonly revision: string;
+  /** The static policy data (action catalogue, resource classes, ...) of the current bundle. */
+  readonly data: PolicyData;
+  decide(input: DecisionInput): DecisionResult;
+  checkDelegation(input: DelegationInput): DelegationResult;
+}
+
+export interface ResourceClassRule {
+  /** Resource pattern (segment-wise, as in scopes). The most specific matching rule applies. */
+  pattern: string;
+  class: 'READ_SHARED' | 'WRITE_OPTIMISTIC' | 'WRITE_EXCLUSIVE' | 'MULTI_WRITER_MERGEABLE';
+  /** Managed state: writes need a resolved owner. */
+  managed: boolean;
+  /** Per-field semantics overriding `class` for those fields. */
+  fields?: Record<string, ResourceClassRule['class']>;
+  conflict_domain?: string;
+}
+
+export interface PolicyData {
+  writ: {
+    actions: Record<string, { risk: number; description?: string; write: boolean }>;
+    resource_classes: ResourceClassRule[];
+    /** Per environment: requests with risk above this need an approval. */
+    approval_threshold: Record<string, number>;
+  };
+}

@@ -1,0 +1,6 @@
+import { graphEvents } from './001-graph.js';
+import { replayGuard } from './002-replay.js';
+import type { Migration } from './types.js';
+
+/** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
+export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard];

@@ -1,0 +1,5 @@
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}

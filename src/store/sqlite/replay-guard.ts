@@ -1,0 +1,25 @@
+import type { ReplayGuard } from '../types.js';
+import type { SqliteDatabase } from './database.js';
+
+export class SqliteReplayGuard implements ReplayGuard {
+  private readonly insert;
+  private readonly purge;
+  private lastPurge = 0;
+
+  constructor(db: SqliteDatabase) {
+    // A conflicting live row makes this a no-op (changes = 0); an expired one is replaced.
+    this.insert = db.prepare(`
+      INSERT INTO seen_ids (namespace, id, expires_at) VALUES (?, ?, ?)
+      ON CONFLICT (namespace, id) DO UPDATE SET expires_at = excluded.expires_at
+      WHERE seen_ids.expires_at <= ?`);
+    this.purge = db.prepare('DELETE FROM seen_ids WHERE expires_at <= ?');
+  }
+
+  remember(namespace: string, id: string, expiresAt: number, now: number): boolean {
+    if (now - this.lastPurge > 60_000) {
+      this.purge.run(now);
+      this.lastPurge = now;
+    }
+    return this.insert.run(namespace, id, expiresAt, now).changes === 1;
+  }
+}

@@ -1,0 +1,38 @@
+import type { GraphEvent, RecordedGraphEvent } from '../graph/model.js';
+
+/**
+ * Storage ports. The domain talks to these interfaces only; `sqlite/` implements them on one SQLite
+ * file, and a PostgreSQL backend (several gateway replicas) will implement the same interfaces.
+ * Each domain folder that needs more storage defines its own repository interface next to it
+ * (e.g. src/lease/repository.ts) and the backend implements it here.
+ */
+
+/** The graph's event log: the source of truth from which the in-memory graph is (re)built. */
+export interface GraphEventLog {
+  /**
+   * Appends events atomically with consecutive revisions and returns the last revision.
+   * When `expectedHead` is given and the log's head is not that revision, nothing is written and
+   * `GraphHeadMoved` is thrown: the caller catches up and validates again (optimistic concurrency
+   * between processes sharing the store).
+   */
+  append(events: GraphEvent[], actor: string, at: number, expectedHead?: number): number;
+  /** Events with `after < revision <= upTo`, in revision order. */
+  read(after: number, upTo?: number): RecordedGraphEvent[];
+  /** Highest revision, 0 when empty. */
+  head(): number;
+  /** The last revision recorded at or before `time` (0 if none). */
+  revisionAt(time: number): number;
+}
+
+export class GraphHeadMoved extends Error {
+  constructor(readonly expected: number, readonly actual: number) {
+    super(`graph head moved from ${expected} to ${actual}`);
+    this.name = 'GraphHeadMoved';
+  }
+}
+
+/** Remembers single-use ids (caller assertion `jti`, used decision ids) until they expire. */
+export interface ReplayGuard {
+  /** True the first time an id is seen in `namespace`; false for every later call (until it expires). */
+  remember(namespace: string, id: string, expiresAt: number, now: number): boolean;
+}
