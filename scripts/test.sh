@@ -14,7 +14,7 @@ echo "== opa check --strict"
 echo "== opa test"
 "$OPA" test --v1-compatible policies/ -v --count=1 2>&1 | tail -n 5
 "$OPA" test --v1-compatible policies/ >/dev/null
-echo "== tsc --noEmit"
-npx tsc -p tsconfig.json --noEmit
+echo "== tsc (sources and tests)"
+npx tsc -p tsconfig.test.json
 echo "== vitest"
 npx vitest run

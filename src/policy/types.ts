@@ -154,5 +154,7 @@ export interface PolicyData {
     resource_classes: ResourceClassRule[];
     /** Per environment: requests with risk above this need an approval. */
     approval_threshold: Record<string, number>;
+    /** Coordination registry aliases: a key starting with `from` segments is rewritten to `to` (e.g. wordpress:article → wp:post). */
+    aliases?: { from: string; to: string }[];
   };
 }

@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { WritError, ERROR_CATALOGUE } from '../errors.js';
+import { COMMANDS, type Command } from './commands.js';
+
+function usage(): string {
+  const lines = ['usage: writ <command> [options]', '', 'commands:'];
+  for (const c of COMMANDS) lines.push(`  ${c.name.padEnd(34)} ${c.summary}`);
+  lines.push('', 'common options: --data-dir DIR (default ./data or $WRIT_DATA_DIR)');
+  return lines.join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
+    console.log(usage());
+    return 0;
+  }
+  // Longest matching command name ("graph apply" before "graph").
+  let command: Command | undefined;
+  let rest: string[] = [];
+  for (const c of [...COMMANDS].sort((a, b) => b.name.split(' ').length - a.name.split(' ').length)) {
+    const words = c.name.split(' ');
+    if (words.every((w, i) => argv[i] === w)) {
+      command = c;
+      rest = argv.slice(words.length);
+      break;
+    }
+  }
+  if (!command) {
+    console.error(`writ: unknown command "${argv.join(' ')}"\n\n${usage()}`);
+    return 2;
+  }
+  const { values, positionals } = parseArgs({ args: rest, options: { 'data-dir': { type: 'string' }, help: { type: 'boolean' }, ...command.options }, allowPositionals: true, strict: true });
+  if (values.help) {
+    console.log(`writ ${command.name} ${command.usage ?? ''}\n\n${command.summary}`);
+    return 0;
+  }
+  return command.run({ values: values as Record<string, string | boolean | undefined>, positionals });
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code !== undefined && code !== 0) process.exitCode = code;
+  },
+  (e: unknown) => {
+    if (e instanceof WritError) {
+      console.error(`writ: ${e.code} (${ERROR_CATALOGUE[e.code].title}): ${e.message}`);
+      process.exitCode = 1;
+    } else if (e instanceof TypeError && (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      console.error(`writ: ${e.message}`);
+      process.exitCode = 2;
+    } else {
+      console.error(`writ: ${(e as Error).stack ?? String(e)}`);
+      process.exitCode = 1;
+    }
+  },
+);

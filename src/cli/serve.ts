@@ -1,0 +1,48 @@
+import type { WritConfig } from '../config/index.js';
+import { GOVERNANCE_ID } from '../graph/model.js';
+import { buildApp } from '../http/index.js';
+import { applyManifest, openWrit, readManifest } from '../service/index.js';
+
+export interface ServeOptions {
+  graphFile?: string | undefined;
+  /** Port of the sample upstream started beside Writ (null: don't start it). */
+  upstreamPort: number | null;
+}
+
+/** `writ serve`: open the store, bootstrap governance, apply the example graph, listen; stop cleanly on SIGINT/SIGTERM. */
+export async function serve(config: WritConfig, options: ServeOptions): Promise<void> {
+  const w = await openWrit(config);
+  const say = (s: string) => process.stderr.write(`${s}\n`);
+  if (w.credentialCreated) say(`[writ] created the governance admin credential at ${w.credentialPath} (mode 0600) — keep it secret`);
+  else say(`[writ] governance admin credential: ${w.credentialPath}`);
+  if (options.graphFile) {
+    const { manifest, baseDir } = readManifest(options.graphFile);
+    const r = applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
+    say(`[writ] applied ${options.graphFile}: ${r.created.length} created, ${r.unchanged.length} unchanged; graph revision ${r.graph_revision}`);
+  }
+  const app = await buildApp(w.ctx, { logger: process.env.WRIT_LOG === '1' ? { level: 'info' } : false });
+  const closers: (() => Promise<void>)[] = [];
+  if (options.upstreamPort !== null) {
+    const { startSampleUpstream } = await import('../upstream/index.js');
+    const upstream = await startSampleUpstream({ port: options.upstreamPort, host: config.host, dbFile: `${config.dataDir}/upstream.sqlite` });
+    closers.push(() => upstream.close());
+    say(`[writ] sample upstream (a stand-in for a real CMS) on http://${config.host}:${options.upstreamPort}`);
+  }
+  await app.listen({ port: config.port, host: config.host });
+  const url = `http://${config.host}:${config.port}`;
+  say(`[writ] listening on ${url}  (graph revision ${w.ctx.graph.current().revision}, policy ${w.ctx.policy.revision})`);
+  say(`[writ] try:  curl ${url}/healthz   ·   curl ${url}/.well-known/jwks.json   ·   curl ${url}/openapi.json`);
+  say(`[writ]       node bin/writ trace seo-agent-7 update_post wp:post:1024 --fields title,meta_description`);
+  say(`[writ]       node bin/writ graph export --format dot`);
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    await app.close();
+    for (const c of closers) await c();
+    w.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop());
+  process.on('SIGTERM', () => void stop());
+}

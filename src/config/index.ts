@@ -1,0 +1,1 @@
+export { loadConfig, DEFAULT_PRIORITIES, type WritConfig } from './config.js';

@@ -1,0 +1,71 @@
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import swagger from '@fastify/swagger';
+import { authenticateCaller } from '../decision/index.js';
+import type { WritContext } from '../service/index.js';
+import { createMetrics } from './metrics.js';
+import { sendProblem } from './problem.js';
+import { registerDecisionRoutes } from './routes/decisions.js';
+import { registerGraphRoutes } from './routes/graph.js';
+import { registerOpsRoutes } from './routes/ops.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    writ: WritContext;
+    /** Authenticates the caller assertion (Bearer JWT) and returns the principal id. */
+    caller(request: FastifyRequest): Promise<string>;
+  }
+}
+
+export interface AppOptions {
+  logger?: boolean | object;
+  /** Extra route plugins (the gateway's routes register here). */
+  plugins?: ((app: FastifyInstance) => void | Promise<void>)[];
+}
+
+/** The fastify app: parse, call a use case from src/service, serialize. No domain logic here. */
+export async function buildApp(ctx: WritContext, options: AppOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit: ctx.config.bodyLimitBytes,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
+  });
+  const metrics = createMetrics();
+  ctx.observer = metrics.observer;
+  app.decorate('writ', ctx);
+  app.decorate('caller', async (request: FastifyRequest) => {
+    const graph = ctx.graph.current();
+    const auth = await authenticateCaller(request.headers.authorization, {
+      principal: (id) => graph.principal(id),
+      replay: ctx.replay,
+      now: ctx.clock.now(),
+      audience: ctx.config.audience,
+      maxTtlMs: ctx.config.maxAssertionTtlMs,
+    });
+    return auth.principal;
+  });
+  app.setErrorHandler((error, request, reply) => sendProblem(error, request, reply));
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).type('application/problem+json').send({
+      type: 'https://writ.dev/errors/NOT_FOUND', title: 'Not found', status: 404, code: 'NOT_FOUND',
+      detail: `no route ${request.method} ${request.url.split('?')[0]}`, instance: request.url,
+    }),
+  );
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.httpRequests.inc({ route: request.routeOptions.url ?? 'unknown', status: String(reply.statusCode) });
+  });
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'Writ API', version: '1', description: 'Authority, ownership and coordination at the write boundary.' },
+      components: { securitySchemes: { callerAssertion: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+      security: [{ callerAssertion: [] }],
+    },
+  });
+  registerOpsRoutes(app, metrics.registry);
+  registerGraphRoutes(app);
+  registerDecisionRoutes(app);
+  for (const plugin of options.plugins ?? []) await plugin(app);
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await app.ready();
+  return app;
+}

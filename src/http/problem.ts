@@ -1,0 +1,51 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { ERROR_CATALOGUE, WritError, type ErrorCode } from '../errors.js';
+
+/** RFC 9457 problem details with Writ's stable `code`. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  code: ErrorCode;
+  detail: string;
+  instance?: string;
+  [extension: string]: unknown;
+}
+
+export function problemOf(code: ErrorCode, detail: string, details?: Record<string, unknown>): Problem {
+  const spec = ERROR_CATALOGUE[code];
+  return { type: `https://writ.dev/errors/${code}`, title: spec.title, status: spec.status, code, detail, ...(details ?? {}) };
+}
+
+/** Fastify's own errors (parsing, validation, limits) mapped onto the catalogue. */
+function fromFastify(error: FastifyError): WritError {
+  if (error.validation) {
+    const first = error.validation[0];
+    const where = first?.instancePath || error.validationContext || 'body';
+    const extra = first?.params && 'additionalProperty' in first.params ? ` "${String(first.params.additionalProperty)}"` : '';
+    return new WritError('MALFORMED_REQUEST', `${error.validationContext ?? 'body'}${where.startsWith('/') ? where : ''}: ${first?.message ?? 'invalid'}${extra}`);
+  }
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new WritError('PAYLOAD_TOO_LARGE', error.message);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new WritError('MALFORMED_REQUEST', error.message);
+    default:
+      if (error.statusCode === 400 || error instanceof SyntaxError) return new WritError('MALFORMED_REQUEST', error.message);
+      if (error.statusCode === 413) return new WritError('PAYLOAD_TOO_LARGE', error.message);
+      return new WritError('INTERNAL', 'internal error');
+  }
+}
+
+/** The one place where errors become HTTP responses. */
+export function sendProblem(error: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const writ = error instanceof WritError ? error : fromFastify(error as FastifyError);
+  if (writ.code === 'INTERNAL') request.log.error({ err: error }, 'internal error');
+  const problem = problemOf(writ.code, writ.message, writ.details);
+  problem.instance = request.url;
+  const retryAfterMs = writ.details?.retry_after_ms;
+  if (typeof retryAfterMs === 'number') reply.header('Retry-After', String(Math.max(1, Math.ceil(retryAfterMs / 1000))));
+  return reply.code(problem.status).type('application/problem+json').send(problem);
+}

@@ -1,0 +1,104 @@
+/** JSON schemas of the v1 wire types. Unknown fields are refused (additionalProperties: false). */
+
+const id = { type: 'string', minLength: 1, maxLength: 128 } as const;
+const names = { type: 'array', items: { type: 'string', minLength: 1, maxLength: 256 }, minItems: 1, maxItems: 256 } as const;
+const time = { anyOf: [{ type: 'string', maxLength: 64 }, { type: 'integer' }, { type: 'null' }] } as const;
+
+export const scopeSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['actions', 'resources'],
+  properties: {
+    actions: names,
+    resources: names,
+    environments: names,
+    fields: names,
+    risk_max: { type: 'integer', minimum: 0 },
+    constraints: { type: 'object', properties: { risk_max: { type: 'integer', minimum: 0 } } },
+  },
+} as const;
+
+const jwk = {
+  type: 'object',
+  required: ['kty', 'kid'],
+  properties: { kty: { type: 'string' }, kid: { type: 'string', minLength: 1 }, crv: { type: 'string' }, x: { type: 'string' }, y: { type: 'string' }, alg: { type: 'string' }, use: { type: 'string' } },
+  additionalProperties: true,
+} as const;
+
+export const principalBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['id', 'kind', 'keys'],
+  properties: {
+    id,
+    kind: { type: 'string', enum: ['agent', 'human', 'service', 'control_plane'] },
+    priority_class: { type: 'string' },
+    attributes: { type: 'object' },
+    keys: { type: 'array', items: jwk, maxItems: 16 },
+  },
+} as const;
+
+const edgeCommon = {
+  id,
+  reason: { type: 'string', minLength: 1, maxLength: 2000 },
+  not_before: time,
+  expires_at: time,
+} as const;
+
+export const grantBody = {
+  type: 'object', additionalProperties: false, required: ['to', 'scope', 'reason'],
+  properties: { ...edgeCommon, to: id, scope: scopeSchema, max_depth: { type: 'integer', minimum: 0, maximum: 16 } },
+} as const;
+
+export const delegationBody = {
+  type: 'object', additionalProperties: false, required: ['from', 'to', 'scope', 'reason'],
+  properties: { ...edgeCommon, from: id, to: id, scope: scopeSchema, max_depth: { type: 'integer', minimum: 0, maximum: 16 } },
+} as const;
+
+export const ownershipBody = {
+  type: 'object', additionalProperties: false, required: ['owner', 'resource', 'reason'],
+  properties: { ...edgeCommon, owner: id, resource: { type: 'string', minLength: 1, maxLength: 512 }, fields: names },
+} as const;
+
+export const approvalBody = {
+  type: 'object', additionalProperties: false, required: ['from', 'to', 'scope', 'reason'],
+  properties: { ...edgeCommon, from: id, to: id, scope: scopeSchema },
+} as const;
+
+export const preemptionBody = {
+  type: 'object', additionalProperties: false, required: ['from', 'to', 'reason'],
+  properties: { ...edgeCommon, from: id, to: id },
+} as const;
+
+export const revokeBody = {
+  type: ['object', 'null'], additionalProperties: false,
+  properties: { reason: { type: 'string', maxLength: 2000 } },
+} as const;
+
+export const decisionBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['action', 'resource', 'environment'],
+  properties: {
+    action: { type: 'string', minLength: 1, maxLength: 128 },
+    resource: { type: 'string', minLength: 1, maxLength: 512 },
+    environment: { type: 'string', minLength: 1, maxLength: 64 },
+    fields: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 128 }, maxItems: 128 },
+    context: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { risk: { type: 'integer', minimum: 0 }, approval: { type: 'string', maxLength: 8192 }, reason: { type: 'string', maxLength: 2000 } },
+    },
+  },
+} as const;
+
+export const explainBody = {
+  ...decisionBody,
+  properties: { ...decisionBody.properties, principal: id },
+} as const;
+
+export const problemSchema = {
+  type: 'object',
+  properties: { type: { type: 'string' }, title: { type: 'string' }, status: { type: 'integer' }, code: { type: 'string' }, detail: { type: 'string' } },
+  additionalProperties: true,
+} as const;

@@ -1,0 +1,27 @@
+import type { Clock } from '../clock.js';
+import type { WritConfig } from '../config/index.js';
+import type { LiveGraph } from '../graph/index.js';
+import type { KeyRing } from '../decision/index.js';
+import type { PolicyEngine } from '../policy/types.js';
+import type { GraphEventLog, ReplayGuard } from '../store/types.js';
+import type { SqliteDatabase } from '../store/sqlite/database.js';
+
+/** Receives what the use cases did, for metrics and logs; the HTTP layer plugs Prometheus in here. */
+export interface ServiceObserver {
+  decision(result: 'allow' | 'deny' | 'error', seconds: number): void;
+}
+
+export const silentObserver: ServiceObserver = { decision: () => {} };
+
+/** Everything a use case needs. Built once by `openWrit`; tests may assemble their own. */
+export interface WritContext {
+  readonly config: WritConfig;
+  readonly clock: Clock;
+  readonly db: SqliteDatabase;
+  readonly log: GraphEventLog;
+  readonly graph: LiveGraph;
+  readonly replay: ReplayGuard;
+  readonly keys: KeyRing;
+  readonly policy: PolicyEngine;
+  observer: ServiceObserver;
+}

@@ -1,0 +1,201 @@
+import { randomUUID } from 'node:crypto';
+import { decodeJwt } from 'jose';
+import { WritError } from '../errors.js';
+import { authenticateCaller, signDecision, type DecisionClaims } from '../decision/index.js';
+import { approvalEdges, principalsOf, resolveChains, resolveOwners, type AuthorityGraph } from '../graph/index.js';
+import { GOVERNANCE_ID } from '../graph/model.js';
+import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, Obligations, PolicyEdge, VerifiedApproval } from '../policy/types.js';
+import type { WritContext } from './context.js';
+import { canonicalResource } from './resources.js';
+
+export interface DecisionRequestInput {
+  action: string;
+  resource: string;
+  environment: string;
+  fields?: string[];
+  context?: Record<string, unknown>;
+}
+
+export interface DecisionOutcome {
+  decision_id: string;
+  allow: boolean;
+  principal: string;
+  action: string;
+  /** Canonical key (an alias in the request is resolved). */
+  resource: string;
+  environment: string;
+  fields: string[];
+  reasons: string[];
+  obligations: Obligations;
+  risk: number;
+  /** Edge ids of the chain that allows, governance first; empty on deny. */
+  chain: string[];
+  chain_edges: PolicyEdge[];
+  owners: Record<string, string | null>;
+  graph_revision: number;
+  policy_revision: string;
+  issued_at: number;
+  expires_at: number | null;
+  /** Compact JWS for the gateway; only allow decisions are signed. */
+  token: string | null;
+}
+
+export interface Explanation {
+  principal: string;
+  request: { action: string; resource: string; environment: string; fields: string[] };
+  allow: boolean;
+  reasons: string[];
+  risk: number;
+  obligations: Obligations;
+  owners: Record<string, string | null>;
+  chains: { edges: PolicyEdge[]; verdict: ChainVerdict }[];
+  graph_revision: number;
+  policy_revision: string;
+}
+
+interface Judged {
+  principal: string;
+  request: { action: string; resource: string; environment: string; fields: string[] };
+  graph: AuthorityGraph;
+  input: DecisionInput;
+  result: DecisionResult;
+  now: number;
+}
+
+function normalizeFields(fields: string[] | undefined): string[] {
+  return [...new Set(fields ?? [])].sort();
+}
+
+async function verifyApproval(ctx: WritContext, graph: AuthorityGraph, principal: string, req: Judged['request'], token: unknown, now: number): Promise<VerifiedApproval | null> {
+  if (token === undefined || token === null) return null;
+  if (typeof token !== 'string') throw new WritError('UNPROCESSABLE', 'context.approval must be an approval assertion (a JWT string)');
+  const auth = await authenticateCaller(`Bearer ${token}`, {
+    principal: (id) => graph.principal(id),
+    replay: ctx.replay,
+    now,
+    audience: `${ctx.config.audience}:approval`,
+    maxTtlMs: ctx.config.maxAssertionTtlMs,
+  });
+  const claims = decodeJwt(token) as { approve?: { principal?: string; action?: string; resource?: string; environment?: string } };
+  const a = claims.approve;
+  if (!a || a.principal !== principal || a.action !== req.action || a.resource !== req.resource || a.environment !== req.environment) {
+    throw new WritError('UNPROCESSABLE', 'the approval is for another principal, action, resource or environment');
+  }
+  return { by: auth.principal, edges: approvalEdges(graph, auth.principal, principal, now) };
+}
+
+async function judge(ctx: WritContext, principal: string, body: DecisionRequestInput, mode: 'decide' | 'explain'): Promise<Judged> {
+  const now = ctx.clock.now();
+  const graph = ctx.graph.current();
+  const caller = graph.principal(principal);
+  if (!caller) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${principal}"`);
+  const request = {
+    action: body.action,
+    resource: canonicalResource(ctx.policy.data, body.resource),
+    environment: body.environment,
+    fields: normalizeFields(body.fields),
+  };
+  const declaredRisk = body.context?.risk;
+  if (declaredRisk !== undefined && (typeof declaredRisk !== 'number' || !Number.isInteger(declaredRisk) || declaredRisk < 0)) {
+    throw new WritError('UNPROCESSABLE', 'context.risk must be a non-negative integer');
+  }
+  const approval = await verifyApproval(ctx, graph, principal, request, body.context?.approval, now);
+  const build = (chains: CandidateChain[]): DecisionInput => ({
+    now,
+    request: { principal, ...request, risk: (declaredRisk as number | undefined) ?? null },
+    principals: principalsOf(graph, chains, [principal, ...(approval ? [approval.by] : [])]),
+    chains,
+    owners: resolveOwners(graph, request.resource, request.fields, now),
+    approval,
+  });
+  let input = build(resolveChains(graph, { principal, ...request }, now, { mode }));
+  let result = ctx.policy.decide(input);
+  if (!result.allow && mode === 'decide') {
+    // The hot path pruned dead edges; for reasons an auditor can act on, judge the unpruned candidates.
+    input = build(resolveChains(graph, { principal, ...request }, now, { mode: 'explain' }));
+    const detailed = ctx.policy.decide(input);
+    result = detailed.allow ? result : detailed;
+  }
+  return { principal, request, graph, input, result, now };
+}
+
+function ownersOf(input: DecisionInput): Record<string, string | null> {
+  return Object.fromEntries(input.owners.map((o) => [o.field, o.owner]));
+}
+
+/** POST /v1/decisions: may the caller do this, here, now? An allow comes back signed for the gateway. */
+export async function decide(ctx: WritContext, caller: string, body: DecisionRequestInput): Promise<DecisionOutcome> {
+  const started = process.hrtime.bigint();
+  try {
+    const j = await judge(ctx, caller, body, 'decide');
+    const { result, input } = j;
+    const chainEdges = result.allow && result.chain_index !== null ? input.chains[result.chain_index]!.edges : [];
+    const outcome: DecisionOutcome = {
+      decision_id: randomUUID(),
+      allow: result.allow,
+      principal: caller,
+      ...j.request,
+      reasons: result.reasons,
+      obligations: result.obligations,
+      risk: result.risk,
+      chain: chainEdges.map((e) => e.id),
+      chain_edges: chainEdges,
+      owners: ownersOf(input),
+      graph_revision: j.graph.revision,
+      policy_revision: ctx.policy.revision,
+      issued_at: j.now,
+      expires_at: null,
+      token: null,
+    };
+    if (result.allow) {
+      outcome.expires_at = j.now + ctx.config.decisionTtlMs;
+      const claims: DecisionClaims = {
+        decision_id: outcome.decision_id,
+        principal: caller,
+        audience: ctx.config.gatewayAudience,
+        action: outcome.action,
+        resource: outcome.resource,
+        environment: outcome.environment,
+        fields: outcome.fields,
+        chain: outcome.chain,
+        owners: outcome.owners,
+        graph_revision: outcome.graph_revision,
+        policy_revision: outcome.policy_revision,
+        obligations: outcome.obligations,
+        risk: outcome.risk,
+        issued_at: j.now,
+        expires_at: outcome.expires_at,
+      };
+      outcome.token = await signDecision(ctx.keys, claims);
+    }
+    ctx.observer.decision(result.allow ? 'allow' : 'deny', Number(process.hrtime.bigint() - started) / 1e9);
+    return outcome;
+  } catch (e) {
+    ctx.observer.decision('error', Number(process.hrtime.bigint() - started) / 1e9);
+    throw e;
+  }
+}
+
+/**
+ * POST /v1/explain: every candidate chain with the verdict on each edge, for humans. A principal may
+ * explain its own requests; governance may explain anyone's (auditors, `writ trace`).
+ */
+export async function explain(ctx: WritContext, caller: string, body: DecisionRequestInput & { principal?: string }): Promise<Explanation> {
+  const subject = body.principal ?? caller;
+  if (subject !== caller && caller !== GOVERNANCE_ID) {
+    throw new WritError('FORBIDDEN', `${caller} may not explain decisions for ${subject}`);
+  }
+  const j = await judge(ctx, subject, body, 'explain');
+  return {
+    principal: subject,
+    request: j.request,
+    allow: j.result.allow,
+    reasons: j.result.reasons,
+    risk: j.result.risk,
+    obligations: j.result.obligations,
+    owners: ownersOf(j.input),
+    chains: j.input.chains.map((c, i) => ({ edges: c.edges, verdict: j.result.chains[i]! })),
+    graph_revision: j.graph.revision,
+    policy_revision: ctx.policy.revision,
+  };
+}

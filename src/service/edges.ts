@@ -1,0 +1,186 @@
+import { randomUUID } from 'node:crypto';
+import { WritError } from '../errors.js';
+import { findOwnershipConflict, principalsOf, resolveChainsTo, type AuthorityGraph } from '../graph/index.js';
+import { GOVERNANCE_ID, type Edge, type EdgeKind, type GraphEvent } from '../graph/model.js';
+import type { PolicyEdge } from '../policy/types.js';
+import { commitGraphChange } from './graph-changes.js';
+import type { WritContext } from './context.js';
+import { requireGovernance } from './principals.js';
+import { checkId, normalizeScope, sameJson, window, type ScopeInput } from './validate.js';
+
+interface EdgeInputBase {
+  id?: string;
+  reason: string;
+  not_before?: string | number | null;
+  expires_at?: string | number | null;
+}
+export interface GrantInput extends EdgeInputBase { to: string; scope: ScopeInput; max_depth?: number }
+export interface DelegationInput extends EdgeInputBase { from: string; to: string; scope: ScopeInput; max_depth?: number }
+export interface OwnershipInput extends EdgeInputBase { owner: string; resource: string; fields?: string[] }
+export interface ApprovalInput extends EdgeInputBase { from: string; to: string; scope: ScopeInput }
+export interface PreemptionInput extends EdgeInputBase { from: string; to: string }
+
+export interface EdgeResult {
+  edge: Edge;
+  created: boolean;
+  graph_revision: number;
+}
+
+function livePrincipal(graph: AuthorityGraph, id: string, role: string): void {
+  const p = graph.principal(id);
+  if (!p) throw new WritError('UNKNOWN_PRINCIPAL', `${role} "${id}" is not a registered principal`);
+  if (p.revoked_at !== null) throw new WritError('UNPROCESSABLE', `${role} "${id}" is revoked`);
+}
+
+/** The shared path of every edge creation: idempotency by id, then the kind-specific checks, then the event. */
+function createEdge(
+  ctx: WritContext,
+  caller: string,
+  draft: Omit<Edge, 'id' | 'creator' | 'created_at' | 'revoked_at' | 'revision'> & { id?: string | undefined },
+  check: (graph: AuthorityGraph, candidate: PolicyEdge, now: number) => void,
+): EdgeResult {
+  const id = checkId(draft.id ?? `e-${randomUUID()}`, 'edge id');
+  if (!draft.reason || draft.reason.trim().length === 0) throw new WritError('UNPROCESSABLE', 'every edge needs a reason (auditors read it)');
+  let created = false;
+  const revision = commitGraphChange(ctx, caller, (graph, now): GraphEvent[] => {
+    const existing = graph.edge(id);
+    if (existing) {
+      const comparable = (e: Pick<Edge, 'kind' | 'from' | 'to' | 'scope' | 'max_depth' | 'reason' | 'not_before' | 'expires_at'>) => ({
+        kind: e.kind, from: e.from, to: e.to, scope: e.scope, max_depth: e.max_depth, reason: e.reason, not_before: e.not_before, expires_at: e.expires_at,
+      });
+      if (sameJson(comparable(existing), comparable(draft as Edge))) return [];
+      throw new WritError('ALREADY_EXISTS', `edge "${id}" exists with different content; edges are immutable (revoke and create a new one)`);
+    }
+    const edge = { ...draft, id, creator: caller, created_at: now } as Omit<Edge, 'revoked_at' | 'revision'>;
+    check(graph, { ...edge, revoked_at: null }, now);
+    created = true;
+    return [{ type: 'edge.created', edge }];
+  });
+  const edge = ctx.graph.current().edge(id);
+  if (!edge) throw new WritError('INTERNAL', `edge ${id} vanished after creation`);
+  return { edge, created, graph_revision: revision };
+}
+
+function depth(value: number | undefined): number {
+  const d = value ?? 0;
+  if (!Number.isInteger(d) || d < 0 || d > 16) throw new WritError('UNPROCESSABLE', 'max_depth must be an integer from 0 to 16');
+  return d;
+}
+
+/** A root grant governance → P. Only governance grants. */
+export function createGrant(ctx: WritContext, caller: string, input: GrantInput): EdgeResult {
+  requireGovernance(caller, 'create grants');
+  const draft = {
+    id: input.id, kind: 'grant' as EdgeKind, from: GOVERNANCE_ID, to: input.to, scope: normalizeScope(input.scope),
+    max_depth: depth(input.max_depth), reason: input.reason, ...window(input.not_before, input.expires_at),
+  };
+  return createEdge(ctx, caller, draft, (graph) => {
+    livePrincipal(graph, input.to, 'grantee');
+    if (input.to === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'governance cannot grant to itself');
+  });
+}
+
+/**
+ * A delegation P → Q. Only P itself (or governance, applying a manifest on P's behalf) may write it,
+ * and only if P holds, right now, a valid chain whose last scope covers the delegated scope on every
+ * dimension. The policy (not TypeScript) judges that, so write time and decision time apply one rule set.
+ */
+export function createDelegation(ctx: WritContext, caller: string, input: DelegationInput): EdgeResult {
+  if (caller !== input.from && caller !== GOVERNANCE_ID) {
+    throw new WritError('FORBIDDEN', `${caller} cannot delegate on behalf of ${input.from}; only the holder of a scope may delegate it`);
+  }
+  const draft = {
+    id: input.id, kind: 'delegate' as EdgeKind, from: input.from, to: input.to, scope: normalizeScope(input.scope),
+    max_depth: depth(input.max_depth), reason: input.reason, ...window(input.not_before, input.expires_at),
+  };
+  return createEdge(ctx, caller, draft, (graph, candidate, now) => {
+    livePrincipal(graph, input.from, 'delegator');
+    livePrincipal(graph, input.to, 'delegate');
+    if (input.from === input.to) throw new WritError('UNPROCESSABLE', 'a principal cannot delegate to itself');
+    if (input.to === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'nothing can be delegated to governance');
+    const chains = resolveChainsTo(graph, input.from, now, { mode: 'explain' });
+    const verdict = ctx.policy.checkDelegation({
+      now,
+      proposed: candidate,
+      principals: principalsOf(graph, chains, [input.from, input.to]),
+      chains,
+    });
+    if (!verdict.allow) {
+      throw new WritError('ATTENUATION_VIOLATION', `delegation ${input.from} → ${input.to} exceeds what ${input.from} holds: ${verdict.violations.join('; ')}`, {
+        violations: verdict.violations,
+      });
+    }
+  });
+}
+
+/** owns P → managed state. One live owner per managed state (same pattern, overlapping fields). */
+export function createOwnership(ctx: WritContext, caller: string, input: OwnershipInput): EdgeResult {
+  requireGovernance(caller, 'assign ownership');
+  const scope = normalizeScope({ actions: ['*'], resources: [input.resource], fields: input.fields ?? ['*'], risk_max: 0 });
+  const draft = {
+    id: input.id, kind: 'owns' as EdgeKind, from: input.owner, to: input.resource, scope, max_depth: null,
+    reason: input.reason, ...window(input.not_before, input.expires_at),
+  };
+  return createEdge(ctx, caller, draft, (graph, _candidate, now) => {
+    livePrincipal(graph, input.owner, 'owner');
+    const conflict = findOwnershipConflict(graph, { resources: scope.resources, fields: scope.fields }, now);
+    if (conflict) {
+      throw new WritError('OWNERSHIP_CONFLICT', `${input.resource} [${scope.fields.join(', ')}] is already owned by ${conflict.from} (edge ${conflict.id}); revoke that edge first`, {
+        edge: conflict.id,
+        owner: conflict.from,
+      });
+    }
+  });
+}
+
+/** approves P → Q: P may approve Q's requests up to scope.constraints.risk_max. */
+export function createApproval(ctx: WritContext, caller: string, input: ApprovalInput): EdgeResult {
+  requireGovernance(caller, 'create approval edges');
+  const draft = {
+    id: input.id, kind: 'approves' as EdgeKind, from: input.from, to: input.to, scope: normalizeScope(input.scope),
+    max_depth: null, reason: input.reason, ...window(input.not_before, input.expires_at),
+  };
+  return createEdge(ctx, caller, draft, (graph) => {
+    livePrincipal(graph, input.from, 'approver');
+    livePrincipal(graph, input.to, 'approved principal');
+  });
+}
+
+/** preempts P → Q (or → class:NAME): P may take over Q's leases during an active incident. */
+export function createPreemption(ctx: WritContext, caller: string, input: PreemptionInput): EdgeResult {
+  requireGovernance(caller, 'create preemption edges');
+  const draft = {
+    id: input.id, kind: 'preempts' as EdgeKind, from: input.from, to: input.to,
+    scope: normalizeScope({ actions: ['*'], resources: ['**'], risk_max: 0 }),
+    max_depth: null, reason: input.reason, ...window(input.not_before, input.expires_at),
+  };
+  return createEdge(ctx, caller, draft, (graph) => {
+    livePrincipal(graph, input.from, 'preempting principal');
+    if (input.to.startsWith('class:')) {
+      const cls = input.to.slice('class:'.length);
+      if (ctx.config.priorities[cls] === undefined) throw new WritError('UNPROCESSABLE', `unknown priority class "${cls}"`);
+    } else {
+      livePrincipal(graph, input.to, 'preempted principal');
+    }
+  });
+}
+
+/**
+ * Revokes an edge. Governance, the edge's creator or its `from` may revoke. Everything below it stops
+ * counting at the next decision, and the gateway refuses decisions made before the revocation.
+ */
+export function revokeEdge(ctx: WritContext, caller: string, id: string, reason: string): EdgeResult {
+  let changed = false;
+  const revision = commitGraphChange(ctx, caller, (graph, now): GraphEvent[] => {
+    const edge = graph.edge(id);
+    if (!edge) throw new WritError('UNKNOWN_EDGE', `no edge "${id}"`);
+    if (caller !== GOVERNANCE_ID && caller !== edge.creator && caller !== edge.from) {
+      throw new WritError('FORBIDDEN', `${caller} may not revoke edge ${id} (only governance, its creator ${edge.creator} or ${edge.from})`);
+    }
+    if (edge.revoked_at !== null) return [];
+    changed = true;
+    return [{ type: 'edge.revoked', id, at: now, reason }];
+  });
+  const edge = ctx.graph.current().edge(id)!;
+  return { edge, created: changed, graph_revision: revision };
+}

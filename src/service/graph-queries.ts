@@ -1,0 +1,21 @@
+import { WritError } from '../errors.js';
+import { exportGraphDot, exportGraphJson, type AuthorityGraph } from '../graph/index.js';
+import type { WritContext } from './context.js';
+import { parseAt } from './time.js';
+
+/** The graph now, or as it was at a revision or a time (point-in-time audit). */
+export function graphAt(ctx: WritContext, at: string | undefined): AuthorityGraph {
+  if (at === undefined || at === '') return ctx.graph.current();
+  const when = parseAt(at);
+  if ('revision' in when) {
+    const head = ctx.graph.current().revision;
+    if (when.revision > head) throw new WritError('UNPROCESSABLE', `revision ${when.revision} is ahead of the graph (head ${head})`);
+    return ctx.graph.atRevision(when.revision);
+  }
+  return ctx.graph.atTime(when.time);
+}
+
+export function exportGraph(ctx: WritContext, at: string | undefined, format: 'json' | 'dot'): unknown {
+  const graph = graphAt(ctx, at);
+  return format === 'dot' ? exportGraphDot(graph) : exportGraphJson(graph);
+}

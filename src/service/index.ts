@@ -1,0 +1,13 @@
+export type { WritContext, ServiceObserver } from './context.js';
+export { openWrit, type OpenedWrit } from './open.js';
+export { ensureGovernance, readAdminCredential, adminCredentialPath, type AdminCredential } from './bootstrap.js';
+export { registerPrincipal, revokePrincipal, getPrincipal, type PrincipalInput } from './principals.js';
+export {
+  createGrant, createDelegation, createOwnership, createApproval, createPreemption, revokeEdge,
+  type GrantInput, type DelegationInput, type OwnershipInput, type ApprovalInput, type PreemptionInput, type EdgeResult,
+} from './edges.js';
+export { decide, explain, type DecisionRequestInput, type DecisionOutcome, type Explanation } from './decide.js';
+export { applyManifest, readManifest, type GraphManifest, type ApplyReport } from './manifest.js';
+export { exportGraph, graphAt } from './graph-queries.js';
+export { canonicalResource } from './resources.js';
+export { isoOrNull, parseTime } from './time.js';

@@ -1,0 +1,85 @@
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { parse } from 'yaml';
+import { WritError } from '../errors.js';
+import type { PublicJwk } from '../graph/model.js';
+import type { WritContext } from './context.js';
+import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
+import { registerPrincipal, type PrincipalInput } from './principals.js';
+
+/**
+ * A declarative graph definition (graph/*.yaml), applied idempotently like a manifest: objects are
+ * identified by id; an identical object is left alone, a different one with the same id is refused.
+ */
+export interface GraphManifest {
+  principals?: (Omit<PrincipalInput, 'keys'> & { keys?: PublicJwk[]; key_files?: string[] })[];
+  grants?: GrantInput[];
+  delegations?: DelegationInput[];
+  ownerships?: OwnershipInput[];
+  approvals?: ApprovalInput[];
+  preemptions?: PreemptionInput[];
+}
+
+export interface ApplyReport {
+  created: string[];
+  unchanged: string[];
+  graph_revision: number;
+}
+
+const SECTIONS = ['principals', 'grants', 'delegations', 'ownerships', 'approvals', 'preemptions'] as const;
+
+export function readManifest(file: string): { manifest: GraphManifest; baseDir: string } {
+  let doc: unknown;
+  try {
+    doc = parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new WritError('MALFORMED_REQUEST', `cannot read graph manifest ${file}: ${(e as Error).message}`);
+  }
+  if (!doc || typeof doc !== 'object' || Array.isArray(doc)) throw new WritError('MALFORMED_REQUEST', `${file}: a manifest is a mapping of ${SECTIONS.join(', ')}`);
+  for (const key of Object.keys(doc)) {
+    if (!(SECTIONS as readonly string[]).includes(key)) throw new WritError('MALFORMED_REQUEST', `${file}: unknown section "${key}" (expected ${SECTIONS.join(', ')})`);
+    if (!Array.isArray((doc as Record<string, unknown>)[key])) throw new WritError('MALFORMED_REQUEST', `${file}: section "${key}" must be a list`);
+  }
+  return { manifest: doc as GraphManifest, baseDir: dirname(resolve(file)) };
+}
+
+function publicPart(jwk: Record<string, unknown>): PublicJwk {
+  const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...pub } = jwk;
+  return pub as PublicJwk;
+}
+
+/** Applies a manifest as `caller` (governance). Order: principals, grants, delegations (file order), ownerships, approvals, preemptions. */
+export function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string): ApplyReport {
+  const report: ApplyReport = { created: [], unchanged: [], graph_revision: ctx.graph.current().revision };
+  const note = (what: string, created: boolean, revision: number) => {
+    (created ? report.created : report.unchanged).push(what);
+    report.graph_revision = revision;
+  };
+  for (const p of manifest.principals ?? []) {
+    const keys = [...(p.keys ?? []), ...(p.key_files ?? []).map((f) => publicPart(JSON.parse(readFileSync(resolve(baseDir, f), 'utf8'))))];
+    const { key_files: _kf, ...rest } = p;
+    const r = registerPrincipal(ctx, caller, { ...rest, keys });
+    note(`principal ${p.id}`, r.created, r.graph_revision);
+  }
+  const edgeSections: [string, unknown[] | undefined, (input: never) => { created: boolean; graph_revision: number; edge: { id: string } }][] = [
+    ['grant', manifest.grants, (i) => createGrant(ctx, caller, i)],
+    ['delegation', manifest.delegations, (i) => createDelegation(ctx, caller, i)],
+    ['ownership', manifest.ownerships, (i) => createOwnership(ctx, caller, i)],
+    ['approval', manifest.approvals, (i) => createApproval(ctx, caller, i)],
+    ['preemption', manifest.preemptions, (i) => createPreemption(ctx, caller, i)],
+  ];
+  for (const [what, items, create] of edgeSections) {
+    for (const item of items ?? []) {
+      try {
+        const r = create(item as never);
+        note(`${what} ${r.edge.id}`, r.created, r.graph_revision);
+      } catch (e) {
+        if (e instanceof WritError) {
+          throw new WritError(e.code, `${what} ${(item as { id?: string }).id ?? '(no id)'}: ${e.message}`, e.details);
+        }
+        throw e;
+      }
+    }
+  }
+  return report;
+}

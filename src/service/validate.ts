@@ -1,0 +1,93 @@
+import { WritError } from '../errors.js';
+import { validatePattern } from '../graph/index.js';
+import type { PublicJwk, Scope } from '../graph/model.js';
+import { parseTime } from './time.js';
+
+const ID = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
+
+export function checkId(value: string, what: string): string {
+  if (!ID.test(value)) throw new WritError('UNPROCESSABLE', `${what} "${value}" must be 1-128 characters of letters, digits and . _ : @ - (starting with a letter or digit)`);
+  return value;
+}
+
+/** A scope as callers write it (HTTP body, manifest): `risk_max` may sit at the top level or in constraints. */
+export interface ScopeInput {
+  actions: string[];
+  resources: string[];
+  environments?: string[];
+  fields?: string[];
+  risk_max?: number;
+  constraints?: Record<string, unknown>;
+}
+
+function names(list: string[] | undefined, what: string, fallback: string[] | null): string[] {
+  if (list === undefined) {
+    if (fallback) return fallback;
+    throw new WritError('UNPROCESSABLE', `scope.${what} is required`);
+  }
+  if (list.length === 0) throw new WritError('UNPROCESSABLE', `scope.${what} must not be empty (use ["*"] for every value)`);
+  for (const v of list) {
+    if (typeof v !== 'string' || v.length === 0 || /\s/.test(v)) throw new WritError('UNPROCESSABLE', `scope.${what} has an invalid entry "${String(v)}"`);
+  }
+  return [...new Set(list)].sort();
+}
+
+export function normalizeScope(input: ScopeInput): Scope {
+  const resources = names(input.resources, 'resources', null);
+  for (const p of resources) {
+    const problem = validatePattern(p);
+    if (problem) throw new WritError('UNPROCESSABLE', `scope.resources: ${problem}`);
+  }
+  const constraints: Record<string, unknown> = { ...(input.constraints ?? {}) };
+  const risk = input.risk_max ?? (constraints.risk_max as number | undefined);
+  if (typeof risk !== 'number' || !Number.isInteger(risk) || risk < 0) {
+    throw new WritError('UNPROCESSABLE', 'scope.risk_max (or scope.constraints.risk_max) must be a non-negative integer');
+  }
+  constraints.risk_max = risk;
+  return {
+    actions: names(input.actions, 'actions', null),
+    resources,
+    environments: names(input.environments, 'environments', ['*']),
+    fields: names(input.fields, 'fields', ['*']),
+    constraints: constraints as Scope['constraints'],
+  };
+}
+
+export function window(notBefore: string | number | null | undefined, expiresAt: string | number | null | undefined): { not_before: number | null; expires_at: number | null } {
+  const nb = parseTime(notBefore, 'not_before');
+  const ex = parseTime(expiresAt, 'expires_at');
+  if (nb !== null && ex !== null && ex <= nb) throw new WritError('UNPROCESSABLE', 'expires_at must be after not_before');
+  return { not_before: nb, expires_at: ex };
+}
+
+export function checkPublicKeys(keys: PublicJwk[]): PublicJwk[] {
+  const seen = new Set<string>();
+  for (const k of keys) {
+    if (typeof k !== 'object' || k === null) throw new WritError('UNPROCESSABLE', 'keys must be JWK objects');
+    if ('d' in k || 'p' in k || 'q' in k) throw new WritError('UNPROCESSABLE', `key ${String(k.kid)} contains private key material; register the public key only`);
+    if (typeof k.kid !== 'string' || k.kid.length === 0) throw new WritError('UNPROCESSABLE', 'every key needs a kid');
+    if (!((k.kty === 'OKP' && k.crv === 'Ed25519') || (k.kty === 'EC' && k.crv === 'P-256'))) {
+      throw new WritError('UNPROCESSABLE', `key ${k.kid}: only Ed25519 (OKP) and P-256 (EC) keys are accepted`);
+    }
+    if (seen.has(k.kid)) throw new WritError('UNPROCESSABLE', `duplicate kid ${k.kid}`);
+    seen.add(k.kid);
+  }
+  return keys;
+}
+
+/** Structural equality of JSON-like values, key order ignored (for idempotent manifests). */
+export function sameJson(a: unknown, b: unknown): boolean {
+  return canonical(a) === canonical(b);
+}
+
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v as object)
+      .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v);
+}

@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHarness, type Harness } from '../support/harness.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => h?.close());
+
+async function refused(principal: string, inject: Parameters<Harness['call']>[1], status: number, code: string) {
+  const before = h.ctx.graph.current().revision;
+  const r = await h.call(principal, inject);
+  expect(r.status).toBe(status);
+  expect(String(r.headers['content-type'])).toMatch(/application\/problem\+json/);
+  expect(r.body.code).toBe(code);
+  expect(typeof r.body.detail).toBe('string');
+  expect(h.ctx.graph.current().revision).toBe(before);
+  return r;
+}
+
+describe('bad input gets a stable code and changes nothing', () => {
+  it('malformed JSON', () => refused('governance', { method: 'POST', url: '/v1/principals', headers: { 'content-type': 'application/json' }, payload: '{"id": "x",' }, 400, 'MALFORMED_REQUEST'));
+  it('unknown field', async () => {
+    const r = await refused('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'x', kind: 'agent', keys: [], colour: 'blue' } }, 400, 'MALFORMED_REQUEST');
+    expect(r.body.detail).toMatch(/colour/);
+  });
+  it('unknown field inside a scope', () =>
+    refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], risk_max: 1, superuser: true } } }, 400, 'MALFORMED_REQUEST'));
+  it('wrong type', () => refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: 'title' } }, 400, 'MALFORMED_REQUEST'));
+  it('oversized body', () =>
+    refused('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'big', kind: 'agent', keys: [], attributes: { blob: 'x'.repeat(300 * 1024) } } }, 413, 'PAYLOAD_TOO_LARGE'));
+  it('unknown principal in a grant', () =>
+    refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'ghost', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], risk_max: 1 } } }, 404, 'UNKNOWN_PRINCIPAL'));
+  it('unknown principal read', () => refused('governance', { method: 'GET', url: '/v1/principals/ghost' }, 404, 'UNKNOWN_PRINCIPAL'));
+  it('unknown resource in a decision', () =>
+    refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:comment:1', environment: 'production', fields: ['title'] } }, 404, 'UNKNOWN_RESOURCE'));
+  it('a wildcard is not a resource key', () =>
+    refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:*', environment: 'production', fields: ['title'] } }, 422, 'UNPROCESSABLE'));
+  it('an invalid resource pattern in a scope', () =>
+    refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:**:post'], risk_max: 1 } } }, 422, 'UNPROCESSABLE'));
+  it('expires_at before not_before', () =>
+    refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', not_before: '2026-02-01T00:00:00Z', expires_at: '2026-01-01T00:00:00Z', scope: { actions: ['update_post'], resources: ['wp:post:*'], risk_max: 1 } } }, 422, 'UNPROCESSABLE'));
+  it('a private key offered as a public key', () =>
+    refused('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'leaky', kind: 'agent', keys: [{ kty: 'OKP', crv: 'Ed25519', kid: 'k', x: 'AAAA', d: 'secret' }] } }, 422, 'UNPROCESSABLE'));
+  it('grants are governance-only', () =>
+    refused('orchestrator', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], risk_max: 1 } } }, 403, 'FORBIDDEN'));
+  it('an edge id reused with other content', () =>
+    refused('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-orchestrator', to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], risk_max: 1 } } }, 409, 'ALREADY_EXISTS'));
+  it('a second live owner of the same managed state', () =>
+    refused('governance', { method: 'POST', url: '/v1/ownerships', payload: { owner: 'editor-alice', resource: 'wp:post:*', fields: ['title'], reason: 'r' } }, 409, 'OWNERSHIP_CONFLICT'));
+  it('an unknown route', () => refused('governance', { method: 'GET', url: '/v1/nothing-here' }, 404, 'NOT_FOUND'));
+  it('the same grant applied twice is idempotent', async () => {
+    const payload = { id: 'g-twice', to: 'seo-agent-7', reason: 'r', scope: { actions: ['read_post'], resources: ['wp:post:*'], risk_max: 0 } };
+    const first = await h.call('governance', { method: 'POST', url: '/v1/grants', payload });
+    expect(first.status).toBe(201);
+    const rev = h.ctx.graph.current().revision;
+    const second = await h.call('governance', { method: 'POST', url: '/v1/grants', payload });
+    expect(second.status).toBe(200);
+    expect(second.body.created).toBe(false);
+    expect(h.ctx.graph.current().revision).toBe(rev);
+  });
+});

@@ -1,0 +1,52 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { startHarness, type Harness } from '../support/harness.js';
+
+const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
+let h: Harness;
+let clock: ManualClock;
+beforeEach(async () => {
+  clock = new ManualClock(T0);
+  h = await startHarness({ clock });
+  // A time-boxed delegation: live on [T0 + 1h, T0 + 2h).
+  const r = await h.call('orchestrator', {
+    method: 'POST', url: '/v1/delegations',
+    payload: {
+      id: 'd-window', from: 'orchestrator', to: 'publisher', reason: 'one-hour window', max_depth: 0,
+      not_before: new Date(T0 + 3_600_000).toISOString(), expires_at: new Date(T0 + 7_200_000).toISOString(),
+      scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 },
+    },
+  });
+  expect(r.status).toBe(201);
+});
+afterEach(async () => h?.close());
+
+const ask = () => h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:9', environment: 'production', fields: ['title'] } });
+
+describe('expired and not-yet-valid edges deny', () => {
+  it('one millisecond before not_before: denied as not yet valid', async () => {
+    clock.set(T0 + 3_600_000 - 1);
+    const r = await ask();
+    expect(r.body.allow).toBe(false);
+    expect(r.body.reasons.join('\n')).toMatch(/d-window.*not valid before/);
+  });
+  it('exactly at not_before: allowed', async () => {
+    clock.set(T0 + 3_600_000);
+    expect((await ask()).body.allow).toBe(true);
+  });
+  it('one millisecond before expires_at: allowed', async () => {
+    clock.set(T0 + 7_200_000 - 1);
+    expect((await ask()).body.allow).toBe(true);
+  });
+  it('exactly at expires_at: denied as expired', async () => {
+    clock.set(T0 + 7_200_000);
+    const r = await ask();
+    expect(r.body.allow).toBe(false);
+    expect(r.body.reasons.join('\n')).toMatch(/d-window.*expired/);
+  });
+  it('decision tokens expire with the configured short TTL (30 s)', async () => {
+    clock.set(T0 + 3_600_000);
+    const r = await ask();
+    expect(Date.parse(r.body.expires_at) - Date.parse(r.body.issued_at)).toBe(30_000);
+  });
+});

@@ -1,0 +1,68 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startHarness, type Harness } from '../support/harness.js';
+
+let h: Harness;
+beforeEach(async () => {
+  h = await startHarness();
+});
+afterEach(async () => h?.close());
+
+const askTitle = (principal = 'seo-agent-7') =>
+  h.call(principal, { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:7', environment: 'production', fields: ['title'] } });
+
+describe('revocation propagates down the chain', () => {
+  it('revoking the middle edge denies every decision through it, naming the edge', async () => {
+    expect((await askTitle()).body.allow).toBe(true);
+    const rev = await h.call('governance', { method: 'DELETE', url: '/v1/edges/d-orch-seo', payload: { reason: 'agent misbehaved' } });
+    expect(rev.status).toBe(200);
+    expect(rev.body.edge.revoked_at).not.toBeNull();
+    const r = await askTitle();
+    expect(r.body.allow).toBe(false);
+    expect(r.body.token).toBeNull();
+    expect(r.body.reasons.join('\n')).toMatch(/d-orch-seo.*revoked/);
+  });
+
+  it('revoking the root grant denies the delegate too', async () => {
+    await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-orchestrator' });
+    const r = await askTitle();
+    expect(r.body.allow).toBe(false);
+    expect(r.body.reasons.join('\n')).toMatch(/g-orchestrator.*revoked/);
+  });
+
+  it('revoking a principal in the middle denies chains through it', async () => {
+    const r0 = await h.call('governance', { method: 'DELETE', url: '/v1/principals/orchestrator', payload: { reason: 'compromised' } });
+    expect(r0.status).toBe(200);
+    const r = await askTitle();
+    expect(r.body.allow).toBe(false);
+    expect(r.body.reasons.join('\n')).toMatch(/orchestrator/);
+  });
+
+  it('an independent chain to the same principal still allows', async () => {
+    // A second, independent chain: editor-alice re-delegates title rights to seo-agent-7.
+    const d = await h.call('editor-alice', {
+      method: 'POST', url: '/v1/delegations',
+      payload: { id: 'd-alice-seo', from: 'editor-alice', to: 'seo-agent-7', reason: 'backup path', max_depth: 0, scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 } },
+    });
+    expect(d.status).toBe(201);
+    await h.call('governance', { method: 'DELETE', url: '/v1/edges/d-orch-seo' });
+    const r = await askTitle();
+    expect(r.body.allow).toBe(true);
+    expect(r.body.chain).toEqual(['g-editor-alice', 'd-alice-seo']);
+  });
+
+  it('only governance, the creator or the delegator may revoke', async () => {
+    const r = await h.call('seo-agent-7', { method: 'DELETE', url: '/v1/edges/d-orch-content' });
+    expect(r.status).toBe(403);
+    expect(r.body.code).toBe('FORBIDDEN');
+    const byDelegator = await h.call('orchestrator', { method: 'DELETE', url: '/v1/edges/d-orch-content' });
+    expect(byDelegator.status).toBe(200);
+  });
+
+  it('revoking an unknown edge is UNKNOWN_EDGE and moves nothing', async () => {
+    const before = h.ctx.graph.current().revision;
+    const r = await h.call('governance', { method: 'DELETE', url: '/v1/edges/nope' });
+    expect(r.status).toBe(404);
+    expect(r.body.code).toBe('UNKNOWN_EDGE');
+    expect(h.ctx.graph.current().revision).toBe(before);
+  });
+});

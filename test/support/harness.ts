@@ -1,0 +1,83 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { FastifyInstance, InjectOptions } from 'fastify';
+import type { JWK } from 'jose';
+import { ManualClock, type Clock } from '../../src/clock.js';
+import { loadConfig, type WritConfig } from '../../src/config/index.js';
+import { GOVERNANCE_ID } from '../../src/graph/model.js';
+import { buildApp } from '../../src/http/index.js';
+import { createCallerAssertion } from '../../src/sdk/assertion.js';
+import { applyManifest, openWrit, readAdminCredential, readManifest, type OpenedWrit, type WritContext } from '../../src/service/index.js';
+
+export const REPO = resolve(import.meta.dirname, '../..');
+export const EXAMPLE_GRAPH = join(REPO, 'graph/example.yaml');
+/** Built by the test command's set-up step (`writ policy build`). */
+export const BUNDLE_DIR = join(REPO, 'build/policy');
+
+export function fixtureKey(principal: string): JWK {
+  return JSON.parse(readFileSync(join(REPO, 'fixtures/keys', `${principal}.jwk`), 'utf8')) as JWK;
+}
+
+export interface Harness {
+  writ: OpenedWrit;
+  ctx: WritContext;
+  app: FastifyInstance;
+  clock: Clock;
+  config: WritConfig;
+  dataDir: string;
+  /** Authorization headers with a fresh caller assertion for `principal` (fixture key, or governance's admin key). */
+  auth(principal: string, options?: { ttlSeconds?: number; now?: number }): Promise<Record<string, string>>;
+  /** app.inject as `principal` (no auth header when principal is null). */
+  call(principal: string | null, options: InjectOptions): Promise<{ status: number; body: any; headers: Record<string, unknown>; raw: string }>;
+  close(): Promise<void>;
+}
+
+export interface HarnessOptions {
+  clock?: ManualClock;
+  example?: boolean;
+  config?: Partial<WritConfig>;
+}
+
+/** A Writ with a fresh data directory, the example graph applied, and the fastify app (no socket). */
+export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'writ-test-'));
+  const config = loadConfig({ dataDir, bundleDir: BUNDLE_DIR, policiesDir: join(REPO, 'policies'), ...options.config }, {});
+  const clock = options.clock ?? new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
+  const writ = await openWrit(config, { clock });
+  if (options.example !== false) {
+    const { manifest, baseDir } = readManifest(EXAMPLE_GRAPH);
+    applyManifest(writ.ctx, GOVERNANCE_ID, manifest, baseDir);
+  }
+  const app = await buildApp(writ.ctx);
+  const admin = readAdminCredential(dataDir);
+  const keyOf = (principal: string): JWK => (principal === GOVERNANCE_ID ? (admin.privateJwk as JWK) : fixtureKey(principal));
+  const auth = async (principal: string, o: { ttlSeconds?: number; now?: number } = {}) => ({
+    authorization: `Bearer ${await createCallerAssertion({ principal, privateJwk: keyOf(principal), now: o.now ?? clock.now(), ...(o.ttlSeconds ? { ttlSeconds: o.ttlSeconds } : {}) })}`,
+  });
+  return {
+    writ,
+    ctx: writ.ctx,
+    app,
+    clock,
+    config,
+    dataDir,
+    auth,
+    async call(principal, inject) {
+      const headers = { ...(inject.headers ?? {}), ...(principal ? await auth(principal) : {}) };
+      const res = await app.inject({ ...inject, headers });
+      let body: unknown = res.body;
+      try {
+        body = JSON.parse(res.body);
+      } catch {
+        /* not JSON (DOT, metrics) */
+      }
+      return { status: res.statusCode, body, headers: res.headers as Record<string, unknown>, raw: res.body };
+    },
+    async close() {
+      await app.close();
+      writ.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
