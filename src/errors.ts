@@ -76,3 +76,9 @@ export class WritError extends Error {
 export function isWritError(e: unknown): e is WritError {
   return e instanceof WritError;
 }
+
+/** The README's error table, generated from the catalogue (a test checks the README carries exactly this). */
+export function renderErrorTable(): string {
+  const rows = Object.entries(ERROR_CATALOGUE).map(([code, spec]) => `| \`${code}\` | ${spec.status} | ${spec.meaning.replace(/\|/g, '\\|')} |`);
+  return ['| code | HTTP | meaning |', '|---|---|---|', ...rows].join('\n');
+}

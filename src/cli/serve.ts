@@ -1,7 +1,7 @@
 import type { WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
-import { applyManifest, openWrit, readManifest } from '../service/index.js';
+import { applyManifest, openWrit, readManifest, reconcileReceipts } from '../service/index.js';
 
 export interface ServeOptions {
   graphFile?: string | undefined;
@@ -25,9 +25,21 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   if (options.upstreamPort !== null) {
     const { startSampleUpstream } = await import('../upstream/index.js');
     const upstream = await startSampleUpstream({ port: options.upstreamPort, host: config.host, dbFile: `${config.dataDir}/upstream.sqlite` });
-    closers.push(() => upstream.close());
+    closers.push(async () => { await upstream.app.close(); });
     say(`[writ] sample upstream (a stand-in for a real CMS) on http://${config.host}:${options.upstreamPort}`);
   }
+  const settled = await reconcileReceipts(w.ctx).catch((e: Error) => {
+    say(`[writ] reconciliation of PENDING receipts failed: ${e.message} (will retry)`);
+    return null;
+  });
+  if (settled && settled.examined > 0) {
+    say(`[writ] reconciled ${settled.examined} PENDING receipt(s): ${settled.completed.length} completed, ${settled.failed.length} failed, ${settled.unresolved.length} unresolved`);
+  }
+  const sweep = setInterval(() => {
+    void reconcileReceipts(w.ctx, { olderThanMs: 2 * Math.max(...config.upstreams.map((u) => u.timeoutMs)) }).catch(() => undefined);
+  }, 30_000);
+  sweep.unref();
+  closers.push(async () => clearInterval(sweep));
   await app.listen({ port: config.port, host: config.host });
   const url = `http://${config.host}:${config.port}`;
   say(`[writ] listening on ${url}  (graph revision ${w.ctx.graph.current().revision}, policy ${w.ctx.policy.revision})`);

@@ -4,6 +4,7 @@ import { authenticateCaller } from '../decision/index.js';
 import type { WritContext } from '../service/index.js';
 import { createMetrics } from './metrics.js';
 import { sendProblem } from './problem.js';
+import { registerCoordinationRoutes } from './routes/coordination.js';
 import { registerDecisionRoutes } from './routes/decisions.js';
 import { registerGraphRoutes } from './routes/graph.js';
 import { registerOpsRoutes } from './routes/ops.js';
@@ -64,6 +65,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   registerOpsRoutes(app, metrics.registry);
   registerGraphRoutes(app);
   registerDecisionRoutes(app);
+  registerCoordinationRoutes(app);
   for (const plugin of options.plugins ?? []) await plugin(app);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   await app.ready();

@@ -102,3 +102,50 @@ export const problemSchema = {
   properties: { type: { type: 'string' }, title: { type: 'string' }, status: { type: 'integer' }, code: { type: 'string' }, detail: { type: 'string' } },
   additionalProperties: true,
 } as const;
+
+export const leaseBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['decisions'],
+  properties: {
+    decisions: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 16384 }, minItems: 1, maxItems: 64 },
+    ttl_ms: { type: 'integer', minimum: 1 },
+    wait_ms: { type: 'integer', minimum: 0 },
+    preempt: { type: 'boolean' },
+  },
+} as const;
+
+export const renewBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['token'],
+  properties: { token: { type: 'string', minLength: 1, maxLength: 256 }, ttl_ms: { type: 'integer', minimum: 1 } },
+} as const;
+
+export const releaseBody = renewBody;
+
+export const actionBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['action', 'resource', 'fields', 'payload'],
+  properties: {
+    action: { type: 'string', minLength: 1, maxLength: 128 },
+    resource: { type: 'string', minLength: 1, maxLength: 512 },
+    environment: { type: 'string', minLength: 1, maxLength: 64 },
+    fields: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 128 }, maxItems: 128 },
+    payload: { type: 'object' },
+    expected_version: { type: 'integer', minimum: 0 },
+  },
+} as const;
+
+export const incidentBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['id', 'reason', 'decision'],
+  properties: {
+    id: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._-]+$' },
+    reason: { type: 'string', minLength: 1, maxLength: 2000 },
+    ttl_ms: { type: 'integer', minimum: 1 },
+    decision: { type: 'string', minLength: 1, maxLength: 16384 },
+  },
+} as const;

@@ -146,6 +146,8 @@ export interface ResourceClassRule {
   /** Per-field semantics overriding `class` for those fields. */
   fields?: Record<string, ResourceClassRule['class']>;
   conflict_domain?: string;
+  /** Per-field conflict domains (e.g. a post's `canonical` field is in SEO_METADATA); used when `conflict_domain` is unset. */
+  field_conflict_domains?: Record<string, string>;
 }
 
 export interface PolicyData {

@@ -5,6 +5,9 @@ import type { KeyRing } from '../decision/index.js';
 import type { PolicyEngine } from '../policy/types.js';
 import type { GraphEventLog, ReplayGuard } from '../store/types.js';
 import type { SqliteDatabase } from '../store/sqlite/database.js';
+import type { LeaseManager } from '../lease/index.js';
+import type { ReceiptLog } from '../audit/index.js';
+import type { UpstreamRouter } from '../gateway/upstream-router.js';
 
 /** Receives what the use cases did, for metrics and logs; the HTTP layer plugs Prometheus in here. */
 export interface ServiceObserver {
@@ -23,5 +26,8 @@ export interface WritContext {
   readonly replay: ReplayGuard;
   readonly keys: KeyRing;
   readonly policy: PolicyEngine;
+  readonly leases: LeaseManager;
+  readonly receipts: ReceiptLog;
+  readonly upstreams: UpstreamRouter;
   observer: ServiceObserver;
 }

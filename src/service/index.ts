@@ -11,3 +11,7 @@ export { applyManifest, readManifest, type GraphManifest, type ApplyReport } fro
 export { exportGraph, graphAt } from './graph-queries.js';
 export { canonicalResource } from './resources.js';
 export { isoOrNull, parseTime } from './time.js';
+export { acquireLeases, renewLease, releaseLease, listLeases, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome } from './leases.js';
+export { declareIncident, resolveIncident, activeIncidents, type Incident } from './incidents.js';
+export { reconcileReceipts } from './reconcile.js';
+export { whyReceipt, capabilitiesOf, expiringEdges, orphanedDelegations, type WhyReport, type Capability, type Orphan } from './audit-queries.js';

@@ -7,6 +7,11 @@ import { openDatabase } from '../store/sqlite/database.js';
 import { SqliteGraphEventLog } from '../store/sqlite/graph-event-log.js';
 import { SqliteReplayGuard } from '../store/sqlite/replay-guard.js';
 import { ensureGovernance } from './bootstrap.js';
+import { LeaseManager } from '../lease/index.js';
+import { ReceiptLog } from '../audit/index.js';
+import { UpstreamRouter } from '../gateway/upstream-router.js';
+import { SqliteLeaseRepository } from '../store/sqlite/lease-repository.js';
+import { SqliteReceiptRepository } from '../store/sqlite/receipt-repository.js';
 import { silentObserver, type WritContext } from './context.js';
 
 export interface OpenedWrit {
@@ -17,7 +22,7 @@ export interface OpenedWrit {
 }
 
 /** Opens the store, replays the graph, loads keys and the policy bundle, and bootstraps governance. */
-export async function openWrit(config: WritConfig, options: { clock?: Clock } = {}): Promise<OpenedWrit> {
+export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
   const db = openDatabase(config.dbFile);
   const log = new SqliteGraphEventLog(db);
@@ -33,6 +38,13 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock } = 
     replay: new SqliteReplayGuard(db),
     keys,
     policy,
+    leases: new LeaseManager(new SqliteLeaseRepository(db), clock, {
+      minTtlMs: config.lease.minTtlMs,
+      maxTtlMs: config.lease.maxTtlMs,
+      maxWaitMs: config.lease.maxWaitMs,
+    }),
+    receipts: new ReceiptLog({ repository: new SqliteReceiptRepository(db), clock }),
+    upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
     observer: silentObserver,
   };
   const { credentialPath, created } = await ensureGovernance(ctx);

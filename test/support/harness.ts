@@ -8,6 +8,8 @@ import { loadConfig, type WritConfig } from '../../src/config/index.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { buildApp } from '../../src/http/index.js';
 import { createCallerAssertion } from '../../src/sdk/assertion.js';
+import { UpstreamRouter } from '../../src/gateway/index.js';
+import { startSampleUpstream } from '../../src/upstream/index.js';
 import { applyManifest, openWrit, readAdminCredential, readManifest, type OpenedWrit, type WritContext } from '../../src/service/index.js';
 
 export const REPO = resolve(import.meta.dirname, '../..');
@@ -20,6 +22,8 @@ export function fixtureKey(principal: string): JWK {
 }
 
 export interface Harness {
+  /** Base URL of the sample upstream, when started. */
+  upstreamUrl: string | null;
   writ: OpenedWrit;
   ctx: WritContext;
   app: FastifyInstance;
@@ -37,6 +41,8 @@ export interface HarnessOptions {
   clock?: ManualClock;
   example?: boolean;
   config?: Partial<WritConfig>;
+  /** Start a sample upstream on a free port and route wp:post:* to it. */
+  upstream?: boolean;
 }
 
 /** A Writ with a fresh data directory, the example graph applied, and the fastify app (no socket). */
@@ -44,7 +50,13 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const dataDir = mkdtempSync(join(tmpdir(), 'writ-test-'));
   const config = loadConfig({ dataDir, bundleDir: BUNDLE_DIR, policiesDir: join(REPO, 'policies'), ...options.config }, {});
   const clock = options.clock ?? new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
-  const writ = await openWrit(config, { clock });
+  let upstream: { app: { close(): Promise<unknown> }; url: string } | undefined;
+  let upstreams: UpstreamRouter | undefined;
+  if (options.upstream) {
+    upstream = await startSampleUpstream({ port: 0, host: '127.0.0.1', dbFile: join(dataDir, 'upstream.sqlite') });
+    upstreams = UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: upstream.url, timeoutMs: 5000 }]);
+  }
+  const writ = await openWrit(config, { clock, ...(upstreams ? { upstreams } : {}) });
   if (options.example !== false) {
     const { manifest, baseDir } = readManifest(EXAMPLE_GRAPH);
     applyManifest(writ.ctx, GOVERNANCE_ID, manifest, baseDir);
@@ -56,6 +68,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     authorization: `Bearer ${await createCallerAssertion({ principal, privateJwk: keyOf(principal), now: o.now ?? clock.now(), ...(o.ttlSeconds ? { ttlSeconds: o.ttlSeconds } : {}) })}`,
   });
   return {
+    upstreamUrl: upstream?.url ?? null,
     writ,
     ctx: writ.ctx,
     app,
@@ -77,6 +90,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     async close() {
       await app.close();
       writ.close();
+      await upstream?.app.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

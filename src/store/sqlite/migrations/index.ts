@@ -1,6 +1,9 @@
 import { graphEvents } from './001-graph.js';
 import { replayGuard } from './002-replay.js';
+import { leases } from './003-leases.js';
+import { receipts } from './004-receipts.js';
+import { incidents } from './005-incidents.js';
 import type { Migration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard];
+export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents];

@@ -1,0 +1,26 @@
+# Which resource class rule (data.writ.resource_classes) governs a canonical key.
+package writ.authz.lib.resource_class
+
+import data.writ.authz.lib.scope
+
+# A key no rule matches is treated as exclusive but unmanaged: writes need a lease and a
+# version, but no owner (there is no managed state to own).
+unknown_resource := {"pattern": "**", "class": "WRITE_EXCLUSIVE", "managed": false}
+
+# The most specific matching rule: most literal segments, then one without a final "**", then
+# most segments, then the rule listed first.
+rule_for(key) := data.writ.resource_classes[0 - best[3]] if {
+	best := max({[literal_segments(r.pattern), bounded(r.pattern), count(split(r.pattern, ":")), 0 - i] |
+		some i, r in data.writ.resource_classes
+		scope.matches(key, r.pattern)
+	})
+} else := unknown_resource
+
+literal_segments(pattern) := count([s |
+	some s in split(pattern, ":")
+	not s in {"*", "**"}
+])
+
+bounded(pattern) := 0 if endswith(pattern, "**")
+
+else := 1

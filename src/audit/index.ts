@@ -1,0 +1,24 @@
+/** Receipts and audit: the hash-chained receipt log, its storage port and restart reconciliation. */
+export { ReceiptLog, type ReceiptLogOptions } from './receipt-log.js';
+export { reconcilePending, type ReconcileReport, type UpstreamLookup } from './reconcile.js';
+export { canonicalJson } from './canonical-json.js';
+export { GENESIS_HASH, entryHash, requestHash, verifyEntries, type ChainVerdict } from './hash-chain.js';
+export { foldReceipt } from './fold.js';
+export {
+  ENTRY_KINDS,
+  RECEIPT_STATUSES,
+  type EntryKind,
+  type Receipt,
+  type ReceiptCompletion,
+  type ReceiptConflict,
+  type ReceiptEntryRef,
+  type ReceiptError,
+  type ReceiptIntent,
+  type ReceiptPage,
+  type ReceiptQuery,
+  type ReceiptRejection,
+  type ReceiptStatus,
+  type ReconcileOutcome,
+  type StoredEntry,
+} from './receipt.js';
+export type { FoundReceipt, IntentAppend, NewEntry, ReceiptFilter, ReceiptIndexRow, ReceiptRepository, SettlementAppend } from './repository.js';

@@ -1,0 +1,144 @@
+/**
+ * Coordination receipts. The log is a hash chain of append-only entries; a receipt is the fold of
+ * its entries (intent → completed | failed | reconciled, or a single rejected entry). Times are ms.
+ */
+
+export const RECEIPT_STATUSES = ['PENDING', 'COMPLETED', 'FAILED', 'REJECTED'] as const;
+export type ReceiptStatus = (typeof RECEIPT_STATUSES)[number];
+
+export const ENTRY_KINDS = ['intent', 'completed', 'failed', 'rejected', 'reconciled'] as const;
+export type EntryKind = (typeof ENTRY_KINDS)[number];
+
+/** Something that got in the way of the write: a version, fencing epoch or lease mismatch. */
+export interface ReceiptConflict {
+  kind: string;
+  expected?: unknown;
+  actual?: unknown;
+  detail?: string;
+}
+
+export interface ReceiptError {
+  code: string;
+  message: string;
+}
+
+/** What the gateway knows before forwarding a write. Omitted optional members are recorded as null / []. */
+export interface ReceiptIntent {
+  /** Chosen by the log when omitted; it is also the coordination id sent upstream as Writ-Receipt-Id. */
+  receipt_id?: string;
+  principal: string;
+  action: string;
+  resource_key: string;
+  fields: string[];
+  /** Owners of the written fields, as resolved for the decision. */
+  owners?: string[];
+  /** Graph revision at which the decision was made (the chain's authority watermark). */
+  authority_epoch?: number | null;
+  ownership_epoch?: number | null;
+  decision_id?: string | null;
+  policy_revision?: string | null;
+  graph_revision?: number | null;
+  /** Edge ids of the authority chain, governance first. */
+  chain?: string[];
+  lease_id?: string | null;
+  lease_epoch?: number | null;
+  expected_version?: number | null;
+  idempotency_key?: string | null;
+  /** requestHash(...) of the request; same key + same hash replays, same key + other hash is refused. */
+  request_hash: string;
+}
+
+export interface ReceiptCompletion {
+  status: 'COMPLETED' | 'FAILED';
+  final_version?: number | null;
+  upstream_status?: number | null;
+  error?: ReceiptError | null;
+  conflicts?: ReceiptConflict[];
+}
+
+/** A refused request. Whatever was known when it was refused; principal may be 'anonymous'. */
+export type ReceiptRejection = Partial<Omit<ReceiptIntent, 'receipt_id' | 'principal' | 'action' | 'resource_key' | 'request_hash'>> & {
+  principal: string;
+  action: string;
+  resource_key: string;
+  request_hash?: string | null;
+  error: ReceiptError;
+  conflicts?: ReceiptConflict[];
+  upstream_status?: number | null;
+};
+
+/** How reconciliation settled a PENDING receipt, from what the upstream says it applied. */
+export type ReconcileOutcome =
+  | { status: 'COMPLETED'; final_version: number | null; upstream_status?: number | null; note?: string }
+  | { status: 'FAILED'; error: ReceiptError; upstream_status?: number | null; note?: string };
+
+/** One row of the chain, exactly as stored. `body` is canonical JSON and includes `at`. */
+export interface StoredEntry {
+  seq: number;
+  receipt_id: string;
+  kind: EntryKind;
+  body: string;
+  prev_hash: string;
+  hash: string;
+}
+
+export interface ReceiptEntryRef {
+  seq: number;
+  kind: EntryKind;
+  at: number;
+  prev_hash: string;
+  hash: string;
+}
+
+export interface Receipt {
+  receipt_id: string;
+  /** Same as receipt_id (the DESIGN.md name). */
+  coordination_id: string;
+  status: ReceiptStatus;
+  principal: string;
+  action: string;
+  resource_key: string;
+  fields: string[];
+  owners: string[];
+  authority_epoch: number | null;
+  ownership_epoch: number | null;
+  decision_id: string | null;
+  policy_revision: string | null;
+  graph_revision: number | null;
+  chain: string[];
+  lease_id: string | null;
+  lease_epoch: number | null;
+  expected_version: number | null;
+  final_version: number | null;
+  conflicts: ReceiptConflict[];
+  upstream_status: number | null;
+  error: ReceiptError | null;
+  idempotency_key: string | null;
+  request_hash: string | null;
+  created_at: number;
+  completed_at: number | null;
+  /** True when a 'reconciled' entry settled it (after a crash or timeout), not the writer itself. */
+  reconciled: boolean;
+  /** prev_hash of the first entry and hash of the last one. */
+  prev_hash: string;
+  hash: string;
+  entries: ReceiptEntryRef[];
+  /** Set on a return value when the call wrote nothing and returns the receipt as it already was. */
+  replayed?: boolean;
+}
+
+export interface ReceiptQuery {
+  resource?: string;
+  principal?: string;
+  status?: ReceiptStatus;
+  /** Receipts whose first entry has a seq greater than this (the `next` of the previous page). */
+  after?: number;
+  /** Default 100, at most 1000. */
+  limit?: number;
+}
+
+export interface ReceiptPage {
+  receipts: Receipt[];
+  /** Pass as `after` to get the next page; null when this page is the last. */
+  next: number | null;
+}

@@ -1,0 +1,56 @@
+import type { ReceiptLog } from './receipt-log.js';
+
+/**
+ * What reconciliation needs from an upstream: whether the write carrying this receipt id (sent as
+ * `Writ-Receipt-Id`) was applied, and at which version. src/upstream/client.ts implements it over HTTP.
+ */
+export interface UpstreamLookup {
+  lookup(resourceKey: string, receiptId: string): Promise<{ applied: boolean; revision?: number }>;
+}
+
+export interface ReconcileReport {
+  examined: number;
+  completed: string[];
+  failed: string[];
+  /** The upstream could not be asked; these stay PENDING for a later run. */
+  unresolved: { receipt_id: string; error: string }[];
+}
+
+/**
+ * Settles PENDING receipts from the upstream's own record: applied → COMPLETED at the upstream's
+ * revision, not applied → FAILED. Run it on start-up. `createdAtOrBefore` must leave out writes that
+ * may still be in flight in a live process (e.g. now − upstream timeout); after a crash of the only
+ * writer, none are.
+ */
+export async function reconcilePending(
+  log: ReceiptLog,
+  upstream: UpstreamLookup,
+  options: { createdAtOrBefore?: number } = {},
+): Promise<ReconcileReport> {
+  const report: ReconcileReport = { examined: 0, completed: [], failed: [], unresolved: [] };
+  let after: number | undefined;
+  for (;;) {
+    const page = log.pending({ createdAtOrBefore: options.createdAtOrBefore, after, limit: 200 });
+    for (const receipt of page.receipts) {
+      report.examined += 1;
+      let found: { applied: boolean; revision?: number };
+      try {
+        found = await upstream.lookup(receipt.resource_key, receipt.receipt_id);
+      } catch (e) {
+        report.unresolved.push({ receipt_id: receipt.receipt_id, error: e instanceof Error ? e.message : String(e) });
+        continue;
+      }
+      const settled = found.applied
+        ? log.reconcile(receipt.receipt_id, { status: 'COMPLETED', final_version: found.revision ?? null, note: 'applied by upstream' })
+        : log.reconcile(receipt.receipt_id, {
+            status: 'FAILED',
+            error: { code: 'UPSTREAM_FAILED', message: 'not applied by upstream' },
+            note: 'not applied by upstream',
+          });
+      if (settled.replayed) continue; // settled meanwhile by its writer
+      (settled.status === 'COMPLETED' ? report.completed : report.failed).push(receipt.receipt_id);
+    }
+    if (page.next === null) return report;
+    after = page.next;
+  }
+}

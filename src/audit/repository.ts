@@ -1,0 +1,67 @@
+import type { EntryKind, ReceiptStatus, StoredEntry } from './receipt.js';
+
+/**
+ * Storage port of the receipt log. Every append assigns the next seq, links prev_hash to the current
+ * head and computes the hash (hash-chain.ts `entryHash`) inside ONE exclusive write transaction, so
+ * several processes appending to the same store cannot fork the chain. The receipts index (one row
+ * per receipt: what queries filter on, and the idempotency key) is updated in the same transaction.
+ */
+export interface ReceiptRepository {
+  /**
+   * Appends an intent unless (index.principal, index.idempotency_key) already names a receipt, in
+   * which case nothing is written and that receipt is returned. Check and insert are atomic.
+   */
+  appendIntent(entry: NewEntry, index: ReceiptIndexRow): IntentAppend;
+  /** Appends a single-entry receipt (status REJECTED). Rejections never occupy an idempotency key. */
+  appendRejection(entry: NewEntry, index: ReceiptIndexRow): StoredEntry;
+  /** Appends a settling entry only while the receipt is PENDING (first settlement wins). */
+  appendSettlement(entry: NewEntry, status: Exclude<ReceiptStatus, 'PENDING' | 'REJECTED'>, completedAt: number): SettlementAppend;
+  /** The receipt this principal's idempotency key names, if any. */
+  findByIdempotencyKey(principal: string, idempotencyKey: string): { receipt_id: string; request_hash: string | null } | null;
+  /** The receipt's entries in seq order (empty when unknown). */
+  entriesOf(receiptId: string): StoredEntry[];
+  /** Receipts matching the filter, ordered by the seq of their first entry, each with its entries. */
+  find(filter: ReceiptFilter): FoundReceipt[];
+  /** Every entry in seq order, streamed (must not load the whole log into memory). */
+  scan(): Iterable<StoredEntry>;
+  /** Highest seq the receipts index refers to (0 when empty): a cut tail shows up against it. */
+  indexedHead(): number;
+}
+
+export interface NewEntry {
+  receipt_id: string;
+  kind: EntryKind;
+  /** Canonical JSON. */
+  body: string;
+}
+
+export interface ReceiptIndexRow {
+  receipt_id: string;
+  principal: string;
+  resource_key: string;
+  status: ReceiptStatus;
+  idempotency_key: string | null;
+  request_hash: string | null;
+  created_at: number;
+  completed_at: number | null;
+}
+
+export type IntentAppend =
+  | { appended: true; entry: StoredEntry }
+  | { appended: false; existing: { receipt_id: string; request_hash: string | null } };
+
+export type SettlementAppend = { appended: true; entry: StoredEntry } | { appended: false; reason: 'unknown' | 'settled' };
+
+export interface ReceiptFilter {
+  resource?: string;
+  principal?: string;
+  status?: ReceiptStatus;
+  after?: number;
+  createdAtOrBefore?: number;
+  limit: number;
+}
+
+export interface FoundReceipt {
+  first_seq: number;
+  entries: StoredEntry[];
+}

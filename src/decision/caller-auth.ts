@@ -1,0 +1,149 @@
+import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify, type CryptoKey, type JWTPayload } from 'jose';
+import { WritError } from '../errors.js';
+import type { PublicJwk } from '../graph/model.js';
+import type { ReplayGuard } from '../store/types.js';
+
+export interface CallerAuthDeps {
+  /** The registered principal, or undefined when there is none. */
+  principal(id: string): { keys: PublicJwk[]; revoked_at: number | null } | undefined;
+  replay: ReplayGuard;
+  /** Milliseconds since the epoch, from the injected clock. */
+  now: number;
+  /** What `aud` must equal (this Writ deployment). */
+  audience: string;
+  /** Longest accepted assertion lifetime: exp − iat, and exp − now (plus tolerance). Default 300 000 ms. */
+  maxTtlMs?: number;
+  /**
+   * Skew allowed between the caller's clock and ours, in ms (default 5 000): an assertion is accepted
+   * until `exp + tolerance` and may be issued up to `tolerance` in the future. Its jti is remembered
+   * until `exp + tolerance`, so it cannot be replayed inside that window either.
+   */
+  clockToleranceMs?: number;
+}
+
+export interface AuthenticatedCaller {
+  principal: string;
+  jti: string;
+  /** ms since the epoch. */
+  expiresAt: number;
+}
+
+export const ASSERTION_ALGORITHMS = ['EdDSA', 'ES256'] as const;
+const REPLAY_NAMESPACE = 'assertion';
+
+/**
+ * Authenticates a caller from `Authorization: Bearer <assertion>`: a JWT with iss = sub = principal,
+ * aud = `audience`, signed by one of the principal's registered keys (named by `kid`), short-lived,
+ * with a `jti` never seen before. Every failure is `UNAUTHENTICATED` with a message naming the check
+ * that failed; no message contains key material.
+ */
+export async function authenticateCaller(authorizationHeader: string | undefined, deps: CallerAuthDeps): Promise<AuthenticatedCaller> {
+  const maxTtlMs = deps.maxTtlMs ?? 300_000;
+  const toleranceMs = deps.clockToleranceMs ?? 5_000;
+  const { now } = deps;
+
+  if (authorizationHeader === undefined || authorizationHeader.trim() === '') throw refuse('missing Authorization header');
+  const m = /^Bearer[ \t]+([A-Za-z0-9_\-.]+)[ \t]*$/i.exec(authorizationHeader);
+  if (!m) throw refuse('Authorization header is not a Bearer token');
+  const token = m[1]!;
+
+  let header;
+  let unverified: JWTPayload;
+  try {
+    header = decodeProtectedHeader(token);
+    unverified = decodeJwt(token);
+  } catch {
+    throw refuse('malformed assertion (not a compact JWT)');
+  }
+  if (!ASSERTION_ALGORITHMS.includes(header.alg as (typeof ASSERTION_ALGORITHMS)[number])) {
+    throw refuse(`assertion algorithm ${JSON.stringify(header.alg)} is not allowed (${ASSERTION_ALGORITHMS.join(', ')})`);
+  }
+  if (typeof header.kid !== 'string' || header.kid === '') throw refuse('malformed assertion: header has no kid');
+  const { iss, sub } = unverified;
+  if (typeof iss !== 'string' || iss === '') throw refuse('malformed assertion: no iss');
+  if (iss !== sub) throw refuse('assertion iss and sub differ (both must name the calling principal)');
+  const principalId = iss;
+
+  const principal = deps.principal(principalId);
+  if (!principal) throw refuse(`unknown principal ${principalId}`);
+  const jwk = principal.keys.find((k) => k.kid === header.kid);
+  if (!jwk) throw refuse(`principal ${principalId} has no key with kid ${header.kid}`);
+  const key = await publicKey(jwk, header.alg!, principalId);
+
+  let payload: JWTPayload;
+  try {
+    ({ payload } = await jwtVerify(token, key, {
+      algorithms: [header.alg!],
+      issuer: principalId,
+      subject: principalId,
+      audience: deps.audience,
+      currentDate: new Date(now),
+      clockTolerance: toleranceMs / 1000,
+      requiredClaims: ['iss', 'sub', 'aud', 'iat', 'exp', 'jti'],
+    }));
+  } catch (e) {
+    throw fromJose(e);
+  }
+
+  // jose has checked that iat and exp are numbers and that exp is not past (with tolerance).
+  const expMs = payload.exp! * 1000;
+  const iatMs = payload.iat! * 1000;
+  if (iatMs > now + toleranceMs) throw refuse('assertion is issued in the future');
+  if (expMs - iatMs > maxTtlMs || expMs - now > maxTtlMs + toleranceMs) throw refuse(`assertion lifetime is longer than ${maxTtlMs / 1000} s`);
+  if (typeof payload.jti !== 'string' || payload.jti === '') throw refuse('malformed assertion: jti is not a string');
+  if (typeof payload.aud !== 'string') throw refuse('assertion audience must be a single string');
+  if (principal.revoked_at !== null && principal.revoked_at <= now) throw refuse(`principal ${principalId} is revoked`);
+
+  // Scoped by principal: one caller's jti choices can never burn another's.
+  if (!deps.replay.remember(REPLAY_NAMESPACE, `${principalId}\u0000${payload.jti}`, expMs + toleranceMs, now)) {
+    throw refuse('assertion jti was already used (replayed)');
+  }
+  return { principal: principalId, jti: payload.jti, expiresAt: expMs };
+}
+
+const refuse = (why: string) => new WritError('UNAUTHENTICATED', why);
+
+/** Imported verification keys, by their public coordinates (the same key registered twice imports once). */
+const keyCache = new Map<string, Promise<CryptoKey>>();
+const KEY_CACHE_LIMIT = 10_000;
+
+async function publicKey(jwk: PublicJwk, alg: string, principalId: string): Promise<CryptoKey> {
+  const expected = jwk.kty === 'OKP' && jwk.crv === 'Ed25519' ? 'EdDSA' : jwk.kty === 'EC' && jwk.crv === 'P-256' ? 'ES256' : undefined;
+  if (expected !== alg) {
+    throw refuse(`assertion algorithm ${alg} does not match key ${jwk.kid} of principal ${principalId}`);
+  }
+  // Only the public members: a registered JWK carrying more never turns into a private or secret key.
+  const pub = expected === 'EdDSA' ? { kty: 'OKP', crv: 'Ed25519', x: jwk.x } : { kty: 'EC', crv: 'P-256', x: jwk.x, y: jwk.y };
+  const cacheKey = `${alg}|${pub.x}|${pub.y ?? ''}`;
+  let key = keyCache.get(cacheKey);
+  if (!key) {
+    if (keyCache.size >= KEY_CACHE_LIMIT) keyCache.clear();
+    key = importJWK(pub, alg) as Promise<CryptoKey>;
+    key.catch(() => keyCache.delete(cacheKey));
+    keyCache.set(cacheKey, key);
+  }
+  try {
+    return await key;
+  } catch {
+    throw refuse(`registered key ${jwk.kid} of principal ${principalId} is unusable`);
+  }
+}
+
+function fromJose(e: unknown): WritError {
+  const code = (e as { code?: string }).code;
+  switch (code) {
+    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+      return refuse('assertion signature does not verify with the named key');
+    case 'ERR_JWT_EXPIRED':
+      return refuse('assertion expired');
+    case 'ERR_JWT_CLAIM_VALIDATION_FAILED': {
+      const { claim, reason } = e as { claim: string; reason: string };
+      if (reason === 'missing') return refuse(`malformed assertion: claim ${claim} is missing`);
+      if (claim === 'aud') return refuse('assertion is for another audience');
+      if (claim === 'nbf') return refuse('assertion is not yet valid (nbf)');
+      return refuse(`assertion claim ${claim} is invalid`);
+    }
+    default:
+      return refuse(`malformed assertion (${code ?? 'unverifiable'})`);
+  }
+}

@@ -1,0 +1,23 @@
+/**
+ * Signed decisions and authenticated callers: the decision signing keys and their JWKS, signing and
+ * verifying decision tokens, binding a decision to one request, and caller assertions.
+ */
+export { KeyRing, type KeyRingOptions, type SigningKey } from './key-ring.js';
+export {
+  DECISION_ALG,
+  DECISION_ISSUER,
+  DECISION_TYP,
+  type DecisionClaims,
+  type DecisionObligations,
+} from './decision-claims.js';
+export { signDecision, type DecisionSigner } from './decision-token.js';
+export { verifyDecision, type DecisionKeyResolver, type DecisionKeys, type VerifyDecisionOptions } from './decision-verify.js';
+export { checkDecisionBinding, type DecisionRequest } from './decision-binding.js';
+export {
+  ASSERTION_ALGORITHMS,
+  authenticateCaller,
+  type AuthenticatedCaller,
+  type CallerAuthDeps,
+} from './caller-auth.js';
+// Caller side, re-exported for server-side tools (CLI credentials, fixtures); the SDK owns them.
+export { createCallerAssertion, generatePrincipalKeyPair, type PrincipalKeyPair } from '../sdk/assertion.js';

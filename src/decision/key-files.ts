@@ -1,0 +1,99 @@
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import type { JWK } from 'jose';
+
+/**
+ * The on-disk form of the key ring: one file `<kid>.json` (mode 0600) per signing key in a directory
+ * (mode 0700) shared by every process of one deployment. Files are replaced atomically (temp + rename)
+ * so a reader never sees half a key.
+ */
+export interface KeyFile {
+  kid: string;
+  alg: 'EdDSA';
+  created_at: number;
+  retired_at: number | null;
+  /** Private Ed25519 JWK (kty OKP, crv Ed25519, x, d). */
+  jwk: JWK;
+}
+
+const KEY_FILE = /^([A-Za-z0-9_-]{8,128})\.json$/;
+
+export function ensureKeyDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+}
+
+/** The kids present in the directory, sorted (cheap: names only). */
+export function listKids(dir: string): string[] {
+  const kids: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const m = KEY_FILE.exec(name);
+    if (m) kids.push(m[1]!);
+  }
+  return kids.sort();
+}
+
+/** Directory mtime: a rename into the directory changes it, so it is a cheap "something changed" hint. */
+export function dirStamp(dir: string): number {
+  return statSync(dir).mtimeMs;
+}
+
+export function readKeyFiles(dir: string): KeyFile[] {
+  const files: KeyFile[] = [];
+  for (const kid of listKids(dir)) {
+    let text: string;
+    try {
+      text = readFileSync(join(dir, `${kid}.json`), 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue; // pruned by another process meanwhile
+      throw e;
+    }
+    const file = parseKeyFile(text, kid);
+    if (file) files.push(file);
+  }
+  return files;
+}
+
+function parseKeyFile(text: string, kid: string): KeyFile | undefined {
+  let v: Partial<KeyFile>;
+  try {
+    v = JSON.parse(text) as Partial<KeyFile>;
+  } catch {
+    return undefined;
+  }
+  const jwk = v.jwk;
+  // A file that is not an Ed25519 private key named by its own kid is not ours to use.
+  if (v.kid !== kid || v.alg !== 'EdDSA' || typeof v.created_at !== 'number') return undefined;
+  if (!jwk || jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string' || typeof jwk.d !== 'string') return undefined;
+  return { kid, alg: 'EdDSA', created_at: v.created_at, retired_at: typeof v.retired_at === 'number' ? v.retired_at : null, jwk };
+}
+
+export function writeKeyFile(dir: string, file: KeyFile): void {
+  const target = join(dir, `${file.kid}.json`);
+  const temp = join(dir, `.${file.kid}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+  const fd = openSync(temp, 'wx', 0o600);
+  try {
+    writeSync(fd, JSON.stringify(file, null, 2) + '\n');
+    fsyncSync(fd); // a key the ring has handed out must survive a crash
+  } finally {
+    closeSync(fd);
+  }
+  chmodSync(temp, 0o600); // the umask may have narrowed it further, never widened: make it exact
+  renameSync(temp, target);
+}
+
+export function removeKeyFile(dir: string, kid: string): void {
+  rmSync(join(dir, `${kid}.json`), { force: true });
+}

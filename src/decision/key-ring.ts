@@ -1,0 +1,166 @@
+import { createPrivateKey, createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JSONWebKeySet, type JWK } from 'jose';
+import type { Clock } from '../clock.js';
+import { WritError } from '../errors.js';
+import { DECISION_ALG } from './decision-claims.js';
+import type { DecisionKeyResolver } from './decision-verify.js';
+import { dirStamp, ensureKeyDir, listKids, readKeyFiles, removeKeyFile, writeKeyFile, type KeyFile } from './key-files.js';
+
+export interface KeyRingOptions {
+  /**
+   * How long a retired key stays in the JWKS. Give it at least the longest decision lifetime plus the
+   * verifiers' clock tolerance, so every decision a key signed expires before its public key
+   * disappears. Default 5 min.
+   */
+  maxTokenTtlMs?: number;
+}
+
+export interface SigningKey {
+  kid: string;
+  privateKey: KeyObject;
+}
+
+interface LoadedKey {
+  file: KeyFile;
+  privateKey: KeyObject;
+  publicKey: KeyObject;
+  publicJwk: JWK;
+}
+
+/** How often (by the injected clock) `current()` re-lists the directory even when its mtime looks unchanged. */
+const RELIST_EVERY_MS = 1000;
+
+/**
+ * The decision signing keys (Ed25519), persisted as private JWK files in a directory (`<dataDir>/keys/`).
+ *
+ * Several processes may share the directory. Each keeps the keys in memory and re-reads the directory
+ * when its mtime changes, when a `kid` it does not know is asked for (another process rotated), and at
+ * least once a second (by the clock) before signing — so a process never keeps signing with a key that
+ * another process retired long enough ago for it to leave the JWKS.
+ * The current key is the newest one not retired. Two processes rotating at the very same moment can
+ * leave two unretired keys; both stay valid and the newest signs, and the next rotation retires both.
+ */
+export class KeyRing implements DecisionKeyResolver {
+  private keys = new Map<string, LoadedKey>();
+  private stamp = -1;
+  private kidList = '';
+  private listedAt = Number.NEGATIVE_INFINITY;
+  readonly maxTokenTtlMs: number;
+
+  private constructor(
+    readonly dir: string,
+    private readonly clock: Clock,
+    options: KeyRingOptions,
+  ) {
+    this.maxTokenTtlMs = options.maxTokenTtlMs ?? 300_000;
+  }
+
+  /**
+   * Opens the ring in `dir` (by convention `<dataDir>/keys`), creating the directory (0700) and the
+   * first key when there is none.
+   */
+  static async open(dir: string, clock: Clock, options: KeyRingOptions = {}): Promise<KeyRing> {
+    const ring = new KeyRing(dir, clock, options);
+    ensureKeyDir(ring.dir);
+    ring.reload();
+    if (!ring.newestLive()) await ring.rotate();
+    return ring;
+  }
+
+  /** The key that signs new decisions. */
+  current(): SigningKey {
+    const now = this.clock.now();
+    if (dirStamp(this.dir) !== this.stamp) this.reload();
+    else if (now - this.listedAt >= RELIST_EVERY_MS) this.relistIfChanged();
+    const key = this.newestLive();
+    if (!key) throw new WritError('INTERNAL', `no unretired signing key in ${this.dir}`);
+    return { kid: key.file.kid, privateKey: key.privateKey };
+  }
+
+  /**
+   * The public keys that verify decisions: every unretired key, and each retired key until
+   * `maxTokenTtlMs` after its retirement. Newest first.
+   */
+  jwks(): JSONWebKeySet {
+    if (dirStamp(this.dir) !== this.stamp) this.reload();
+    const now = this.clock.now();
+    return {
+      keys: [...this.keys.values()]
+        .filter((k) => this.published(k, now))
+        .sort(newestFirst)
+        .map((k) => ({ ...k.publicJwk })),
+    };
+  }
+
+  /** The public key for `kid` if it is published now; re-reads the directory once for an unknown kid. */
+  verificationKey(kid: string): KeyObject | undefined {
+    if (!this.keys.has(kid)) {
+      if (dirStamp(this.dir) !== this.stamp) this.reload();
+      else this.relistIfChanged();
+    }
+    const key = this.keys.get(kid);
+    return key && this.published(key, this.clock.now()) ? key.publicKey : undefined;
+  }
+
+  /**
+   * Makes a new key current and retires every other unretired key now (they stay in the JWKS for the
+   * grace period). Private keys retired longer than the grace period are deleted.
+   */
+  async rotate(): Promise<SigningKey> {
+    const now = this.clock.now();
+    const { privateKey } = await generateKeyPair('Ed25519', { extractable: true });
+    const jwk = await exportJWK(privateKey);
+    const kid = await calculateJwkThumbprint(jwk);
+    this.reload();
+    writeKeyFile(this.dir, { kid, alg: 'EdDSA', created_at: now, retired_at: null, jwk: { ...jwk, kid } });
+    for (const key of this.keys.values()) {
+      const { file } = key;
+      if (file.kid === kid) continue;
+      if (file.retired_at === null) writeKeyFile(this.dir, { ...file, retired_at: now });
+      else if (!this.published(key, now)) removeKeyFile(this.dir, file.kid);
+    }
+    this.reload();
+    return this.current();
+  }
+
+  private published(key: LoadedKey, now: number): boolean {
+    return key.file.retired_at === null || now < key.file.retired_at + this.maxTokenTtlMs;
+  }
+
+  private newestLive(): LoadedKey | undefined {
+    return [...this.keys.values()].filter((k) => k.file.retired_at === null).sort(newestFirst)[0];
+  }
+
+  private relistIfChanged(): void {
+    this.listedAt = this.clock.now();
+    if (listKids(this.dir).join(',') !== this.kidList) this.reload();
+  }
+
+  private reload(): void {
+    // Stamp first: a change racing with the read below moves the mtime again and is seen next time.
+    this.stamp = dirStamp(this.dir);
+    this.listedAt = this.clock.now();
+    this.kidList = listKids(this.dir).join(',');
+    const next = new Map<string, LoadedKey>();
+    for (const file of readKeyFiles(this.dir)) {
+      const known = this.keys.get(file.kid);
+      if (known) {
+        next.set(file.kid, { ...known, file });
+        continue;
+      }
+      const privateKey = createPrivateKey({ key: file.jwk as JsonWebKey, format: 'jwk' });
+      const { kty, crv, x } = file.jwk;
+      next.set(file.kid, {
+        file,
+        privateKey,
+        publicKey: createPublicKey(privateKey),
+        publicJwk: { kty, crv, x, kid: file.kid, alg: DECISION_ALG, use: 'sig' },
+      });
+    }
+    this.keys = next;
+  }
+}
+
+function newestFirst(a: LoadedKey, b: LoadedKey): number {
+  return b.file.created_at - a.file.created_at || (a.file.kid < b.file.kid ? 1 : a.file.kid > b.file.kid ? -1 : 0);
+}

@@ -1,0 +1,33 @@
+import { WritError } from '../errors.js';
+import type { DecisionClaims } from '../decision/index.js';
+import { isEdgeLive, resolveOwners, type AuthorityGraph } from '../graph/index.js';
+
+/**
+ * A decision is worth only what its chain is worth now: every edge of the chain still live and every
+ * principal on it unrevoked (else AUTHORITY_REVOKED), and the owners of the written state unchanged
+ * since the decision (else OWNER_CHANGED). Checked by the gateway before every write and by the lease
+ * manager's front door before every acquisition.
+ */
+export function checkAuthorityStillValid(graph: AuthorityGraph, claims: DecisionClaims, now: number): void {
+  for (const id of claims.chain) {
+    const edge = graph.edge(id);
+    if (!edge) throw new WritError('AUTHORITY_REVOKED', `edge ${id} of the decision's chain no longer exists`);
+    if (edge.revoked_at !== null) {
+      throw new WritError('AUTHORITY_REVOKED', `edge ${id} (${edge.from} → ${edge.to}) was revoked at ${new Date(edge.revoked_at).toISOString()}, after decision ${claims.decision_id} was made`, { edge: id });
+    }
+    if (!isEdgeLive(edge, now)) throw new WritError('AUTHORITY_REVOKED', `edge ${id} (${edge.from} → ${edge.to}) is no longer within its validity window`, { edge: id });
+    for (const p of [edge.from, edge.to]) {
+      const principal = graph.principal(p);
+      if (!principal || principal.revoked_at !== null) throw new WritError('AUTHORITY_REVOKED', `principal ${p} on the decision's chain was revoked`, { principal: p });
+    }
+  }
+  const caller = graph.principal(claims.principal);
+  if (!caller || caller.revoked_at !== null) throw new WritError('AUTHORITY_REVOKED', `principal ${claims.principal} was revoked`);
+  const owners = resolveOwners(graph, claims.resource, claims.fields, now);
+  for (const o of owners) {
+    const decided = claims.owners[o.field] ?? null;
+    if (decided !== o.owner) {
+      throw new WritError('OWNER_CHANGED', `the owner of ${claims.resource} ${o.field} is ${o.owner ?? 'nobody'} now, not ${decided ?? 'nobody'} as when decision ${claims.decision_id} was made`, { field: o.field });
+    }
+  }
+}

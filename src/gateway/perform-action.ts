@@ -1,0 +1,157 @@
+import { WritError, isWritError } from '../errors.js';
+import { checkDecisionBinding, verifyDecision, type DecisionClaims } from '../decision/index.js';
+import { requestHash, type Receipt, type ReceiptIntent } from '../audit/index.js';
+import type { WritContext } from '../service/context.js';
+import { canonicalResource } from '../service/resources.js';
+import { checkAuthorityStillValid } from './authority-watermark.js';
+import { coordinationKeys, parseFencingHeader } from './coordination-keys.js';
+import type { UpstreamClient } from '../upstream/client.js';
+
+/** The body of POST /v1/actions. */
+export interface ActionInput {
+  action: string;
+  resource: string;
+  environment?: string;
+  fields: string[];
+  /** New values of `fields` (exactly those). */
+  payload: Record<string, unknown>;
+  /** The resource version the caller read; required when the resource class asks for it. */
+  expected_version?: number;
+}
+
+/** The Writ-* headers of a write. */
+export interface ActionCredentials {
+  decision?: string | undefined;
+  leaseToken?: string | undefined;
+  leaseId?: string | undefined;
+  fencingEpoch?: string | undefined;
+  idempotencyKey?: string | undefined;
+}
+
+export interface ActionOutcome {
+  receipt: Receipt;
+  /** True when an Idempotency-Key retry returned the first receipt without a second upstream call. */
+  replayed: boolean;
+}
+
+/**
+ * The enforcement point: the only way a write reaches the upstream. In order: the decision (signature,
+ * audience, expiry, bound to exactly this request), the authority watermark (no edge of its chain
+ * revoked since, owners unchanged), the lease and fencing epoch of every coordination key, the version
+ * precondition, one use per decision; then an intent receipt, the forward, and the settled receipt.
+ * A refusal changes neither the upstream nor the leases, and is itself recorded as a REJECTED receipt.
+ */
+export async function performAction(ctx: WritContext, caller: string, input: ActionInput, creds: ActionCredentials): Promise<ActionOutcome> {
+  const resource = canonicalResource(ctx.policy.data, input.resource);
+  const fields = [...new Set(input.fields)].sort();
+  const payloadFields = Object.keys(input.payload).sort();
+  if (payloadFields.join('\n') !== fields.join('\n')) {
+    throw new WritError('UNPROCESSABLE', `payload must carry exactly the fields named in fields [${fields.join(', ')}], got [${payloadFields.join(', ')}]`);
+  }
+  const hash = requestHash({ principal: caller, action: input.action, resource, environment: input.environment ?? null, fields, payload: input.payload, expected_version: input.expected_version ?? null });
+  if (creds.idempotencyKey) {
+    const first = ctx.receipts.findByIdempotencyKey(caller, creds.idempotencyKey);
+    if (first) {
+      if (first.request_hash !== hash) {
+        throw new WritError('IDEMPOTENCY_MISMATCH', `Idempotency-Key '${creds.idempotencyKey}' was already used for a different request`, { receipt_id: first.receipt_id });
+      }
+      return { receipt: first, replayed: true };
+    }
+  }
+
+  let claims: DecisionClaims | undefined;
+  let fence: { lease_id: string; epoch: number } | undefined;
+  let fencing: Map<string, number> | null = null;
+  let client: UpstreamClient | undefined;
+  try {
+    if (!creds.decision) throw new WritError('DECISION_INVALID', 'the Writ-Decision header is missing; ask POST /v1/decisions first');
+    const now = ctx.clock.now();
+    claims = await verifyDecision(creds.decision, { keys: ctx.keys, audience: ctx.config.gatewayAudience, now });
+    checkDecisionBinding(claims, { principal: caller, action: input.action, resource, environment: input.environment ?? claims.environment, fields });
+    checkAuthorityStillValid(ctx.graph.current(), claims, now);
+    if (claims.obligations.version_required && input.expected_version === undefined) {
+      throw new WritError('VERSION_REQUIRED', `${resource} is ${claims.obligations.resource_class}: send expected_version (the version you read)`);
+    }
+    const keys = coordinationKeys(resource, fields, claims.obligations);
+    if (keys.length > 0) {
+      if (!creds.leaseToken) throw new WritError('LEASE_REQUIRED', `writing ${resource} [${fields.join(', ')}] needs a lease on ${keys.join(', ')}`, { keys });
+      fencing = parseFencingHeader(creds.fencingEpoch, keys);
+      if (!fencing) throw new WritError('STALE_FENCING_EPOCH', `the Writ-Fencing-Epoch header is missing; send the epoch of ${keys.join(', ')} from your lease`);
+      for (const key of keys) {
+        const epoch = fencing.get(key);
+        if (epoch === undefined) throw new WritError('STALE_FENCING_EPOCH', `no fencing epoch given for ${key}`);
+        const check = await ctx.leases.validateFence({ key, token: creds.leaseToken, epoch, principal: caller, now, ...(creds.leaseId ? { lease_id: creds.leaseId } : {}) });
+        fence ??= { lease_id: check.lease_id, epoch: check.epoch };
+      }
+    }
+    client = ctx.upstreams.clientFor(resource);
+    if (!ctx.replay.remember('decision', claims.decision_id, claims.expires_at, now)) {
+      throw new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write; a decision authorizes one write`);
+    }
+  } catch (e) {
+    if (isWritError(e)) {
+      const rejection = ctx.receipts.recordRejection({
+        principal: caller, action: input.action, resource_key: resource, fields, request_hash: hash,
+        decision_id: claims?.decision_id ?? null, policy_revision: claims?.policy_revision ?? null, graph_revision: claims?.graph_revision ?? null,
+        chain: claims?.chain ?? [], expected_version: input.expected_version ?? null,
+        error: { code: e.code, message: e.message },
+      });
+      throw new WritError(e.code, e.message, { ...(e.details ?? {}), receipt_id: rejection.receipt_id });
+    }
+    throw e;
+  }
+
+  const intent: ReceiptIntent = {
+    principal: caller, action: input.action, resource_key: resource, fields,
+    owners: [...new Set(Object.values(claims.owners).filter((o): o is string => o !== null))].sort(),
+    authority_epoch: claims.graph_revision, ownership_epoch: claims.graph_revision,
+    decision_id: claims.decision_id, policy_revision: claims.policy_revision, graph_revision: claims.graph_revision,
+    chain: claims.chain, lease_id: fence?.lease_id ?? null, lease_epoch: fence?.epoch ?? null,
+    expected_version: input.expected_version ?? null, idempotency_key: creds.idempotencyKey ?? null, request_hash: hash,
+  };
+  const pending = ctx.receipts.recordIntent(intent);
+  if (pending.replayed) return { receipt: pending, replayed: true };
+
+  const result = await client!.write(resource, {
+    fields: input.payload,
+    expectedVersion: input.expected_version ?? 0,
+    fencing: fencing ? Object.fromEntries(fencing) : null,
+    principal: caller,
+    receiptId: pending.receipt_id,
+  });
+  switch (result.kind) {
+    case 'applied': {
+      const receipt = ctx.receipts.complete(pending.receipt_id, { status: 'COMPLETED', final_version: result.version, upstream_status: result.status });
+      return { receipt, replayed: false };
+    }
+    case 'conflict': {
+      ctx.receipts.complete(pending.receipt_id, {
+        status: 'FAILED', upstream_status: result.status,
+        error: { code: 'VERSION_CONFLICT', message: `expected version ${input.expected_version ?? 0}, the upstream is at ${result.currentVersion}` },
+        conflicts: [{ kind: 'version', expected: input.expected_version ?? 0, actual: result.currentVersion }],
+      });
+      throw new WritError('VERSION_CONFLICT', `${resource} changed since version ${input.expected_version ?? 0} (now ${result.currentVersion}${result.changedFields?.length ? `; changed: ${result.changedFields.join(', ')}` : ''}); re-read and retry`, {
+        receipt_id: pending.receipt_id, current_version: result.currentVersion,
+      });
+    }
+    case 'stale_epoch': {
+      ctx.receipts.complete(pending.receipt_id, {
+        status: 'FAILED', upstream_status: result.status,
+        error: { code: 'STALE_FENCING_EPOCH', message: `the upstream has seen fencing epoch ${result.highestEpoch}` },
+        conflicts: [{ kind: 'fencing_epoch', expected: fence?.epoch, actual: result.highestEpoch }],
+      });
+      throw new WritError('STALE_FENCING_EPOCH', `the upstream refused the fencing epoch (it has seen ${result.highestEpoch})`, { receipt_id: pending.receipt_id });
+    }
+    case 'refused':
+      ctx.receipts.complete(pending.receipt_id, { status: 'FAILED', upstream_status: result.status, error: { code: 'UPSTREAM_FAILED', message: result.message } });
+      throw new WritError('UPSTREAM_FAILED', `the upstream refused the write (${result.status}${result.code ? ` ${result.code}` : ''}): ${result.message}`, { receipt_id: pending.receipt_id });
+    case 'timeout':
+    case 'network_error':
+      if (result.maybeApplied) {
+        // Unknown outcome: the receipt stays PENDING and is reconciled against the upstream by receipt id.
+        throw new WritError('UPSTREAM_TIMEOUT', `the upstream did not answer (${result.message}); receipt ${pending.receipt_id} stays PENDING until reconciled`, { receipt_id: pending.receipt_id });
+      }
+      ctx.receipts.complete(pending.receipt_id, { status: 'FAILED', error: { code: 'UPSTREAM_FAILED', message: result.message } });
+      throw new WritError('UPSTREAM_FAILED', `the upstream could not be reached: ${result.message}`, { receipt_id: pending.receipt_id });
+  }
+}

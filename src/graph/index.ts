@@ -1,0 +1,40 @@
+/** The authority graph: model, patterns, the in-memory graph, chain and owner resolution, export. */
+export * from './model.js';
+export { validatePattern, validateResourceKey, matchesPattern, patternCovers, specificity } from './patterns.js';
+export {
+  AuthorityGraph,
+  MANAGED_STATE_PREFIX,
+  PRIORITY_CLASS_PREFIX,
+  managedStateNodeId,
+  isReservedNodeId,
+  isPrincipalNode,
+  type AuthorityGraphOptions,
+  type GraphNode,
+  type ManagedStateNode,
+  type PriorityClassNode,
+} from './authority-graph.js';
+export { LiveGraph, type LiveGraphOptions } from './live-graph.js';
+export { isEdgeLive, toPolicyEdge } from './liveness.js';
+export {
+  resolveChains,
+  resolveChainsTo,
+  principalsOf,
+  DEFAULT_RESOLUTION_BUDGET,
+  type ChainRequest,
+  type ResolutionBudget,
+  type ResolutionMode,
+  type ResolveOptions,
+  type ResolutionStats,
+} from './chain-resolver.js';
+export { resolveOwners, findOwnershipConflict, approvalEdges } from './ownership.js';
+export {
+  exportGraphJson,
+  exportGraphDot,
+  exportChainDot,
+  exportChainMermaid,
+  shortScope,
+  type DotOptions,
+  type EdgeExport,
+  type GraphExport,
+  type PrincipalExport,
+} from './export.js';

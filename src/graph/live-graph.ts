@@ -1,0 +1,69 @@
+import { WritError } from '../errors.js';
+import type { GraphEventLog } from '../store/types.js';
+import { AuthorityGraph } from './authority-graph.js';
+
+export interface LiveGraphOptions {
+  /** How many rebuilt past graphs to keep (least recently used go first). Default 3. */
+  pastGraphs?: number;
+}
+
+/**
+ * The current authority graph, kept up to date from the event log (which several processes may
+ * append to), plus rebuilds of the graph as it was at a past revision or time (point-in-time audit).
+ */
+export class LiveGraph {
+  private readonly graph = new AuthorityGraph();
+  private readonly past = new Map<number, AuthorityGraph>();
+  private readonly pastLimit: number;
+
+  constructor(
+    private readonly log: GraphEventLog,
+    options: LiveGraphOptions = {},
+  ) {
+    this.pastLimit = Math.max(0, options.pastGraphs ?? 3);
+  }
+
+  /**
+   * The graph at the log's head. Asks the log for its head once per call (a cheap indexed MAX) and
+   * applies the events it has not seen yet. The returned object is updated in place by later calls.
+   */
+  current(): AuthorityGraph {
+    const head = this.log.head();
+    if (head > this.graph.revision) {
+      for (const rec of this.log.read(this.graph.revision, head)) this.graph.apply(rec);
+    } else if (head < this.graph.revision) {
+      throw new WritError('INTERNAL', `graph event log head ${head} is behind the in-memory graph at ${this.graph.revision}`, {
+        head,
+        revision: this.graph.revision,
+      });
+    }
+    return this.graph;
+  }
+
+  /** A separate graph rebuilt as of `revision` (0 = empty). UNPROCESSABLE beyond the head. */
+  atRevision(revision: number): AuthorityGraph {
+    if (!Number.isSafeInteger(revision) || revision < 0) {
+      throw new WritError('UNPROCESSABLE', `graph revision must be a non-negative integer, got ${revision}`, { revision });
+    }
+    const head = this.log.head();
+    if (revision > head) throw new WritError('UNPROCESSABLE', `graph revision ${revision} is beyond the head ${head}`, { revision, head });
+    const cached = this.past.get(revision);
+    if (cached !== undefined) {
+      this.past.delete(revision);
+      this.past.set(revision, cached);
+      return cached;
+    }
+    const rebuilt = AuthorityGraph.replay(this.log.read(0, revision));
+    if (this.pastLimit > 0) {
+      this.past.set(revision, rebuilt);
+      if (this.past.size > this.pastLimit) this.past.delete(this.past.keys().next().value!);
+    }
+    return rebuilt;
+  }
+
+  /** A separate graph rebuilt as it was at time `ms`: every event recorded at or before it. */
+  atTime(ms: number): AuthorityGraph {
+    if (!Number.isFinite(ms)) throw new WritError('UNPROCESSABLE', `graph time must be a number of milliseconds, got ${ms}`, { at: ms });
+    return this.atRevision(this.log.revisionAt(ms));
+  }
+}

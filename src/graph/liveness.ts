@@ -1,0 +1,37 @@
+import type { PolicyEdge } from '../policy/types.js';
+import type { Edge, Principal } from './model.js';
+
+/**
+ * Structural liveness at `now`: not revoked and inside [not_before, expires_at). A recorded
+ * revocation counts whatever its time, because the graph is rebuilt per revision for the past.
+ * This only prunes candidates; the policy judges liveness again from the same fields.
+ */
+export function isEdgeLive(edge: Edge, now: number): boolean {
+  return (
+    edge.revoked_at === null &&
+    (edge.not_before === null || edge.not_before <= now) &&
+    (edge.expires_at === null || now < edge.expires_at)
+  );
+}
+
+export function isPrincipalLive(principal: Principal | undefined): boolean {
+  return principal !== undefined && principal.revoked_at === null;
+}
+
+/** The policy's view of an edge: a fresh object, so later graph changes cannot alter a decision's input. */
+export function toPolicyEdge(edge: Edge): PolicyEdge {
+  return {
+    id: edge.id,
+    kind: edge.kind,
+    from: edge.from,
+    to: edge.to,
+    scope: edge.scope,
+    max_depth: edge.max_depth,
+    creator: edge.creator,
+    reason: edge.reason,
+    created_at: edge.created_at,
+    not_before: edge.not_before,
+    expires_at: edge.expires_at,
+    revoked_at: edge.revoked_at,
+  };
+}

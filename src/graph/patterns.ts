@@ -1,0 +1,110 @@
+/**
+ * Resource patterns: canonical keys split on `:`. A segment is a literal, `*` (exactly one segment)
+ * or, as the last segment only, `**` (zero or more segments). Keys are patterns without wildcards.
+ * Patterns are compiled once (split segments cached), because chain resolution matches them on
+ * every edge it visits.
+ */
+
+export type PatternSegments = readonly string[];
+
+const SEPARATOR = ':';
+const ONE = '*';
+const ANY = '**';
+const WHITESPACE = /\s/;
+const CACHE_LIMIT = 100_000;
+
+const cache = new Map<string, PatternSegments>();
+
+/** The segments of a pattern (or key), cached. Does not validate. */
+export function compilePattern(pattern: string): PatternSegments {
+  let segments = cache.get(pattern);
+  if (segments === undefined) {
+    // A crude bound: patterns come from the graph, so the cache only outgrows this under abuse.
+    if (cache.size >= CACHE_LIMIT) cache.clear();
+    segments = Object.freeze(pattern.split(SEPARATOR));
+    cache.set(pattern, segments);
+  }
+  return segments;
+}
+
+/** Error text, or null when `pattern` is a valid resource pattern. */
+export function validatePattern(pattern: string): string | null {
+  if (typeof pattern !== 'string' || pattern.length === 0) return 'resource pattern is empty';
+  if (WHITESPACE.test(pattern)) return `resource pattern "${pattern}" contains whitespace`;
+  const segments = pattern.split(SEPARATOR);
+  for (let i = 0; i < segments.length; i++) {
+    const s = segments[i]!;
+    if (s.length === 0) return `resource pattern "${pattern}" has an empty segment`;
+    if (s === ANY) {
+      if (i !== segments.length - 1) return `resource pattern "${pattern}": "**" may only be the last segment`;
+    } else if (s !== ONE && s.includes('*')) {
+      return `resource pattern "${pattern}": "*" must be a whole segment ("*" or a final "**")`;
+    }
+  }
+  return null;
+}
+
+/** Error text, or null when `key` is a valid canonical resource key (a pattern without wildcards). */
+export function validateResourceKey(key: string): string | null {
+  if (typeof key !== 'string' || key.length === 0) return 'resource key is empty';
+  if (key.includes('*')) return `resource key "${key}" contains a wildcard`;
+  const problem = validatePattern(key);
+  return problem === null ? null : problem.replace('resource pattern', 'resource key');
+}
+
+/** Whether a compiled pattern matches a compiled key. */
+export function matchesSegments(pattern: PatternSegments, key: PatternSegments): boolean {
+  const n = pattern.length;
+  for (let i = 0; i < n; i++) {
+    const p = pattern[i]!;
+    if (p === ANY) return true;
+    if (i >= key.length) return false;
+    if (p !== ONE && p !== key[i]) return false;
+  }
+  return n === key.length;
+}
+
+/** Whether the resource key `key` is matched by `pattern`. */
+export function matchesPattern(pattern: string, key: string): boolean {
+  return matchesSegments(compilePattern(pattern), compilePattern(key));
+}
+
+/** Whether every key `child` matches is also matched by `parent` (child ⊆ parent), segment by segment. */
+export function patternCovers(parent: string, child: string): boolean {
+  const p = compilePattern(parent);
+  const c = compilePattern(child);
+  for (let i = 0; i < p.length; i++) {
+    const ps = p[i]!;
+    if (ps === ANY) return true;
+    if (i >= c.length) return false;
+    const cs = c[i]!;
+    // The child's `**` stands for any number of segments; only a parent `**` covers that.
+    if (cs === ANY) return false;
+    if (ps === ONE) continue;
+    if (cs !== ps) return false;
+  }
+  return p.length === c.length;
+}
+
+/**
+ * A number that orders patterns from general to specific (higher is more specific): more literal
+ * segments first, then a later first wildcard, then a fixed length (no `**`), then more segments.
+ * Equal numbers are equally specific; callers break ties deterministically (e.g. by the pattern text).
+ */
+export function specificity(pattern: string): number {
+  const segments = compilePattern(pattern);
+  let literals = 0;
+  let firstWildcard = segments.length;
+  let open = false;
+  for (let i = 0; i < segments.length; i++) {
+    const s = segments[i]!;
+    if (s === ONE || s === ANY) {
+      if (firstWildcard === segments.length) firstWildcard = i;
+      if (s === ANY) open = true;
+    } else {
+      literals++;
+    }
+  }
+  const seg = Math.min(segments.length, 99);
+  return Math.min(literals, 99) * 1_000_000 + Math.min(firstWildcard, 99) * 10_000 + (open ? 0 : 1) * 1000 + seg;
+}

@@ -1,0 +1,36 @@
+/** The lease manager: coordination leases, tokens, fencing epochs, the wait queue and preemption. */
+export { LeaseManager } from './lease-manager.js';
+export { canonicalKeyOrder, MAX_KEYS_PER_LEASE } from './canonical-order.js';
+export { hashLeaseToken } from './token.js';
+export { toLeaseRecord } from './lease-record.js';
+export { DEFAULT_LEASE_OPTIONS } from './options.js';
+export { NEWCOMER_TICKET } from './repository.js';
+export type {
+  LeaseRepository,
+  AcquireCommand,
+  AcquireOutcome,
+  RenewCommand,
+  RenewOutcome,
+  ReleaseCommand,
+  ReleaseOutcome,
+  LeaseRefusal,
+  WaiterEntry,
+  WaiterRow,
+  LeaseKeyRow,
+  LeaseRow,
+  LeaseState,
+  FenceState,
+} from './repository.js';
+export type {
+  AcquireRequest,
+  LeaseGrant,
+  PreemptedLease,
+  RenewedLease,
+  ReleasedLease,
+  FenceRequest,
+  FenceCheck,
+  LeaseRecord,
+  LeaseEvent,
+  LeaseEventKind,
+  LeaseManagerOptions,
+} from './types.js';

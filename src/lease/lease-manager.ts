@@ -1,0 +1,191 @@
+import type { Clock } from '../clock.js';
+import { WritError } from '../errors.js';
+import { canonicalKeyOrder } from './canonical-order.js';
+import { toLeaseRecord } from './lease-record.js';
+import { checkTtl, checkWait, resolveLeaseOptions, type ResolvedLeaseOptions } from './options.js';
+import { NEWCOMER_TICKET, type AcquireOutcome, type LeaseRefusal, type LeaseRepository, type WaiterRow } from './repository.js';
+import { hashLeaseToken, newLeaseId, newLeaseToken } from './token.js';
+import type {
+  AcquireRequest,
+  FenceCheck,
+  FenceRequest,
+  LeaseEvent,
+  LeaseGrant,
+  LeaseManagerOptions,
+  LeaseRecord,
+  ReleasedLease,
+  RenewedLease,
+} from './types.js';
+
+const REFUSAL_CODES = {
+  NOT_FOUND: 'LEASE_NOT_FOUND',
+  TOKEN_MISMATCH: 'LEASE_TOKEN_MISMATCH',
+  PREEMPTED: 'LEASE_PREEMPTED',
+  EXPIRED: 'LEASE_EXPIRED',
+} as const satisfies Record<LeaseRefusal, string>;
+
+/**
+ * Coordination: who may write a key right now. Leases, tokens, fencing epochs, the wait queue and
+ * preemption. It never consults the authority graph: the caller (the service layer) has already
+ * checked the decision, and passes the governed `priority` and the `preempt` verdict in.
+ */
+export class LeaseManager {
+  private readonly options: ResolvedLeaseOptions;
+
+  constructor(
+    private readonly repo: LeaseRepository,
+    private readonly clock: Clock,
+    options: LeaseManagerOptions = {},
+  ) {
+    this.options = resolveLeaseOptions(options);
+  }
+
+  /**
+   * Takes every key of `req.resources` or none. Busy → RESOURCE_BUSY at once, or, with `waitMs`, a
+   * place in each key's queue until the deadline (then LEASE_WAIT_TIMEOUT). Invalid input → UNPROCESSABLE.
+   */
+  async acquire(req: AcquireRequest): Promise<LeaseGrant> {
+    const keys = canonicalKeyOrder(req.resources);
+    if (typeof req.holder !== 'string' || req.holder.length === 0) throw new WritError('UNPROCESSABLE', 'holder is required');
+    if (!Number.isSafeInteger(req.priority)) throw new WritError('UNPROCESSABLE', 'priority must be an integer');
+    const ttlMs = checkTtl(req.ttlMs, this.options);
+    const preempt = req.preempt === true;
+    const waitMs = preempt ? 0 : checkWait(req.waitMs, this.options);
+    const instance = req.instance ?? null;
+
+    const token = newLeaseToken(this.options.randomBytes);
+    const leaseId = newLeaseId(this.options.randomBytes);
+    const tokenHash = hashLeaseToken(token);
+    const deadline = this.clock.now() + waitMs;
+    let ticket = NEWCOMER_TICKET;
+    let granted = false;
+    try {
+      for (;;) {
+        const now = this.clock.now();
+        const outcome = await this.repo.acquire({ keys, leaseId, tokenHash, holder: req.holder, instance, priority: req.priority, ttlMs, now, preempt, ticket });
+        if (outcome.granted) {
+          granted = true;
+          return { lease_id: leaseId, token, epochs: outcome.epochs, expires_at: outcome.expiresAt, preempted: outcome.preempted };
+        }
+        if (waitMs === 0) throw this.busy('RESOURCE_BUSY', outcome, now);
+        if (now >= deadline) throw this.busy('LEASE_WAIT_TIMEOUT', outcome, now, waitMs);
+        if (ticket === NEWCOMER_TICKET) {
+          ticket = await this.repo.enqueue({ keys, holder: req.holder, instance, priority: req.priority, enqueuedAt: now, deadline });
+        }
+        await this.options.sleep(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
+      }
+    } finally {
+      // A granted waiter already left the queue in the granting transaction.
+      if (ticket !== NEWCOMER_TICKET && !granted) await this.repo.dequeue(ticket);
+    }
+  }
+
+  /** Extends the lease (all its keys) by `ttlMs` (default: its current duration) from now. */
+  async renew(leaseId: string, token: string, ttlMs?: number): Promise<RenewedLease> {
+    const ttl = ttlMs === undefined ? null : checkTtl(ttlMs, this.options);
+    const outcome = await this.repo.renew({ leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), ttlMs: ttl, now: this.clock.now() });
+    if (!outcome.ok) throw this.refused(outcome.reason, leaseId);
+    return { lease_id: leaseId, epochs: outcome.epochs, expires_at: outcome.expiresAt };
+  }
+
+  /** Frees every key of the lease; their epochs stay (the next holder gets epoch + 1). */
+  async release(leaseId: string, token: string): Promise<ReleasedLease> {
+    const outcome = await this.repo.release({ leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), now: this.clock.now() });
+    if (!outcome.ok) throw this.refused(outcome.reason, leaseId);
+    return { lease_id: leaseId, epochs: outcome.epochs };
+  }
+
+  /**
+   * The gateway's fence: passes only if `principal` holds `key` right now with this token, and `epoch`
+   * is the key's current epoch (its high-water mark). Otherwise LEASE_REQUIRED (no token),
+   * STALE_FENCING_EPOCH (epoch is not the current one), LEASE_PREEMPTED, LEASE_EXPIRED (released or
+   * expired) or LEASE_TOKEN_MISMATCH (not this principal's current token for this key).
+   */
+  async validateFence(req: FenceRequest): Promise<FenceCheck> {
+    const now = req.now ?? this.clock.now();
+    if (typeof req.token !== 'string' || req.token.length === 0) {
+      throw new WritError('LEASE_REQUIRED', `writing ${req.key} requires a lease token`, { key: req.key });
+    }
+    if (!Number.isSafeInteger(req.epoch)) throw new WritError('UNPROCESSABLE', 'the fencing epoch must be an integer', { key: req.key });
+    const { key: row, lease } = await this.repo.fenceState(req.key, hashLeaseToken(req.token));
+    const current = row?.epoch ?? 0;
+    if (req.epoch !== current) {
+      throw new WritError('STALE_FENCING_EPOCH', `fencing epoch ${req.epoch} is not ${req.key}'s current epoch ${current}`, {
+        key: req.key,
+        epoch: req.epoch,
+        current_epoch: current,
+      });
+    }
+    const idMatches = (id: string | null) => req.lease_id === undefined || req.lease_id === id;
+    if (row && lease && row.lease_id === lease.lease_id && idMatches(row.lease_id)) {
+      if (row.holder !== req.principal) throw new WritError('LEASE_TOKEN_MISMATCH', `the token is not ${req.principal}'s lease on ${req.key}`, { key: req.key });
+      if (row.expires_at === null || row.expires_at <= now) {
+        throw new WritError('LEASE_EXPIRED', `the lease on ${req.key} expired`, { key: req.key, lease_id: row.lease_id, expires_at: row.expires_at });
+      }
+      return { key: req.key, lease_id: row.lease_id, epoch: row.epoch, expires_at: row.expires_at };
+    }
+    if (lease && lease.holder === req.principal && lease.resources.includes(req.key) && idMatches(lease.lease_id)) {
+      if (lease.state === 'PREEMPTED') throw new WritError('LEASE_PREEMPTED', `the lease on ${req.key} was preempted`, { key: req.key, lease_id: lease.lease_id });
+      throw new WritError('LEASE_EXPIRED', `the lease on ${req.key} was released or expired`, { key: req.key, lease_id: lease.lease_id });
+    }
+    if (!row || row.holder === null) throw new WritError('LEASE_REQUIRED', `no lease is held on ${req.key}`, { key: req.key });
+    throw new WritError('LEASE_TOKEN_MISMATCH', `the token is not ${req.principal}'s current lease on ${req.key}`, { key: req.key });
+  }
+
+  /** The key's fencing high-water mark (0 if never leased). */
+  async currentEpoch(key: string): Promise<number> {
+    const [row] = await this.repo.listKeys({ key });
+    return row?.epoch ?? 0;
+  }
+
+  async describe(key: string): Promise<LeaseRecord | undefined> {
+    const [row] = await this.repo.listKeys({ key });
+    return row && toLeaseRecord(row, this.clock.now());
+  }
+
+  /** Every key ever leased (optionally one key, or those whose recorded holder is `holder`), in key order. */
+  async list(filter: { key?: string; holder?: string } = {}): Promise<LeaseRecord[]> {
+    const now = this.clock.now();
+    return (await this.repo.listKeys(filter)).map((r) => toLeaseRecord(r, now));
+  }
+
+  /** Live waiters of a key, in service order (priority, then age). */
+  async waiters(key: string): Promise<WaiterRow[]> {
+    return this.repo.waiters(key, this.clock.now());
+  }
+
+  /** The append-only lease history (acquire, renew, release, preempt, expire), in order. */
+  async history(filter: { key?: string; leaseId?: string } = {}): Promise<LeaseEvent[]> {
+    return this.repo.history(filter);
+  }
+
+  private pollDelay(): number {
+    const { pollMinMs, pollMaxMs } = this.options;
+    return pollMinMs + Math.random() * (pollMaxMs - pollMinMs);
+  }
+
+  private busy(code: 'RESOURCE_BUSY' | 'LEASE_WAIT_TIMEOUT', o: Extract<AcquireOutcome, { granted: false }>, now: number, waitedMs?: number): WritError {
+    const held = o.holder !== null && o.expiresAt !== null && o.expiresAt > now;
+    const retryAfterMs = held ? Math.max(1, o.expiresAt! - now) : this.options.queuedRetryAfterMs;
+    const why = held ? `held by ${o.holder}` : 'reserved for a queued waiter';
+    const message = code === 'RESOURCE_BUSY' ? `${o.key} is ${why}` : `${o.key} stayed busy (${why}) for ${waitedMs} ms`;
+    return new WritError(code, message, {
+      key: o.key,
+      holder: held ? o.holder : null,
+      expires_at: held ? o.expiresAt : null,
+      retry_after_ms: retryAfterMs,
+      queued: !held,
+      ...(waitedMs === undefined ? {} : { waited_ms: waitedMs }),
+    });
+  }
+
+  private refused(reason: LeaseRefusal, leaseId: string): WritError {
+    const messages: Record<LeaseRefusal, string> = {
+      NOT_FOUND: `no lease ${leaseId}`,
+      TOKEN_MISMATCH: `the token is not the holder's token for lease ${leaseId}`,
+      PREEMPTED: `lease ${leaseId} was preempted`,
+      EXPIRED: `lease ${leaseId} is expired or released`,
+    };
+    return new WritError(REFUSAL_CODES[reason], messages[reason], { lease_id: leaseId });
+  }
+}

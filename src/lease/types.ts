@@ -1,0 +1,116 @@
+/** Times are milliseconds since the epoch inside Writ; records for the wire carry ISO-8601 strings too. */
+
+export interface AcquireRequest {
+  /** Canonical coordination keys (the registry resolves aliases before this point). Duplicates are ignored. */
+  resources: string[];
+  /** The principal that will hold the lease (the authenticated caller). */
+  holder: string;
+  /** Governed priority (higher is served first). The service takes it from the graph, never from the request. */
+  priority: number;
+  ttlMs: number;
+  /** Wait in the queue up to this many ms when a key is busy; 0 or absent answers RESOURCE_BUSY at once. */
+  waitMs?: number;
+  /** Take the keys even when held. Only the service decides this (active incident and a preempts edge). */
+  preempt?: boolean;
+  /** An opaque id of the acquiring process or session, for diagnostics only (never an authority). */
+  instance?: string;
+}
+
+export interface LeaseGrant {
+  lease_id: string;
+  /** The bearer secret for renew, release and writes. Writ stores only its SHA-256 hash. */
+  token: string;
+  /** The fencing epoch per key; each write carries the epoch of its key. */
+  epochs: Record<string, number>;
+  expires_at: number;
+  /** Leases this acquisition took over by preemption (empty unless `preempt`). */
+  preempted: PreemptedLease[];
+}
+
+export interface PreemptedLease {
+  lease_id: string;
+  holder: string;
+  key: string;
+  epoch: number;
+}
+
+export interface RenewedLease {
+  lease_id: string;
+  epochs: Record<string, number>;
+  expires_at: number;
+}
+
+export interface ReleasedLease {
+  lease_id: string;
+  epochs: Record<string, number>;
+}
+
+export interface FenceRequest {
+  key: string;
+  /** Optional: the gateway may only have the token; when given it must match too. */
+  lease_id?: string;
+  token: string | undefined;
+  epoch: number;
+  principal: string;
+  now?: number;
+}
+
+/** What a write may proceed with: the lease is this principal's, live, and the epoch is the key's high-water mark. */
+export interface FenceCheck {
+  key: string;
+  lease_id: string;
+  epoch: number;
+  expires_at: number;
+}
+
+/** A lease in the Kubernetes Lease vocabulary (coordination.k8s.io/v1 LeaseSpec) plus Writ's epoch. */
+export interface LeaseRecord {
+  key: string;
+  /** Stored holder; see `state` for whether it still holds. */
+  holderIdentity: string | null;
+  holderInstance: string | null;
+  leaseDurationSeconds: number | null;
+  acquireTime: string | null;
+  renewTime: string | null;
+  leaseTransitions: number;
+  /** The fencing high-water mark of this key. */
+  epoch: number;
+  expiresAt: string | null;
+  leaseId: string | null;
+  priority: number | null;
+  /** HELD: holder and not expired; EXPIRED: holder recorded but past expiry (free to take); FREE: released or never taken. */
+  state: 'HELD' | 'EXPIRED' | 'FREE';
+  preemptedBy: string | null;
+}
+
+export type LeaseEventKind = 'ACQUIRE' | 'RENEW' | 'RELEASE' | 'PREEMPT' | 'EXPIRE';
+
+export interface LeaseEvent {
+  seq: number;
+  at: number;
+  event: LeaseEventKind;
+  key: string;
+  epoch: number;
+  lease_id: string;
+  holder: string;
+  /** For PREEMPT and EXPIRE: the principal whose acquisition ended this lease. */
+  actor: string | null;
+}
+
+export interface LeaseManagerOptions {
+  /** Smallest ttl accepted (default 1 000 ms). */
+  minTtlMs?: number;
+  /** Largest ttl accepted (default 300 000 ms). */
+  maxTtlMs?: number;
+  /** Largest wait accepted (default 60 000 ms). */
+  maxWaitMs?: number;
+  /** Waiters poll the store between these bounds, with jitter (defaults 10 and 50 ms). */
+  pollMinMs?: number;
+  pollMaxMs?: number;
+  /** Retry-After given when a key is free but reserved for queued waiters (default 250 ms). */
+  queuedRetryAfterMs?: number;
+  /** Random bytes for tokens and lease ids (default node:crypto randomBytes). */
+  randomBytes?: (size: number) => Buffer;
+  /** How a waiter sleeps between polls (default setTimeout); tests inject a gate. */
+  sleep?: (ms: number) => Promise<void>;
+}

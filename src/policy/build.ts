@@ -1,0 +1,95 @@
+/** Compiles policies/ to a wasm bundle with the OPA CLI and publishes it to a bundle folder. */
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { WritError } from '../errors.js';
+import { bundleRevision, BUNDLES_DIR, DATA_FILE, readRevision, REVISION_FILE, revisionFolder, WASM_FILE } from './bundle-layout.js';
+import { opaMessage, wasmCapabilities } from './capabilities.js';
+import { readTarGz } from './tar-gz.js';
+
+const run = promisify(execFile);
+
+export const POLICY_ENTRYPOINTS = ['writ/authz/decision', 'writ/authz/delegation'] as const;
+
+export interface BuildPolicyOptions {
+  opaPath: string;
+  policiesDir: string;
+  /** The bundle folder engines load from (see bundle-layout.ts). */
+  outDir: string;
+}
+
+export interface BuiltPolicyBundle {
+  revision: string;
+  wasmPath: string;
+  dataPath: string;
+}
+
+/**
+ * `opa build -t wasm` with both entrypoints and the wasm-only capabilities, `*_test.rego` left out;
+ * then policy.wasm and data.json go to a folder of their own and the `revision` file is switched to
+ * it last, by rename. Throws POLICY_UNAVAILABLE with opa's own message when opa refuses.
+ */
+export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<BuiltPolicyBundle> {
+  const { opaPath, policiesDir, outDir } = options;
+  await mkdir(outDir, { recursive: true });
+  const work = await mkdtemp(join(outDir, '.build-'));
+  try {
+    const capabilitiesPath = join(work, 'capabilities.json');
+    await writeFile(capabilitiesPath, JSON.stringify(await wasmCapabilities(opaPath)));
+    const archivePath = join(work, 'bundle.tar.gz');
+    const entrypoints = POLICY_ENTRYPOINTS.flatMap((e) => ['-e', e]);
+    try {
+      await run(opaPath, ['build', '-t', 'wasm', ...entrypoints, '--capabilities', capabilitiesPath, '--ignore', '*_test.rego', '-o', archivePath, policiesDir], {
+        maxBuffer: 64 * 1024 * 1024,
+      });
+    } catch (e) {
+      throw new WritError('POLICY_UNAVAILABLE', explainBuildFailure(opaMessage(e)), { policiesDir });
+    }
+    const files = readTarGz(await readFile(archivePath));
+    const wasm = files.get(WASM_FILE);
+    const data = files.get(DATA_FILE) ?? Buffer.from('{}');
+    if (!wasm) throw new WritError('POLICY_UNAVAILABLE', `opa build produced no ${WASM_FILE}`);
+    const revision = bundleRevision(wasm, data);
+    const folder = revisionFolder(outDir, revision);
+    await mkdir(join(outDir, BUNDLES_DIR), { recursive: true });
+    const staged = join(work, 'bundle');
+    await mkdir(staged);
+    await writeFile(join(staged, WASM_FILE), wasm);
+    await writeFile(join(staged, DATA_FILE), data);
+    await publishFolder(staged, folder);
+    const previous = await readRevision(outDir);
+    await writeFile(join(work, REVISION_FILE), `${revision}\n`);
+    await rename(join(work, REVISION_FILE), join(outDir, REVISION_FILE));
+    await pruneBundles(outDir, [revision, previous]);
+    return { revision, wasmPath: join(folder, WASM_FILE), dataPath: join(folder, DATA_FILE) };
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/** A revision folder appears only by rename, so one that exists is complete (same content, same name). */
+async function publishFolder(staged: string, folder: string): Promise<void> {
+  try {
+    await rename(staged, folder);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'EEXIST' && code !== 'ENOTEMPTY') throw e;
+  }
+}
+
+/** Keeps the live bundle and the one before it (an engine may still be loading it). */
+async function pruneBundles(outDir: string, keep: (string | null)[]): Promise<void> {
+  const kept = new Set(keep.filter((r): r is string => r !== null).map((r) => r.replace(/^sha256:/, '')));
+  for (const name of await readdir(join(outDir, BUNDLES_DIR))) {
+    if (!kept.has(name)) await rm(join(outDir, BUNDLES_DIR, name), { recursive: true, force: true });
+  }
+}
+
+function explainBuildFailure(message: string): string {
+  const unsupported = [...message.matchAll(/undefined function ([\w.]+)/g)].map((m) => m[1]);
+  const hint = unsupported.length
+    ? `\n${[...new Set(unsupported)].join(', ')}: not available to policies, which run as wasm in-process through @open-policy-agent/opa-wasm (allowed builtins: src/policy/wasm-builtins.ts)`
+    : '';
+  return `opa build failed:\n${message}${hint}`;
+}

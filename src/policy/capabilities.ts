@@ -1,0 +1,33 @@
+/** The capabilities file `opa build` gets: the opa in use, cut down to what opa-wasm can run. */
+import { execFile } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { WritError } from '../errors.js';
+import { WASM_ALLOWED_BUILTINS } from './wasm-builtins.js';
+
+const run = promisify(execFile);
+
+interface Capabilities {
+  builtins: { name: string }[];
+  [k: string]: unknown;
+}
+
+export async function wasmCapabilities(opaPath: string): Promise<Capabilities> {
+  let stdout: string;
+  try {
+    ({ stdout } = await run(opaPath, ['capabilities', '--current'], { maxBuffer: 64 * 1024 * 1024 }));
+  } catch (e) {
+    throw new WritError('POLICY_UNAVAILABLE', `cannot run \`${opaPath} capabilities --current\`: ${opaMessage(e)}`);
+  }
+  const current = JSON.parse(stdout) as Capabilities;
+  return { ...current, builtins: current.builtins.filter((b) => WASM_ALLOWED_BUILTINS.has(b.name)) };
+}
+
+export async function writeWasmCapabilities(opaPath: string, file: string): Promise<void> {
+  await writeFile(file, `${JSON.stringify(await wasmCapabilities(opaPath), null, 2)}\n`);
+}
+
+export function opaMessage(e: unknown): string {
+  const err = e as { stderr?: string; stdout?: string; message?: string };
+  return (err.stderr || err.stdout || err.message || String(e)).trim();
+}

@@ -1,0 +1,114 @@
+/**
+ * A PolicyEngine that follows its bundle folder: a rebuilt bundle (a new `revision` file) is loaded
+ * in the background and swapped in between two evaluations, without a restart. A bundle that does
+ * not load leaves the current one in place and is reported through `onError`.
+ */
+import { type FSWatcher, statSync, watch } from 'node:fs';
+import { join } from 'node:path';
+import { type Clock, systemClock } from '../clock.js';
+import { readLiveBundle, REVISION_FILE } from './bundle-layout.js';
+import type { DecisionInput, DelegationInput, PolicyData, PolicyEngine } from './types.js';
+import { createPolicyEngine } from './wasm-engine.js';
+
+export interface ReloadingPolicyEngine extends PolicyEngine {
+  /** Loads the live bundle now if it changed; resolves to true when a new revision was swapped in. */
+  reload(): Promise<boolean>;
+  /** Stops watching. */
+  close(): void;
+}
+
+export interface ReloadingOptions {
+  clock?: Clock;
+  /** fs.watch can miss events: the `revision` file is also stat'ed at most this often on use. */
+  checkIntervalMs?: number;
+  onError?: (message: string, error: unknown) => void;
+  onReload?: (revision: string, previous: string) => void;
+}
+
+export async function openReloadingPolicyEngine(bundleDir: string, options: ReloadingOptions = {}): Promise<ReloadingPolicyEngine> {
+  const clock = options.clock ?? systemClock;
+  const interval = options.checkIntervalMs ?? 250;
+  const onError = options.onError ?? ((message: string, error: unknown) => console.error(`[policy] ${message}:`, error));
+  const revisionPath = join(bundleDir, REVISION_FILE);
+
+  let stamp = revisionStamp(revisionPath);
+  let current = await createPolicyEngine(await readLiveBundle(bundleDir));
+  let lastCheck = clock.now();
+  let inFlight: Promise<boolean> | null = null;
+
+  const reload = (): Promise<boolean> => {
+    inFlight ??= (async () => {
+      const seen = revisionStamp(revisionPath);
+      try {
+        const bundle = await readLiveBundle(bundleDir);
+        if (bundle.revision === current.revision) return false;
+        const next = await createPolicyEngine(bundle);
+        const previous = current.revision;
+        current = next;
+        options.onReload?.(next.revision, previous);
+        return true;
+      } catch (e) {
+        onError(`keeping policy ${current.revision}: the new bundle in ${bundleDir} did not load`, e);
+        return false;
+      } finally {
+        stamp = seen;
+        inFlight = null;
+      }
+    })();
+    return inFlight;
+  };
+
+  const checkNow = (): void => {
+    if (revisionStamp(revisionPath) !== stamp) void reload();
+  };
+
+  const maybeCheck = (): void => {
+    const now = clock.now();
+    if (now - lastCheck < interval) return;
+    lastCheck = now;
+    checkNow();
+  };
+
+  let watcher: FSWatcher | null = null;
+  try {
+    watcher = watch(bundleDir, (_event, file) => {
+      if (file === null || file === REVISION_FILE) checkNow();
+    });
+    watcher.on('error', () => {});
+    watcher.unref();
+  } catch {
+    // Without a watcher the stat check on use still notices a rebuild.
+  }
+
+  return {
+    get revision(): string {
+      return current.revision;
+    },
+    get data(): PolicyData {
+      return current.data;
+    },
+    decide(input: DecisionInput) {
+      maybeCheck();
+      return current.decide(input);
+    },
+    checkDelegation(input: DelegationInput) {
+      maybeCheck();
+      return current.checkDelegation(input);
+    },
+    reload,
+    close() {
+      watcher?.close();
+      watcher = null;
+    },
+  };
+}
+
+/** Changes whenever the `revision` file is replaced (a build renames a new file over it). */
+function revisionStamp(path: string): string {
+  try {
+    const s = statSync(path, { bigint: true });
+    return `${s.ino}:${s.mtimeNs}:${s.size}`;
+  } catch {
+    return 'absent';
+  }
+}

@@ -1,0 +1,265 @@
+import type { JWK, JSONWebKeySet } from 'jose';
+import { verifyDecision } from '../decision/decision-verify.js';
+import type { DecisionClaims } from '../decision/decision-claims.js';
+import { createCallerAssertion } from './assertion.js';
+import { backoffDelay, type BackoffOptions } from './backoff.js';
+import { errorFromProblem, LeasePreemptedError, WritApiError } from './errors.js';
+
+/**
+ * The agent SDK: signs its own caller assertions, asks for decisions, takes leases and renews them
+ * in the background, writes through the gateway with the right headers. Imports nothing of the server.
+ */
+export interface WritClientOptions {
+  /** e.g. http://127.0.0.1:4000 */
+  baseUrl: string;
+  principal: string;
+  /** The principal's private key (its public half is registered in Writ). */
+  privateJwk: JWK;
+  /** Audience of caller assertions (default 'writ') and of decisions (default 'writ-gateway'). */
+  audience?: string;
+  gatewayAudience?: string;
+  fetch?: typeof fetch;
+}
+
+export interface DecisionRequest {
+  action: string;
+  resource: string;
+  environment: string;
+  fields?: string[];
+  context?: { risk?: number; approval?: string; reason?: string };
+}
+
+export interface Decision {
+  decision_id: string;
+  allow: boolean;
+  principal: string;
+  action: string;
+  resource: string;
+  environment: string;
+  fields: string[];
+  reasons: string[];
+  obligations: { lease_required: boolean; version_required: boolean; approval_required: boolean; resource_class: string; field_classes: Record<string, string>; conflict_domain: string | null };
+  risk: number;
+  chain: string[];
+  owners: Record<string, string | null>;
+  graph_revision: number;
+  policy_revision: string;
+  issued_at: string;
+  expires_at: string | null;
+  token: string | null;
+}
+
+export interface Lease {
+  lease_id: string;
+  token: string;
+  epochs: Record<string, number>;
+  keys: string[];
+  expires_at: string;
+  holder: string;
+}
+
+export interface ActRequest {
+  decision: Decision | string;
+  action: string;
+  resource: string;
+  fields: string[];
+  payload: Record<string, unknown>;
+  expected_version?: number;
+  lease?: Lease | null;
+  idempotencyKey?: string;
+}
+
+export interface Receipt {
+  receipt_id: string;
+  status: 'PENDING' | 'COMPLETED' | 'FAILED' | 'REJECTED';
+  final_version: number | null;
+  [k: string]: unknown;
+}
+
+export interface LeaseOptions {
+  ttlMs?: number;
+  /** Server-side wait per attempt (queueing by governed priority); default 0. */
+  waitMs?: number;
+  /** Overall deadline for RESOURCE_BUSY retries (ms from now); default 30 s. */
+  deadlineMs?: number;
+  preempt?: boolean;
+  backoff?: BackoffOptions;
+  /** Called before each retry sleep (for tests and logs). */
+  onRetry?: (attempt: number, delayMs: number, error: WritApiError) => void;
+}
+
+export interface LeaseScope {
+  lease: Lease;
+  /** Aborted the moment the lease is lost (renew failed) or preempted; `signal.reason` is the typed error. */
+  signal: AbortSignal;
+  /** Sends a write under this lease (sets the lease and fencing headers). */
+  act(request: Omit<ActRequest, 'lease'>): Promise<Receipt>;
+}
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(t);
+      reject(signal.reason);
+    }, { once: true });
+  });
+
+function fencingHeader(epochs: Record<string, number>): string {
+  return Object.keys(epochs).sort().map((k) => `${k}=${epochs[k]}`).join(', ');
+}
+
+export class WritClient {
+  private readonly base: string;
+  private readonly doFetch: typeof fetch;
+  private jwks: JSONWebKeySet | null = null;
+
+  constructor(private readonly options: WritClientOptions) {
+    this.base = options.baseUrl.replace(/\/+$/, '');
+    this.doFetch = options.fetch ?? fetch;
+  }
+
+  get principal(): string {
+    return this.options.principal;
+  }
+
+  /** Sends one request with a fresh caller assertion; problem+json answers become typed errors. */
+  async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    const assertion = await createCallerAssertion({ principal: this.options.principal, privateJwk: this.options.privateJwk, audience: this.options.audience ?? 'writ' });
+    const res = await this.doFetch(this.base + path, {
+      method,
+      headers: { authorization: `Bearer ${assertion}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const text = await res.text();
+    const parsed = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+    if (!res.ok) {
+      const retryAfter = res.headers.get('retry-after');
+      const fromProblem = typeof parsed.retry_after_ms === 'number' ? parsed.retry_after_ms : null;
+      throw errorFromProblem(res.status, parsed, fromProblem ?? (retryAfter !== null ? Number(retryAfter) * 1000 : null));
+    }
+    return parsed as T;
+  }
+
+  decide(request: DecisionRequest): Promise<Decision> {
+    return this.request('POST', '/v1/decisions', request);
+  }
+
+  explain(request: DecisionRequest & { principal?: string }): Promise<unknown> {
+    return this.request('POST', '/v1/explain', request);
+  }
+
+  /** Checks a decision token offline against Writ's JWKS (fetched once, refetched on an unknown key). */
+  async verifyDecision(token: string, now = Date.now()): Promise<DecisionClaims> {
+    if (!this.jwks) this.jwks = await this.fetchJwks();
+    try {
+      return await verifyDecision(token, { keys: this.jwks, audience: this.options.gatewayAudience ?? 'writ-gateway', now });
+    } catch (e) {
+      this.jwks = await this.fetchJwks();
+      return verifyDecision(token, { keys: this.jwks, audience: this.options.gatewayAudience ?? 'writ-gateway', now }).catch(() => {
+        throw e;
+      });
+    }
+  }
+
+  private async fetchJwks(): Promise<JSONWebKeySet> {
+    const res = await this.doFetch(`${this.base}/.well-known/jwks.json`);
+    return (await res.json()) as JSONWebKeySet;
+  }
+
+  /** Takes leases for these decisions once (no retry). */
+  acquireLease(decisions: (Decision | string)[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean } = {}): Promise<Lease> {
+    return this.request('POST', '/v1/leases', {
+      decisions: decisions.map(tokenOf),
+      ...(options.ttlMs !== undefined ? { ttl_ms: options.ttlMs } : {}),
+      ...(options.waitMs !== undefined ? { wait_ms: options.waitMs } : {}),
+      ...(options.preempt ? { preempt: true } : {}),
+    });
+  }
+
+  renewLease(lease: Lease, ttlMs?: number): Promise<{ lease_id: string; expires_at: string; epochs: Record<string, number> }> {
+    return this.request('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs ? { ttl_ms: ttlMs } : {}) });
+  }
+
+  releaseLease(lease: Lease): Promise<unknown> {
+    return this.request('DELETE', `/v1/leases/${encodeURIComponent(lease.lease_id)}`, { token: lease.token });
+  }
+
+  /** The write through the gateway; sets Writ-Decision, Writ-Lease-*, Writ-Fencing-Epoch and Idempotency-Key. */
+  async act(request: ActRequest): Promise<Receipt> {
+    const headers: Record<string, string> = { 'writ-decision': tokenOf(request.decision), 'idempotency-key': request.idempotencyKey ?? crypto.randomUUID() };
+    if (request.lease) {
+      headers['writ-lease-token'] = request.lease.token;
+      headers['writ-lease-id'] = request.lease.lease_id;
+      headers['writ-fencing-epoch'] = fencingHeader(request.lease.epochs);
+    }
+    const out = await this.request<{ receipt: Receipt }>('POST', '/v1/actions', {
+      action: request.action,
+      resource: request.resource,
+      fields: request.fields,
+      payload: request.payload,
+      ...(request.expected_version !== undefined ? { expected_version: request.expected_version } : {}),
+    }, headers);
+    return out.receipt;
+  }
+
+  /**
+   * Runs `fn` while holding leases for `decisions`: takes them (retrying RESOURCE_BUSY with full-jitter
+   * backoff that honours Retry-After, up to the deadline), renews at a third of the TTL, aborts `fn`'s
+   * signal the moment the lease is lost or preempted, and releases in `finally`.
+   */
+  async withLease<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
+    const ttlMs = options.ttlMs ?? 15_000;
+    const deadline = Date.now() + (options.deadlineMs ?? 30_000);
+    let lease: Lease | undefined;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        lease = await this.acquireLease(decisions, { ttlMs, ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}), ...(options.preempt ? { preempt: true } : {}) });
+        break;
+      } catch (e) {
+        if (!(e instanceof WritApiError) || (e.code !== 'RESOURCE_BUSY' && e.code !== 'LEASE_WAIT_TIMEOUT')) throw e;
+        const delay = backoffDelay(attempt, e.retryAfterMs, options.backoff);
+        if (Date.now() + delay > deadline) throw e;
+        options.onRetry?.(attempt, delay, e);
+        await sleep(delay);
+      }
+    }
+    const held = lease;
+    const controller = new AbortController();
+    const renewEvery = Math.max(50, Math.floor(ttlMs / 3));
+    let renewing = Promise.resolve();
+    const timer = setInterval(() => {
+      renewing = this.renewLease(held, ttlMs).then(
+        (r) => {
+          held.expires_at = r.expires_at;
+        },
+        (e: unknown) => {
+          clearInterval(timer);
+          const reason = e instanceof WritApiError ? e : new LeasePreemptedError(0, `lease renewal failed: ${String(e)}`);
+          if (!controller.signal.aborted) controller.abort(reason);
+        },
+      );
+    }, renewEvery);
+    try {
+      const scope: LeaseScope = {
+        lease: held,
+        signal: controller.signal,
+        act: (req) => {
+          if (controller.signal.aborted) return Promise.reject(controller.signal.reason);
+          return this.act({ ...req, lease: held });
+        },
+      };
+      return await fn(scope);
+    } finally {
+      clearInterval(timer);
+      await renewing;
+      if (!controller.signal.aborted) await this.releaseLease(held).catch(() => undefined);
+    }
+  }
+}
+
+function tokenOf(d: Decision | string): string {
+  if (typeof d === 'string') return d;
+  if (!d.token) throw new TypeError(`decision ${d.decision_id} is a deny (${d.reasons.join('; ')}); it has no token`);
+  return d.token;
+}

@@ -1,0 +1,98 @@
+import { ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
+
+/** A problem+json answer from Writ, as a typed error. `code` is stable: switch on it. */
+export class WritApiError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly detail: string;
+  /** The rest of the problem document (holder, retry_after_ms, receipt_id, violations, …). */
+  readonly problem: Record<string, unknown>;
+  /** Retry-After in ms, when the server sent one. */
+  readonly retryAfterMs: number | null;
+  constructor(code: ErrorCode, status: number, detail: string, problem: Record<string, unknown> = {}, retryAfterMs: number | null = null) {
+    super(`${code}: ${detail}`);
+    this.name = new.target.name;
+    this.code = code;
+    this.status = status;
+    this.detail = detail;
+    this.problem = problem;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+type ErrorClass = new (status: number, detail: string, problem?: Record<string, unknown>, retryAfterMs?: number | null) => WritApiError;
+
+function define<C extends ErrorCode>(code: C) {
+  return class extends WritApiError {
+    declare readonly code: C;
+    constructor(status: number, detail: string, problem: Record<string, unknown> = {}, retryAfterMs: number | null = null) {
+      super(code, status, detail, problem, retryAfterMs);
+    }
+  };
+}
+
+export const MalformedRequestError = define('MALFORMED_REQUEST');
+export const PayloadTooLargeError = define('PAYLOAD_TOO_LARGE');
+export const UnprocessableError = define('UNPROCESSABLE');
+export const UnknownPrincipalError = define('UNKNOWN_PRINCIPAL');
+export const UnknownResourceError = define('UNKNOWN_RESOURCE');
+export const UnknownEdgeError = define('UNKNOWN_EDGE');
+export const NotFoundError = define('NOT_FOUND');
+export const AlreadyExistsError = define('ALREADY_EXISTS');
+export const UnauthenticatedError = define('UNAUTHENTICATED');
+export const ForbiddenError = define('FORBIDDEN');
+export const DeniedError = define('DENIED');
+export const AttenuationViolationError = define('ATTENUATION_VIOLATION');
+export const NoOwnerError = define('NO_OWNER');
+export const OwnershipConflictError = define('OWNERSHIP_CONFLICT');
+export const BudgetExceededError = define('BUDGET_EXCEEDED');
+export const PolicyUnavailableError = define('POLICY_UNAVAILABLE');
+export const DecisionInvalidError = define('DECISION_INVALID');
+export const DecisionExpiredError = define('DECISION_EXPIRED');
+export const DecisionMismatchError = define('DECISION_MISMATCH');
+export const DecisionReplayedError = define('DECISION_REPLAYED');
+export const AuthorityRevokedError = define('AUTHORITY_REVOKED');
+export const OwnerChangedError = define('OWNER_CHANGED');
+export const ResourceBusyError = define('RESOURCE_BUSY');
+export const LeaseRequiredError = define('LEASE_REQUIRED');
+export const LeaseExpiredError = define('LEASE_EXPIRED');
+export const LeaseNotFoundError = define('LEASE_NOT_FOUND');
+export const LeaseTokenMismatchError = define('LEASE_TOKEN_MISMATCH');
+export const LeasePreemptedError = define('LEASE_PREEMPTED');
+export const LeaseWaitTimeoutError = define('LEASE_WAIT_TIMEOUT');
+export const StaleFencingEpochError = define('STALE_FENCING_EPOCH');
+export const VersionConflictError = define('VERSION_CONFLICT');
+export const VersionRequiredError = define('VERSION_REQUIRED');
+export const NoIncidentError = define('NO_INCIDENT');
+export const IdempotencyMismatchError = define('IDEMPOTENCY_MISMATCH');
+export const UpstreamFailedError = define('UPSTREAM_FAILED');
+export const UpstreamTimeoutError = define('UPSTREAM_TIMEOUT');
+export const NoUpstreamError = define('NO_UPSTREAM');
+export const RateLimitedError = define('RATE_LIMITED');
+export const OverloadedError = define('OVERLOADED');
+export const InternalError = define('INTERNAL');
+
+/** code → class; a test checks that every catalogued code has its class. */
+export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
+  MALFORMED_REQUEST: MalformedRequestError, PAYLOAD_TOO_LARGE: PayloadTooLargeError, UNPROCESSABLE: UnprocessableError,
+  UNKNOWN_PRINCIPAL: UnknownPrincipalError, UNKNOWN_RESOURCE: UnknownResourceError, UNKNOWN_EDGE: UnknownEdgeError,
+  NOT_FOUND: NotFoundError, ALREADY_EXISTS: AlreadyExistsError, UNAUTHENTICATED: UnauthenticatedError, FORBIDDEN: ForbiddenError,
+  DENIED: DeniedError, ATTENUATION_VIOLATION: AttenuationViolationError, NO_OWNER: NoOwnerError, OWNERSHIP_CONFLICT: OwnershipConflictError,
+  BUDGET_EXCEEDED: BudgetExceededError, POLICY_UNAVAILABLE: PolicyUnavailableError, DECISION_INVALID: DecisionInvalidError,
+  DECISION_EXPIRED: DecisionExpiredError, DECISION_MISMATCH: DecisionMismatchError, DECISION_REPLAYED: DecisionReplayedError,
+  AUTHORITY_REVOKED: AuthorityRevokedError, OWNER_CHANGED: OwnerChangedError, RESOURCE_BUSY: ResourceBusyError,
+  LEASE_REQUIRED: LeaseRequiredError, LEASE_EXPIRED: LeaseExpiredError, LEASE_NOT_FOUND: LeaseNotFoundError,
+  LEASE_TOKEN_MISMATCH: LeaseTokenMismatchError, LEASE_PREEMPTED: LeasePreemptedError, LEASE_WAIT_TIMEOUT: LeaseWaitTimeoutError,
+  STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
+  NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
+  UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError,
+  INTERNAL: InternalError,
+};
+
+/** Builds the typed error for a problem+json body. Unknown codes (a newer server) become WritApiError with INTERNAL. */
+export function errorFromProblem(status: number, problem: Record<string, unknown>, retryAfterMs: number | null): WritApiError {
+  const code = typeof problem.code === 'string' && problem.code in ERROR_CATALOGUE ? (problem.code as ErrorCode) : null;
+  const detail = typeof problem.detail === 'string' ? problem.detail : `HTTP ${status}`;
+  if (!code) return new WritApiError('INTERNAL', status, `${String(problem.code ?? 'unknown')}: ${detail}`, problem, retryAfterMs);
+  return new ERROR_CLASSES[code](status, detail, problem, retryAfterMs);
+}

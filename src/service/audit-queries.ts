@@ -1,0 +1,110 @@
+import { WritError } from '../errors.js';
+import type { Receipt } from '../audit/index.js';
+import { isEdgeLive, principalsOf, resolveChainsTo, resolveOwners, toPolicyEdge, type AuthorityGraph } from '../graph/index.js';
+import type { Edge, Scope } from '../graph/model.js';
+import type { CandidateChain, PolicyEdge } from '../policy/types.js';
+import type { WritContext } from './context.js';
+
+export interface ChainLink {
+  edge: PolicyEdge;
+  /** The edge as it is now (revoked since? by whom?), when it differs from the decision's revision. */
+  now: { revoked_at: number | null } | null;
+}
+
+export interface WhyReport {
+  receipt: Receipt;
+  /** The graph revision the decision was made at. */
+  graph_revision: number | null;
+  chain: ChainLink[];
+}
+
+/** `writ why`: receipt → decision → chain → each edge as it was when the decision was made, and what became of it. */
+export function whyReceipt(ctx: WritContext, receiptId: string): WhyReport {
+  const receipt = ctx.receipts.get(receiptId);
+  if (!receipt) throw new WritError('NOT_FOUND', `no receipt ${receiptId}`);
+  const current = ctx.graph.current();
+  const then = receipt.graph_revision !== null ? ctx.graph.atRevision(receipt.graph_revision) : current;
+  const chain = receipt.chain.map((id) => {
+    const was = then.edge(id) ?? current.edge(id);
+    if (!was) throw new WritError('INTERNAL', `edge ${id} of receipt ${receiptId} is in no graph revision`);
+    const is = current.edge(id);
+    return { edge: toPolicyEdge(was), now: is && is.revoked_at !== was.revoked_at ? { revoked_at: is.revoked_at } : null };
+  });
+  return { receipt, graph_revision: receipt.graph_revision, chain };
+}
+
+export interface Capability {
+  chain: PolicyEdge[];
+  valid: boolean;
+  /** The final scope (what the chain gives), and why it does not count when it is not valid. */
+  scope: Scope;
+  problems: string[];
+}
+
+function representativeKey(pattern: string): string {
+  return pattern.split(':').map((s) => (s === '*' || s === '**' ? 'any' : s)).join(':');
+}
+
+/**
+ * `writ can`: what a principal could do at a time, and through which chains. Every candidate chain to
+ * the principal is judged by the policy with a request that its own final scope covers, so the
+ * verdict is the chain's (live, narrowing at every step), not the request's.
+ */
+export function capabilitiesOf(ctx: WritContext, principal: string, at?: number): { at: number; graph_revision: number; capabilities: Capability[] } {
+  const now = at ?? ctx.clock.now();
+  const graph: AuthorityGraph = at === undefined ? ctx.graph.current() : ctx.graph.atTime(at);
+  if (!graph.principal(principal)) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${principal}" at that time`);
+  const chains = resolveChainsTo(graph, principal, now, { mode: 'explain' });
+  const capabilities = chains.map((chain): Capability => {
+    const last = chain.edges[chain.edges.length - 1]!;
+    const action = last.scope.actions.find((a) => a !== '*') ?? Object.keys(ctx.policy.data.writ.actions)[0]!;
+    const resource = representativeKey(last.scope.resources[0]!);
+    const environment = last.scope.environments.find((e) => e !== '*') ?? 'production';
+    const fields = last.scope.fields.includes('*') ? [] : [...last.scope.fields].sort();
+    const one: CandidateChain[] = [chain];
+    const result = ctx.policy.decide({
+      now,
+      request: { principal, action, resource, environment, fields, risk: null },
+      principals: principalsOf(graph, one, [principal]),
+      chains: one,
+      owners: resolveOwners(graph, resource, fields, now),
+      approval: null,
+    });
+    const verdict = result.chains[0]!;
+    const problems = [...verdict.edges.flatMap((e) => e.problems), ...verdict.problems];
+    return { chain: chain.edges, valid: verdict.ok, scope: last.scope, problems };
+  });
+  return { at: now, graph_revision: graph.revision, capabilities };
+}
+
+/** `writ expiring`: live grants and delegations that expire within the window. */
+export function expiringEdges(ctx: WritContext, withinMs: number): Edge[] {
+  const now = ctx.clock.now();
+  return ctx.graph
+    .current()
+    .edges()
+    .filter((e) => (e.kind === 'grant' || e.kind === 'delegate') && isEdgeLive(e, now) && e.expires_at !== null && e.expires_at <= now + withinMs)
+    .sort((a, b) => a.expires_at! - b.expires_at!);
+}
+
+export interface Orphan {
+  edge: Edge;
+  violations: string[];
+}
+
+/**
+ * `writ orphans`: live delegations whose delegator no longer holds what it gave (its parent was revoked,
+ * expired or narrowed). The policy's delegation check — the same one that runs at write time — says why.
+ */
+export function orphanedDelegations(ctx: WritContext): Orphan[] {
+  const now = ctx.clock.now();
+  const graph = ctx.graph.current();
+  const out: Orphan[] = [];
+  for (const edge of graph.edges()) {
+    if (edge.kind !== 'delegate' || !isEdgeLive(edge, now)) continue;
+    const chains = resolveChainsTo(graph, edge.from, now, { mode: 'explain' });
+    const verdict = ctx.policy.checkDelegation({ now, proposed: toPolicyEdge(edge), principals: principalsOf(graph, chains, [edge.from, edge.to]), chains });
+    if (!verdict.allow) out.push({ edge, violations: verdict.violations });
+  }
+  return out.sort((a, b) => a.edge.id.localeCompare(b.edge.id));
+}

@@ -1,0 +1,84 @@
+import { WritError } from '../errors.js';
+import { checkDecisionBinding, verifyDecision, type DecisionClaims } from '../decision/index.js';
+import { isEdgeLive } from '../graph/index.js';
+import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
+import { coordinationKeys } from '../gateway/coordination-keys.js';
+import type { LeaseGrant, LeaseRecord } from '../lease/index.js';
+import type { WritContext } from './context.js';
+import { activeIncidents } from './incidents.js';
+
+export interface LeaseRequestInput {
+  /** Allow decisions (tokens) for the writes this lease is for: a lease grants no authority, and authority is needed to take one. */
+  decisions: string[];
+  ttl_ms?: number;
+  wait_ms?: number;
+  /** Take the keys over during an active incident (needs a preempts edge over the holder). */
+  preempt?: boolean;
+}
+
+export interface LeaseOutcome extends LeaseGrant {
+  keys: string[];
+  holder: string;
+}
+
+/** Verifies a decision for use by `caller` at the gateway: signature, audience, expiry, caller, live chain. */
+export async function verifyDecisionFor(ctx: WritContext, caller: string, token: string): Promise<DecisionClaims> {
+  const now = ctx.clock.now();
+  const claims = await verifyDecision(token, { keys: ctx.keys, audience: ctx.config.gatewayAudience, now });
+  if (claims.principal !== caller) {
+    checkDecisionBinding(claims, { principal: caller, action: claims.action, resource: claims.resource, environment: claims.environment, fields: claims.fields });
+  }
+  checkAuthorityStillValid(ctx.graph.current(), claims, now);
+  return claims;
+}
+
+function mayPreempt(ctx: WritContext, caller: string, holder: string, now: number): boolean {
+  const graph = ctx.graph.current();
+  const holderClass = graph.principal(holder)?.priority_class;
+  return graph.outgoing(caller, ['preempts']).some((e) => isEdgeLive(e, now) && (e.to === holder || (holderClass !== undefined && e.to === `class:${holderClass}`)));
+}
+
+/** POST /v1/leases: the keys come from the decisions (agents never invent keys); priority comes from the graph. */
+export async function acquireLeases(ctx: WritContext, caller: string, input: LeaseRequestInput): Promise<LeaseOutcome> {
+  if (input.decisions.length === 0) throw new WritError('UNPROCESSABLE', 'a lease needs at least one allow decision');
+  const keys = new Set<string>();
+  for (const token of input.decisions) {
+    const claims = await verifyDecisionFor(ctx, caller, token);
+    const needed = coordinationKeys(claims.resource, claims.fields, claims.obligations);
+    if (needed.length === 0) throw new WritError('UNPROCESSABLE', `${claims.resource} [${claims.fields.join(', ')}] is ${claims.obligations.resource_class}: writes need no lease`);
+    for (const k of needed) keys.add(k);
+  }
+  const principal = ctx.graph.current().principal(caller);
+  if (!principal) throw new WritError('UNKNOWN_PRINCIPAL', `no principal ${caller}`);
+  const now = ctx.clock.now();
+  if (input.preempt) {
+    if (activeIncidents(ctx).length === 0) throw new WritError('NO_INCIDENT', 'preemption is only possible during an active incident');
+    for (const key of keys) {
+      const rec = await ctx.leases.describe(key);
+      if (rec?.state === 'HELD' && rec.holderIdentity && rec.holderIdentity !== caller && !mayPreempt(ctx, caller, rec.holderIdentity, now)) {
+        throw new WritError('FORBIDDEN', `${caller} has no preempts edge over ${rec.holderIdentity}, who holds ${key}`);
+      }
+    }
+  }
+  const grant = await ctx.leases.acquire({
+    resources: [...keys],
+    holder: caller,
+    priority: principal.priority,
+    ttlMs: input.ttl_ms ?? ctx.config.lease.defaultTtlMs,
+    ...(input.wait_ms !== undefined ? { waitMs: input.wait_ms } : {}),
+    ...(input.preempt ? { preempt: true } : {}),
+  });
+  return { ...grant, keys: Object.keys(grant.epochs).sort(), holder: caller };
+}
+
+export function renewLease(ctx: WritContext, leaseId: string, token: string, ttlMs?: number) {
+  return ctx.leases.renew(leaseId, token, ttlMs);
+}
+
+export function releaseLease(ctx: WritContext, leaseId: string, token: string) {
+  return ctx.leases.release(leaseId, token);
+}
+
+export function listLeases(ctx: WritContext, filter: { key?: string; holder?: string }): Promise<LeaseRecord[]> {
+  return ctx.leases.list(filter);
+}

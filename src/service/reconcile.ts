@@ -1,0 +1,12 @@
+import { reconcilePending, type ReconcileReport } from '../audit/index.js';
+import type { WritContext } from './context.js';
+
+/**
+ * Settles PENDING receipts by asking each resource's upstream whether the write with that receipt id
+ * was applied. On start-up (after a crash) every PENDING receipt is examined; the periodic sweep only
+ * looks at receipts older than `olderThanMs`, so writes still in flight in another process are left alone.
+ */
+export function reconcileReceipts(ctx: WritContext, options: { olderThanMs?: number } = {}): Promise<ReconcileReport> {
+  const lookup = { lookup: (key: string, receiptId: string) => ctx.upstreams.clientFor(key).lookup(key, receiptId) };
+  return reconcilePending(ctx.receipts, lookup, options.olderThanMs !== undefined ? { createdAtOrBefore: ctx.clock.now() - options.olderThanMs } : {});
+}

@@ -1,0 +1,267 @@
+import type {
+  AcquireCommand,
+  AcquireOutcome,
+  FenceState,
+  LeaseEvent,
+  LeaseEventKind,
+  LeaseKeyRow,
+  LeaseRefusal,
+  LeaseRepository,
+  LeaseRow,
+  PreemptedLease,
+  ReleaseCommand,
+  ReleaseOutcome,
+  RenewCommand,
+  RenewOutcome,
+  WaiterEntry,
+  WaiterRow,
+} from '../../lease/index.js';
+import type { SqliteDatabase } from './database.js';
+
+const KEY_COLUMNS = `key, epoch, lease_id, holder, holder_instance, token_hash, priority, acquired_at, renewed_at,
+  expires_at, duration_ms, transitions, preempted_by`;
+
+/** Set on a taken key; every SET expression reads the row as it was before the statement. */
+const TAKE_SET = `
+  epoch = epoch + 1,
+  prev_lease_id = lease_id,
+  lease_id = :lease_id, holder = :holder, holder_instance = :instance, token_hash = :token_hash,
+  priority = :priority, acquired_at = :now, renewed_at = :now, expires_at = :expires_at, duration_ms = :ttl,
+  transitions = transitions + CASE WHEN last_holder IS NOT NULL AND last_holder <> :holder THEN 1 ELSE 0 END,
+  last_holder = :holder`;
+
+/** Thrown inside a transaction to roll it back; carries the key that could not be taken. */
+class KeyRefused {
+  constructor(readonly key: string) {}
+}
+
+interface LeaseRowRaw {
+  lease_id: string;
+  holder: string;
+  resources: string;
+  epochs: string;
+  state: LeaseRow['state'];
+  expires_at: number;
+  token_hash: string;
+}
+
+/**
+ * The lease manager's store on SQLite. Every write is one `BEGIN IMMEDIATE` transaction, so writers
+ * of all processes sharing the file are serialized; each key is taken by one conditional UPDATE whose
+ * changed-row count (a returned row or none) is the verdict.
+ */
+export class SqliteLeaseRepository implements LeaseRepository {
+  private readonly s;
+  private readonly acquireTx;
+  private readonly renewTx;
+  private readonly releaseTx;
+  private readonly enqueueTx;
+  private readonly fenceTx;
+
+  constructor(db: SqliteDatabase) {
+    const notQueuedAhead = `NOT EXISTS (
+      SELECT 1 FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
+      WHERE wk.key = :key AND w.deadline > :now AND w.ticket <> :ticket
+        AND (w.priority > :priority OR (w.priority = :priority AND w.ticket < :ticket)))`;
+    this.s = {
+      ensureKey: db.prepare('INSERT OR IGNORE INTO lease_keys (key, epoch, transitions) VALUES (?, 0, 0)'),
+      takeFree: db.prepare(`UPDATE lease_keys SET ${TAKE_SET}, preempted_by = NULL
+        WHERE key = :key AND (holder IS NULL OR expires_at <= :now) AND ${notQueuedAhead}
+        RETURNING epoch, prev_lease_id, preempted_by`),
+      takeAny: db.prepare(`UPDATE lease_keys SET ${TAKE_SET},
+          preempted_by = CASE WHEN holder IS NOT NULL AND expires_at > :now THEN :holder ELSE NULL END
+        WHERE key = :key
+        RETURNING epoch, prev_lease_id, preempted_by`),
+      freeKeysOf: db.prepare(`UPDATE lease_keys SET lease_id = NULL, holder = NULL, holder_instance = NULL, token_hash = NULL,
+          priority = NULL, expires_at = NULL
+        WHERE lease_id = ? RETURNING key, epoch`),
+      leaseHolder: db.prepare('SELECT holder FROM leases WHERE lease_id = ?').pluck(),
+      endLease: db.prepare(`UPDATE leases SET state = :state, ended_at = :now, preempted_by = :by
+        WHERE lease_id = :lease_id AND state = 'ACTIVE'`),
+      insertLease: db.prepare(`INSERT INTO leases (lease_id, holder, holder_instance, resources, epochs, token_hash, priority,
+          state, created_at, renewed_at, expires_at, duration_ms)
+        VALUES (:lease_id, :holder, :instance, :resources, :epochs, :token_hash, :priority, 'ACTIVE', :now, :now, :expires_at, :ttl)`),
+      event: db.prepare('INSERT INTO lease_history (at, event, key, epoch, lease_id, holder, actor) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      removeWaiter: db.prepare('DELETE FROM lease_waiters WHERE ticket = ?'),
+      purgeWaiters: db.prepare('DELETE FROM lease_waiters WHERE deadline <= ?'),
+      insertWaiter: db.prepare(`INSERT INTO lease_waiters (holder, holder_instance, priority, enqueued_at, deadline)
+        VALUES (?, ?, ?, ?, ?) RETURNING ticket`).pluck(),
+      insertWaiterKey: db.prepare('INSERT INTO lease_waiter_keys (key, ticket) VALUES (?, ?)'),
+      renewLease: db.prepare(`UPDATE leases SET renewed_at = :now, duration_ms = COALESCE(:ttl, duration_ms),
+          expires_at = :now + COALESCE(:ttl, duration_ms)
+        WHERE lease_id = :lease_id AND token_hash = :token_hash AND state = 'ACTIVE' AND expires_at > :now
+        RETURNING resources, epochs, holder, expires_at, duration_ms`),
+      renewKeys: db.prepare(`UPDATE lease_keys SET renewed_at = :now, expires_at = :expires_at, duration_ms = :ttl
+        WHERE lease_id = :lease_id AND token_hash = :token_hash AND expires_at > :now`),
+      releaseLease: db.prepare(`UPDATE leases SET state = 'RELEASED', ended_at = :now
+        WHERE lease_id = :lease_id AND token_hash = :token_hash AND state = 'ACTIVE' AND expires_at > :now
+        RETURNING resources, epochs, holder`),
+      releaseKeys: db.prepare(`UPDATE lease_keys SET lease_id = NULL, holder = NULL, holder_instance = NULL, token_hash = NULL,
+          priority = NULL, expires_at = NULL
+        WHERE lease_id = :lease_id AND token_hash = :token_hash AND expires_at > :now`),
+      leaseById: db.prepare('SELECT lease_id, holder, resources, epochs, state, expires_at, token_hash FROM leases WHERE lease_id = ?'),
+      leaseByToken: db.prepare('SELECT lease_id, holder, resources, epochs, state, expires_at, token_hash FROM leases WHERE token_hash = ?'),
+      keyRow: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE key = ?`),
+      listKeys: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys
+        WHERE (:key IS NULL OR key = :key) AND (:holder IS NULL OR holder = :holder) AND epoch > 0 ORDER BY key`),
+      waiters: db.prepare(`SELECT w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline
+        FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
+        WHERE wk.key = ? AND w.deadline > ? ORDER BY w.priority DESC, w.ticket`),
+      history: db.prepare(`SELECT seq, at, event, key, epoch, lease_id, holder, actor FROM lease_history
+        WHERE (:key IS NULL OR key = :key) AND (:lease_id IS NULL OR lease_id = :lease_id) ORDER BY seq`),
+    };
+
+    this.acquireTx = db.transaction((cmd: AcquireCommand) => this.takeAll(cmd));
+    this.renewTx = db.transaction((cmd: RenewCommand) => this.renewAll(cmd));
+    this.releaseTx = db.transaction((cmd: ReleaseCommand) => this.releaseAll(cmd));
+    this.enqueueTx = db.transaction((w: WaiterEntry) => {
+      this.s.purgeWaiters.run(w.enqueuedAt);
+      const ticket = this.s.insertWaiter.get(w.holder, w.instance, w.priority, w.enqueuedAt, w.deadline) as number;
+      for (const key of w.keys) this.s.insertWaiterKey.run(key, ticket);
+      return ticket;
+    });
+    this.fenceTx = db.transaction((key: string, tokenHash: string): FenceState => {
+      const row = this.s.keyRow.get(key) as LeaseKeyRow | undefined;
+      const raw = this.s.leaseByToken.get(tokenHash) as LeaseRowRaw | undefined;
+      return { key: row, lease: raw && toLeaseRow(raw) };
+    });
+  }
+
+  async acquire(cmd: AcquireCommand): Promise<AcquireOutcome> {
+    try {
+      return this.acquireTx.immediate(cmd);
+    } catch (e) {
+      if (!(e instanceof KeyRefused)) throw e;
+      // The verdict is already in (nothing changed); this read only explains it.
+      const row = this.s.keyRow.get(e.key) as LeaseKeyRow | undefined;
+      const held = row?.holder != null && row.expires_at !== null && row.expires_at > cmd.now;
+      return { granted: false, key: e.key, holder: row?.holder ?? null, expiresAt: row?.expires_at ?? null, queued: !held };
+    }
+  }
+
+  async renew(cmd: RenewCommand): Promise<RenewOutcome> {
+    const epochs = this.renewTx.immediate(cmd);
+    return epochs ? { ok: true, ...epochs } : { ok: false, reason: this.whyRefused(cmd.leaseId, cmd.tokenHash) };
+  }
+
+  async release(cmd: ReleaseCommand): Promise<ReleaseOutcome> {
+    const epochs = this.releaseTx.immediate(cmd);
+    return epochs ? { ok: true, epochs } : { ok: false, reason: this.whyRefused(cmd.leaseId, cmd.tokenHash) };
+  }
+
+  async enqueue(waiter: WaiterEntry): Promise<number> {
+    return this.enqueueTx.immediate(waiter);
+  }
+
+  async dequeue(ticket: number): Promise<void> {
+    this.s.removeWaiter.run(ticket);
+  }
+
+  async fenceState(key: string, tokenHash: string): Promise<FenceState> {
+    return this.fenceTx.deferred(key, tokenHash);
+  }
+
+  async listKeys(filter: { key?: string; holder?: string }): Promise<LeaseKeyRow[]> {
+    return this.s.listKeys.all({ key: filter.key ?? null, holder: filter.holder ?? null }) as LeaseKeyRow[];
+  }
+
+  async waiters(key: string, now: number): Promise<WaiterRow[]> {
+    return this.s.waiters.all(key, now) as WaiterRow[];
+  }
+
+  async history(filter: { key?: string; leaseId?: string }): Promise<LeaseEvent[]> {
+    return this.s.history.all({ key: filter.key ?? null, lease_id: filter.leaseId ?? null }) as LeaseEvent[];
+  }
+
+  private takeAll(cmd: AcquireCommand): AcquireOutcome {
+    const expiresAt = cmd.now + cmd.ttlMs;
+    const params = {
+      lease_id: cmd.leaseId,
+      holder: cmd.holder,
+      instance: cmd.instance,
+      token_hash: cmd.tokenHash,
+      priority: cmd.priority,
+      now: cmd.now,
+      expires_at: expiresAt,
+      ttl: cmd.ttlMs,
+      ticket: cmd.ticket,
+    };
+    const epochs: Record<string, number> = {};
+    const preempted: PreemptedLease[] = [];
+    for (const key of cmd.keys) {
+      this.s.ensureKey.run(key);
+      const taken = (cmd.preempt ? this.s.takeAny : this.s.takeFree).get({ ...params, key }) as
+        | { epoch: number; prev_lease_id: string | null; preempted_by: string | null }
+        | undefined;
+      if (!taken) throw new KeyRefused(key);
+      epochs[key] = taken.epoch;
+      if (taken.prev_lease_id !== null) this.endPrevious(taken.prev_lease_id, key, taken.epoch - 1, taken.preempted_by !== null, cmd, preempted);
+    }
+    this.s.insertLease.run({ ...params, resources: JSON.stringify(cmd.keys), epochs: JSON.stringify(epochs) });
+    for (const key of cmd.keys) this.event(cmd.now, 'ACQUIRE', key, epochs[key]!, cmd.leaseId, cmd.holder, null);
+    if (cmd.ticket !== Number.MAX_SAFE_INTEGER) this.s.removeWaiter.run(cmd.ticket);
+    return { granted: true, epochs, expiresAt, preempted };
+  }
+
+  /** The lease a key was just taken from ends: preempted (its other keys are freed too) or expired. */
+  private endPrevious(prevLeaseId: string, key: string, epoch: number, byPreemption: boolean, cmd: AcquireCommand, preempted: PreemptedLease[]): void {
+    const prevHolder = (this.s.leaseHolder.get(prevLeaseId) as string | undefined) ?? '';
+    const kind: LeaseEventKind = byPreemption ? 'PREEMPT' : 'EXPIRE';
+    this.s.endLease.run({ state: byPreemption ? 'PREEMPTED' : 'EXPIRED', now: cmd.now, by: byPreemption ? cmd.holder : null, lease_id: prevLeaseId });
+    this.event(cmd.now, kind, key, epoch, prevLeaseId, prevHolder, cmd.holder);
+    if (!byPreemption) return;
+    preempted.push({ lease_id: prevLeaseId, holder: prevHolder, key, epoch });
+    for (const other of this.s.freeKeysOf.all(prevLeaseId) as { key: string; epoch: number }[]) {
+      this.event(cmd.now, 'PREEMPT', other.key, other.epoch, prevLeaseId, prevHolder, cmd.holder);
+      preempted.push({ lease_id: prevLeaseId, holder: prevHolder, key: other.key, epoch: other.epoch });
+    }
+  }
+
+  private renewAll(cmd: RenewCommand): { epochs: Record<string, number>; expiresAt: number } | null {
+    const params = { lease_id: cmd.leaseId, token_hash: cmd.tokenHash, now: cmd.now, ttl: cmd.ttlMs };
+    const lease = this.s.renewLease.get(params) as { resources: string; epochs: string; holder: string; expires_at: number; duration_ms: number } | undefined;
+    if (!lease) return null;
+    const keys = JSON.parse(lease.resources) as string[];
+    const changed = this.s.renewKeys.run({ ...params, expires_at: lease.expires_at, ttl: lease.duration_ms }).changes;
+    // Cannot happen while takeovers end the lease in the same transaction; refuse rather than half-renew.
+    if (changed !== keys.length) throw new Error(`lease ${cmd.leaseId} holds ${changed} of its ${keys.length} keys`);
+    const epochs = JSON.parse(lease.epochs) as Record<string, number>;
+    for (const key of keys) this.event(cmd.now, 'RENEW', key, epochs[key]!, cmd.leaseId, lease.holder, null);
+    return { epochs, expiresAt: lease.expires_at };
+  }
+
+  private releaseAll(cmd: ReleaseCommand): Record<string, number> | null {
+    const params = { lease_id: cmd.leaseId, token_hash: cmd.tokenHash, now: cmd.now };
+    const lease = this.s.releaseLease.get(params) as { resources: string; epochs: string; holder: string } | undefined;
+    if (!lease) return null;
+    const keys = JSON.parse(lease.resources) as string[];
+    const changed = this.s.releaseKeys.run(params).changes;
+    if (changed !== keys.length) throw new Error(`lease ${cmd.leaseId} holds ${changed} of its ${keys.length} keys`);
+    const epochs = JSON.parse(lease.epochs) as Record<string, number>;
+    for (const key of keys) this.event(cmd.now, 'RELEASE', key, epochs[key]!, cmd.leaseId, lease.holder, null);
+    return epochs;
+  }
+
+  private whyRefused(leaseId: string, tokenHash: string): LeaseRefusal {
+    const lease = this.s.leaseById.get(leaseId) as LeaseRowRaw | undefined;
+    if (!lease) return 'NOT_FOUND';
+    if (lease.token_hash !== tokenHash) return 'TOKEN_MISMATCH';
+    if (lease.state === 'PREEMPTED') return 'PREEMPTED';
+    return 'EXPIRED';
+  }
+
+  private event(at: number, kind: LeaseEventKind, key: string, epoch: number, leaseId: string, holder: string, actor: string | null): void {
+    this.s.event.run(at, kind, key, epoch, leaseId, holder, actor);
+  }
+}
+
+function toLeaseRow(raw: LeaseRowRaw): LeaseRow {
+  return {
+    lease_id: raw.lease_id,
+    holder: raw.holder,
+    resources: JSON.parse(raw.resources) as string[],
+    epochs: JSON.parse(raw.epochs) as Record<string, number>,
+    state: raw.state,
+    expires_at: raw.expires_at,
+  };
+}

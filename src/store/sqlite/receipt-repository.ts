@@ -1,0 +1,146 @@
+import { entryHash, GENESIS_HASH } from '../../audit/hash-chain.js';
+import type { StoredEntry } from '../../audit/receipt.js';
+import type {
+  FoundReceipt,
+  IntentAppend,
+  NewEntry,
+  ReceiptFilter,
+  ReceiptIndexRow,
+  ReceiptRepository,
+  SettlementAppend,
+} from '../../audit/repository.js';
+import { WritError } from '../../errors.js';
+import type { Statement } from 'better-sqlite3';
+import type { SqliteDatabase } from './database.js';
+
+const ENTRY_COLUMNS = 'seq, receipt_id, kind, body, prev_hash, hash';
+
+export class SqliteReceiptRepository implements ReceiptRepository {
+  private readonly headStmt;
+  private readonly insertEntryStmt;
+  private readonly insertIndexStmt;
+  private readonly byIdempotencyStmt;
+  private readonly statusStmt;
+  private readonly settleStmt;
+  private readonly entriesOfStmt;
+  private readonly scanStmt;
+  private readonly indexedHeadStmt;
+  private readonly appendIntentTx;
+  private readonly appendRejectionTx;
+  private readonly appendSettlementTx;
+  /** One prepared statement per combination of filters (at most 32). */
+  private readonly findStmts = new Map<string, Statement>();
+
+  constructor(private readonly db: SqliteDatabase) {
+    this.headStmt = db.prepare('SELECT seq, hash FROM receipt_entries ORDER BY seq DESC LIMIT 1');
+    this.insertEntryStmt = db.prepare(`INSERT INTO receipt_entries (${ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)`);
+    this.insertIndexStmt = db.prepare(`
+      INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq)
+      VALUES (@receipt_id, @principal, @resource_key, @status, @idempotency_key, @request_hash, @created_at, @completed_at, @seq, @seq)`);
+    this.byIdempotencyStmt = db.prepare('SELECT receipt_id, request_hash FROM receipts WHERE principal = ? AND idempotency_key = ?');
+    this.statusStmt = db.prepare('SELECT status FROM receipts WHERE receipt_id = ?').pluck();
+    this.settleStmt = db.prepare('UPDATE receipts SET status = ?, completed_at = ?, last_seq = ? WHERE receipt_id = ?');
+    this.entriesOfStmt = db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE receipt_id = ? ORDER BY seq`);
+    this.scanStmt = db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries ORDER BY seq`);
+    this.indexedHeadStmt = db.prepare('SELECT COALESCE(MAX(last_seq), 0) FROM receipts').pluck();
+
+    this.appendIntentTx = db.transaction((entry: NewEntry, index: ReceiptIndexRow): IntentAppend => {
+      if (index.idempotency_key !== null) {
+        const existing = this.byIdempotencyStmt.get(index.principal, index.idempotency_key) as
+          | { receipt_id: string; request_hash: string | null }
+          | undefined;
+        if (existing) return { appended: false, existing };
+      }
+      const stored = this.appendEntry(entry);
+      this.insertIndexStmt.run({ ...index, seq: stored.seq });
+      return { appended: true, entry: stored };
+    });
+    this.appendRejectionTx = db.transaction((entry: NewEntry, index: ReceiptIndexRow): StoredEntry => {
+      const stored = this.appendEntry(entry);
+      this.insertIndexStmt.run({ ...index, idempotency_key: null, seq: stored.seq });
+      return stored;
+    });
+    this.appendSettlementTx = db.transaction((entry: NewEntry, status: string, completedAt: number): SettlementAppend => {
+      const current = this.statusStmt.get(entry.receipt_id) as string | undefined;
+      if (current === undefined) return { appended: false, reason: 'unknown' };
+      if (current !== 'PENDING') return { appended: false, reason: 'settled' };
+      const stored = this.appendEntry(entry);
+      this.settleStmt.run(status, completedAt, stored.seq, entry.receipt_id);
+      return { appended: true, entry: stored };
+    });
+  }
+
+  findByIdempotencyKey(principal: string, idempotencyKey: string): { receipt_id: string; request_hash: string | null } | null {
+    return (this.byIdempotencyStmt.get(principal, idempotencyKey) as { receipt_id: string; request_hash: string | null } | undefined) ?? null;
+  }
+
+  appendIntent(entry: NewEntry, index: ReceiptIndexRow): IntentAppend {
+    return this.immediately(() => this.appendIntentTx.immediate(entry, index), entry.receipt_id);
+  }
+
+  appendRejection(entry: NewEntry, index: ReceiptIndexRow): StoredEntry {
+    return this.immediately(() => this.appendRejectionTx.immediate(entry, index), entry.receipt_id);
+  }
+
+  appendSettlement(entry: NewEntry, status: 'COMPLETED' | 'FAILED', completedAt: number): SettlementAppend {
+    return this.appendSettlementTx.immediate(entry, status, completedAt);
+  }
+
+  entriesOf(receiptId: string): StoredEntry[] {
+    return this.entriesOfStmt.all(receiptId) as StoredEntry[];
+  }
+
+  find(filter: ReceiptFilter): FoundReceipt[] {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.resource !== undefined) (where.push('resource_key = ?'), params.push(filter.resource));
+    if (filter.principal !== undefined) (where.push('principal = ?'), params.push(filter.principal));
+    if (filter.status !== undefined) (where.push('status = ?'), params.push(filter.status));
+    if (filter.after !== undefined) (where.push('first_seq > ?'), params.push(filter.after));
+    if (filter.createdAtOrBefore !== undefined) (where.push('created_at <= ?'), params.push(filter.createdAtOrBefore));
+    const sql = `SELECT r.first_seq, ${ENTRY_COLUMNS.split(', ').map((c) => `e.${c}`).join(', ')}
+         FROM (SELECT receipt_id, first_seq FROM receipts ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+               ORDER BY first_seq LIMIT ?) r
+         JOIN receipt_entries e ON e.receipt_id = r.receipt_id
+         ORDER BY r.first_seq, e.seq`;
+    let stmt = this.findStmts.get(sql);
+    if (!stmt) this.findStmts.set(sql, (stmt = this.db.prepare(sql)));
+    const rows = stmt.all(...params, filter.limit) as (StoredEntry & { first_seq: number })[];
+    const found: FoundReceipt[] = [];
+    for (const { first_seq, ...entry } of rows) {
+      const last = found[found.length - 1];
+      if (last && last.first_seq === first_seq) last.entries.push(entry);
+      else found.push({ first_seq, entries: [entry] });
+    }
+    return found;
+  }
+
+  scan(): Iterable<StoredEntry> {
+    return this.scanStmt.iterate() as IterableIterator<StoredEntry>;
+  }
+
+  indexedHead(): number {
+    return this.indexedHeadStmt.get() as number;
+  }
+
+  /** Inside a transaction: the next seq, linked to the current head. */
+  private appendEntry(entry: NewEntry): StoredEntry {
+    const head = this.headStmt.get() as { seq: number; hash: string } | undefined;
+    const seq = (head?.seq ?? 0) + 1;
+    const prevHash = head?.hash ?? GENESIS_HASH;
+    const stored: StoredEntry = { seq, ...entry, prev_hash: prevHash, hash: entryHash(prevHash, entry.body, seq, entry.kind, entry.receipt_id) };
+    this.insertEntryStmt.run(stored.seq, stored.receipt_id, stored.kind, stored.body, stored.prev_hash, stored.hash);
+    return stored;
+  }
+
+  private immediately<T>(fn: () => T, receiptId: string): T {
+    try {
+      return fn();
+    } catch (e) {
+      if ((e as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
+        throw new WritError('ALREADY_EXISTS', `a receipt with id '${receiptId}' already exists`);
+      }
+      throw e;
+    }
+  }
+}

@@ -1,0 +1,165 @@
+import { WritError } from '../errors.js';
+import { formatFencingEpochs, type FencingEpochs } from './fencing-header.js';
+import { samplePostAdapter, type ResourceKeyAdapter } from './resource-key.js';
+
+export interface UpstreamRead {
+  exists: boolean;
+  /** The resource's current version (the upstream's revision); 0 when it does not exist yet. */
+  version: number;
+  fields: Record<string, unknown>;
+}
+
+export interface UpstreamWrite {
+  fields: Record<string, unknown>;
+  /**
+   * Sent as `If-Match: "<expectedVersion>"`: the version the writer read; 0 creates. The sample
+   * upstream checks it per field: only the fields written must be unchanged since this version.
+   */
+  expectedVersion: number;
+  /**
+   * Fencing epoch per coordination key (`{ 'wp:post:1024#title': 5 }`), sent as `Writ-Fencing-Epoch`
+   * `key=epoch` pairs sorted by key; omitted when null (an unfenced, optimistic write).
+   */
+  fencing: FencingEpochs | null;
+  principal: string;
+  /** Sent as `Writ-Receipt-Id`; the upstream's idempotency key and what `lookup` finds the write by. */
+  receiptId: string;
+  /** Defaults to the client's timeout. */
+  timeoutMs?: number;
+}
+
+/**
+ * How a write ended, as far as the caller can know. `timeout` and `network_error` with
+ * `maybeApplied: true` are the uncertain ones: leave the receipt PENDING and reconcile by receipt id.
+ */
+export type UpstreamWriteResult =
+  | { kind: 'applied'; status: number; version: number; replayed: boolean }
+  /** `changedFields`: the written fields someone changed after `expectedVersion` ([] if the upstream did not say). */
+  | { kind: 'conflict'; status: 412; conflict: true; currentVersion: number; changedFields: string[] }
+  /** `key`: the coordination key whose epoch was stale (null if the upstream did not say). */
+  | { kind: 'stale_epoch'; status: 409; staleEpoch: true; key: string | null; highestEpoch: number }
+  | { kind: 'refused'; status: number; code: string | null; message: string }
+  | { kind: 'timeout'; status: null; maybeApplied: true; message: string }
+  | { kind: 'network_error'; status: null; maybeApplied: boolean; message: string };
+
+/** What the gateway needs from an upstream. `HttpUpstreamClient` implements it; tests may fake it. */
+export interface UpstreamClient {
+  read(resourceKey: string): Promise<UpstreamRead>;
+  write(resourceKey: string, write: UpstreamWrite): Promise<UpstreamWriteResult>;
+  /** Whether the write with this receipt id was applied (reconciliation of PENDING receipts). */
+  lookup(resourceKey: string, receiptId: string): Promise<{ applied: boolean; revision?: number }>;
+}
+
+export interface HttpUpstreamClientOptions {
+  /** e.g. `http://127.0.0.1:4100` */
+  baseUrl: string;
+  /** Per request; default 5000 ms. */
+  timeoutMs?: number;
+  adapter?: ResourceKeyAdapter;
+}
+
+/**
+ * An upstream over HTTP with the sample upstream's protocol (ETag / If-Match revisions, Writ-*
+ * headers). `read` and `lookup` throw UPSTREAM_TIMEOUT / UPSTREAM_FAILED when the upstream cannot be
+ * asked; `write` never throws for upstream trouble, it returns a result the gateway can switch on.
+ */
+export class HttpUpstreamClient implements UpstreamClient {
+  private readonly baseUrl: string;
+  private readonly timeoutMs: number;
+  private readonly adapter: ResourceKeyAdapter;
+
+  constructor(options: HttpUpstreamClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.timeoutMs = options.timeoutMs ?? 5000;
+    this.adapter = options.adapter ?? samplePostAdapter;
+  }
+
+  async read(resourceKey: string): Promise<UpstreamRead> {
+    const url = this.baseUrl + this.adapter.pathOf(resourceKey);
+    const { status, body } = await this.ask(url, { method: 'GET' });
+    if (status === 404) return { exists: false, version: 0, fields: {} };
+    if (status !== 200) throw new WritError('UPSTREAM_FAILED', `upstream answered ${status} to GET ${url}`, { status });
+    const post = body as { revision: number; fields: Record<string, unknown> };
+    return { exists: true, version: post.revision, fields: post.fields };
+  }
+
+  async write(resourceKey: string, write: UpstreamWrite): Promise<UpstreamWriteResult> {
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'if-match': `"${write.expectedVersion}"`,
+      'writ-principal': write.principal,
+      'writ-receipt-id': write.receiptId,
+    };
+    if (write.fencing) headers['writ-fencing-epoch'] = formatFencingEpochs(write.fencing);
+    let response: Response;
+    let body: Record<string, unknown>;
+    try {
+      response = await fetch(this.baseUrl + this.adapter.pathOf(resourceKey), {
+        method: 'PUT',
+        headers,
+        body: JSON.stringify({ fields: write.fields }),
+        signal: AbortSignal.timeout(write.timeoutMs ?? this.timeoutMs),
+      });
+      body = await readJson(response);
+    } catch (e) {
+      return failure(e);
+    }
+    const status = response.status;
+    if (status === 200 || status === 201) {
+      return { kind: 'applied', status, version: Number(body.revision), replayed: response.headers.get('writ-replayed') === 'true' };
+    }
+    if (status === 412) {
+      const changed = Array.isArray(body.changed_fields) ? body.changed_fields.filter((f): f is string => typeof f === 'string') : [];
+      return { kind: 'conflict', status, conflict: true, currentVersion: Number(body.current_revision), changedFields: changed };
+    }
+    if (status === 409 && body.code === 'STALE_FENCING_EPOCH') {
+      const key = typeof body.key === 'string' ? body.key : null;
+      return { kind: 'stale_epoch', status, staleEpoch: true, key, highestEpoch: Number(body.highest) };
+    }
+    return {
+      kind: 'refused',
+      status,
+      code: typeof body.code === 'string' ? body.code : null,
+      message: typeof body.message === 'string' ? body.message : `upstream answered ${status}`,
+    };
+  }
+
+  async lookup(resourceKey: string, receiptId: string): Promise<{ applied: boolean; revision?: number }> {
+    const url = `${this.baseUrl}${this.adapter.pathOf(resourceKey)}/writes/${encodeURIComponent(receiptId)}`;
+    const { status, body } = await this.ask(url, { method: 'GET' });
+    if (status !== 200) throw new WritError('UPSTREAM_FAILED', `upstream answered ${status} to GET ${url}`, { status });
+    const found = body as { applied: boolean; revision?: number };
+    return found.applied ? { applied: true, revision: found.revision! } : { applied: false };
+  }
+
+  private async ask(url: string, init: RequestInit): Promise<{ status: number; body: Record<string, unknown> }> {
+    try {
+      const response = await fetch(url, { ...init, signal: AbortSignal.timeout(this.timeoutMs) });
+      return { status: response.status, body: await readJson(response) };
+    } catch (e) {
+      const f = failure(e);
+      throw new WritError(f.kind === 'timeout' ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', `${init.method} ${url}: ${f.message}`);
+    }
+  }
+}
+
+async function readJson(response: Response): Promise<Record<string, unknown>> {
+  const text = await response.text();
+  if (text === '') return {};
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return parsed !== null && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : {};
+  } catch {
+    return { message: text.slice(0, 200) };
+  }
+}
+
+/** Refused connections never reached the upstream; anything else may have been applied. */
+function failure(e: unknown): Extract<UpstreamWriteResult, { kind: 'timeout' | 'network_error' }> {
+  const err = e as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (err.name === 'TimeoutError' || err.name === 'AbortError') return { kind: 'timeout', status: null, maybeApplied: true, message: 'upstream timed out' };
+  const code = err.cause?.code;
+  const message = `${err.message ?? String(e)}${code ? ` (${code})` : err.cause?.message ? ` (${err.cause.message})` : ''}`;
+  const neverSent = code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN';
+  return { kind: 'network_error', status: null, maybeApplied: !neverSent, message };
+}

@@ -1,0 +1,168 @@
+import { join } from 'node:path';
+import { base64url, exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from 'jose';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { authenticateCaller, type CallerAuthDeps } from '../../src/decision/index.js';
+import type { PublicJwk } from '../../src/graph/model.js';
+import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/assertion.js';
+import { openDatabase, type SqliteDatabase } from '../../src/store/sqlite/database.js';
+import { SqliteReplayGuard } from '../../src/store/sqlite/replay-guard.js';
+import { T0, tempDir } from './helpers.js';
+
+const AUD = 'writ';
+
+async function world() {
+  const dbFile = join(tempDir(), 'writ.db');
+  const dbs: SqliteDatabase[] = [];
+  const open = () => {
+    const db = openDatabase(dbFile);
+    dbs.push(db);
+    return new SqliteReplayGuard(db);
+  };
+  const alice = await generatePrincipalKeyPair('alice-key-1');
+  const bob = await generatePrincipalKeyPair('bob-key-1');
+  const es = await generateKeyPair('ES256', { extractable: true });
+  const carolPrivate: JWK = { ...(await exportJWK(es.privateKey)), kid: 'carol-p256' };
+  const carolPublic: JWK = { ...(await exportJWK(es.publicKey)), kid: 'carol-p256' };
+  const principals = new Map<string, { keys: PublicJwk[]; revoked_at: number | null }>([
+    ['alice', { keys: [alice.publicJwk as PublicJwk], revoked_at: null }],
+    ['bob', { keys: [bob.publicJwk as PublicJwk], revoked_at: null }],
+    ['carol', { keys: [carolPublic as PublicJwk], revoked_at: null }],
+    ['ex-agent', { keys: [alice.publicJwk as PublicJwk], revoked_at: T0 - 1 }],
+  ]);
+  let replay = open();
+  const deps = (over: Partial<CallerAuthDeps> = {}): CallerAuthDeps => ({
+    principal: (id) => principals.get(id),
+    replay,
+    now: T0,
+    audience: AUD,
+    ...over,
+  });
+  const reopen = () => {
+    for (const db of dbs.splice(0)) db.close();
+    replay = open();
+  };
+  onTestFinished(() => dbs.forEach((d) => d.close()));
+  return { alice, bob, carolPrivate, deps, reopen };
+}
+
+const bearer = (t: string) => `Bearer ${t}`;
+
+async function refusal(header: string | undefined, deps: CallerAuthDeps): Promise<string> {
+  const err = await authenticateCaller(header, deps).catch((e: unknown) => e);
+  expect(err).toMatchObject({ code: 'UNAUTHENTICATED' });
+  return (err as Error).message;
+}
+
+describe('caller authentication', () => {
+  it('accepts a fresh assertion signed by a registered Ed25519 or P-256 key', async () => {
+    const w = await world();
+    const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 });
+    const who = await authenticateCaller(bearer(token), w.deps());
+    expect(who).toMatchObject({ principal: 'alice', jti: expect.any(String), expiresAt: T0 + 60_000 });
+    const es = await createCallerAssertion({ principal: 'carol', privateJwk: w.carolPrivate, now: T0, ttlSeconds: 300 });
+    expect(JSON.parse(Buffer.from(es.split('.')[0]!, 'base64url').toString())).toMatchObject({ alg: 'ES256', kid: 'carol-p256' });
+    await expect(authenticateCaller(bearer(es), w.deps())).resolves.toMatchObject({ principal: 'carol' });
+  });
+
+  it('refuses a missing, non-Bearer or malformed Authorization header', async () => {
+    const w = await world();
+    expect(await refusal(undefined, w.deps())).toBe('missing Authorization header');
+    expect(await refusal('  ', w.deps())).toBe('missing Authorization header');
+    expect(await refusal('Basic YWxpY2U6cHc=', w.deps())).toMatch(/not a Bearer token/);
+    expect(await refusal('Bearer abc.def', w.deps())).toMatch(/^malformed assertion/);
+    expect(await refusal('Bearer a.b.c', w.deps())).toMatch(/^malformed assertion/);
+  });
+
+  it('refuses an assertion that expired, exactly at exp + tolerance (5 s)', async () => {
+    const w = await world();
+    const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0, ttlSeconds: 60 });
+    expect(await refusal(bearer(token), w.deps({ now: T0 + 65_000 }))).toBe('assertion expired');
+    await expect(authenticateCaller(bearer(token), w.deps({ now: T0 + 64_999 }))).resolves.toMatchObject({ principal: 'alice' });
+  });
+
+  it('never accepts a jti twice, also after the store is reopened', async () => {
+    const w = await world();
+    const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 });
+    await authenticateCaller(bearer(token), w.deps());
+    expect(await refusal(bearer(token), w.deps({ now: T0 + 1000 }))).toMatch(/already used \(replayed\)/);
+    w.reopen();
+    expect(await refusal(bearer(token), w.deps({ now: T0 + 2000 }))).toMatch(/already used \(replayed\)/);
+    // The same jti in a new assertion is still a replay.
+    const sameJti = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0, jti: JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).jti });
+    expect(await refusal(bearer(sameJti), w.deps({ now: T0 + 3000 }))).toMatch(/replayed/);
+  });
+
+  it('refuses a caller claiming to be another principal', async () => {
+    const w = await world();
+    // Bob signs with his own key but names Alice's kid: the signature does not verify with Alice's key.
+    const aliceKid = await createCallerAssertion({ principal: 'alice', privateJwk: { ...w.bob.privateJwk, kid: 'alice-key-1' }, now: T0 });
+    expect(await refusal(bearer(aliceKid), w.deps())).toBe('assertion signature does not verify with the named key');
+    // Bob names his own kid: Alice has no such key.
+    const bobKid = await createCallerAssertion({ principal: 'alice', privateJwk: w.bob.privateJwk, now: T0 });
+    expect(await refusal(bearer(bobKid), w.deps())).toBe('principal alice has no key with kid bob-key-1');
+    // iss and sub disagree.
+    const mixed = await new SignJWT({ jti: 'x1' })
+      .setProtectedHeader({ alg: 'EdDSA', kid: 'bob-key-1' })
+      .setIssuer('bob')
+      .setSubject('alice')
+      .setAudience(AUD)
+      .setIssuedAt(T0 / 1000)
+      .setExpirationTime(T0 / 1000 + 60)
+      .sign(await importPrivate(w.bob.privateJwk));
+    expect(await refusal(bearer(mixed), w.deps())).toMatch(/iss and sub differ/);
+  });
+
+  it('refuses an unknown principal, a revoked principal, another audience, a too-long lifetime and a forbidden algorithm', async () => {
+    const w = await world();
+    const make = (o: Partial<Parameters<typeof createCallerAssertion>[0]> = {}) =>
+      createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0, ...o });
+    expect(await refusal(bearer(await make({ principal: 'nobody' })), w.deps())).toBe('unknown principal nobody');
+    expect(await refusal(bearer(await make({ principal: 'ex-agent' })), w.deps())).toBe('principal ex-agent is revoked');
+    expect(await refusal(bearer(await make({ audience: 'elsewhere' })), w.deps())).toBe('assertion is for another audience');
+    expect(await refusal(bearer(await make({ ttlSeconds: 301 })), w.deps())).toBe('assertion lifetime is longer than 300 s');
+    expect(await refusal(bearer(await make({ now: T0 + 60_000 })), w.deps())).toBe('assertion is issued in the future');
+    const hs = await new SignJWT({ jti: 'h1' })
+      .setProtectedHeader({ alg: 'HS256', kid: 'alice-key-1' })
+      .setIssuer('alice')
+      .setSubject('alice')
+      .setAudience(AUD)
+      .setIssuedAt(T0 / 1000)
+      .setExpirationTime(T0 / 1000 + 60)
+      .sign(base64url.decode(w.alice.publicJwk.x!));
+    expect(await refusal(bearer(hs), w.deps())).toMatch(/algorithm "HS256" is not allowed/);
+    const noJti = await new SignJWT({})
+      .setProtectedHeader({ alg: 'EdDSA', kid: 'alice-key-1' })
+      .setIssuer('alice')
+      .setSubject('alice')
+      .setAudience(AUD)
+      .setIssuedAt(T0 / 1000)
+      .setExpirationTime(T0 / 1000 + 60)
+      .sign(await importPrivate(w.alice.privateJwk));
+    expect(await refusal(bearer(noJti), w.deps())).toBe('malformed assertion: claim jti is missing');
+  });
+
+  it('says which check failed, with a distinct message per failure and no key material', async () => {
+    const w = await world();
+    const a = (o: Partial<Parameters<typeof createCallerAssertion>[0]> = {}) =>
+      createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0, ...o });
+    const replayed = await a();
+    await authenticateCaller(bearer(replayed), w.deps());
+    const messages = [
+      await refusal(undefined, w.deps()),
+      await refusal('Bearer nope', w.deps()),
+      await refusal(bearer(await a({ principal: 'nobody' })), w.deps()),
+      await refusal(bearer(await createCallerAssertion({ principal: 'alice', privateJwk: w.bob.privateJwk, now: T0 })), w.deps()),
+      await refusal(bearer(await createCallerAssertion({ principal: 'alice', privateJwk: { ...w.bob.privateJwk, kid: 'alice-key-1' }, now: T0 })), w.deps()),
+      await refusal(bearer(await a({ now: T0 - 120_000 })), w.deps()),
+      await refusal(bearer(await a({ ttlSeconds: 600 })), w.deps()),
+      await refusal(bearer(replayed), w.deps()),
+      await refusal(bearer(await a({ principal: 'ex-agent' })), w.deps()),
+    ];
+    expect(new Set(messages).size).toBe(messages.length);
+    for (const m of messages) {
+      for (const secret of [w.alice.publicJwk.x!, w.alice.privateJwk.d!, w.bob.privateJwk.d!]) expect(m).not.toContain(secret);
+    }
+  });
+});
+
+const importPrivate = (jwk: JWK) => importJWK(jwk, 'EdDSA');

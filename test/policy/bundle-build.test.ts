@@ -1,0 +1,40 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildPolicyBundle, bundleRevision, type BuiltPolicyBundle } from '../../src/policy/index.js';
+import { opaPath, policiesDir, tempDir } from './support.js';
+
+let dir: { path: string; remove: () => Promise<void> };
+let built: BuiltPolicyBundle;
+
+beforeAll(async () => {
+  dir = await tempDir('policy-build');
+  built = await buildPolicyBundle({ opaPath: opaPath(), policiesDir, outDir: dir.path });
+});
+afterAll(() => dir.remove());
+
+describe('buildPolicyBundle', () => {
+  it('publishes policy.wasm and data.json under their revision and names it in the revision file', async () => {
+    const wasm = await readFile(built.wasmPath);
+    const data = await readFile(built.dataPath);
+    expect(wasm.subarray(0, 4)).toEqual(Buffer.from([0, 0x61, 0x73, 0x6d]));
+    expect(JSON.parse(data.toString()).writ.approval_threshold).toEqual({ production: 2 });
+    expect(built.revision).toBe(bundleRevision(wasm, data));
+    expect((await readFile(join(dir.path, 'revision'), 'utf8')).trim()).toBe(built.revision);
+    expect(built.wasmPath).toBe(join(dir.path, 'bundles', built.revision.slice('sha256:'.length), 'policy.wasm'));
+  });
+
+  it('is deterministic, leaves no temporary files and keeps at most two bundles', async () => {
+    const again = await buildPolicyBundle({ opaPath: opaPath(), policiesDir, outDir: dir.path });
+    expect(again.revision).toBe(built.revision);
+    expect((await readdir(dir.path)).sort()).toEqual(['bundles', 'revision']);
+    expect(await readdir(join(dir.path, 'bundles'))).toHaveLength(1);
+  });
+
+  it('surfaces opa’s own message when the policies do not compile', async () => {
+    await expect(buildPolicyBundle({ opaPath: opaPath(), policiesDir: join(dir.path, 'missing'), outDir: dir.path })).rejects.toMatchObject({
+      code: 'POLICY_UNAVAILABLE',
+      message: expect.stringMatching(/^opa build failed:\n.*missing/s),
+    });
+  });
+});

@@ -1,0 +1,82 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { buildPolicyBundle, openReloadingPolicyEngine, type ReloadingPolicyEngine } from '../../src/policy/index.js';
+import { copyPolicies, decisionInput, NOW, opaPath, tempDir } from './support.js';
+
+let root: { path: string; remove: () => Promise<void> };
+let policies: string;
+let outDir: string;
+let engine: ReloadingPolicyEngine;
+const clock = new ManualClock(NOW);
+const errors: string[] = [];
+
+beforeAll(async () => {
+  root = await tempDir('policy-reload');
+  policies = await copyPolicies(root.path);
+  outDir = join(root.path, 'bundle');
+  await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
+  engine = await openReloadingPolicyEngine(outDir, { clock, onError: (message) => errors.push(message) });
+});
+afterAll(async () => {
+  engine.close();
+  await root.remove();
+});
+
+/** Decides until the engine runs `revision` (the watcher or the stat check on use picks it up). */
+async function untilRevision(revision: string): Promise<void> {
+  await vi.waitFor(
+    () => {
+      clock.advance(250);
+      engine.decide(decisionInput());
+      expect(engine.revision).toBe(revision);
+    },
+    { timeout: 10_000, interval: 20 },
+  );
+}
+
+describe('a rebuilt bundle is picked up without re-creating the engine', () => {
+  it('changes decisions and names the new revision', async () => {
+    const before = engine.revision;
+    expect(engine.decide(decisionInput())).toMatchObject({ allow: true, risk: 1 });
+
+    const dataFile = join(policies, 'data.json');
+    const data = JSON.parse(await readFile(dataFile, 'utf8'));
+    data.writ.actions.update_post.risk = 5;
+    await writeFile(dataFile, JSON.stringify(data));
+    const rebuilt = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
+    expect(rebuilt.revision).not.toBe(before);
+
+    await untilRevision(rebuilt.revision);
+    const after = engine.decide(decisionInput());
+    expect(after.allow).toBe(false);
+    expect(after.risk).toBe(5);
+    expect(after.reasons).toContain('chain 0: risk: 5 exceeds the risk_max 1 of edge d-orch-seo');
+    expect(engine.data.writ.actions.update_post?.risk).toBe(5);
+  });
+
+  it('keeps the live bundle when the new one does not load, and reports it', async () => {
+    const live = engine.revision;
+    await writeFile(join(outDir, 'revision'), 'sha256:0000000000000000\n');
+    await vi.waitFor(
+      () => {
+        clock.advance(250);
+        engine.decide(decisionInput());
+        expect(errors.length).toBeGreaterThan(0);
+      },
+      { timeout: 10_000, interval: 20 },
+    );
+    expect(errors.at(-1)).toContain(`keeping policy ${live}`);
+    expect(engine.revision).toBe(live);
+    expect(engine.decide(decisionInput()).risk).toBe(5);
+
+    const dataFile = join(policies, 'data.json');
+    const data = JSON.parse(await readFile(dataFile, 'utf8'));
+    data.writ.actions.update_post.risk = 1;
+    await writeFile(dataFile, JSON.stringify(data));
+    const fixed = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
+    await untilRevision(fixed.revision);
+    expect(engine.decide(decisionInput()).allow).toBe(true);
+  });
+});

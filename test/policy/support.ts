@@ -1,0 +1,93 @@
+import { execFileSync } from 'node:child_process';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { DecisionInput, DelegationInput, PolicyEdge, PolicyPrincipal } from '../../src/policy/index.js';
+
+export const repoRoot = resolve(import.meta.dirname, '../..');
+export const policiesDir = join(repoRoot, 'policies');
+
+let opa: string | undefined;
+export function opaPath(): string {
+  opa ??= execFileSync('bash', [join(repoRoot, 'scripts/ensure-opa.sh')], { encoding: 'utf8' }).trim();
+  return opa;
+}
+
+export async function tempDir(prefix: string): Promise<{ path: string; remove: () => Promise<void> }> {
+  const path = await mkdtemp(join(tmpdir(), `writ-${prefix}-`));
+  return { path, remove: () => rm(path, { recursive: true, force: true }) };
+}
+
+/** A copy of policies/ without the Rego tests, for tests that edit the policy. */
+export async function copyPolicies(to: string): Promise<string> {
+  const dir = join(to, 'policies');
+  await cp(policiesDir, dir, { recursive: true, filter: (src) => !src.endsWith('_test.rego') });
+  return dir;
+}
+
+export const MS_DAY = 86_400_000;
+export const NOW = Date.UTC(2026, 0, 1);
+
+function principal(id: string, kind: PolicyPrincipal['kind']): PolicyPrincipal {
+  return { id, kind, priority_class: kind === 'human' ? 'human' : 'agent', revoked_at: null };
+}
+
+export function principals(): Record<string, PolicyPrincipal> {
+  return Object.fromEntries(
+    [principal('governance', 'governance'), principal('orchestrator', 'agent'), principal('seo-agent-7', 'agent'), principal('editor', 'human')].map((p) => [p.id, p]),
+  );
+}
+
+export function grant(overrides: Partial<PolicyEdge> = {}): PolicyEdge {
+  return {
+    id: 'g-orch',
+    kind: 'grant',
+    from: 'governance',
+    to: 'orchestrator',
+    scope: { actions: ['publish_post', 'update_post'], resources: ['wp:post:*'], environments: ['production', 'staging'], fields: ['*'], constraints: { risk_max: 2 } },
+    max_depth: 2,
+    creator: 'governance',
+    reason: 'orchestrates content',
+    created_at: 0,
+    not_before: null,
+    expires_at: null,
+    revoked_at: null,
+    ...overrides,
+  };
+}
+
+export function delegation(overrides: Partial<PolicyEdge> = {}): PolicyEdge {
+  return {
+    id: 'd-orch-seo',
+    kind: 'delegate',
+    from: 'orchestrator',
+    to: 'seo-agent-7',
+    scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['meta_description', 'title'], constraints: { risk_max: 1 } },
+    max_depth: 0,
+    creator: 'orchestrator',
+    reason: 'seo metadata only',
+    created_at: 0,
+    not_before: null,
+    expires_at: null,
+    revoked_at: null,
+    ...overrides,
+  };
+}
+
+/** seo-agent-7 asks to update the title of post 1024 in production through governance → orchestrator → seo-agent-7. */
+export function decisionInput(overrides: Partial<DecisionInput> = {}, request: Partial<DecisionInput['request']> = {}): DecisionInput {
+  return {
+    now: NOW,
+    request: { principal: 'seo-agent-7', action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'], risk: null, ...request },
+    principals: principals(),
+    chains: [{ edges: [grant(), delegation()] }],
+    owners: [{ field: 'title', owner: 'content-control-plane', edge_id: 'o-post' }],
+    approval: null,
+    ...overrides,
+  };
+}
+
+/** May the orchestrator (holding `grant()`) write `proposed`? */
+export function delegationInput(proposed: PolicyEdge, parent: PolicyEdge = grant()): DelegationInput {
+  return { now: NOW, proposed, principals: principals(), chains: [{ edges: [parent] }] };
+}
