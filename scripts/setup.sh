@@ -20,8 +20,10 @@ fi
 
 # npm dependencies: reinstall when the lock file is newer than the installed tree.
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  say "installing npm dependencies (npm ci)"
-  npm ci --no-audit --no-fund >&2
+  # `npm install` rather than `npm ci`: with this machine's registry settings the lock file cannot
+  # record vite's Windows-only optional dependency, and `npm ci` refuses the lock for that alone.
+  say "installing npm dependencies (npm install, from package-lock.json)"
+  npm install --no-audit --no-fund >&2
 fi
 
 # The OPA CLI: PATH first, then tools/bin, else build the pinned version with Go.

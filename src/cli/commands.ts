@@ -3,9 +3,13 @@ import { buildPolicyBundle } from '../policy/index.js';
 import { KeyRing } from '../decision/index.js';
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
-import { applyManifest, explain, exportGraph, openWrit, readManifest } from '../service/index.js';
+import {
+  applyManifest, capabilitiesOf, expiringEdges, explain, exportGraph, openWrit, orphanedDelegations, readManifest, whyReceipt, type OpenedWrit,
+} from '../service/index.js';
+import { exportChainDot, exportChainMermaid } from '../graph/index.js';
+import { WritError } from '../errors.js';
 import { findOpa } from './opa.js';
-import { formatExplanation } from './format.js';
+import { formatCapabilities, formatEdgeList, formatExplanation, formatWhy } from './format.js';
 import { serve } from './serve.js';
 import { execFileSync } from 'node:child_process';
 
@@ -28,6 +32,26 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
   if (typeof values.port === 'string') overrides.port = Number(values.port);
   if (typeof values.host === 'string') overrides.host = values.host;
   return loadConfig(overrides);
+}
+
+/** Opens the data directory, runs `fn`, closes: every command that reads or changes Writ's state goes through here. */
+async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T): Promise<T> {
+  const w = await openWrit(configFrom(values));
+  try {
+    return await fn(w);
+  } finally {
+    w.close();
+  }
+}
+
+function print(value: unknown, json: boolean | string | undefined, text: () => string): void {
+  console.log(json ? JSON.stringify(value, null, 2) : text());
+}
+
+function duration(s: string): number {
+  const m = /^(\d+)(ms|s|m|h|d)$/.exec(s.trim());
+  if (!m) throw new Error(`"${s}" is not a duration like 90s, 15m, 1h, 2d`);
+  return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
 }
 
 function need(positionals: string[], n: number, usage: string): void {
@@ -54,16 +78,13 @@ export const COMMANDS: Command[] = [
     usage: 'FILE',
     run: async ({ values, positionals }) => {
       need(positionals, 1, 'writ graph apply FILE');
-      const w = await openWrit(configFrom(values));
-      try {
+      return withWrit(values, (w) => {
         const { manifest, baseDir } = readManifest(positionals[0]!);
         const r = applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
         console.log(`applied ${positionals[0]}: ${r.created.length} created, ${r.unchanged.length} unchanged; graph revision ${r.graph_revision}`);
         for (const c of r.created) console.log(`  + ${c}`);
-      } finally {
-        w.close();
-      }
-      return 0;
+        return 0;
+      });
     },
   },
   {
@@ -74,14 +95,11 @@ export const COMMANDS: Command[] = [
     run: async ({ values }) => {
       const format = (values.format as string | undefined) ?? 'json';
       if (format !== 'json' && format !== 'dot') throw new Error('--format is json or dot');
-      const w = await openWrit(configFrom(values));
-      try {
+      return withWrit(values, (w) => {
         const out = exportGraph(w.ctx, values.at as string | undefined, format);
         console.log(typeof out === 'string' ? out : JSON.stringify(out, null, 2));
-      } finally {
-        w.close();
-      }
-      return 0;
+        return 0;
+      });
     },
   },
   {
@@ -92,15 +110,12 @@ export const COMMANDS: Command[] = [
     run: async ({ values, positionals }) => {
       need(positionals, 3, 'writ trace PRINCIPAL ACTION RESOURCE [--env ENV] [--fields a,b]');
       const [principal, action, resource] = positionals as [string, string, string];
-      const w = await openWrit(configFrom(values));
-      try {
+      return withWrit(values, async (w) => {
         const fields = typeof values.fields === 'string' && values.fields.length > 0 ? values.fields.split(',') : [];
         const x = await explain(w.ctx, GOVERNANCE_ID, { principal, action, resource, environment: (values.env as string | undefined) ?? 'production', fields });
-        console.log(values.json ? JSON.stringify(x, null, 2) : formatExplanation(x));
+        print(x, values.json, () => formatExplanation(x));
         return x.allow ? 0 : 3;
-      } finally {
-        w.close();
-      }
+      });
     },
   },
   {
@@ -140,5 +155,134 @@ export const COMMANDS: Command[] = [
         return 1;
       }
     },
+  },
+  {
+    name: 'demo',
+    summary: 'play the stories Writ exists for, with real agents over HTTP, against a throw-away Writ',
+    run: async () => {
+      const { openStage, playStories } = await import('../demo/index.js');
+      const stage = await openStage(process.cwd());
+      console.log(`Writ demo: Writ on ${stage.url}, sample upstream (a stand-in CMS) on ${stage.upstreamUrl}, graph/example.yaml`);
+      try {
+        const results = await playStories(stage, (line) => console.log(line));
+        const failed = results.filter((r) => !r.ok);
+        console.log(`\n${results.length - failed.length} of ${results.length} stories ended the way they said.`);
+        return failed.length === 0 ? 0 : 1;
+      } finally {
+        await stage.close();
+      }
+    },
+  },
+  {
+    name: 'receipts',
+    summary: 'list receipts (newest last) by resource, principal or status',
+    usage: '[--resource KEY] [--principal ID] [--status S] [--limit N] [--json]',
+    options: { resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+    run: ({ values }) =>
+      withWrit(values, (w) => {
+        const q: Record<string, unknown> = { limit: Number(values.limit ?? 100) };
+        for (const k of ['resource', 'principal', 'status'] as const) if (typeof values[k] === 'string') q[k] = values[k];
+        const page = w.ctx.receipts.query(q as Parameters<typeof w.ctx.receipts.query>[0]);
+        print(page, values.json, () =>
+          page.receipts.length === 0
+            ? '(no receipts)'
+            : page.receipts
+                .map((r) => `${r.receipt_id}  ${r.status.padEnd(9)} ${new Date(r.created_at).toISOString()}  ${r.principal} ${r.action} ${r.resource_key} [${r.fields.join(',')}] v${r.expected_version ?? '-'}→${r.final_version ?? '-'}${r.error ? `  ${r.error.code}` : ''}`)
+                .join('\n'));
+        return 0;
+      }),
+  },
+  {
+    name: 'why',
+    summary: 'why was this write allowed: receipt → decision → chain → each edge\'s creator, reason, time and scope',
+    usage: 'RECEIPT_ID [--format text|json|dot|mermaid]',
+    options: { format: { type: 'string' } },
+    run: ({ values, positionals }) => {
+      need(positionals, 1, 'writ why RECEIPT_ID');
+      return withWrit(values, (w) => {
+        const report = whyReceipt(w.ctx, positionals[0]!);
+        const format = (values.format as string | undefined) ?? 'text';
+        const edges = report.chain.map((l) => l.edge);
+        if (format === 'json') console.log(JSON.stringify(report, null, 2));
+        else if (format === 'dot') console.log(exportChainDot(edges));
+        else if (format === 'mermaid') console.log(exportChainMermaid(edges));
+        else if (format === 'text') console.log(formatWhy(report));
+        else throw new Error('--format is text, json, dot or mermaid');
+        return 0;
+      });
+    },
+  },
+  {
+    name: 'can',
+    summary: 'what a principal could do (now or --at TIME), and through which chains',
+    usage: 'PRINCIPAL [--at TIME] [--json]',
+    options: { at: { type: 'string' }, json: { type: 'boolean' } },
+    run: ({ values, positionals }) => {
+      need(positionals, 1, 'writ can PRINCIPAL [--at TIME]');
+      return withWrit(values, (w) => {
+        let at: number | undefined;
+        if (typeof values.at === 'string') {
+          at = Date.parse(values.at);
+          if (Number.isNaN(at)) throw new WritError('UNPROCESSABLE', `--at must be an ISO-8601 time, got "${values.at}"`);
+        }
+        const c = capabilitiesOf(w.ctx, positionals[0]!, at);
+        print(c, values.json, () => formatCapabilities(positionals[0]!, c));
+        return 0;
+      });
+    },
+  },
+  {
+    name: 'expiring',
+    summary: 'live grants and delegations that expire within a window',
+    usage: '--within 1h [--json]',
+    options: { within: { type: 'string' }, json: { type: 'boolean' } },
+    run: ({ values }) =>
+      withWrit(values, (w) => {
+        const edges = expiringEdges(w.ctx, duration((values.within as string | undefined) ?? '1h'));
+        print(edges, values.json, () => formatEdgeList(edges, (e) => `expires ${new Date(e.expires_at!).toISOString()}: "${e.reason}"`));
+        return 0;
+      }),
+  },
+  {
+    name: 'orphans',
+    summary: 'delegations whose delegator no longer holds what it gave',
+    usage: '[--json]',
+    options: { json: { type: 'boolean' } },
+    run: ({ values }) =>
+      withWrit(values, (w) => {
+        const orphans = orphanedDelegations(w.ctx);
+        print(orphans, values.json, () =>
+          orphans.length === 0 ? '(none)' : orphans.map((o) => `${o.edge.id}: ${o.edge.from} → ${o.edge.to}\n${o.violations.map((v) => `    ${v}`).join('\n')}`).join('\n'));
+        return 0;
+      }),
+  },
+  {
+    name: 'audit verify',
+    summary: 'check the receipt hash chain (exit 1 when broken)',
+    options: { json: { type: 'boolean' } },
+    run: ({ values }) =>
+      withWrit(values, (w) => {
+        const v = w.ctx.receipts.verifyChain();
+        print(v, values.json, () => (v.ok ? `OK: ${v.entries} entries, head ${v.head}` : `BROKEN at seq ${v.firstBadSeq}: ${v.problem} (${v.entries} sound entries before it)`));
+        return v.ok ? 0 : 1;
+      }),
+  },
+  {
+    name: 'lease ls',
+    summary: 'leases: holder, fencing epoch, expiry, transitions (Kubernetes Lease vocabulary)',
+    usage: '[--resource KEY] [--holder ID] [--json]',
+    options: { resource: { type: 'string' }, holder: { type: 'string' }, json: { type: 'boolean' } },
+    run: ({ values }) =>
+      withWrit(values, async (w) => {
+        const filter: { key?: string; holder?: string } = {};
+        if (typeof values.resource === 'string') filter.key = values.resource;
+        if (typeof values.holder === 'string') filter.holder = values.holder;
+        const leases = await w.ctx.leases.list(filter);
+        print(leases, values.json, () =>
+          leases.length === 0
+            ? '(no leases)'
+            : leases.map((l) => `${l.key.padEnd(36)} ${l.state.padEnd(7)} holder ${l.holderIdentity ?? '—'}  epoch ${l.epoch}  expires ${l.expiresAt ?? '—'}  transitions ${l.leaseTransitions}`).join('\n'));
+        return 0;
+      }),
   },
 ];

@@ -1,4 +1,5 @@
-import type { Explanation } from '../service/index.js';
+import type { Edge, Scope } from '../graph/model.js';
+import type { Capability, Explanation, WhyReport } from '../service/index.js';
 
 /** Human-readable `writ trace` output: the verdict, then each candidate chain edge by edge. */
 export function formatExplanation(x: Explanation): string {
@@ -24,4 +25,51 @@ export function formatExplanation(x: Explanation): string {
     for (const p of c.verdict.problems) lines.push(`    problem: ${p}`);
   });
   return lines.join('\n');
+}
+
+const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? '—' : new Date(ms).toISOString());
+
+function scopeLine(s: Scope): string {
+  return `${s.actions.join(',')} on ${s.resources.join(',')} in ${s.environments.join(',')} fields [${s.fields.join(', ')}] risk≤${s.constraints.risk_max}`;
+}
+
+/** `writ why`: the receipt, the decision it rests on, and the chain edge by edge. */
+export function formatWhy(r: WhyReport): string {
+  const x = r.receipt;
+  const lines = [
+    `receipt ${x.receipt_id}: ${x.status}${x.reconciled ? ' (reconciled after a crash or timeout)' : ''}`,
+    `  ${x.principal} ${x.action} ${x.resource_key} fields [${x.fields.join(', ')}] at ${iso(x.created_at)}`,
+    `  versions: expected ${x.expected_version ?? '—'} → final ${x.final_version ?? '—'}; upstream status ${x.upstream_status ?? '—'}`,
+  ];
+  if (x.error) lines.push(`  error: ${x.error.code}: ${x.error.message}`);
+  for (const c of x.conflicts) lines.push(`  conflict: ${c.kind} expected ${String(c.expected)} actual ${String(c.actual)}`);
+  lines.push(`  lease ${x.lease_id ?? '—'} at fencing epoch ${x.lease_epoch ?? '—'}`);
+  lines.push(`  owners: ${x.owners.join(', ') || '—'}`);
+  lines.push(`decision ${x.decision_id ?? '—'}: policy ${x.policy_revision ?? '—'}, graph revision ${x.graph_revision ?? '—'}`);
+  if (r.chain.length === 0) lines.push('  (no chain: the request was refused before a decision was accepted)');
+  r.chain.forEach((link, i) => {
+    const e = link.edge;
+    lines.push(`  ${i + 1}. ${e.id}: ${e.from} → ${e.to} [${e.kind}]${e.max_depth !== null ? ` depth ${e.max_depth}` : ''}`);
+    lines.push(`       scope: ${scopeLine(e.scope)}; valid ${iso(e.not_before)} … ${iso(e.expires_at)}`);
+    lines.push(`       created by ${e.creator} at ${iso(e.created_at)}: "${e.reason}"`);
+    if (link.now?.revoked_at) lines.push(`       REVOKED since, at ${iso(link.now.revoked_at)}`);
+  });
+  lines.push(`hash ${x.hash} (prev ${x.prev_hash})`);
+  return lines.join('\n');
+}
+
+export function formatCapabilities(principal: string, c: { at: number; graph_revision: number; capabilities: Capability[] }): string {
+  const lines = [`${principal} at ${iso(c.at)} (graph revision ${c.graph_revision}):`];
+  if (c.capabilities.length === 0) lines.push('  nothing: no chain from governance');
+  for (const cap of c.capabilities) {
+    lines.push(`  ${cap.valid ? 'CAN ' : 'not '} ${scopeLine(cap.scope)}`);
+    lines.push(`       via ${cap.chain.map((e) => e.id).join(' → ')}  (${['governance', ...cap.chain.map((e) => e.to)].join(' → ')})`);
+    for (const p of cap.problems) lines.push(`       because: ${p}`);
+  }
+  return lines.join('\n');
+}
+
+export function formatEdgeList(edges: Edge[], note: (e: Edge) => string): string {
+  if (edges.length === 0) return '(none)';
+  return edges.map((e) => `${e.id}: ${e.from} → ${e.to} [${e.kind}] ${note(e)}`).join('\n');
 }

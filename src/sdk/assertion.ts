@@ -19,6 +19,8 @@ export interface CallerAssertionOptions {
   jti?: string;
   /** Milliseconds since the epoch; default the system clock. */
   now?: number;
+  /** Extra claims (e.g. `approve` in an approval assertion). */
+  claims?: Record<string, unknown>;
 }
 
 export interface PrincipalKeyPair {
@@ -49,7 +51,7 @@ export async function createCallerAssertion(options: CallerAssertionOptions): Pr
     imported.set(privateJwk, key);
   }
   const iat = Math.floor((options.now ?? Date.now()) / 1000);
-  return new SignJWT({})
+  return new SignJWT({ ...(options.claims ?? {}) })
     .setProtectedHeader({ alg, kid: privateJwk.kid, typ: 'JWT' })
     .setIssuer(principal)
     .setSubject(principal)
@@ -70,4 +72,28 @@ export async function generatePrincipalKeyPair(kid?: string): Promise<PrincipalK
     publicJwk: { kty, crv, x, kid: id, alg: 'EdDSA', use: 'sig' },
     privateJwk: { ...full, kid: id, alg: 'EdDSA', use: 'sig' },
   };
+}
+
+/** What an approver signs off: this principal may do this action on this resource in this environment. */
+export interface ApprovalRequest {
+  principal: string;
+  action: string;
+  resource: string;
+  environment: string;
+}
+
+/**
+ * An approval assertion: signed by the approver's own key, addressed to `writ:approval`, single-use.
+ * The requester passes it as `context.approval`; Writ verifies it and the policy checks that a live
+ * `approves` edge from the approver to the requester covers the request at its risk.
+ */
+export function createApprovalAssertion(options: { approver: string; privateJwk: JWK; approve: ApprovalRequest; ttlSeconds?: number; audience?: string; now?: number }): Promise<string> {
+  return createCallerAssertion({
+    principal: options.approver,
+    privateJwk: options.privateJwk,
+    audience: options.audience ?? 'writ:approval',
+    ttlSeconds: options.ttlSeconds ?? 300,
+    claims: { approve: options.approve },
+    ...(options.now !== undefined ? { now: options.now } : {}),
+  });
 }

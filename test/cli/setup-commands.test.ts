@@ -1,0 +1,71 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPO } from '../support/harness.js';
+import { CLI, requireDist } from '../support/server-process.js';
+
+const run = promisify(execFile);
+let dataDir: string;
+
+async function writ(...args: string[]): Promise<{ out: string; code: number }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [CLI, ...args, '--data-dir', dataDir], { cwd: REPO });
+    return { out: stdout + stderr, code: 0 };
+  } catch (e) {
+    const err = e as { stdout: string; stderr: string; code: number };
+    return { out: err.stdout + err.stderr, code: err.code };
+  }
+}
+
+beforeAll(() => {
+  requireDist();
+  dataDir = mkdtempSync(join(tmpdir(), 'writ-cli-'));
+});
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+describe('the writ command for operators and policy authors', () => {
+  it('graph apply is idempotent, and the first start leaves a 0600 admin credential', async () => {
+    const first = await writ('graph', 'apply', 'graph/example.yaml');
+    expect(first.code).toBe(0);
+    expect(first.out).toMatch(/applied graph\/example\.yaml: (\d+) created, 0 unchanged/);
+    expect(first.out).toContain('+ delegation d-orch-seo');
+    expect(statSync(join(dataDir, 'admin.jwk')).mode & 0o777).toBe(0o600);
+    const second = await writ('graph', 'apply', 'graph/example.yaml');
+    expect(second.out).toMatch(/applied graph\/example\.yaml: 0 created, \d+ unchanged/);
+  });
+
+  it('trace explains an allow chain by chain (exit 0) and a deny with what is missing (exit 3)', async () => {
+    const allow = await writ('trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'title,meta_description');
+    expect(allow.code).toBe(0);
+    expect(allow.out).toMatch(/^ALLOW {2}seo-agent-7 update_post wp:post:1024 in production fields \[meta_description, title\]/);
+    expect(allow.out).toContain('✓ d-orch-seo: orchestrator → seo-agent-7 [delegate]');
+    const deny = await writ('trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'body');
+    expect(deny.code).toBe(3);
+    expect(deny.out).toMatch(/^DENY/);
+    expect(deny.out).toContain('fields: body is not in the scope of edge d-orch-seo');
+  });
+
+  it('an unknown principal or a malformed manifest is a clear error with its code', async () => {
+    const r = await writ('trace', 'ghost', 'update_post', 'wp:post:1');
+    expect(r.code).toBe(1);
+    expect(r.out).toMatch(/UNKNOWN_PRINCIPAL/);
+    const bad = await writ('graph', 'apply', 'package.json');
+    expect(bad.code).toBe(1);
+    expect(bad.out).toMatch(/MALFORMED_REQUEST.*unknown section/);
+  });
+
+  it('keys rotate adds a signing key; the old one stays in the JWKS', async () => {
+    const r = await writ('keys', 'rotate');
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/JWKS has 2 key\(s\)/);
+  });
+
+  it('policy test runs the Rego tests', async () => {
+    const r = await writ('policy', 'test');
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/PASS: \d+\/\d+/);
+  });
+});

@@ -1,0 +1,46 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApprovalAssertion } from '../../src/sdk/assertion.js';
+import { fixtureKey, startHarness, type Harness } from '../support/harness.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+  // The publisher may publish at risk up to 3, but production asks for approval above risk 2;
+  // editor-alice may approve the publisher's publishing up to risk 3.
+  await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-publisher-risky', to: 'publisher', reason: 'emergency publishing', max_depth: 0, scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['status'], risk_max: 3 } } });
+  await h.call('governance', { method: 'POST', url: '/v1/approvals', payload: { id: 'a-alice-publisher', from: 'editor-alice', to: 'publisher', reason: 'editor signs off risky publishing', scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], risk_max: 3 } } });
+});
+afterAll(async () => h?.close());
+
+const request = { action: 'publish_post', resource: 'wp:post:42', environment: 'production', fields: ['status'] };
+const approval = (approver: string, overrides: Partial<typeof request & { principal: string }> = {}) =>
+  createApprovalAssertion({ approver, privateJwk: fixtureKey(approver), approve: { principal: 'publisher', action: request.action, resource: request.resource, environment: request.environment, ...overrides }, now: h.clock.now() });
+
+describe('approval above the risk threshold', () => {
+  it('risk 3 without an approval is denied with approval_required', async () => {
+    const r = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3 } } });
+    expect(r.body.allow).toBe(false);
+    expect(r.body.obligations.approval_required).toBe(true);
+    expect(r.body.reasons.join('\n')).toMatch(/approval required/);
+  });
+  it('with editor-alice\'s signed approval it is allowed', async () => {
+    const r = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: await approval('editor-alice') } } });
+    expect(r.body.allow, JSON.stringify(r.body.reasons)).toBe(true);
+  });
+  it('an approval by someone without an approves edge does not count', async () => {
+    const r = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: await approval('orchestrator') } } });
+    expect(r.body.allow).toBe(false);
+  });
+  it('an approval for another resource is refused', async () => {
+    const r = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: await approval('editor-alice', { resource: 'wp:post:43' }) } } });
+    expect(r.status).toBe(422);
+    expect(r.body.code).toBe('UNPROCESSABLE');
+  });
+  it('an approval is single-use', async () => {
+    const token = await approval('editor-alice');
+    const first = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: token } } });
+    expect(first.body.allow).toBe(true);
+    const again = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: token } } });
+    expect(again.status).toBe(401);
+  });
+});
