@@ -7,14 +7,12 @@
  * build takes seconds rather than the minutes a 1M-row log replay from disk would; the in-memory
  * result is the same. `--write` replaces this benchmark's section of bench/RESULTS.md.
  */
-import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { AuthorityGraph, resolveChains, type ChainRequest, type Edge, type GraphEvent, type Scope } from '../src/graph/index.js';
 import { isWritError } from '../src/errors.js';
+import { writeResultsSection } from './results-file.js';
 
 // CHAIN_BENCH_SCALE < 1 shrinks the graph for quick profiling; results are only recorded at scale 1.
 const SCALE = Number(process.env['CHAIN_BENCH_SCALE'] ?? 1);
@@ -346,21 +344,8 @@ function main(): void {
       'by a dense index, which made the build about 3x faster than keying them by principal id (54 s → 17 s for 1M bare edges).',
   ].join('\n');
   console.log(section);
-  if (process.argv.includes('--write') && SCALE === 1) writeSection(section);
+  if (process.argv.includes('--write') && SCALE === 1) writeResultsSection('chain-resolution', section);
 }
 
-const START = '<!-- chain-resolution:start -->';
-const END = '<!-- chain-resolution:end -->';
-
-function writeSection(section: string): void {
-  const file = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bench', 'RESULTS.md');
-  const block = `${START}\n${section}\n${END}`;
-  const text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmark results\n';
-  const at = text.indexOf(START);
-  const end = text.indexOf(END);
-  const next = at >= 0 && end > at ? text.slice(0, at) + block + text.slice(end + END.length) : `${text.trimEnd()}\n\n${block}\n`;
-  writeFileSync(file, next);
-  console.log(`\nwrote ${file}`);
-}
 
 main();

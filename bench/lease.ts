@@ -7,7 +7,7 @@
  *
  * Files go to bench/tmp (git-ignored). `--write` replaces this benchmark's section of bench/RESULTS.md.
  */
-import { closeSync, existsSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,7 @@ import { systemClock } from '../src/clock.js';
 import { LeaseManager } from '../src/lease/index.js';
 import { openDatabase } from '../src/store/sqlite/database.js';
 import { SqliteLeaseRepository } from '../src/store/sqlite/lease-repository.js';
+import { writeResultsSection } from './results-file.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TMP = join(ROOT, 'bench', 'tmp');
@@ -122,21 +123,8 @@ async function main(): Promise<void> {
     'transaction for the acquisitions that arrive together, which the HTTP layer could batch).',
   ].join('\n');
   console.log(section);
-  if (process.argv.includes('--write')) writeSection(section);
+  if (process.argv.includes('--write')) writeResultsSection('lease', section);
 }
 
-const START = '<!-- lease:start -->';
-const END = '<!-- lease:end -->';
-
-function writeSection(section: string): void {
-  const file = join(ROOT, 'bench', 'RESULTS.md');
-  const block = `${START}\n${section}\n${END}`;
-  const text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmark results\n';
-  const at = text.indexOf(START);
-  const end = text.indexOf(END);
-  const next = at >= 0 && end > at ? text.slice(0, at) + block + text.slice(end + END.length) : `${text.trimEnd()}\n\n${block}\n`;
-  writeFileSync(file, next);
-  console.log(`\nwrote ${file}`);
-}
 
 void main();

@@ -12,9 +12,21 @@ fi
 echo "== opa check --strict"
 "$OPA" check --strict --v1-compatible policies/
 echo "== opa test"
-"$OPA" test --v1-compatible policies/ -v --count=1 2>&1 | tail -n 5
-"$OPA" test --v1-compatible policies/ >/dev/null
+rego_out="$("$OPA" test --v1-compatible policies/ 2>&1)" || { echo "$rego_out"; exit 1; }
+echo "$rego_out" | tail -n 2
+rego_passed="$(echo "$rego_out" | sed -n 's/^PASS: \([0-9]*\)\/.*/\1/p')"
 echo "== tsc (sources and tests)"
 npx tsc -p tsconfig.test.json
 echo "== vitest"
-npx vitest run
+mkdir -p build
+status=0
+npx vitest run --reporter=default --reporter=json --outputFile.json=build/vitest-results.json || status=$?
+# One plain closing line for CI: the Rego tests and the vitest tests together.
+node -e '
+  const fs = require("fs");
+  const v = JSON.parse(fs.readFileSync("build/vitest-results.json", "utf8"));
+  const rego = Number(process.argv[1]) || 0;
+  const failed = v.numFailedTests + (v.numTotalTests === 0 ? 1 : 0);
+  console.log(`tests: ${v.numPassedTests + rego} passed, ${failed} failed, ${v.numPendingTests + v.numTodoTests} skipped`);
+' "$rego_passed"
+exit "$status"

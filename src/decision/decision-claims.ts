@@ -1,5 +1,6 @@
 import type { JWTPayload } from 'jose';
 import { WritError } from '../errors.js';
+import type { Obligations } from '../policy/types.js';
 
 /** JOSE header `typ` of a decision token; a token of any other type is not a decision. */
 export const DECISION_TYP = 'writ-decision+jwt';
@@ -7,14 +8,8 @@ export const DECISION_ISSUER = 'writ';
 /** The only algorithm a decision may be signed or verified with. */
 export const DECISION_ALG = 'EdDSA';
 
-export interface DecisionObligations {
-  lease_required: boolean;
-  version_required: boolean;
-  approval_required: boolean;
-  resource_class: string;
-  field_classes: Record<string, string>;
-  conflict_domain: string | null;
-}
+/** The policy's obligations, carried in the decision so the gateway enforces what the policy asked for. */
+export type DecisionObligations = Obligations;
 
 /** What a signed decision binds to one request. Times are milliseconds since the epoch. */
 export interface DecisionClaims {

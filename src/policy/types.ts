@@ -4,23 +4,10 @@
  * rules live only in Rego: write-time checks of a new delegation ask the policy too (entrypoint
  * `writ/authz/delegation`), so the rules cannot drift between write time and decision time.
  */
-import type { Edge, PrincipalKind, Scope } from '../graph/model.js';
+import type { Edge, PrincipalKind } from '../graph/model.js';
 
-/** An edge as the policy sees it (times in ms; null = unbounded / not revoked). */
-export interface PolicyEdge {
-  id: string;
-  kind: Edge['kind'];
-  from: string;
-  to: string;
-  scope: Scope;
-  max_depth: number | null;
-  creator: string;
-  reason: string;
-  created_at: number;
-  not_before: number | null;
-  expires_at: number | null;
-  revoked_at: number | null;
-}
+/** An edge as the policy sees it (times in ms; null = unbounded / not revoked): the edge without its graph revision. */
+export type PolicyEdge = Omit<Edge, 'revision'>;
 
 export interface PolicyPrincipal {
   id: string;

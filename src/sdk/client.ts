@@ -1,9 +1,10 @@
-import type { JWK, JSONWebKeySet } from 'jose';
+import { decodeProtectedHeader, type JWK, type JSONWebKeySet } from 'jose';
+import { ERROR_CATALOGUE, WritError } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
-import { errorFromProblem, LeasePreemptedError, WritApiError } from './errors.js';
+import { errorFromProblem, errorFromWritError, LeaseExpiredError, WritApiError } from './errors.js';
 
 /**
  * The agent SDK: signs its own caller assertions, asks for decisions, takes leases and renews them
@@ -96,14 +97,7 @@ export interface LeaseScope {
   act(request: Omit<ActRequest, 'lease'>): Promise<Receipt>;
 }
 
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(t);
-      reject(signal.reason);
-    }, { once: true });
-  });
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 function fencingHeader(epochs: Record<string, number>): string {
   return Object.keys(epochs).sort().map((k) => `${k}=${epochs[k]}`).join(', ');
@@ -132,11 +126,16 @@ export class WritClient {
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     const text = await res.text();
-    const parsed = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+    let parsed: Record<string, unknown> = {};
+    try {
+      parsed = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+    } catch {
+      // A proxy's HTML error page or a truncated body: still a typed error below, never a SyntaxError.
+      if (res.ok) throw new WritApiError('INTERNAL', res.status, `${method} ${path} answered ${res.status} with a body that is not JSON`);
+    }
     if (!res.ok) {
-      const retryAfter = res.headers.get('retry-after');
       const fromProblem = typeof parsed.retry_after_ms === 'number' ? parsed.retry_after_ms : null;
-      throw errorFromProblem(res.status, parsed, fromProblem ?? (retryAfter !== null ? Number(retryAfter) * 1000 : null));
+      throw errorFromProblem(res.status, parsed, fromProblem ?? retryAfterHeaderMs(res.headers.get('retry-after')));
     }
     return parsed as T;
   }
@@ -149,21 +148,23 @@ export class WritClient {
     return this.request('POST', '/v1/explain', request);
   }
 
-  /** Checks a decision token offline against Writ's JWKS (fetched once, refetched on an unknown key). */
+  /**
+   * Checks a decision token offline against Writ's JWKS (fetched once, refetched when the token names
+   * a key the cached set lacks). Throws DecisionInvalidError / DecisionExpiredError.
+   */
   async verifyDecision(token: string, now = Date.now()): Promise<DecisionClaims> {
-    if (!this.jwks) this.jwks = await this.fetchJwks();
+    const kid = kidOf(token);
+    if (!this.jwks || (kid !== null && !this.jwks.keys.some((k) => k.kid === kid))) this.jwks = await this.fetchJwks();
     try {
       return await verifyDecision(token, { keys: this.jwks, audience: this.options.gatewayAudience ?? 'writ-gateway', now });
     } catch (e) {
-      this.jwks = await this.fetchJwks();
-      return verifyDecision(token, { keys: this.jwks, audience: this.options.gatewayAudience ?? 'writ-gateway', now }).catch(() => {
-        throw e;
-      });
+      throw e instanceof WritError ? errorFromWritError(e) : e;
     }
   }
 
   private async fetchJwks(): Promise<JSONWebKeySet> {
     const res = await this.doFetch(`${this.base}/.well-known/jwks.json`);
+    if (!res.ok) throw new WritApiError('INTERNAL', res.status, `fetching the JWKS answered ${res.status}`);
     return (await res.json()) as JSONWebKeySet;
   }
 
@@ -211,10 +212,14 @@ export class WritClient {
   async withLease<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
     const ttlMs = options.ttlMs ?? 15_000;
     const deadline = Date.now() + (options.deadlineMs ?? 30_000);
-    let lease: Lease | undefined;
+    let lease: Lease;
+    let acquiredSentAt: number;
     for (let attempt = 0; ; attempt++) {
       try {
+        acquiredSentAt = Date.now();
         lease = await this.acquireLease(decisions, { ttlMs, ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}), ...(options.preempt ? { preempt: true } : {}) });
+        // After a server-side wait the TTL started near the answer, not at the send.
+        if (options.waitMs) acquiredSentAt = Date.now();
         break;
       } catch (e) {
         if (!(e instanceof WritApiError) || (e.code !== 'RESOURCE_BUSY' && e.code !== 'LEASE_WAIT_TIMEOUT')) throw e;
@@ -224,22 +229,65 @@ export class WritClient {
         await sleep(delay);
       }
     }
-    const held = lease;
+    return this.holding(lease, acquiredSentAt, ttlMs, fn);
+  }
+
+  /**
+   * Runs `fn` under a taken lease. Renewal is a chain of timers (never two renewals in flight). A
+   * refusal from Writ (4xx: expired, released, preempted, token mismatch, …) aborts at once with that
+   * error; a transport failure or 5xx is retried until the lease would have expired, and a watchdog
+   * aborts with LeaseExpiredError at that instant, so `fn` never runs on a lease it can no longer prove.
+   */
+  private async holding<T>(held: Lease, acquiredSentAt: number, ttlMs: number, fn: (scope: LeaseScope) => Promise<T>): Promise<T> {
     const controller = new AbortController();
     const renewEvery = Math.max(50, Math.floor(ttlMs / 3));
-    let renewing = Promise.resolve();
-    const timer = setInterval(() => {
-      renewing = this.renewLease(held, ttlMs).then(
+    // Writ starts the TTL when it handles the request, which is after we sent it: this bound is conservative.
+    let localExpiry = acquiredSentAt + ttlMs;
+    let stopped = false;
+    let refusedByWrit = false;
+    let renewTimer: ReturnType<typeof setTimeout> | undefined;
+    let expiryTimer: ReturnType<typeof setTimeout> | undefined;
+    let inflight: Promise<void> = Promise.resolve();
+
+    const stop = () => {
+      stopped = true;
+      clearTimeout(renewTimer);
+      clearTimeout(expiryTimer);
+    };
+    const lose = (reason: WritApiError) => {
+      stop();
+      if (!controller.signal.aborted) controller.abort(reason);
+    };
+    const armWatchdog = () => {
+      clearTimeout(expiryTimer);
+      expiryTimer = setTimeout(() => {
+        lose(new LeaseExpiredError(ERROR_CATALOGUE.LEASE_EXPIRED.status, `lease ${held.lease_id} expired before it could be renewed`, { lease_id: held.lease_id }));
+      }, Math.max(0, localExpiry - Date.now()));
+    };
+    const renew = () => {
+      const sentAt = Date.now();
+      inflight = this.renewLease(held, ttlMs).then(
         (r) => {
+          if (stopped) return;
           held.expires_at = r.expires_at;
+          localExpiry = sentAt + ttlMs;
+          armWatchdog();
+          renewTimer = setTimeout(renew, renewEvery);
         },
         (e: unknown) => {
-          clearInterval(timer);
-          const reason = e instanceof WritApiError ? e : new LeasePreemptedError(0, `lease renewal failed: ${String(e)}`);
-          if (!controller.signal.aborted) controller.abort(reason);
+          if (stopped) return;
+          if (e instanceof WritApiError && e.status < 500 && e.code !== 'RATE_LIMITED') {
+            refusedByWrit = true;
+            lose(e);
+            return;
+          }
+          renewTimer = setTimeout(renew, Math.max(25, Math.min(renewEvery, (localExpiry - Date.now()) / 3)));
         },
       );
-    }, renewEvery);
+    };
+    armWatchdog();
+    renewTimer = setTimeout(renew, renewEvery);
+
     try {
       const scope: LeaseScope = {
         lease: held,
@@ -251,10 +299,27 @@ export class WritClient {
       };
       return await fn(scope);
     } finally {
-      clearInterval(timer);
-      await renewing;
-      if (!controller.signal.aborted) await this.releaseLease(held).catch(() => undefined);
+      stop();
+      await inflight;
+      if (!refusedByWrit) await this.releaseLease(held).catch(() => undefined);
     }
+  }
+}
+
+function retryAfterHeaderMs(value: string | null): number | null {
+  if (value === null || value.trim() === '') return null;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
+}
+
+function kidOf(token: string): string | null {
+  try {
+    const kid = decodeProtectedHeader(token).kid;
+    return typeof kid === 'string' ? kid : null;
+  } catch {
+    return null;
   }
 }
 

@@ -1,4 +1,4 @@
-import { ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
+import { ERROR_CATALOGUE, type ErrorCode, type WritError } from '../errors.js';
 
 /** A problem+json answer from Writ, as a typed error. `code` is stable: switch on it. */
 export class WritApiError extends Error {
@@ -23,12 +23,15 @@ export class WritApiError extends Error {
 type ErrorClass = new (status: number, detail: string, problem?: Record<string, unknown>, retryAfterMs?: number | null) => WritApiError;
 
 function define<C extends ErrorCode>(code: C) {
-  return class extends WritApiError {
+  const cls = class extends WritApiError {
     declare readonly code: C;
     constructor(status: number, detail: string, problem: Record<string, unknown> = {}, retryAfterMs: number | null = null) {
       super(code, status, detail, problem, retryAfterMs);
     }
   };
+  // A class expression returned from a function is anonymous; without this `err.name` would be ''.
+  Object.defineProperty(cls, 'name', { value: `${code.toLowerCase().replace(/(^|_)([a-z])/g, (_, __, c: string) => c.toUpperCase())}Error` });
+  return cls;
 }
 
 export const MalformedRequestError = define('MALFORMED_REQUEST');
@@ -95,4 +98,9 @@ export function errorFromProblem(status: number, problem: Record<string, unknown
   const detail = typeof problem.detail === 'string' ? problem.detail : `HTTP ${status}`;
   if (!code) return new WritApiError('INTERNAL', status, `${String(problem.code ?? 'unknown')}: ${detail}`, problem, retryAfterMs);
   return new ERROR_CLASSES[code](status, detail, problem, retryAfterMs);
+}
+
+/** The typed SDK error for a WritError thrown locally (e.g. by offline decision verification). */
+export function errorFromWritError(e: WritError): WritApiError {
+  return new ERROR_CLASSES[e.code](ERROR_CATALOGUE[e.code].status, e.message, e.details ?? {}, null);
 }

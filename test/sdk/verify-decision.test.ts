@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DecisionExpiredError, DecisionInvalidError, type Decision } from '../../src/sdk/index.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { clientFor } from './sdk-support.js';
+
+let server: ServerProcess;
+beforeAll(async () => {
+  server = await startServerProcess();
+});
+afterAll(async () => server?.stop());
+
+const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+const parts = (token: string) => token.split('.') as [string, string, string];
+const decode = (part: string) => JSON.parse(Buffer.from(part, 'base64url').toString()) as Record<string, unknown>;
+
+describe('offline verifyDecision against the JWKS', () => {
+  let decision: Decision;
+  let client: ReturnType<typeof clientFor>;
+  beforeAll(async () => {
+    client = clientFor(server, 'seo-agent-7');
+    decision = await client.client.decide({ action: 'update_post', resource: 'wp:post:701', environment: 'production', fields: ['title'] });
+    expect(decision.allow).toBe(true);
+  });
+
+  it('a fresh decision verifies, its claims are those Writ answered with, and only the JWKS is fetched (once)', async () => {
+    const before = client.sent.length;
+    const claims = await client.client.verifyDecision(decision.token!);
+    expect(claims).toMatchObject({
+      decision_id: decision.decision_id,
+      principal: 'seo-agent-7',
+      action: 'update_post',
+      resource: 'wp:post:701',
+      environment: 'production',
+      fields: ['title'],
+      chain: decision.chain,
+      graph_revision: decision.graph_revision,
+      policy_revision: decision.policy_revision,
+    });
+    await client.client.verifyDecision(decision.token!);
+    expect(client.sent.slice(before)).toEqual([{ method: 'GET', path: '/.well-known/jwks.json' }]);
+  });
+
+  it('a decision whose payload was changed (resource widened) is rejected with DecisionInvalidError', async () => {
+    const [h, p, s] = parts(decision.token!);
+    const payload = decode(p);
+    const tampered = `${h}.${b64({ ...payload, resource: 'wp:post:*' })}.${s}`;
+    await expect(client.client.verifyDecision(tampered)).rejects.toBeInstanceOf(DecisionInvalidError);
+  });
+
+  it('a decision with a flipped signature byte, or re-signed as alg none, is rejected with DecisionInvalidError', async () => {
+    const [h, p, s] = parts(decision.token!);
+    const sig = Buffer.from(s, 'base64url');
+    sig[0] = sig[0]! ^ 0x01;
+    await expect(client.client.verifyDecision(`${h}.${p}.${sig.toString('base64url')}`)).rejects.toBeInstanceOf(DecisionInvalidError);
+    await expect(client.client.verifyDecision(`${b64({ ...decode(h), alg: 'none' })}.${p}.`)).rejects.toBeInstanceOf(DecisionInvalidError);
+  });
+
+  it('a decision naming a key Writ never had is rejected after one JWKS refetch', async () => {
+    const [h, p, s] = parts(decision.token!);
+    const before = client.sent.length;
+    await expect(client.client.verifyDecision(`${b64({ ...decode(h), kid: 'not-a-writ-key' })}.${p}.${s}`)).rejects.toBeInstanceOf(DecisionInvalidError);
+    expect(client.sent.slice(before)).toEqual([{ method: 'GET', path: '/.well-known/jwks.json' }]);
+  });
+
+  it('verified after its expiry, the same decision is rejected with DecisionExpiredError', async () => {
+    const expiresAt = Date.parse(decision.expires_at!);
+    await expect(client.client.verifyDecision(decision.token!, expiresAt + 1_000)).rejects.toBeInstanceOf(DecisionExpiredError);
+  });
+});
