@@ -80,7 +80,7 @@ async function main(): Promise<void> {
     row('decide (resolve + evaluate + sign)', all),
     row('  resolve chains + owners', summarize(resolve)),
     row('  evaluate Rego (opa-wasm)', summarize(evaluate)),
-    row('  sign (jose, EdDSA)', summarize(sign)),
+    row('  sign (node:crypto Ed25519, compact JWS)', summarize(sign)),
     '',
     `Target p99 < 500 µs: ${all.p99 < 500 ? 'met' : 'MISSED'} (p99 ${all.p99.toFixed(0)} µs).`,
   ].join('\n');
