@@ -22,7 +22,7 @@ export interface WritConfig {
   priorities: Record<string, number>;
   lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number };
   /** Upstream routes: resource pattern → base URL of the system that holds that state. */
-  upstreams: { pattern: string; url: string; timeoutMs: number }[];
+  upstreams: { pattern: string; url: string; timeoutMs: number; environment: string }[];
 }
 
 export const DEFAULT_PRIORITIES: Record<string, number> = {
@@ -65,7 +65,12 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
       maxWaitMs: int('WRIT_LEASE_MAX_WAIT_MS', env.WRIT_LEASE_MAX_WAIT_MS, 60_000),
     },
     upstreams: [
-      { pattern: 'wp:post:*', url: upstreamUrl, timeoutMs: int('WRIT_UPSTREAM_TIMEOUT_MS', env.WRIT_UPSTREAM_TIMEOUT_MS, 5_000) },
+      {
+        pattern: 'wp:post:*',
+        url: upstreamUrl,
+        timeoutMs: int('WRIT_UPSTREAM_TIMEOUT_MS', env.WRIT_UPSTREAM_TIMEOUT_MS, 5_000),
+        environment: env.WRIT_UPSTREAM_ENVIRONMENT ?? 'production',
+      },
     ],
   };
   const merged = { ...base, ...overrides };

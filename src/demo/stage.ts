@@ -24,7 +24,7 @@ export async function openStage(repoRoot: string): Promise<Stage> {
   const dataDir = mkdtempSync(join(tmpdir(), 'writ-demo-'));
   const upstream = await startSampleUpstream({ port: 0, host: '127.0.0.1', dbFile: join(dataDir, 'upstream.sqlite') });
   const config = loadConfig({ dataDir, bundleDir: resolve(repoRoot, 'build/policy'), policiesDir: resolve(repoRoot, 'policies') }, {});
-  const w = await openWrit(config, { upstreams: UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: upstream.url, timeoutMs: 5000 }]) });
+  const w = await openWrit(config, { upstreams: UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: upstream.url, timeoutMs: 5000, environment: 'production' }]) });
   const { manifest, baseDir } = readManifest(resolve(repoRoot, 'graph/example.yaml'));
   applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
   const app = await buildApp(w.ctx);

@@ -15,7 +15,7 @@ export function coordinationKeys(resource: string, fields: string[], obligations
     keys.add(resource);
   } else {
     for (const f of fields) {
-      const cls = obligations.field_classes[f] ?? obligations.resource_class;
+      const cls = Object.hasOwn(obligations.field_classes, f) ? obligations.field_classes[f] : obligations.resource_class;
       if (cls === 'WRITE_EXCLUSIVE') keys.add(`${resource}#${f}`);
     }
     if (keys.size === 0) keys.add(resource);
@@ -26,7 +26,8 @@ export function coordinationKeys(resource: string, fields: string[], obligations
 
 /**
  * `Writ-Fencing-Epoch`: a bare number when the write needs one key, else `key=epoch` pairs separated
- * by commas (the SDK writes the pairs always).
+ * by commas (the SDK writes the pairs always). Exactly the keys the write needs, each once: an extra
+ * key would reach the upstream unchecked and could poison another key's fence there.
  */
 export function parseFencingHeader(header: string | undefined, keys: string[]): Map<string, number> | null {
   if (header === undefined || header.trim() === '') return null;
@@ -43,7 +44,10 @@ export function parseFencingHeader(header: string | undefined, keys: string[]): 
   for (const part of header.split(',')) {
     const i = part.lastIndexOf('=');
     if (i <= 0) throw new WritError('MALFORMED_REQUEST', `Writ-Fencing-Epoch: "${part.trim()}" is not key=epoch`);
-    out.set(part.slice(0, i).trim(), epoch(part.slice(i + 1)));
+    const key = part.slice(0, i).trim();
+    if (out.has(key)) throw new WritError('MALFORMED_REQUEST', `Writ-Fencing-Epoch names ${key} twice`);
+    if (!keys.includes(key)) throw new WritError('MALFORMED_REQUEST', `Writ-Fencing-Epoch names ${key}, which this write does not coordinate on (it needs ${keys.join(', ')})`);
+    out.set(key, epoch(part.slice(i + 1)));
   }
   return out;
 }

@@ -1,4 +1,4 @@
-import { WritError, isWritError } from '../errors.js';
+import { ERROR_CATALOGUE, WritError, isWritError, type ErrorCode } from '../errors.js';
 import { checkDecisionBinding, verifyDecision, type DecisionClaims } from '../decision/index.js';
 import { requestHash, type Receipt, type ReceiptIntent } from '../audit/index.js';
 import type { WritContext } from '../service/context.js';
@@ -55,13 +55,13 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
       if (first.request_hash !== hash) {
         throw new WritError('IDEMPOTENCY_MISMATCH', `Idempotency-Key '${creds.idempotencyKey}' was already used for a different request`, { receipt_id: first.receipt_id });
       }
-      return { receipt: first, replayed: true };
+      return replayOf(first);
     }
   }
 
   let claims: DecisionClaims | undefined;
-  let fence: { lease_id: string; epoch: number } | undefined;
-  let fencing: Map<string, number> | null = null;
+  let fence: { lease_id: string; epoch: number; expires_at: number } | undefined;
+  const fenced: Record<string, number> = {};
   let client: UpstreamClient | undefined;
   try {
     if (!creds.decision) throw new WritError('DECISION_INVALID', 'the Writ-Decision header is missing; ask POST /v1/decisions first');
@@ -75,16 +75,18 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
     const keys = coordinationKeys(resource, fields, claims.obligations);
     if (keys.length > 0) {
       if (!creds.leaseToken) throw new WritError('LEASE_REQUIRED', `writing ${resource} [${fields.join(', ')}] needs a lease on ${keys.join(', ')}`, { keys });
-      fencing = parseFencingHeader(creds.fencingEpoch, keys);
+      const fencing = parseFencingHeader(creds.fencingEpoch, keys);
       if (!fencing) throw new WritError('STALE_FENCING_EPOCH', `the Writ-Fencing-Epoch header is missing; send the epoch of ${keys.join(', ')} from your lease`);
       for (const key of keys) {
         const epoch = fencing.get(key);
         if (epoch === undefined) throw new WritError('STALE_FENCING_EPOCH', `no fencing epoch given for ${key}`);
-        const check = await ctx.leases.validateFence({ key, token: creds.leaseToken, epoch, principal: caller, now, ...(creds.leaseId ? { lease_id: creds.leaseId } : {}) });
-        fence ??= { lease_id: check.lease_id, epoch: check.epoch };
+        const check = await ctx.leases.validateFence({ key, token: creds.leaseToken, epoch, principal: caller, now: ctx.clock.now(), ...(creds.leaseId ? { lease_id: creds.leaseId } : {}) });
+        fenced[key] = check.epoch;
+        if (!fence || check.expires_at < fence.expires_at) fence = { lease_id: check.lease_id, epoch: check.epoch, expires_at: check.expires_at };
       }
     }
-    client = ctx.upstreams.clientFor(resource);
+    // The decision's environment picks the upstream: a staging decision never reaches production state.
+    client = ctx.upstreams.clientFor(resource, claims.environment);
     if (!ctx.replay.remember('decision', claims.decision_id, claims.expires_at, now)) {
       throw new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write; a decision authorizes one write`);
     }
@@ -110,14 +112,16 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
     expected_version: input.expected_version ?? null, idempotency_key: creds.idempotencyKey ?? null, request_hash: hash,
   };
   const pending = ctx.receipts.recordIntent(intent);
-  if (pending.replayed) return { receipt: pending, replayed: true };
+  if (pending.replayed) return replayOf(pending);
 
+  // Only the epochs Writ checked go upstream (its second fence), and a leased write may not outlive its lease.
   const result = await client!.write(resource, {
     fields: input.payload,
     expectedVersion: input.expected_version ?? 0,
-    fencing: fencing ? Object.fromEntries(fencing) : null,
+    fencing: fence ? fenced : null,
     principal: caller,
     receiptId: pending.receipt_id,
+    ...(fence ? { timeoutMs: Math.max(1, Math.min(ctx.upstreams.timeoutFor(resource, claims.environment), fence.expires_at - ctx.clock.now())) } : {}),
   });
   switch (result.kind) {
     case 'applied': {
@@ -154,4 +158,16 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
       ctx.receipts.complete(pending.receipt_id, { status: 'FAILED', error: { code: 'UPSTREAM_FAILED', message: result.message } });
       throw new WritError('UPSTREAM_FAILED', `the upstream could not be reached: ${result.message}`, { receipt_id: pending.receipt_id });
   }
+}
+
+/**
+ * An Idempotency-Key retry answers as the first attempt did: a COMPLETED or PENDING receipt comes back
+ * (the HTTP layer says 200 or 202), a FAILED one is the same refusal again, never a success.
+ */
+function replayOf(first: Receipt): ActionOutcome {
+  if (first.status === 'FAILED' && first.error) {
+    const code = first.error.code as ErrorCode;
+    throw new WritError(code in ERROR_CATALOGUE ? code : 'UPSTREAM_FAILED', `${first.error.message} (replayed answer of receipt ${first.receipt_id})`, { receipt_id: first.receipt_id, replayed: true });
+  }
+  return { receipt: first, replayed: true };
 }

@@ -4,20 +4,62 @@ import { HttpUpstreamClient, type UpstreamClient } from '../upstream/client.js';
 
 export interface UpstreamRoute {
   pattern: string;
+  timeoutMs: number;
+  /** The environment whose state this upstream holds: a decision made for another environment never reaches it. */
+  environment: string;
   client: UpstreamClient;
 }
 
-/** Route table: resource key pattern → the upstream that holds that state. First match wins. */
+export interface UpstreamRouteConfig {
+  pattern: string;
+  url: string;
+  timeoutMs: number;
+  environment: string;
+}
+
+/** Route table: (resource key pattern, environment) → the upstream that holds that state. First match wins. */
 export class UpstreamRouter {
   constructor(private readonly routes: UpstreamRoute[]) {}
 
-  static fromConfig(routes: { pattern: string; url: string; timeoutMs: number }[]): UpstreamRouter {
-    return new UpstreamRouter(routes.map((r) => ({ pattern: r.pattern, client: new HttpUpstreamClient({ baseUrl: r.url, timeoutMs: r.timeoutMs }) })));
+  static fromConfig(routes: UpstreamRouteConfig[]): UpstreamRouter {
+    return new UpstreamRouter(routes.map((r) => ({ pattern: r.pattern, environment: r.environment, timeoutMs: r.timeoutMs, client: new HttpUpstreamClient({ baseUrl: r.url, timeoutMs: r.timeoutMs }) })));
   }
 
-  clientFor(resourceKey: string): UpstreamClient {
-    const route = this.routes.find((r) => matchesPattern(r.pattern, resourceKey));
-    if (!route) throw new WritError('NO_UPSTREAM', `no upstream is configured for ${resourceKey}`);
+  /**
+   * For leases: state that an upstream of this Writ holds can only be leased in an environment that
+   * has a route (a staging decision must not lock production keys); keys no route holds (state
+   * written by a controller that fences itself, e.g. deploys) need no route to be coordinated.
+   */
+  checkLeasable(resourceKey: string, environment: string): void {
+    if (this.routes.some((r) => matchesPattern(r.pattern, resourceKey))) this.clientFor(resourceKey, environment);
+  }
+
+  timeoutFor(resourceKey: string, environment: string): number {
+    return this.routes.find((r) => r.environment === environment && matchesPattern(r.pattern, resourceKey))?.timeoutMs ?? 5000;
+  }
+
+  /** The upstream for this key in this environment, having checked it can address the key. */
+  clientFor(resourceKey: string, environment: string): UpstreamClient {
+    const route = this.routes.find((r) => r.environment === environment && matchesPattern(r.pattern, resourceKey));
+    if (!route) {
+      const elsewhere = this.routes.filter((r) => matchesPattern(r.pattern, resourceKey)).map((r) => r.environment);
+      throw new WritError('NO_UPSTREAM', `no upstream holds ${resourceKey} in ${environment}${elsewhere.length ? ` (only in ${elsewhere.join(', ')})` : ''}`);
+    }
+    route.client.check(resourceKey);
     return route.client;
+  }
+
+  /**
+   * Whether any upstream holding this key applied the write with this receipt id (reconciliation of
+   * PENDING receipts; receipt ids are unique, so asking every environment's upstream is safe).
+   */
+  async lookup(resourceKey: string, receiptId: string): Promise<{ applied: boolean; revision?: number }> {
+    const routes = this.routes.filter((r) => matchesPattern(r.pattern, resourceKey));
+    if (routes.length === 0) throw new WritError('NO_UPSTREAM', `no upstream holds ${resourceKey}`);
+    for (const route of routes) {
+      const found = await route.client.lookup(resourceKey, receiptId);
+      if (found.applied) return found;
+    }
+    return { applied: false };
   }
 }

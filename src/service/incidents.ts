@@ -1,5 +1,6 @@
 import { WritError } from '../errors.js';
 import { checkDecisionBinding, verifyDecision } from '../decision/index.js';
+import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import type { WritContext } from './context.js';
 
 export interface Incident {
@@ -21,6 +22,10 @@ export async function declareIncident(ctx: WritContext, caller: string, input: {
   const now = ctx.clock.now();
   const claims = await verifyDecision(input.decision, { keys: ctx.keys, audience: ctx.config.gatewayAudience, now });
   checkDecisionBinding(claims, { principal: caller, action: 'declare_incident', resource: `incident:${input.id}`, environment: claims.environment, fields: claims.fields });
+  checkAuthorityStillValid(ctx.graph.current(), claims, now);
+  if (!ctx.replay.remember('decision', claims.decision_id, claims.expires_at, now)) {
+    throw new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used`);
+  }
   const ttl = input.ttl_ms ?? 3_600_000;
   if (!Number.isInteger(ttl) || ttl <= 0 || ttl > 7 * 86_400_000) throw new WritError('UNPROCESSABLE', 'ttl_ms must be between 1 ms and 7 days');
   const incident: Incident = { id: input.id, declared_by: caller, reason: input.reason, decision_id: claims.decision_id, declared_at: now, ends_at: now + ttl, resolved_at: null };

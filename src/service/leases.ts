@@ -42,8 +42,12 @@ function mayPreempt(ctx: WritContext, caller: string, holder: string, now: numbe
 export async function acquireLeases(ctx: WritContext, caller: string, input: LeaseRequestInput): Promise<LeaseOutcome> {
   if (input.decisions.length === 0) throw new WritError('UNPROCESSABLE', 'a lease needs at least one allow decision');
   const keys = new Set<string>();
+  const authority: DecisionClaims[] = [];
   for (const token of input.decisions) {
     const claims = await verifyDecisionFor(ctx, caller, token);
+    // No lease for state this Writ cannot write (e.g. a staging decision where only production is routed).
+    ctx.upstreams.checkLeasable(claims.resource, claims.environment);
+    authority.push(claims);
     const needed = coordinationKeys(claims.resource, claims.fields, claims.obligations);
     if (needed.length === 0) throw new WritError('UNPROCESSABLE', `${claims.resource} [${claims.fields.join(', ')}] is ${claims.obligations.resource_class}: writes need no lease`);
     for (const k of needed) keys.add(k);
@@ -68,14 +72,40 @@ export async function acquireLeases(ctx: WritContext, caller: string, input: Lea
     ...(input.wait_ms !== undefined ? { waitMs: input.wait_ms } : {}),
     ...(input.preempt ? { preempt: true } : {}),
   });
+  ctx.db
+    .prepare('INSERT INTO lease_authority (lease_id, holder, decisions, created_at) VALUES (?, ?, ?, ?)')
+    .run(grant.lease_id, caller, JSON.stringify(authority), now);
   return { ...grant, keys: Object.keys(grant.epochs).sort(), holder: caller };
 }
 
-export function renewLease(ctx: WritContext, leaseId: string, token: string, ttlMs?: number) {
+function leaseHolder(ctx: WritContext, leaseId: string): { holder: string; decisions: DecisionClaims[] } | undefined {
+  const row = ctx.db.prepare('SELECT holder, decisions FROM lease_authority WHERE lease_id = ?').get(leaseId) as { holder: string; decisions: string } | undefined;
+  return row ? { holder: row.holder, decisions: JSON.parse(row.decisions) as DecisionClaims[] } : undefined;
+}
+
+/**
+ * Renewal keeps a lease only while its holder still has the authority it was taken with: a revoked
+ * chain (or owner change) ends the lease at the next renewal instead of letting it lock the resource
+ * for as long as someone keeps renewing. Only the holder renews.
+ */
+export async function renewLease(ctx: WritContext, caller: string, leaseId: string, token: string, ttlMs?: number) {
+  const lease = leaseHolder(ctx, leaseId);
+  if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
+  if (lease) {
+    try {
+      for (const claims of lease.decisions) checkAuthorityStillValid(ctx.graph.current(), claims, ctx.clock.now());
+    } catch (e) {
+      // The token proves the caller holds it: give the keys back before refusing.
+      await ctx.leases.release(leaseId, token).catch(() => undefined);
+      throw e;
+    }
+  }
   return ctx.leases.renew(leaseId, token, ttlMs);
 }
 
-export function releaseLease(ctx: WritContext, leaseId: string, token: string) {
+export async function releaseLease(ctx: WritContext, caller: string, leaseId: string, token: string) {
+  const lease = leaseHolder(ctx, leaseId);
+  if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
   return ctx.leases.release(leaseId, token);
 }
 

@@ -7,6 +7,5 @@ import type { WritContext } from './context.js';
  * looks at receipts older than `olderThanMs`, so writes still in flight in another process are left alone.
  */
 export function reconcileReceipts(ctx: WritContext, options: { olderThanMs?: number } = {}): Promise<ReconcileReport> {
-  const lookup = { lookup: (key: string, receiptId: string) => ctx.upstreams.clientFor(key).lookup(key, receiptId) };
-  return reconcilePending(ctx.receipts, lookup, options.olderThanMs !== undefined ? { createdAtOrBefore: ctx.clock.now() - options.olderThanMs } : {});
+  return reconcilePending(ctx.receipts, ctx.upstreams, options.olderThanMs !== undefined ? { createdAtOrBefore: ctx.clock.now() - options.olderThanMs } : {});
 }

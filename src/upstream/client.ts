@@ -44,6 +44,8 @@ export type UpstreamWriteResult =
 
 /** What the gateway needs from an upstream. `HttpUpstreamClient` implements it; tests may fake it. */
 export interface UpstreamClient {
+  /** Throws (UNKNOWN_RESOURCE) when this upstream cannot address the key; the gateway asks before it records an intent. */
+  check(resourceKey: string): void;
   read(resourceKey: string): Promise<UpstreamRead>;
   write(resourceKey: string, write: UpstreamWrite): Promise<UpstreamWriteResult>;
   /** Whether the write with this receipt id was applied (reconciliation of PENDING receipts). */
@@ -74,6 +76,10 @@ export class HttpUpstreamClient implements UpstreamClient {
     this.adapter = options.adapter ?? samplePostAdapter;
   }
 
+  check(resourceKey: string): void {
+    this.adapter.pathOf(resourceKey);
+  }
+
   async read(resourceKey: string): Promise<UpstreamRead> {
     const url = this.baseUrl + this.adapter.pathOf(resourceKey);
     const { status, body } = await this.ask(url, { method: 'GET' });
@@ -91,10 +97,12 @@ export class HttpUpstreamClient implements UpstreamClient {
       'writ-receipt-id': write.receiptId,
     };
     if (write.fencing) headers['writ-fencing-epoch'] = formatFencingEpochs(write.fencing);
+    // Outside the try: a key this upstream cannot address is a refusal, not an unknown outcome.
+    const url = this.baseUrl + this.adapter.pathOf(resourceKey);
     let response: Response;
     let body: Record<string, unknown>;
     try {
-      response = await fetch(this.baseUrl + this.adapter.pathOf(resourceKey), {
+      response = await fetch(url, {
         method: 'PUT',
         headers,
         body: JSON.stringify({ fields: write.fields }),

@@ -54,7 +54,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   let upstreams: UpstreamRouter | undefined;
   if (options.upstream) {
     upstream = await startSampleUpstream({ port: 0, host: '127.0.0.1', dbFile: join(dataDir, 'upstream.sqlite') });
-    upstreams = UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: upstream.url, timeoutMs: 5000 }]);
+    upstreams = UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: upstream.url, timeoutMs: 5000, environment: 'production' }]);
   }
   const writ = await openWrit(config, { clock, ...(upstreams ? { upstreams } : {}) });
   if (options.example !== false) {

@@ -18,14 +18,14 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
   });
 
   app.post<{ Params: { id: string }; Body: { token: string; ttl_ms?: number } }>('/v1/leases/:id/renew', { schema: { body: renewBody, summary: 'Renew a lease (token required)' } }, async (request) => {
-    await app.caller(request);
-    const r = await renewLease(ctx, request.params.id, request.body.token, request.body.ttl_ms);
+    const caller = await app.caller(request);
+    const r = await renewLease(ctx, caller, request.params.id, request.body.token, request.body.ttl_ms);
     return { ...r, expires_at: isoOrNull(r.expires_at) };
   });
 
   app.delete<{ Params: { id: string }; Body: { token: string } }>('/v1/leases/:id', { schema: { body: releaseBody, summary: 'Release a lease (token required); the epoch is kept' } }, async (request) => {
-    await app.caller(request);
-    return releaseLease(ctx, request.params.id, request.body.token);
+    const caller = await app.caller(request);
+    return releaseLease(ctx, caller, request.params.id, request.body.token);
   });
 
   app.get<{ Querystring: { resource?: string; holder?: string } }>('/v1/leases', {
@@ -49,7 +49,9 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
       idempotencyKey: header(h['idempotency-key']),
     });
     if (out.replayed) reply.header('Idempotent-Replayed', 'true');
-    return reply.code(out.replayed ? 200 : 201).send({ receipt: out.receipt, replayed: out.replayed });
+    // 201 a new write; 200 an idempotent replay of a completed one; 202 while the first attempt is still PENDING.
+    const status = out.receipt.status === 'PENDING' ? 202 : out.replayed ? 200 : 201;
+    return reply.code(status).send({ receipt: out.receipt, replayed: out.replayed });
   });
 
   app.get<{ Params: { id: string } }>('/v1/receipts/:id', { schema: { summary: 'One receipt' } }, async (request) => {

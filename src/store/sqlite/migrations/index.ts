@@ -3,7 +3,8 @@ import { replayGuard } from './002-replay.js';
 import { leases } from './003-leases.js';
 import { receipts } from './004-receipts.js';
 import { incidents } from './005-incidents.js';
+import { leaseAuthority } from './006-lease-authority.js';
 import type { Migration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents];
+export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority];
