@@ -7,7 +7,7 @@
  *
  * Files go to bench/tmp (git-ignored). `--write` replaces this benchmark's section of bench/RESULTS.md.
  */
-import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,33 +15,13 @@ import { systemClock } from '../src/clock.js';
 import { LeaseManager } from '../src/lease/index.js';
 import { openDatabase } from '../src/store/sqlite/database.js';
 import { SqliteLeaseRepository } from '../src/store/sqlite/lease-repository.js';
+import { syncProbe } from './disk-probe.js';
 import { writeResultsSection } from './results-file.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TMP = join(ROOT, 'bench', 'tmp');
 const SECONDS = Number(process.env['LEASE_BENCH_SECONDS'] ?? 5);
 const KEYS = 1_000;
-
-function syncRate(kind: 'fsync' | 'fdatasync', seconds: number): { perSecond: number; meanUs: number } {
-  const file = join(TMP, `${kind}-probe.bin`);
-  const fd = openSync(file, 'w');
-  const page = Buffer.alloc(4096, 7);
-  const sync = kind === 'fsync' ? fsyncSync : fdatasyncSync;
-  // Preallocate, as a reused WAL is: the loop then overwrites pages and never changes the file size.
-  for (let p = 0; p < 256; p++) writeSync(fd, page, 0, page.length, p * 4096);
-  fsyncSync(fd);
-  let n = 0;
-  const start = performance.now();
-  while (performance.now() - start < seconds * 1000) {
-    writeSync(fd, page, 0, page.length, (n % 256) * 4096);
-    sync(fd);
-    n += 1;
-  }
-  const ms = performance.now() - start;
-  closeSync(fd);
-  rmSync(file);
-  return { perSecond: n / (ms / 1000), meanUs: (ms * 1000) / n };
-}
 
 interface PairResult {
   pairs: number;
@@ -79,13 +59,13 @@ const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
 async function main(): Promise<void> {
   mkdirSync(TMP, { recursive: true });
-  const fsync = syncRate('fsync', 3);
-  const fdatasyncBefore = syncRate('fdatasync', 3);
+  const fsync = syncProbe(TMP, { seconds: 3 }, 'fsync');
+  const fdatasyncBefore = syncProbe(TMP, { seconds: 3 });
   const full1 = await pairs('FULL', 1, SECONDS);
   const full4 = await pairs('FULL', 4, SECONDS);
   const normal1 = await pairs('NORMAL', 1, SECONDS);
   const memory1 = await pairs('MEMORY', 1, SECONDS);
-  const fdatasyncAfter = syncRate('fdatasync', 3);
+  const fdatasyncAfter = syncProbe(TMP, { seconds: 3 });
   const syncs = Math.max(fdatasyncBefore.perSecond, fdatasyncAfter.perSecond);
   const limit = syncs / 2;
   const row = (name: string, r: PairResult) => `| ${name} | ${fmt(r.pairs)} | **${fmt(r.perSecond)}** | ${fmt(r.p50Us)} | ${fmt(r.p99Us)} |`;

@@ -50,7 +50,8 @@ export function formatWhy(r: WhyReport): string {
   r.chain.forEach((link, i) => {
     const e = link.edge;
     lines.push(`  ${i + 1}. ${e.id}: ${e.from} → ${e.to} [${e.kind}]${e.max_depth !== null ? ` depth ${e.max_depth}` : ''}`);
-    lines.push(`       scope: ${scopeLine(e.scope)}; valid ${iso(e.not_before)} … ${iso(e.expires_at)}`);
+    const window = e.not_before === null && e.expires_at === null ? 'no time limit' : `valid from ${iso(e.not_before)} until ${iso(e.expires_at)}`;
+    lines.push(`       scope: ${scopeLine(e.scope)}; ${window}`);
     lines.push(`       created by ${e.creator} at ${iso(e.created_at)}: "${e.reason}"`);
     if (link.now?.revoked_at) lines.push(`       REVOKED since, at ${iso(link.now.revoked_at)}`);
   });

@@ -6,27 +6,14 @@ import { intent, newLog } from './helpers.js';
 describe('receipt log', () => {
   it('records an intent as PENDING with every field of the decision, then completes it', () => {
     const { log, clock } = newLog();
-    const pending = log.recordIntent(intent({ idempotency_key: 'k1' }));
+    const sent = intent({ idempotency_key: 'k1' });
+    const pending = log.recordIntent(sent);
     expect(pending).toMatchObject({
+      ...sent,
       receipt_id: 'rcpt_1',
       coordination_id: 'rcpt_1',
       status: 'PENDING',
-      principal: 'seo-agent-7',
-      action: 'post.update',
-      resource_key: 'wp:post:100',
-      fields: ['title'],
-      owners: ['content-team'],
-      authority_epoch: 12,
-      ownership_epoch: 3,
-      decision_id: 'dec_1',
-      policy_revision: 'sha256:abc',
-      graph_revision: 12,
-      chain: ['e_grant', 'e_delegate'],
-      lease_id: 'lease_1',
-      lease_epoch: 4,
-      expected_version: 31,
       final_version: null,
-      idempotency_key: 'k1',
       created_at: clock.now(),
       completed_at: null,
     });

@@ -1,30 +1,14 @@
-import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { ensureChildBuild } from './fixtures/child-build.js';
 import { leaseHarness, observer } from './fixtures/in-process.js';
-import { LeaseWorker, tempDir, removeTempDirs } from './fixtures/processes.js';
-
-afterAll(removeTempDirs);
+import { useLeaseWorkers } from './fixtures/lease-workers.js';
 
 const KEY = 'worker:seo-publisher:production';
-let workers: LeaseWorker[] = [];
-
-beforeAll(() => {
-  ensureChildBuild();
-}, 180_000);
-afterEach(async () => {
-  await Promise.all(workers.map((w) => w.kill('SIGKILL')));
-  workers = [];
-});
+const startWorkers = useLeaseWorkers();
 
 describe('a holder process that stops', () => {
   it('paused (SIGSTOP) past its ttl: the next process gets epoch + 1, and the resumed one is fenced out', { timeout: 60_000 }, async () => {
-    const db = join(tempDir(), 'writ.db');
-    const a = new LeaseWorker(db, 'A');
-    const b = new LeaseWorker(db, 'B');
-    workers = [a, b];
-    await Promise.all([a.ready, b.ready]);
+    const { workers: [a, b] } = await startWorkers(['A', 'B']);
     const old = await a.value('acquire', { resources: [KEY], holder: 'publisher-a', priority: 0, ttlMs: 1_000 });
     a.child.kill('SIGSTOP');
     const next = await b.value('acquire', { resources: [KEY], holder: 'publisher-b', priority: 0, ttlMs: 30_000, waitMs: 10_000 });
@@ -41,10 +25,7 @@ describe('a holder process that stops', () => {
   });
 
   it('killed (SIGKILL) while holding: the epoch it took is durable, and the next acquirer continues above it', { timeout: 60_000 }, async () => {
-    const db = join(tempDir(), 'writ.db');
-    const a = new LeaseWorker(db, 'A');
-    workers = [a];
-    await a.ready;
+    const { db, workers: [a] } = await startWorkers(['A']);
     for (let i = 0; i < 2; i++) {
       const g = await a.value('acquire', { resources: [KEY], holder: 'publisher-a', priority: 0, ttlMs: 1_000 });
       await a.value('release', { lease_id: g.lease_id, token: g.token });
@@ -72,10 +53,7 @@ describe('a holder process that stops', () => {
 
 describe('the wait queue across processes', () => {
   it('hands a released key to the higher-priority waiting process, then to the older lower-priority one', { timeout: 60_000 }, async () => {
-    const db = join(tempDir(), 'writ.db');
-    const [holder, low, high] = ['holder', 'low', 'high'].map((n) => new LeaseWorker(db, n)) as [LeaseWorker, LeaseWorker, LeaseWorker];
-    workers = [holder, low, high];
-    await Promise.all(workers.map((w) => w.ready));
+    const { db, workers: [holder, low, high] } = await startWorkers(['holder', 'low', 'high']);
     const { leases: watcher, db: handle } = observer(db);
     const queued = async (n: number) => {
       while ((await watcher.waiters(KEY)).length < n) await new Promise((r) => setTimeout(r, 5));

@@ -1,29 +1,13 @@
-import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ensureChildBuild } from './fixtures/child-build.js';
-import { LeaseWorker, tempDir, removeTempDirs } from './fixtures/processes.js';
-
-afterAll(removeTempDirs);
+import { describe, expect, it } from 'vitest';
+import { useLeaseWorkers } from './fixtures/lease-workers.js';
 
 const PRINCIPAL = 'seo-agent-7';
 const KEY = 'wp:post:1024';
-let workers: LeaseWorker[] = [];
-
-beforeAll(() => {
-  ensureChildBuild();
-}, 180_000);
-afterEach(async () => {
-  await Promise.all(workers.map((w) => w.kill('SIGKILL')));
-  workers = [];
-});
+const startWorkers = useLeaseWorkers();
 
 describe('two processes of the same principal', () => {
   it('the one without the current token can neither renew, release nor pass the fence, and the holder is unaffected', { timeout: 60_000 }, async () => {
-    const db = join(tempDir(), 'writ.db');
-    const holder = new LeaseWorker(db, 'process-A');
-    const other = new LeaseWorker(db, 'process-B');
-    workers = [holder, other];
-    await Promise.all([holder.ready, other.ready]);
+    const { workers: [holder, other] } = await startWorkers(['process-A', 'process-B']);
 
     const grant = await holder.value('acquire', { resources: [KEY], holder: PRINCIPAL, priority: 0, ttlMs: 60_000 });
     const before = await other.value('describe', { key: KEY });

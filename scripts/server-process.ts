@@ -1,0 +1,99 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root, whether this runs as TypeScript from scripts/ (vitest) or compiled from dist/scripts/ (benches). */
+export const REPO = (() => {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+    if (dirname(dir) === dir) throw new Error(`no package.json above ${fileURLToPath(import.meta.url)}`);
+  }
+})();
+
+export const CLI = join(REPO, 'dist/src/cli/main.js');
+
+export function requireDist(): void {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run the README's test command (it compiles TypeScript first) or 'npx tsc -p tsconfig.json'`);
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ServerProcess {
+  proc: ChildProcess;
+  url: string;
+  upstreamUrl: string;
+  dataDir: string;
+  log: () => string;
+  /** SIGTERM and wait for exit. */
+  stop(): Promise<void>;
+  /** SIGKILL (a crash) and wait for exit. */
+  kill9(): Promise<void>;
+}
+
+export interface ServerProcessOptions {
+  /** Default: a fresh directory under the OS temp dir (left for the caller to remove). */
+  dataDir?: string;
+  /** Default: a free port. */
+  port?: number;
+  upstreamPort?: number;
+  /** Added to this process's environment. */
+  env?: Record<string, string>;
+}
+
+/** Starts `writ serve` from dist/ as a real process (graph/example.yaml, the sample upstream inside) and waits until it listens. */
+export async function startServerProcess(options: ServerProcessOptions = {}): Promise<ServerProcess> {
+  requireDist();
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'writ-e2e-'));
+  const port = options.port ?? (await freePort());
+  const upstreamPort = options.upstreamPort ?? (await freePort());
+  const proc = spawn(process.execPath, [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), '--upstream-port', String(upstreamPort), '--graph', 'graph/example.yaml'], {
+    cwd: REPO,
+    env: { ...process.env, WRIT_UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}`, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  proc.stdout!.on('data', (b: Buffer) => (output += b.toString()));
+  proc.stderr!.on('data', (b: Buffer) => (output += b.toString()));
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`writ serve did not start in 30 s:\n${output}`)), 30_000);
+    const check = () => {
+      if (output.includes('listening on')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    proc.stderr!.on('data', check);
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`writ serve exited with ${code} before listening:\n${output}`));
+    });
+  });
+  return {
+    proc,
+    url: `http://127.0.0.1:${port}`,
+    upstreamUrl: `http://127.0.0.1:${upstreamPort}`,
+    dataDir,
+    log: () => output,
+    async stop() {
+      if (proc.exitCode === null) proc.kill('SIGTERM');
+      await exited;
+    },
+    async kill9() {
+      if (proc.exitCode === null) proc.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
