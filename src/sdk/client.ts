@@ -2,6 +2,7 @@ import { decodeProtectedHeader, type JWK, type JSONWebKeySet } from 'jose';
 import { ERROR_CATALOGUE, WritError } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
+import type { Decision, DecisionRequest } from '../wire/v1.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { errorFromProblem, errorFromWritError, LeaseExpiredError, WritApiError } from './errors.js';
@@ -22,33 +23,7 @@ export interface WritClientOptions {
   fetch?: typeof fetch;
 }
 
-export interface DecisionRequest {
-  action: string;
-  resource: string;
-  environment: string;
-  fields?: string[];
-  context?: { risk?: number; approval?: string; reason?: string };
-}
-
-export interface Decision {
-  decision_id: string;
-  allow: boolean;
-  principal: string;
-  action: string;
-  resource: string;
-  environment: string;
-  fields: string[];
-  reasons: string[];
-  obligations: { lease_required: boolean; version_required: boolean; approval_required: boolean; resource_class: string; field_classes: Record<string, string>; conflict_domain: string | null };
-  risk: number;
-  chain: string[];
-  owners: Record<string, string | null>;
-  graph_revision: number;
-  policy_revision: string;
-  issued_at: string;
-  expires_at: string | null;
-  token: string | null;
-}
+export type { Decision, DecisionRequest } from '../wire/v1.js';
 
 export interface Lease {
   lease_id: string;

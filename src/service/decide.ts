@@ -5,16 +5,11 @@ import { authenticateCaller, signDecision, type DecisionClaims } from '../decisi
 import { approvalEdges, principalsOf, resolveChains, resolveOwners, type AuthorityGraph } from '../graph/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, Obligations, PolicyEdge, VerifiedApproval } from '../policy/types.js';
+import type { DecisionRequest } from '../wire/v1.js';
 import type { WritContext } from './context.js';
 import { canonicalResource } from './resources.js';
 
-export interface DecisionRequestInput {
-  action: string;
-  resource: string;
-  environment: string;
-  fields?: string[];
-  context?: Record<string, unknown>;
-}
+export type DecisionRequestInput = DecisionRequest;
 
 export interface DecisionOutcome {
   decision_id: string;
