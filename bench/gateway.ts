@@ -263,7 +263,7 @@ async function stepPhase(upstreamUrl: string, jwk: JWK, synchronous: 'FULL' | 'N
         policy_revision: claims.policy_revision, graph_revision: claims.graph_revision, chain: claims.chain,
         lease_id: fence?.lease_id ?? null, lease_epoch: fence?.epoch ?? null, expected_version: rev.get(id)!, idempotency_key: null, request_hash: hash,
       }));
-      const result = await record('upstream hop (HTTP PUT, upstream commits)', () => ctx.upstreams.clientFor(resource, 'production').write(resource, {
+      const result = await record('upstream hop (HTTP PUT, upstream commits)', () => ctx.upstreams.route(resource, 'production').client.write(resource, {
         fields: payload, expectedVersion: rev.get(id)!, fencing: fence ? { [needed[0]!]: fence.epoch } : null, principal: PRINCIPAL, receiptId: pending.receipt_id,
       }));
       if (result.kind !== 'applied') throw new Error(`upstream answered ${result.kind}`);

@@ -24,9 +24,7 @@ export const ERROR_CATALOGUE = {
   UNAUTHENTICATED: { status: 401, title: 'Unauthenticated', meaning: 'The caller assertion is missing, malformed, expired, replayed, not signed by a key of its principal, or its principal is revoked.' },
   FORBIDDEN: { status: 403, title: 'Forbidden', meaning: 'The authenticated caller may not perform this administrative act (e.g. only governance may create grants).' },
   // authority
-  DENIED: { status: 403, title: 'Denied', meaning: 'The policy found no valid authority chain for the request; `reasons` says what is missing.' },
   ATTENUATION_VIOLATION: { status: 403, title: 'Attenuation violation', meaning: 'A delegation would give more than its delegator holds; the message names the dimension and the values that exceed.' },
-  NO_OWNER: { status: 403, title: 'No owner', meaning: 'The resource is managed state and no live owner is resolved for (some of) the requested fields.' },
   OWNERSHIP_CONFLICT: { status: 409, title: 'Ownership conflict', meaning: 'That managed state already has a live owner; revoke it first.' },
   BUDGET_EXCEEDED: { status: 503, title: 'Chain resolution budget exceeded', meaning: 'Chain resolution ran out of its depth/fan-out/time budget before finishing; the graph is too wide for this request.' },
   POLICY_UNAVAILABLE: { status: 503, title: 'Policy unavailable', meaning: 'No policy bundle is loaded (build it with `writ policy build`).' },
@@ -54,7 +52,6 @@ export const ERROR_CATALOGUE = {
   UPSTREAM_FAILED: { status: 502, title: 'Upstream failed', meaning: 'The upstream refused or failed the write; the receipt says FAILED.' },
   UPSTREAM_TIMEOUT: { status: 504, title: 'Upstream timeout', meaning: 'The upstream did not answer in time; the receipt stays PENDING until reconciled.' },
   NO_UPSTREAM: { status: 502, title: 'No upstream', meaning: 'No upstream route is configured for this resource.' },
-  RATE_LIMITED: { status: 429, title: 'Rate limited', meaning: 'Too many requests; retry after `Retry-After`.' },
   OVERLOADED: { status: 503, title: 'Overloaded', meaning: 'The service is shedding load; retry after `Retry-After`.' },
   INTERNAL: { status: 500, title: 'Internal error', meaning: 'A bug or an unexpected failure; the log has the details.' },
 } as const satisfies Record<string, ErrorSpec>;

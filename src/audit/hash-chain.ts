@@ -19,7 +19,7 @@ export function requestHash(request: unknown): string {
   return createHash('sha256').update(canonicalJson(request)).digest('hex');
 }
 
-export interface ChainVerdict {
+export interface ReceiptChainVerdict {
   ok: boolean;
   /** Entries checked and found sound (all of them when ok). */
   entries: number;
@@ -36,10 +36,10 @@ export interface ChainVerdict {
  * one. `indexedHead` is the highest seq that the receipts index says was written; entries missing
  * after the last one read mean the tail was cut.
  */
-export function verifyEntries(entries: Iterable<StoredEntry>, indexedHead: number): ChainVerdict {
+export function verifyEntries(entries: Iterable<StoredEntry>, indexedHead: number): ReceiptChainVerdict {
   let expectedSeq = 1;
   let prev = GENESIS_HASH;
-  const bad = (seq: number, problem: string): ChainVerdict => ({ ok: false, entries: expectedSeq - 1, head: prev, firstBadSeq: seq, problem });
+  const bad = (seq: number, problem: string): ReceiptChainVerdict => ({ ok: false, entries: expectedSeq - 1, head: prev, firstBadSeq: seq, problem });
   for (const e of entries) {
     if (e.seq !== expectedSeq) {
       return bad(expectedSeq, e.seq > expectedSeq ? `entry ${expectedSeq} is missing (the next entry is ${e.seq})` : `entry ${e.seq} is out of order`);

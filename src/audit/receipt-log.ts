@@ -3,7 +3,7 @@ import type { Clock } from '../clock.js';
 import { WritError } from '../errors.js';
 import { canonicalJson } from './canonical-json.js';
 import { foldReceipt } from './fold.js';
-import { verifyEntries, type ChainVerdict } from './hash-chain.js';
+import { verifyEntries, type ReceiptChainVerdict } from './hash-chain.js';
 import type { Receipt, ReceiptCompletion, ReceiptIntent, ReceiptPage, ReceiptQuery, ReceiptRejection, ReconcileOutcome } from './receipt.js';
 import type { ReceiptRepository, SettlementAppend } from './repository.js';
 
@@ -153,7 +153,7 @@ export class ReceiptLog {
    * or out of place. A cut tail is detected against the receipts index; compare `head` with a
    * previously published head to detect a cut of both.
    */
-  verifyChain(): ChainVerdict {
+  verifyChain(): ReceiptChainVerdict {
     // Read the index first: entries and index are written together, so a later scan sees at least this much.
     const indexedHead = this.repo.indexedHead();
     return verifyEntries(this.repo.scan(), indexedHead);

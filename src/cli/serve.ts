@@ -28,19 +28,22 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     closers.push(async () => { await upstream.app.close(); });
     say(`[writ] sample upstream (a stand-in for a real CMS) on http://${config.host}:${options.upstreamPort}`);
   }
-  const settled = await reconcileReceipts(w.ctx).catch((e: Error) => {
-    say(`[writ] reconciliation of PENDING receipts failed: ${e.message} (will retry)`);
-    return null;
-  });
-  if (settled && settled.examined > 0) {
-    say(`[writ] reconciled ${settled.examined} PENDING receipt(s): ${settled.completed.length} completed, ${settled.failed.length} failed, ${settled.unresolved.length} unresolved`);
-  }
-  const sweep = setInterval(() => {
-    void reconcileReceipts(w.ctx, { olderThanMs: 2 * Math.max(...config.upstreams.map((u) => u.timeoutMs)) }).catch(() => undefined);
-  }, 30_000);
+  // PENDING receipts (a crash or a timeout between intent and completion) are settled against the
+  // upstream in the background, once they are older than the upstream timeout: younger ones may be
+  // writes another process sharing this store still has in flight.
+  const settleAge = Math.max(...config.upstreams.map((u) => u.timeoutMs));
+  const reconcile = () =>
+    reconcileReceipts(w.ctx, { olderThanMs: settleAge }).then(
+      (r) => {
+        if (r.examined > 0) say(`[writ] reconciled ${r.examined} PENDING receipt(s): ${r.completed.length} completed, ${r.failed.length} failed, ${r.unresolved.length} unresolved`);
+      },
+      (e: Error) => say(`[writ] reconciliation of PENDING receipts failed: ${e.message} (will retry)`),
+    );
+  const sweep = setInterval(() => void reconcile(), settleAge);
   sweep.unref();
   closers.push(async () => clearInterval(sweep));
   await app.listen({ port: config.port, host: config.host });
+  void reconcile();
   const url = `http://${config.host}:${config.port}`;
   say(`[writ] listening on ${url}  (graph revision ${w.ctx.graph.current().revision}, policy ${w.ctx.policy.revision})`);
   say(`[writ] try:  curl ${url}/healthz   ·   curl ${url}/.well-known/jwks.json   ·   curl ${url}/openapi.json`);

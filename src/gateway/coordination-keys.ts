@@ -1,4 +1,5 @@
 import { WritError } from '../errors.js';
+import { parseFencingEpochs, WHOLE_POST_KEY } from '../wire/fencing-header.js';
 import type { Obligations } from '../policy/types.js';
 
 /**
@@ -25,36 +26,20 @@ export function coordinationKeys(resource: string, fields: string[], obligations
 }
 
 /**
- * `Writ-Fencing-Epoch`: a bare number when the write needs one key, else `key=epoch` pairs separated
- * by commas (the SDK writes the pairs always). Exactly the keys the write needs, each once: an extra
- * key would reach the upstream unchecked and could poison another key's fence there.
+ * Reads `Writ-Fencing-Epoch` for a write that coordinates on `keys`: a bare number when there is one
+ * key, else `key=epoch` pairs. Exactly the keys the write needs, each once: an extra key would reach
+ * the upstream unchecked and could poison another key's fence there. Null when the header is absent.
  */
 export function parseFencingHeader(header: string | undefined, keys: string[]): Map<string, number> | null {
   if (header === undefined || header.trim() === '') return null;
-  const out = new Map<string, number>();
-  const epoch = (s: string) => {
-    if (!/^\d{1,15}$/.test(s.trim())) throw new WritError('MALFORMED_REQUEST', `Writ-Fencing-Epoch: "${s}" is not an epoch number`);
-    return Number(s.trim());
-  };
-  if (!header.includes('=')) {
+  const parsed = parseFencingEpochs(header);
+  if (!parsed) throw new WritError('MALFORMED_REQUEST', `Writ-Fencing-Epoch "${header}" is not an epoch nor key=epoch pairs (each key once)`);
+  if (WHOLE_POST_KEY in parsed && Object.keys(parsed).length === 1) {
     if (keys.length !== 1) throw new WritError('MALFORMED_REQUEST', `this write needs fencing epochs for ${keys.length} keys (${keys.join(', ')}); send key=epoch pairs`);
-    out.set(keys[0]!, epoch(header));
-    return out;
+    return new Map([[keys[0]!, parsed[WHOLE_POST_KEY]!]]);
   }
-  for (const part of header.split(',')) {
-    const i = part.lastIndexOf('=');
-    if (i <= 0) throw new WritError('MALFORMED_REQUEST', `Writ-Fencing-Epoch: "${part.trim()}" is not key=epoch`);
-    const key = part.slice(0, i).trim();
-    if (out.has(key)) throw new WritError('MALFORMED_REQUEST', `Writ-Fencing-Epoch names ${key} twice`);
+  for (const key of Object.keys(parsed)) {
     if (!keys.includes(key)) throw new WritError('MALFORMED_REQUEST', `Writ-Fencing-Epoch names ${key}, which this write does not coordinate on (it needs ${keys.join(', ')})`);
-    out.set(key, epoch(part.slice(i + 1)));
   }
-  return out;
-}
-
-export function formatFencingHeader(epochs: Record<string, number>): string {
-  return Object.keys(epochs)
-    .sort()
-    .map((k) => `${k}=${epochs[k]}`)
-    .join(', ');
+  return new Map(Object.entries(parsed));
 }

@@ -5,7 +5,7 @@ import type { WritContext } from '../service/context.js';
 import { canonicalResource } from '../service/resources.js';
 import { checkAuthorityStillValid } from './authority-watermark.js';
 import { coordinationKeys, parseFencingHeader } from './coordination-keys.js';
-import type { UpstreamClient } from '../upstream/client.js';
+import type { UpstreamRoute } from './upstream-router.js';
 
 /** The body of POST /v1/actions. */
 export interface ActionInput {
@@ -62,7 +62,7 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
   let claims: DecisionClaims | undefined;
   let fence: { lease_id: string; epoch: number; expires_at: number } | undefined;
   const fenced: Record<string, number> = {};
-  let client: UpstreamClient | undefined;
+  let route: UpstreamRoute | undefined;
   try {
     if (!creds.decision) throw new WritError('DECISION_INVALID', 'the Writ-Decision header is missing; ask POST /v1/decisions first');
     const now = ctx.clock.now();
@@ -86,7 +86,7 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
       }
     }
     // The decision's environment picks the upstream: a staging decision never reaches production state.
-    client = ctx.upstreams.clientFor(resource, claims.environment);
+    route = ctx.upstreams.route(resource, claims.environment);
     if (!ctx.replay.remember('decision', claims.decision_id, claims.expires_at, now)) {
       throw new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write; a decision authorizes one write`);
     }
@@ -115,17 +115,22 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
   if (pending.replayed) return replayOf(pending);
 
   // Only the epochs Writ checked go upstream (its second fence), and a leased write may not outlive its lease.
-  const result = await client!.write(resource, {
+  const result = await route!.client.write(resource, {
     fields: input.payload,
     expectedVersion: input.expected_version ?? 0,
     fencing: fence ? fenced : null,
     principal: caller,
     receiptId: pending.receipt_id,
-    ...(fence ? { timeoutMs: Math.max(1, Math.min(ctx.upstreams.timeoutFor(resource, claims.environment), fence.expires_at - ctx.clock.now())) } : {}),
+    ...(fence ? { timeoutMs: Math.max(1, Math.min(route!.timeoutMs, fence.expires_at - ctx.clock.now())) } : {}),
   });
   switch (result.kind) {
     case 'applied': {
+      // `complete` is first-settlement-wins: if a reconciliation sweep settled this receipt first, the
+      // log's answer is returned as it stands (a FAILED one then says the log and upstream disagree).
       const receipt = ctx.receipts.complete(pending.receipt_id, { status: 'COMPLETED', final_version: result.version, upstream_status: result.status });
+      if (receipt.status !== 'COMPLETED') {
+        throw new WritError('UPSTREAM_FAILED', `the upstream applied the write at version ${result.version}, but receipt ${receipt.receipt_id} was already settled ${receipt.status} by reconciliation`, { receipt_id: receipt.receipt_id });
+      }
       return { receipt, replayed: false };
     }
     case 'conflict': {

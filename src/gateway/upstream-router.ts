@@ -25,28 +25,24 @@ export class UpstreamRouter {
     return new UpstreamRouter(routes.map((r) => ({ pattern: r.pattern, environment: r.environment, timeoutMs: r.timeoutMs, client: new HttpUpstreamClient({ baseUrl: r.url, timeoutMs: r.timeoutMs }) })));
   }
 
-  /**
-   * For leases: state that an upstream of this Writ holds can only be leased in an environment that
-   * has a route (a staging decision must not lock production keys); keys no route holds (state
-   * written by a controller that fences itself, e.g. deploys) need no route to be coordinated.
-   */
-  checkLeasable(resourceKey: string, environment: string): void {
-    if (this.routes.some((r) => matchesPattern(r.pattern, resourceKey))) this.clientFor(resourceKey, environment);
-  }
-
-  timeoutFor(resourceKey: string, environment: string): number {
-    return this.routes.find((r) => r.environment === environment && matchesPattern(r.pattern, resourceKey))?.timeoutMs ?? 5000;
-  }
-
-  /** The upstream for this key in this environment, having checked it can address the key. */
-  clientFor(resourceKey: string, environment: string): UpstreamClient {
+  /** The upstream for this key in this environment (with its timeout), having checked it can address the key. */
+  route(resourceKey: string, environment: string): UpstreamRoute {
     const route = this.routes.find((r) => r.environment === environment && matchesPattern(r.pattern, resourceKey));
     if (!route) {
       const elsewhere = this.routes.filter((r) => matchesPattern(r.pattern, resourceKey)).map((r) => r.environment);
       throw new WritError('NO_UPSTREAM', `no upstream holds ${resourceKey} in ${environment}${elsewhere.length ? ` (only in ${elsewhere.join(', ')})` : ''}`);
     }
     route.client.check(resourceKey);
-    return route.client;
+    return route;
+  }
+
+  /**
+   * For leases: state that an upstream of this Writ holds can only be leased in an environment that
+   * has a route (a staging decision must not lock production keys); keys no route holds (state
+   * written by a controller that fences itself, e.g. deploys) need no route to be coordinated.
+   */
+  checkLeasable(resourceKey: string, environment: string): void {
+    if (this.routes.some((r) => matchesPattern(r.pattern, resourceKey))) this.route(resourceKey, environment);
   }
 
   /**

@@ -200,12 +200,6 @@ export class AuthorityGraph {
     return out;
   }
 
-  /** Every `owns` edge (live or not). */
-  ownsEdges(): Edge[] {
-    const seen = new Set<Edge>();
-    for (const bucket of this.ownsIndex.values()) for (const e of bucket) seen.add(e);
-    return [...seen];
-  }
 
   private fold(event: GraphEvent, revision: number): void {
     switch (event.type) {

@@ -1,5 +1,5 @@
 import type { PolicyEdge } from '../policy/types.js';
-import type { Edge, Principal } from './model.js';
+import type { Edge } from './model.js';
 
 /**
  * Structural liveness at `now`: not revoked and inside [not_before, expires_at). A recorded
@@ -12,10 +12,6 @@ export function isEdgeLive(edge: Edge, now: number): boolean {
     (edge.not_before === null || edge.not_before <= now) &&
     (edge.expires_at === null || now < edge.expires_at)
   );
-}
-
-export function isPrincipalLive(principal: Principal | undefined): boolean {
-  return principal !== undefined && principal.revoked_at === null;
 }
 
 /** The policy's view of an edge: a fresh object, so later graph changes cannot alter a decision's input. */

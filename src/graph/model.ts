@@ -101,14 +101,3 @@ export interface RecordedGraphEvent {
   actor: string;
   event: GraphEvent;
 }
-
-/** A request the PDP judges. */
-export interface AccessRequest {
-  principal: string;
-  action: string;
-  /** Canonical resource key (aliases are resolved before this point). */
-  resource: string;
-  environment: string;
-  fields: string[];
-  context: Record<string, unknown>;
-}

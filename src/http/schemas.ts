@@ -97,11 +97,7 @@ export const explainBody = {
   properties: { ...decisionBody.properties, principal: id },
 } as const;
 
-export const problemSchema = {
-  type: 'object',
-  properties: { type: { type: 'string' }, title: { type: 'string' }, status: { type: 'integer' }, code: { type: 'string' }, detail: { type: 'string' } },
-  additionalProperties: true,
-} as const;
+
 
 export const leaseBody = {
   type: 'object',

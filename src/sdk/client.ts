@@ -3,6 +3,7 @@ import { ERROR_CATALOGUE, WritError } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
 import type { Decision, DecisionRequest } from '../wire/v1.js';
+import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { errorFromProblem, errorFromWritError, LeaseExpiredError, WritApiError } from './errors.js';
@@ -74,9 +75,6 @@ export interface LeaseScope {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-function fencingHeader(epochs: Record<string, number>): string {
-  return Object.keys(epochs).sort().map((k) => `${k}=${epochs[k]}`).join(', ');
-}
 
 export class WritClient {
   private readonly base: string;
@@ -167,7 +165,7 @@ export class WritClient {
     if (request.lease) {
       headers['writ-lease-token'] = request.lease.token;
       headers['writ-lease-id'] = request.lease.lease_id;
-      headers['writ-fencing-epoch'] = fencingHeader(request.lease.epochs);
+      headers['writ-fencing-epoch'] = formatFencingEpochs(request.lease.epochs);
     }
     const out = await this.request<{ receipt: Receipt }>('POST', '/v1/actions', {
       action: request.action,
@@ -251,7 +249,7 @@ export class WritClient {
         },
         (e: unknown) => {
           if (stopped) return;
-          if (e instanceof WritApiError && e.status < 500 && e.code !== 'RATE_LIMITED') {
+          if (e instanceof WritApiError && e.status < 500 && e.status !== 429) {
             refusedByWrit = true;
             lose(e);
             return;

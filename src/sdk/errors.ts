@@ -44,9 +44,7 @@ export const NotFoundError = define('NOT_FOUND');
 export const AlreadyExistsError = define('ALREADY_EXISTS');
 export const UnauthenticatedError = define('UNAUTHENTICATED');
 export const ForbiddenError = define('FORBIDDEN');
-export const DeniedError = define('DENIED');
 export const AttenuationViolationError = define('ATTENUATION_VIOLATION');
-export const NoOwnerError = define('NO_OWNER');
 export const OwnershipConflictError = define('OWNERSHIP_CONFLICT');
 export const BudgetExceededError = define('BUDGET_EXCEEDED');
 export const PolicyUnavailableError = define('POLICY_UNAVAILABLE');
@@ -71,7 +69,6 @@ export const IdempotencyMismatchError = define('IDEMPOTENCY_MISMATCH');
 export const UpstreamFailedError = define('UPSTREAM_FAILED');
 export const UpstreamTimeoutError = define('UPSTREAM_TIMEOUT');
 export const NoUpstreamError = define('NO_UPSTREAM');
-export const RateLimitedError = define('RATE_LIMITED');
 export const OverloadedError = define('OVERLOADED');
 export const InternalError = define('INTERNAL');
 
@@ -80,7 +77,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   MALFORMED_REQUEST: MalformedRequestError, PAYLOAD_TOO_LARGE: PayloadTooLargeError, UNPROCESSABLE: UnprocessableError,
   UNKNOWN_PRINCIPAL: UnknownPrincipalError, UNKNOWN_RESOURCE: UnknownResourceError, UNKNOWN_EDGE: UnknownEdgeError,
   NOT_FOUND: NotFoundError, ALREADY_EXISTS: AlreadyExistsError, UNAUTHENTICATED: UnauthenticatedError, FORBIDDEN: ForbiddenError,
-  DENIED: DeniedError, ATTENUATION_VIOLATION: AttenuationViolationError, NO_OWNER: NoOwnerError, OWNERSHIP_CONFLICT: OwnershipConflictError,
+  ATTENUATION_VIOLATION: AttenuationViolationError, OWNERSHIP_CONFLICT: OwnershipConflictError,
   BUDGET_EXCEEDED: BudgetExceededError, POLICY_UNAVAILABLE: PolicyUnavailableError, DECISION_INVALID: DecisionInvalidError,
   DECISION_EXPIRED: DecisionExpiredError, DECISION_MISMATCH: DecisionMismatchError, DECISION_REPLAYED: DecisionReplayedError,
   AUTHORITY_REVOKED: AuthorityRevokedError, OWNER_CHANGED: OwnerChangedError, RESOURCE_BUSY: ResourceBusyError,
@@ -88,7 +85,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   LEASE_TOKEN_MISMATCH: LeaseTokenMismatchError, LEASE_PREEMPTED: LeasePreemptedError, LEASE_WAIT_TIMEOUT: LeaseWaitTimeoutError,
   STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
   NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
-  UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError,
+  UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, OVERLOADED: OverloadedError,
   INTERNAL: InternalError,
 };
 

@@ -34,7 +34,7 @@ export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPa
     const { d: _d, ...pub } = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
     publicJwk = pub as PublicJwk;
   } else {
-    const pair = await generatePrincipalKeyPair(`governance-${Date.now().toString(36)}`);
+    const pair = await generatePrincipalKeyPair(`governance-${ctx.clock.now().toString(36)}`);
     const tmp = `${path}.tmp`;
     writeFileSync(tmp, JSON.stringify(pair.privateJwk, null, 2), { mode: 0o600 });
     chmodSync(tmp, 0o600);

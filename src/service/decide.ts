@@ -57,26 +57,43 @@ interface Judged {
   now: number;
 }
 
+/** Explain-mode resolution for the reasons of a denial: enough for real graphs, bounded for hostile ones. */
+const DENY_REASONS_BUDGET = { maxVisited: 2_000, maxFanOut: 256, maxChains: 8 };
+
 function normalizeFields(fields: string[] | undefined): string[] {
   return [...new Set(fields ?? [])].sort();
 }
 
+/**
+ * An approval is an assertion signed by the approver (audience `<audience>:approval`, single use) that
+ * names exactly this request. It is checked before its jti is spent, and a bad one is the request's
+ * problem (422), not the caller's authentication failing.
+ */
 async function verifyApproval(ctx: WritContext, graph: AuthorityGraph, principal: string, req: Judged['request'], token: unknown, now: number): Promise<VerifiedApproval | null> {
   if (token === undefined || token === null) return null;
   if (typeof token !== 'string') throw new WritError('UNPROCESSABLE', 'context.approval must be an approval assertion (a JWT string)');
-  const auth = await authenticateCaller(`Bearer ${token}`, {
-    principal: (id) => graph.principal(id),
-    replay: ctx.replay,
-    now,
-    audience: `${ctx.config.audience}:approval`,
-    maxTtlMs: ctx.config.maxAssertionTtlMs,
-  });
-  const claims = decodeJwt(token) as { approve?: { principal?: string; action?: string; resource?: string; environment?: string } };
-  const a = claims.approve;
+  let a: { principal?: string; action?: string; resource?: string; environment?: string } | undefined;
+  try {
+    a = (decodeJwt(token) as { approve?: typeof a }).approve;
+  } catch {
+    throw new WritError('UNPROCESSABLE', 'context.approval is not a JWT');
+  }
   if (!a || a.principal !== principal || a.action !== req.action || a.resource !== req.resource || a.environment !== req.environment) {
     throw new WritError('UNPROCESSABLE', 'the approval is for another principal, action, resource or environment');
   }
-  return { by: auth.principal, edges: approvalEdges(graph, auth.principal, principal, now) };
+  try {
+    const auth = await authenticateCaller(`Bearer ${token}`, {
+      principal: (id) => graph.principal(id),
+      replay: ctx.replay,
+      now,
+      audience: `${ctx.config.audience}:approval`,
+      maxTtlMs: ctx.config.maxAssertionTtlMs,
+    });
+    return { by: auth.principal, edges: approvalEdges(graph, auth.principal, principal, now) };
+  } catch (e) {
+    if (e instanceof WritError && e.code === 'UNAUTHENTICATED') throw new WritError('UNPROCESSABLE', `the approval is not valid: ${e.message}`);
+    throw e;
+  }
 }
 
 async function judge(ctx: WritContext, principal: string, body: DecisionRequestInput, mode: 'decide' | 'explain'): Promise<Judged> {
@@ -106,10 +123,19 @@ async function judge(ctx: WritContext, principal: string, body: DecisionRequestI
   let input = build(resolveChains(graph, { principal, ...request }, now, { mode }));
   let result = ctx.policy.decide(input);
   if (!result.allow && mode === 'decide') {
-    // The hot path pruned dead edges; for reasons an auditor can act on, judge the unpruned candidates.
-    input = build(resolveChains(graph, { principal, ...request }, now, { mode: 'explain' }));
-    const detailed = ctx.policy.decide(input);
-    result = detailed.allow ? result : detailed;
+    // The hot path pruned dead edges; for reasons an auditor can act on, judge the unpruned candidates,
+    // within a small budget: a caller must not be able to make its denials expensive. When the budget
+    // runs out the hot path's reasons stand. The verdict stays the hot path's (fail closed).
+    try {
+      const detailedInput = build(resolveChains(graph, { principal, ...request }, now, { mode: 'explain', budget: DENY_REASONS_BUDGET }));
+      const detailed = ctx.policy.decide(detailedInput);
+      if (!detailed.allow) {
+        input = detailedInput;
+        result = detailed;
+      }
+    } catch (e) {
+      if (!(e instanceof WritError && e.code === 'BUDGET_EXCEEDED')) throw e;
+    }
   }
   return { principal, request, graph, input, result, now };
 }

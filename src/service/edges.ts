@@ -169,7 +169,7 @@ export function createPreemption(ctx: WritContext, caller: string, input: Preemp
  * Revokes an edge. Governance, the edge's creator or its `from` may revoke. Everything below it stops
  * counting at the next decision, and the gateway refuses decisions made before the revocation.
  */
-export function revokeEdge(ctx: WritContext, caller: string, id: string, reason: string): EdgeResult {
+export function revokeEdge(ctx: WritContext, caller: string, id: string, reason: string): { edge: Edge; revoked: boolean; graph_revision: number } {
   let changed = false;
   const revision = commitGraphChange(ctx, caller, (graph, now): GraphEvent[] => {
     const edge = graph.edge(id);
@@ -182,5 +182,5 @@ export function revokeEdge(ctx: WritContext, caller: string, id: string, reason:
     return [{ type: 'edge.revoked', id, at: now, reason }];
   });
   const edge = ctx.graph.current().edge(id)!;
-  return { edge, created: changed, graph_revision: revision };
+  return { edge, revoked: changed, graph_revision: revision };
 }

@@ -1,4 +1,5 @@
 import { WritError } from '../errors.js';
+import { GOVERNANCE_ID } from '../graph/model.js';
 import { checkDecisionBinding, verifyDecision } from '../decision/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import type { WritContext } from './context.js';
@@ -39,7 +40,7 @@ export async function declareIncident(ctx: WritContext, caller: string, input: {
 export function resolveIncident(ctx: WritContext, caller: string, id: string): Incident {
   const row = ctx.db.prepare('SELECT * FROM incidents WHERE id = ?').get(id) as Incident | undefined;
   if (!row) throw new WritError('NOT_FOUND', `no incident ${id}`);
-  if (caller !== row.declared_by && caller !== 'governance') throw new WritError('FORBIDDEN', `only ${row.declared_by} or governance may resolve incident ${id}`);
+  if (caller !== row.declared_by && caller !== GOVERNANCE_ID) throw new WritError('FORBIDDEN', `only ${row.declared_by} or governance may resolve incident ${id}`);
   ctx.db.prepare('UPDATE incidents SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL').run(ctx.clock.now(), id);
   return ctx.db.prepare('SELECT * FROM incidents WHERE id = ?').get(id) as Incident;
 }

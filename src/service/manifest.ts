@@ -43,6 +43,27 @@ export function readManifest(file: string): { manifest: GraphManifest; baseDir: 
   return { manifest: doc as GraphManifest, baseDir: dirname(resolve(file)) };
 }
 
+/** Names the manifest item in every error, and turns a malformed item (a missing scope, a wrong type) into MALFORMED_REQUEST. */
+function asManifestError<T>(item: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof WritError) throw new WritError(e.code, `${item}: ${e.message}`, e.details);
+    throw new WritError('MALFORMED_REQUEST', `${item} is malformed: ${(e as Error).message}`);
+  }
+}
+
+function readKeyFile(file: string): PublicJwk {
+  let jwk: unknown;
+  try {
+    jwk = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new WritError('MALFORMED_REQUEST', `cannot read key file ${file}: ${(e as Error).message}`);
+  }
+  if (!jwk || typeof jwk !== 'object') throw new WritError('MALFORMED_REQUEST', `key file ${file} does not hold a JWK`);
+  return publicPart(jwk as Record<string, unknown>);
+}
+
 function publicPart(jwk: Record<string, unknown>): PublicJwk {
   const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...pub } = jwk;
   return pub as PublicJwk;
@@ -56,9 +77,11 @@ export function applyManifest(ctx: WritContext, caller: string, manifest: GraphM
     report.graph_revision = revision;
   };
   for (const p of manifest.principals ?? []) {
-    const keys = [...(p.keys ?? []), ...(p.key_files ?? []).map((f) => publicPart(JSON.parse(readFileSync(resolve(baseDir, f), 'utf8'))))];
-    const { key_files: _kf, ...rest } = p;
-    const r = registerPrincipal(ctx, caller, { ...rest, keys });
+    const r = asManifestError(`principal ${p?.id ?? '(no id)'}`, () => {
+      const keys = [...(p.keys ?? []), ...(p.key_files ?? []).map((f) => readKeyFile(resolve(baseDir, f)))];
+      const { key_files: _kf, ...rest } = p;
+      return registerPrincipal(ctx, caller, { ...rest, keys });
+    });
     note(`principal ${p.id}`, r.created, r.graph_revision);
   }
   const edgeSections: [string, unknown[] | undefined, (input: never) => { created: boolean; graph_revision: number; edge: { id: string } }][] = [
@@ -70,15 +93,8 @@ export function applyManifest(ctx: WritContext, caller: string, manifest: GraphM
   ];
   for (const [what, items, create] of edgeSections) {
     for (const item of items ?? []) {
-      try {
-        const r = create(item as never);
-        note(`${what} ${r.edge.id}`, r.created, r.graph_revision);
-      } catch (e) {
-        if (e instanceof WritError) {
-          throw new WritError(e.code, `${what} ${(item as { id?: string }).id ?? '(no id)'}: ${e.message}`, e.details);
-        }
-        throw e;
-      }
+      const r = asManifestError(`${what} ${(item as { id?: string } | null)?.id ?? '(no id)'}`, () => create(item as never));
+      note(`${what} ${r.edge.id}`, r.created, r.graph_revision);
     }
   }
   return report;

@@ -1,4 +1,5 @@
 import { WritError } from '../errors.js';
+import { isReservedNodeId } from '../graph/index.js';
 import { GOVERNANCE_ID, type Principal, type PrincipalKind, type PublicJwk } from '../graph/model.js';
 import { commitGraphChange } from './graph-changes.js';
 import type { WritContext } from './context.js';
@@ -33,7 +34,7 @@ export function getPrincipal(ctx: WritContext, id: string): Principal {
 export function registerPrincipal(ctx: WritContext, caller: string, input: PrincipalInput): { principal: Principal; created: boolean; graph_revision: number } {
   requireGovernance(caller, 'register principals');
   checkId(input.id, 'principal id');
-  if (input.id === GOVERNANCE_ID || input.id.startsWith('class:') || input.id.startsWith('state:')) {
+  if (input.id === GOVERNANCE_ID || isReservedNodeId(input.id)) {
     throw new WritError('UNPROCESSABLE', `"${input.id}" is reserved`);
   }
   const priorityClass = input.priority_class ?? DEFAULT_CLASS[input.kind];

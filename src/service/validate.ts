@@ -1,3 +1,4 @@
+import { canonicalJson } from '../audit/canonical-json.js';
 import { WritError } from '../errors.js';
 import { validatePattern } from '../graph/index.js';
 import type { PublicJwk, Scope } from '../graph/model.js';
@@ -69,6 +70,10 @@ export function checkPublicKeys(keys: PublicJwk[]): PublicJwk[] {
     if (!((k.kty === 'OKP' && k.crv === 'Ed25519') || (k.kty === 'EC' && k.crv === 'P-256'))) {
       throw new WritError('UNPROCESSABLE', `key ${k.kid}: only Ed25519 (OKP) and P-256 (EC) keys are accepted`);
     }
+    const coordinate = (v: unknown) => typeof v === 'string' && /^[A-Za-z0-9_-]{16,}$/.test(v);
+    if (!coordinate(k.x) || (k.kty === 'EC' && !coordinate(k.y))) {
+      throw new WritError('UNPROCESSABLE', `key ${k.kid}: the public key is incomplete (${k.kty === 'EC' ? 'x and y' : 'x'} must be base64url)`);
+    }
     if (seen.has(k.kid)) throw new WritError('UNPROCESSABLE', `duplicate kid ${k.kid}`);
     seen.add(k.kid);
   }
@@ -77,17 +82,5 @@ export function checkPublicKeys(keys: PublicJwk[]): PublicJwk[] {
 
 /** Structural equality of JSON-like values, key order ignored (for idempotent manifests). */
 export function sameJson(a: unknown, b: unknown): boolean {
-  return canonical(a) === canonical(b);
-}
-
-function canonical(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
-  if (v && typeof v === 'object') {
-    return `{${Object.keys(v as object)
-      .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(v);
+  return canonicalJson(a) === canonicalJson(b);
 }

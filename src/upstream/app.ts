@@ -28,7 +28,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, 
 import { systemClock, type Clock } from '../clock.js';
 import { POST_FIELDS, SampleContentStore, type Post, type PostFields, type WriteOutcome } from './content-store.js';
 import { openUpstreamDatabase } from './database.js';
-import { parseFencingEpochs, type FencingEpochs } from './fencing-header.js';
+import { parseFencingEpochs, type FencingEpochs } from '../wire/fencing-header.js';
 
 export interface SampleUpstreamOptions {
   /** SQLite file of the content store (created if absent); ':memory:' for tests. */

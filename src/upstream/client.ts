@@ -1,5 +1,5 @@
 import { WritError } from '../errors.js';
-import { formatFencingEpochs, type FencingEpochs } from './fencing-header.js';
+import { formatFencingEpochs, type FencingEpochs } from '../wire/fencing-header.js';
 import { samplePostAdapter, type ResourceKeyAdapter } from './resource-key.js';
 
 export interface UpstreamRead {

@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { UpstreamDatabase } from './database.js';
-import { highestEpoch, type FencingEpochs } from './fencing-header.js';
+import { highestEpoch, type FencingEpochs } from '../wire/fencing-header.js';
 
 /** The fields a sample post has. Every write is a partial update of these. */
 export const POST_FIELDS = ['title', 'body', 'meta_description', 'tags', 'canonical', 'status'] as const;

@@ -10,7 +10,7 @@ export {
   type UpstreamWrite,
   type UpstreamWriteResult,
 } from './client.js';
-export { formatFencingEpochs, highestEpoch, parseFencingEpochs, WHOLE_POST_KEY, type FencingEpochs } from './fencing-header.js';
+export { formatFencingEpochs, highestEpoch, parseFencingEpochs, WHOLE_POST_KEY, type FencingEpochs } from '../wire/fencing-header.js';
 export { postIdOf, samplePostAdapter, type ResourceKeyAdapter } from './resource-key.js';
 export { createSampleUpstream, startSampleUpstream, type SampleUpstreamOptions } from './app.js';
 export { POST_FIELDS, SampleContentStore, type Post, type PostFields, type PostRevision, type RequestRecord, type WriteOutcome } from './content-store.js';

@@ -17,21 +17,14 @@ describe('the error catalogue', () => {
     expect(readme).toContain(renderErrorTable());
   });
 
-  it('every code thrown in src/ is in the catalogue', () => {
-    const thrown = new Set<string>();
+  it('every catalogued code is produced somewhere in src/ (no promises the server never keeps)', () => {
+    const produced = new Set<string>();
+    const catalogueFiles = [join(REPO, 'src/errors.ts'), join(REPO, 'src/sdk/errors.ts')];
     for (const file of sources(join(REPO, 'src'))) {
-      for (const m of readFileSync(file, 'utf8').matchAll(/WritError\(\s*'([A-Z_]+)'/g)) thrown.add(m[1]!);
+      if (catalogueFiles.includes(file)) continue;
+      for (const m of readFileSync(file, 'utf8').matchAll(/'([A-Z][A-Z_]+)'/g)) produced.add(m[1]!);
     }
-    expect(thrown.size).toBeGreaterThan(10);
-    for (const code of thrown) expect(Object.keys(ERROR_CATALOGUE), `${code} is thrown but not catalogued`).toContain(code);
-  });
-
-  it('every code has a status in the 4xx/5xx range, a title and a meaning', () => {
-    for (const [code, spec] of Object.entries(ERROR_CATALOGUE)) {
-      expect(spec.status, code).toBeGreaterThanOrEqual(400);
-      expect(spec.status, code).toBeLessThan(600);
-      expect(spec.title.length, code).toBeGreaterThan(0);
-      expect(spec.meaning.length, code).toBeGreaterThan(20);
-    }
+    const unused = Object.keys(ERROR_CATALOGUE).filter((code) => !produced.has(code));
+    expect(unused, 'catalogued but never produced').toEqual([]);
   });
 });

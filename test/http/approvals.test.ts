@@ -41,6 +41,7 @@ describe('approval above the risk threshold', () => {
     const first = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: token } } });
     expect(first.body.allow).toBe(true);
     const again = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: token } } });
-    expect(again.status).toBe(401);
+    expect(again.status).toBe(422);
+    expect(again.body.detail).toMatch(/approval is not valid: .*(replay|already)/i);
   });
 });

@@ -1,4 +1,5 @@
 import { expect } from 'vitest';
+import { formatFencingEpochs } from '../../src/wire/fencing-header.js';
 import type { Harness } from './harness.js';
 
 /** Small in-process "agent" helpers over app.inject, for gateway tests. */
@@ -15,9 +16,7 @@ export async function leaseOk(h: Harness, principal: string, decisions: string[]
   return r.body;
 }
 
-export function fencing(epochs: Record<string, number>): string {
-  return Object.keys(epochs).sort().map((k) => `${k}=${epochs[k]}`).join(', ');
-}
+export const fencing = formatFencingEpochs;
 
 export async function act(
   h: Harness,

@@ -8,7 +8,7 @@ import { loadConfig, type WritConfig } from '../../src/config/index.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { buildApp } from '../../src/http/index.js';
 import { createCallerAssertion } from '../../src/sdk/assertion.js';
-import { UpstreamRouter } from '../../src/gateway/index.js';
+import { UpstreamRouter, type UpstreamRouteConfig } from '../../src/gateway/index.js';
 import { startSampleUpstream } from '../../src/upstream/index.js';
 import { applyManifest, openWrit, readAdminCredential, readManifest, type OpenedWrit, type WritContext } from '../../src/service/index.js';
 
@@ -43,6 +43,8 @@ export interface HarnessOptions {
   config?: Partial<WritConfig>;
   /** Start a sample upstream on a free port and route wp:post:* to it. */
   upstream?: boolean;
+  /** Or route to these upstreams instead. */
+  upstreamRoutes?: UpstreamRouteConfig[];
 }
 
 /** A Writ with a fresh data directory, the example graph applied, and the fastify app (no socket). */
@@ -56,6 +58,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     upstream = await startSampleUpstream({ port: 0, host: '127.0.0.1', dbFile: join(dataDir, 'upstream.sqlite') });
     upstreams = UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: upstream.url, timeoutMs: 5000, environment: 'production' }]);
   }
+  if (options.upstreamRoutes) upstreams = UpstreamRouter.fromConfig(options.upstreamRoutes);
   const writ = await openWrit(config, { clock, ...(upstreams ? { upstreams } : {}) });
   if (options.example !== false) {
     const { manifest, baseDir } = readManifest(EXAMPLE_GRAPH);

@@ -54,7 +54,8 @@ export function registerGraphRoutes(app: FastifyInstance): void {
 
   app.delete<{ Params: { id: string }; Body: { reason?: string } | null }>('/v1/edges/:id', { schema: { body: revokeBody, summary: 'Revoke an edge; every chain through it stops counting' } }, async (request) => {
     const caller = await app.caller(request);
-    return edgeReply(revokeEdge(ctx, caller, request.params.id, request.body?.reason ?? 'revoked'));
+    const r = revokeEdge(ctx, caller, request.params.id, request.body?.reason ?? 'revoked');
+    return { edge: edgeToWire(r.edge), revoked: r.revoked, graph_revision: r.graph_revision };
   });
 
   app.get<{ Querystring: { at?: string; format?: string } }>('/v1/graph', {

@@ -51,12 +51,20 @@ describe('the fencing header carries exactly the keys the write coordinates on',
 });
 
 describe('a key the upstream cannot address is a refusal, not a PENDING receipt', () => {
-  it('wp:post:a@b is REJECTED before any intent is recorded', async () => {
+  it('wp:post:a@b: the lease is refused, and a lease-free write is REJECTED before any intent or upstream call', async () => {
     const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:a@b', fields: ['title'] });
     const lease = await h.call('seo-agent-7', { method: 'POST', url: '/v1/leases', payload: { decisions: [d.token], ttl_ms: 5000 } });
     expect(lease.body.code).toBe('UNKNOWN_RESOURCE');
+    const before = await snapshot(h);
+    const meta = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:a@b', fields: ['meta_description'] });
+    const w = await act(h, 'seo-agent-7', { resource: 'wp:post:a@b', fields: ['meta_description'], payload: { meta_description: 'm' }, expected_version: 0 }, { decision: meta.token });
+    expect(w.status).toBe(404);
+    expect(w.body.code).toBe('UNKNOWN_RESOURCE');
+    const rejected = await h.call('governance', { method: 'GET', url: `/v1/receipts/${w.body.receipt_id}` });
+    expect(rejected.body.receipt.status).toBe('REJECTED');
     const pending = await h.call('governance', { method: 'GET', url: '/v1/receipts?status=PENDING' });
     expect(pending.body.receipts).toEqual([]);
+    expect(await snapshot(h)).toEqual(before);
   });
 });
 

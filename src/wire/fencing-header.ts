@@ -1,3 +1,8 @@
+/**
+ * The `Writ-Fencing-Epoch` header, one definition for the SDK, the gateway and the upstreams (no
+ * server imports): a bare integer, or `key=epoch` pairs separated by commas.
+ */
+
 /** The key a bare-integer `Writ-Fencing-Epoch` fences: the post as a whole (the legacy form). */
 export const WHOLE_POST_KEY = '*';
 

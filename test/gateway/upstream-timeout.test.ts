@@ -1,0 +1,48 @@
+import { createServer, type Server, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { reconcileReceipts } from '../../src/service/index.js';
+import { act, decideOk } from '../support/agent.js';
+import { startHarness, type Harness } from '../support/harness.js';
+
+// An upstream that accepts connections and never answers.
+let silent: Server;
+const sockets: Socket[] = [];
+const requests: string[] = [];
+let h: Harness;
+beforeAll(async () => {
+  silent = createServer((s) => {
+    sockets.push(s);
+    s.on('data', (b) => requests.push(b.toString().split('\r\n')[0]!));
+  });
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
+  const port = (silent.address() as { port: number }).port;
+  h = await startHarness({ upstreamRoutes: [{ pattern: 'wp:post:*', url: `http://127.0.0.1:${port}`, timeoutMs: 300, environment: 'production' }] });
+});
+afterAll(async () => {
+  await h?.close();
+  for (const s of sockets) s.destroy();
+  silent?.close();
+});
+
+describe('an upstream that does not answer', () => {
+  it('gets UPSTREAM_TIMEOUT (504); the receipt stays PENDING, a retry with the same key answers 202 without a second call, and reconciliation does not guess', async () => {
+    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:8', fields: ['meta_description'] });
+    const body = { resource: 'wp:post:8', fields: ['meta_description'], payload: { meta_description: 'm' }, expected_version: 0 };
+    const r = await act(h, 'seo-agent-7', body, { decision: d.token, idempotencyKey: 'k-timeout' });
+    expect(r.status).toBe(504);
+    expect(r.body.code).toBe('UPSTREAM_TIMEOUT');
+    const receipt = await h.call('governance', { method: 'GET', url: `/v1/receipts/${r.body.receipt_id}` });
+    expect(receipt.body.receipt.status).toBe('PENDING');
+
+    const again = await act(h, 'seo-agent-7', body, { idempotencyKey: 'k-timeout' });
+    expect(again.status).toBe(202);
+    expect(again.body.receipt.receipt_id).toBe(r.body.receipt_id);
+    expect(again.body.receipt.status).toBe('PENDING');
+    expect(requests).toEqual(['PUT /posts/8 HTTP/1.1']);
+
+    // The upstream cannot be asked either: reconciliation leaves it unresolved rather than guessing.
+    const report = await reconcileReceipts(h.ctx);
+    expect(report.unresolved.map((u) => u.receipt_id)).toContain(r.body.receipt_id);
+    expect((await h.call('governance', { method: 'GET', url: `/v1/receipts/${r.body.receipt_id}` })).body.receipt.status).toBe('PENDING');
+  });
+});
