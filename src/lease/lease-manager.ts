@@ -54,7 +54,7 @@ export class LeaseManager {
     const instance = req.instance ?? null;
 
     const token = newLeaseToken(this.options.randomBytes);
-    const leaseId = newLeaseId(this.options.randomBytes);
+    const leaseId = newLeaseId(this.options.randomBytes, this.clock.now());
     const tokenHash = hashLeaseToken(token);
     const deadline = this.clock.now() + waitMs;
     let ticket = NEWCOMER_TICKET;

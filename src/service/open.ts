@@ -5,6 +5,7 @@ import { LiveGraph } from '../graph/index.js';
 import { openReloadingPolicyEngine } from '../policy/index.js';
 import { openDatabase } from '../store/sqlite/database.js';
 import { SqliteGraphEventLog } from '../store/sqlite/graph-event-log.js';
+import { GroupCommit } from '../store/sqlite/group-commit.js';
 import { SqliteReplayGuard } from '../store/sqlite/replay-guard.js';
 import { ensureGovernance } from './bootstrap.js';
 import { LeaseManager } from '../lease/index.js';
@@ -25,6 +26,7 @@ export interface OpenedWrit {
 export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
   const db = openDatabase(config.dbFile);
+  const groupCommit = new GroupCommit(db);
   const log = new SqliteGraphEventLog(db);
   const graph = new LiveGraph(log);
   const keys = await KeyRing.open(`${config.dataDir}/keys`, clock, { maxTokenTtlMs: config.decisionTtlMs });
@@ -38,7 +40,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     replay: new SqliteReplayGuard(db),
     keys,
     policy,
-    leases: new LeaseManager(new SqliteLeaseRepository(db), clock, {
+    leases: new LeaseManager(new SqliteLeaseRepository(db, groupCommit), clock, {
       minTtlMs: config.lease.minTtlMs,
       maxTtlMs: config.lease.maxTtlMs,
       maxWaitMs: config.lease.maxWaitMs,
@@ -54,6 +56,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     credentialCreated: created,
     close() {
       (policy as { close?: () => void }).close?.();
+      groupCommit.flush();
       db.close();
     },
   };

@@ -17,6 +17,7 @@ import type {
   WaiterRow,
 } from '../../lease/index.js';
 import type { SqliteDatabase } from './database.js';
+import type { GroupCommit } from './group-commit.js';
 
 const KEY_COLUMNS = `key, epoch, lease_id, holder, holder_instance, token_hash, priority, acquired_at, renewed_at,
   expires_at, duration_ms, transitions, preempted_by`;
@@ -49,6 +50,10 @@ interface LeaseRowRaw {
  * The lease manager's store on SQLite. Every write is one `BEGIN IMMEDIATE` transaction, so writers
  * of all processes sharing the file are serialized; each key is taken by one conditional UPDATE whose
  * changed-row count (a returned row or none) is the verdict.
+ *
+ * With a GroupCommit, the writes of calls that arrive together share one transaction (and one sync),
+ * each call in its own savepoint and in arrival order, so every verdict is the one it would be if the
+ * calls ran one after another; a call's promise resolves only once that transaction has committed.
  */
 export class SqliteLeaseRepository implements LeaseRepository {
   private readonly s;
@@ -58,7 +63,10 @@ export class SqliteLeaseRepository implements LeaseRepository {
   private readonly enqueueTx;
   private readonly fenceTx;
 
-  constructor(db: SqliteDatabase) {
+  constructor(
+    db: SqliteDatabase,
+    private readonly group?: GroupCommit,
+  ) {
     const notQueuedAhead = `NOT EXISTS (
       SELECT 1 FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
       WHERE wk.key = :key AND w.deadline > :now AND w.ticket <> :ticket
@@ -128,33 +136,29 @@ export class SqliteLeaseRepository implements LeaseRepository {
   }
 
   async acquire(cmd: AcquireCommand): Promise<AcquireOutcome> {
-    try {
-      return this.acquireTx.immediate(cmd);
-    } catch (e) {
-      if (!(e instanceof KeyRefused)) throw e;
-      // The verdict is already in (nothing changed); this read only explains it.
-      const row = this.s.keyRow.get(e.key) as LeaseKeyRow | undefined;
-      const held = row?.holder != null && row.expires_at !== null && row.expires_at > cmd.now;
-      return { granted: false, key: e.key, holder: row?.holder ?? null, expiresAt: row?.expires_at ?? null, queued: !held };
-    }
+    return this.write(() => this.acquireNow(cmd));
   }
 
   async renew(cmd: RenewCommand): Promise<RenewOutcome> {
-    const epochs = this.renewTx.immediate(cmd);
-    return epochs ? { ok: true, ...epochs } : { ok: false, reason: this.whyRefused(cmd.leaseId, cmd.tokenHash) };
+    return this.write((): RenewOutcome => {
+      const epochs = this.renewTx.immediate(cmd);
+      return epochs ? { ok: true, ...epochs } : { ok: false, reason: this.whyRefused(cmd.leaseId, cmd.tokenHash) };
+    });
   }
 
   async release(cmd: ReleaseCommand): Promise<ReleaseOutcome> {
-    const epochs = this.releaseTx.immediate(cmd);
-    return epochs ? { ok: true, epochs } : { ok: false, reason: this.whyRefused(cmd.leaseId, cmd.tokenHash) };
+    return this.write((): ReleaseOutcome => {
+      const epochs = this.releaseTx.immediate(cmd);
+      return epochs ? { ok: true, epochs } : { ok: false, reason: this.whyRefused(cmd.leaseId, cmd.tokenHash) };
+    });
   }
 
   async enqueue(waiter: WaiterEntry): Promise<number> {
-    return this.enqueueTx.immediate(waiter);
+    return this.write(() => this.enqueueTx.immediate(waiter));
   }
 
   async dequeue(ticket: number): Promise<void> {
-    this.s.removeWaiter.run(ticket);
+    await this.write(() => this.s.removeWaiter.run(ticket));
   }
 
   async fenceState(key: string, tokenHash: string): Promise<FenceState> {
@@ -171,6 +175,23 @@ export class SqliteLeaseRepository implements LeaseRepository {
 
   async history(filter: { key?: string; leaseId?: string }): Promise<LeaseEvent[]> {
     return this.s.history.all({ key: filter.key ?? null, lease_id: filter.leaseId ?? null }) as LeaseEvent[];
+  }
+
+  /** Alone or inside a group transaction; `.immediate()` inside one is a savepoint (better-sqlite3). */
+  private write<T>(fn: () => T): T | Promise<T> {
+    return this.group ? this.group.run(fn) : fn();
+  }
+
+  private acquireNow(cmd: AcquireCommand): AcquireOutcome {
+    try {
+      return this.acquireTx.immediate(cmd);
+    } catch (e) {
+      if (!(e instanceof KeyRefused)) throw e;
+      // The verdict is already in (nothing changed); this read only explains it.
+      const row = this.s.keyRow.get(e.key) as LeaseKeyRow | undefined;
+      const held = row?.holder != null && row.expires_at !== null && row.expires_at > cmd.now;
+      return { granted: false, key: e.key, holder: row?.holder ?? null, expiresAt: row?.expires_at ?? null, queued: !held };
+    }
   }
 
   private takeAll(cmd: AcquireCommand): AcquireOutcome {
