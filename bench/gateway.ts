@@ -284,7 +284,7 @@ async function main(): Promise<void> {
   mkdirSync(TMP, { recursive: true });
   const dataDir = mkdtempSync(join(TMP, 'gateway-'));
   const jwk = JSON.parse(readFileSync(join(ROOT, 'fixtures/keys/seo-agent-7.jwk'), 'utf8')) as JWK;
-  const server = await startServerProcess({ dataDir });
+  const server = await startServerProcess({ dataDir, separateUpstream: true });
   let http: Awaited<ReturnType<typeof httpPhase>>;
   let full: Awaited<ReturnType<typeof stepPhase>>;
   let normal: Awaited<ReturnType<typeof stepPhase>>;
@@ -335,7 +335,7 @@ async function main(): Promise<void> {
     '',
     machineLine(),
     '',
-    `A real \`writ serve\` process (graph/example.yaml; WAL, synchronous=FULL; data dir on bench/tmp), which also runs the sample upstream in the same process (its own SQLite file, also synchronous=FULL), driven from a second process at a fixed rate of ${RATE} req/s, open loop: ${ROUNDS} rounds of ${ROUND_SECONDS} s per variant, the three variants interleaved round by round, after a 1 s warm-up each. Latency runs from the scheduled send time to the answer (no coordinated omission; the sender's own timer lag p99 was ${us(lagP99)} µs). Each write updates one field of one of ${POSTS} posts per variant, round-robin, with the version read last (If-Match / expected_version).`,
+    `A real \`writ serve\` process (graph/example.yaml; WAL, synchronous=FULL; data dir on bench/tmp), with the sample upstream as its own process (its own SQLite file, also synchronous=FULL; \`writ serve --no-upstream\`), driven from a second process at a fixed rate of ${RATE} req/s, open loop: ${ROUNDS} rounds of ${ROUND_SECONDS} s per variant, the three variants interleaved round by round, after a 1 s warm-up each. Latency runs from the scheduled send time to the answer (no coordinated omission; the sender's own timer lag p99 was ${us(lagP99)} µs). Each write updates one field of one of ${POSTS} posts per variant, round-robin, with the version read last (If-Match / expected_version).`,
     '',
     '- **direct**: `PUT /posts/:id` `{fields: {meta_description}}` with `If-Match` straight to the sample upstream.',
     `- **gateway, optimistic field**: \`POST /v1/actions\` as ${PRINCIPAL}, \`meta_description\` (WRITE_OPTIMISTIC: no lease), with decision, expected_version, Idempotency-Key.`,
@@ -351,7 +351,7 @@ async function main(): Promise<void> {
     '',
     `Added by the gateway: optimistic p50 +${ms(addedP50('optimistic'))} ms, p99 +${ms(addedP99('optimistic'))} ms; exclusive p50 +${ms(addedP50('exclusive'))} ms, p99 +${ms(addedP99('exclusive'))} ms (p99 of the gateway minus p99 direct). Target added p99 < 3 ms: ${Math.max(addedP99('optimistic'), addedP99('exclusive')) < 3000 ? 'met' : 'MISSED'}.${http.errors.length ? ` First failures: ${http.errors.join('; ')}.` : ''}`,
     '',
-    `Both services share one Node process and event loop in \`writ serve\` (the sample upstream is started beside Writ), and better-sqlite3 commits block that loop, so the gateway's work and the upstream's queue behind each other. From the in-process step timings below (whole write p50 ${ms(summarize(full.whole.optimistic).p50)} ms at FULL), one loop serves at most ~${us(1_000_000 / summarize(full.whole.optimistic).p50)} gateway writes/s on this machine at this load; when the fixed rate approaches that, requests queue and the open-loop latencies grow to tens or hundreds of ms — that queueing, not the per-write cost, is what the p90/p99 show when the load average is high.${failed('optimistic') + failed('exclusive') > 0 ? ' The failed writes are VERSION_CONFLICT answers caused by that queueing: a post comes round again after ' + POSTS / RATE + ' s, and when an answer takes longer the next write to it carries the version read before it (the gateway correctly refuses it).' : ''}`,
+    `Writ and the sample upstream each run in their own process, but better-sqlite3 commits block each process's event loop, so requests to one process queue behind its commits. From the in-process step timings below (whole write p50 ${ms(summarize(full.whole.optimistic).p50)} ms at FULL), one loop serves at most ~${us(1_000_000 / summarize(full.whole.optimistic).p50)} gateway writes/s on this machine at this load; when the fixed rate approaches that, requests queue and the open-loop latencies grow to tens or hundreds of ms — that queueing, not the per-write cost, is what the p90/p99 show when the load average is high.${failed('optimistic') + failed('exclusive') > 0 ? ' The failed writes are VERSION_CONFLICT answers caused by that queueing: a post comes round again after ' + POSTS / RATE + ' s, and when an answer takes longer the next write to it carries the version read before it (the gateway correctly refuses it).' : ''}`,
     '',
     '### Where the time goes',
     '',

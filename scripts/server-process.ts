@@ -50,50 +50,68 @@ export interface ServerProcessOptions {
   upstreamPort?: number;
   /** Added to this process's environment. */
   env?: Record<string, string>;
+  /** Run the sample upstream as its own process instead of inside `writ serve` (own event loop, own commits). */
+  separateUpstream?: boolean;
 }
 
-/** Starts `writ serve` from dist/ as a real process (graph/example.yaml, the sample upstream inside) and waits until it listens. */
-export async function startServerProcess(options: ServerProcessOptions = {}): Promise<ServerProcess> {
-  requireDist();
-  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'writ-e2e-'));
-  const port = options.port ?? (await freePort());
-  const upstreamPort = options.upstreamPort ?? (await freePort());
-  const proc = spawn(process.execPath, [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), '--upstream-port', String(upstreamPort), '--graph', 'graph/example.yaml'], {
-    cwd: REPO,
-    env: { ...process.env, WRIT_UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}`, ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+interface Spawned {
+  proc: ChildProcess;
+  output: () => string;
+  exited: Promise<void>;
+}
+
+/** Spawns `node ARGS` in the repo and waits until its output says `listening on`. */
+async function spawnListening(name: string, args: string[], env: NodeJS.ProcessEnv): Promise<Spawned> {
+  const proc = spawn(process.execPath, args, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
-  proc.stdout!.on('data', (b: Buffer) => (output += b.toString()));
-  proc.stderr!.on('data', (b: Buffer) => (output += b.toString()));
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`writ serve did not start in 30 s:\n${output}`)), 30_000);
-    const check = () => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start in 30 s:\n${output}`)), 30_000);
+    const take = (b: Buffer) => {
+      output += b.toString();
       if (output.includes('listening on')) {
         clearTimeout(timer);
         resolve();
       }
     };
-    proc.stderr!.on('data', check);
+    proc.stdout!.on('data', take);
+    proc.stderr!.on('data', take);
     proc.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`writ serve exited with ${code} before listening:\n${output}`));
+      reject(new Error(`${name} exited with ${code} before listening:\n${output}`));
     });
   });
+  return { proc, output: () => output, exited };
+}
+
+/** Starts `writ serve` from dist/ as a real process (graph/example.yaml, the sample upstream inside or beside it) and waits until it listens. */
+export async function startServerProcess(options: ServerProcessOptions = {}): Promise<ServerProcess> {
+  requireDist();
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'writ-e2e-'));
+  const port = options.port ?? (await freePort());
+  const upstreamPort = options.upstreamPort ?? (await freePort());
+  const env = { ...process.env, WRIT_UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}`, ...options.env };
+  const upstream = options.separateUpstream
+    ? await spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(upstreamPort), '--db', join(dataDir, 'upstream.sqlite')], env)
+    : null;
+  const upstreamArgs = upstream ? ['--no-upstream'] : ['--upstream-port', String(upstreamPort)];
+  const writ = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), ...upstreamArgs, '--graph', 'graph/example.yaml'], env);
+  const stopAll = async (signal: NodeJS.Signals) => {
+    for (const p of [writ, upstream]) {
+      if (p && p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill(signal);
+      await p?.exited;
+    }
+  };
   return {
-    proc,
+    proc: writ.proc,
     url: `http://127.0.0.1:${port}`,
     upstreamUrl: `http://127.0.0.1:${upstreamPort}`,
     dataDir,
-    log: () => output,
-    async stop() {
-      if (proc.exitCode === null) proc.kill('SIGTERM');
-      await exited;
-    },
+    log: writ.output,
+    stop: () => stopAll('SIGTERM'),
     async kill9() {
-      if (proc.exitCode === null) proc.kill('SIGKILL');
-      await exited;
+      if (writ.proc.exitCode === null) writ.proc.kill('SIGKILL');
+      await writ.exited;
     },
   };
 }

@@ -60,6 +60,17 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
   }
 
   let claims: DecisionClaims | undefined;
+  /** A refusal is on the record too: one REJECTED receipt with whatever was known. */
+  const refuse = (e: unknown): unknown => {
+    if (!isWritError(e)) return e;
+    const rejection = ctx.receipts.recordRejection({
+      principal: caller, action: input.action, resource_key: resource, fields, request_hash: hash,
+      decision_id: claims?.decision_id ?? null, policy_revision: claims?.policy_revision ?? null, graph_revision: claims?.graph_revision ?? null,
+      chain: claims?.chain ?? [], expected_version: input.expected_version ?? null,
+      error: { code: e.code, message: e.message },
+    });
+    return new WritError(e.code, e.message, { ...(e.details ?? {}), receipt_id: rejection.receipt_id });
+  };
   let fence: { lease_id: string; epoch: number; expires_at: number } | undefined;
   const fenced: Record<string, number> = {};
   let route: UpstreamRoute | undefined;
@@ -87,20 +98,8 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
     }
     // The decision's environment picks the upstream: a staging decision never reaches production state.
     route = ctx.upstreams.route(resource, claims.environment);
-    if (!ctx.replay.remember('decision', claims.decision_id, claims.expires_at, now)) {
-      throw new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write; a decision authorizes one write`);
-    }
   } catch (e) {
-    if (isWritError(e)) {
-      const rejection = ctx.receipts.recordRejection({
-        principal: caller, action: input.action, resource_key: resource, fields, request_hash: hash,
-        decision_id: claims?.decision_id ?? null, policy_revision: claims?.policy_revision ?? null, graph_revision: claims?.graph_revision ?? null,
-        chain: claims?.chain ?? [], expected_version: input.expected_version ?? null,
-        error: { code: e.code, message: e.message },
-      });
-      throw new WritError(e.code, e.message, { ...(e.details ?? {}), receipt_id: rejection.receipt_id });
-    }
-    throw e;
+    throw refuse(e);
   }
 
   const intent: ReceiptIntent = {
@@ -111,7 +110,20 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
     chain: claims.chain, lease_id: fence?.lease_id ?? null, lease_epoch: fence?.epoch ?? null,
     expected_version: input.expected_version ?? null, idempotency_key: creds.idempotencyKey ?? null, request_hash: hash,
   };
-  const pending = ctx.receipts.recordIntent(intent);
+  // One transaction, one sync: the decision is spent exactly when the intent is on record (and a
+  // concurrent retry under the same Idempotency-Key spends nothing).
+  let pending: Receipt;
+  try {
+    pending = ctx.atomically(() => {
+      const recorded = ctx.receipts.recordIntent(intent);
+      if (!recorded.replayed && !ctx.replay.remember('decision', claims.decision_id, claims.expires_at, ctx.clock.now())) {
+        throw new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write; a decision authorizes one write`);
+      }
+      return recorded;
+    });
+  } catch (e) {
+    throw refuse(e);
+  }
   if (pending.replayed) return replayOf(pending);
 
   // Only the epochs Writ checked go upstream (its second fence), and a leased write may not outlive its lease.

@@ -29,5 +29,7 @@ export interface WritContext {
   readonly leases: LeaseManager;
   readonly receipts: ReceiptLog;
   readonly upstreams: UpstreamRouter;
+  /** Runs `fn` as one store transaction (one durable commit); the repositories' own transactions nest inside. */
+  atomically<T>(fn: () => T): T;
   observer: ServiceObserver;
 }

@@ -47,6 +47,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     }),
     receipts: new ReceiptLog({ repository: new SqliteReceiptRepository(db), clock }),
     upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
+    atomically: (fn) => db.transaction(fn).immediate(),
     observer: silentObserver,
   };
   const { credentialPath, created } = await ensureGovernance(ctx);
