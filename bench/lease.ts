@@ -24,7 +24,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TMP = join(ROOT, 'bench', 'tmp');
 const SECONDS = Number(process.env['LEASE_BENCH_SECONDS'] ?? 5);
 const KEYS = 1_000;
-const CLIENTS = [1, 8, 32, 128];
+const CLIENTS = [1, 8, 32, 128, 512];
 
 interface PairResult {
   pairs: number;
