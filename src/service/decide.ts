@@ -5,35 +5,14 @@ import { authenticateCaller, signDecision, type DecisionClaims } from '../decisi
 import { approvalEdges, principalsOf, resolveChains, resolveOwners, type AuthorityGraph } from '../graph/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, Obligations, PolicyEdge, VerifiedApproval } from '../policy/types.js';
-import type { DecisionRequest } from '../wire/v1.js';
+import type { Decision, DecisionRequest } from '../wire/v1.js';
 import type { WritContext } from './context.js';
 import { canonicalResource } from './resources.js';
 
 export type DecisionRequestInput = DecisionRequest;
 
-export interface DecisionOutcome {
-  decision_id: string;
-  allow: boolean;
-  principal: string;
-  action: string;
-  /** Canonical key (an alias in the request is resolved). */
-  resource: string;
-  environment: string;
-  fields: string[];
-  reasons: string[];
-  obligations: Obligations;
-  risk: number;
-  /** Edge ids of the chain that allows, governance first; empty on deny. */
-  chain: string[];
-  chain_edges: PolicyEdge[];
-  owners: Record<string, string | null>;
-  graph_revision: number;
-  policy_revision: string;
-  issued_at: number;
-  expires_at: number | null;
-  /** Compact JWS for the gateway; only allow decisions are signed. */
-  token: string | null;
-}
+/** A decision as the use case returns it: the v1 wire shape with times in ms (HTTP renders them ISO-8601). */
+export type DecisionOutcome = Omit<Decision, 'issued_at' | 'expires_at'> & { issued_at: number; expires_at: number | null };
 
 export interface Explanation {
   principal: string;
