@@ -62,7 +62,7 @@ export class LeaseManager {
     try {
       for (;;) {
         const now = this.clock.now();
-        const outcome = await this.repo.acquire({ keys, leaseId, tokenHash, holder: req.holder, instance, priority: req.priority, ttlMs, now, preempt, ticket });
+        const outcome = await this.repo.acquire({ keys, leaseId, tokenHash, holder: req.holder, instance, priority: req.priority, ttlMs, now, preempt, ticket, ...(preempt && req.preemptable ? { preemptable: req.preemptable } : {}) });
         if (outcome.granted) {
           granted = true;
           return { lease_id: leaseId, token, epochs: outcome.epochs, expires_at: outcome.expiresAt, preempted: outcome.preempted };

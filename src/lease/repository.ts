@@ -41,6 +41,12 @@ export interface AcquireCommand {
   ttlMs: number;
   now: number;
   preempt: boolean;
+  /**
+   * With `preempt`: the holders this acquisition may take keys from (the service checked a preempts edge
+   * over each). A key held by anyone else at the moment of the takeover is refused, so the check and the
+   * takeover cannot be split by another process. Undefined: any holder.
+   */
+  preemptable?: string[];
   /** The caller's waiter ticket, or NEWCOMER_TICKET. A granted waiter leaves the queue in the same transaction. */
   ticket: number;
 }

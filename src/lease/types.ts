@@ -12,6 +12,8 @@ export interface AcquireRequest {
   waitMs?: number;
   /** Take the keys even when held. Only the service decides this (active incident and a preempts edge). */
   preempt?: boolean;
+  /** With `preempt`: the only holders whose keys may be taken over (see AcquireCommand.preemptable). */
+  preemptable?: string[];
   /** An opaque id of the acquiring process or session, for diagnostics only (never an authority). */
   instance?: string;
 }

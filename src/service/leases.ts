@@ -55,12 +55,14 @@ export async function acquireLeases(ctx: WritContext, caller: string, input: Lea
   const principal = ctx.graph.current().principal(caller);
   if (!principal) throw new WritError('UNKNOWN_PRINCIPAL', `no principal ${caller}`);
   const now = ctx.clock.now();
+  const preemptable = new Set<string>([caller]);
   if (input.preempt) {
     if (activeIncidents(ctx).length === 0) throw new WritError('NO_INCIDENT', 'preemption is only possible during an active incident');
     for (const key of keys) {
       const rec = await ctx.leases.describe(key);
-      if (rec?.state === 'HELD' && rec.holderIdentity && rec.holderIdentity !== caller && !mayPreempt(ctx, caller, rec.holderIdentity, now)) {
-        throw new WritError('FORBIDDEN', `${caller} has no preempts edge over ${rec.holderIdentity}, who holds ${key}`);
+      if (rec?.state === 'HELD' && rec.holderIdentity && rec.holderIdentity !== caller) {
+        if (!mayPreempt(ctx, caller, rec.holderIdentity, now)) throw new WritError('FORBIDDEN', `${caller} has no preempts edge over ${rec.holderIdentity}, who holds ${key}`);
+        preemptable.add(rec.holderIdentity);
       }
     }
   }
@@ -70,7 +72,9 @@ export async function acquireLeases(ctx: WritContext, caller: string, input: Lea
     priority: principal.priority,
     ttlMs: input.ttl_ms ?? ctx.config.lease.defaultTtlMs,
     ...(input.wait_ms !== undefined ? { waitMs: input.wait_ms } : {}),
-    ...(input.preempt ? { preempt: true } : {}),
+    // The takeover itself is conditional on the holders checked here: if another holder took a key in
+    // between, the acquisition is refused (RESOURCE_BUSY) instead of preempting someone unchecked.
+    ...(input.preempt ? { preempt: true, preemptable: [...preemptable] } : {}),
   });
   ctx.db
     .prepare('INSERT INTO lease_authority (lease_id, holder, decisions, created_at) VALUES (?, ?, ?, ?)')
