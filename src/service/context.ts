@@ -3,7 +3,7 @@ import type { WritConfig } from '../config/index.js';
 import type { LiveGraph } from '../graph/index.js';
 import type { KeyRing } from '../decision/index.js';
 import type { PolicyEngine } from '../policy/types.js';
-import type { GraphEventLog, ReplayGuard } from '../store/types.js';
+import type { GraphEventLog, IncidentRepository, LeaseAuthorityRepository, ReplayGuard } from '../store/types.js';
 import type { SqliteDatabase } from '../store/sqlite/database.js';
 import type { LeaseManager } from '../lease/index.js';
 import type { ReceiptLog } from '../audit/index.js';
@@ -27,6 +27,8 @@ export interface WritContext {
   readonly keys: KeyRing;
   readonly policy: PolicyEngine;
   readonly leases: LeaseManager;
+  readonly leaseAuthority: LeaseAuthorityRepository;
+  readonly incidents: IncidentRepository;
   readonly receipts: ReceiptLog;
   readonly upstreams: UpstreamRouter;
   /** Runs `fn` as one store transaction (one durable commit); the repositories' own transactions nest inside. */

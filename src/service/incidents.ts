@@ -2,17 +2,10 @@ import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { checkDecisionBinding, verifyDecision } from '../decision/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
+import type { IncidentRecord } from '../store/types.js';
 import type { WritContext } from './context.js';
 
-export interface Incident {
-  id: string;
-  declared_by: string;
-  reason: string;
-  decision_id: string;
-  declared_at: number;
-  ends_at: number;
-  resolved_at: number | null;
-}
+export type Incident = IncidentRecord;
 
 /**
  * Declares an incident. It needs an allow decision for `declare_incident` on `incident:<id>` (so who may
@@ -30,21 +23,18 @@ export async function declareIncident(ctx: WritContext, caller: string, input: {
   const ttl = input.ttl_ms ?? 3_600_000;
   if (!Number.isInteger(ttl) || ttl <= 0 || ttl > 7 * 86_400_000) throw new WritError('UNPROCESSABLE', 'ttl_ms must be between 1 ms and 7 days');
   const incident: Incident = { id: input.id, declared_by: caller, reason: input.reason, decision_id: claims.decision_id, declared_at: now, ends_at: now + ttl, resolved_at: null };
-  const r = ctx.db
-    .prepare('INSERT INTO incidents (id, declared_by, reason, decision_id, declared_at, ends_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING')
-    .run(incident.id, incident.declared_by, incident.reason, incident.decision_id, incident.declared_at, incident.ends_at);
-  if (r.changes === 0) throw new WritError('ALREADY_EXISTS', `incident ${input.id} was already declared`);
+  if (!ctx.incidents.declare(incident)) throw new WritError('ALREADY_EXISTS', `incident ${input.id} was already declared`);
   return incident;
 }
 
 export function resolveIncident(ctx: WritContext, caller: string, id: string): Incident {
-  const row = ctx.db.prepare('SELECT * FROM incidents WHERE id = ?').get(id) as Incident | undefined;
+  const row = ctx.incidents.get(id);
   if (!row) throw new WritError('NOT_FOUND', `no incident ${id}`);
   if (caller !== row.declared_by && caller !== GOVERNANCE_ID) throw new WritError('FORBIDDEN', `only ${row.declared_by} or governance may resolve incident ${id}`);
-  ctx.db.prepare('UPDATE incidents SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL').run(ctx.clock.now(), id);
-  return ctx.db.prepare('SELECT * FROM incidents WHERE id = ?').get(id) as Incident;
+  ctx.incidents.resolve(id, ctx.clock.now());
+  return ctx.incidents.get(id)!;
 }
 
 export function activeIncidents(ctx: WritContext): Incident[] {
-  return ctx.db.prepare('SELECT * FROM incidents WHERE resolved_at IS NULL AND ends_at > ? ORDER BY declared_at').all(ctx.clock.now()) as Incident[];
+  return ctx.incidents.active(ctx.clock.now());
 }

@@ -76,15 +76,13 @@ export async function acquireLeases(ctx: WritContext, caller: string, input: Lea
     // between, the acquisition is refused (RESOURCE_BUSY) instead of preempting someone unchecked.
     ...(input.preempt ? { preempt: true, preemptable: [...preemptable] } : {}),
   });
-  ctx.db
-    .prepare('INSERT INTO lease_authority (lease_id, holder, decisions, created_at) VALUES (?, ?, ?, ?)')
-    .run(grant.lease_id, caller, JSON.stringify(authority), now);
+  ctx.leaseAuthority.record(grant.lease_id, caller, authority, now);
   return { ...grant, keys: Object.keys(grant.epochs).sort(), holder: caller };
 }
 
-function leaseHolder(ctx: WritContext, leaseId: string): { holder: string; decisions: DecisionClaims[] } | undefined {
-  const row = ctx.db.prepare('SELECT holder, decisions FROM lease_authority WHERE lease_id = ?').get(leaseId) as { holder: string; decisions: string } | undefined;
-  return row ? { holder: row.holder, decisions: JSON.parse(row.decisions) as DecisionClaims[] } : undefined;
+/** Who took the lease and with which decisions (recorded at acquisition). */
+function leaseAuthorityOf(ctx: WritContext, leaseId: string): { holder: string; decisions: DecisionClaims[] } | undefined {
+  return ctx.leaseAuthority.get(leaseId) as { holder: string; decisions: DecisionClaims[] } | undefined;
 }
 
 /**
@@ -93,7 +91,7 @@ function leaseHolder(ctx: WritContext, leaseId: string): { holder: string; decis
  * for as long as someone keeps renewing. Only the holder renews.
  */
 export async function renewLease(ctx: WritContext, caller: string, leaseId: string, token: string, ttlMs?: number) {
-  const lease = leaseHolder(ctx, leaseId);
+  const lease = leaseAuthorityOf(ctx, leaseId);
   if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
   if (lease) {
     try {
@@ -108,7 +106,7 @@ export async function renewLease(ctx: WritContext, caller: string, leaseId: stri
 }
 
 export async function releaseLease(ctx: WritContext, caller: string, leaseId: string, token: string) {
-  const lease = leaseHolder(ctx, leaseId);
+  const lease = leaseAuthorityOf(ctx, leaseId);
   if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
   return ctx.leases.release(leaseId, token);
 }

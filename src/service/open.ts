@@ -13,6 +13,8 @@ import { ReceiptLog } from '../audit/index.js';
 import { UpstreamRouter } from '../gateway/upstream-router.js';
 import { SqliteLeaseRepository } from '../store/sqlite/lease-repository.js';
 import { SqliteReceiptRepository } from '../store/sqlite/receipt-repository.js';
+import { SqliteIncidentRepository } from '../store/sqlite/incident-repository.js';
+import { SqliteLeaseAuthorityRepository } from '../store/sqlite/lease-authority-repository.js';
 import { silentObserver, type WritContext } from './context.js';
 
 export interface OpenedWrit {
@@ -45,6 +47,8 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       maxTtlMs: config.lease.maxTtlMs,
       maxWaitMs: config.lease.maxWaitMs,
     }),
+    leaseAuthority: new SqliteLeaseAuthorityRepository(db),
+    incidents: new SqliteIncidentRepository(db),
     receipts: new ReceiptLog({ repository: new SqliteReceiptRepository(db), clock }),
     upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
     atomically: (fn) => db.transaction(fn).immediate(),

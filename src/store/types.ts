@@ -36,3 +36,28 @@ export interface ReplayGuard {
   /** True the first time an id is seen in `namespace`; false for every later call (until it expires). */
   remember(namespace: string, id: string, expiresAt: number, now: number): boolean;
 }
+
+/** A declared incident (while active, preempts edges may be used). Times in ms. */
+export interface IncidentRecord {
+  id: string;
+  declared_by: string;
+  reason: string;
+  decision_id: string;
+  declared_at: number;
+  ends_at: number;
+  resolved_at: number | null;
+}
+
+export interface IncidentRepository {
+  /** False when an incident with that id already exists. */
+  declare(incident: Omit<IncidentRecord, 'resolved_at'>): boolean;
+  get(id: string): IncidentRecord | undefined;
+  resolve(id: string, at: number): void;
+  active(now: number): IncidentRecord[];
+}
+
+/** The decisions (claims) each lease was taken with, so renewals can re-check their authority. */
+export interface LeaseAuthorityRepository {
+  record(leaseId: string, holder: string, decisions: unknown[], at: number): void;
+  get(leaseId: string): { holder: string; decisions: unknown[] } | undefined;
+}

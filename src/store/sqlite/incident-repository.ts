@@ -1,0 +1,31 @@
+import type { IncidentRecord, IncidentRepository } from '../types.js';
+import type { SqliteDatabase } from './database.js';
+
+export class SqliteIncidentRepository implements IncidentRepository {
+  private readonly s;
+
+  constructor(db: SqliteDatabase) {
+    this.s = {
+      insert: db.prepare('INSERT INTO incidents (id, declared_by, reason, decision_id, declared_at, ends_at) VALUES (@id, @declared_by, @reason, @decision_id, @declared_at, @ends_at) ON CONFLICT (id) DO NOTHING'),
+      get: db.prepare('SELECT * FROM incidents WHERE id = ?'),
+      resolve: db.prepare('UPDATE incidents SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL'),
+      active: db.prepare('SELECT * FROM incidents WHERE resolved_at IS NULL AND ends_at > ? ORDER BY declared_at'),
+    };
+  }
+
+  declare(incident: Omit<IncidentRecord, 'resolved_at'>): boolean {
+    return this.s.insert.run(incident).changes === 1;
+  }
+
+  get(id: string): IncidentRecord | undefined {
+    return this.s.get.get(id) as IncidentRecord | undefined;
+  }
+
+  resolve(id: string, at: number): void {
+    this.s.resolve.run(at, id);
+  }
+
+  active(now: number): IncidentRecord[] {
+    return this.s.active.all(now) as IncidentRecord[];
+  }
+}

@@ -1,0 +1,21 @@
+import type { LeaseAuthorityRepository } from '../types.js';
+import type { SqliteDatabase } from './database.js';
+
+export class SqliteLeaseAuthorityRepository implements LeaseAuthorityRepository {
+  private readonly insert;
+  private readonly select;
+
+  constructor(db: SqliteDatabase) {
+    this.insert = db.prepare('INSERT INTO lease_authority (lease_id, holder, decisions, created_at) VALUES (?, ?, ?, ?)');
+    this.select = db.prepare('SELECT holder, decisions FROM lease_authority WHERE lease_id = ?');
+  }
+
+  record(leaseId: string, holder: string, decisions: unknown[], at: number): void {
+    this.insert.run(leaseId, holder, JSON.stringify(decisions), at);
+  }
+
+  get(leaseId: string): { holder: string; decisions: unknown[] } | undefined {
+    const row = this.select.get(leaseId) as { holder: string; decisions: string } | undefined;
+    return row ? { holder: row.holder, decisions: JSON.parse(row.decisions) as unknown[] } : undefined;
+  }
+}
