@@ -29,19 +29,29 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     say(`[writ] sample upstream (a stand-in for a real CMS) on http://${config.host}:${options.upstreamPort}`);
   }
   // PENDING receipts (a crash or a timeout between intent and completion) are settled against the
-  // upstream in the background, once they are older than the upstream timeout: younger ones may be
-  // writes another process sharing this store still has in flight.
-  const settleAge = Math.max(...config.upstreams.map((u) => u.timeoutMs));
-  const reconcile = () =>
-    reconcileReceipts(w.ctx, { olderThanMs: settleAge }).then(
-      (r) => {
-        if (r.examined > 0) say(`[writ] reconciled ${r.examined} PENDING receipt(s): ${r.completed.length} completed, ${r.failed.length} failed, ${r.unresolved.length} unresolved`);
-      },
-      (e: Error) => say(`[writ] reconciliation of PENDING receipts failed: ${e.message} (will retry)`),
-    );
-  const sweep = setInterval(() => void reconcile(), settleAge);
-  sweep.unref();
-  closers.push(async () => clearInterval(sweep));
+  // upstream in the background once they are past twice the upstream timeout: every write is sent with
+  // a Writ-Deadline the upstream enforces, so by then "not applied" is final, and younger receipts may
+  // be writes another process sharing this store still has in flight.
+  const settleAge = Math.max(1_000, 2 * Math.max(...config.upstreams.map((u) => u.timeoutMs)));
+  let sweep: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const reconcile = async (): Promise<void> => {
+    try {
+      const r = await reconcileReceipts(w.ctx, { olderThanMs: settleAge });
+      if (r.examined > 0) say(`[writ] reconciled ${r.examined} PENDING receipt(s): ${r.completed.length} completed, ${r.failed.length} failed, ${r.unresolved.length} unresolved`);
+    } catch (e) {
+      say(`[writ] reconciliation of PENDING receipts failed: ${(e as Error).message} (will retry)`);
+    }
+    // The next sweep starts only when this one has finished.
+    if (!stopped) {
+      sweep = setTimeout(() => void reconcile(), settleAge);
+      sweep.unref();
+    }
+  };
+  closers.push(async () => {
+    stopped = true;
+    clearTimeout(sweep);
+  });
   await app.listen({ port: config.port, host: config.host });
   void reconcile();
   const url = `http://${config.host}:${config.port}`;

@@ -74,6 +74,9 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     ],
   };
   const merged = { ...base, ...overrides };
+  for (const u of merged.upstreams) {
+    if (u.timeoutMs < 1) throw new WritError('UNPROCESSABLE', `the upstream timeout for ${u.pattern} must be at least 1 ms`);
+  }
   if (overrides.dataDir && !overrides.dbFile) merged.dbFile = resolve(merged.dataDir, 'writ.sqlite');
   return merged;
 }

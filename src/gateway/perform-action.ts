@@ -7,6 +7,9 @@ import { checkAuthorityStillValid } from './authority-watermark.js';
 import { coordinationKeys, parseFencingHeader } from './coordination-keys.js';
 import type { UpstreamRoute } from './upstream-router.js';
 
+/** A leased write is not forwarded with less lease than this left: it would only time out as PENDING. */
+const MIN_LEASE_LEFT_MS = 100;
+
 /** The body of POST /v1/actions. */
 export interface ActionInput {
   action: string;
@@ -96,6 +99,9 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
         if (!fence || check.expires_at < fence.expires_at) fence = { lease_id: check.lease_id, epoch: check.epoch, expires_at: check.expires_at };
       }
     }
+    if (fence && fence.expires_at - ctx.clock.now() < MIN_LEASE_LEFT_MS) {
+      throw new WritError('LEASE_EXPIRED', `the lease on ${Object.keys(fenced).join(', ')} has less than ${MIN_LEASE_LEFT_MS} ms left; renew it before writing`);
+    }
     // The decision's environment picks the upstream: a staging decision never reaches production state.
     route = ctx.upstreams.route(resource, claims.environment);
   } catch (e) {
@@ -127,13 +133,16 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
   if (pending.replayed) return replayOf(pending);
 
   // Only the epochs Writ checked go upstream (its second fence), and a leased write may not outlive its lease.
+  const sentAt = ctx.clock.now();
+  const timeoutMs = fence ? Math.min(route!.timeoutMs, fence.expires_at - sentAt) : route!.timeoutMs;
   const result = await route!.client.write(resource, {
     fields: input.payload,
     expectedVersion: input.expected_version ?? 0,
     fencing: fence ? fenced : null,
     principal: caller,
     receiptId: pending.receipt_id,
-    ...(fence ? { timeoutMs: Math.max(1, Math.min(route!.timeoutMs, fence.expires_at - ctx.clock.now())) } : {}),
+    timeoutMs: Math.max(1, timeoutMs),
+    deadline: sentAt + Math.max(1, timeoutMs),
   });
   switch (result.kind) {
     case 'applied': {

@@ -52,10 +52,18 @@ export class UpstreamRouter {
   async lookup(resourceKey: string, receiptId: string): Promise<{ applied: boolean; revision?: number }> {
     const routes = this.routes.filter((r) => matchesPattern(r.pattern, resourceKey));
     if (routes.length === 0) throw new WritError('NO_UPSTREAM', `no upstream holds ${resourceKey}`);
+    // "Not applied" only when every upstream that could hold it answered; one that cannot be asked
+    // leaves the receipt unresolved (PENDING) rather than guessed.
+    let unanswered: unknown;
     for (const route of routes) {
-      const found = await route.client.lookup(resourceKey, receiptId);
-      if (found.applied) return found;
+      try {
+        const found = await route.client.lookup(resourceKey, receiptId);
+        if (found.applied) return found;
+      } catch (e) {
+        unanswered ??= e;
+      }
     }
+    if (unanswered !== undefined) throw unanswered;
     return { applied: false };
   }
 }

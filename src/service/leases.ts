@@ -56,6 +56,7 @@ export async function acquireLeases(ctx: WritContext, caller: string, input: Lea
   if (!principal) throw new WritError('UNKNOWN_PRINCIPAL', `no principal ${caller}`);
   const now = ctx.clock.now();
   const preemptable = new Set<string>([caller]);
+  let preempt = false;
   if (input.preempt) {
     if (activeIncidents(ctx).length === 0) throw new WritError('NO_INCIDENT', 'preemption is only possible during an active incident');
     for (const key of keys) {
@@ -63,6 +64,7 @@ export async function acquireLeases(ctx: WritContext, caller: string, input: Lea
       if (rec?.state === 'HELD' && rec.holderIdentity && rec.holderIdentity !== caller) {
         if (!mayPreempt(ctx, caller, rec.holderIdentity, now)) throw new WritError('FORBIDDEN', `${caller} has no preempts edge over ${rec.holderIdentity}, who holds ${key}`);
         preemptable.add(rec.holderIdentity);
+        preempt = true;
       }
     }
   }
@@ -74,9 +76,17 @@ export async function acquireLeases(ctx: WritContext, caller: string, input: Lea
     ...(input.wait_ms !== undefined ? { waitMs: input.wait_ms } : {}),
     // The takeover itself is conditional on the holders checked here: if another holder took a key in
     // between, the acquisition is refused (RESOURCE_BUSY) instead of preempting someone unchecked.
-    ...(input.preempt ? { preempt: true, preemptable: [...preemptable] } : {}),
+    // Only a key held by someone the caller may preempt is taken over; otherwise this is an ordinary
+    // acquisition that respects the wait queue (preempting nobody must not jump the queue).
+    ...(preempt ? { preempt: true, preemptable: [...preemptable] } : {}),
   });
-  ctx.leaseAuthority.record(grant.lease_id, caller, authority, now);
+  try {
+    ctx.leaseAuthority.record(grant.lease_id, caller, authority, now);
+  } catch (e) {
+    // Nobody will receive the token: give the keys back rather than leave them locked until expiry.
+    await ctx.leases.release(grant.lease_id, grant.token).catch(() => undefined);
+    throw e;
+  }
   return { ...grant, keys: Object.keys(grant.epochs).sort(), holder: caller };
 }
 

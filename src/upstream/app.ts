@@ -50,7 +50,14 @@ const UNLOGGED_ROUTES = new Set(['/requests', '/writes', '/healthz']);
 
 export function createSampleUpstream(options: SampleUpstreamOptions): FastifyInstance {
   const db = openUpstreamDatabase(options.dbFile);
-  const store = new SampleContentStore(db, options.clock ?? systemClock);
+  const clock = options.clock ?? systemClock;
+  const store = new SampleContentStore(db, clock);
+  // `Writ-Deadline` (ms since the epoch): a write that arrives after it is refused, so once the deadline
+  // has passed, "not applied" is final and Writ may settle a PENDING receipt as FAILED.
+  const pastDeadline = (req: FastifyRequest): boolean => {
+    const raw = header(req, 'writ-deadline');
+    return raw !== null && /^\d{1,16}$/.test(raw) && clock.now() > Number(raw);
+  };
   const app = Fastify({
     logger: options.logger ?? false,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false } },
@@ -123,6 +130,7 @@ export function createSampleUpstream(options: SampleUpstreamOptions): FastifyIns
       if (ifMatch === null) return refuse(req, reply, 400, { code: 'MALFORMED_REQUEST', message: `If-Match must be a strong ETag like "3", got ${ifMatchHeader}` });
       const writer = writerHeaders(req);
       if (!writer) return refuse(req, reply, 400, { code: 'MALFORMED_REQUEST', message: MALFORMED_FENCING });
+      if (pastDeadline(req)) return refuse(req, reply, 409, { code: 'DEADLINE_PASSED', message: 'the write arrived after its Writ-Deadline; not applied' });
       return answer(req, reply, store.put({ postId: req.params.id, ifMatch, fields: req.body.fields, ...writer }));
     },
   );
@@ -149,6 +157,7 @@ export function createSampleUpstream(options: SampleUpstreamOptions): FastifyIns
     async (req, reply) => {
       const writer = writerHeaders(req);
       if (!writer) return refuse(req, reply, 400, { code: 'MALFORMED_REQUEST', message: MALFORMED_FENCING });
+      if (pastDeadline(req)) return refuse(req, reply, 409, { code: 'DEADLINE_PASSED', message: 'the write arrived after its Writ-Deadline; not applied' });
       const { add = [], remove = [] } = req.body.tags;
       return answer(req, reply, store.merge({ postId: req.params.id, addTags: add, removeTags: remove, ...writer }));
     },

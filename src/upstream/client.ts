@@ -26,6 +26,11 @@ export interface UpstreamWrite {
   receiptId: string;
   /** Defaults to the client's timeout. */
   timeoutMs?: number;
+  /**
+   * Sent as `Writ-Deadline` (ms since the epoch): the upstream must refuse the write if it arrives
+   * later, so that after the deadline "not applied" is final (what reconciliation relies on).
+   */
+  deadline?: number;
 }
 
 /**
@@ -95,6 +100,7 @@ export class HttpUpstreamClient implements UpstreamClient {
       'if-match': `"${write.expectedVersion}"`,
       'writ-principal': write.principal,
       'writ-receipt-id': write.receiptId,
+      ...(write.deadline !== undefined ? { 'writ-deadline': String(write.deadline) } : {}),
     };
     if (write.fencing) headers['writ-fencing-epoch'] = formatFencingEpochs(write.fencing);
     // Outside the try: a key this upstream cannot address is a refusal, not an unknown outcome.

@@ -8,11 +8,17 @@ import { startHarness, type Harness } from '../support/harness.js';
 let silent: Server;
 const sockets: Socket[] = [];
 const requests: string[] = [];
+const deadlines: number[] = [];
 let h: Harness;
 beforeAll(async () => {
   silent = createServer((s) => {
     sockets.push(s);
-    s.on('data', (b) => requests.push(b.toString().split('\r\n')[0]!));
+    s.on('data', (b) => {
+      const text = b.toString();
+      requests.push(text.split('\r\n')[0]!);
+      const deadline = /writ-deadline: (\d+)/i.exec(text);
+      if (deadline) deadlines.push(Number(deadline[1]));
+    });
   });
   await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
   const port = (silent.address() as { port: number }).port;
@@ -39,6 +45,9 @@ describe('an upstream that does not answer', () => {
     expect(again.body.receipt.receipt_id).toBe(r.body.receipt_id);
     expect(again.body.receipt.status).toBe('PENDING');
     expect(requests).toEqual(['PUT /posts/8 HTTP/1.1']);
+    // The write carried its deadline (send time + the 300 ms timeout), after which the upstream must refuse it.
+    expect(deadlines).toHaveLength(1);
+    expect(deadlines[0]! - h.clock.now()).toBeLessThanOrEqual(300);
 
     // The upstream cannot be asked either: reconciliation leaves it unresolved rather than guessing.
     const report = await reconcileReceipts(h.ctx);

@@ -28,3 +28,25 @@ describe('preemption takes over only the holders the caller was checked against'
     expect(g.epochs[KEY]).toBe(1);
   });
 });
+
+describe('preemption never jumps the wait queue for a key nobody live holds', () => {
+  it('a free key reserved for a queued waiter is refused to a preempting newcomer', async () => {
+    let sleeping: (() => void)[] = [];
+    const { leases } = leaseHarness({ sleep: () => new Promise<void>((r) => sleeping.push(r)) });
+    const flush = async () => {
+      for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+    };
+    const held = await leases.acquire({ resources: [KEY], holder: 'release-controller', priority: 80, ttlMs: 10_000 });
+    const waiting = leases.acquire({ resources: [KEY], holder: 'editor-alice', priority: 60, ttlMs: 10_000, waitMs: 5_000 });
+    await flush();
+    await leases.release(held.lease_id, held.token);
+    // The key is free now but reserved for editor-alice (60), who is queued; a lower-priority "preempting"
+    // newcomer may not take it (preemption takes over live holders, it does not skip the queue).
+    await expect(leases.acquire({ resources: [KEY], holder: 'seo-agent-7', priority: 20, ttlMs: 10_000, preempt: true, preemptable: ['seo-agent-7'] }))
+      .rejects.toMatchObject({ code: 'RESOURCE_BUSY' });
+    sleeping.forEach((r) => r());
+    sleeping = [];
+    await flush();
+    await expect(waiting).resolves.toMatchObject({ epochs: { [KEY]: 2 } });
+  });
+});

@@ -55,7 +55,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   let upstream: { app: { close(): Promise<unknown> }; url: string } | undefined;
   let upstreams: UpstreamRouter | undefined;
   if (options.upstream) {
-    upstream = await startSampleUpstream({ port: 0, host: '127.0.0.1', dbFile: join(dataDir, 'upstream.sqlite') });
+    upstream = await startSampleUpstream({ port: 0, host: '127.0.0.1', dbFile: join(dataDir, 'upstream.sqlite'), clock });
     upstreams = UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: upstream.url, timeoutMs: 5000, environment: 'production' }]);
   }
   if (options.upstreamRoutes) upstreams = UpstreamRouter.fromConfig(options.upstreamRoutes);

@@ -84,7 +84,22 @@ export class GroupCommit {
     if (this.flushing) return;
     this.flushing = true;
     try {
-      while (this.queue.length > 0) this.commitBatch(this.queue.splice(0, this.maxBatch));
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, this.maxBatch);
+        try {
+          this.commitBatch(batch);
+        } catch (e) {
+          // A rollback or release statement itself failed: end the transaction and answer every caller.
+          if (this.db.inTransaction) {
+            try {
+              this.s.rollback.run();
+            } catch {
+              // The next BEGIN reports the connection's state.
+            }
+          }
+          this.fail(batch, e);
+        }
+      }
     } finally {
       this.flushing = false;
     }

@@ -80,6 +80,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
           preempted_by = CASE WHEN holder IS NOT NULL AND expires_at > :now THEN :holder ELSE NULL END
         WHERE key = :key
           AND (:preemptable IS NULL OR holder IS NULL OR expires_at <= :now OR holder IN (SELECT value FROM json_each(:preemptable)))
+          AND ((holder IS NOT NULL AND expires_at > :now) OR ${notQueuedAhead})
         RETURNING epoch, prev_lease_id, preempted_by`),
       freeKeysOf: db.prepare(`UPDATE lease_keys SET lease_id = NULL, holder = NULL, holder_instance = NULL, token_hash = NULL,
           priority = NULL, expires_at = NULL
