@@ -5,7 +5,7 @@ import { canonicalJson } from './canonical-json.js';
 import { foldReceipt } from './fold.js';
 import { verifyEntries, type ReceiptChainVerdict } from './hash-chain.js';
 import type { Receipt, ReceiptCompletion, ReceiptIntent, ReceiptPage, ReceiptQuery, ReceiptRejection, ReconcileOutcome } from './receipt.js';
-import type { ReceiptRepository, SettlementAppend } from './repository.js';
+import type { ReceiptFilter, ReceiptRepository, SettlementAppend } from './repository.js';
 
 export interface ReceiptLogOptions {
   repository: ReceiptRepository;
@@ -56,11 +56,7 @@ export class ReceiptLog {
       },
     );
     if (result.appended) return foldReceipt([result.entry]);
-    if (result.existing.request_hash !== intent.request_hash) {
-      throw new WritError('IDEMPOTENCY_MISMATCH', `Idempotency-Key '${intent.idempotency_key}' was already used for a different request`, {
-        receipt_id: result.existing.receipt_id,
-      });
-    }
+    checkSameRequest(intent.idempotency_key ?? '', result.existing, intent.request_hash);
     return { ...this.mustGet(result.existing.receipt_id), replayed: true };
   }
 
@@ -119,10 +115,15 @@ export class ReceiptLog {
     return foldReceipt([entry]);
   }
 
-  /** The first receipt of this principal's idempotency key (a retry returns it instead of writing again). */
-  findByIdempotencyKey(principal: string, idempotencyKey: string): Receipt | null {
+  /**
+   * The first receipt of this principal's idempotency key, for a retry of the same request (it gets that
+   * receipt instead of writing again); IDEMPOTENCY_MISMATCH when the key was used for another request.
+   */
+  findReplay(principal: string, idempotencyKey: string, requestHash: string): Receipt | null {
     const found = this.repo.findByIdempotencyKey(principal, idempotencyKey);
-    return found ? this.get(found.receipt_id) : null;
+    if (!found) return null;
+    checkSameRequest(idempotencyKey, found, requestHash);
+    return this.mustGet(found.receipt_id);
   }
 
   get(receiptId: string): Receipt | null {
@@ -131,19 +132,18 @@ export class ReceiptLog {
   }
 
   query(q: ReceiptQuery = {}): ReceiptPage {
-    const limit = Math.min(Math.max(1, Math.floor(q.limit ?? DEFAULT_LIMIT)), MAX_LIMIT);
-    const found = this.repo.find({ resource: q.resource, principal: q.principal, status: q.status, after: q.after, limit: limit + 1 });
-    const page = found.slice(0, limit);
-    return {
-      receipts: page.map((f) => foldReceipt(f.entries)),
-      next: found.length > limit ? page[page.length - 1]!.first_seq : null,
-    };
+    return this.page({ resource: q.resource, principal: q.principal, status: q.status, after: q.after }, q.limit ?? DEFAULT_LIMIT);
   }
 
   /** Receipts still PENDING, oldest first; `createdAtOrBefore` leaves out writes that may still be in flight. */
   pending(options: { createdAtOrBefore?: number; after?: number; limit?: number } = {}): ReceiptPage {
-    const limit = Math.min(Math.max(1, Math.floor(options.limit ?? MAX_LIMIT)), MAX_LIMIT);
-    const found = this.repo.find({ status: 'PENDING', createdAtOrBefore: options.createdAtOrBefore, after: options.after, limit: limit + 1 });
+    return this.page({ status: 'PENDING', createdAtOrBefore: options.createdAtOrBefore, after: options.after }, options.limit ?? MAX_LIMIT);
+  }
+
+  /** One page of receipts; asks for one more than the page to know whether there is a next one. */
+  private page(filter: Omit<ReceiptFilter, 'limit'>, requested: number): ReceiptPage {
+    const limit = Math.min(Math.max(1, Math.floor(requested)), MAX_LIMIT);
+    const found = this.repo.find({ ...filter, limit: limit + 1 });
     const page = found.slice(0, limit);
     return { receipts: page.map((f) => foldReceipt(f.entries)), next: found.length > limit ? page[page.length - 1]!.first_seq : null };
   }
@@ -191,4 +191,10 @@ function normalizedIntent(i: Partial<ReceiptIntent> & Pick<ReceiptIntent, 'princ
     idempotency_key: i.idempotency_key ?? null,
     request_hash: i.request_hash ?? null,
   };
+}
+
+function checkSameRequest(idempotencyKey: string, first: { receipt_id: string; request_hash: string | null }, requestHash: string): void {
+  if (first.request_hash !== requestHash) {
+    throw new WritError('IDEMPOTENCY_MISMATCH', `Idempotency-Key '${idempotencyKey}' was already used for a different request`, { receipt_id: first.receipt_id });
+  }
 }

@@ -53,13 +53,8 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
   }
   const hash = requestHash({ principal: caller, action: input.action, resource, environment: input.environment ?? null, fields, payload: input.payload, expected_version: input.expected_version ?? null });
   if (creds.idempotencyKey) {
-    const first = ctx.receipts.findByIdempotencyKey(caller, creds.idempotencyKey);
-    if (first) {
-      if (first.request_hash !== hash) {
-        throw new WritError('IDEMPOTENCY_MISMATCH', `Idempotency-Key '${creds.idempotencyKey}' was already used for a different request`, { receipt_id: first.receipt_id });
-      }
-      return replayOf(first);
-    }
+    const first = ctx.receipts.findReplay(caller, creds.idempotencyKey, hash);
+    if (first) return replayOf(first);
   }
 
   let claims: DecisionClaims | undefined;

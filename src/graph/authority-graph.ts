@@ -74,7 +74,6 @@ export class AuthorityGraph {
   /** owns edges by the first segment of each of their patterns ('*' for a wildcard first segment). */
   private readonly ownsIndex = new Map<string, Set<Edge>>();
   private rev = 0;
-  private lastAt: number | null = null;
 
   /** Builds a graph by folding `events` in revision order (from revision 1). */
   static replay(events: Iterable<RecordedGraphEvent>, options: AuthorityGraphOptions = {}): AuthorityGraph {
@@ -89,11 +88,6 @@ export class AuthorityGraph {
   /** The revision of the last applied event (0 for an empty graph). */
   get revision(): number {
     return this.rev;
-  }
-
-  /** The time of the last applied event, or null for an empty graph. */
-  get revisionTime(): number | null {
-    return this.lastAt;
   }
 
   get principalCount(): number {
@@ -121,7 +115,6 @@ export class AuthorityGraph {
     }
     this.fold(rec.event, rec.revision);
     this.rev = rec.revision;
-    this.lastAt = rec.at;
   }
 
   principal(id: string): Principal | undefined {

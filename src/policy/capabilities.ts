@@ -1,6 +1,5 @@
 /** The capabilities file `opa build` gets: the opa in use, cut down to what opa-wasm can run. */
 import { execFile } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { WritError } from '../errors.js';
 import { WASM_ALLOWED_BUILTINS } from './wasm-builtins.js';
@@ -21,10 +20,6 @@ export async function wasmCapabilities(opaPath: string): Promise<Capabilities> {
   }
   const current = JSON.parse(stdout) as Capabilities;
   return { ...current, builtins: current.builtins.filter((b) => WASM_ALLOWED_BUILTINS.has(b.name)) };
-}
-
-export async function writeWasmCapabilities(opaPath: string, file: string): Promise<void> {
-  await writeFile(file, `${JSON.stringify(await wasmCapabilities(opaPath), null, 2)}\n`);
 }
 
 export function opaMessage(e: unknown): string {

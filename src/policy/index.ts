@@ -2,7 +2,7 @@
 export type * from './types.js';
 export { buildPolicyBundle, POLICY_ENTRYPOINTS, type BuildPolicyOptions, type BuiltPolicyBundle } from './build.js';
 export { bundleRevision, readLiveBundle, type BundleFiles } from './bundle-layout.js';
-export { wasmCapabilities, writeWasmCapabilities } from './capabilities.js';
+export { wasmCapabilities } from './capabilities.js';
 export { createPolicyEngine, loadPolicyEngine } from './wasm-engine.js';
 export { openReloadingPolicyEngine, type ReloadingOptions, type ReloadingPolicyEngine } from './reloading-engine.js';
 export { WASM_ALLOWED_BUILTINS } from './wasm-builtins.js';

@@ -4,6 +4,7 @@ import { generatePrincipalKeyPair } from '../sdk/assertion.js';
 import { GOVERNANCE_ID, type PublicJwk } from '../graph/model.js';
 import { commitGraphChange } from './graph-changes.js';
 import type { WritContext } from './context.js';
+import { publicPart } from './validate.js';
 
 export interface AdminCredential {
   principal: string;
@@ -31,8 +32,7 @@ export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPa
   if (existing && existsSync(path)) return { credentialPath: path, created: false };
   let publicJwk: PublicJwk;
   if (existsSync(path)) {
-    const { d: _d, ...pub } = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-    publicJwk = pub as PublicJwk;
+    publicJwk = publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>);
   } else {
     const pair = await generatePrincipalKeyPair(`governance-${ctx.clock.now().toString(36)}`);
     const tmp = `${path}.tmp`;

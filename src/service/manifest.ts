@@ -6,6 +6,7 @@ import type { PublicJwk } from '../graph/model.js';
 import type { WritContext } from './context.js';
 import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
 import { registerPrincipal, type PrincipalInput } from './principals.js';
+import { publicPart } from './validate.js';
 
 /**
  * A declarative graph definition (graph/*.yaml), applied idempotently like a manifest: objects are
@@ -64,10 +65,6 @@ function readKeyFile(file: string): PublicJwk {
   return publicPart(jwk as Record<string, unknown>);
 }
 
-function publicPart(jwk: Record<string, unknown>): PublicJwk {
-  const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...pub } = jwk;
-  return pub as PublicJwk;
-}
 
 /** Applies a manifest as `caller` (governance). Order: principals, grants, delegations (file order), ownerships, approvals, preemptions. */
 export function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string): ApplyReport {

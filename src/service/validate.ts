@@ -80,6 +80,12 @@ export function checkPublicKeys(keys: PublicJwk[]): PublicJwk[] {
   return keys;
 }
 
+/** The public half of a JWK: every private member (d, and p, q, dp, dq, qi of RSA) dropped. */
+export function publicPart(jwk: Record<string, unknown>): PublicJwk {
+  const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...pub } = jwk;
+  return pub as PublicJwk;
+}
+
 /** Structural equality of JSON-like values, key order ignored (for idempotent manifests). */
 export function sameJson(a: unknown, b: unknown): boolean {
   return canonicalJson(a) === canonicalJson(b);
