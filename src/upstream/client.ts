@@ -1,5 +1,6 @@
 import { WritError } from '../errors.js';
 import { formatFencingEpochs, type FencingEpochs } from '../wire/fencing-header.js';
+import { PlainHttpClient, type PlainResponse } from './http-request.js';
 import { samplePostAdapter, type ResourceKeyAdapter } from './resource-key.js';
 
 export interface UpstreamRead {
@@ -74,9 +75,11 @@ export class HttpUpstreamClient implements UpstreamClient {
   private readonly baseUrl: string;
   private readonly timeoutMs: number;
   private readonly adapter: ResourceKeyAdapter;
+  private readonly http: PlainHttpClient;
 
   constructor(options: HttpUpstreamClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.http = new PlainHttpClient(this.baseUrl);
     this.timeoutMs = options.timeoutMs ?? 5000;
     this.adapter = options.adapter ?? samplePostAdapter;
   }
@@ -87,7 +90,7 @@ export class HttpUpstreamClient implements UpstreamClient {
 
   async read(resourceKey: string): Promise<UpstreamRead> {
     const url = this.baseUrl + this.adapter.pathOf(resourceKey);
-    const { status, body } = await this.ask(url, { method: 'GET' });
+    const { status, body } = await this.ask(url);
     if (status === 404) return { exists: false, version: 0, fields: {} };
     if (status !== 200) throw new WritError('UPSTREAM_FAILED', `upstream answered ${status} to GET ${url}`, { status });
     const post = body as { revision: number; fields: Record<string, unknown> };
@@ -105,22 +108,15 @@ export class HttpUpstreamClient implements UpstreamClient {
     if (write.fencing) headers['writ-fencing-epoch'] = formatFencingEpochs(write.fencing);
     // Outside the try: a key this upstream cannot address is a refusal, not an unknown outcome.
     const url = this.baseUrl + this.adapter.pathOf(resourceKey);
-    let response: Response;
-    let body: Record<string, unknown>;
+    let response: PlainResponse;
     try {
-      response = await fetch(url, {
-        method: 'PUT',
-        headers,
-        body: JSON.stringify({ fields: write.fields }),
-        signal: AbortSignal.timeout(write.timeoutMs ?? this.timeoutMs),
-      });
-      body = await readJson(response);
+      response = await this.http.request(url, { method: 'PUT', headers, body: JSON.stringify({ fields: write.fields }), timeoutMs: write.timeoutMs ?? this.timeoutMs });
     } catch (e) {
       return failure(e);
     }
-    const status = response.status;
+    const { status, body } = response;
     if (status === 200 || status === 201) {
-      return { kind: 'applied', status, version: Number(body.revision), replayed: response.headers.get('writ-replayed') === 'true' };
+      return { kind: 'applied', status, version: Number(body.revision), replayed: response.headers['writ-replayed'] === 'true' };
     }
     if (status === 412) {
       const changed = Array.isArray(body.changed_fields) ? body.changed_fields.filter((f): f is string => typeof f === 'string') : [];
@@ -140,40 +136,28 @@ export class HttpUpstreamClient implements UpstreamClient {
 
   async lookup(resourceKey: string, receiptId: string): Promise<{ applied: boolean; revision?: number }> {
     const url = `${this.baseUrl}${this.adapter.pathOf(resourceKey)}/writes/${encodeURIComponent(receiptId)}`;
-    const { status, body } = await this.ask(url, { method: 'GET' });
+    const { status, body } = await this.ask(url);
     if (status !== 200) throw new WritError('UPSTREAM_FAILED', `upstream answered ${status} to GET ${url}`, { status });
     const found = body as { applied: boolean; revision?: number };
     return found.applied ? { applied: true, revision: found.revision! } : { applied: false };
   }
 
-  private async ask(url: string, init: RequestInit): Promise<{ status: number; body: Record<string, unknown> }> {
+  private async ask(url: string): Promise<PlainResponse> {
     try {
-      const response = await fetch(url, { ...init, signal: AbortSignal.timeout(this.timeoutMs) });
-      return { status: response.status, body: await readJson(response) };
+      return await this.http.request(url, { method: 'GET', timeoutMs: this.timeoutMs });
     } catch (e) {
       const f = failure(e);
-      throw new WritError(f.kind === 'timeout' ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', `${init.method} ${url}: ${f.message}`);
+      throw new WritError(f.kind === 'timeout' ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', `GET ${url}: ${f.message}`);
     }
-  }
-}
-
-async function readJson(response: Response): Promise<Record<string, unknown>> {
-  const text = await response.text();
-  if (text === '') return {};
-  try {
-    const parsed: unknown = JSON.parse(text);
-    return parsed !== null && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : {};
-  } catch {
-    return { message: text.slice(0, 200) };
   }
 }
 
 /** Refused connections never reached the upstream; anything else may have been applied. */
 function failure(e: unknown): Extract<UpstreamWriteResult, { kind: 'timeout' | 'network_error' }> {
-  const err = e as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (err.name === 'TimeoutError' || err.name === 'AbortError') return { kind: 'timeout', status: null, maybeApplied: true, message: 'upstream timed out' };
-  const code = err.cause?.code;
-  const message = `${err.message ?? String(e)}${code ? ` (${code})` : err.cause?.message ? ` (${err.cause.message})` : ''}`;
+  const err = e as { message?: string; kind?: string; code?: string };
+  if (err.kind === 'timeout') return { kind: 'timeout', status: null, maybeApplied: true, message: 'upstream timed out' };
+  const code = err.code;
+  const message = `${err.message ?? String(e)}${code && !String(err.message).includes(code) ? ` (${code})` : ''}`;
   const neverSent = code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN';
   return { kind: 'network_error', status: null, maybeApplied: !neverSent, message };
 }
