@@ -26,6 +26,8 @@ export interface AuthenticatedCaller {
   jti: string;
   /** ms since the epoch. */
   expiresAt: number;
+  /** Until when (ms) the jti must be remembered once spent: exp plus the clock tolerance. */
+  spendUntil: number;
 }
 
 export const ASSERTION_ALGORITHMS = ['EdDSA', 'ES256'] as const;
@@ -34,10 +36,21 @@ const REPLAY_NAMESPACE = 'assertion';
 /**
  * Authenticates a caller from `Authorization: Bearer <assertion>`: a JWT with iss = sub = principal,
  * aud = `audience`, signed by one of the principal's registered keys (named by `kid`), short-lived,
- * with a `jti` never seen before. Every failure is `UNAUTHENTICATED` with a message naming the check
- * that failed; no message contains key material.
+ * with a `jti` never seen before, which it then spends (one commit). Every failure is
+ * `UNAUTHENTICATED` with a message naming the check that failed; no message contains key material.
  */
 export async function authenticateCaller(authorizationHeader: string | undefined, deps: CallerAuthDeps): Promise<AuthenticatedCaller> {
+  const caller = await verifyCallerAssertion(authorizationHeader, deps);
+  spendAssertion(deps.replay, caller, deps.now);
+  return caller;
+}
+
+/**
+ * The same checks as `authenticateCaller`, the jti included (a replay is refused here already), but
+ * the jti is left unspent: the caller must `spendAssertion` in the transaction that records what the
+ * request did (the gateway spends it with the write's intent or rejection, one commit instead of two).
+ */
+export async function verifyCallerAssertion(authorizationHeader: string | undefined, deps: CallerAuthDeps): Promise<AuthenticatedCaller> {
   const maxTtlMs = deps.maxTtlMs ?? 300_000;
   const toleranceMs = deps.clockToleranceMs ?? 5_000;
   const { now } = deps;
@@ -94,12 +107,22 @@ export async function authenticateCaller(authorizationHeader: string | undefined
   if (typeof payload.aud !== 'string') throw refuse('assertion audience must be a single string');
   if (principal.revoked_at !== null && principal.revoked_at <= now) throw refuse(`principal ${principalId} is revoked`);
 
-  // Scoped by principal: one caller's jti choices can never burn another's.
-  if (!deps.replay.remember(REPLAY_NAMESPACE, `${principalId}\u0000${payload.jti}`, expMs + toleranceMs, now)) {
-    throw refuse('assertion jti was already used (replayed)');
-  }
-  return { principal: principalId, jti: payload.jti, expiresAt: expMs };
+  const caller = { principal: principalId, jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
+  if (deps.replay.seen(REPLAY_NAMESPACE, replayId(caller), now)) throw replayed();
+  return caller;
 }
+
+/**
+ * Spends a verified assertion's jti: true the first time, UNAUTHENTICATED (replayed) after. Call it
+ * inside a transaction to make the spend part of it; the unique row decides between racing requests.
+ */
+export function spendAssertion(replay: ReplayGuard, caller: AuthenticatedCaller, now: number): void {
+  if (!replay.remember(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
+}
+
+/** Scoped by principal: one caller's jti choices can never burn another's. */
+const replayId = (caller: AuthenticatedCaller) => `${caller.principal}\u0000${caller.jti}`;
+const replayed = () => refuse('assertion jti was already used (replayed)');
 
 const refuse = (why: string) => new WritError('UNAUTHENTICATED', why);
 

@@ -16,6 +16,8 @@ export { checkDecisionBinding, type DecisionRequest } from './decision-binding.j
 export {
   ASSERTION_ALGORITHMS,
   authenticateCaller,
+  spendAssertion,
+  verifyCallerAssertion,
   type AuthenticatedCaller,
   type CallerAuthDeps,
 } from './caller-auth.js';

@@ -1,5 +1,5 @@
 import { ERROR_CATALOGUE, WritError, isWritError, type ErrorCode } from '../errors.js';
-import { checkDecisionBinding, verifyDecision, type DecisionClaims } from '../decision/index.js';
+import { checkDecisionBinding, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { requestHash, type Receipt, type ReceiptIntent } from '../audit/index.js';
 import type { WritContext } from '../service/context.js';
 import { canonicalResource } from '../service/resources.js';
@@ -44,30 +44,50 @@ export interface ActionOutcome {
  * precondition, one use per decision; then an intent receipt, the forward, and the settled receipt.
  * A refusal changes neither the upstream nor the leases, and is itself recorded as a REJECTED receipt.
  */
-export async function performAction(ctx: WritContext, caller: string, input: ActionInput, creds: ActionCredentials): Promise<ActionOutcome> {
+export async function performAction(ctx: WritContext, who: string | AuthenticatedCaller, input: ActionInput, creds: ActionCredentials): Promise<ActionOutcome> {
+  const caller = typeof who === 'string' ? who : who.principal;
+  /**
+   * An assertion verified but not yet spent is spent here, in the first transaction that records
+   * what this request did (its intent or its rejection): one commit per write fewer. Throws
+   * UNAUTHENTICATED (replayed) when a concurrent request spent it first.
+   */
+  const spend = () => {
+    if (typeof who !== 'string') spendAssertion(ctx.replay, who, ctx.clock.now());
+  };
   const resource = canonicalResource(ctx.policy.data, input.resource);
   const fields = [...new Set(input.fields)].sort();
   const payloadFields = Object.keys(input.payload).sort();
   if (payloadFields.join('\n') !== fields.join('\n')) {
+    spend();
     throw new WritError('UNPROCESSABLE', `payload must carry exactly the fields named in fields [${fields.join(', ')}], got [${payloadFields.join(', ')}]`);
   }
   const hash = requestHash({ principal: caller, action: input.action, resource, environment: input.environment ?? null, fields, payload: input.payload, expected_version: input.expected_version ?? null });
   if (creds.idempotencyKey) {
     const first = ctx.receipts.findReplay(caller, creds.idempotencyKey, hash);
-    if (first) return replayOf(first);
+    if (first) {
+      spend();
+      return replayOf(first);
+    }
   }
 
   let claims: DecisionClaims | undefined;
-  /** A refusal is on the record too: one REJECTED receipt with whatever was known. */
+  /** A refusal is on the record too: one REJECTED receipt with whatever was known (unless the assertion was a replay). */
   const refuse = (e: unknown): unknown => {
     if (!isWritError(e)) return e;
-    const rejection = ctx.receipts.recordRejection({
-      principal: caller, action: input.action, resource_key: resource, fields, request_hash: hash,
-      decision_id: claims?.decision_id ?? null, policy_revision: claims?.policy_revision ?? null, graph_revision: claims?.graph_revision ?? null,
-      chain: claims?.chain ?? [], expected_version: input.expected_version ?? null,
-      error: { code: e.code, message: e.message },
-    });
-    return new WritError(e.code, e.message, { ...(e.details ?? {}), receipt_id: rejection.receipt_id });
+    try {
+      const rejection = ctx.atomically(() => {
+        spend();
+        return ctx.receipts.recordRejection({
+          principal: caller, action: input.action, resource_key: resource, fields, request_hash: hash,
+          decision_id: claims?.decision_id ?? null, policy_revision: claims?.policy_revision ?? null, graph_revision: claims?.graph_revision ?? null,
+          chain: claims?.chain ?? [], expected_version: input.expected_version ?? null,
+          error: { code: e.code, message: e.message },
+        });
+      });
+      return new WritError(e.code, e.message, { ...(e.details ?? {}), receipt_id: rejection.receipt_id });
+    } catch (spent) {
+      return spent;
+    }
   };
   let fence: { lease_id: string; epoch: number; expires_at: number } | undefined;
   const fenced: Record<string, number> = {};
@@ -116,6 +136,7 @@ export async function performAction(ctx: WritContext, caller: string, input: Act
   let pending: Receipt;
   try {
     pending = ctx.atomically(() => {
+      spend();
       const recorded = ctx.receipts.recordIntent(intent);
       if (!recorded.replayed && !ctx.replay.remember('decision', claims.decision_id, claims.expires_at, ctx.clock.now())) {
         throw new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write; a decision authorizes one write`);

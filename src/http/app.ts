@@ -1,6 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
-import { authenticateCaller } from '../decision/index.js';
+import { authenticateCaller, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
 import type { WritContext } from '../service/index.js';
 import { createMetrics } from './metrics.js';
 import { sendProblem } from './problem.js';
@@ -12,8 +12,10 @@ import { registerOpsRoutes } from './routes/ops.js';
 declare module 'fastify' {
   interface FastifyInstance {
     writ: WritContext;
-    /** Authenticates the caller assertion (Bearer JWT) and returns the principal id. */
+    /** Authenticates the caller assertion (Bearer JWT), spends its jti and returns the principal id. */
     caller(request: FastifyRequest): Promise<string>;
+    /** Verifies the caller assertion but leaves its jti for the use case to spend in its own transaction. */
+    unspentCaller(request: FastifyRequest): Promise<AuthenticatedCaller>;
   }
 }
 
@@ -33,17 +35,12 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   const metrics = createMetrics();
   ctx.observer = metrics.observer;
   app.decorate('writ', ctx);
-  app.decorate('caller', async (request: FastifyRequest) => {
+  const authDeps = () => {
     const graph = ctx.graph.current();
-    const auth = await authenticateCaller(request.headers.authorization, {
-      principal: (id) => graph.principal(id),
-      replay: ctx.replay,
-      now: ctx.clock.now(),
-      audience: ctx.config.audience,
-      maxTtlMs: ctx.config.maxAssertionTtlMs,
-    });
-    return auth.principal;
-  });
+    return { principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs };
+  };
+  app.decorate('caller', async (request: FastifyRequest) => (await authenticateCaller(request.headers.authorization, authDeps())).principal);
+  app.decorate('unspentCaller', (request: FastifyRequest) => verifyCallerAssertion(request.headers.authorization, authDeps()));
   app.setErrorHandler((error, request, reply) => sendProblem(error, request, reply));
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).type('application/problem+json').send({

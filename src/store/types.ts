@@ -35,6 +35,8 @@ export class GraphHeadMoved extends Error {
 export interface ReplayGuard {
   /** True the first time an id is seen in `namespace`; false for every later call (until it expires). */
   remember(namespace: string, id: string, expiresAt: number, now: number): boolean;
+  /** Whether `remember` would refuse this id now (a read: it records nothing). */
+  seen(namespace: string, id: string, now: number): boolean;
 }
 
 /** A declared incident (while active, preempts edges may be used). Times in ms. */

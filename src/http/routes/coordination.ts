@@ -39,7 +39,8 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
   });
 
   app.post<{ Body: ActionInput }>('/v1/actions', { schema: { body: actionBody, summary: 'The write: verified, fenced, forwarded, receipted' } }, async (request, reply) => {
-    const caller = await app.caller(request);
+    // The assertion's jti is spent in the same transaction as the write's intent (or its rejection).
+    const caller = await app.unspentCaller(request);
     const h = request.headers;
     const out = await performAction(ctx, caller, request.body, {
       decision: header(h['writ-decision']),

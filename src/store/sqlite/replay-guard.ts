@@ -4,6 +4,7 @@ import type { SqliteDatabase } from './database.js';
 export class SqliteReplayGuard implements ReplayGuard {
   private readonly insert;
   private readonly purge;
+  private readonly live;
   private lastPurge = 0;
 
   constructor(db: SqliteDatabase) {
@@ -13,6 +14,7 @@ export class SqliteReplayGuard implements ReplayGuard {
       ON CONFLICT (namespace, id) DO UPDATE SET expires_at = excluded.expires_at
       WHERE seen_ids.expires_at <= ?`);
     this.purge = db.prepare('DELETE FROM seen_ids WHERE expires_at <= ?');
+    this.live = db.prepare('SELECT 1 FROM seen_ids WHERE namespace = ? AND id = ? AND expires_at > ?').pluck();
   }
 
   remember(namespace: string, id: string, expiresAt: number, now: number): boolean {
@@ -21,5 +23,9 @@ export class SqliteReplayGuard implements ReplayGuard {
       this.lastPurge = now;
     }
     return this.insert.run(namespace, id, expiresAt, now).changes === 1;
+  }
+
+  seen(namespace: string, id: string, now: number): boolean {
+    return this.live.get(namespace, id, now) !== undefined;
   }
 }

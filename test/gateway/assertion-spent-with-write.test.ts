@@ -1,0 +1,87 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { decideOk, snapshot, upstreamGet } from '../support/agent.js';
+import { startHarness, type Harness } from '../support/harness.js';
+
+/**
+ * POST /v1/actions spends the caller assertion's jti in the same transaction that records what the
+ * request did (the intent, or the rejection), not in a commit of its own. These tests pin that it is
+ * still spent on every path, and that two requests racing with one assertion get one write.
+ */
+let h: Harness;
+beforeEach(async () => {
+  h = await startHarness({ upstream: true });
+});
+afterEach(async () => h?.close());
+
+const meta = (v: string, expected = 0) => ({ action: 'update_post', resource: 'wp:post:1024', fields: ['meta_description'], payload: { meta_description: v }, expected_version: expected });
+
+/** A write with a given Authorization header (so one assertion can be sent twice). */
+const write = (auth: Record<string, string>, decision: string, body: Record<string, unknown>, extra: Record<string, string> = {}) =>
+  h.call(null, { method: 'POST', url: '/v1/actions', headers: { ...auth, 'writ-decision': decision, ...extra }, payload: body });
+
+const receiptCount = () => h.ctx.db.prepare('SELECT COUNT(*) FROM receipts').pluck().get() as number;
+
+describe('the caller assertion of a write is spent with the write', () => {
+  it('after a completed write, the same assertion is refused (401) and nothing more is recorded or forwarded', async () => {
+    const auth = await h.auth('seo-agent-7');
+    const d1 = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['meta_description'] });
+    const first = await write(auth, d1.token, meta('one'));
+    expect(first.status, JSON.stringify(first.body)).toBe(201);
+    const d2 = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['meta_description'] });
+    const before = await snapshot(h);
+    const receipts = receiptCount();
+    const again = await write(auth, d2.token, meta('two', first.body.receipt.final_version));
+    expect(again.status).toBe(401);
+    expect(again.body.code).toBe('UNAUTHENTICATED');
+    expect(again.body.detail).toMatch(/replayed/);
+    expect(await snapshot(h)).toEqual(before);
+    expect(receiptCount()).toBe(receipts);
+    // The second decision was not burned by the refused request: a fresh assertion can use it.
+    const fresh = await write(await h.auth('seo-agent-7'), d2.token, meta('two', first.body.receipt.final_version));
+    expect(fresh.status, JSON.stringify(fresh.body)).toBe(201);
+  });
+
+  it('a rejected write spends it too (with its REJECTED receipt), and so does a malformed payload', async () => {
+    const auth = await h.auth('seo-agent-7');
+    const rejected = await write(auth, 'not-a-decision', meta('x'));
+    expect(rejected.body.code).toBe('DECISION_INVALID');
+    expect(rejected.body.receipt_id).toEqual(expect.any(String));
+    const receipts = receiptCount();
+    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['meta_description'] });
+    const replay = await write(auth, d.token, meta('x'));
+    expect(replay.status).toBe(401);
+    expect(replay.body.detail).toMatch(/replayed/);
+    expect(receiptCount()).toBe(receipts);
+
+    const auth2 = await h.auth('seo-agent-7');
+    const bad = await write(auth2, d.token, { ...meta('x'), payload: { title: 'not the named field' } });
+    expect(bad.status).toBe(422);
+    expect((await write(auth2, d.token, meta('x'))).status).toBe(401);
+  });
+
+  it('an Idempotency-Key retry spends its own assertion', async () => {
+    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['meta_description'] });
+    const key = { 'idempotency-key': 'k-1' };
+    expect((await write(await h.auth('seo-agent-7'), d.token, meta('x'), key)).status).toBe(201);
+    const auth = await h.auth('seo-agent-7');
+    const retry = await write(auth, d.token, meta('x'), key);
+    expect(retry.status).toBe(200);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect((await write(auth, d.token, meta('x'), key)).status).toBe(401);
+  });
+
+  it('two writes racing with one assertion: exactly one is forwarded, the other is 401 and spends nothing else', async () => {
+    const auth = await h.auth('seo-agent-7');
+    const [d1, d2] = [
+      await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['meta_description'] }),
+      await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1025', fields: ['meta_description'] }),
+    ];
+    const before = receiptCount();
+    // Both pass verification (the jti is not spent yet when either checks); the spend inside the
+    // intent transaction decides.
+    const [a, b] = await Promise.all([write(auth, d1.token, meta('a')), write(auth, d2.token, { ...meta('b'), resource: 'wp:post:1025' })]);
+    expect([a.status, b.status].sort()).toEqual([201, 401]);
+    expect(receiptCount()).toBe(before + 1);
+    expect((await upstreamGet(h, '/writes')).total).toBe(1);
+  });
+});
