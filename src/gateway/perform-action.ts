@@ -54,12 +54,18 @@ export async function performAction(ctx: WritContext, who: string | Authenticate
   const spend = () => {
     if (typeof who !== 'string') spendAssertion(ctx.replay, who, ctx.clock.now());
   };
-  const resource = canonicalResource(ctx.policy.data, input.resource);
   const fields = [...new Set(input.fields)].sort();
-  const payloadFields = Object.keys(input.payload).sort();
-  if (payloadFields.join('\n') !== fields.join('\n')) {
+  let resource: string;
+  try {
+    resource = canonicalResource(ctx.policy.data, input.resource);
+    const payloadFields = Object.keys(input.payload).sort();
+    if (payloadFields.join('\n') !== fields.join('\n')) {
+      throw new WritError('UNPROCESSABLE', `payload must carry exactly the fields named in fields [${fields.join(', ')}], got [${payloadFields.join(', ')}]`);
+    }
+  } catch (e) {
+    // Not a write anyone could take for one (no receipt), but the assertion is used up all the same.
     spend();
-    throw new WritError('UNPROCESSABLE', `payload must carry exactly the fields named in fields [${fields.join(', ')}], got [${payloadFields.join(', ')}]`);
+    throw e;
   }
   const hash = requestHash({ principal: caller, action: input.action, resource, environment: input.environment ?? null, fields, payload: input.payload, expected_version: input.expected_version ?? null });
   if (creds.idempotencyKey) {

@@ -41,7 +41,7 @@ describe('the caller assertion of a write is spent with the write', () => {
     expect(fresh.status, JSON.stringify(fresh.body)).toBe(201);
   });
 
-  it('a rejected write spends it too (with its REJECTED receipt), and so does a malformed payload', async () => {
+  it('a rejected write spends it too (with its REJECTED receipt), and so do a malformed payload and an unknown resource', async () => {
     const auth = await h.auth('seo-agent-7');
     const rejected = await write(auth, 'not-a-decision', meta('x'));
     expect(rejected.body.code).toBe('DECISION_INVALID');
@@ -57,6 +57,11 @@ describe('the caller assertion of a write is spent with the write', () => {
     const bad = await write(auth2, d.token, { ...meta('x'), payload: { title: 'not the named field' } });
     expect(bad.status).toBe(422);
     expect((await write(auth2, d.token, meta('x'))).status).toBe(401);
+
+    const auth3 = await h.auth('seo-agent-7');
+    const unknown = await write(auth3, d.token, { ...meta('x'), resource: 'nothing:registered' });
+    expect(unknown.body.code).toBe('UNKNOWN_RESOURCE');
+    expect((await write(auth3, d.token, meta('x'))).status).toBe(401);
   });
 
   it('an Idempotency-Key retry spends its own assertion', async () => {
