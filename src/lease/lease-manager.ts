@@ -4,7 +4,7 @@ import { canonicalKeyOrder } from './canonical-order.js';
 import { toLeaseRecord } from './lease-record.js';
 import { checkTtl, checkWait, resolveLeaseOptions, type ResolvedLeaseOptions } from './options.js';
 import { NEWCOMER_TICKET, type AcquireOutcome, type LeaseRefusal, type LeaseRepository, type WaiterRow } from './repository.js';
-import { hashLeaseToken, newLeaseId, newLeaseToken } from './token.js';
+import { hashLeaseToken, leaseIdOfToken, newLeaseCredentials } from './token.js';
 import type {
   AcquireRequest,
   FenceCheck,
@@ -53,9 +53,7 @@ export class LeaseManager {
     const waitMs = preempt ? 0 : checkWait(req.waitMs, this.options);
     const instance = req.instance ?? null;
 
-    const token = newLeaseToken(this.options.randomBytes);
-    const leaseId = newLeaseId(this.options.randomBytes, this.clock.now());
-    const tokenHash = hashLeaseToken(token);
+    const { token, tokenHash, leaseId } = newLeaseCredentials(this.options.randomBytes, this.clock.now());
     const deadline = this.clock.now() + waitMs;
     let ticket = NEWCOMER_TICKET;
     let granted = false;
@@ -107,7 +105,7 @@ export class LeaseManager {
       throw new WritError('LEASE_REQUIRED', `writing ${req.key} requires a lease token`, { key: req.key });
     }
     if (!Number.isSafeInteger(req.epoch)) throw new WritError('UNPROCESSABLE', 'the fencing epoch must be an integer', { key: req.key });
-    const { key: row, lease } = await this.repo.fenceState(req.key, hashLeaseToken(req.token));
+    const { key: row, lease } = await this.repo.fenceState(req.key, hashLeaseToken(req.token), leaseIdOfToken(req.token));
     const current = row?.epoch ?? 0;
     if (req.epoch !== current) {
       throw new WritError('STALE_FENCING_EPOCH', `fencing epoch ${req.epoch} is not ${req.key}'s current epoch ${current}`, {

@@ -1,6 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { WritError } from '../errors.js';
+import { pooledRandomBytes } from './token.js';
 import type { LeaseManagerOptions } from './types.js';
 
 export type ResolvedLeaseOptions = Required<LeaseManagerOptions>;
@@ -12,7 +12,7 @@ export const DEFAULT_LEASE_OPTIONS: ResolvedLeaseOptions = {
   pollMinMs: 10,
   pollMaxMs: 50,
   queuedRetryAfterMs: 250,
-  randomBytes,
+  randomBytes: pooledRandomBytes,
   sleep: (ms) => delay(ms),
 };
 

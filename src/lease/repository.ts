@@ -20,8 +20,13 @@ export interface LeaseRepository {
   /** Puts a waiter in the queue of each key; returns its ticket (tickets grow: a lower ticket is older). */
   enqueue(waiter: WaiterEntry): Promise<number>;
   dequeue(ticket: number): Promise<void>;
-  /** The key's row and, if any, the lease whose token has this hash (read together, consistently). */
-  fenceState(key: string, tokenHash: string): Promise<FenceState>;
+  /**
+   * The key's row and, if any, the lease whose token has this hash (read together, consistently).
+   * `leaseId` is the id the token names (leaseIdOfToken), null if it names none; the lease returned
+   * must have both that id and that hash, or (tokens issued before ids were derived from tokens) be
+   * the lease recorded with that hash.
+   */
+  fenceState(key: string, tokenHash: string, leaseId: string | null): Promise<FenceState>;
   listKeys(filter: { key?: string; holder?: string }): Promise<LeaseKeyRow[]>;
   waiters(key: string, now: number): Promise<WaiterRow[]>;
   history(filter: { key?: string; leaseId?: string }): Promise<LeaseEvent[]>;

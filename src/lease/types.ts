@@ -20,7 +20,7 @@ export interface AcquireRequest {
 
 export interface LeaseGrant {
   lease_id: string;
-  /** The bearer secret for renew, release and writes. Writ stores only its SHA-256 hash. */
+  /** The bearer secret for renew, release and writes. Writ stores only its SHA-256 hash. The lease id is derived from it. */
   token: string;
   /** The fencing epoch per key; each write carries the epoch of its key. */
   epochs: Record<string, number>;
@@ -111,7 +111,7 @@ export interface LeaseManagerOptions {
   pollMaxMs?: number;
   /** Retry-After given when a key is free but reserved for queued waiters (default 250 ms). */
   queuedRetryAfterMs?: number;
-  /** Random bytes for tokens and lease ids (default node:crypto randomBytes). */
+  /** Random bytes for tokens (default node:crypto random bytes, drawn from a pool: see pooledRandomBytes). */
   randomBytes?: (size: number) => Buffer;
   /** How a waiter sleeps between polls (default setTimeout); tests inject a gate. */
   sleep?: (ms: number) => Promise<void>;

@@ -19,8 +19,19 @@ export interface GroupCommitStats {
   largestBatch: number;
 }
 
+/** How `run` treats an operation. */
+export interface GroupOperationOptions {
+  /**
+   * The operation is all-or-nothing by itself: a `db.transaction(...)` function (a savepoint of its
+   * own inside the batch, rolled back by better-sqlite3 before it throws), a single statement, or
+   * reads after either. It then runs without the per-operation savepoint (two statements fewer).
+   */
+  atomic?: boolean;
+}
+
 interface Pending {
   fn: () => unknown;
+  atomic: boolean;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -35,7 +46,8 @@ type Settled = { op: Pending; ok: true; value: unknown } | { op: Pending; ok: fa
  * before it is durable. If the transaction cannot begin or commit (SQLITE_BUSY after the busy timeout,
  * an I/O error), every operation of that batch is rejected.
  *
- * Operations must be synchronous. A `db.transaction(...)` function called inside one (even with
+ * Operations must be synchronous. One that is all-or-nothing by itself can say so (`atomic`) and skip
+ * its savepoint. A `db.transaction(...)` function called inside one (even with
  * `.immediate()`) becomes a savepoint in better-sqlite3, so repositories work unchanged inside a batch.
  * The transaction is open only while a batch runs, within one synchronous call, so code using the
  * connection outside the GroupCommit never finds a transaction open.
@@ -67,9 +79,9 @@ export class GroupCommit {
   }
 
   /** Queues `fn` for the next group transaction; resolves with its result once that transaction has committed. */
-  run<T>(fn: () => T): Promise<T> {
+  run<T>(fn: () => T, options: GroupOperationOptions = {}): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ fn, resolve: resolve as (value: unknown) => void, reject });
+      this.queue.push({ fn, atomic: options.atomic === true, resolve: resolve as (value: unknown) => void, reject });
       if (this.queue.length >= this.maxBatch && !this.flushing) this.flush();
       else if (!this.scheduled) {
         this.scheduled = true;
@@ -117,10 +129,11 @@ export class GroupCommit {
     const settled: Settled[] = [];
     for (let i = 0; i < batch.length; i++) {
       const op = batch[i]!;
-      if (!alone) this.s.savepoint.run();
+      const savepoint = !alone && !op.atomic;
+      if (savepoint) this.s.savepoint.run();
       try {
         const value = op.fn();
-        if (!alone) this.s.release.run();
+        if (savepoint) this.s.release.run();
         settled.push({ op, ok: true, value });
       } catch (error) {
         if (!this.db.inTransaction) {
@@ -132,10 +145,11 @@ export class GroupCommit {
           return;
         }
         if (alone) this.s.rollback.run();
-        else {
+        else if (savepoint) {
           this.s.rollbackTo.run();
           this.s.release.run();
         }
+        // else: an atomic operation has already undone its own writes.
         settled.push({ op, ok: false, error });
       }
     }

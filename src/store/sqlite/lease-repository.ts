@@ -22,6 +22,9 @@ import type { GroupCommit } from './group-commit.js';
 const KEY_COLUMNS = `key, epoch, lease_id, holder, holder_instance, token_hash, priority, acquired_at, renewed_at,
   expires_at, duration_ms, transitions, preempted_by`;
 
+const LEASE_COLUMNS = 'lease_id, holder, resources, epochs, state, expires_at, token_hash';
+const EVENT_COLUMNS = 'seq, at, event, key, epoch, lease_id, holder, actor';
+
 /** Set on a taken key; every SET expression reads the row as it was before the statement. */
 const TAKE_SET = `
   epoch = epoch + 1,
@@ -82,16 +85,17 @@ export class SqliteLeaseRepository implements LeaseRepository {
           AND (:preemptable IS NULL OR holder IS NULL OR expires_at <= :now OR holder IN (SELECT value FROM json_each(:preemptable)))
           AND ((holder IS NOT NULL AND expires_at > :now) OR ${notQueuedAhead})
         RETURNING epoch, prev_lease_id, preempted_by`),
-      freeKeysOf: db.prepare(`UPDATE lease_keys SET lease_id = NULL, holder = NULL, holder_instance = NULL, token_hash = NULL,
+      freeKeyOf: db.prepare(`UPDATE lease_keys SET lease_id = NULL, holder = NULL, holder_instance = NULL, token_hash = NULL,
           priority = NULL, expires_at = NULL
-        WHERE lease_id = ? RETURNING key, epoch`),
-      leaseHolder: db.prepare('SELECT holder FROM leases WHERE lease_id = ?').pluck(),
+        WHERE key = ? AND lease_id = ? RETURNING epoch`).pluck(),
+      prevLease: db.prepare('SELECT holder, resources FROM leases WHERE lease_id = ?'),
       endLease: db.prepare(`UPDATE leases SET state = :state, ended_at = :now, preempted_by = :by
         WHERE lease_id = :lease_id AND state = 'ACTIVE'`),
       insertLease: db.prepare(`INSERT INTO leases (lease_id, holder, holder_instance, resources, epochs, token_hash, priority,
           state, created_at, renewed_at, expires_at, duration_ms)
         VALUES (:lease_id, :holder, :instance, :resources, :epochs, :token_hash, :priority, 'ACTIVE', :now, :now, :expires_at, :ttl)`),
-      event: db.prepare('INSERT INTO lease_history (at, event, key, epoch, lease_id, holder, actor) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      event: db.prepare(`INSERT INTO lease_history (at, event, key, epoch, lease_id, holder, actor, prev_seq)
+        VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT last_seq FROM lease_keys WHERE key = ?))`),
       removeWaiter: db.prepare('DELETE FROM lease_waiters WHERE ticket = ?'),
       purgeWaiters: db.prepare('DELETE FROM lease_waiters WHERE deadline <= ?'),
       insertWaiter: db.prepare(`INSERT INTO lease_waiters (holder, holder_instance, priority, enqueued_at, deadline)
@@ -101,24 +105,33 @@ export class SqliteLeaseRepository implements LeaseRepository {
           expires_at = :now + COALESCE(:ttl, duration_ms)
         WHERE lease_id = :lease_id AND token_hash = :token_hash AND state = 'ACTIVE' AND expires_at > :now
         RETURNING resources, epochs, holder, expires_at, duration_ms`),
-      renewKeys: db.prepare(`UPDATE lease_keys SET renewed_at = :now, expires_at = :expires_at, duration_ms = :ttl
-        WHERE lease_id = :lease_id AND token_hash = :token_hash AND expires_at > :now`),
+      renewKey: db.prepare(`UPDATE lease_keys SET renewed_at = :now, expires_at = :expires_at, duration_ms = :ttl
+        WHERE key = :key AND lease_id = :lease_id AND token_hash = :token_hash AND expires_at > :now`),
       releaseLease: db.prepare(`UPDATE leases SET state = 'RELEASED', ended_at = :now
         WHERE lease_id = :lease_id AND token_hash = :token_hash AND state = 'ACTIVE' AND expires_at > :now
         RETURNING resources, epochs, holder`),
-      releaseKeys: db.prepare(`UPDATE lease_keys SET lease_id = NULL, holder = NULL, holder_instance = NULL, token_hash = NULL,
+      releaseKey: db.prepare(`UPDATE lease_keys SET lease_id = NULL, holder = NULL, holder_instance = NULL, token_hash = NULL,
           priority = NULL, expires_at = NULL
-        WHERE lease_id = :lease_id AND token_hash = :token_hash AND expires_at > :now`),
-      leaseById: db.prepare('SELECT lease_id, holder, resources, epochs, state, expires_at, token_hash FROM leases WHERE lease_id = ?'),
-      leaseByToken: db.prepare('SELECT lease_id, holder, resources, epochs, state, expires_at, token_hash FROM leases WHERE token_hash = ?'),
+        WHERE key = :key AND lease_id = :lease_id AND token_hash = :token_hash AND expires_at > :now`),
+      leaseById: db.prepare(`SELECT ${LEASE_COLUMNS} FROM leases WHERE lease_id = ?`),
+      leaseByIdAndToken: db.prepare(`SELECT ${LEASE_COLUMNS} FROM leases WHERE lease_id = ? AND token_hash = ?`),
+      leaseByLegacyToken: db.prepare(`SELECT ${LEASE_COLUMNS.replace(/(\w+)/g, 'l.$1')} FROM lease_legacy_tokens t
+        JOIN leases l ON l.lease_id = t.lease_id AND l.token_hash = t.token_hash WHERE t.token_hash = ?`),
       keyRow: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE key = ?`),
-      listKeys: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys
-        WHERE (:key IS NULL OR key = :key) AND (:holder IS NULL OR holder = :holder) AND epoch > 0 ORDER BY key`),
+      // One statement per filter, so that each uses its index (an "(? IS NULL OR col = ?)" term uses none).
+      listAllKeys: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE epoch > 0 ORDER BY key`),
+      listKeysOf: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE holder = ? AND epoch > 0 ORDER BY key`),
       waiters: db.prepare(`SELECT w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline
         FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
         WHERE wk.key = ? AND w.deadline > ? ORDER BY w.priority DESC, w.ticket`),
-      history: db.prepare(`SELECT seq, at, event, key, epoch, lease_id, holder, actor FROM lease_history
-        WHERE (:key IS NULL OR key = :key) AND (:lease_id IS NULL OR lease_id = :lease_id) ORDER BY seq`),
+      history: db.prepare(`SELECT ${EVENT_COLUMNS} FROM lease_history ORDER BY seq`),
+      // The key's chain (migration 007): its latest event, then each event's prev_seq, by primary key.
+      historyOfKey: db.prepare(`WITH RECURSIVE chain (${EVENT_COLUMNS}, prev_seq) AS (
+          SELECT ${EVENT_COLUMNS.replace(/(\w+)/g, 'h.$1')}, h.prev_seq FROM lease_keys k JOIN lease_history h ON h.seq = k.last_seq WHERE k.key = ?
+          UNION ALL
+          SELECT ${EVENT_COLUMNS.replace(/(\w+)/g, 'h.$1')}, h.prev_seq FROM chain c JOIN lease_history h ON h.seq = c.prev_seq)
+        SELECT ${EVENT_COLUMNS} FROM chain ORDER BY seq`),
+      historyOfLease: db.prepare(`SELECT ${EVENT_COLUMNS} FROM lease_history WHERE lease_id = ? ORDER BY seq`),
     };
 
     this.acquireTx = db.transaction((cmd: AcquireCommand) => this.takeAll(cmd));
@@ -130,9 +143,14 @@ export class SqliteLeaseRepository implements LeaseRepository {
       for (const key of w.keys) this.s.insertWaiterKey.run(key, ticket);
       return ticket;
     });
-    this.fenceTx = db.transaction((key: string, tokenHash: string): FenceState => {
+    this.fenceTx = db.transaction((key: string, tokenHash: string, leaseId: string | null): FenceState => {
       const row = this.s.keyRow.get(key) as LeaseKeyRow | undefined;
-      const raw = this.s.leaseByToken.get(tokenHash) as LeaseRowRaw | undefined;
+      // The lease the token names; else the key's current lease if this is its token (a token issued
+      // before lease ids were derived from tokens, or by a process of an older version); else a lease of
+      // such a token that has ended (lease_legacy_tokens, migration 007).
+      const raw = ((leaseId === null ? undefined : this.s.leaseByIdAndToken.get(leaseId, tokenHash)) ??
+        (row?.lease_id != null && row.token_hash === tokenHash ? this.s.leaseByIdAndToken.get(row.lease_id, tokenHash) : undefined) ??
+        this.s.leaseByLegacyToken.get(tokenHash)) as LeaseRowRaw | undefined;
       return { key: row, lease: raw && toLeaseRow(raw) };
     });
   }
@@ -163,12 +181,16 @@ export class SqliteLeaseRepository implements LeaseRepository {
     await this.write(() => this.s.removeWaiter.run(ticket));
   }
 
-  async fenceState(key: string, tokenHash: string): Promise<FenceState> {
-    return this.fenceTx.deferred(key, tokenHash);
+  async fenceState(key: string, tokenHash: string, leaseId: string | null): Promise<FenceState> {
+    return this.fenceTx.deferred(key, tokenHash, leaseId);
   }
 
   async listKeys(filter: { key?: string; holder?: string }): Promise<LeaseKeyRow[]> {
-    return this.s.listKeys.all({ key: filter.key ?? null, holder: filter.holder ?? null }) as LeaseKeyRow[];
+    if (filter.key !== undefined) {
+      const row = this.s.keyRow.get(filter.key) as LeaseKeyRow | undefined;
+      return row && row.epoch > 0 && (filter.holder === undefined || row.holder === filter.holder) ? [row] : [];
+    }
+    return (filter.holder === undefined ? this.s.listAllKeys.all() : this.s.listKeysOf.all(filter.holder)) as LeaseKeyRow[];
   }
 
   async waiters(key: string, now: number): Promise<WaiterRow[]> {
@@ -176,12 +198,21 @@ export class SqliteLeaseRepository implements LeaseRepository {
   }
 
   async history(filter: { key?: string; leaseId?: string }): Promise<LeaseEvent[]> {
-    return this.s.history.all({ key: filter.key ?? null, lease_id: filter.leaseId ?? null }) as LeaseEvent[];
+    const { key, leaseId } = filter;
+    if (leaseId !== undefined) {
+      const events = this.s.historyOfLease.all(leaseId) as LeaseEvent[];
+      return key === undefined ? events : events.filter((e) => e.key === key);
+    }
+    return (key === undefined ? this.s.history.all() : this.s.historyOfKey.all(key)) as LeaseEvent[];
   }
 
-  /** Alone or inside a group transaction; `.immediate()` inside one is a savepoint (better-sqlite3). */
+  /**
+   * Alone or inside a group transaction; `.immediate()` inside one is a savepoint (better-sqlite3).
+   * Every write here is one transaction function or one statement (then reads only), so all-or-nothing
+   * by itself: the group needs no savepoint around it.
+   */
   private write<T>(fn: () => T): T | Promise<T> {
-    return this.group ? this.group.run(fn) : fn();
+    return this.group ? this.group.run(fn, { atomic: true }) : fn();
   }
 
   private acquireNow(cmd: AcquireCommand): AcquireOutcome {
@@ -229,15 +260,19 @@ export class SqliteLeaseRepository implements LeaseRepository {
 
   /** The lease a key was just taken from ends: preempted (its other keys are freed too) or expired. */
   private endPrevious(prevLeaseId: string, key: string, epoch: number, byPreemption: boolean, cmd: AcquireCommand, preempted: PreemptedLease[]): void {
-    const prevHolder = (this.s.leaseHolder.get(prevLeaseId) as string | undefined) ?? '';
+    const prev = this.s.prevLease.get(prevLeaseId) as { holder: string; resources: string } | undefined;
+    const prevHolder = prev?.holder ?? '';
     const kind: LeaseEventKind = byPreemption ? 'PREEMPT' : 'EXPIRE';
     this.s.endLease.run({ state: byPreemption ? 'PREEMPTED' : 'EXPIRED', now: cmd.now, by: byPreemption ? cmd.holder : null, lease_id: prevLeaseId });
     this.event(cmd.now, kind, key, epoch, prevLeaseId, prevHolder, cmd.holder);
     if (!byPreemption) return;
     preempted.push({ lease_id: prevLeaseId, holder: prevHolder, key, epoch });
-    for (const other of this.s.freeKeysOf.all(prevLeaseId) as { key: string; epoch: number }[]) {
-      this.event(cmd.now, 'PREEMPT', other.key, other.epoch, prevLeaseId, prevHolder, cmd.holder);
-      preempted.push({ lease_id: prevLeaseId, holder: prevHolder, key: other.key, epoch: other.epoch });
+    // Its other keys, by primary key (the one just taken is no longer the previous lease's).
+    for (const other of prev ? (JSON.parse(prev.resources) as string[]) : []) {
+      const otherEpoch = this.s.freeKeyOf.get(other, prevLeaseId) as number | undefined;
+      if (otherEpoch === undefined) continue;
+      this.event(cmd.now, 'PREEMPT', other, otherEpoch, prevLeaseId, prevHolder, cmd.holder);
+      preempted.push({ lease_id: prevLeaseId, holder: prevHolder, key: other, epoch: otherEpoch });
     }
   }
 
@@ -246,7 +281,12 @@ export class SqliteLeaseRepository implements LeaseRepository {
     const lease = this.s.renewLease.get(params) as { resources: string; epochs: string; holder: string; expires_at: number; duration_ms: number } | undefined;
     if (!lease) return null;
     const keys = JSON.parse(lease.resources) as string[];
-    const changed = this.s.renewKeys.run({ ...params, expires_at: lease.expires_at, ttl: lease.duration_ms }).changes;
+    const keyParams = { ...params, expires_at: lease.expires_at, ttl: lease.duration_ms, key: '' };
+    let changed = 0;
+    for (const key of keys) {
+      keyParams.key = key;
+      changed += this.s.renewKey.run(keyParams).changes;
+    }
     // Cannot happen while takeovers end the lease in the same transaction; refuse rather than half-renew.
     if (changed !== keys.length) throw new Error(`lease ${cmd.leaseId} holds ${changed} of its ${keys.length} keys`);
     const epochs = JSON.parse(lease.epochs) as Record<string, number>;
@@ -259,7 +299,12 @@ export class SqliteLeaseRepository implements LeaseRepository {
     const lease = this.s.releaseLease.get(params) as { resources: string; epochs: string; holder: string } | undefined;
     if (!lease) return null;
     const keys = JSON.parse(lease.resources) as string[];
-    const changed = this.s.releaseKeys.run(params).changes;
+    const keyParams = { ...params, key: '' };
+    let changed = 0;
+    for (const key of keys) {
+      keyParams.key = key;
+      changed += this.s.releaseKey.run(keyParams).changes;
+    }
     if (changed !== keys.length) throw new Error(`lease ${cmd.leaseId} holds ${changed} of its ${keys.length} keys`);
     const epochs = JSON.parse(lease.epochs) as Record<string, number>;
     for (const key of keys) this.event(cmd.now, 'RELEASE', key, epochs[key]!, cmd.leaseId, lease.holder, null);
@@ -275,7 +320,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
   }
 
   private event(at: number, kind: LeaseEventKind, key: string, epoch: number, leaseId: string, holder: string, actor: string | null): void {
-    this.s.event.run(at, kind, key, epoch, leaseId, holder, actor);
+    this.s.event.run(at, kind, key, epoch, leaseId, holder, actor, key);
   }
 }
 

@@ -4,7 +4,8 @@ import { leases } from './003-leases.js';
 import { receipts } from './004-receipts.js';
 import { incidents } from './005-incidents.js';
 import { leaseAuthority } from './006-lease-authority.js';
+import { leaseWritePath } from './007-lease-write-path.js';
 import type { Migration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority];
+export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath];
