@@ -37,6 +37,6 @@ export function dropGuards(db: SqliteDatabase): void {
   db.exec(`
     DROP TRIGGER receipt_entries_no_update;
     DROP TRIGGER receipt_entries_no_delete;
-    DROP INDEX receipt_entries_prev_hash;
+    DROP TRIGGER receipt_entries_extend_chain;
   `);
 }

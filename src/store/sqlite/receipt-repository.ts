@@ -14,6 +14,8 @@ import type { Statement } from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 
 const ENTRY_COLUMNS = 'seq, receipt_id, kind, body, prev_hash, hash';
+/** The same columns from `receipt_entries e` joined to the receipts index. */
+const E_COLUMNS = ENTRY_COLUMNS.split(', ').map((c) => `e.${c}`).join(', ');
 
 export class SqliteReceiptRepository implements ReceiptRepository {
   private readonly headStmt;
@@ -40,7 +42,11 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     this.byIdempotencyStmt = db.prepare('SELECT receipt_id, request_hash FROM receipts WHERE principal = ? AND idempotency_key = ?');
     this.statusStmt = db.prepare('SELECT status FROM receipts WHERE receipt_id = ?').pluck();
     this.settleStmt = db.prepare('UPDATE receipts SET status = ?, completed_at = ?, last_seq = ? WHERE receipt_id = ?');
-    this.entriesOfStmt = db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE receipt_id = ? ORDER BY seq`);
+    // A receipt has at most two entries, its first and its settlement, and its row names both.
+    this.entriesOfStmt = db.prepare(`
+      SELECT ${E_COLUMNS}
+        FROM receipts r JOIN receipt_entries e ON e.seq IN (r.first_seq, r.last_seq)
+       WHERE r.receipt_id = ? ORDER BY e.seq`);
     this.scanStmt = db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries ORDER BY seq`);
     this.indexedHeadStmt = db.prepare('SELECT COALESCE(MAX(last_seq), 0) FROM receipts').pluck();
 
@@ -98,10 +104,10 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     if (filter.status !== undefined) (where.push('status = ?'), params.push(filter.status));
     if (filter.after !== undefined) (where.push('first_seq > ?'), params.push(filter.after));
     if (filter.createdAtOrBefore !== undefined) (where.push('created_at <= ?'), params.push(filter.createdAtOrBefore));
-    const sql = `SELECT r.first_seq, ${ENTRY_COLUMNS.split(', ').map((c) => `e.${c}`).join(', ')}
-         FROM (SELECT receipt_id, first_seq FROM receipts ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+    const sql = `SELECT r.first_seq, ${E_COLUMNS}
+         FROM (SELECT receipt_id, first_seq, last_seq FROM receipts ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
                ORDER BY first_seq LIMIT ?) r
-         JOIN receipt_entries e ON e.receipt_id = r.receipt_id
+         JOIN receipt_entries e ON e.seq IN (r.first_seq, r.last_seq)
          ORDER BY r.first_seq, e.seq`;
     let stmt = this.findStmts.get(sql);
     if (!stmt) this.findStmts.set(sql, (stmt = this.db.prepare(sql)));

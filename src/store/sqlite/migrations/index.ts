@@ -5,7 +5,8 @@ import { receipts } from './004-receipts.js';
 import { incidents } from './005-incidents.js';
 import { leaseAuthority } from './006-lease-authority.js';
 import { leaseWritePath } from './007-lease-write-path.js';
+import { receiptWritePath } from './008-receipt-write-path.js';
 import type { Migration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath];
+export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath, receiptWritePath];
