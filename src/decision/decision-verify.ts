@@ -1,23 +1,18 @@
-import {
-  createLocalJWKSet,
-  decodeProtectedHeader,
-  jwtVerify,
-  type CryptoKey,
-  type JSONWebKeySet,
-  type JWTPayload,
-  type KeyObject,
-} from 'jose';
+import type { KeyObject } from 'node:crypto';
+import type { JSONWebKeySet } from 'jose';
 import { WritError } from '../errors.js';
 import { DECISION_ALG, DECISION_ISSUER, DECISION_TYP, payloadToClaims, type DecisionClaims } from './decision-claims.js';
+import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignature, type DecodedJws } from './jws.js';
 
 /**
- * The verifier. It imports only jose and the error catalogue, so an offline client (the SDK) can
- * verify decisions against a fetched JWKS without pulling in the key ring's file-system code.
+ * The verifier. It imports only node:crypto, the JWS helpers and the error catalogue, so an offline
+ * client (the SDK) can verify decisions against a fetched JWKS without pulling in the key ring's
+ * file-system code.
  */
 
 /** Something that maps a `kid` to the public key that verifies it (the server's KeyRing is one). */
 export interface DecisionKeyResolver {
-  verificationKey(kid: string): CryptoKey | KeyObject | undefined;
+  verificationKey(kid: string): KeyObject | undefined;
 }
 
 export type DecisionKeys = DecisionKeyResolver | JSONWebKeySet;
@@ -32,7 +27,9 @@ export interface VerifyDecisionOptions {
   clockToleranceMs?: number;
 }
 
-const localSets = new WeakMap<JSONWebKeySet, ReturnType<typeof createLocalJWKSet>>();
+/** Imported JWKS keys, per fetched JWKS object and kid. */
+const jwksKeys = new WeakMap<JSONWebKeySet, Map<string, KeyObject>>();
+const REQUIRED_CLAIMS = ['jti', 'sub', 'aud', 'iat', 'exp'] as const;
 
 /**
  * Verifies a decision token and returns its claims. Accepts only EdDSA, typ `writ-decision+jwt`,
@@ -43,39 +40,40 @@ const localSets = new WeakMap<JSONWebKeySet, ReturnType<typeof createLocalJWKSet
 export async function verifyDecision(token: string, options: VerifyDecisionOptions): Promise<DecisionClaims> {
   const toleranceMs = options.clockToleranceMs ?? 0;
   if (typeof token !== 'string' || token === '') throw invalid('token is missing');
-  let header;
+  let jws: DecodedJws;
   try {
-    header = decodeProtectedHeader(token);
+    jws = decodeCompactJws(token);
   } catch {
     throw invalid('token is malformed (not a compact JWS)');
   }
+  const header = jws.header;
   if (header.alg !== DECISION_ALG) throw invalid(`algorithm ${JSON.stringify(header.alg)} is not allowed (only ${DECISION_ALG})`);
   if (header.typ !== DECISION_TYP) throw invalid(`typ ${JSON.stringify(header.typ)} is not ${DECISION_TYP}`);
   if (typeof header.kid !== 'string' || header.kid === '') throw invalid('header has no kid');
   const kid = header.kid;
 
-  let payload: JWTPayload;
-  try {
-    const verifyOptions = {
-      algorithms: [DECISION_ALG],
-      typ: DECISION_TYP,
-      issuer: DECISION_ISSUER,
-      audience: options.audience,
-      currentDate: new Date(options.now),
-      clockTolerance: toleranceMs / 1000,
-      requiredClaims: ['jti', 'sub', 'aud', 'iat', 'exp'],
-    };
-    if (isJwks(options.keys)) {
-      let set = localSets.get(options.keys);
-      if (!set) localSets.set(options.keys, (set = createLocalJWKSet(options.keys)));
-      ({ payload } = await jwtVerify(token, set, verifyOptions));
-    } else {
-      const key = options.keys.verificationKey(kid);
-      if (!key) throw invalid(`signing key ${kid} is not a known Writ key`);
-      ({ payload } = await jwtVerify(token, key, verifyOptions));
-    }
-  } catch (e) {
-    throw fromJose(e, kid);
+  const key = isJwks(options.keys) ? jwksKey(options.keys, kid) : options.keys.verificationKey(kid);
+  if (!key) throw invalid(`signing key ${kid} is not a known Writ key`);
+  if (!verifyJwsSignature(jws, DECISION_ALG, key)) throw invalid(`signature does not verify with key ${kid}`);
+
+  const payload = jws.payload;
+  for (const claim of REQUIRED_CLAIMS) {
+    if (payload[claim] === undefined) throw invalid(`claim "${claim}" is missing`);
+  }
+  if (payload.iss !== DECISION_ISSUER) throw invalid('was not issued by writ');
+  if (!audienceIncludes(payload.aud, options.audience)) throw invalid('was issued for another audience');
+  switch (timeClaimProblem(payload, options.now, toleranceMs)) {
+    case 'exp':
+      throw new WritError('DECISION_EXPIRED', 'decision expired');
+    case 'nbf':
+      throw invalid('claim "nbf" is invalid');
+    case 'iat-type':
+      throw invalid('claim "iat" is invalid');
+    case 'nbf-type':
+      throw invalid('claim "nbf" is invalid');
+    case 'exp-type':
+      throw invalid('claim "exp" is invalid');
+    case null:
   }
 
   if (typeof payload.aud !== 'string') throw invalid('audience must be a single string');
@@ -90,32 +88,26 @@ function isJwks(keys: DecisionKeys): keys is JSONWebKeySet {
   return Array.isArray((keys as JSONWebKeySet).keys);
 }
 
-const invalid = (why: string) => new WritError('DECISION_INVALID', `decision ${why}`);
-
-function fromJose(e: unknown, kid: string): WritError {
-  if (e instanceof WritError) return e;
-  const code = (e as { code?: string }).code;
-  switch (code) {
-    case 'ERR_JWT_EXPIRED':
-      return new WritError('DECISION_EXPIRED', 'decision expired');
-    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
-      return invalid(`signature does not verify with key ${kid}`);
-    case 'ERR_JWKS_NO_MATCHING_KEY':
-      return invalid(`signing key ${kid} is not in the JWKS`);
-    case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS':
-      return invalid(`signing key ${kid} is ambiguous in the JWKS`);
-    case 'ERR_JOSE_ALG_NOT_ALLOWED':
-      return invalid('algorithm is not allowed');
-    case 'ERR_JWT_CLAIM_VALIDATION_FAILED': {
-      const { claim, reason } = e as { claim: string; reason: string };
-      if (reason === 'missing') return invalid(`claim "${claim}" is missing`);
-      if (claim === 'aud') return invalid('was issued for another audience');
-      if (claim === 'iss') return invalid('was not issued by writ');
-      if (claim === 'typ') return invalid(`typ is not ${DECISION_TYP}`);
-      return invalid(`claim "${claim}" is invalid`);
-    }
-    default:
-      // Malformed base64/JSON, unusable key, crit headers, …: all just "not a valid decision".
-      return invalid(`token is malformed or unusable (${code ?? (e as Error).name ?? 'error'})`);
+/**
+ * The JWKS key with this kid, usable for EdDSA: exactly one must match (as jose's local JWKS had
+ * it), and it must be an Ed25519 public key (`alg`, `use` when present must say so).
+ */
+function jwksKey(jwks: JSONWebKeySet, kid: string): KeyObject {
+  let cache = jwksKeys.get(jwks);
+  if (!cache) jwksKeys.set(jwks, (cache = new Map()));
+  const cached = cache.get(kid);
+  if (cached) return cached;
+  const candidates = jwks.keys.filter((k) => k.kid === kid && k.kty === 'OKP' && k.crv === 'Ed25519' && (k.alg === undefined || k.alg === DECISION_ALG) && (k.use === undefined || k.use === 'sig'));
+  if (candidates.length === 0) throw invalid(`signing key ${kid} is not in the JWKS`);
+  if (candidates.length > 1) throw invalid(`signing key ${kid} is ambiguous in the JWKS`);
+  let key: KeyObject;
+  try {
+    key = publicKeyFromJwk(candidates[0]!);
+  } catch {
+    throw invalid(`signing key ${kid} in the JWKS is unusable`);
   }
+  cache.set(kid, key);
+  return key;
 }
+
+const invalid = (why: string) => new WritError('DECISION_INVALID', `decision ${why}`);

@@ -165,4 +165,51 @@ describe('caller authentication', () => {
   });
 });
 
+describe('the assertion is verified as a strict compact JWS', () => {
+  const claims = { iss: 'alice', sub: 'alice', aud: AUD, iat: T0 / 1000, exp: T0 / 1000 + 60, jti: 'j1' };
+  const signed = async (w: Awaited<ReturnType<typeof world>>, header: Record<string, unknown>, payload: Record<string, unknown> = claims) =>
+    new SignJWT(payload).setProtectedHeader({ alg: 'EdDSA', kid: 'alice-key-1', ...header } as never).sign(await importPrivate(w.alice.privateJwk));
+
+  it('refuses a crit header (no extension is understood) and an unencoded payload', async () => {
+    const w = await world();
+    expect(await refusal(bearer(await byHand(w, { crit: ['x-writ'], 'x-writ': 1 })), w.deps())).toMatch(/^malformed assertion/);
+    expect(await refusal(bearer(await byHand(w, { b64: false, crit: ['b64'] })), w.deps())).toMatch(/^malformed assertion/);
+    // The same construction without those headers is accepted: the refusal is for the header alone.
+    await expect(authenticateCaller(bearer(await byHand(w, {})), w.deps())).resolves.toMatchObject({ principal: 'alice' });
+  });
+
+  it('refuses a token that is not yet valid (nbf), an iat that is not a number, and a signature of the wrong size', async () => {
+    const w = await world();
+    expect(await refusal(bearer(await signed(w, {}, { ...claims, nbf: T0 / 1000 + 30 })), w.deps())).toBe('assertion is not yet valid (nbf)');
+    expect(await refusal(bearer(await signed(w, {}, { ...claims, iat: 'yesterday' })), w.deps())).toBe('assertion claim iat is invalid');
+    const good = await signed(w, {});
+    const [h, p, sig] = good.split('.');
+    const longer = `${h}.${p}.${Buffer.concat([Buffer.from(sig!, 'base64url'), Buffer.alloc(1)]).toString('base64url')}`;
+    expect(await refusal(bearer(longer), w.deps())).toBe('assertion signature does not verify with the named key');
+    expect(await refusal(bearer(`${h}.${p}.`), w.deps())).toBe('assertion signature does not verify with the named key');
+    expect(await refusal(bearer(`${h}.${p}.${sig}.x`), w.deps())).toMatch(/^malformed assertion/);
+    // The good one passes.
+    await expect(authenticateCaller(bearer(good), w.deps())).resolves.toMatchObject({ principal: 'alice', jti: 'j1' });
+  });
+
+  it('an Ed25519 key never verifies an ES256 header, nor a P-256 key an EdDSA one', async () => {
+    const w = await world();
+    // alice's key is Ed25519: a token claiming ES256 under her kid is refused before any verification.
+    const es = await createCallerAssertion({ principal: 'alice', privateJwk: { ...w.carolPrivate, kid: 'alice-key-1' }, now: T0 });
+    expect(await refusal(bearer(es), w.deps())).toBe('assertion algorithm ES256 does not match key alice-key-1 of principal alice');
+    // carol's key is P-256: an EdDSA token under her kid likewise.
+    const ed = await createCallerAssertion({ principal: 'carol', privateJwk: { ...w.alice.privateJwk, kid: 'carol-p256' }, now: T0 });
+    expect(await refusal(bearer(ed), w.deps())).toBe('assertion algorithm EdDSA does not match key carol-p256 of principal carol');
+  });
+});
+
+/** jose refuses to sign with an unknown crit parameter, so build such headers by hand (signed properly). */
+async function byHand(w: Awaited<ReturnType<typeof world>>, extra: Record<string, unknown>): Promise<string> {
+  const { createPrivateKey, sign } = await import('node:crypto');
+  const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const input = `${enc({ alg: 'EdDSA', kid: 'alice-key-1', ...extra })}.${enc({ iss: 'alice', sub: 'alice', aud: AUD, iat: T0 / 1000, exp: T0 / 1000 + 60, jti: `c-${Object.keys(extra).join('-')}` })}`;
+  const key = createPrivateKey({ key: w.alice.privateJwk as never, format: 'jwk' });
+  return `${input}.${sign(null, Buffer.from(input), key).toString('base64url')}`;
+}
+
 const importPrivate = (jwk: JWK) => importJWK(jwk, 'EdDSA');

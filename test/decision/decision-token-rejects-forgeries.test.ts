@@ -1,4 +1,4 @@
-import { base64url, decodeJwt, SignJWT } from 'jose';
+import { base64url, createLocalJWKSet, decodeJwt, jwtVerify, SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { KeyRing, signDecision, verifyDecision, type DecisionKeys } from '../../src/decision/index.js';
@@ -38,6 +38,17 @@ describe('decision tokens', () => {
     expect(header).toEqual({ alg: 'EdDSA', kid: ring.current().kid, typ: 'writ-decision+jwt' });
     const payload = decodeJwt(token);
     expect(payload).toMatchObject({ iss: 'writ', jti: 'dec-1', sub: 'seo-agent-7', aud: AUDIENCE, iat: T0 / 1000, exp: T0 / 1000 + 30 });
+  });
+
+  it('interoperate with jose, an independent implementation, both ways', async () => {
+    const { ring, jwks, token } = await setup();
+    // What signDecision makes, jose verifies against the published JWKS.
+    const { payload, protectedHeader } = await jwtVerify(token, createLocalJWKSet(jwks), { audience: AUDIENCE, issuer: 'writ', typ: 'writ-decision+jwt', currentDate: new Date(T0 + 1000) });
+    expect(protectedHeader.alg).toBe('EdDSA');
+    expect(payload.jti).toBe('dec-1');
+    // What jose signs with the ring's key, verifyDecision accepts (with the same claims).
+    const byJose = await new SignJWT(claimsToPayload(claims())).setProtectedHeader({ alg: 'EdDSA', kid: ring.current().kid, typ: 'writ-decision+jwt' }).sign(ring.current().privateKey);
+    expect(await verifyBoth(byJose, [ring, jwks])).toEqual([claims(), claims()]);
   });
 
   it('publish only public keys in the JWKS', async () => {
@@ -137,6 +148,23 @@ describe('decision tokens', () => {
     await expectRejected(await sign(noJti), [ring, jwks], 'DECISION_INVALID', /"jti" is missing/);
     const badObligations = { ...claimsToPayload(claims()), obligations: { lease_required: 'yes' } };
     await expectRejected(await sign(badObligations), [ring, jwks], 'DECISION_INVALID', /obligations\.lease_required/);
+  });
+
+  it('reject a properly signed token with a crit header, and ignore JWKS keys not meant for EdDSA signatures', async () => {
+    const { ring, jwks, token } = await setup();
+    const { kid, privateKey } = ring.current();
+    const [, payload] = token.split('.');
+    const header = Buffer.from(JSON.stringify({ alg: 'EdDSA', kid, typ: 'writ-decision+jwt', crit: ['x-writ'], 'x-writ': 1 })).toString('base64url');
+    const { sign } = await import('node:crypto');
+    const crit = `${header}.${payload}.${sign(null, Buffer.from(`${header}.${payload}`), privateKey).toString('base64url')}`;
+    await expectRejected(crit, [ring, jwks], 'DECISION_INVALID', /malformed/);
+    // The same key published for encryption, or for another algorithm, does not verify decisions.
+    for (const bad of [{ use: 'enc' }, { alg: 'ES256' }]) {
+      const other = { keys: jwks.keys.map((k: Record<string, unknown>) => ({ ...k, ...bad })) };
+      await expectRejected(token, [other], 'DECISION_INVALID', /not in the JWKS/);
+    }
+    // Two keys under one kid: ambiguous, refused.
+    await expectRejected(token, [{ keys: [...jwks.keys, ...jwks.keys] }], 'DECISION_INVALID', /ambiguous/);
   });
 
   it('reject malformed tokens', async () => {
