@@ -22,6 +22,8 @@ export class UpstreamRequestError extends Error {
   }
 }
 
+const IDLE_SOCKET_MS = 4_000;
+
 export class PlainHttpClient {
   private readonly agent: http.Agent;
   private readonly transport: typeof http | typeof https;
@@ -29,8 +31,11 @@ export class PlainHttpClient {
   constructor(baseUrl: string) {
     const secure = new URL(baseUrl).protocol === 'https:';
     this.transport = secure ? https : http;
-    // Node's agent drops a free socket before the server's advertised Keep-Alive timeout.
-    this.agent = secure ? new https.Agent({ keepAlive: true }) : new http.Agent({ keepAlive: true });
+    // An idle pooled socket is closed after 4 s, before common servers close theirs (Node's default
+    // keepAliveTimeout is 5 s): a write sent on a socket the server is closing could not be told
+    // apart from one the upstream received (it would stay PENDING until reconciled).
+    const options = { keepAlive: true, timeout: IDLE_SOCKET_MS };
+    this.agent = secure ? new https.Agent(options) : new http.Agent(options);
   }
 
   /** Whole request, whole answer, within `timeoutMs` (from now until the last byte). */
