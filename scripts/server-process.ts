@@ -61,7 +61,7 @@ interface Spawned {
 }
 
 /** Spawns `node ARGS` in the repo and waits until its output says `listening on`. */
-async function spawnListening(name: string, args: string[], env: NodeJS.ProcessEnv): Promise<Spawned> {
+export async function spawnListening(name: string, args: string[], env: NodeJS.ProcessEnv): Promise<Spawned> {
   const proc = spawn(process.execPath, args, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
