@@ -31,28 +31,53 @@ export interface ReceiptChainVerdict {
 }
 
 /**
- * Walks entries in seq order (the iterable may stream from disk) and checks the chain: seq numbers
- * consecutive from 1, each prev_hash equal to the previous hash, each hash equal to the recomputed
- * one. `indexedHead` is the highest seq that the receipts index says was written; entries missing
- * after the last one read mean the tail was cut.
+ * Checks the chain as its entries are fed in seq order, in as many parts as the caller likes (the
+ * whole log streamed, or chunks between which the caller yields): seq numbers consecutive from 1,
+ * each prev_hash equal to the previous hash, each hash equal to the recomputed one.
  */
+export class ChainVerifier {
+  private expectedSeq = 1;
+  private prev = GENESIS_HASH;
+
+  /** The verdict at the first bad entry of `entries`, or undefined when all of them are sound. */
+  feed(entries: Iterable<StoredEntry>): ReceiptChainVerdict | undefined {
+    for (const e of entries) {
+      if (e.seq !== this.expectedSeq) {
+        return this.bad(this.expectedSeq, e.seq > this.expectedSeq ? `entry ${this.expectedSeq} is missing (the next entry is ${e.seq})` : `entry ${e.seq} is out of order`);
+      }
+      if (e.prev_hash !== this.prev) return this.bad(e.seq, `entry ${e.seq} does not link to entry ${e.seq - 1} (an entry was removed, inserted or reordered)`);
+      if (entryHash(e.prev_hash, e.body, e.seq, e.kind, e.receipt_id) !== e.hash) {
+        return this.bad(e.seq, `entry ${e.seq} does not match its hash (its content was altered)`);
+      }
+      this.prev = e.hash;
+      this.expectedSeq += 1;
+    }
+    return undefined;
+  }
+
+  /**
+   * The verdict once every entry was fed. `indexedHead` is the highest seq that the receipts index
+   * said was written (read before the entries): entries missing after the last one fed mean the tail was cut.
+   */
+  finish(indexedHead: number): ReceiptChainVerdict {
+    if (indexedHead >= this.expectedSeq) {
+      return this.bad(this.expectedSeq, `entries ${this.expectedSeq}..${indexedHead} are missing (the receipts index refers to them)`);
+    }
+    return { ok: true, entries: this.expectedSeq - 1, head: this.prev };
+  }
+
+  /** The seq of the last sound entry fed (0 before any). */
+  get verified(): number {
+    return this.expectedSeq - 1;
+  }
+
+  private bad(seq: number, problem: string): ReceiptChainVerdict {
+    return { ok: false, entries: this.expectedSeq - 1, head: this.prev, firstBadSeq: seq, problem };
+  }
+}
+
+/** The whole chain in one pass (see ChainVerifier). */
 export function verifyEntries(entries: Iterable<StoredEntry>, indexedHead: number): ReceiptChainVerdict {
-  let expectedSeq = 1;
-  let prev = GENESIS_HASH;
-  const bad = (seq: number, problem: string): ReceiptChainVerdict => ({ ok: false, entries: expectedSeq - 1, head: prev, firstBadSeq: seq, problem });
-  for (const e of entries) {
-    if (e.seq !== expectedSeq) {
-      return bad(expectedSeq, e.seq > expectedSeq ? `entry ${expectedSeq} is missing (the next entry is ${e.seq})` : `entry ${e.seq} is out of order`);
-    }
-    if (e.prev_hash !== prev) return bad(e.seq, `entry ${e.seq} does not link to entry ${e.seq - 1} (an entry was removed, inserted or reordered)`);
-    if (entryHash(e.prev_hash, e.body, e.seq, e.kind, e.receipt_id) !== e.hash) {
-      return bad(e.seq, `entry ${e.seq} does not match its hash (its content was altered)`);
-    }
-    prev = e.hash;
-    expectedSeq += 1;
-  }
-  if (indexedHead >= expectedSeq) {
-    return bad(expectedSeq, `entries ${expectedSeq}..${indexedHead} are missing (the receipts index refers to them)`);
-  }
-  return { ok: true, entries: expectedSeq - 1, head: prev };
+  const verifier = new ChainVerifier();
+  return verifier.feed(entries) ?? verifier.finish(indexedHead);
 }

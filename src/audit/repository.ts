@@ -22,8 +22,8 @@ export interface ReceiptRepository {
   entriesOf(receiptId: string): StoredEntry[];
   /** Receipts matching the filter, ordered by the seq of their first entry, each with its entries. */
   find(filter: ReceiptFilter): FoundReceipt[];
-  /** Every entry in seq order, streamed (must not load the whole log into memory). */
-  scan(): Iterable<StoredEntry>;
+  /** Up to `limit` entries with seq > `afterSeq`, in seq order (the chain is read in chunks). */
+  entriesAfter(afterSeq: number, limit: number): StoredEntry[];
   /** Highest seq the receipts index refers to (0 when empty): a cut tail shows up against it. */
   indexedHead(): number;
 }

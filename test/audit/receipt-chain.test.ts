@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { GENESIS_HASH, entryHash } from '../../src/audit/index.js';
+import { VERIFY_CHUNK } from '../../src/audit/receipt-log.js';
 import { dropGuards, intent, newLog } from './helpers.js';
 
 function logWithEntries(n: number) {
@@ -87,5 +88,39 @@ describe('receipt hash chain', () => {
     dropGuards(db);
     db.prepare('DELETE FROM receipt_entries WHERE seq >= 14').run();
     expect(log.verifyChain()).toMatchObject({ ok: false, firstBadSeq: 14, entries: 13 });
+  });
+});
+
+describe('receipt hash chain, checked in chunks (GET /v1/audit/verify lets writes through between them)', () => {
+  // 2 × VERIFY_CHUNK intents and VERIFY_CHUNK completions: three full chunks.
+  const big = () => logWithEntries(2 * VERIFY_CHUNK);
+
+  it('gives the same verdict as the one-pass check, pausing between chunks', async () => {
+    const { log } = big();
+    let pauses = 0;
+    const verdict = await log.verifyChainYielding(async () => void pauses++);
+    expect(verdict).toEqual(log.verifyChain());
+    expect(verdict).toMatchObject({ ok: true, entries: 3 * VERIFY_CHUNK });
+    expect(pauses).toBe(3);
+  });
+
+  it('carries the link across a chunk boundary: a break just after it is found', async () => {
+    const { log, db } = big();
+    dropGuards(db);
+    const seq = VERIFY_CHUNK; // the last entry of the first chunk
+    const row = db.prepare('SELECT * FROM receipt_entries WHERE seq = ?').get(seq) as { body: string; prev_hash: string; kind: 'intent'; receipt_id: string };
+    const body = row.body.replace('{', '{"tampered":true,');
+    // Rehashed to match its altered body: only the link from the next entry (next chunk) shows it.
+    db.prepare('UPDATE receipt_entries SET body = ?, hash = ? WHERE seq = ?').run(body, entryHash(row.prev_hash, body, seq, row.kind, row.receipt_id), seq);
+    expect(await log.verifyChainYielding(async () => {})).toMatchObject({ ok: false, firstBadSeq: seq + 1, entries: seq });
+  });
+
+  it('checks entries appended while it pauses', async () => {
+    const { log } = big();
+    const verdict = await log.verifyChainYielding(async () => {
+      log.recordIntent(intent({ expected_version: 99_999 }));
+    });
+    expect(verdict.ok).toBe(true);
+    expect(verdict.entries).toBeGreaterThan(3 * VERIFY_CHUNK);
   });
 });

@@ -25,7 +25,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
   private readonly statusStmt;
   private readonly settleStmt;
   private readonly entriesOfStmt;
-  private readonly scanStmt;
+  private readonly afterStmt;
   private readonly indexedHeadStmt;
   private readonly appendIntentTx;
   private readonly appendRejectionTx;
@@ -47,7 +47,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
       SELECT ${E_COLUMNS}
         FROM receipts r JOIN receipt_entries e ON e.seq IN (r.first_seq, r.last_seq)
        WHERE r.receipt_id = ? ORDER BY e.seq`);
-    this.scanStmt = db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries ORDER BY seq`);
+    this.afterStmt = db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE seq > ? ORDER BY seq LIMIT ?`);
     this.indexedHeadStmt = db.prepare('SELECT COALESCE(MAX(last_seq), 0) FROM receipts').pluck();
 
     this.appendIntentTx = db.transaction((entry: NewEntry, index: ReceiptIndexRow): IntentAppend => {
@@ -121,8 +121,8 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     return found;
   }
 
-  scan(): Iterable<StoredEntry> {
-    return this.scanStmt.iterate() as IterableIterator<StoredEntry>;
+  entriesAfter(afterSeq: number, limit: number): StoredEntry[] {
+    return this.afterStmt.all(afterSeq, limit) as StoredEntry[];
   }
 
   indexedHead(): number {
