@@ -92,19 +92,8 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
     if (payload[claim] === undefined) throw refuse(`malformed assertion: claim ${claim} is missing`);
   }
   if (!audienceIncludes(payload.aud, deps.audience)) throw refuse('assertion is for another audience');
-  switch (timeClaimProblem(payload, now, toleranceMs)) {
-    case 'exp':
-      throw refuse('assertion expired');
-    case 'nbf':
-      throw refuse('assertion is not yet valid (nbf)');
-    case 'iat-type':
-      throw refuse('assertion claim iat is invalid');
-    case 'nbf-type':
-      throw refuse('assertion claim nbf is invalid');
-    case 'exp-type':
-      throw refuse('assertion claim exp is invalid');
-    case null:
-  }
+  const time = timeClaimProblem(payload, now, toleranceMs);
+  if (time) throw refuse(time.kind === 'past' ? 'assertion expired' : time.kind === 'early' ? 'assertion is not yet valid (nbf)' : `assertion claim ${time.claim} is invalid`);
 
   // iat and exp are numbers here, and exp is not past (with tolerance).
   const expMs = (payload.exp as number) * 1000;

@@ -62,19 +62,9 @@ export async function verifyDecision(token: string, options: VerifyDecisionOptio
   }
   if (payload.iss !== DECISION_ISSUER) throw invalid('was not issued by writ');
   if (!audienceIncludes(payload.aud, options.audience)) throw invalid('was issued for another audience');
-  switch (timeClaimProblem(payload, options.now, toleranceMs)) {
-    case 'exp':
-      throw new WritError('DECISION_EXPIRED', 'decision expired');
-    case 'nbf':
-      throw invalid('claim "nbf" is invalid');
-    case 'iat-type':
-      throw invalid('claim "iat" is invalid');
-    case 'nbf-type':
-      throw invalid('claim "nbf" is invalid');
-    case 'exp-type':
-      throw invalid('claim "exp" is invalid');
-    case null:
-  }
+  const time = timeClaimProblem(payload, options.now, toleranceMs);
+  if (time?.kind === 'past') throw new WritError('DECISION_EXPIRED', 'decision expired');
+  if (time) throw invalid(`claim "${time.claim}" is invalid`);
 
   if (typeof payload.aud !== 'string') throw invalid('audience must be a single string');
   const claims = payloadToClaims(payload);

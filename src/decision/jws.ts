@@ -68,21 +68,27 @@ export function publicKeyFromJwk(jwk: { kty?: unknown; crv?: unknown; x?: unknow
   return createPublicKey({ key: pub as import('node:crypto').JsonWebKey, format: 'jwk' });
 }
 
+/** A time claim that fails: `past` (exp), `early` (nbf), or `type` (not a NumericDate). */
+export interface TimeClaimProblem {
+  claim: 'iat' | 'nbf' | 'exp';
+  kind: 'past' | 'early' | 'type';
+}
+
 /**
  * The time claims as jose checked them, in whole seconds: `exp` is past when exp <= now − tolerance,
- * `nbf` not yet valid when nbf > now + tolerance. Returns which check failed, or null.
+ * `nbf` not yet valid when nbf > now + tolerance; each, and `iat`, must be a number when present.
  */
-export function timeClaimProblem(payload: Record<string, unknown>, nowMs: number, toleranceMs: number): 'exp' | 'nbf' | 'exp-type' | 'nbf-type' | 'iat-type' | null {
+export function timeClaimProblem(payload: Record<string, unknown>, nowMs: number, toleranceMs: number): TimeClaimProblem | null {
   const now = Math.floor(nowMs / 1000);
   const tolerance = toleranceMs / 1000;
-  if (payload.iat !== undefined && !isNumericDate(payload.iat)) return 'iat-type';
+  if (payload.iat !== undefined && !isNumericDate(payload.iat)) return { claim: 'iat', kind: 'type' };
   if (payload.nbf !== undefined) {
-    if (!isNumericDate(payload.nbf)) return 'nbf-type';
-    if (payload.nbf > now + tolerance) return 'nbf';
+    if (!isNumericDate(payload.nbf)) return { claim: 'nbf', kind: 'type' };
+    if (payload.nbf > now + tolerance) return { claim: 'nbf', kind: 'early' };
   }
   if (payload.exp !== undefined) {
-    if (!isNumericDate(payload.exp)) return 'exp-type';
-    if (payload.exp <= now - tolerance) return 'exp';
+    if (!isNumericDate(payload.exp)) return { claim: 'exp', kind: 'type' };
+    if (payload.exp <= now - tolerance) return { claim: 'exp', kind: 'past' };
   }
   return null;
 }

@@ -108,11 +108,7 @@ describe('group commit', () => {
 
   it('keeps db.transaction(...).immediate() working inside a batch: it becomes a savepoint of its own', async () => {
     const { group, db, insert, seen } = setup();
-    const tx = db.transaction((xs: number[], fail: boolean) => {
-      for (const x of xs) insert.run(x);
-      if (fail) throw new Error('inner');
-      return xs.length;
-    });
+    const tx = insertsThenMaybeFails(db, insert);
     const results = await Promise.all([
       outcome(group.run(() => tx.immediate([1, 2], false))),
       outcome(
@@ -139,11 +135,7 @@ describe('group commit', () => {
 
   it('runs an atomic operation (a transaction function) without a savepoint of its own, with the same outcomes', async () => {
     const { group, db, insert, seen } = setup();
-    const tx = db.transaction((xs: number[], fail: boolean) => {
-      for (const x of xs) insert.run(x);
-      if (fail) throw new Error('inner');
-      return xs.length;
-    });
+    const tx = insertsThenMaybeFails(db, insert);
     const results = await Promise.all([
       outcome(group.run(() => tx.immediate([1, 2], false), { atomic: true })),
       outcome(group.run(() => tx.immediate([3, 4], true), { atomic: true })),
@@ -219,3 +211,12 @@ describe('group commit', () => {
     await expect(group.run(() => 1)).rejects.toThrow(/not open/);
   });
 });
+
+/** A transaction function that inserts each x, then throws 'inner' when asked to. */
+function insertsThenMaybeFails(db: ReturnType<typeof setup>['db'], insert: ReturnType<typeof setup>['insert']) {
+  return db.transaction((xs: number[], fail: boolean) => {
+    for (const x of xs) insert.run(x);
+    if (fail) throw new Error('inner');
+    return xs.length;
+  });
+}
