@@ -3,6 +3,7 @@ import type { WritConfig } from '../config/index.js';
 import { KeyRing } from '../decision/index.js';
 import { LiveGraph } from '../graph/index.js';
 import { openReloadingPolicyEngine } from '../policy/index.js';
+import { startCheckpointer } from '../store/sqlite/checkpointer.js';
 import { openDatabase } from '../store/sqlite/database.js';
 import { SqliteGraphEventLog } from '../store/sqlite/graph-event-log.js';
 import { GroupCommit } from '../store/sqlite/group-commit.js';
@@ -28,41 +29,50 @@ export interface OpenedWrit {
 export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
   const db = openDatabase(config.dbFile);
-  const groupCommit = new GroupCommit(db);
-  const log = new SqliteGraphEventLog(db);
-  const graph = new LiveGraph(log);
-  const keys = await KeyRing.open(`${config.dataDir}/keys`, clock, { maxTokenTtlMs: config.decisionTtlMs });
-  const policy = await openReloadingPolicyEngine(config.bundleDir);
-  const ctx: WritContext = {
-    config,
-    clock,
-    db,
-    log,
-    graph,
-    replay: new SqliteReplayGuard(db),
-    keys,
-    policy,
-    leases: new LeaseManager(new SqliteLeaseRepository(db, groupCommit), clock, {
-      minTtlMs: config.lease.minTtlMs,
-      maxTtlMs: config.lease.maxTtlMs,
-      maxWaitMs: config.lease.maxWaitMs,
-    }),
-    leaseAuthority: new SqliteLeaseAuthorityRepository(db),
-    incidents: new SqliteIncidentRepository(db),
-    receipts: new ReceiptLog({ repository: new SqliteReceiptRepository(db), clock }),
-    upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
-    atomically: (fn) => db.transaction(fn).immediate(),
-    observer: silentObserver,
-  };
-  const { credentialPath, created } = await ensureGovernance(ctx);
-  return {
-    ctx,
-    credentialPath,
-    credentialCreated: created,
-    close() {
-      (policy as { close?: () => void }).close?.();
-      groupCommit.flush();
-      db.close();
-    },
-  };
+  const checkpointer = startCheckpointer(db);
+  try {
+    const groupCommit = new GroupCommit(db);
+    const log = new SqliteGraphEventLog(db);
+    const graph = new LiveGraph(log);
+    const keys = await KeyRing.open(`${config.dataDir}/keys`, clock, { maxTokenTtlMs: config.decisionTtlMs });
+    const policy = await openReloadingPolicyEngine(config.bundleDir);
+    const ctx: WritContext = {
+      config,
+      clock,
+      db,
+      log,
+      graph,
+      replay: new SqliteReplayGuard(db),
+      keys,
+      policy,
+      leases: new LeaseManager(new SqliteLeaseRepository(db, groupCommit), clock, {
+        minTtlMs: config.lease.minTtlMs,
+        maxTtlMs: config.lease.maxTtlMs,
+        maxWaitMs: config.lease.maxWaitMs,
+      }),
+      leaseAuthority: new SqliteLeaseAuthorityRepository(db),
+      incidents: new SqliteIncidentRepository(db),
+      receipts: new ReceiptLog({ repository: new SqliteReceiptRepository(db), clock }),
+      upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
+      atomically: (fn) => db.transaction(fn).immediate(),
+      observer: silentObserver,
+    };
+    const { credentialPath, created } = await ensureGovernance(ctx);
+    return {
+      ctx,
+      credentialPath,
+      credentialCreated: created,
+      close() {
+        (policy as { close?: () => void }).close?.();
+        groupCommit.flush();
+        checkpointer.stop();
+        db.close();
+      },
+    };
+  } catch (e) {
+    // Nothing half-open stays behind (the checkpoint worker holds the file too).
+    checkpointer.stop();
+    db.close();
+    throw e;
+  }
 }

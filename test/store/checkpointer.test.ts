@@ -1,0 +1,60 @@
+import { mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { startCheckpointer } from '../../src/store/sqlite/checkpointer.js';
+import { openDatabase } from '../../src/store/sqlite/database.js';
+
+/** A file database with `pages` pages written in separate commits (each row fills most of a page). */
+function written(pages: number) {
+  const file = join(mkdtempSync(join(tmpdir(), 'writ-ckpt-')), 'writ.sqlite');
+  const db = openDatabase(file);
+  db.exec('CREATE TABLE blobs (id INTEGER PRIMARY KEY, b BLOB NOT NULL)');
+  const insert = db.prepare('INSERT INTO blobs (b) VALUES (?)');
+  const write = () => {
+    for (let i = 0; i < pages; i++) insert.run(Buffer.alloc(3_000, i % 256));
+  };
+  return { db, file, write };
+}
+
+async function until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (condition()) return true;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return condition();
+}
+
+describe('WAL checkpoints run in a worker, not in the committing request', () => {
+  it('the worker copies committed pages into the database file while the serving connection never checkpoints', async () => {
+    const { db, file, write } = written(600);
+    const checkpointer = startCheckpointer(db, { intervalMs: 20 });
+    try {
+      expect(db.pragma('wal_autocheckpoint', { simple: true })).toBe(10_000);
+      write();
+      // 600 pages of 4 KiB in the WAL; the database file holds them once a checkpoint ran.
+      expect(await until(() => statSync(file).size >= 600 * 3_000, 10_000)).toBe(true);
+    } finally {
+      checkpointer.stop();
+    }
+    expect(db.pragma('wal_autocheckpoint', { simple: true })).toBe(1_000);
+    db.close();
+  });
+
+  it('without it (control): the same writes stay in the WAL, below the serving connection\'s threshold', async () => {
+    const { db, file, write } = written(600);
+    db.pragma('wal_autocheckpoint = 10000');
+    write();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(statSync(file).size).toBeLessThan(600 * 3_000);
+    db.close();
+  });
+
+  it('does nothing for an in-memory database', () => {
+    const db = openDatabase(':memory:');
+    const checkpointer = startCheckpointer(db);
+    checkpointer.stop();
+    db.close();
+  });
+});
