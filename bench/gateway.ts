@@ -33,7 +33,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TMP = join(ROOT, 'bench', 'tmp');
 const RATE = Number(process.env['GATEWAY_RATE'] ?? 50);
 const ROUND_SECONDS = Number(process.env['GATEWAY_ROUND_SECONDS'] ?? 5);
-const ROUNDS = Number(process.env['GATEWAY_ROUNDS'] ?? 4);
+const ROUNDS = Number(process.env['GATEWAY_ROUNDS'] ?? 8);
 const POSTS = 50;
 const PRINCIPAL = 'seo-agent-7';
 const IN_PROCESS_WRITES = Number(process.env['GATEWAY_STEP_WRITES'] ?? 300);
@@ -390,7 +390,7 @@ async function main(): Promise<void> {
     '',
     `Physical floor at synchronous=FULL: ${commitsAdded} commits × the commit p50 ${us(cFull.p50)} µs ≈ ${ms(commitsAdded * cFull.p50)} ms at p50, and × p99 ${us(cFull.p99)} µs ≈ ${ms(commitsAdded * cFull.p99)} ms if both hit the tail (a receipt commit writes more pages than this one-row probe: ~30 µs more per 4 KiB page on this disk at p50). The rest of Writ's own share is CPU: HTTP parsing, two Ed25519 verifications (assertion and decision, node:crypto, ~90 µs each), the receipt hash chain and JSON. The NORMAL column shows what the commits cost: it is the same code with Writ's store at synchronous=NORMAL, which the write path does not use (an intent must survive power loss before its write is forwarded).`,
     '',
-    `Changes behind these figures (2026-11-30; the run before them: added p50 +5.9 ms, p99 +13 to +17 ms): the caller's jti is spent in the intent's transaction instead of a commit of its own (3 syncs per write → 2); receipts write fewer pages per commit (migration 008: a trigger instead of the prev_hash index, no per-entry receipt index, receipts WITHOUT ROWID); the upstream client is node:http with a keep-alive agent instead of global fetch (~0.5 ms p50 and several ms p99 less per forward here); assertions and decisions are verified with node:crypto on the main thread instead of jose's WebCrypto job on the thread pool (per token p50 150 → 90 µs, p99 1.6 → 0.19 ms, measured in-process).`,
+    `Changes behind these figures (2026-11-30; the run before them: added p50 +5.9 ms, p99 +13 to +17 ms): the caller's jti is spent in the intent's transaction instead of a commit of its own (3 syncs per write → 2); receipts write fewer pages per commit (migration 008: a trigger instead of the prev_hash index, no per-entry receipt index, receipts WITHOUT ROWID); the upstream client is node:http with a keep-alive agent instead of global fetch (~0.5 ms p50 and several ms p99 less per forward here); assertions and decisions are verified with node:crypto on the main thread instead of jose's WebCrypto job on the thread pool (per token p50 150 → 90 µs, p99 1.6 → 0.19 ms, measured in-process); WAL checkpoints run in a worker thread instead of inside the commit that takes the WAL past 1,000 pages, about one write in 55 (src/store/sqlite/checkpointer.ts).`,
     '',
     `What the target asks for cannot be measured on this machine: the pass-through proxy alone adds p99 +${ms(s.proxy.p99 - s.direct.p99)} ms (p50 +${ms(s.proxy.p50 - s.direct.p50)} ms) to a direct write, because on these 2 shared vCPUs each extra process the request crosses costs wake-ups and scheduling, not CPU. Writ's own share is the gateway minus the proxy: p50 +${ms(s.optimistic.p50 - s.proxy.p50)} ms, p99 +${ms(s.optimistic.p99 - s.proxy.p99)} ms (optimistic field), p50 +${ms(s.exclusive.p50 - s.proxy.p50)} ms, p99 +${ms(s.exclusive.p99 - s.proxy.p99)} ms (exclusive field).`,
   ].join('\n');
