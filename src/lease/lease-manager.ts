@@ -60,7 +60,11 @@ export class LeaseManager {
     try {
       for (;;) {
         const now = this.clock.now();
-        const outcome = await this.repo.acquire({ keys, leaseId, tokenHash, holder: req.holder, instance, priority: req.priority, ttlMs, now, preempt, ticket, ...(preempt && req.preemptable ? { preemptable: req.preemptable } : {}) });
+        const outcome = await this.repo.acquire({
+          keys, leaseId, tokenHash, holder: req.holder, instance, priority: req.priority, ttlMs, now, preempt, ticket,
+          ...(preempt && req.preemptable ? { preemptable: req.preemptable } : {}),
+          ...(req.alsoCommit ? { alsoCommit: req.alsoCommit } : {}),
+        });
         if (outcome.granted) {
           granted = true;
           return { lease_id: leaseId, token, epochs: outcome.epochs, expires_at: outcome.expiresAt, preempted: outcome.preempted };

@@ -54,6 +54,8 @@ export interface AcquireCommand {
   preemptable?: string[];
   /** The caller's waiter ticket, or NEWCOMER_TICKET. A granted waiter leaves the queue in the same transaction. */
   ticket: number;
+  /** AcquireRequest.alsoCommit: run in the granting transaction, after every key was taken. */
+  alsoCommit?: (leaseId: string) => void;
 }
 
 export type AcquireOutcome =

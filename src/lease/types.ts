@@ -16,6 +16,12 @@ export interface AcquireRequest {
   preemptable?: string[];
   /** An opaque id of the acquiring process or session, for diagnostics only (never an authority). */
   instance?: string;
+  /**
+   * Writes that must commit with the acquisition or not at all (the service records the authority
+   * the lease was taken with, and spends the caller's assertion): called inside the granting
+   * transaction with the new lease id, only when every key was taken. If it throws, nothing is granted.
+   */
+  alsoCommit?: (leaseId: string) => void;
 }
 
 export interface LeaseGrant {

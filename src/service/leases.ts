@@ -1,5 +1,5 @@
 import { WritError } from '../errors.js';
-import { checkDecisionBinding, verifyDecision, type DecisionClaims } from '../decision/index.js';
+import { checkDecisionBinding, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { isEdgeLive } from '../graph/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
@@ -38,8 +38,30 @@ function mayPreempt(ctx: WritContext, caller: string, holder: string, now: numbe
   return graph.outgoing(caller, ['preempts']).some((e) => isEdgeLive(e, now) && (e.to === holder || (holderClass !== undefined && e.to === `class:${holderClass}`)));
 }
 
-/** POST /v1/leases: the keys come from the decisions (agents never invent keys); priority comes from the graph. */
-export async function acquireLeases(ctx: WritContext, caller: string, input: LeaseRequestInput): Promise<LeaseOutcome> {
+/**
+ * POST /v1/leases: the keys come from the decisions (agents never invent keys); priority comes from
+ * the graph. The authority the lease was taken with is recorded in the granting transaction, and so
+ * is the spend of the caller's assertion when it comes unspent: one commit per acquisition, and no
+ * lease can exist without its authority record (renewals re-check it), even across a crash.
+ */
+export async function acquireLeases(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput): Promise<LeaseOutcome> {
+  const caller = typeof who === 'string' ? who : who.principal;
+  const spend = () => {
+    if (typeof who !== 'string') spendAssertion(ctx.replay, who, ctx.clock.now());
+  };
+  let granted = false;
+  try {
+    const grant = await acquire(ctx, caller, input, spend);
+    granted = true;
+    return grant;
+  } finally {
+    // Refused (busy, no authority, bad input, …): the assertion is used up all the same. A replayed
+    // one throws here, and that refusal is the answer.
+    if (!granted) spend();
+  }
+}
+
+async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInput, spend: () => void): Promise<LeaseOutcome> {
   if (input.decisions.length === 0) throw new WritError('UNPROCESSABLE', 'a lease needs at least one allow decision');
   const keys = new Set<string>();
   const authority: DecisionClaims[] = [];
@@ -79,14 +101,11 @@ export async function acquireLeases(ctx: WritContext, caller: string, input: Lea
     // Only a key held by someone the caller may preempt is taken over; otherwise this is an ordinary
     // acquisition that respects the wait queue (preempting nobody must not jump the queue).
     ...(preempt ? { preempt: true, preemptable: [...preemptable] } : {}),
+    alsoCommit: (leaseId) => {
+      spend();
+      ctx.leaseAuthority.record(leaseId, caller, authority, now);
+    },
   });
-  try {
-    ctx.leaseAuthority.record(grant.lease_id, caller, authority, now);
-  } catch (e) {
-    // Nobody will receive the token: give the keys back rather than leave them locked until expiry.
-    await ctx.leases.release(grant.lease_id, grant.token).catch(() => undefined);
-    throw e;
-  }
   return { ...grant, keys: Object.keys(grant.epochs).sort(), holder: caller };
 }
 

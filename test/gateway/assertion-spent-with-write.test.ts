@@ -90,3 +90,31 @@ describe('the caller assertion of a write is spent with the write', () => {
     expect((await upstreamGet(h, '/writes')).total).toBe(1);
   });
 });
+
+describe('the caller assertion of a lease acquisition is spent with it', () => {
+  const take = (auth: Record<string, string>, decision: string) =>
+    h.call(null, { method: 'POST', url: '/v1/leases', headers: auth, payload: { decisions: [decision], ttl_ms: 10_000 } });
+
+  it('a granted lease has its authority recorded, and the assertion cannot be used again', async () => {
+    const auth = await h.auth('seo-agent-7');
+    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+    const lease = await take(auth, d.token);
+    expect(lease.status, JSON.stringify(lease.body)).toBe(201);
+    expect(h.ctx.leaseAuthority.get(lease.body.lease_id)).toMatchObject({ holder: 'seo-agent-7' });
+    const again = await take(auth, d.token);
+    expect(again.status).toBe(401);
+    expect(again.body.detail).toMatch(/replayed/);
+  });
+
+  it('a refused acquisition (busy) spends it too, and changes no lease', async () => {
+    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+    expect((await take(await h.auth('seo-agent-7'), d.token)).status).toBe(201);
+    const other = await decideOk(h, 'editor-alice', { resource: 'wp:post:1024', fields: ['title'] });
+    const auth = await h.auth('editor-alice');
+    const before = await snapshot(h);
+    const busy = await take(auth, other.token);
+    expect(busy.body.code).toBe('RESOURCE_BUSY');
+    expect(await snapshot(h)).toEqual(before);
+    expect((await take(auth, other.token)).status).toBe(401);
+  });
+});

@@ -12,7 +12,8 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
   const ctx = app.writ;
 
   app.post<{ Body: LeaseRequestInput }>('/v1/leases', { schema: { body: leaseBody, summary: 'Take leases (keys derived from allow decisions); RESOURCE_BUSY answers 423 with Retry-After and the holder' } }, async (request, reply) => {
-    const caller = await app.caller(request);
+    // The assertion's jti is spent in the granting transaction (or after a refusal).
+    const caller = await app.unspentCaller(request);
     const g = await acquireLeases(ctx, caller, request.body);
     return reply.code(201).send({ ...g, expires_at: isoOrNull(g.expires_at) });
   });

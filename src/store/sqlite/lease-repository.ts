@@ -255,6 +255,8 @@ export class SqliteLeaseRepository implements LeaseRepository {
     this.s.insertLease.run({ ...params, resources: JSON.stringify(cmd.keys), epochs: JSON.stringify(epochs) });
     for (const key of cmd.keys) this.event(cmd.now, 'ACQUIRE', key, epochs[key]!, cmd.leaseId, cmd.holder, null);
     if (cmd.ticket !== Number.MAX_SAFE_INTEGER) this.s.removeWaiter.run(cmd.ticket);
+    // The caller's own writes, in this transaction: if they throw, the acquisition rolls back with them.
+    cmd.alsoCommit?.(cmd.leaseId);
     return { granted: true, epochs, expiresAt, preempted };
   }
 

@@ -1,0 +1,55 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
+import { SqliteLeaseRepository } from '../../src/store/sqlite/lease-repository.js';
+import { LeaseManager } from '../../src/lease/index.js';
+import { leaseHarness, snapshot } from './fixtures/in-process.js';
+import { removeTempDirs } from './fixtures/processes.js';
+
+afterAll(removeTempDirs);
+
+/**
+ * `alsoCommit`: writes of the caller that commit in the granting transaction or not at all (the
+ * service records the lease's authority and spends the caller's assertion there).
+ */
+describe('writes committed with an acquisition', () => {
+  it('run once, in the granting transaction, with the new lease id; nothing is granted if they throw', async () => {
+    const { leases, db } = leaseHarness();
+    db.exec('CREATE TABLE side (lease_id TEXT)');
+    const side = db.prepare('INSERT INTO side VALUES (?)');
+    const grant = await leases.acquire({ resources: ['wp:post:1#title'], holder: 'a', priority: 0, ttlMs: 10_000, alsoCommit: (id) => void side.run(id) });
+    expect(db.prepare('SELECT lease_id FROM side').pluck().all()).toEqual([grant.lease_id]);
+
+    const before = { leases: snapshot(db), side: db.prepare('SELECT * FROM side').all() };
+    await expect(
+      leases.acquire({
+        resources: ['wp:post:2#title', 'wp:post:3#title'], holder: 'a', priority: 0, ttlMs: 10_000,
+        alsoCommit: (id) => {
+          side.run(id);
+          throw new Error('the authority record could not be written');
+        },
+      }),
+    ).rejects.toThrow(/authority record/);
+    // No key taken, no epoch moved, no history, and the caller's own write rolled back too.
+    expect({ leases: snapshot(db), side: db.prepare('SELECT * FROM side').all() }).toEqual(before);
+  });
+
+  it('is not called for a refused acquisition', async () => {
+    const { leases } = leaseHarness();
+    await leases.acquire({ resources: ['wp:post:1#title'], holder: 'a', priority: 0, ttlMs: 10_000 });
+    let called = 0;
+    await expect(leases.acquire({ resources: ['wp:post:1#title'], holder: 'b', priority: 0, ttlMs: 10_000, alsoCommit: () => void called++ })).rejects.toMatchObject({ code: 'RESOURCE_BUSY' });
+    expect(called).toBe(0);
+  });
+
+  it('rolls back alone inside a group commit: the other acquisitions of the batch are granted', async () => {
+    const { db, clock } = leaseHarness();
+    const leases = new LeaseManager(new SqliteLeaseRepository(db, new GroupCommit(db)), clock);
+    const results = await Promise.allSettled([
+      leases.acquire({ resources: ['k:1'], holder: 'a', priority: 0, ttlMs: 10_000 }),
+      leases.acquire({ resources: ['k:2'], holder: 'a', priority: 0, ttlMs: 10_000, alsoCommit: () => { throw new Error('no'); } }),
+      leases.acquire({ resources: ['k:3'], holder: 'a', priority: 0, ttlMs: 10_000 }),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(db.prepare('SELECT key FROM lease_keys WHERE holder IS NOT NULL ORDER BY key').pluck().all()).toEqual(['k:1', 'k:3']);
+  });
+});
