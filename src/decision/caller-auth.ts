@@ -117,6 +117,16 @@ export function spendAssertion(replay: ReplayGuard, caller: AuthenticatedCaller,
   if (!replay.remember(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
 }
 
+/**
+ * Who calls a use case: a principal id (already authenticated, its assertion spent) or a verified
+ * assertion still to be spent, which the use case spends in the transaction that records what the
+ * request did. `spend` is a no-op for a principal id.
+ */
+export function callerOf(who: string | AuthenticatedCaller, replay: ReplayGuard, now: () => number): { principal: string; spend: () => void } {
+  if (typeof who === 'string') return { principal: who, spend: () => {} };
+  return { principal: who.principal, spend: () => spendAssertion(replay, who, now()) };
+}
+
 /** Scoped by principal: one caller's jti choices can never burn another's. */
 const replayId = (caller: AuthenticatedCaller) => `${caller.principal}\u0000${caller.jti}`;
 const replayed = () => refuse('assertion jti was already used (replayed)');

@@ -1,5 +1,5 @@
 import { ERROR_CATALOGUE, WritError, isWritError, type ErrorCode } from '../errors.js';
-import { checkDecisionBinding, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
+import { callerOf, checkDecisionBinding, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { requestHash, type Receipt, type ReceiptIntent } from '../audit/index.js';
 import type { WritContext } from '../service/context.js';
 import { canonicalResource } from '../service/resources.js';
@@ -45,15 +45,10 @@ export interface ActionOutcome {
  * A refusal changes neither the upstream nor the leases, and is itself recorded as a REJECTED receipt.
  */
 export async function performAction(ctx: WritContext, who: string | AuthenticatedCaller, input: ActionInput, creds: ActionCredentials): Promise<ActionOutcome> {
-  const caller = typeof who === 'string' ? who : who.principal;
-  /**
-   * An assertion verified but not yet spent is spent here, in the first transaction that records
-   * what this request did (its intent or its rejection): one commit per write fewer. Throws
-   * UNAUTHENTICATED (replayed) when a concurrent request spent it first.
-   */
-  const spend = () => {
-    if (typeof who !== 'string') spendAssertion(ctx.replay, who, ctx.clock.now());
-  };
+  // An assertion verified but not yet spent is spent here, in the first transaction that records
+  // what this request did (its intent or its rejection): one commit per write fewer. `spend` throws
+  // UNAUTHENTICATED (replayed) when a concurrent request spent it first.
+  const { principal: caller, spend } = callerOf(who, ctx.replay, () => ctx.clock.now());
   const fields = [...new Set(input.fields)].sort();
   let resource: string;
   try {

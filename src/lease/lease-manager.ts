@@ -82,17 +82,20 @@ export class LeaseManager {
     }
   }
 
-  /** Extends the lease (all its keys) by `ttlMs` (default: its current duration) from now. */
-  async renew(leaseId: string, token: string, ttlMs?: number): Promise<RenewedLease> {
+  /**
+   * Extends the lease (all its keys) by `ttlMs` (default: its current duration) from now. `alsoCommit`
+   * runs in the renewing transaction when the renewal succeeds (see AcquireRequest.alsoCommit).
+   */
+  async renew(leaseId: string, token: string, ttlMs?: number, options: { alsoCommit?: () => void } = {}): Promise<RenewedLease> {
     const ttl = ttlMs === undefined ? null : checkTtl(ttlMs, this.options);
-    const outcome = await this.repo.renew({ leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), ttlMs: ttl, now: this.clock.now() });
+    const outcome = await this.repo.renew({ leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), ttlMs: ttl, now: this.clock.now(), ...options });
     if (!outcome.ok) throw this.refused(outcome.reason, leaseId);
     return { lease_id: leaseId, epochs: outcome.epochs, expires_at: outcome.expiresAt };
   }
 
-  /** Frees every key of the lease; their epochs stay (the next holder gets epoch + 1). */
-  async release(leaseId: string, token: string): Promise<ReleasedLease> {
-    const outcome = await this.repo.release({ leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), now: this.clock.now() });
+  /** Frees every key of the lease; their epochs stay (the next holder gets epoch + 1). `alsoCommit` as for renew. */
+  async release(leaseId: string, token: string, options: { alsoCommit?: () => void } = {}): Promise<ReleasedLease> {
+    const outcome = await this.repo.release({ leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), now: this.clock.now(), ...options });
     if (!outcome.ok) throw this.refused(outcome.reason, leaseId);
     return { lease_id: leaseId, epochs: outcome.epochs };
   }

@@ -76,12 +76,16 @@ export interface RenewCommand {
   /** New ttl; null keeps the lease's duration. */
   ttlMs: number | null;
   now: number;
+  /** The caller's writes, in the renewing transaction, only when the renewal succeeds (see AcquireRequest.alsoCommit). */
+  alsoCommit?: () => void;
 }
 
 export interface ReleaseCommand {
   leaseId: string;
   tokenHash: string;
   now: number;
+  /** The caller's writes, in the releasing transaction, only when the release succeeds (see AcquireRequest.alsoCommit). */
+  alsoCommit?: () => void;
 }
 
 export type LeaseRefusal = 'NOT_FOUND' | 'TOKEN_MISMATCH' | 'PREEMPTED' | 'EXPIRED';

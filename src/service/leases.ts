@@ -1,5 +1,5 @@
 import { WritError } from '../errors.js';
-import { checkDecisionBinding, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
+import { callerOf, checkDecisionBinding, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { isEdgeLive } from '../graph/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
@@ -45,19 +45,23 @@ function mayPreempt(ctx: WritContext, caller: string, holder: string, now: numbe
  * lease can exist without its authority record (renewals re-check it), even across a crash.
  */
 export async function acquireLeases(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput): Promise<LeaseOutcome> {
-  const caller = typeof who === 'string' ? who : who.principal;
-  const spend = () => {
-    if (typeof who !== 'string') spendAssertion(ctx.replay, who, ctx.clock.now());
-  };
-  let granted = false;
+  return spendingAssertion(ctx, who, (caller, spend) => acquire(ctx, caller, input, spend));
+}
+
+/**
+ * Runs a lease operation for a caller whose assertion may still be unspent: the operation spends it
+ * in its own transaction (`alsoCommit`), and a refused one spends it afterwards (a replayed assertion
+ * then throws here, and that refusal is the answer).
+ */
+async function spendingAssertion<T>(ctx: WritContext, who: string | AuthenticatedCaller, op: (caller: string, spend: () => void) => Promise<T>): Promise<T> {
+  const { principal, spend } = callerOf(who, ctx.replay, () => ctx.clock.now());
+  let done = false;
   try {
-    const grant = await acquire(ctx, caller, input, spend);
-    granted = true;
-    return grant;
+    const out = await op(principal, spend);
+    done = true;
+    return out;
   } finally {
-    // Refused (busy, no authority, bad input, …): the assertion is used up all the same. A replayed
-    // one throws here, and that refusal is the answer.
-    if (!granted) spend();
+    if (!done) spend();
   }
 }
 
@@ -119,25 +123,29 @@ function leaseAuthorityOf(ctx: WritContext, leaseId: string): { holder: string; 
  * chain (or owner change) ends the lease at the next renewal instead of letting it lock the resource
  * for as long as someone keeps renewing. Only the holder renews.
  */
-export async function renewLease(ctx: WritContext, caller: string, leaseId: string, token: string, ttlMs?: number) {
-  const lease = leaseAuthorityOf(ctx, leaseId);
-  if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
-  if (lease) {
-    try {
-      for (const claims of lease.decisions) checkAuthorityStillValid(ctx.graph.current(), claims, ctx.clock.now());
-    } catch (e) {
-      // The token proves the caller holds it: give the keys back before refusing.
-      await ctx.leases.release(leaseId, token).catch(() => undefined);
-      throw e;
+export async function renewLease(ctx: WritContext, who: string | AuthenticatedCaller, leaseId: string, token: string, ttlMs?: number) {
+  return spendingAssertion(ctx, who, async (caller, spend) => {
+    const lease = leaseAuthorityOf(ctx, leaseId);
+    if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
+    if (lease) {
+      try {
+        for (const claims of lease.decisions) checkAuthorityStillValid(ctx.graph.current(), claims, ctx.clock.now());
+      } catch (e) {
+        // The token proves the caller holds it: give the keys back before refusing.
+        await ctx.leases.release(leaseId, token).catch(() => undefined);
+        throw e;
+      }
     }
-  }
-  return ctx.leases.renew(leaseId, token, ttlMs);
+    return ctx.leases.renew(leaseId, token, ttlMs, { alsoCommit: spend });
+  });
 }
 
-export async function releaseLease(ctx: WritContext, caller: string, leaseId: string, token: string) {
-  const lease = leaseAuthorityOf(ctx, leaseId);
-  if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
-  return ctx.leases.release(leaseId, token);
+export async function releaseLease(ctx: WritContext, who: string | AuthenticatedCaller, leaseId: string, token: string) {
+  return spendingAssertion(ctx, who, (caller, spend) => {
+    const lease = leaseAuthorityOf(ctx, leaseId);
+    if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
+    return ctx.leases.release(leaseId, token, { alsoCommit: spend });
+  });
 }
 
 export function listLeases(ctx: WritContext, filter: { key?: string; holder?: string }): Promise<LeaseRecord[]> {

@@ -117,4 +117,22 @@ describe('the caller assertion of a lease acquisition is spent with it', () => {
     expect(await snapshot(h)).toEqual(before);
     expect((await take(auth, other.token)).status).toBe(401);
   });
+
+  it('renewals and releases spend theirs too (in their own transaction, or after a refusal)', async () => {
+    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+    const lease = (await take(await h.auth('seo-agent-7'), d.token)).body;
+    const renewAuth = await h.auth('seo-agent-7');
+    const renew = (auth: Record<string, string>, token = lease.token) =>
+      h.call(null, { method: 'POST', url: `/v1/leases/${lease.lease_id}/renew`, headers: auth, payload: { token, ttl_ms: 10_000 } });
+    expect((await renew(renewAuth)).status).toBe(200);
+    expect((await renew(renewAuth)).status).toBe(401);
+    // A refused renewal (wrong token) spends its assertion as well.
+    const wrongAuth = await h.auth('seo-agent-7');
+    expect((await renew(wrongAuth, 'x'.repeat(43))).body.code).toBe('LEASE_TOKEN_MISMATCH');
+    expect((await renew(wrongAuth)).status).toBe(401);
+    const releaseAuth = await h.auth('seo-agent-7');
+    const release = () => h.call(null, { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, headers: releaseAuth, payload: { token: lease.token } });
+    expect((await release()).status).toBe(200);
+    expect((await release()).status).toBe(401);
+  });
 });

@@ -52,4 +52,20 @@ describe('writes committed with an acquisition', () => {
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(db.prepare('SELECT key FROM lease_keys WHERE holder IS NOT NULL ORDER BY key').pluck().all()).toEqual(['k:1', 'k:3']);
   });
+
+  it('renew and release take them too: a throwing one leaves the lease as it was', async () => {
+    const { leases, db } = leaseHarness();
+    const g = await leases.acquire({ resources: ['k:1', 'k:2'], holder: 'a', priority: 0, ttlMs: 10_000 });
+    const before = snapshot(db);
+    const boom = () => {
+      throw new Error('boom');
+    };
+    await expect(leases.renew(g.lease_id, g.token, 20_000, { alsoCommit: boom })).rejects.toThrow('boom');
+    await expect(leases.release(g.lease_id, g.token, { alsoCommit: boom })).rejects.toThrow('boom');
+    expect(snapshot(db)).toEqual(before);
+    let released = 0;
+    await leases.release(g.lease_id, g.token, { alsoCommit: () => void released++ });
+    expect(released).toBe(1);
+    expect((await leases.describe('k:1'))?.state).not.toBe('HELD');
+  });
 });

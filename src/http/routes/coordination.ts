@@ -12,20 +12,20 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
   const ctx = app.writ;
 
   app.post<{ Body: LeaseRequestInput }>('/v1/leases', { schema: { body: leaseBody, summary: 'Take leases (keys derived from allow decisions); RESOURCE_BUSY answers 423 with Retry-After and the holder' } }, async (request, reply) => {
-    // The assertion's jti is spent in the granting transaction (or after a refusal).
+    // Lease calls spend the assertion's jti in the lease's own transaction (or after a refusal).
     const caller = await app.unspentCaller(request);
     const g = await acquireLeases(ctx, caller, request.body);
     return reply.code(201).send({ ...g, expires_at: isoOrNull(g.expires_at) });
   });
 
   app.post<{ Params: { id: string }; Body: { token: string; ttl_ms?: number } }>('/v1/leases/:id/renew', { schema: { body: renewBody, summary: 'Renew a lease (token required)' } }, async (request) => {
-    const caller = await app.caller(request);
+    const caller = await app.unspentCaller(request);
     const r = await renewLease(ctx, caller, request.params.id, request.body.token, request.body.ttl_ms);
     return { ...r, expires_at: isoOrNull(r.expires_at) };
   });
 
   app.delete<{ Params: { id: string }; Body: { token: string } }>('/v1/leases/:id', { schema: { body: releaseBody, summary: 'Release a lease (token required); the epoch is kept' } }, async (request) => {
-    const caller = await app.caller(request);
+    const caller = await app.unspentCaller(request);
     return releaseLease(ctx, caller, request.params.id, request.body.token);
   });
 

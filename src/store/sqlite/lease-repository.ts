@@ -293,6 +293,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
     if (changed !== keys.length) throw new Error(`lease ${cmd.leaseId} holds ${changed} of its ${keys.length} keys`);
     const epochs = JSON.parse(lease.epochs) as Record<string, number>;
     for (const key of keys) this.event(cmd.now, 'RENEW', key, epochs[key]!, cmd.leaseId, lease.holder, null);
+    cmd.alsoCommit?.();
     return { epochs, expiresAt: lease.expires_at };
   }
 
@@ -310,6 +311,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
     if (changed !== keys.length) throw new Error(`lease ${cmd.leaseId} holds ${changed} of its ${keys.length} keys`);
     const epochs = JSON.parse(lease.epochs) as Record<string, number>;
     for (const key of keys) this.event(cmd.now, 'RELEASE', key, epochs[key]!, cmd.leaseId, lease.holder, null);
+    cmd.alsoCommit?.();
     return epochs;
   }
 
