@@ -105,7 +105,11 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   if (principal.revoked_at !== null && principal.revoked_at <= now) throw refuse(`principal ${principalId} is revoked`);
 
   const caller = { principal: principalId, jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
+  // Accepted only while its spend is remembered (whole-second exp checks alone leave up to 1 s more).
+  if (now >= caller.spendUntil) throw refuse('assertion expired');
+  // Spent already (durably), or shown to this process before and not yet spent: either way a replay.
   if (deps.replay.seen(REPLAY_NAMESPACE, replayId(caller), now)) throw replayed();
+  if (!deps.replay.present(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
   return caller;
 }
 

@@ -51,30 +51,39 @@ export async function performAction(ctx: WritContext, who: string | Authenticate
   const { principal: caller, spend } = callerOf(who, ctx.replay, () => ctx.clock.now());
   const fields = [...new Set(input.fields)].sort();
   let resource: string;
+  let hash: string;
+  let first: Receipt | null = null;
   try {
     resource = canonicalResource(ctx.policy.data, input.resource);
     const payloadFields = Object.keys(input.payload).sort();
     if (payloadFields.join('\n') !== fields.join('\n')) {
       throw new WritError('UNPROCESSABLE', `payload must carry exactly the fields named in fields [${fields.join(', ')}], got [${payloadFields.join(', ')}]`);
     }
+    hash = requestHash({ principal: caller, action: input.action, resource, environment: input.environment ?? null, fields, payload: input.payload, expected_version: input.expected_version ?? null });
+    // IDEMPOTENCY_MISMATCH (the key names another request) is thrown from here.
+    if (creds.idempotencyKey) first = ctx.receipts.findReplay(caller, creds.idempotencyKey, hash);
   } catch (e) {
     // Not a write anyone could take for one (no receipt), but the assertion is used up all the same.
     spend();
     throw e;
   }
-  const hash = requestHash({ principal: caller, action: input.action, resource, environment: input.environment ?? null, fields, payload: input.payload, expected_version: input.expected_version ?? null });
-  if (creds.idempotencyKey) {
-    const first = ctx.receipts.findReplay(caller, creds.idempotencyKey, hash);
-    if (first) {
-      spend();
-      return replayOf(first);
-    }
+  if (first) {
+    spend();
+    return replayOf(first);
   }
 
   let claims: DecisionClaims | undefined;
   /** A refusal is on the record too: one REJECTED receipt with whatever was known (unless the assertion was a replay). */
   const refuse = (e: unknown): unknown => {
-    if (!isWritError(e)) return e;
+    if (!isWritError(e)) {
+      // Not a refusal but a failure (the store, a bug): no receipt, but the assertion is used up.
+      try {
+        spend();
+      } catch {
+        // already spent: the failure is still the answer
+      }
+      return e;
+    }
     try {
       const rejection = ctx.atomically(() => {
         spend();

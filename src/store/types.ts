@@ -37,6 +37,12 @@ export interface ReplayGuard {
   remember(namespace: string, id: string, expiresAt: number, now: number): boolean;
   /** Whether `remember` would refuse this id now (a read: it records nothing). */
   seen(namespace: string, id: string, now: number): boolean;
+  /**
+   * True the first time this process is shown the id (kept in memory until `expiresAt`), false after:
+   * closes the window between verifying a single-use id and spending it durably with the request's
+   * effect, for a replay that reaches the same process. Across processes the durable row decides.
+   */
+  present(namespace: string, id: string, expiresAt: number, now: number): boolean;
 }
 
 /** A declared incident (while active, preempts edges may be used). Times in ms. */

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { base64url, exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from 'jose';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { authenticateCaller, type CallerAuthDeps } from '../../src/decision/index.js';
+import { authenticateCaller, verifyCallerAssertion, type CallerAuthDeps } from '../../src/decision/index.js';
 import type { PublicJwk } from '../../src/graph/model.js';
 import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/assertion.js';
 import { openDatabase, type SqliteDatabase } from '../../src/store/sqlite/database.js';
@@ -200,6 +200,31 @@ describe('the assertion is verified as a strict compact JWS', () => {
     // carol's key is P-256: an EdDSA token under her kid likewise.
     const ed = await createCallerAssertion({ principal: 'carol', privateJwk: { ...w.alice.privateJwk, kid: 'carol-p256' }, now: T0 });
     expect(await refusal(bearer(ed), w.deps())).toBe('assertion algorithm EdDSA does not match key carol-p256 of principal carol');
+  });
+});
+
+describe('the window between verifying an assertion and spending it', () => {
+  it('an assertion verified but not yet spent is refused if shown again to the same process', async () => {
+    const w = await world();
+    const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 });
+    // The first request is still in flight (its jti not yet spent with its effect).
+    await expect(verifyCallerAssertion(bearer(token), w.deps())).resolves.toMatchObject({ principal: 'alice' });
+    expect(await refusal(bearer(token), w.deps({ now: T0 + 10 }))).toMatch(/already used \(replayed\)/);
+  });
+
+  it('is never accepted once its spend would be forgotten (a fractional exp, whole-second checks)', async () => {
+    const w = await world();
+    const fractional = await new SignJWT({ jti: 'frac-1' })
+      .setProtectedHeader({ alg: 'EdDSA', kid: 'alice-key-1' })
+      .setIssuer('alice')
+      .setSubject('alice')
+      .setAudience(AUD)
+      .setIssuedAt(T0 / 1000)
+      .setExpirationTime(T0 / 1000 + 0.9)
+      .sign(await importPrivate(w.alice.privateJwk));
+    // The default tolerance is 5 s: the spend is remembered until exp + 5 s = T0 + 5,900 ms.
+    expect(await refusal(bearer(fractional), w.deps({ now: T0 + 5_950 }))).toBe('assertion expired');
+    await expect(authenticateCaller(bearer(fractional), w.deps({ now: T0 + 5_500 }))).resolves.toMatchObject({ jti: 'frac-1' });
   });
 });
 

@@ -64,6 +64,18 @@ describe('the caller assertion of a write is spent with the write', () => {
     expect((await write(auth3, d.token, meta('x'))).status).toBe(401);
   });
 
+  it('a request refused for reusing an Idempotency-Key for another request spends it too', async () => {
+    const d1 = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['meta_description'] });
+    const first = await write(await h.auth('seo-agent-7'), d1.token, meta('one'), { 'idempotency-key': 'k-x' });
+    expect(first.status).toBe(201);
+    const auth = await h.auth('seo-agent-7');
+    const d2 = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['meta_description'] });
+    const mismatch = await write(auth, d2.token, meta('two', first.body.receipt.final_version), { 'idempotency-key': 'k-x' });
+    expect(mismatch.body.code).toBe('IDEMPOTENCY_MISMATCH');
+    const again = await write(auth, d2.token, meta('two', first.body.receipt.final_version));
+    expect(again.status).toBe(401);
+  });
+
   it('an Idempotency-Key retry spends its own assertion', async () => {
     const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['meta_description'] });
     const key = { 'idempotency-key': 'k-1' };

@@ -6,6 +6,8 @@ export class SqliteReplayGuard implements ReplayGuard {
   private readonly purge;
   private readonly live;
   private lastPurge = 0;
+  /** Ids shown to this process, in arrival order, with their expiry (ms). */
+  private readonly presented = new Map<string, number>();
 
   constructor(db: SqliteDatabase) {
     // A conflicting live row makes this a no-op (changes = 0); an expired one is replaced.
@@ -27,5 +29,19 @@ export class SqliteReplayGuard implements ReplayGuard {
 
   seen(namespace: string, id: string, now: number): boolean {
     return this.live.get(namespace, id, now) !== undefined;
+  }
+
+  present(namespace: string, id: string, expiresAt: number, now: number): boolean {
+    // Oldest first: entries share one maximum lifetime, so the expired ones are mostly at the front.
+    for (const [key, until] of this.presented) {
+      if (until > now) break;
+      this.presented.delete(key);
+    }
+    const key = `${namespace}\u0000${id}`;
+    const until = this.presented.get(key);
+    if (until !== undefined && until > now) return false;
+    this.presented.delete(key);
+    this.presented.set(key, expiresAt);
+    return true;
   }
 }

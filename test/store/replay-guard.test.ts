@@ -1,0 +1,23 @@
+import { describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/store/sqlite/database.js';
+import { SqliteReplayGuard } from '../../src/store/sqlite/replay-guard.js';
+
+describe('the replay guard', () => {
+  it('remembers durably; seen() reads without recording; present() is per process and forgets at expiry', () => {
+    const guard = new SqliteReplayGuard(openDatabase(':memory:'));
+    expect(guard.seen('assertion', 'a', 1_000)).toBe(false);
+    expect(guard.remember('assertion', 'a', 2_000, 1_000)).toBe(true);
+    expect(guard.seen('assertion', 'a', 1_500)).toBe(true);
+    expect(guard.remember('assertion', 'a', 2_000, 1_500)).toBe(false);
+    expect(guard.seen('assertion', 'a', 2_000)).toBe(false); // expired
+
+    expect(guard.present('assertion', 'b', 2_000, 1_000)).toBe(true);
+    expect(guard.present('assertion', 'b', 2_000, 1_999)).toBe(false);
+    expect(guard.present('decision', 'b', 2_000, 1_999)).toBe(true); // namespaces are separate
+    expect(guard.seen('assertion', 'b', 1_999)).toBe(false); // present() writes nothing durable
+    // Expired entries are dropped (oldest first), and the id may be presented again.
+    expect(guard.present('assertion', 'c', 5_000, 2_500)).toBe(true);
+    expect(guard.present('assertion', 'b', 6_000, 2_500)).toBe(true);
+    expect(guard.present('assertion', 'c', 5_000, 4_999)).toBe(false);
+  });
+});
