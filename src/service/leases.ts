@@ -1,5 +1,5 @@
 import { WritError } from '../errors.js';
-import { callerOf, checkDecisionBinding, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
+import { callerOf, checkDecisionBinding, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { isEdgeLive } from '../graph/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
@@ -45,6 +45,12 @@ function mayPreempt(ctx: WritContext, caller: string, holder: string, now: numbe
  * lease can exist without its authority record (renewals re-check it), even across a crash.
  */
 export async function acquireLeases(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput): Promise<LeaseOutcome> {
+  if (typeof who !== 'string' && (input.wait_ms ?? 0) > 0) {
+    // A waiting acquisition may sit in the queue for up to maxWaitMs: its assertion is spent now, in
+    // a commit of its own, so that no other process sharing the store can use it meanwhile.
+    spendAssertion(ctx.replay, who, ctx.clock.now());
+    who = who.principal;
+  }
   return spendingAssertion(ctx, who, (caller, spend) => acquire(ctx, caller, input, spend));
 }
 

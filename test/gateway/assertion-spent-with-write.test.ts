@@ -1,6 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decideOk, snapshot, upstreamGet } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
+import { openDatabase } from '../../src/store/sqlite/database.js';
+import { SqliteReplayGuard } from '../../src/store/sqlite/replay-guard.js';
 
 /**
  * POST /v1/actions spends the caller assertion's jti in the same transaction that records what the
@@ -146,5 +148,26 @@ describe('the caller assertion of a lease acquisition is spent with it', () => {
     const release = () => h.call(null, { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, headers: releaseAuth, payload: { token: lease.token } });
     expect((await release()).status).toBe(200);
     expect((await release()).status).toBe(401);
+  });
+
+  it('an acquisition that will wait in the queue spends it before waiting (another process sharing the store sees it spent)', async () => {
+    const held = await take(await h.auth('seo-agent-7'), (await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] })).token);
+    expect(held.status).toBe(201);
+    const auth = await h.auth('editor-alice');
+    const jti = JSON.parse(Buffer.from(auth.authorization!.split('.')[1]!, 'base64url').toString()).jti as string;
+    const d = await decideOk(h, 'editor-alice', { resource: 'wp:post:1024', fields: ['title'] });
+    const waiting = h.call(null, { method: 'POST', url: '/v1/leases', headers: auth, payload: { decisions: [d.token], ttl_ms: 10_000, wait_ms: 5_000 } });
+    // Another process's view of the same file: its own connection and replay guard.
+    const otherDb = openDatabase(h.config.dbFile);
+    const other = new SqliteReplayGuard(otherDb);
+    let spent = false;
+    for (let i = 0; i < 200 && !spent; i++) {
+      spent = other.seen('assertion', `editor-alice\u0000${jti}`, h.clock.now());
+      if (!spent) await new Promise((r) => setTimeout(r, 10));
+    }
+    otherDb.close();
+    expect(spent).toBe(true);
+    await h.call(null, { method: 'DELETE', url: `/v1/leases/${held.body.lease_id}`, headers: await h.auth('seo-agent-7'), payload: { token: held.body.token } });
+    expect((await waiting).status).toBe(201);
   });
 });
