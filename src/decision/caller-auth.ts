@@ -34,6 +34,8 @@ export interface AuthenticatedCaller {
 export const ASSERTION_ALGORITHMS = ['EdDSA', 'ES256'] as const;
 type AssertionAlgorithm = (typeof ASSERTION_ALGORITHMS)[number];
 const REQUIRED_CLAIMS = ['iss', 'sub', 'aud', 'iat', 'exp', 'jti'] as const;
+/** A jti is kept (in memory and on disk) until its assertion expires: a bounded size keeps that bounded. */
+const MAX_JTI_LENGTH = 255;
 const REPLAY_NAMESPACE = 'assertion';
 
 /**
@@ -101,6 +103,7 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   if (iatMs > now + toleranceMs) throw refuse('assertion is issued in the future');
   if (expMs - iatMs > maxTtlMs || expMs - now > maxTtlMs + toleranceMs) throw refuse(`assertion lifetime is longer than ${maxTtlMs / 1000} s`);
   if (typeof payload.jti !== 'string' || payload.jti === '') throw refuse('malformed assertion: jti is not a string');
+  if (payload.jti.length > MAX_JTI_LENGTH) throw refuse(`malformed assertion: jti is longer than ${MAX_JTI_LENGTH} characters`);
   if (typeof payload.aud !== 'string') throw refuse('assertion audience must be a single string');
   if (principal.revoked_at !== null && principal.revoked_at <= now) throw refuse(`principal ${principalId} is revoked`);
 
@@ -114,11 +117,24 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
 }
 
 /**
- * Spends a verified assertion's jti: true the first time, UNAUTHENTICATED (replayed) after. Call it
- * inside a transaction to make the spend part of it; the unique row decides between racing requests.
+ * Spends a verified assertion's jti, or throws UNAUTHENTICATED: replayed (already spent) or expired
+ * (past the time its spend would be remembered). Call it inside a transaction to make the spend part
+ * of it; the unique row decides between racing requests. Afterwards the in-memory mark of
+ * `verifyCallerAssertion` is dropped: the row answers for it from now on, or, if the spend failed,
+ * nothing was spent and the assertion may be tried again.
  */
 export function spendAssertion(replay: ReplayGuard, caller: AuthenticatedCaller, now: number): void {
-  if (!replay.remember(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
+  try {
+    if (now >= caller.spendUntil) throw refuse('assertion expired before its request took effect');
+    if (!replay.remember(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
+  } finally {
+    replay.forget(REPLAY_NAMESPACE, replayId(caller));
+  }
+}
+
+/** Whether an error is the refusal of an assertion already spent. */
+export function isReplayedAssertion(e: unknown): boolean {
+  return e instanceof WritError && e.code === 'UNAUTHENTICATED' && e.message === REPLAYED_MESSAGE;
 }
 
 /**
@@ -133,7 +149,8 @@ export function callerOf(who: string | AuthenticatedCaller, replay: ReplayGuard,
 
 /** Scoped by principal: one caller's jti choices can never burn another's. */
 const replayId = (caller: AuthenticatedCaller) => `${caller.principal}\u0000${caller.jti}`;
-const replayed = () => refuse('assertion jti was already used (replayed)');
+const REPLAYED_MESSAGE = 'assertion jti was already used (replayed)';
+const replayed = () => refuse(REPLAYED_MESSAGE);
 
 const refuse = (why: string) => new WritError('UNAUTHENTICATED', why);
 

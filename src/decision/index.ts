@@ -17,6 +17,7 @@ export {
   ASSERTION_ALGORITHMS,
   authenticateCaller,
   callerOf,
+  isReplayedAssertion,
   spendAssertion,
   verifyCallerAssertion,
   type AuthenticatedCaller,

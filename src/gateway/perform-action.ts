@@ -148,7 +148,10 @@ export async function performAction(ctx: WritContext, who: string | Authenticate
     pending = ctx.atomically(() => {
       spend();
       const recorded = ctx.receipts.recordIntent(intent);
-      if (!recorded.replayed && !ctx.replay.remember('decision', claims.decision_id, claims.expires_at, ctx.clock.now())) {
+      if (recorded.replayed) return recorded;
+      // Checked again at the commit: a decision spent after it expired could be spent twice.
+      if (ctx.clock.now() >= claims.expires_at) throw new WritError('DECISION_EXPIRED', `decision ${claims.decision_id} expired before the write was recorded`);
+      if (!ctx.replay.remember('decision', claims.decision_id, claims.expires_at, ctx.clock.now())) {
         throw new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write; a decision authorizes one write`);
       }
       return recorded;

@@ -17,6 +17,7 @@ export async function declareIncident(ctx: WritContext, caller: string, input: {
   const claims = await verifyDecision(input.decision, { keys: ctx.keys, audience: ctx.config.gatewayAudience, now });
   checkDecisionBinding(claims, { principal: caller, action: 'declare_incident', resource: `incident:${input.id}`, environment: claims.environment, fields: claims.fields });
   checkAuthorityStillValid(ctx.graph.current(), claims, now);
+  // (remember() refuses an id already expired at `now`; verifyDecision has just checked it is not.)
   if (!ctx.replay.remember('decision', claims.decision_id, claims.expires_at, now)) {
     throw new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used`);
   }

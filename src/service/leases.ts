@@ -1,5 +1,5 @@
 import { WritError } from '../errors.js';
-import { callerOf, checkDecisionBinding, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
+import { callerOf, checkDecisionBinding, isReplayedAssertion, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { isEdgeLive } from '../graph/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
@@ -67,7 +67,15 @@ async function spendingAssertion<T>(ctx: WritContext, who: string | Authenticate
     done = true;
     return out;
   } finally {
-    if (!done) spend();
+    if (!done) {
+      try {
+        spend();
+      } catch (e) {
+        // Spent already (by a commit of this operation, or by a replay that got there first): the
+        // operation's own refusal stands. Any other failure to spend is the answer.
+        if (!isReplayedAssertion(e)) throw e;
+      }
+    }
   }
 }
 
@@ -137,8 +145,9 @@ export async function renewLease(ctx: WritContext, who: string | AuthenticatedCa
       try {
         for (const claims of lease.decisions) checkAuthorityStillValid(ctx.graph.current(), claims, ctx.clock.now());
       } catch (e) {
-        // The token proves the caller holds it: give the keys back before refusing.
-        await ctx.leases.release(leaseId, token).catch(() => undefined);
+        // The token proves the caller holds it: give the keys back (spending the assertion with
+        // that release) before refusing.
+        await ctx.leases.release(leaseId, token, { alsoCommit: spend }).catch(() => undefined);
         throw e;
       }
     }

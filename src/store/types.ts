@@ -33,7 +33,10 @@ export class GraphHeadMoved extends Error {
 
 /** Remembers single-use ids (caller assertion `jti`, used decision ids) until they expire. */
 export interface ReplayGuard {
-  /** True the first time an id is seen in `namespace`; false for every later call (until it expires). */
+  /**
+   * True the first time an id is seen in `namespace`; false for every later call (until it expires),
+   * and false for an id already expired at `now` (it could not be remembered, so it is never spent).
+   */
   remember(namespace: string, id: string, expiresAt: number, now: number): boolean;
   /** Whether `remember` would refuse this id now (a read: it records nothing). */
   seen(namespace: string, id: string, now: number): boolean;
@@ -43,6 +46,8 @@ export interface ReplayGuard {
    * effect, for a replay that reaches the same process. Across processes the durable row decides.
    */
   present(namespace: string, id: string, expiresAt: number, now: number): boolean;
+  /** Drops the in-memory mark of `present` (once the id was spent, or its spend failed). */
+  forget(namespace: string, id: string): void;
 }
 
 /** A declared incident (while active, preempts edges may be used). Times in ms. */

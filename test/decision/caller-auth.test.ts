@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { base64url, exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from 'jose';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { authenticateCaller, verifyCallerAssertion, type CallerAuthDeps } from '../../src/decision/index.js';
+import { authenticateCaller, spendAssertion, verifyCallerAssertion, type CallerAuthDeps } from '../../src/decision/index.js';
 import type { PublicJwk } from '../../src/graph/model.js';
 import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/assertion.js';
 import { openDatabase, type SqliteDatabase } from '../../src/store/sqlite/database.js';
@@ -210,6 +210,34 @@ describe('the window between verifying an assertion and spending it', () => {
     // The first request is still in flight (its jti not yet spent with its effect).
     await expect(verifyCallerAssertion(bearer(token), w.deps())).resolves.toMatchObject({ principal: 'alice' });
     expect(await refusal(bearer(token), w.deps({ now: T0 + 10 }))).toMatch(/already used \(replayed\)/);
+  });
+
+  it('a spend that comes after the assertion expired is refused (so two late spends cannot both pass)', async () => {
+    const w = await world();
+    const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0, ttlSeconds: 60 });
+    const caller = await verifyCallerAssertion(bearer(token), w.deps());
+    const late = caller.spendUntil;
+    expect(() => spendAssertion(w.deps().replay, caller, late)).toThrow(/expired/);
+    expect(() => spendAssertion(w.deps().replay, caller, late + 1)).toThrow(/expired/);
+  });
+
+  it('a spend that fails for another reason (the store) leaves the assertion usable, and a spent one leaves no mark in memory', async () => {
+    const w = await world();
+    const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 });
+    const caller = await verifyCallerAssertion(bearer(token), w.deps());
+    const guard = w.deps().replay;
+    const broken = { ...guard, seen: guard.seen.bind(guard), present: guard.present.bind(guard), forget: guard.forget.bind(guard), remember: () => { throw new Error('SQLITE_IOERR'); } };
+    expect(() => spendAssertion(broken, caller, T0)).toThrow('SQLITE_IOERR');
+    // Nothing was spent: the same assertion verifies again and is then spent for good.
+    const again = await verifyCallerAssertion(bearer(token), w.deps());
+    spendAssertion(guard, again, T0);
+    expect(await refusal(bearer(token), w.deps())).toMatch(/replayed/);
+  });
+
+  it('refuses a jti longer than 255 characters (each one is kept until its assertion expires)', async () => {
+    const w = await world();
+    const long = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0, jti: 'x'.repeat(256) });
+    expect(await refusal(bearer(long), w.deps())).toBe('malformed assertion: jti is longer than 255 characters');
   });
 
   it('is never accepted once its spend would be forgotten (a fractional exp, whole-second checks)', async () => {

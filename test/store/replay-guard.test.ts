@@ -20,4 +20,18 @@ describe('the replay guard', () => {
     expect(guard.present('assertion', 'b', 6_000, 2_500)).toBe(true);
     expect(guard.present('assertion', 'c', 5_000, 4_999)).toBe(false);
   });
+
+  it('refuses to remember an id already expired, so two late spends cannot both succeed', () => {
+    const guard = new SqliteReplayGuard(openDatabase(':memory:'));
+    expect(guard.remember('decision', 'd', 1_000, 1_000)).toBe(false);
+    expect(guard.remember('decision', 'd', 1_000, 1_001)).toBe(false);
+    expect(guard.seen('decision', 'd', 999)).toBe(false);
+  });
+
+  it('forget() drops the in-memory mark', () => {
+    const guard = new SqliteReplayGuard(openDatabase(':memory:'));
+    expect(guard.present('assertion', 'a', 2_000, 1_000)).toBe(true);
+    guard.forget('assertion', 'a');
+    expect(guard.present('assertion', 'a', 2_000, 1_001)).toBe(true);
+  });
 });

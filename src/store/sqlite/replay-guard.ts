@@ -24,6 +24,8 @@ export class SqliteReplayGuard implements ReplayGuard {
       this.purge.run(now);
       this.lastPurge = now;
     }
+    // An expired id cannot be remembered: spending it late would let a second late spend succeed too.
+    if (expiresAt <= now) return false;
     return this.insert.run(namespace, id, expiresAt, now).changes === 1;
   }
 
@@ -43,5 +45,9 @@ export class SqliteReplayGuard implements ReplayGuard {
     this.presented.delete(key);
     this.presented.set(key, expiresAt);
     return true;
+  }
+
+  forget(namespace: string, id: string): void {
+    this.presented.delete(`${namespace}\u0000${id}`);
   }
 }
