@@ -132,6 +132,14 @@ export function spendAssertion(replay: ReplayGuard, caller: AuthenticatedCaller,
   }
 }
 
+/**
+ * The request did not use a verified assertion after all (an approval given to a decision that was
+ * denied or only explained): its in-memory mark is dropped and it may be presented again.
+ */
+export function releaseAssertion(replay: ReplayGuard, caller: AuthenticatedCaller): void {
+  replay.forget(REPLAY_NAMESPACE, replayId(caller));
+}
+
 /** Whether an error is the refusal of an assertion already spent. */
 export function isReplayedAssertion(e: unknown): boolean {
   return e instanceof WritError && e.code === 'UNAUTHENTICATED' && e.message === REPLAYED_MESSAGE;

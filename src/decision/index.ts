@@ -18,6 +18,7 @@ export {
   authenticateCaller,
   callerOf,
   isReplayedAssertion,
+  releaseAssertion,
   spendAssertion,
   verifyCallerAssertion,
   type AuthenticatedCaller,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { WritError } from '../errors.js';
-import { authenticateCaller, signDecision, type DecisionClaims } from '../decision/index.js';
+import { releaseAssertion, signDecision, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { approvalEdges, principalsOf, resolveChains, resolveOwners, type AuthorityGraph } from '../graph/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, Obligations, PolicyEdge, VerifiedApproval } from '../policy/types.js';
@@ -34,6 +34,8 @@ interface Judged {
   input: DecisionInput;
   result: DecisionResult;
   now: number;
+  /** The approval's assertion, verified and not yet spent (see settleApproval). */
+  approvalAssertion: AuthenticatedCaller | null;
 }
 
 /** Explain-mode resolution for the reasons of a denial: enough for real graphs, bounded for hostile ones. */
@@ -45,10 +47,11 @@ function normalizeFields(fields: string[] | undefined): string[] {
 
 /**
  * An approval is an assertion signed by the approver (audience `<audience>:approval`, single use) that
- * names exactly this request. It is checked before its jti is spent, and a bad one is the request's
- * problem (422), not the caller's authentication failing.
+ * names exactly this request. It is verified here and spent only by a decision that allows (see
+ * `decide`): a denied or explained decision leaves it usable. A bad one is the request's problem
+ * (422), not the caller's authentication failing.
  */
-async function verifyApproval(ctx: WritContext, graph: AuthorityGraph, principal: string, req: Judged['request'], token: unknown, now: number): Promise<VerifiedApproval | null> {
+async function verifyApproval(ctx: WritContext, graph: AuthorityGraph, principal: string, req: Judged['request'], token: unknown, now: number): Promise<{ approval: VerifiedApproval; assertion: AuthenticatedCaller } | null> {
   if (token === undefined || token === null) return null;
   if (typeof token !== 'string') throw new WritError('UNPROCESSABLE', 'context.approval must be an approval assertion (a JWT string)');
   let a: { principal?: string; action?: string; resource?: string; environment?: string } | undefined;
@@ -61,17 +64,30 @@ async function verifyApproval(ctx: WritContext, graph: AuthorityGraph, principal
     throw new WritError('UNPROCESSABLE', 'the approval is for another principal, action, resource or environment');
   }
   try {
-    const auth = await authenticateCaller(`Bearer ${token}`, {
+    const auth = await verifyCallerAssertion(`Bearer ${token}`, {
       principal: (id) => graph.principal(id),
       replay: ctx.replay,
       now,
       audience: `${ctx.config.audience}:approval`,
       maxTtlMs: ctx.config.maxAssertionTtlMs,
     });
-    return { by: auth.principal, edges: approvalEdges(graph, auth.principal, principal, now) };
+    return { approval: { by: auth.principal, edges: approvalEdges(graph, auth.principal, principal, now) }, assertion: auth };
   } catch (e) {
-    if (e instanceof WritError && e.code === 'UNAUTHENTICATED') throw new WritError('UNPROCESSABLE', `the approval is not valid: ${e.message}`);
-    throw e;
+    throw approvalProblem(e);
+  }
+}
+
+const approvalProblem = (e: unknown) =>
+  e instanceof WritError && e.code === 'UNAUTHENTICATED' ? new WritError('UNPROCESSABLE', `the approval is not valid: ${e.message}`) : e;
+
+/** An allowing decision spends the approval it was given (single use); otherwise it stays usable. */
+function settleApproval(ctx: WritContext, j: Judged, allowed: boolean): void {
+  if (!j.approvalAssertion) return;
+  if (!allowed) return releaseAssertion(ctx.replay, j.approvalAssertion);
+  try {
+    spendAssertion(ctx.replay, j.approvalAssertion, ctx.clock.now());
+  } catch (e) {
+    throw approvalProblem(e);
   }
 }
 
@@ -90,33 +106,40 @@ async function judge(ctx: WritContext, principal: string, body: DecisionRequestI
   if (declaredRisk !== undefined && (typeof declaredRisk !== 'number' || !Number.isInteger(declaredRisk) || declaredRisk < 0)) {
     throw new WritError('UNPROCESSABLE', 'context.risk must be a non-negative integer');
   }
-  const approval = await verifyApproval(ctx, graph, principal, request, body.context?.approval, now);
-  const build = (chains: CandidateChain[]): DecisionInput => ({
-    now,
-    request: { principal, ...request, risk: (declaredRisk as number | undefined) ?? null },
-    principals: principalsOf(graph, chains, [principal, ...(approval ? [approval.by] : [])]),
-    chains,
-    owners: resolveOwners(graph, request.resource, request.fields, now),
-    approval,
-  });
-  let input = build(resolveChains(graph, { principal, ...request }, now, { mode }));
-  let result = ctx.policy.decide(input);
-  if (!result.allow && mode === 'decide') {
-    // The hot path pruned dead edges; for reasons an auditor can act on, judge the unpruned candidates,
-    // within a small budget: a caller must not be able to make its denials expensive. When the budget
-    // runs out the hot path's reasons stand. The verdict stays the hot path's (fail closed).
-    try {
-      const detailedInput = build(resolveChains(graph, { principal, ...request }, now, { mode: 'explain', budget: DENY_REASONS_BUDGET }));
-      const detailed = ctx.policy.decide(detailedInput);
-      if (!detailed.allow) {
-        input = detailedInput;
-        result = detailed;
+  const verified = await verifyApproval(ctx, graph, principal, request, body.context?.approval, now);
+  const approval = verified?.approval ?? null;
+  try {
+    const build = (chains: CandidateChain[]): DecisionInput => ({
+      now,
+      request: { principal, ...request, risk: (declaredRisk as number | undefined) ?? null },
+      principals: principalsOf(graph, chains, [principal, ...(approval ? [approval.by] : [])]),
+      chains,
+      owners: resolveOwners(graph, request.resource, request.fields, now),
+      approval,
+    });
+    let input = build(resolveChains(graph, { principal, ...request }, now, { mode }));
+    let result = ctx.policy.decide(input);
+    if (!result.allow && mode === 'decide') {
+      // The hot path pruned dead edges; for reasons an auditor can act on, judge the unpruned candidates,
+      // within a small budget: a caller must not be able to make its denials expensive. When the budget
+      // runs out the hot path's reasons stand. The verdict stays the hot path's (fail closed).
+      try {
+        const detailedInput = build(resolveChains(graph, { principal, ...request }, now, { mode: 'explain', budget: DENY_REASONS_BUDGET }));
+        const detailed = ctx.policy.decide(detailedInput);
+        if (!detailed.allow) {
+          input = detailedInput;
+          result = detailed;
+        }
+      } catch (e) {
+        if (!(e instanceof WritError && e.code === 'BUDGET_EXCEEDED')) throw e;
       }
-    } catch (e) {
-      if (!(e instanceof WritError && e.code === 'BUDGET_EXCEEDED')) throw e;
     }
+    return { principal, request, graph, input, result, now, approvalAssertion: verified?.assertion ?? null };
+  } catch (e) {
+    // Not judged: the approval stays usable.
+    if (verified) releaseAssertion(ctx.replay, verified.assertion);
+    throw e;
   }
-  return { principal, request, graph, input, result, now };
 }
 
 function ownersOf(input: DecisionInput): Record<string, string | null> {
@@ -129,6 +152,7 @@ export async function decide(ctx: WritContext, caller: string, body: DecisionReq
   try {
     const j = await judge(ctx, caller, body, 'decide');
     const { result, input } = j;
+    settleApproval(ctx, j, result.allow);
     const chainEdges = result.allow && result.chain_index !== null ? input.chains[result.chain_index]!.edges : [];
     const outcome: DecisionOutcome = {
       decision_id: randomUUID(),
@@ -186,6 +210,7 @@ export async function explain(ctx: WritContext, caller: string, body: DecisionRe
     throw new WritError('FORBIDDEN', `${caller} may not explain decisions for ${subject}`);
   }
   const j = await judge(ctx, subject, body, 'explain');
+  settleApproval(ctx, j, false); // an explanation never uses the approval up
   return {
     principal: subject,
     request: j.request,

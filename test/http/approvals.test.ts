@@ -44,4 +44,17 @@ describe('approval above the risk threshold', () => {
     expect(again.status).toBe(422);
     expect(again.body.detail).toMatch(/approval is not valid: .*(replay|already)/i);
   });
+  it('is spent only by a decision that allows: an explanation or a denial for another reason leaves it usable', async () => {
+    const token = await approval('editor-alice');
+    const explained = await h.call('publisher', { method: 'POST', url: '/v1/explain', payload: { ...request, context: { risk: 3, approval: token } } });
+    expect(explained.status, JSON.stringify(explained.body)).toBe(200);
+    expect(explained.body.allow).toBe(true);
+    // Denied for another reason (a field the publisher holds no grant for): the approval is not used up.
+    const denied = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, fields: ['status', 'title'], context: { risk: 3, approval: token } } });
+    expect(denied.body.allow).toBe(false);
+    const allowed = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: token } } });
+    expect(allowed.body.allow, JSON.stringify(allowed.body)).toBe(true);
+    const again = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: token } } });
+    expect(again.status).toBe(422);
+  });
 });
