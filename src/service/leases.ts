@@ -56,8 +56,8 @@ export async function acquireLeases(ctx: WritContext, who: string | Authenticate
 
 /**
  * Runs a lease operation for a caller whose assertion may still be unspent: the operation spends it
- * in its own transaction (`alsoCommit`), and a refused one spends it afterwards (a replayed assertion
- * then throws here, and that refusal is the answer).
+ * in its own transaction (`alsoCommit`), and a refused one spends it afterwards (if it is spent
+ * already, the operation's own answer stands: a replay that lost the race got UNAUTHENTICATED there).
  */
 async function spendingAssertion<T>(ctx: WritContext, who: string | AuthenticatedCaller, op: (caller: string, spend: () => void) => Promise<T>): Promise<T> {
   const { principal, spend } = callerOf(who, ctx.replay, () => ctx.clock.now());
