@@ -101,14 +101,7 @@ describe('caller authentication', () => {
     const bobKid = await createCallerAssertion({ principal: 'alice', privateJwk: w.bob.privateJwk, now: T0 });
     expect(await refusal(bearer(bobKid), w.deps())).toBe('principal alice has no key with kid bob-key-1');
     // iss and sub disagree.
-    const mixed = await new SignJWT({ jti: 'x1' })
-      .setProtectedHeader({ alg: 'EdDSA', kid: 'bob-key-1' })
-      .setIssuer('bob')
-      .setSubject('alice')
-      .setAudience(AUD)
-      .setIssuedAt(T0 / 1000)
-      .setExpirationTime(T0 / 1000 + 60)
-      .sign(await importPrivate(w.bob.privateJwk));
+    const mixed = await signJwt(await importPrivate(w.bob.privateJwk), { alg: 'EdDSA', kid: 'bob-key-1' }, { jti: 'x1', iss: 'bob', sub: 'alice' });
     expect(await refusal(bearer(mixed), w.deps())).toMatch(/iss and sub differ/);
   });
 
@@ -121,23 +114,9 @@ describe('caller authentication', () => {
     expect(await refusal(bearer(await make({ audience: 'elsewhere' })), w.deps())).toBe('assertion is for another audience');
     expect(await refusal(bearer(await make({ ttlSeconds: 301 })), w.deps())).toBe('assertion lifetime is longer than 300 s');
     expect(await refusal(bearer(await make({ now: T0 + 60_000 })), w.deps())).toBe('assertion is issued in the future');
-    const hs = await new SignJWT({ jti: 'h1' })
-      .setProtectedHeader({ alg: 'HS256', kid: 'alice-key-1' })
-      .setIssuer('alice')
-      .setSubject('alice')
-      .setAudience(AUD)
-      .setIssuedAt(T0 / 1000)
-      .setExpirationTime(T0 / 1000 + 60)
-      .sign(base64url.decode(w.alice.publicJwk.x!));
+    const hs = await signJwt(base64url.decode(w.alice.publicJwk.x!), { alg: 'HS256', kid: 'alice-key-1' }, { jti: 'h1' });
     expect(await refusal(bearer(hs), w.deps())).toMatch(/algorithm "HS256" is not allowed/);
-    const noJti = await new SignJWT({})
-      .setProtectedHeader({ alg: 'EdDSA', kid: 'alice-key-1' })
-      .setIssuer('alice')
-      .setSubject('alice')
-      .setAudience(AUD)
-      .setIssuedAt(T0 / 1000)
-      .setExpirationTime(T0 / 1000 + 60)
-      .sign(await importPrivate(w.alice.privateJwk));
+    const noJti = await signJwt(await importPrivate(w.alice.privateJwk), { alg: 'EdDSA', kid: 'alice-key-1' }, { jti: undefined });
     expect(await refusal(bearer(noJti), w.deps())).toBe('malformed assertion: claim jti is missing');
   });
 
@@ -242,14 +221,7 @@ describe('the window between verifying an assertion and spending it', () => {
 
   it('is never accepted once its spend would be forgotten (a fractional exp, whole-second checks)', async () => {
     const w = await world();
-    const fractional = await new SignJWT({ jti: 'frac-1' })
-      .setProtectedHeader({ alg: 'EdDSA', kid: 'alice-key-1' })
-      .setIssuer('alice')
-      .setSubject('alice')
-      .setAudience(AUD)
-      .setIssuedAt(T0 / 1000)
-      .setExpirationTime(T0 / 1000 + 0.9)
-      .sign(await importPrivate(w.alice.privateJwk));
+    const fractional = await signJwt(await importPrivate(w.alice.privateJwk), { alg: 'EdDSA', kid: 'alice-key-1' }, { jti: 'frac-1', exp: T0 / 1000 + 0.9 });
     // The default tolerance is 5 s: the spend is remembered until exp + 5 s = T0 + 5,900 ms.
     expect(await refusal(bearer(fractional), w.deps({ now: T0 + 5_950 }))).toBe('assertion expired');
     await expect(authenticateCaller(bearer(fractional), w.deps({ now: T0 + 5_500 }))).resolves.toMatchObject({ jti: 'frac-1' });
@@ -266,3 +238,10 @@ async function byHand(w: Awaited<ReturnType<typeof world>>, extra: Record<string
 }
 
 const importPrivate = (jwk: JWK) => importJWK(jwk, 'EdDSA');
+
+/** A JWT with alice's usual claims (iss = sub = alice, aud, iat T0, exp T0 + 60 s), any of them overridden (undefined drops it). */
+function signJwt(key: Parameters<SignJWT['sign']>[0], header: { alg: string; kid: string }, claims: Record<string, unknown> = {}): Promise<string> {
+  const all: Record<string, unknown> = { iss: 'alice', sub: 'alice', aud: AUD, iat: T0 / 1000, exp: T0 / 1000 + 60, ...claims };
+  for (const k of Object.keys(all)) if (all[k] === undefined) delete all[k];
+  return new SignJWT(all).setProtectedHeader(header).sign(key);
+}
