@@ -75,9 +75,3 @@ export class ChainVerifier {
     return { ok: false, entries: this.expectedSeq - 1, head: this.prev, firstBadSeq: seq, problem };
   }
 }
-
-/** The whole chain in one pass (see ChainVerifier). */
-export function verifyEntries(entries: Iterable<StoredEntry>, indexedHead: number): ReceiptChainVerdict {
-  const verifier = new ChainVerifier();
-  return verifier.feed(entries) ?? verifier.finish(indexedHead);
-}

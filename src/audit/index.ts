@@ -2,7 +2,7 @@
 export { ReceiptLog, type ReceiptLogOptions } from './receipt-log.js';
 export { reconcilePending, type ReconcileReport, type UpstreamLookup } from './reconcile.js';
 export { canonicalJson } from './canonical-json.js';
-export { GENESIS_HASH, entryHash, requestHash, verifyEntries, type ReceiptChainVerdict } from './hash-chain.js';
+export { GENESIS_HASH, entryHash, requestHash, type ReceiptChainVerdict } from './hash-chain.js';
 export { foldReceipt } from './fold.js';
 export {
   ENTRY_KINDS,

@@ -51,9 +51,11 @@ describe('WAL checkpoints run in a worker, not in the committing request', () =>
     db.close();
   });
 
-  it('does nothing for an in-memory database', () => {
+  it('does nothing for an in-memory database (no worker, the connection\'s checkpoint setting untouched)', () => {
     const db = openDatabase(':memory:');
-    const checkpointer = startCheckpointer(db);
+    const before = db.pragma('wal_autocheckpoint', { simple: true });
+    const checkpointer = startCheckpointer(db, { fallbackPages: 12_345 });
+    expect(db.pragma('wal_autocheckpoint', { simple: true })).toBe(before);
     checkpointer.stop();
     db.close();
   });

@@ -1,3 +1,4 @@
+import type { Statement } from 'better-sqlite3';
 import type {
   AcquireCommand,
   AcquireOutcome,
@@ -282,17 +283,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
     const params = { lease_id: cmd.leaseId, token_hash: cmd.tokenHash, now: cmd.now, ttl: cmd.ttlMs };
     const lease = this.s.renewLease.get(params) as { resources: string; epochs: string; holder: string; expires_at: number; duration_ms: number } | undefined;
     if (!lease) return null;
-    const keys = JSON.parse(lease.resources) as string[];
-    const keyParams = { ...params, expires_at: lease.expires_at, ttl: lease.duration_ms, key: '' };
-    let changed = 0;
-    for (const key of keys) {
-      keyParams.key = key;
-      changed += this.s.renewKey.run(keyParams).changes;
-    }
-    // Cannot happen while takeovers end the lease in the same transaction; refuse rather than half-renew.
-    if (changed !== keys.length) throw new Error(`lease ${cmd.leaseId} holds ${changed} of its ${keys.length} keys`);
-    const epochs = JSON.parse(lease.epochs) as Record<string, number>;
-    for (const key of keys) this.event(cmd.now, 'RENEW', key, epochs[key]!, cmd.leaseId, lease.holder, null);
+    const epochs = this.applyToKeys('RENEW', this.s.renewKey, { ...params, expires_at: lease.expires_at, ttl: lease.duration_ms }, cmd, lease);
     cmd.alsoCommit?.();
     return { epochs, expiresAt: lease.expires_at };
   }
@@ -301,17 +292,28 @@ export class SqliteLeaseRepository implements LeaseRepository {
     const params = { lease_id: cmd.leaseId, token_hash: cmd.tokenHash, now: cmd.now };
     const lease = this.s.releaseLease.get(params) as { resources: string; epochs: string; holder: string } | undefined;
     if (!lease) return null;
+    const epochs = this.applyToKeys('RELEASE', this.s.releaseKey, params, cmd, lease);
+    cmd.alsoCommit?.();
+    return epochs;
+  }
+
+  /**
+   * Runs `stmt` on each key of the lease (by primary key, with `key` added to `params`) and records
+   * `kind` in each key's history; returns the lease's epochs. Every key must change: a lease is renewed
+   * or released whole, never in part.
+   */
+  private applyToKeys(kind: 'RENEW' | 'RELEASE', stmt: Statement, params: Record<string, unknown>, cmd: { leaseId: string; now: number }, lease: { resources: string; epochs: string; holder: string }): Record<string, number> {
     const keys = JSON.parse(lease.resources) as string[];
     const keyParams = { ...params, key: '' };
     let changed = 0;
     for (const key of keys) {
       keyParams.key = key;
-      changed += this.s.releaseKey.run(keyParams).changes;
+      changed += stmt.run(keyParams).changes;
     }
+    // Cannot happen while takeovers end the lease in the same transaction; refuse rather than half-apply.
     if (changed !== keys.length) throw new Error(`lease ${cmd.leaseId} holds ${changed} of its ${keys.length} keys`);
     const epochs = JSON.parse(lease.epochs) as Record<string, number>;
-    for (const key of keys) this.event(cmd.now, 'RELEASE', key, epochs[key]!, cmd.leaseId, lease.holder, null);
-    cmd.alsoCommit?.();
+    for (const key of keys) this.event(cmd.now, kind, key, epochs[key]!, cmd.leaseId, lease.holder, null);
     return epochs;
   }
 

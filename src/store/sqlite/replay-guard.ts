@@ -39,7 +39,7 @@ export class SqliteReplayGuard implements ReplayGuard {
       if (until > now) break;
       this.presented.delete(key);
     }
-    const key = `${namespace}\u0000${id}`;
+    const key = presentedKey(namespace, id);
     const until = this.presented.get(key);
     if (until !== undefined && until > now) return false;
     this.presented.delete(key);
@@ -48,6 +48,8 @@ export class SqliteReplayGuard implements ReplayGuard {
   }
 
   forget(namespace: string, id: string): void {
-    this.presented.delete(`${namespace}\u0000${id}`);
+    this.presented.delete(presentedKey(namespace, id));
   }
 }
+
+const presentedKey = (namespace: string, id: string) => `${namespace}\u0000${id}`;
