@@ -35,6 +35,25 @@ export interface ActionOutcome {
   receipt: Receipt;
   /** True when an Idempotency-Key retry returned the first receipt without a second upstream call. */
   replayed: boolean;
+  /** Where a forwarded write's time went (absent on an idempotent replay, which forwards nothing). */
+  timings?: ActionTimings;
+}
+
+/**
+ * Milliseconds spent in each step of a forwarded write, from the monotonic clock (`performance.now()`,
+ * not the injected wall clock). The HTTP layer returns them as `Server-Timing`, so an agent or an
+ * operator can tell Writ's own time (checks and the two commits) from the upstream's.
+ */
+export interface ActionTimings {
+  /** Everything before the intent: the idempotency lookup, the decision and its binding, the authority
+   *  watermark, leases and fencing epochs, the route. */
+  checks: number;
+  /** The intent's commit, durable before the forward (with the assertion's and decision's spend). */
+  intent: number;
+  /** From the forward to the upstream's answer. */
+  upstream: number;
+  /** The settlement's commit, durable before the answer. */
+  settle: number;
 }
 
 /**
@@ -49,6 +68,7 @@ export async function performAction(ctx: WritContext, who: string | Authenticate
   // what this request did (its intent or its rejection): one commit per write fewer. `spend` throws
   // UNAUTHENTICATED (replayed) when a concurrent request spent it first.
   const { principal: caller, spend } = callerOf(who, ctx.replay, () => ctx.clock.now());
+  const started = performance.now();
   const fields = [...new Set(input.fields)].sort();
   let resource: string;
   let hash: string;
@@ -144,6 +164,7 @@ export async function performAction(ctx: WritContext, who: string | Authenticate
   // One transaction, one sync: the decision is spent exactly when the intent is on record (and a
   // concurrent retry under the same Idempotency-Key spends nothing).
   let pending: Receipt;
+  const intentAt = performance.now();
   try {
     pending = ctx.atomically(() => {
       spend();
@@ -162,6 +183,7 @@ export async function performAction(ctx: WritContext, who: string | Authenticate
   if (pending.replayed) return replayOf(pending);
 
   // Only the epochs Writ checked go upstream (its second fence), and a leased write may not outlive its lease.
+  const forwardedAt = performance.now();
   const sentAt = ctx.clock.now();
   const timeoutMs = fence ? Math.min(route!.timeoutMs, fence.expires_at - sentAt) : route!.timeoutMs;
   const result = await route!.client.write(resource, {
@@ -173,6 +195,7 @@ export async function performAction(ctx: WritContext, who: string | Authenticate
     timeoutMs: Math.max(1, timeoutMs),
     deadline: sentAt + Math.max(1, timeoutMs),
   });
+  const answeredAt = performance.now();
   switch (result.kind) {
     case 'applied': {
       // `complete` is first-settlement-wins: if a reconciliation sweep settled this receipt first, the
@@ -181,7 +204,12 @@ export async function performAction(ctx: WritContext, who: string | Authenticate
       if (receipt.status !== 'COMPLETED') {
         throw new WritError('UPSTREAM_FAILED', `the upstream applied the write at version ${result.version}, but receipt ${receipt.receipt_id} was already settled ${receipt.status} by reconciliation`, { receipt_id: receipt.receipt_id });
       }
-      return { receipt, replayed: false };
+      const settledAt = performance.now();
+      return {
+        receipt,
+        replayed: false,
+        timings: { checks: intentAt - started, intent: forwardedAt - intentAt, upstream: answeredAt - forwardedAt, settle: settledAt - answeredAt },
+      };
     }
     case 'conflict': {
       ctx.receipts.complete(pending.receipt_id, {

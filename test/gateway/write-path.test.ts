@@ -122,6 +122,26 @@ describe('the write path', () => {
     expect(other.body.code).toBe('IDEMPOTENCY_MISMATCH');
   });
 
+  it('Server-Timing splits the write: auth, checks, the two commits, the upstream, and the total', async () => {
+    const parse = (header: unknown) => Object.fromEntries(String(header).split(', ').map((m) => {
+      const [name, dur] = m.split(';dur=');
+      return [name, Number(dur)];
+    }));
+    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['meta_description'] });
+    const body = { resource: 'wp:post:1024', fields: ['meta_description'], payload: { meta_description: 'm' }, expected_version: 0 };
+    const r = await act(h, 'seo-agent-7', body, { decision: d.token, idempotencyKey: 'k-timing' });
+    expect(r.status).toBe(201);
+    const t = parse(r.headers['server-timing']);
+    expect(Object.keys(t)).toEqual(['auth', 'checks', 'intent', 'upstream', 'settle', 'total']);
+    for (const v of Object.values(t)) expect(v).toBeGreaterThanOrEqual(0);
+    // The steps happen one after another inside the request (each rounded to 0.01 ms).
+    expect(t.auth! + t.checks! + t.intent! + t.upstream! + t.settle!).toBeLessThanOrEqual(t.total! + 0.05);
+    // An idempotent replay forwards nothing: only its authentication and total.
+    const again = await act(h, 'seo-agent-7', body, { decision: d.token, idempotencyKey: 'k-timing' });
+    expect(again.status).toBe(200);
+    expect(Object.keys(parse(again.headers['server-timing']))).toEqual(['auth', 'total']);
+  });
+
   it('aliases resolve to the canonical key', async () => {
     const r = await h.call('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wordpress:article:1024', environment: 'production', fields: ['title'] } });
     expect(r.body.resource).toBe('wp:post:1024');

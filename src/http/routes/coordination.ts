@@ -41,7 +41,9 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
 
   app.post<{ Body: ActionInput }>('/v1/actions', { schema: { body: actionBody, summary: 'The write: verified, fenced, forwarded, receipted' } }, async (request, reply) => {
     // The assertion's jti is spent in the same transaction as the write's intent (or its rejection).
+    const authStarted = performance.now();
     const caller = await app.unspentCaller(request);
+    const auth = performance.now() - authStarted;
     const h = request.headers;
     const out = await performAction(ctx, caller, request.body, {
       decision: header(h['writ-decision']),
@@ -51,6 +53,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
       idempotencyKey: header(h['idempotency-key']),
     });
     if (out.replayed) reply.header('Idempotent-Replayed', 'true');
+    reply.header('Server-Timing', serverTiming({ auth, ...out.timings, total: reply.elapsedTime }));
     // 201 a new write; 200 an idempotent replay of a completed one; 202 while the first attempt is still PENDING.
     const status = out.receipt.status === 'PENDING' ? 202 : out.replayed ? 200 : 201;
     return reply.code(status).send({ receipt: out.receipt, replayed: out.replayed });
@@ -99,4 +102,12 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     await app.caller(request);
     return { incidents: activeIncidents(ctx) };
   });
+}
+
+/**
+ * A `Server-Timing` header (W3C Server Timing): each step of the write in ms, then `total`, the time
+ * since Writ received the request. `total` minus `upstream` is Writ's own share of the latency.
+ */
+function serverTiming(steps: Record<string, number>): string {
+  return Object.entries(steps).map(([name, ms]) => `${name};dur=${ms.toFixed(2)}`).join(', ');
 }
