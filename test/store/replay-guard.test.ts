@@ -28,6 +28,18 @@ describe('the replay guard', () => {
     expect(guard.seen('decision', 'd', 999)).toBe(false);
   });
 
+  it('deletes expired ids (at most once a minute, inside a remember), so the table holds only live ones', () => {
+    const db = openDatabase(':memory:');
+    const guard = new SqliteReplayGuard(db);
+    const ids = () => (db.prepare('SELECT id FROM seen_ids ORDER BY id').pluck().all() as string[]);
+    expect(guard.remember('assertion', 'old', 100_000, 70_000)).toBe(true); // purges nothing yet, and starts the minute
+    expect(guard.remember('assertion', 'live', 500_000, 80_000)).toBe(true);
+    expect(guard.remember('decision', 'young', 200_000, 129_000)).toBe(true); // within the minute: nothing purged
+    expect(ids()).toEqual(['live', 'old', 'young']);
+    expect(guard.remember('decision', 'new', 700_000, 131_000)).toBe(true); // a minute on: 'old' (expired at 100 s) goes
+    expect(ids()).toEqual(['live', 'new', 'young']);
+  });
+
   it('forget() drops the in-memory mark', () => {
     const guard = new SqliteReplayGuard(openDatabase(':memory:'));
     expect(guard.present('assertion', 'a', 2_000, 1_000)).toBe(true);
