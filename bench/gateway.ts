@@ -25,6 +25,7 @@ import { GOVERNANCE_ID } from '../src/graph/model.js';
 import { createCallerAssertion, WritClient, type Decision, type Lease } from '../src/sdk/index.js';
 import { applyManifest, decide, openWrit, readManifest, type WritContext } from '../src/service/index.js';
 import { PlainHttpClient } from '../src/upstream/http-request.js';
+import { parseServerTiming, type ServerTiming } from '../src/wire/server-timing.js';
 import { spawnListening, startServerProcess } from '../scripts/server-process.js';
 import { syncProbe } from './disk-probe.js';
 import { machineLine, summarize, writeResultsSection } from './results-file.js';
@@ -92,11 +93,6 @@ async function openLoop(seconds: number, send: (i: number) => Promise<boolean>):
   }
   return Promise.all(pending);
 }
-
-/** One write's Server-Timing (ms by step), as `writ serve` reported it. */
-type ServerTiming = Record<string, number>;
-const parseServerTiming = (header: unknown): ServerTiming =>
-  Object.fromEntries(String(header ?? '').split(', ').map((m) => m.split(';dur=')).map(([name, dur]) => [name, Number(dur)]));
 
 async function httpPhase(server: { url: string; upstreamUrl: string; proxyUrl: string }, jwk: JWK): Promise<{ samples: Record<Mode, Sample[]>; errors: string[]; timings: Record<'optimistic' | 'exclusive', ServerTiming[]> }> {
   const writ = new WritClient({ baseUrl: server.url, principal: PRINCIPAL, privateJwk: jwk });
@@ -174,7 +170,7 @@ async function httpPhase(server: { url: string; upstreamUrl: string; proxyUrl: s
     const body = res.body as { receipt?: { final_version: number; status: string }; code?: string; detail?: string };
     if (res.status !== 201 || body.receipt?.status !== 'COMPLETED') return noteError(`${mode} ${res.status} ${body.code ?? body.receipt?.status} ${body.detail ?? ''}`), false;
     rev.set(id, Math.max(rev.get(id)!, body.receipt.final_version));
-    timingSink?.push(parseServerTiming(res.headers['server-timing']));
+    timingSink?.push(parseServerTiming(String(res.headers['server-timing'] ?? '')));
     return true;
   };
 

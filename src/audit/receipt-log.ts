@@ -4,11 +4,11 @@ import { WritError } from '../errors.js';
 import { canonicalJson } from './canonical-json.js';
 import { foldReceipt } from './fold.js';
 import { ChainVerifier, type ReceiptChainVerdict } from './hash-chain.js';
+import type { Receipt, ReceiptCompletion, ReceiptIntent, ReceiptPage, ReceiptQuery, ReceiptRejection, ReconcileOutcome } from './receipt.js';
+import type { ReceiptFilter, ReceiptRepository, SettlementAppend } from './repository.js';
 
 /** Entries read and checked per step of a chain verification (8–15 ms of work on these machines). */
 export const VERIFY_CHUNK = 1_000;
-import type { Receipt, ReceiptCompletion, ReceiptIntent, ReceiptPage, ReceiptQuery, ReceiptRejection, ReconcileOutcome } from './receipt.js';
-import type { ReceiptFilter, ReceiptRepository, SettlementAppend } from './repository.js';
 
 export interface ReceiptLogOptions {
   repository: ReceiptRepository;

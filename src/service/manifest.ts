@@ -65,7 +65,6 @@ function readKeyFile(file: string): PublicJwk {
   return publicPart(jwk as Record<string, unknown>);
 }
 
-
 /** Applies a manifest as `caller` (governance). Order: principals, grants, delegations (file order), ownerships, approvals, preemptions. */
 export function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string): ApplyReport {
   const report: ApplyReport = { created: [], unchanged: [], graph_revision: ctx.graph.current().revision };

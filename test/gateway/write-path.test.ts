@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { act, decideOk, leaseOk, upstreamGet } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
+import { parseServerTiming } from '../../src/wire/server-timing.js';
 
 let h: Harness;
 beforeEach(async () => {
@@ -123,14 +124,13 @@ describe('the write path', () => {
   });
 
   it('Server-Timing splits the write: auth, checks, the two commits, the upstream, and the total', async () => {
-    const parse = (header: unknown) => Object.fromEntries(String(header).split(', ').map((m) => {
-      const [name, dur] = m.split(';dur=');
-      return [name, Number(dur)];
-    }));
+    const parse = (header: unknown) => parseServerTiming(String(header));
     const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['meta_description'] });
     const body = { resource: 'wp:post:1024', fields: ['meta_description'], payload: { meta_description: 'm' }, expected_version: 0 };
     const r = await act(h, 'seo-agent-7', body, { decision: d.token, idempotencyKey: 'k-timing' });
     expect(r.status).toBe(201);
+    // W3C Server Timing: `name;dur=ms` entries, comma-separated.
+    expect(r.headers['server-timing']).toMatch(/^auth;dur=\d+\.\d\d, checks;dur=\d+\.\d\d, intent;dur=\d+\.\d\d, upstream;dur=\d+\.\d\d, settle;dur=\d+\.\d\d, total;dur=\d+\.\d\d$/);
     const t = parse(r.headers['server-timing']);
     expect(Object.keys(t)).toEqual(['auth', 'checks', 'intent', 'upstream', 'settle', 'total']);
     for (const v of Object.values(t)) expect(v).toBeGreaterThanOrEqual(0);

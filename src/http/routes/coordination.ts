@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { WritError } from '../../errors.js';
 import { performAction, type ActionInput } from '../../gateway/index.js';
 import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, isoOrNull, type LeaseRequestInput } from '../../service/index.js';
+import { formatServerTiming } from '../../wire/server-timing.js';
 import { actionBody, incidentBody, leaseBody, releaseBody, renewBody } from '../schemas.js';
 
 function header(value: string | string[] | undefined): string | undefined {
@@ -53,7 +54,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
       idempotencyKey: header(h['idempotency-key']),
     });
     if (out.replayed) reply.header('Idempotent-Replayed', 'true');
-    reply.header('Server-Timing', serverTiming({ auth, ...out.timings, total: reply.elapsedTime }));
+    reply.header('Server-Timing', formatServerTiming({ auth, ...out.timings, total: reply.elapsedTime }));
     // 201 a new write; 200 an idempotent replay of a completed one; 202 while the first attempt is still PENDING.
     const status = out.receipt.status === 'PENDING' ? 202 : out.replayed ? 200 : 201;
     return reply.code(status).send({ receipt: out.receipt, replayed: out.replayed });
@@ -102,12 +103,4 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     await app.caller(request);
     return { incidents: activeIncidents(ctx) };
   });
-}
-
-/**
- * A `Server-Timing` header (W3C Server Timing): each step of the write in ms, then `total`, the time
- * since Writ received the request. `total` minus `upstream` is Writ's own share of the latency.
- */
-function serverTiming(steps: Record<string, number>): string {
-  return Object.entries(steps).map(([name, ms]) => `${name};dur=${ms.toFixed(2)}`).join(', ');
 }
