@@ -19,7 +19,7 @@ async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'writ-bench-decision-'));
   const w = await openWrit(loadConfig({ dataDir }));
   const { manifest, baseDir } = readManifest('graph/example.yaml');
-  applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
+  await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
   const ctx = w.ctx;
   const request = { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title', 'meta_description'] };
 
@@ -35,7 +35,7 @@ async function main(): Promise<void> {
   const resolve: number[] = [];
   const evaluate: number[] = [];
   const sign: number[] = [];
-  const graph = ctx.graph.current();
+  const graph = await ctx.graph.current();
   const now = Date.now();
   const req = { principal: 'seo-agent-7', ...request, fields: [...request.fields].sort() };
   for (let i = 0; i < N / 4 + WARMUP; i++) {
@@ -59,7 +59,7 @@ async function main(): Promise<void> {
       sign.push(t3);
     }
   }
-  w.close();
+  await w.close();
   rmSync(dataDir, { recursive: true, force: true });
 
   const row = (name: string, s: ReturnType<typeof summarize>) => `| ${name} | ${s.n.toLocaleString('en')} | ${s.p50.toFixed(1)} | ${s.p90.toFixed(1)} | ${s.p99.toFixed(1)} | ${s.max.toFixed(0)} |`;

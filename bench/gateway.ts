@@ -20,10 +20,11 @@ import type { JWK } from 'jose';
 import { requestHash } from '../src/audit/index.js';
 import { loadConfig } from '../src/config/index.js';
 import { checkDecisionBinding, spendAssertion, verifyCallerAssertion, verifyDecision } from '../src/decision/index.js';
-import { checkAuthorityStillValid, coordinationKeys, performAction } from '../src/gateway/index.js';
+import { checkAuthorityStillValid, coordinationKeys } from '../src/gateway/index.js';
 import { GOVERNANCE_ID } from '../src/graph/model.js';
 import { createCallerAssertion, WritClient, type Decision, type Lease } from '../src/sdk/index.js';
-import { applyManifest, decide, openWrit, readManifest, type WritContext } from '../src/service/index.js';
+import { applyManifest, decide, openWrit, performAction, readManifest, type WritContext } from '../src/service/index.js';
+import { openSqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { PlainHttpClient } from '../src/upstream/http-request.js';
 import { parseServerTiming, type ServerTiming } from '../src/wire/server-timing.js';
 import { spawnListening, startServerProcess } from '../scripts/server-process.js';
@@ -205,12 +206,13 @@ type StepName = 'authenticate caller (verify; jti spent with the intent)' | 'ver
 async function stepPhase(upstreamUrl: string, jwk: JWK, synchronous: 'FULL' | 'NORMAL'): Promise<{ steps: Map<StepName, number[]>; whole: Record<'optimistic' | 'exclusive', number[]> }> {
   const dataDir = mkdtempSync(join(TMP, 'gateway-steps-'));
   const config = loadConfig({ dataDir }, { ...process.env, WRIT_UPSTREAM_URL: upstreamUrl });
-  const w = await openWrit(config);
+  const store = await openSqliteStore(config.dbFile);
+  store.writer.pragma(`synchronous = ${synchronous}`);
+  const w = await openWrit(config, { store });
   try {
     const ctx: WritContext = w.ctx;
-    ctx.db.pragma(`synchronous = ${synchronous}`);
     const { manifest, baseDir } = readManifest(join(ROOT, 'graph/example.yaml'));
-    applyManifest(ctx, GOVERNANCE_ID, manifest, baseDir);
+    await applyManifest(ctx, GOVERNANCE_ID, manifest, baseDir);
     const base = BASE.steps + (synchronous === 'FULL' ? 0 : 5_000);
     const rev = new Map<number, number>();
     for (let p = 0; p < POSTS; p++) {
@@ -243,7 +245,7 @@ async function stepPhase(upstreamUrl: string, jwk: JWK, synchronous: 'FULL' | 'N
       if (i % 4 < 2) {
         // The real function, end to end (minus HTTP in front of it).
         const t = performance.now();
-        const graph = ctx.graph.current();
+        const graph = await ctx.graph.current();
         const caller = await verifyCallerAssertion(`Bearer ${assertion}`, { principal: (p) => graph.principal(p), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience });
         const key = `${resource}#title`;
         const out = await performAction(ctx, caller, { action: 'update_post', resource, fields: [field], payload, expected_version: rev.get(id)! }, {
@@ -255,15 +257,15 @@ async function stepPhase(upstreamUrl: string, jwk: JWK, synchronous: 'FULL' | 'N
         rev.set(id, out.receipt.final_version!);
         continue;
       }
-      // The same steps, each timed (mirrors src/gateway/perform-action.ts).
+      // The same steps, each timed (mirrors src/service/actions.ts).
       const record = counted ? time : <T>(_: StepName, f: () => T | Promise<T>) => Promise.resolve(f());
-      const graph = ctx.graph.current();
+      const graph = await ctx.graph.current();
       const caller = await record('authenticate caller (verify; jti spent with the intent)', () => verifyCallerAssertion(`Bearer ${assertion}`, { principal: (p) => graph.principal(p), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience }));
       const now = ctx.clock.now();
       const claims = await record('verify decision + binding + authority', async () => {
         const c = await verifyDecision(d.token!, { keys: ctx.keys, audience: ctx.config.gatewayAudience, now });
         checkDecisionBinding(c, { principal: PRINCIPAL, action: 'update_post', resource, environment: c.environment, fields: [field] });
-        checkAuthorityStillValid(ctx.graph.current(), c, now);
+        checkAuthorityStillValid(await ctx.graph.current(), c, now);
         return c;
       });
       const needed = coordinationKeys(resource, [field], claims.obligations);
@@ -272,16 +274,16 @@ async function stepPhase(upstreamUrl: string, jwk: JWK, synchronous: 'FULL' | 'N
         fence = await record('fence check (exclusive)', () => ctx.leases.validateFence({ key: needed[0]!, token: grant.token, epoch: grant.epochs[needed[0]!]!, principal: PRINCIPAL, now, lease_id: grant.lease_id }));
       }
       const hash = requestHash({ principal: PRINCIPAL, action: 'update_post', resource, environment: null, fields: [field], payload, expected_version: rev.get(id)! });
-      const pending = await record('jti + decision mark + receipt intent (one commit)', () => ctx.atomically(() => {
-        spendAssertion(ctx.replay, caller, now);
-        const recorded = ctx.receipts.recordIntent({
+      const pending = await record('jti + decision mark + receipt intent (one commit)', () => ctx.store.readWrite(async (tx) => {
+        await spendAssertion(ctx.replay, tx, caller, now);
+        const recorded = await ctx.receipts.recordIntent({
           principal: PRINCIPAL, action: 'update_post', resource_key: resource, fields: [field],
           owners: [...new Set(Object.values(claims.owners).filter((o): o is string => o !== null))].sort(),
           authority_epoch: claims.graph_revision, ownership_epoch: claims.graph_revision, decision_id: claims.decision_id,
           policy_revision: claims.policy_revision, graph_revision: claims.graph_revision, chain: claims.chain,
           lease_id: fence?.lease_id ?? null, lease_epoch: fence?.epoch ?? null, expected_version: rev.get(id)!, idempotency_key: null, request_hash: hash,
-        });
-        ctx.replay.remember('decision', claims.decision_id, claims.expires_at, now);
+        }, tx);
+        await tx.singleUse.spend('decision', claims.decision_id, claims.expires_at, now);
         return recorded;
       }));
       const result = await record('upstream hop (HTTP PUT, upstream commits)', () => ctx.upstreams.route(resource, 'production').client.write(resource, {
@@ -293,7 +295,7 @@ async function stepPhase(upstreamUrl: string, jwk: JWK, synchronous: 'FULL' | 'N
     }
     return { steps, whole };
   } finally {
-    w.close();
+    await w.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

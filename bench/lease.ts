@@ -15,8 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { systemClock } from '../src/clock.js';
 import { LeaseManager } from '../src/lease/index.js';
 import { openDatabase } from '../src/store/sqlite/database.js';
-import { GroupCommit } from '../src/store/sqlite/group-commit.js';
-import { SqliteLeaseRepository } from '../src/store/sqlite/lease-repository.js';
+import { sqliteStoreOn } from '../src/store/sqlite/sqlite-store.js';
 import { syncProbe } from './disk-probe.js';
 import { writeResultsSection } from './results-file.js';
 
@@ -38,7 +37,8 @@ async function pairs(synchronous: 'FULL' | 'NORMAL' | 'MEMORY', keysPerLease: nu
   for (const f of [file, `${file}-wal`, `${file}-shm`]) rmSync(f, { force: true });
   const db = openDatabase(file);
   if (synchronous !== 'MEMORY') db.pragma(`synchronous = ${synchronous}`);
-  const leases = new LeaseManager(new SqliteLeaseRepository(db), systemClock);
+  const store = sqliteStoreOn(db);
+  const leases = new LeaseManager(store, systemClock);
   const lat: number[] = [];
   let i = 0;
   const start = performance.now();
@@ -51,7 +51,7 @@ async function pairs(synchronous: 'FULL' | 'NORMAL' | 'MEMORY', keysPerLease: nu
     i += 1;
   }
   const ms = performance.now() - start;
-  db.close();
+  await store.close();
   for (const f of [file, `${file}-wal`, `${file}-shm`]) rmSync(f, { force: true });
   lat.sort((a, b) => a - b);
   const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]! * 1000;
@@ -78,8 +78,8 @@ async function groupedPairs(clients: number, seconds: number, options: { walFram
   for (const f of [file, `${file}-wal`, `${file}-shm`]) rmSync(f, { force: true });
   const db = openDatabase(file);
   if (options.walFrames) db.pragma('wal_autocheckpoint = 0');
-  const group = new GroupCommit(db);
-  const leases = new LeaseManager(new SqliteLeaseRepository(db, group), systemClock);
+  const store = sqliteStoreOn(db);
+  const leases = new LeaseManager(store, systemClock);
   const lat: number[] = [];
   const cpu0 = process.cpuUsage();
   const start = performance.now();
@@ -94,9 +94,9 @@ async function groupedPairs(clients: number, seconds: number, options: { walFram
   await Promise.all(Array.from({ length: clients }, (_, c) => client(c)));
   const ms = performance.now() - start;
   const cpu = process.cpuUsage(cpu0);
-  const { commits, committedOperations } = group.stats;
+  const { commits, committedOperations } = store.stats;
   const frames = options.walFrames ? walFramesByObject(db, `${file}-wal`, committedOperations) : undefined;
-  db.close();
+  await store.close();
   for (const f of [file, `${file}-wal`, `${file}-shm`]) rmSync(f, { force: true });
   lat.sort((a, b) => a - b);
   const q = (p: number) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]! * 1000;

@@ -53,6 +53,7 @@ export const ERROR_CATALOGUE = {
   UPSTREAM_TIMEOUT: { status: 504, title: 'Upstream timeout', meaning: 'The upstream did not answer in time; the receipt stays PENDING until reconciled.' },
   NO_UPSTREAM: { status: 502, title: 'No upstream', meaning: 'No upstream route is configured for this resource.' },
   OVERLOADED: { status: 503, title: 'Overloaded', meaning: 'The service is shedding load; retry after `Retry-After`.' },
+  SCHEMA_TOO_NEW: { status: 503, title: 'Store schema too new', meaning: 'The store was migrated by a newer Writ than this one; this server refuses to start on it (run that version or a newer one). Nothing was changed.' },
   INTERNAL: { status: 500, title: 'Internal error', meaning: 'A bug or an unexpected failure; the log has the details.' },
 } as const satisfies Record<string, ErrorSpec>;
 

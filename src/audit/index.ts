@@ -1,5 +1,5 @@
 /** Receipts and audit: the hash-chained receipt log, its storage port and restart reconciliation. */
-export { ReceiptLog, type ReceiptLogOptions } from './receipt-log.js';
+export { ReceiptLog, type ReceiptLogOptions, type ReceiptTx } from './receipt-log.js';
 export { reconcilePending, type ReconcileReport, type UpstreamLookup } from './reconcile.js';
 export { canonicalJson } from './canonical-json.js';
 export { GENESIS_HASH, entryHash, requestHash, type ReceiptChainVerdict } from './hash-chain.js';

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.js';
+import type { TxRunner } from '../transactions.js';
 import { WritError } from '../errors.js';
 import { canonicalJson } from './canonical-json.js';
 import { foldReceipt } from './fold.js';
@@ -10,8 +11,13 @@ import type { ReceiptFilter, ReceiptRepository, SettlementAppend } from './repos
 /** Entries read and checked per step of a chain verification (8–15 ms of work on these machines). */
 export const VERIFY_CHUNK = 1_000;
 
+/** The transaction handle the receipt log needs. */
+export interface ReceiptTx {
+  readonly receipts: ReceiptRepository;
+}
+
 export interface ReceiptLogOptions {
-  repository: ReceiptRepository;
+  store: TxRunner<ReceiptTx>;
   clock: Clock;
   /** New receipt ids; defaults to `rcpt_<uuid>`. */
   newId?: () => string;
@@ -23,15 +29,16 @@ const MAX_LIMIT = 1000;
 /**
  * The append-only, hash-chained receipt log. An intent is written before a write is forwarded and
  * settled after it, so a crash leaves a visible PENDING receipt, never a silent gap. Refused requests
- * are recorded too, as one REJECTED entry.
+ * are recorded too, as one REJECTED entry. Each write runs in its own transaction, or in the caller's
+ * (`tx`), so that it commits together with the caller's other writes (e.g. the spent decision).
  */
 export class ReceiptLog {
-  private readonly repo: ReceiptRepository;
+  private readonly store: TxRunner<ReceiptTx>;
   private readonly clock: Clock;
   private readonly newId: () => string;
 
   constructor(options: ReceiptLogOptions) {
-    this.repo = options.repository;
+    this.store = options.store;
     this.clock = options.clock;
     this.newId = options.newId ?? (() => `rcpt_${randomUUID()}`);
   }
@@ -41,11 +48,12 @@ export class ReceiptLog {
    * with the same request_hash the existing receipt is returned with `replayed: true` and nothing is
    * written; with another request_hash it throws IDEMPOTENCY_MISMATCH.
    */
-  recordIntent(intent: ReceiptIntent): Receipt {
+  async recordIntent(intent: ReceiptIntent, tx?: ReceiptTx): Promise<Receipt> {
+    if (!tx) return this.store.readWrite((t) => this.recordIntent(intent, t));
     const at = this.clock.now();
     const receiptId = intent.receipt_id ?? this.newId();
     const body = { at, ...normalizedIntent(intent) };
-    const result = this.repo.appendIntent(
+    const result = await tx.receipts.appendIntent(
       { receipt_id: receiptId, kind: 'intent', body: canonicalJson(body) },
       {
         receipt_id: receiptId,
@@ -60,14 +68,15 @@ export class ReceiptLog {
     );
     if (result.appended) return foldReceipt([result.entry]);
     checkSameRequest(intent.idempotency_key ?? '', result.existing, intent.request_hash);
-    return { ...this.mustGet(result.existing.receipt_id), replayed: true };
+    return { ...(await this.mustGet(tx, result.existing.receipt_id)), replayed: true };
   }
 
   /**
    * Settles a PENDING receipt as COMPLETED or FAILED. First settlement wins: if the receipt is already
    * settled (e.g. reconciled by another process) nothing is written and it is returned with `replayed: true`.
    */
-  complete(receiptId: string, completion: ReceiptCompletion): Receipt {
+  async complete(receiptId: string, completion: ReceiptCompletion, tx?: ReceiptTx): Promise<Receipt> {
+    if (!tx) return this.store.readWrite((t) => this.complete(receiptId, completion, t));
     const at = this.clock.now();
     const body = {
       at,
@@ -78,21 +87,23 @@ export class ReceiptLog {
       conflicts: completion.conflicts ?? [],
     };
     const kind = completion.status === 'COMPLETED' ? 'completed' : 'failed';
-    return this.settle(receiptId, this.repo.appendSettlement({ receipt_id: receiptId, kind, body: canonicalJson(body) }, completion.status, at));
+    return this.settle(tx, receiptId, await tx.receipts.appendSettlement({ receipt_id: receiptId, kind, body: canonicalJson(body) }, completion.status, at));
   }
 
   /** Settles a PENDING receipt from what the upstream says (after a crash or a timeout). Same first-wins rule. */
-  reconcile(receiptId: string, outcome: ReconcileOutcome): Receipt {
+  async reconcile(receiptId: string, outcome: ReconcileOutcome, tx?: ReceiptTx): Promise<Receipt> {
+    if (!tx) return this.store.readWrite((t) => this.reconcile(receiptId, outcome, t));
     const at = this.clock.now();
     const body =
       outcome.status === 'COMPLETED'
         ? { at, status: outcome.status, final_version: outcome.final_version, upstream_status: outcome.upstream_status ?? null, error: null, note: outcome.note }
         : { at, status: outcome.status, error: outcome.error, upstream_status: outcome.upstream_status ?? null, note: outcome.note };
-    return this.settle(receiptId, this.repo.appendSettlement({ receipt_id: receiptId, kind: 'reconciled', body: canonicalJson(body) }, outcome.status, at));
+    return this.settle(tx, receiptId, await tx.receipts.appendSettlement({ receipt_id: receiptId, kind: 'reconciled', body: canonicalJson(body) }, outcome.status, at));
   }
 
   /** Records a refused request as a single REJECTED entry. */
-  recordRejection(rejection: ReceiptRejection): Receipt {
+  async recordRejection(rejection: ReceiptRejection, tx?: ReceiptTx): Promise<Receipt> {
+    if (!tx) return this.store.readWrite((t) => this.recordRejection(rejection, t));
     const at = this.clock.now();
     const receiptId = this.newId();
     const body = {
@@ -102,7 +113,7 @@ export class ReceiptLog {
       conflicts: rejection.conflicts ?? [],
       upstream_status: rejection.upstream_status ?? null,
     };
-    const entry = this.repo.appendRejection(
+    const entry = await tx.receipts.appendRejection(
       { receipt_id: receiptId, kind: 'rejected', body: canonicalJson(body) },
       {
         receipt_id: receiptId,
@@ -122,84 +133,72 @@ export class ReceiptLog {
    * The first receipt of this principal's idempotency key, for a retry of the same request (it gets that
    * receipt instead of writing again); IDEMPOTENCY_MISMATCH when the key was used for another request.
    */
-  findReplay(principal: string, idempotencyKey: string, requestHash: string): Receipt | null {
-    const found = this.repo.findByIdempotencyKey(principal, idempotencyKey);
-    if (!found) return null;
-    checkSameRequest(idempotencyKey, found, requestHash);
-    return this.mustGet(found.receipt_id);
+  findReplay(principal: string, idempotencyKey: string, requestHash: string): Promise<Receipt | null> {
+    return this.store.read(async (tx) => {
+      const found = await tx.receipts.findByIdempotencyKey(principal, idempotencyKey);
+      if (!found) return null;
+      checkSameRequest(idempotencyKey, found, requestHash);
+      return this.mustGet(tx, found.receipt_id);
+    });
   }
 
-  get(receiptId: string): Receipt | null {
-    const entries = this.repo.entriesOf(receiptId);
-    return entries.length === 0 ? null : foldReceipt(entries);
+  get(receiptId: string): Promise<Receipt | null> {
+    return this.store.read((tx) => receiptOf(tx, receiptId));
   }
 
-  query(q: ReceiptQuery = {}): ReceiptPage {
+  query(q: ReceiptQuery = {}): Promise<ReceiptPage> {
     return this.page({ resource: q.resource, principal: q.principal, status: q.status, after: q.after }, q.limit ?? DEFAULT_LIMIT);
   }
 
   /** Receipts still PENDING, oldest first; `createdAtOrBefore` leaves out writes that may still be in flight. */
-  pending(options: { createdAtOrBefore?: number; after?: number; limit?: number } = {}): ReceiptPage {
+  pending(options: { createdAtOrBefore?: number; after?: number; limit?: number } = {}): Promise<ReceiptPage> {
     return this.page({ status: 'PENDING', createdAtOrBefore: options.createdAtOrBefore, after: options.after }, options.limit ?? MAX_LIMIT);
   }
 
   /** One page of receipts; asks for one more than the page to know whether there is a next one. */
-  private page(filter: Omit<ReceiptFilter, 'limit'>, requested: number): ReceiptPage {
+  private async page(filter: Omit<ReceiptFilter, 'limit'>, requested: number): Promise<ReceiptPage> {
     const limit = Math.min(Math.max(1, Math.floor(requested)), MAX_LIMIT);
-    const found = this.repo.find({ ...filter, limit: limit + 1 });
+    const found = await this.store.read((tx) => tx.receipts.find({ ...filter, limit: limit + 1 }));
     const page = found.slice(0, limit);
     return { receipts: page.map((f) => foldReceipt(f.entries)), next: found.length > limit ? page[page.length - 1]!.first_seq : null };
   }
 
   /**
-   * Walks the whole chain from disk, in chunks, and reports the first entry that is missing, altered
-   * or out of place. A cut tail is detected against the receipts index; compare `head` with a
-   * previously published head to detect a cut of both. Synchronous: for the CLI. A server calls
-   * `verifyChainYielding`, which lets other requests run between chunks.
+   * Walks the whole chain from the store, in chunks of VERIFY_CHUNK entries, and reports the first
+   * entry that is missing, altered or out of place; awaits `pause()` between chunks (default: one turn
+   * of the event loop) so a server keeps answering other requests. A cut tail is detected against the
+   * receipts index; compare `head` with a previously published head to detect a cut of both. Entries
+   * appended meanwhile are checked too.
    */
-  verifyChain(): ReceiptChainVerdict {
-    const steps = this.verifySteps();
+  async verifyChain(pause: () => Promise<void> = () => new Promise((resolve) => setImmediate(resolve))): Promise<ReceiptChainVerdict> {
+    // Read the index first: entries and index are written together, so a later scan sees at least this much.
+    const indexedHead = await this.store.read((tx) => tx.receipts.indexedHead());
+    const verifier = new ChainVerifier();
     for (;;) {
-      const step = steps.next();
-      if (step.done) return step.value;
-    }
-  }
-
-  /** The same check, awaiting `pause()` between chunks (default: one turn of the event loop). */
-  async verifyChainYielding(pause: () => Promise<void> = () => new Promise((resolve) => setImmediate(resolve))): Promise<ReceiptChainVerdict> {
-    const steps = this.verifySteps();
-    for (;;) {
-      const step = steps.next();
-      if (step.done) return step.value;
+      const chunk = await this.store.read((tx) => tx.receipts.entriesAfter(verifier.verified, VERIFY_CHUNK));
+      const bad = verifier.feed(chunk);
+      if (bad) return bad;
+      if (chunk.length < VERIFY_CHUNK) return verifier.finish(indexedHead);
       await pause();
     }
   }
 
-  /** Yields after each chunk of VERIFY_CHUNK entries; returns the verdict. Entries appended meanwhile are checked too. */
-  private *verifySteps(): Generator<void, ReceiptChainVerdict> {
-    // Read the index first: entries and index are written together, so a later scan sees at least this much.
-    const indexedHead = this.repo.indexedHead();
-    const verifier = new ChainVerifier();
-    for (;;) {
-      const chunk = this.repo.entriesAfter(verifier.verified, VERIFY_CHUNK);
-      const bad = verifier.feed(chunk);
-      if (bad) return bad;
-      if (chunk.length < VERIFY_CHUNK) return verifier.finish(indexedHead);
-      yield;
-    }
-  }
-
-  private settle(receiptId: string, result: SettlementAppend): Receipt {
+  private async settle(tx: ReceiptTx, receiptId: string, result: SettlementAppend): Promise<Receipt> {
     if (!result.appended && result.reason === 'unknown') throw new WritError('NOT_FOUND', `no receipt '${receiptId}'`);
-    const receipt = this.mustGet(receiptId);
+    const receipt = await this.mustGet(tx, receiptId);
     return result.appended ? receipt : { ...receipt, replayed: true };
   }
 
-  private mustGet(receiptId: string): Receipt {
-    const receipt = this.get(receiptId);
+  private async mustGet(tx: ReceiptTx, receiptId: string): Promise<Receipt> {
+    const receipt = await receiptOf(tx, receiptId);
     if (!receipt) throw new WritError('NOT_FOUND', `no receipt '${receiptId}'`);
     return receipt;
   }
+}
+
+async function receiptOf(tx: ReceiptTx, receiptId: string): Promise<Receipt | null> {
+  const entries = await tx.receipts.entriesOf(receiptId);
+  return entries.length === 0 ? null : foldReceipt(entries);
 }
 
 function normalizedIntent(i: Partial<ReceiptIntent> & Pick<ReceiptIntent, 'principal' | 'action' | 'resource_key'>) {

@@ -30,7 +30,7 @@ export async function reconcilePending(
   const report: ReconcileReport = { examined: 0, completed: [], failed: [], unresolved: [] };
   let after: number | undefined;
   for (;;) {
-    const page = log.pending({ createdAtOrBefore: options.createdAtOrBefore, after, limit: 200 });
+    const page = await log.pending({ createdAtOrBefore: options.createdAtOrBefore, after, limit: 200 });
     for (const receipt of page.receipts) {
       report.examined += 1;
       let found: { applied: boolean; revision?: number };
@@ -41,8 +41,8 @@ export async function reconcilePending(
         continue;
       }
       const settled = found.applied
-        ? log.reconcile(receipt.receipt_id, { status: 'COMPLETED', final_version: found.revision ?? null, note: 'applied by upstream' })
-        : log.reconcile(receipt.receipt_id, {
+        ? await log.reconcile(receipt.receipt_id, { status: 'COMPLETED', final_version: found.revision ?? null, note: 'applied by upstream' })
+        : await log.reconcile(receipt.receipt_id, {
             status: 'FAILED',
             error: { code: 'UPSTREAM_FAILED', message: 'not applied by upstream' },
             note: 'not applied by upstream',

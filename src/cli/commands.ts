@@ -40,7 +40,7 @@ async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) =>
   try {
     return await fn(w);
   } finally {
-    w.close();
+    await w.close();
   }
 }
 
@@ -78,9 +78,9 @@ export const COMMANDS: Command[] = [
     usage: 'FILE',
     run: async ({ values, positionals }) => {
       need(positionals, 1, 'writ graph apply FILE');
-      return withWrit(values, (w) => {
+      return withWrit(values, async (w) => {
         const { manifest, baseDir } = readManifest(positionals[0]!);
-        const r = applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
+        const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
         console.log(`applied ${positionals[0]}: ${r.created.length} created, ${r.unchanged.length} unchanged; graph revision ${r.graph_revision}`);
         for (const c of r.created) console.log(`  + ${c}`);
         return 0;
@@ -95,8 +95,8 @@ export const COMMANDS: Command[] = [
     run: async ({ values }) => {
       const format = (values.format as string | undefined) ?? 'json';
       if (format !== 'json' && format !== 'dot') throw new Error('--format is json or dot');
-      return withWrit(values, (w) => {
-        const out = exportGraph(w.ctx, values.at as string | undefined, format);
+      return withWrit(values, async (w) => {
+        const out = await exportGraph(w.ctx, values.at as string | undefined, format);
         console.log(typeof out === 'string' ? out : JSON.stringify(out, null, 2));
         return 0;
       });
@@ -179,10 +179,10 @@ export const COMMANDS: Command[] = [
     usage: '[--resource KEY] [--principal ID] [--status S] [--limit N] [--json]',
     options: { resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
     run: ({ values }) =>
-      withWrit(values, (w) => {
+      withWrit(values, async (w) => {
         const q: Record<string, unknown> = { limit: Number(values.limit ?? 100) };
         for (const k of ['resource', 'principal', 'status'] as const) if (typeof values[k] === 'string') q[k] = values[k];
-        const page = w.ctx.receipts.query(q as Parameters<typeof w.ctx.receipts.query>[0]);
+        const page = await w.ctx.receipts.query(q as Parameters<typeof w.ctx.receipts.query>[0]);
         print(page, values.json, () =>
           page.receipts.length === 0
             ? '(no receipts)'
@@ -199,8 +199,8 @@ export const COMMANDS: Command[] = [
     options: { format: { type: 'string' } },
     run: ({ values, positionals }) => {
       need(positionals, 1, 'writ why RECEIPT_ID');
-      return withWrit(values, (w) => {
-        const report = whyReceipt(w.ctx, positionals[0]!);
+      return withWrit(values, async (w) => {
+        const report = await whyReceipt(w.ctx, positionals[0]!);
         const format = (values.format as string | undefined) ?? 'text';
         const edges = report.chain.map((l) => l.edge);
         if (format === 'json') console.log(JSON.stringify(report, null, 2));
@@ -219,13 +219,13 @@ export const COMMANDS: Command[] = [
     options: { at: { type: 'string' }, json: { type: 'boolean' } },
     run: ({ values, positionals }) => {
       need(positionals, 1, 'writ can PRINCIPAL [--at TIME]');
-      return withWrit(values, (w) => {
+      return withWrit(values, async (w) => {
         let at: number | undefined;
         if (typeof values.at === 'string') {
           at = Date.parse(values.at);
           if (Number.isNaN(at)) throw new WritError('UNPROCESSABLE', `--at must be an ISO-8601 time, got "${values.at}"`);
         }
-        const c = capabilitiesOf(w.ctx, positionals[0]!, at);
+        const c = await capabilitiesOf(w.ctx, positionals[0]!, at);
         print(c, values.json, () => formatCapabilities(positionals[0]!, c));
         return 0;
       });
@@ -237,8 +237,8 @@ export const COMMANDS: Command[] = [
     usage: '--within 1h [--json]',
     options: { within: { type: 'string' }, json: { type: 'boolean' } },
     run: ({ values }) =>
-      withWrit(values, (w) => {
-        const edges = expiringEdges(w.ctx, duration((values.within as string | undefined) ?? '1h'));
+      withWrit(values, async (w) => {
+        const edges = await expiringEdges(w.ctx, duration((values.within as string | undefined) ?? '1h'));
         print(edges, values.json, () => formatEdgeList(edges, (e) => `expires ${new Date(e.expires_at!).toISOString()}: "${e.reason}"`));
         return 0;
       }),
@@ -249,8 +249,8 @@ export const COMMANDS: Command[] = [
     usage: '[--json]',
     options: { json: { type: 'boolean' } },
     run: ({ values }) =>
-      withWrit(values, (w) => {
-        const orphans = orphanedDelegations(w.ctx);
+      withWrit(values, async (w) => {
+        const orphans = await orphanedDelegations(w.ctx);
         print(orphans, values.json, () =>
           orphans.length === 0 ? '(none)' : orphans.map((o) => `${o.edge.id}: ${o.edge.from} → ${o.edge.to}\n${o.violations.map((v) => `    ${v}`).join('\n')}`).join('\n'));
         return 0;
@@ -261,8 +261,8 @@ export const COMMANDS: Command[] = [
     summary: 'check the receipt hash chain (exit 1 when broken)',
     options: { json: { type: 'boolean' } },
     run: ({ values }) =>
-      withWrit(values, (w) => {
-        const v = w.ctx.receipts.verifyChain();
+      withWrit(values, async (w) => {
+        const v = await w.ctx.receipts.verifyChain(async () => {});
         print(v, values.json, () => (v.ok ? `OK: ${v.entries} entries, head ${v.head}` : `BROKEN at seq ${v.firstBadSeq}: ${v.problem} (${v.entries} sound entries before it)`));
         return v.ok ? 0 : 1;
       }),

@@ -17,7 +17,7 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   else say(`[writ] governance admin credential: ${w.credentialPath}`);
   if (options.graphFile) {
     const { manifest, baseDir } = readManifest(options.graphFile);
-    const r = applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
+    const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
     say(`[writ] applied ${options.graphFile}: ${r.created.length} created, ${r.unchanged.length} unchanged; graph revision ${r.graph_revision}`);
   }
   const app = await buildApp(w.ctx, { logger: process.env.WRIT_LOG === '1' ? { level: 'info' } : false });
@@ -55,7 +55,7 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   await app.listen({ port: config.port, host: config.host });
   void reconcile();
   const url = `http://${config.host}:${config.port}`;
-  say(`[writ] listening on ${url}  (graph revision ${w.ctx.graph.current().revision}, policy ${w.ctx.policy.revision})`);
+  say(`[writ] listening on ${url}  (graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision})`);
   say(`[writ] try:  curl ${url}/healthz   ·   curl ${url}/.well-known/jwks.json   ·   curl ${url}/openapi.json`);
   say(`[writ]       node bin/writ trace seo-agent-7 update_post wp:post:1024 --fields title,meta_description`);
   say(`[writ]       node bin/writ graph export --format dot`);
@@ -65,7 +65,7 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     stopping = true;
     await app.close();
     for (const c of closers) await c();
-    w.close();
+    await w.close();
     process.exit(0);
   };
   process.on('SIGINT', () => void stop());

@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import { WritError } from '../errors.js';
 import type { PublicJwk } from '../graph/model.js';
-import type { ReplayGuard } from '../store/types.js';
+import type { ReplayGuard, SingleUseTx } from './single-use.js';
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignature, type DecodedJws } from './jws.js';
 
 export interface CallerAuthDeps {
@@ -46,7 +46,7 @@ const REPLAY_NAMESPACE = 'assertion';
  */
 export async function authenticateCaller(authorizationHeader: string | undefined, deps: CallerAuthDeps): Promise<AuthenticatedCaller> {
   const caller = await verifyCallerAssertion(authorizationHeader, deps);
-  spendAssertion(deps.replay, caller, deps.now);
+  await deps.replay.store.readWrite((tx) => spendAssertion(deps.replay, tx, caller, deps.now));
   return caller;
 }
 
@@ -111,7 +111,7 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   // Accepted only while its spend is remembered (whole-second exp checks alone leave up to 1 s more).
   if (now >= caller.spendUntil) throw refuse('assertion expired');
   // Spent already (durably), or shown to this process before and not yet spent: either way a replay.
-  if (deps.replay.seen(REPLAY_NAMESPACE, replayId(caller), now)) throw replayed();
+  if (await deps.replay.isSpent(REPLAY_NAMESPACE, replayId(caller), now)) throw replayed();
   if (!deps.replay.present(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
   return caller;
 }
@@ -123,10 +123,10 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
  * `verifyCallerAssertion` is dropped: the row answers for it from now on, or, if the spend failed,
  * nothing was spent and the assertion may be tried again.
  */
-export function spendAssertion(replay: ReplayGuard, caller: AuthenticatedCaller, now: number): void {
+export async function spendAssertion(replay: ReplayGuard, tx: SingleUseTx, caller: AuthenticatedCaller, now: number): Promise<void> {
   try {
     if (now >= caller.spendUntil) throw refuse('assertion expired before its request took effect');
-    if (!replay.remember(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
+    if (!(await tx.singleUse.spend(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now))) throw replayed();
   } finally {
     replay.forget(REPLAY_NAMESPACE, replayId(caller));
   }
@@ -150,9 +150,9 @@ export function isReplayedAssertion(e: unknown): boolean {
  * assertion still to be spent, which the use case spends in the transaction that records what the
  * request did. `spend` is a no-op for a principal id.
  */
-export function callerOf(who: string | AuthenticatedCaller, replay: ReplayGuard, now: () => number): { principal: string; spend: () => void } {
-  if (typeof who === 'string') return { principal: who, spend: () => {} };
-  return { principal: who.principal, spend: () => spendAssertion(replay, who, now()) };
+export function callerOf(who: string | AuthenticatedCaller, replay: ReplayGuard, now: () => number): { principal: string; spend: (tx: SingleUseTx) => Promise<void> } {
+  if (typeof who === 'string') return { principal: who, spend: async () => {} };
+  return { principal: who.principal, spend: (tx) => spendAssertion(replay, tx, who, now()) };
 }
 
 /** Scoped by principal: one caller's jti choices can never burn another's. */

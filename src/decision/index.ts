@@ -24,5 +24,4 @@ export {
   type AuthenticatedCaller,
   type CallerAuthDeps,
 } from './caller-auth.js';
-// Caller side, re-exported for server-side tools (CLI credentials, fixtures); the SDK owns them.
-export { createCallerAssertion, generatePrincipalKeyPair, type PrincipalKeyPair } from '../sdk/assertion.js';
+export { ReplayGuard, PresentedIds, type SingleUseStore, type SingleUseTx } from './single-use.js';

@@ -26,7 +26,7 @@ export async function openStage(repoRoot: string): Promise<Stage> {
   const config = loadConfig({ dataDir, bundleDir: resolve(repoRoot, 'build/policy'), policiesDir: resolve(repoRoot, 'policies') }, {});
   const w = await openWrit(config, { upstreams: UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: upstream.url, timeoutMs: 5000, environment: 'production' }]) });
   const { manifest, baseDir } = readManifest(resolve(repoRoot, 'graph/example.yaml'));
-  applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
+  await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
   const app = await buildApp(w.ctx);
   const url = await app.listen({ port: 0, host: '127.0.0.1' });
   const keyOf = (principal: string): JWK =>
@@ -43,7 +43,7 @@ export async function openStage(repoRoot: string): Promise<Stage> {
     async close() {
       await app.close();
       await upstream.app.close();
-      w.close();
+      await w.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -1,6 +1,6 @@
 import { WritError } from '../errors.js';
 import type { DecisionClaims } from '../decision/index.js';
-import { isEdgeLive, resolveOwners, type AuthorityGraph } from '../graph/index.js';
+import { isEdgeLive, resolveOwners, type AuthorityGraph, type RecordedGraphEvent } from '../graph/index.js';
 
 /**
  * A decision is worth only what its chain is worth now: every edge of the chain still live and every
@@ -28,6 +28,38 @@ export function checkAuthorityStillValid(graph: AuthorityGraph, claims: Decision
     const decided = claims.owners[o.field] ?? null;
     if (decided !== o.owner) {
       throw new WritError('OWNER_CHANGED', `the owner of ${claims.resource} ${o.field} is ${o.owner ?? 'nobody'} now, not ${decided ?? 'nobody'} as when decision ${claims.decision_id} was made`, { field: o.field });
+    }
+  }
+}
+
+/** The principals a decision's authority rests on: its caller and both ends of every chain edge. */
+export function principalsOfChain(graph: AuthorityGraph, claims: DecisionClaims): string[] {
+  const out = new Set<string>([claims.principal]);
+  for (const id of claims.chain) {
+    const edge = graph.edge(id);
+    if (edge) {
+      out.add(edge.from);
+      out.add(edge.to);
+    }
+  }
+  return [...out];
+}
+
+/**
+ * The same rule against the store itself, inside the write's own transaction: `events` are the graph
+ * events recorded after the decision's graph revision, read in that transaction. A revocation of an
+ * edge of the chain or of a principal on it refuses the write, even if this process's in-memory graph
+ * has not seen it yet (another replica revoked it a moment ago).
+ */
+export function checkNotRevokedSince(events: RecordedGraphEvent[], claims: DecisionClaims, principals: readonly string[]): void {
+  const chain = new Set(claims.chain);
+  const onChain = new Set(principals);
+  for (const { event, revision } of events) {
+    if (event.type === 'edge.revoked' && chain.has(event.id)) {
+      throw new WritError('AUTHORITY_REVOKED', `edge ${event.id} of the decision's chain was revoked at graph revision ${revision}, after decision ${claims.decision_id} was made`, { edge: event.id });
+    }
+    if (event.type === 'principal.revoked' && onChain.has(event.id)) {
+      throw new WritError('AUTHORITY_REVOKED', `principal ${event.id} on the decision's chain was revoked at graph revision ${revision}`, { principal: event.id });
     }
   }
 }

@@ -1,5 +1,5 @@
 import { WritError } from '../errors.js';
-import type { CandidateChain, PolicyPrincipal } from '../policy/types.js';
+import type { CandidateChain, PolicyPrincipal } from './policy-view.js';
 import { isPrincipalNode, type AuthorityGraph } from './authority-graph.js';
 import { isEdgeLive, toPolicyEdge } from './liveness.js';
 import { GOVERNANCE_ID, type Edge } from './model.js';

@@ -1,4 +1,4 @@
-import type { PolicyEdge } from '../policy/types.js';
+import type { PolicyEdge } from './policy-view.js';
 import { isPrincipalNode, managedStateNodeId, type AuthorityGraph, type GraphNode } from './authority-graph.js';
 import type { Edge, Principal } from './model.js';
 

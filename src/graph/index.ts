@@ -13,7 +13,8 @@ export {
   type ManagedStateNode,
   type PriorityClassNode,
 } from './authority-graph.js';
-export { LiveGraph, type LiveGraphOptions } from './live-graph.js';
+export { LiveGraph, type LiveGraphOptions, type GraphEventSource } from './live-graph.js';
+export { GraphHeadMoved, type GraphEventStore } from './event-store.js';
 export { isEdgeLive, toPolicyEdge } from './liveness.js';
 export {
   resolveChains,

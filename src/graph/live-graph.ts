@@ -1,6 +1,9 @@
 import { WritError } from '../errors.js';
-import type { GraphEventLog } from '../store/types.js';
 import { AuthorityGraph } from './authority-graph.js';
+import type { GraphEventStore } from './event-store.js';
+
+/** Where the live graph reads the event log: each call in its own read of the store. */
+export type GraphEventSource = Pick<GraphEventStore, 'head' | 'read' | 'revisionAt'>;
 
 export interface LiveGraphOptions {
   /** How many rebuilt past graphs to keep (least recently used go first). Default 3. */
@@ -15,9 +18,11 @@ export class LiveGraph {
   private readonly graph = new AuthorityGraph();
   private readonly past = new Map<number, AuthorityGraph>();
   private readonly pastLimit: number;
+  /** The catch-up in flight: concurrent callers share it, so no event is applied twice. */
+  private catchingUp: Promise<void> | null = null;
 
   constructor(
-    private readonly log: GraphEventLog,
+    private readonly log: GraphEventSource,
     options: LiveGraphOptions = {},
   ) {
     this.pastLimit = Math.max(0, options.pastGraphs ?? 3);
@@ -27,10 +32,15 @@ export class LiveGraph {
    * The graph at the log's head. Asks the log for its head once per call (a cheap indexed MAX) and
    * applies the events it has not seen yet. The returned object is updated in place by later calls.
    */
-  current(): AuthorityGraph {
-    const head = this.log.head();
+  async current(): Promise<AuthorityGraph> {
+    while (this.catchingUp) await this.catchingUp;
+    const head = await this.log.head();
     if (head > this.graph.revision) {
-      for (const rec of this.log.read(this.graph.revision, head)) this.graph.apply(rec);
+      // Another caller may have started a catch-up while we read the head: the loop above waits for it.
+      if (!this.catchingUp) {
+        this.catchingUp = this.catchUp(head).finally(() => (this.catchingUp = null));
+      }
+      await this.catchingUp;
     } else if (head < this.graph.revision) {
       throw new WritError('INTERNAL', `graph event log head ${head} is behind the in-memory graph at ${this.graph.revision}`, {
         head,
@@ -40,12 +50,22 @@ export class LiveGraph {
     return this.graph;
   }
 
+  /** The graph as last caught up, without asking the log (for a log line or a metric). */
+  get latest(): AuthorityGraph {
+    return this.graph;
+  }
+
+  private async catchUp(head: number): Promise<void> {
+    if (head <= this.graph.revision) return;
+    for (const rec of await this.log.read(this.graph.revision, head)) this.graph.apply(rec);
+  }
+
   /** A separate graph rebuilt as of `revision` (0 = empty). UNPROCESSABLE beyond the head. */
-  atRevision(revision: number): AuthorityGraph {
+  async atRevision(revision: number): Promise<AuthorityGraph> {
     if (!Number.isSafeInteger(revision) || revision < 0) {
       throw new WritError('UNPROCESSABLE', `graph revision must be a non-negative integer, got ${revision}`, { revision });
     }
-    const head = this.log.head();
+    const head = await this.log.head();
     if (revision > head) throw new WritError('UNPROCESSABLE', `graph revision ${revision} is beyond the head ${head}`, { revision, head });
     const cached = this.past.get(revision);
     if (cached !== undefined) {
@@ -53,7 +73,7 @@ export class LiveGraph {
       this.past.set(revision, cached);
       return cached;
     }
-    const rebuilt = AuthorityGraph.replay(this.log.read(0, revision));
+    const rebuilt = AuthorityGraph.replay(await this.log.read(0, revision));
     if (this.pastLimit > 0) {
       this.past.set(revision, rebuilt);
       if (this.past.size > this.pastLimit) this.past.delete(this.past.keys().next().value!);
@@ -62,8 +82,8 @@ export class LiveGraph {
   }
 
   /** A separate graph rebuilt as it was at time `ms`: every event recorded at or before it. */
-  atTime(ms: number): AuthorityGraph {
+  async atTime(ms: number): Promise<AuthorityGraph> {
     if (!Number.isFinite(ms)) throw new WritError('UNPROCESSABLE', `graph time must be a number of milliseconds, got ${ms}`, { at: ms });
-    return this.atRevision(this.log.revisionAt(ms));
+    return this.atRevision(await this.log.revisionAt(ms));
   }
 }

@@ -1,4 +1,4 @@
-import type { PolicyEdge } from '../policy/types.js';
+import type { PolicyEdge } from './policy-view.js';
 import type { Edge } from './model.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { OwnerResolution, PolicyEdge } from '../policy/types.js';
+import type { OwnerResolution, PolicyEdge } from './policy-view.js';
 import type { AuthorityGraph } from './authority-graph.js';
 import { isEdgeLive, toPolicyEdge } from './liveness.js';
 import type { Edge } from './model.js';

@@ -35,12 +35,12 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   const metrics = createMetrics();
   ctx.observer = metrics.observer;
   app.decorate('writ', ctx);
-  const authDeps = () => {
-    const graph = ctx.graph.current();
+  const authDeps = async () => {
+    const graph = await ctx.graph.current();
     return { principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs };
   };
-  app.decorate('caller', async (request: FastifyRequest) => (await authenticateCaller(request.headers.authorization, authDeps())).principal);
-  app.decorate('unspentCaller', (request: FastifyRequest) => verifyCallerAssertion(request.headers.authorization, authDeps()));
+  app.decorate('caller', async (request: FastifyRequest) => (await authenticateCaller(request.headers.authorization, await authDeps())).principal);
+  app.decorate('unspentCaller', async (request: FastifyRequest) => verifyCallerAssertion(request.headers.authorization, await authDeps()));
   app.setErrorHandler((error, request, reply) => sendProblem(error, request, reply));
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).type('application/problem+json').send({

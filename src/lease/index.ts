@@ -1,5 +1,5 @@
 /** The lease manager: coordination leases, tokens, fencing epochs, the wait queue and preemption. */
-export { LeaseManager } from './lease-manager.js';
+export { LeaseManager, type LeaseTx, type AlsoCommit } from './lease-manager.js';
 export { canonicalKeyOrder, MAX_KEYS_PER_LEASE } from './canonical-order.js';
 export { hashLeaseToken } from './token.js';
 export { toLeaseRecord } from './lease-record.js';
@@ -20,6 +20,9 @@ export type {
   LeaseRow,
   LeaseState,
   FenceState,
+  LeaseAuthorityRepository,
+  IncidentRecord,
+  IncidentRepository,
 } from './repository.js';
 export type {
   AcquireRequest,

@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import type { TxRunner } from '../transactions.js';
 import { WritError } from '../errors.js';
 import { canonicalKeyOrder } from './canonical-order.js';
 import { toLeaseRecord } from './lease-record.js';
@@ -24,16 +25,26 @@ const REFUSAL_CODES = {
   EXPIRED: 'LEASE_EXPIRED',
 } as const satisfies Record<LeaseRefusal, string>;
 
+/** The transaction handle the lease manager needs: the lease port, and whatever else the caller commits with it. */
+export interface LeaseTx {
+  readonly leases: LeaseRepository;
+}
+
+/** The caller's own writes, in the lease operation's transaction, only when the operation succeeds. */
+export type AlsoCommit<Tx> = (tx: Tx) => Promise<void>;
+
 /**
  * Coordination: who may write a key right now. Leases, tokens, fencing epochs, the wait queue and
  * preemption. It never consults the authority graph: the caller (the service layer) has already
- * checked the decision, and passes the governed `priority` and the `preempt` verdict in.
+ * checked the decision, and passes the governed `priority` and the `preempt` verdict in. Generic in
+ * the transaction handle, so the caller's own writes (`alsoCommit`: the authority record, the spent
+ * assertion) commit in the same transaction as the lease operation, or not at all.
  */
-export class LeaseManager {
+export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
   private readonly options: ResolvedLeaseOptions;
 
   constructor(
-    private readonly repo: LeaseRepository,
+    private readonly store: TxRunner<Tx>,
     private readonly clock: Clock,
     options: LeaseManagerOptions = {},
   ) {
@@ -44,7 +55,7 @@ export class LeaseManager {
    * Takes every key of `req.resources` or none. Busy → RESOURCE_BUSY at once, or, with `waitMs`, a
    * place in each key's queue until the deadline (then LEASE_WAIT_TIMEOUT). Invalid input → UNPROCESSABLE.
    */
-  async acquire(req: AcquireRequest): Promise<LeaseGrant> {
+  async acquire(req: AcquireRequest<Tx>): Promise<LeaseGrant> {
     const keys = canonicalKeyOrder(req.resources);
     if (typeof req.holder !== 'string' || req.holder.length === 0) throw new WritError('UNPROCESSABLE', 'holder is required');
     if (!Number.isSafeInteger(req.priority)) throw new WritError('UNPROCESSABLE', 'priority must be an integer');
@@ -60,10 +71,15 @@ export class LeaseManager {
     try {
       for (;;) {
         const now = this.clock.now();
-        const outcome = await this.repo.acquire({
+        const command = {
           keys, leaseId, tokenHash, holder: req.holder, instance, priority: req.priority, ttlMs, now, preempt, ticket,
           ...(preempt && req.preemptable ? { preemptable: req.preemptable } : {}),
-          ...(req.alsoCommit ? { alsoCommit: req.alsoCommit } : {}),
+        };
+        const outcome = await this.store.readWrite(async (tx) => {
+          const o = await tx.leases.acquire(command);
+          // The caller's own writes: if they throw, the acquisition rolls back with them.
+          if (o.granted && req.alsoCommit) await req.alsoCommit(tx, leaseId);
+          return o;
         });
         if (outcome.granted) {
           granted = true;
@@ -72,13 +88,17 @@ export class LeaseManager {
         if (waitMs === 0) throw this.busy('RESOURCE_BUSY', outcome, now);
         if (now >= deadline) throw this.busy('LEASE_WAIT_TIMEOUT', outcome, now, waitMs);
         if (ticket === NEWCOMER_TICKET) {
-          ticket = await this.repo.enqueue({ keys, holder: req.holder, instance, priority: req.priority, enqueuedAt: now, deadline });
+          const waiter = { keys, holder: req.holder, instance, priority: req.priority, enqueuedAt: now, deadline };
+          ticket = await this.store.readWrite((tx) => tx.leases.enqueue(waiter));
         }
         await this.options.sleep(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
       }
     } finally {
       // A granted waiter already left the queue in the granting transaction.
-      if (ticket !== NEWCOMER_TICKET && !granted) await this.repo.dequeue(ticket);
+      if (ticket !== NEWCOMER_TICKET && !granted) {
+        const mine = ticket;
+        await this.store.readWrite((tx) => tx.leases.dequeue(mine));
+      }
     }
   }
 
@@ -86,16 +106,26 @@ export class LeaseManager {
    * Extends the lease (all its keys) by `ttlMs` (default: its current duration) from now. `alsoCommit`
    * runs in the renewing transaction when the renewal succeeds (see AcquireRequest.alsoCommit).
    */
-  async renew(leaseId: string, token: string, ttlMs?: number, options: { alsoCommit?: () => void } = {}): Promise<RenewedLease> {
+  async renew(leaseId: string, token: string, ttlMs?: number, options: { alsoCommit?: AlsoCommit<Tx> } = {}): Promise<RenewedLease> {
     const ttl = ttlMs === undefined ? null : checkTtl(ttlMs, this.options);
-    const outcome = await this.repo.renew({ leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), ttlMs: ttl, now: this.clock.now(), ...options });
+    const command = { leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), ttlMs: ttl, now: this.clock.now() };
+    const outcome = await this.store.readWrite(async (tx) => {
+      const o = await tx.leases.renew(command);
+      if (o.ok && options.alsoCommit) await options.alsoCommit(tx);
+      return o;
+    });
     if (!outcome.ok) throw this.refused(outcome.reason, leaseId);
     return { lease_id: leaseId, epochs: outcome.epochs, expires_at: outcome.expiresAt };
   }
 
   /** Frees every key of the lease; their epochs stay (the next holder gets epoch + 1). `alsoCommit` as for renew. */
-  async release(leaseId: string, token: string, options: { alsoCommit?: () => void } = {}): Promise<ReleasedLease> {
-    const outcome = await this.repo.release({ leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), now: this.clock.now(), ...options });
+  async release(leaseId: string, token: string, options: { alsoCommit?: AlsoCommit<Tx> } = {}): Promise<ReleasedLease> {
+    const command = { leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), now: this.clock.now() };
+    const outcome = await this.store.readWrite(async (tx) => {
+      const o = await tx.leases.release(command);
+      if (o.ok && options.alsoCommit) await options.alsoCommit(tx);
+      return o;
+    });
     if (!outcome.ok) throw this.refused(outcome.reason, leaseId);
     return { lease_id: leaseId, epochs: outcome.epochs };
   }
@@ -107,12 +137,15 @@ export class LeaseManager {
    * expired) or LEASE_TOKEN_MISMATCH (not this principal's current token for this key).
    */
   async validateFence(req: FenceRequest): Promise<FenceCheck> {
-    const now = req.now ?? this.clock.now();
     if (typeof req.token !== 'string' || req.token.length === 0) {
       throw new WritError('LEASE_REQUIRED', `writing ${req.key} requires a lease token`, { key: req.key });
     }
     if (!Number.isSafeInteger(req.epoch)) throw new WritError('UNPROCESSABLE', 'the fencing epoch must be an integer', { key: req.key });
-    const { key: row, lease } = await this.repo.fenceState(req.key, hashLeaseToken(req.token), leaseIdOfToken(req.token));
+    const token = req.token;
+    const state = await this.store.read((tx) => tx.leases.fenceState(req.key, hashLeaseToken(token), leaseIdOfToken(token)));
+    const { key: row, lease } = state;
+    // The store's clock where it keeps lease time itself (PostgreSQL), else this process's.
+    const now = state.now ?? req.now ?? this.clock.now();
     const current = row?.epoch ?? 0;
     if (req.epoch !== current) {
       throw new WritError('STALE_FENCING_EPOCH', `fencing epoch ${req.epoch} is not ${req.key}'s current epoch ${current}`, {
@@ -139,29 +172,30 @@ export class LeaseManager {
 
   /** The key's fencing high-water mark (0 if never leased). */
   async currentEpoch(key: string): Promise<number> {
-    const [row] = await this.repo.listKeys({ key });
+    const [row] = await this.store.read((tx) => tx.leases.listKeys({ key }));
     return row?.epoch ?? 0;
   }
 
   async describe(key: string): Promise<LeaseRecord | undefined> {
-    const [row] = await this.repo.listKeys({ key });
+    const [row] = await this.store.read((tx) => tx.leases.listKeys({ key }));
     return row && toLeaseRecord(row, this.clock.now());
   }
 
   /** Every key ever leased (optionally one key, or those whose recorded holder is `holder`), in key order. */
   async list(filter: { key?: string; holder?: string } = {}): Promise<LeaseRecord[]> {
     const now = this.clock.now();
-    return (await this.repo.listKeys(filter)).map((r) => toLeaseRecord(r, now));
+    return (await this.store.read((tx) => tx.leases.listKeys(filter))).map((r) => toLeaseRecord(r, now));
   }
 
   /** Live waiters of a key, in service order (priority, then age). */
   async waiters(key: string): Promise<WaiterRow[]> {
-    return this.repo.waiters(key, this.clock.now());
+    const now = this.clock.now();
+    return this.store.read((tx) => tx.leases.waiters(key, now));
   }
 
   /** The append-only lease history (acquire, renew, release, preempt, expire), in order. */
   async history(filter: { key?: string; leaseId?: string } = {}): Promise<LeaseEvent[]> {
-    return this.repo.history(filter);
+    return this.store.read((tx) => tx.leases.history(filter));
   }
 
   private pollDelay(): number {

@@ -1,6 +1,6 @@
 /** Times are milliseconds since the epoch inside Writ; records for the wire carry ISO-8601 strings too. */
 
-export interface AcquireRequest {
+export interface AcquireRequest<Tx = unknown> {
   /** Canonical coordination keys (the registry resolves aliases before this point). Duplicates are ignored. */
   resources: string[];
   /** The principal that will hold the lease (the authenticated caller). */
@@ -19,9 +19,10 @@ export interface AcquireRequest {
   /**
    * Writes that must commit with the acquisition or not at all (the service records the authority
    * the lease was taken with, and spends the caller's assertion): called inside the granting
-   * transaction with the new lease id, only when every key was taken. If it throws, nothing is granted.
+   * transaction with its handle and the new lease id, only when every key was taken. If it throws,
+   * nothing is granted.
    */
-  alsoCommit?: (leaseId: string) => void;
+  alsoCommit?: (tx: Tx, leaseId: string) => Promise<void>;
 }
 
 export interface LeaseGrant {

@@ -4,29 +4,10 @@
  * rules live only in Rego: write-time checks of a new delegation ask the policy too (entrypoint
  * `writ/authz/delegation`), so the rules cannot drift between write time and decision time.
  */
-import type { Edge, PrincipalKind } from '../graph/model.js';
+import type { CandidateChain, OwnerResolution, PolicyEdge, PolicyPrincipal } from '../graph/policy-view.js';
 
-/** An edge as the policy sees it (times in ms; null = unbounded / not revoked): the edge without its graph revision. */
-export type PolicyEdge = Omit<Edge, 'revision'>;
-
-export interface PolicyPrincipal {
-  id: string;
-  kind: PrincipalKind;
-  priority_class: string;
-  revoked_at: number | null;
-}
-
-/** A candidate chain: edges in order from governance (edges[0].from === 'governance') to the caller. */
-export interface CandidateChain {
-  edges: PolicyEdge[];
-}
-
-export interface OwnerResolution {
-  /** The requested field, or '*' for a whole-resource request. */
-  field: string;
-  owner: string | null;
-  edge_id: string | null;
-}
+// The graph builds these for the policy; they are part of this contract too.
+export type { CandidateChain, OwnerResolution, PolicyEdge, PolicyPrincipal };
 
 export interface VerifiedApproval {
   /** The approving principal (its assertion was verified by the service before the policy runs). */

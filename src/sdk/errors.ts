@@ -70,6 +70,7 @@ export const UpstreamFailedError = define('UPSTREAM_FAILED');
 export const UpstreamTimeoutError = define('UPSTREAM_TIMEOUT');
 export const NoUpstreamError = define('NO_UPSTREAM');
 export const OverloadedError = define('OVERLOADED');
+export const SchemaTooNewError = define('SCHEMA_TOO_NEW');
 export const InternalError = define('INTERNAL');
 
 /** code → class; a test checks that every catalogued code has its class. */
@@ -86,7 +87,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
   NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
   UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, OVERLOADED: OverloadedError,
-  INTERNAL: InternalError,
+  SCHEMA_TOO_NEW: SchemaTooNewError, INTERNAL: InternalError,
 };
 
 /** Builds the typed error for a problem+json body. Unknown codes (a newer server) become WritApiError with INTERNAL. */

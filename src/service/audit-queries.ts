@@ -19,11 +19,11 @@ export interface WhyReport {
 }
 
 /** `writ why`: receipt → decision → chain → each edge as it was when the decision was made, and what became of it. */
-export function whyReceipt(ctx: WritContext, receiptId: string): WhyReport {
-  const receipt = ctx.receipts.get(receiptId);
+export async function whyReceipt(ctx: WritContext, receiptId: string): Promise<WhyReport> {
+  const receipt = await ctx.receipts.get(receiptId);
   if (!receipt) throw new WritError('NOT_FOUND', `no receipt ${receiptId}`);
-  const current = ctx.graph.current();
-  const then = receipt.graph_revision !== null ? ctx.graph.atRevision(receipt.graph_revision) : current;
+  const current = await ctx.graph.current();
+  const then = receipt.graph_revision !== null ? await ctx.graph.atRevision(receipt.graph_revision) : current;
   const chain = receipt.chain.map((id) => {
     const was = then.edge(id) ?? current.edge(id);
     if (!was) throw new WritError('INTERNAL', `edge ${id} of receipt ${receiptId} is in no graph revision`);
@@ -50,9 +50,9 @@ function representativeKey(pattern: string): string {
  * the principal is judged by the policy with a request that its own final scope covers, so the
  * verdict is the chain's (live, narrowing at every step), not the request's.
  */
-export function capabilitiesOf(ctx: WritContext, principal: string, at?: number): { at: number; graph_revision: number; capabilities: Capability[] } {
+export async function capabilitiesOf(ctx: WritContext, principal: string, at?: number): Promise<{ at: number; graph_revision: number; capabilities: Capability[] }> {
   const now = at ?? ctx.clock.now();
-  const graph: AuthorityGraph = at === undefined ? ctx.graph.current() : ctx.graph.atTime(at);
+  const graph: AuthorityGraph = at === undefined ? await ctx.graph.current() : await ctx.graph.atTime(at);
   if (!graph.principal(principal)) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${principal}" at that time`);
   const chains = resolveChainsTo(graph, principal, now, { mode: 'explain' });
   const capabilities = chains.map((chain): Capability => {
@@ -78,10 +78,9 @@ export function capabilitiesOf(ctx: WritContext, principal: string, at?: number)
 }
 
 /** `writ expiring`: live grants and delegations that expire within the window. */
-export function expiringEdges(ctx: WritContext, withinMs: number): Edge[] {
+export async function expiringEdges(ctx: WritContext, withinMs: number): Promise<Edge[]> {
   const now = ctx.clock.now();
-  return ctx.graph
-    .current()
+  return (await ctx.graph.current())
     .edges()
     .filter((e) => (e.kind === 'grant' || e.kind === 'delegate') && isEdgeLive(e, now) && e.expires_at !== null && e.expires_at <= now + withinMs)
     .sort((a, b) => a.expires_at! - b.expires_at!);
@@ -96,9 +95,9 @@ export interface Orphan {
  * `writ orphans`: live delegations whose delegator no longer holds what it gave (its parent was revoked,
  * expired or narrowed). The policy's delegation check — the same one that runs at write time — says why.
  */
-export function orphanedDelegations(ctx: WritContext): Orphan[] {
+export async function orphanedDelegations(ctx: WritContext): Promise<Orphan[]> {
   const now = ctx.clock.now();
-  const graph = ctx.graph.current();
+  const graph = await ctx.graph.current();
   const out: Orphan[] = [];
   for (const edge of graph.edges()) {
     if (edge.kind !== 'delegate' || !isEdgeLive(edge, now)) continue;

@@ -27,7 +27,7 @@ export function readAdminCredential(dataDir: string): AdminCredential {
  */
 export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPath: string; created: boolean }> {
   const path = adminCredentialPath(ctx.config.dataDir);
-  const graph = ctx.graph.current();
+  const graph = await ctx.graph.current();
   const existing = graph.principal(GOVERNANCE_ID);
   if (existing && existsSync(path)) return { credentialPath: path, created: false };
   let publicJwk: PublicJwk;
@@ -41,7 +41,7 @@ export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPa
     renameSync(tmp, path);
     publicJwk = pair.publicJwk as PublicJwk;
   }
-  commitGraphChange(ctx, 'bootstrap', (g, now) => {
+  await commitGraphChange(ctx, 'bootstrap', (g, now) => {
     const gov = g.principal(GOVERNANCE_ID);
     if (!gov) {
       return [{

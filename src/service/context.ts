@@ -1,10 +1,9 @@
 import type { Clock } from '../clock.js';
 import type { WritConfig } from '../config/index.js';
 import type { LiveGraph } from '../graph/index.js';
-import type { KeyRing } from '../decision/index.js';
+import type { KeyRing, ReplayGuard } from '../decision/index.js';
 import type { PolicyEngine } from '../policy/types.js';
-import type { GraphEventLog, IncidentRepository, LeaseAuthorityRepository, ReplayGuard } from '../store/types.js';
-import type { SqliteDatabase } from '../store/sqlite/database.js';
+import type { StoreTx, WritStore } from '../store/contract.js';
 import type { LeaseManager } from '../lease/index.js';
 import type { ReceiptLog } from '../audit/index.js';
 import type { UpstreamRouter } from '../gateway/upstream-router.js';
@@ -20,18 +19,14 @@ export const silentObserver: ServiceObserver = { decision: () => {} };
 export interface WritContext {
   readonly config: WritConfig;
   readonly clock: Clock;
-  readonly db: SqliteDatabase;
-  readonly log: GraphEventLog;
+  /** The datastore (SQLite or PostgreSQL): what must commit together runs in one `store.readWrite`. */
+  readonly store: WritStore;
   readonly graph: LiveGraph;
   readonly replay: ReplayGuard;
   readonly keys: KeyRing;
   readonly policy: PolicyEngine;
-  readonly leases: LeaseManager;
-  readonly leaseAuthority: LeaseAuthorityRepository;
-  readonly incidents: IncidentRepository;
+  readonly leases: LeaseManager<StoreTx>;
   readonly receipts: ReceiptLog;
   readonly upstreams: UpstreamRouter;
-  /** Runs `fn` as one store transaction (one durable commit); the repositories' own transactions nest inside. */
-  atomically<T>(fn: () => T): T;
   observer: ServiceObserver;
 }

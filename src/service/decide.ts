@@ -81,11 +81,12 @@ const approvalProblem = (e: unknown) =>
   e instanceof WritError && e.code === 'UNAUTHENTICATED' ? new WritError('UNPROCESSABLE', `the approval is not valid: ${e.message}`) : e;
 
 /** An allowing decision spends the approval it was given (single use); otherwise it stays usable. */
-function settleApproval(ctx: WritContext, j: Judged, allowed: boolean): void {
-  if (!j.approvalAssertion) return;
-  if (!allowed) return releaseAssertion(ctx.replay, j.approvalAssertion);
+async function settleApproval(ctx: WritContext, j: Judged, allowed: boolean): Promise<void> {
+  const approval = j.approvalAssertion;
+  if (!approval) return;
+  if (!allowed) return releaseAssertion(ctx.replay, approval);
   try {
-    spendAssertion(ctx.replay, j.approvalAssertion, ctx.clock.now());
+    await ctx.store.readWrite((tx) => spendAssertion(ctx.replay, tx, approval, ctx.clock.now()));
   } catch (e) {
     throw approvalProblem(e);
   }
@@ -93,7 +94,7 @@ function settleApproval(ctx: WritContext, j: Judged, allowed: boolean): void {
 
 async function judge(ctx: WritContext, principal: string, body: DecisionRequestInput, mode: 'decide' | 'explain'): Promise<Judged> {
   const now = ctx.clock.now();
-  const graph = ctx.graph.current();
+  const graph = await ctx.graph.current();
   const caller = graph.principal(principal);
   if (!caller) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${principal}"`);
   const request = {
@@ -152,7 +153,7 @@ export async function decide(ctx: WritContext, caller: string, body: DecisionReq
   try {
     const j = await judge(ctx, caller, body, 'decide');
     const { result, input } = j;
-    settleApproval(ctx, j, result.allow);
+    await settleApproval(ctx, j, result.allow);
     const chainEdges = result.allow && result.chain_index !== null ? input.chains[result.chain_index]!.edges : [];
     const outcome: DecisionOutcome = {
       decision_id: randomUUID(),
@@ -210,7 +211,7 @@ export async function explain(ctx: WritContext, caller: string, body: DecisionRe
     throw new WritError('FORBIDDEN', `${caller} may not explain decisions for ${subject}`);
   }
   const j = await judge(ctx, subject, body, 'explain');
-  settleApproval(ctx, j, false); // an explanation never uses the approval up
+  await settleApproval(ctx, j, false); // an explanation never uses the approval up
   return {
     principal: subject,
     request: j.request,

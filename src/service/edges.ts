@@ -33,16 +33,16 @@ function livePrincipal(graph: AuthorityGraph, id: string, role: string): void {
 }
 
 /** The shared path of every edge creation: idempotency by id, then the kind-specific checks, then the event. */
-function createEdge(
+async function createEdge(
   ctx: WritContext,
   caller: string,
   draft: Omit<Edge, 'id' | 'creator' | 'created_at' | 'revoked_at' | 'revision'> & { id?: string | undefined },
   check: (graph: AuthorityGraph, candidate: PolicyEdge, now: number) => void,
-): EdgeResult {
+): Promise<EdgeResult> {
   const id = checkId(draft.id ?? `e-${randomUUID()}`, 'edge id');
   if (!draft.reason || draft.reason.trim().length === 0) throw new WritError('UNPROCESSABLE', 'every edge needs a reason (auditors read it)');
   let created = false;
-  const revision = commitGraphChange(ctx, caller, (graph, now): GraphEvent[] => {
+  const revision = await commitGraphChange(ctx, caller, (graph, now): GraphEvent[] => {
     const existing = graph.edge(id);
     if (existing) {
       const comparable = (e: Pick<Edge, 'kind' | 'from' | 'to' | 'scope' | 'max_depth' | 'reason' | 'not_before' | 'expires_at'>) => ({
@@ -56,7 +56,7 @@ function createEdge(
     created = true;
     return [{ type: 'edge.created', edge }];
   });
-  const edge = ctx.graph.current().edge(id);
+  const edge = (await ctx.graph.current()).edge(id);
   if (!edge) throw new WritError('INTERNAL', `edge ${id} vanished after creation`);
   return { edge, created, graph_revision: revision };
 }
@@ -68,7 +68,7 @@ function depth(value: number | undefined): number {
 }
 
 /** A root grant governance → P. Only governance grants. */
-export function createGrant(ctx: WritContext, caller: string, input: GrantInput): EdgeResult {
+export async function createGrant(ctx: WritContext, caller: string, input: GrantInput): Promise<EdgeResult> {
   requireGovernance(caller, 'create grants');
   const draft = {
     id: input.id, kind: 'grant' as EdgeKind, from: GOVERNANCE_ID, to: input.to, scope: normalizeScope(input.scope),
@@ -85,7 +85,7 @@ export function createGrant(ctx: WritContext, caller: string, input: GrantInput)
  * and only if P holds, right now, a valid chain whose last scope covers the delegated scope on every
  * dimension. The policy (not TypeScript) judges that, so write time and decision time apply one rule set.
  */
-export function createDelegation(ctx: WritContext, caller: string, input: DelegationInput): EdgeResult {
+export async function createDelegation(ctx: WritContext, caller: string, input: DelegationInput): Promise<EdgeResult> {
   if (caller !== input.from && caller !== GOVERNANCE_ID) {
     throw new WritError('FORBIDDEN', `${caller} cannot delegate on behalf of ${input.from}; only the holder of a scope may delegate it`);
   }
@@ -114,7 +114,7 @@ export function createDelegation(ctx: WritContext, caller: string, input: Delega
 }
 
 /** owns P → managed state. One live owner per managed state (same pattern, overlapping fields). */
-export function createOwnership(ctx: WritContext, caller: string, input: OwnershipInput): EdgeResult {
+export async function createOwnership(ctx: WritContext, caller: string, input: OwnershipInput): Promise<EdgeResult> {
   requireGovernance(caller, 'assign ownership');
   const scope = normalizeScope({ actions: ['*'], resources: [input.resource], fields: input.fields ?? ['*'], risk_max: 0 });
   const draft = {
@@ -134,7 +134,7 @@ export function createOwnership(ctx: WritContext, caller: string, input: Ownersh
 }
 
 /** approves P → Q: P may approve Q's requests up to scope.constraints.risk_max. */
-export function createApproval(ctx: WritContext, caller: string, input: ApprovalInput): EdgeResult {
+export async function createApproval(ctx: WritContext, caller: string, input: ApprovalInput): Promise<EdgeResult> {
   requireGovernance(caller, 'create approval edges');
   const draft = {
     id: input.id, kind: 'approves' as EdgeKind, from: input.from, to: input.to, scope: normalizeScope(input.scope),
@@ -147,7 +147,7 @@ export function createApproval(ctx: WritContext, caller: string, input: Approval
 }
 
 /** preempts P → Q (or → class:NAME): P may take over Q's leases during an active incident. */
-export function createPreemption(ctx: WritContext, caller: string, input: PreemptionInput): EdgeResult {
+export async function createPreemption(ctx: WritContext, caller: string, input: PreemptionInput): Promise<EdgeResult> {
   requireGovernance(caller, 'create preemption edges');
   const draft = {
     id: input.id, kind: 'preempts' as EdgeKind, from: input.from, to: input.to,
@@ -169,9 +169,9 @@ export function createPreemption(ctx: WritContext, caller: string, input: Preemp
  * Revokes an edge. Governance, the edge's creator or its `from` may revoke. Everything below it stops
  * counting at the next decision, and the gateway refuses decisions made before the revocation.
  */
-export function revokeEdge(ctx: WritContext, caller: string, id: string, reason: string): { edge: Edge; revoked: boolean; graph_revision: number } {
+export async function revokeEdge(ctx: WritContext, caller: string, id: string, reason: string): Promise<{ edge: Edge; revoked: boolean; graph_revision: number }> {
   let changed = false;
-  const revision = commitGraphChange(ctx, caller, (graph, now): GraphEvent[] => {
+  const revision = await commitGraphChange(ctx, caller, (graph, now): GraphEvent[] => {
     const edge = graph.edge(id);
     if (!edge) throw new WritError('UNKNOWN_EDGE', `no edge "${id}"`);
     if (caller !== GOVERNANCE_ID && caller !== edge.creator && caller !== edge.from) {
@@ -181,6 +181,6 @@ export function revokeEdge(ctx: WritContext, caller: string, id: string, reason:
     changed = true;
     return [{ type: 'edge.revoked', id, at: now, reason }];
   });
-  const edge = ctx.graph.current().edge(id)!;
+  const edge = (await ctx.graph.current()).edge(id)!;
   return { edge, revoked: changed, graph_revision: revision };
 }

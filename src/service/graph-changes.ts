@@ -1,7 +1,6 @@
 import { WritError } from '../errors.js';
-import type { AuthorityGraph } from '../graph/index.js';
+import { GraphHeadMoved, type AuthorityGraph } from '../graph/index.js';
 import type { GraphEvent } from '../graph/model.js';
-import { GraphHeadMoved } from '../store/types.js';
 import type { WritContext } from './context.js';
 
 /**
@@ -9,15 +8,16 @@ import type { WritContext } from './context.js';
  * and returns the events to append (or throws a WritError); if another process moved the head in
  * between, the plan runs again on the newer graph. Returns the graph revision after the change.
  */
-export function commitGraphChange(ctx: WritContext, actor: string, plan: (graph: AuthorityGraph, now: number) => GraphEvent[]): number {
+export async function commitGraphChange(ctx: WritContext, actor: string, plan: (graph: AuthorityGraph, now: number) => GraphEvent[]): Promise<number> {
   for (let attempt = 0; attempt < 8; attempt++) {
-    const graph = ctx.graph.current();
+    const graph = await ctx.graph.current();
     const now = ctx.clock.now();
     const events = plan(graph, now);
     if (events.length === 0) return graph.revision;
+    const expected = graph.revision;
     try {
-      const revision = ctx.log.append(events, actor, now, graph.revision);
-      ctx.graph.current();
+      const revision = await ctx.store.readWrite((tx) => tx.graph.append(events, actor, now, expected));
+      await ctx.graph.current();
       return revision;
     } catch (e) {
       if (e instanceof GraphHeadMoved) continue;

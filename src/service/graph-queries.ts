@@ -4,18 +4,18 @@ import type { WritContext } from './context.js';
 import { parseAt } from './time.js';
 
 /** The graph now, or as it was at a revision or a time (point-in-time audit). */
-export function graphAt(ctx: WritContext, at: string | undefined): AuthorityGraph {
+export async function graphAt(ctx: WritContext, at: string | undefined): Promise<AuthorityGraph> {
   if (at === undefined || at === '') return ctx.graph.current();
   const when = parseAt(at);
   if ('revision' in when) {
-    const head = ctx.graph.current().revision;
+    const head = (await ctx.graph.current()).revision;
     if (when.revision > head) throw new WritError('UNPROCESSABLE', `revision ${when.revision} is ahead of the graph (head ${head})`);
     return ctx.graph.atRevision(when.revision);
   }
   return ctx.graph.atTime(when.time);
 }
 
-export function exportGraph(ctx: WritContext, at: string | undefined, format: 'json' | 'dot'): unknown {
-  const graph = graphAt(ctx, at);
+export async function exportGraph(ctx: WritContext, at: string | undefined, format: 'json' | 'dot'): Promise<unknown> {
+  const graph = await graphAt(ctx, at);
   return format === 'dot' ? exportGraphDot(graph) : exportGraphJson(graph);
 }

@@ -14,4 +14,5 @@ export { isoOrNull, parseTime } from './time.js';
 export { acquireLeases, renewLease, releaseLease, listLeases, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome } from './leases.js';
 export { declareIncident, resolveIncident, activeIncidents, type Incident } from './incidents.js';
 export { reconcileReceipts } from './reconcile.js';
+export { performAction, type ActionInput, type ActionCredentials, type ActionOutcome, type ActionTimings } from './actions.js';
 export { whyReceipt, capabilitiesOf, expiringEdges, orphanedDelegations, type WhyReport, type Capability, type Orphan } from './audit-queries.js';

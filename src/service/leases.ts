@@ -4,6 +4,7 @@ import { isEdgeLive } from '../graph/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
 import type { LeaseGrant, LeaseRecord } from '../lease/index.js';
+import type { StoreTx } from '../store/contract.js';
 import type { WritContext } from './context.js';
 import { activeIncidents } from './incidents.js';
 
@@ -28,12 +29,12 @@ export async function verifyDecisionFor(ctx: WritContext, caller: string, token:
   if (claims.principal !== caller) {
     checkDecisionBinding(claims, { principal: caller, action: claims.action, resource: claims.resource, environment: claims.environment, fields: claims.fields });
   }
-  checkAuthorityStillValid(ctx.graph.current(), claims, now);
+  checkAuthorityStillValid(await ctx.graph.current(), claims, now);
   return claims;
 }
 
-function mayPreempt(ctx: WritContext, caller: string, holder: string, now: number): boolean {
-  const graph = ctx.graph.current();
+async function mayPreempt(ctx: WritContext, caller: string, holder: string, now: number): Promise<boolean> {
+  const graph = await ctx.graph.current();
   const holderClass = graph.principal(holder)?.priority_class;
   return graph.outgoing(caller, ['preempts']).some((e) => isEdgeLive(e, now) && (e.to === holder || (holderClass !== undefined && e.to === `class:${holderClass}`)));
 }
@@ -48,7 +49,8 @@ export async function acquireLeases(ctx: WritContext, who: string | Authenticate
   if (typeof who !== 'string' && (input.wait_ms ?? 0) > 0) {
     // A waiting acquisition may sit in the queue for up to maxWaitMs: its assertion is spent now, in
     // a commit of its own, so that no other process sharing the store can use it meanwhile.
-    spendAssertion(ctx.replay, who, ctx.clock.now());
+    const waiting = who;
+    await ctx.store.readWrite((tx) => spendAssertion(ctx.replay, tx, waiting, ctx.clock.now()));
     who = who.principal;
   }
   return spendingAssertion(ctx, who, (caller, spend) => acquire(ctx, caller, input, spend));
@@ -59,7 +61,7 @@ export async function acquireLeases(ctx: WritContext, who: string | Authenticate
  * in its own transaction (`alsoCommit`), and a refused one spends it afterwards (if it is spent
  * already, the operation's own answer stands: a replay that lost the race got UNAUTHENTICATED there).
  */
-async function spendingAssertion<T>(ctx: WritContext, who: string | AuthenticatedCaller, op: (caller: string, spend: () => void) => Promise<T>): Promise<T> {
+async function spendingAssertion<T>(ctx: WritContext, who: string | AuthenticatedCaller, op: (caller: string, spend: (tx: StoreTx) => Promise<void>) => Promise<T>): Promise<T> {
   const { principal, spend } = callerOf(who, ctx.replay, () => ctx.clock.now());
   let done = false;
   try {
@@ -69,7 +71,7 @@ async function spendingAssertion<T>(ctx: WritContext, who: string | Authenticate
   } finally {
     if (!done) {
       try {
-        spend();
+        await ctx.store.readWrite(spend);
       } catch (e) {
         // Spent already (by a commit of this operation, or by a replay that got there first): the
         // operation's own refusal stands. Any other failure to spend is the answer.
@@ -79,7 +81,7 @@ async function spendingAssertion<T>(ctx: WritContext, who: string | Authenticate
   }
 }
 
-async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInput, spend: () => void): Promise<LeaseOutcome> {
+async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInput, spend: (tx: StoreTx) => Promise<void>): Promise<LeaseOutcome> {
   if (input.decisions.length === 0) throw new WritError('UNPROCESSABLE', 'a lease needs at least one allow decision');
   const keys = new Set<string>();
   const authority: DecisionClaims[] = [];
@@ -92,17 +94,17 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     if (needed.length === 0) throw new WritError('UNPROCESSABLE', `${claims.resource} [${claims.fields.join(', ')}] is ${claims.obligations.resource_class}: writes need no lease`);
     for (const k of needed) keys.add(k);
   }
-  const principal = ctx.graph.current().principal(caller);
+  const principal = (await ctx.graph.current()).principal(caller);
   if (!principal) throw new WritError('UNKNOWN_PRINCIPAL', `no principal ${caller}`);
   const now = ctx.clock.now();
   const preemptable = new Set<string>([caller]);
   let preempt = false;
   if (input.preempt) {
-    if (activeIncidents(ctx).length === 0) throw new WritError('NO_INCIDENT', 'preemption is only possible during an active incident');
+    if ((await activeIncidents(ctx)).length === 0) throw new WritError('NO_INCIDENT', 'preemption is only possible during an active incident');
     for (const key of keys) {
       const rec = await ctx.leases.describe(key);
       if (rec?.state === 'HELD' && rec.holderIdentity && rec.holderIdentity !== caller) {
-        if (!mayPreempt(ctx, caller, rec.holderIdentity, now)) throw new WritError('FORBIDDEN', `${caller} has no preempts edge over ${rec.holderIdentity}, who holds ${key}`);
+        if (!(await mayPreempt(ctx, caller, rec.holderIdentity, now))) throw new WritError('FORBIDDEN', `${caller} has no preempts edge over ${rec.holderIdentity}, who holds ${key}`);
         preemptable.add(rec.holderIdentity);
         preempt = true;
       }
@@ -119,17 +121,17 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     // Only a key held by someone the caller may preempt is taken over; otherwise this is an ordinary
     // acquisition that respects the wait queue (preempting nobody must not jump the queue).
     ...(preempt ? { preempt: true, preemptable: [...preemptable] } : {}),
-    alsoCommit: (leaseId) => {
-      spend();
-      ctx.leaseAuthority.record(leaseId, caller, authority, now);
+    alsoCommit: async (tx, leaseId) => {
+      await spend(tx);
+      await tx.leaseAuthority.record(leaseId, caller, authority, now);
     },
   });
   return { ...grant, keys: Object.keys(grant.epochs).sort(), holder: caller };
 }
 
 /** Who took the lease and with which decisions (recorded at acquisition). */
-function leaseAuthorityOf(ctx: WritContext, leaseId: string): { holder: string; decisions: DecisionClaims[] } | undefined {
-  return ctx.leaseAuthority.get(leaseId) as { holder: string; decisions: DecisionClaims[] } | undefined;
+function leaseAuthorityOf(ctx: WritContext, leaseId: string): Promise<{ holder: string; decisions: DecisionClaims[] } | undefined> {
+  return ctx.store.read((tx) => tx.leaseAuthority.get(leaseId));
 }
 
 /**
@@ -139,11 +141,12 @@ function leaseAuthorityOf(ctx: WritContext, leaseId: string): { holder: string; 
  */
 export async function renewLease(ctx: WritContext, who: string | AuthenticatedCaller, leaseId: string, token: string, ttlMs?: number) {
   return spendingAssertion(ctx, who, async (caller, spend) => {
-    const lease = leaseAuthorityOf(ctx, leaseId);
+    const lease = await leaseAuthorityOf(ctx, leaseId);
     if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
     if (lease) {
       try {
-        for (const claims of lease.decisions) checkAuthorityStillValid(ctx.graph.current(), claims, ctx.clock.now());
+        const graph = await ctx.graph.current();
+        for (const claims of lease.decisions) checkAuthorityStillValid(graph, claims, ctx.clock.now());
       } catch (e) {
         // The token proves the caller holds it: give the keys back (spending the assertion with
         // that release) before refusing.
@@ -156,8 +159,8 @@ export async function renewLease(ctx: WritContext, who: string | AuthenticatedCa
 }
 
 export async function releaseLease(ctx: WritContext, who: string | AuthenticatedCaller, leaseId: string, token: string) {
-  return spendingAssertion(ctx, who, (caller, spend) => {
-    const lease = leaseAuthorityOf(ctx, leaseId);
+  return spendingAssertion(ctx, who, async (caller, spend) => {
+    const lease = await leaseAuthorityOf(ctx, leaseId);
     if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
     return ctx.leases.release(leaseId, token, { alsoCommit: spend });
   });

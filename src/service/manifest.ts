@@ -45,9 +45,9 @@ export function readManifest(file: string): { manifest: GraphManifest; baseDir: 
 }
 
 /** Names the manifest item in every error, and turns a malformed item (a missing scope, a wrong type) into MALFORMED_REQUEST. */
-function asManifestError<T>(item: string, fn: () => T): T {
+async function asManifestError<T>(item: string, fn: () => Promise<T>): Promise<T> {
   try {
-    return fn();
+    return await fn();
   } catch (e) {
     if (e instanceof WritError) throw new WritError(e.code, `${item}: ${e.message}`, e.details);
     throw new WritError('MALFORMED_REQUEST', `${item} is malformed: ${(e as Error).message}`);
@@ -66,21 +66,21 @@ function readKeyFile(file: string): PublicJwk {
 }
 
 /** Applies a manifest as `caller` (governance). Order: principals, grants, delegations (file order), ownerships, approvals, preemptions. */
-export function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string): ApplyReport {
-  const report: ApplyReport = { created: [], unchanged: [], graph_revision: ctx.graph.current().revision };
+export async function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string): Promise<ApplyReport> {
+  const report: ApplyReport = { created: [], unchanged: [], graph_revision: (await ctx.graph.current()).revision };
   const note = (what: string, created: boolean, revision: number) => {
     (created ? report.created : report.unchanged).push(what);
     report.graph_revision = revision;
   };
   for (const p of manifest.principals ?? []) {
-    const r = asManifestError(`principal ${p?.id ?? '(no id)'}`, () => {
+    const r = await asManifestError(`principal ${p?.id ?? '(no id)'}`, () => {
       const keys = [...(p.keys ?? []), ...(p.key_files ?? []).map((f) => readKeyFile(resolve(baseDir, f)))];
       const { key_files: _kf, ...rest } = p;
       return registerPrincipal(ctx, caller, { ...rest, keys });
     });
     note(`principal ${p.id}`, r.created, r.graph_revision);
   }
-  const edgeSections: [string, unknown[] | undefined, (input: never) => { created: boolean; graph_revision: number; edge: { id: string } }][] = [
+  const edgeSections: [string, unknown[] | undefined, (input: never) => Promise<{ created: boolean; graph_revision: number; edge: { id: string } }>][] = [
     ['grant', manifest.grants, (i) => createGrant(ctx, caller, i)],
     ['delegation', manifest.delegations, (i) => createDelegation(ctx, caller, i)],
     ['ownership', manifest.ownerships, (i) => createOwnership(ctx, caller, i)],
@@ -89,7 +89,7 @@ export function applyManifest(ctx: WritContext, caller: string, manifest: GraphM
   ];
   for (const [what, items, create] of edgeSections) {
     for (const item of items ?? []) {
-      const r = asManifestError(`${what} ${(item as { id?: string } | null)?.id ?? '(no id)'}`, () => create(item as never));
+      const r = await asManifestError(`${what} ${(item as { id?: string } | null)?.id ?? '(no id)'}`, () => create(item as never));
       note(`${what} ${r.edge.id}`, r.created, r.graph_revision);
     }
   }

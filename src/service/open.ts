@@ -1,60 +1,53 @@
 import { systemClock, type Clock } from '../clock.js';
 import type { WritConfig } from '../config/index.js';
-import { KeyRing } from '../decision/index.js';
+import { KeyRing, ReplayGuard } from '../decision/index.js';
 import { LiveGraph } from '../graph/index.js';
 import { openReloadingPolicyEngine } from '../policy/index.js';
-import { startCheckpointer } from '../store/sqlite/checkpointer.js';
-import { openDatabase } from '../store/sqlite/database.js';
-import { SqliteGraphEventLog } from '../store/sqlite/graph-event-log.js';
-import { GroupCommit } from '../store/sqlite/group-commit.js';
-import { SqliteReplayGuard } from '../store/sqlite/replay-guard.js';
+import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
+import type { WritStore } from '../store/contract.js';
 import { ensureGovernance } from './bootstrap.js';
 import { LeaseManager } from '../lease/index.js';
 import { ReceiptLog } from '../audit/index.js';
 import { UpstreamRouter } from '../gateway/upstream-router.js';
-import { SqliteLeaseRepository } from '../store/sqlite/lease-repository.js';
-import { SqliteReceiptRepository } from '../store/sqlite/receipt-repository.js';
-import { SqliteIncidentRepository } from '../store/sqlite/incident-repository.js';
-import { SqliteLeaseAuthorityRepository } from '../store/sqlite/lease-authority-repository.js';
 import { silentObserver, type WritContext } from './context.js';
 
 export interface OpenedWrit {
   ctx: WritContext;
   credentialPath: string;
   credentialCreated: boolean;
-  close(): void;
+  close(): Promise<void>;
 }
 
-/** Opens the store, replays the graph, loads keys and the policy bundle, and bootstraps governance. */
-export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter } = {}): Promise<OpenedWrit> {
+/**
+ * Opens the store, replays the graph, loads keys and the policy bundle, and bootstraps governance.
+ * The one place where an engine is chosen and wired to the domain's ports.
+ */
+export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
-  const db = openDatabase(config.dbFile);
-  const checkpointer = startCheckpointer(db);
+  const store = options.store ?? (await openSqliteStore(config.dbFile));
   try {
-    const groupCommit = new GroupCommit(db);
-    const log = new SqliteGraphEventLog(db);
-    const graph = new LiveGraph(log);
+    const graph = new LiveGraph({
+      head: () => store.read((tx) => tx.graph.head()),
+      read: (after, upTo) => store.read((tx) => tx.graph.read(after, upTo)),
+      revisionAt: (time) => store.read((tx) => tx.graph.revisionAt(time)),
+    });
     const keys = await KeyRing.open(`${config.dataDir}/keys`, clock, { maxTokenTtlMs: config.decisionTtlMs });
     const policy = await openReloadingPolicyEngine(config.bundleDir);
     const ctx: WritContext = {
       config,
       clock,
-      db,
-      log,
+      store,
       graph,
-      replay: new SqliteReplayGuard(db),
+      replay: new ReplayGuard(store),
       keys,
       policy,
-      leases: new LeaseManager(new SqliteLeaseRepository(db, groupCommit), clock, {
+      leases: new LeaseManager(store, clock, {
         minTtlMs: config.lease.minTtlMs,
         maxTtlMs: config.lease.maxTtlMs,
         maxWaitMs: config.lease.maxWaitMs,
       }),
-      leaseAuthority: new SqliteLeaseAuthorityRepository(db),
-      incidents: new SqliteIncidentRepository(db),
-      receipts: new ReceiptLog({ repository: new SqliteReceiptRepository(db), clock }),
+      receipts: new ReceiptLog({ store, clock }),
       upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
-      atomically: (fn) => db.transaction(fn).immediate(),
       observer: silentObserver,
     };
     const { credentialPath, created } = await ensureGovernance(ctx);
@@ -62,17 +55,14 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       ctx,
       credentialPath,
       credentialCreated: created,
-      close() {
+      async close() {
         (policy as { close?: () => void }).close?.();
-        groupCommit.flush();
-        checkpointer.stop();
-        db.close();
+        await store.close();
       },
     };
   } catch (e) {
     // Nothing half-open stays behind (the checkpoint worker holds the file too).
-    checkpointer.stop();
-    db.close();
+    await store.close();
     throw e;
   }
 }

@@ -24,14 +24,14 @@ export function requireGovernance(caller: string, act: string): void {
   if (caller !== GOVERNANCE_ID) throw new WritError('FORBIDDEN', `only governance may ${act}; the caller is ${caller}`);
 }
 
-export function getPrincipal(ctx: WritContext, id: string): Principal {
-  const p = ctx.graph.current().principal(id);
+export async function getPrincipal(ctx: WritContext, id: string): Promise<Principal> {
+  const p = (await ctx.graph.current()).principal(id);
   if (!p) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${id}"`);
   return p;
 }
 
 /** Registers a principal. Idempotent: registering the identical principal again changes nothing. */
-export function registerPrincipal(ctx: WritContext, caller: string, input: PrincipalInput): { principal: Principal; created: boolean; graph_revision: number } {
+export async function registerPrincipal(ctx: WritContext, caller: string, input: PrincipalInput): Promise<{ principal: Principal; created: boolean; graph_revision: number }> {
   requireGovernance(caller, 'register principals');
   checkId(input.id, 'principal id');
   if (input.id === GOVERNANCE_ID || isReservedNodeId(input.id)) {
@@ -44,7 +44,7 @@ export function registerPrincipal(ctx: WritContext, caller: string, input: Princ
   }
   const keys = checkPublicKeys(input.keys);
   let created = false;
-  const revision = commitGraphChange(ctx, caller, (graph, now) => {
+  const revision = await commitGraphChange(ctx, caller, (graph, now) => {
     const existing = graph.principal(input.id);
     const wanted = { kind: input.kind, priority_class: priorityClass, attributes: input.attributes ?? {}, keys };
     if (existing) {
@@ -56,18 +56,18 @@ export function registerPrincipal(ctx: WritContext, caller: string, input: Princ
     created = true;
     return [{ type: 'principal.created', principal: { id: input.id, ...wanted, priority, created_at: now } }];
   });
-  return { principal: getPrincipal(ctx, input.id), created, graph_revision: revision };
+  return { principal: await getPrincipal(ctx, input.id), created, graph_revision: revision };
 }
 
 /** Revokes a principal: every chain through it stops counting at once. */
-export function revokePrincipal(ctx: WritContext, caller: string, id: string, reason: string): { principal: Principal; graph_revision: number } {
+export async function revokePrincipal(ctx: WritContext, caller: string, id: string, reason: string): Promise<{ principal: Principal; graph_revision: number }> {
   requireGovernance(caller, 'revoke principals');
   if (id === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'the governance root cannot be revoked');
-  const revision = commitGraphChange(ctx, caller, (graph, now) => {
+  const revision = await commitGraphChange(ctx, caller, (graph, now) => {
     const p = graph.principal(id);
     if (!p) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${id}"`);
     if (p.revoked_at !== null) return [];
     return [{ type: 'principal.revoked', id, at: now, reason }];
   });
-  return { principal: getPrincipal(ctx, id), graph_revision: revision };
+  return { principal: await getPrincipal(ctx, id), graph_revision: revision };
 }

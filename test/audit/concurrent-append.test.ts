@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { ReceiptLog } from '../../src/audit/index.js';
 import { openDatabase } from '../../src/store/sqlite/database.js';
-import { SqliteReceiptRepository } from '../../src/store/sqlite/receipt-repository.js';
+import { sqliteStoreOn } from '../../src/store/sqlite/sqlite-store.js';
 
 const SCRIPT = join(import.meta.dirname, 'fixtures', 'append-receipts.mjs');
 const DIST = join(process.cwd(), 'dist', 'src', 'store', 'sqlite', 'receipt-repository.js');
@@ -74,8 +74,8 @@ describe('receipt log shared by several OS processes', () => {
 
     const db = openDatabase(file);
     try {
-      const log = new ReceiptLog({ repository: new SqliteReceiptRepository(db), clock: new ManualClock() });
-      expect(log.verifyChain()).toMatchObject({ ok: true, entries: 800 });
+      const log = new ReceiptLog({ store: sqliteStoreOn(db), clock: new ManualClock() });
+      expect(await log.verifyChain()).toMatchObject({ ok: true, entries: 800 });
       const stats = db
         .prepare('SELECT COUNT(*) AS n, COUNT(DISTINCT seq) AS seqs, COUNT(DISTINCT prev_hash) AS prevs, MIN(seq) AS lo, MAX(seq) AS hi FROM receipt_entries')
         .get();
@@ -105,8 +105,8 @@ describe('receipt log shared by several OS processes', () => {
 
     const db = openDatabase(file);
     try {
-      const log = new ReceiptLog({ repository: new SqliteReceiptRepository(db), clock: new ManualClock() });
-      expect(log.verifyChain()).toMatchObject({ ok: true, entries: 100 });
+      const log = new ReceiptLog({ store: sqliteStoreOn(db), clock: new ManualClock() });
+      expect(await log.verifyChain()).toMatchObject({ ok: true, entries: 100 });
       expect(db.prepare("SELECT COUNT(DISTINCT idempotency_key) FROM receipts WHERE principal = 'racer'").pluck().get()).toBe(100);
     } finally {
       db.close();

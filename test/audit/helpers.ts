@@ -1,13 +1,14 @@
 import { ManualClock } from '../../src/clock.js';
 import { ReceiptLog, requestHash, type ReceiptIntent } from '../../src/audit/index.js';
 import { openDatabase, type SqliteDatabase } from '../../src/store/sqlite/database.js';
-import { SqliteReceiptRepository } from '../../src/store/sqlite/receipt-repository.js';
+import { sqliteStoreOn } from '../../src/store/sqlite/sqlite-store.js';
 
 export function newLog(db: SqliteDatabase = openDatabase(':memory:')) {
   const clock = new ManualClock();
   let n = 0;
-  const log = new ReceiptLog({ repository: new SqliteReceiptRepository(db), clock, newId: () => `rcpt_${++n}` });
-  return { db, clock, log };
+  const store = sqliteStoreOn(db);
+  const log = new ReceiptLog({ store, clock, newId: () => `rcpt_${++n}` });
+  return { db, clock, log, store };
 }
 
 export function intent(over: Partial<ReceiptIntent> = {}): ReceiptIntent {

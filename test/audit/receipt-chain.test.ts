@@ -3,20 +3,20 @@ import { GENESIS_HASH, entryHash } from '../../src/audit/index.js';
 import { VERIFY_CHUNK } from '../../src/audit/receipt-log.js';
 import { dropGuards, intent, newLog } from './helpers.js';
 
-function logWithEntries(n: number) {
+async function logWithEntries(n: number) {
   const ctx = newLog();
   for (let i = 0; i < n; i++) {
-    const r = ctx.log.recordIntent(intent({ expected_version: i }));
+    const r = await ctx.log.recordIntent(intent({ expected_version: i }));
     ctx.clock.advance(10);
-    if (i % 2 === 0) ctx.log.complete(r.receipt_id, { status: 'COMPLETED', final_version: i + 1, upstream_status: 200 });
+    if (i % 2 === 0) await ctx.log.complete(r.receipt_id, { status: 'COMPLETED', final_version: i + 1, upstream_status: 200 });
   }
   return ctx;
 }
 
 describe('receipt hash chain', () => {
-  it('verifies an intact chain: linked from 64 zeros, one entry per append', () => {
-    const { log, db } = logWithEntries(10);
-    const verdict = log.verifyChain();
+  it('verifies an intact chain: linked from 64 zeros, one entry per append', async () => {
+    const { log, db } = await logWithEntries(10);
+    const verdict = await log.verifyChain();
     expect(verdict).toMatchObject({ ok: true, entries: 15 });
     const first = db.prepare('SELECT * FROM receipt_entries WHERE seq = 1').get() as { prev_hash: string; hash: string; body: string; receipt_id: string };
     expect(first.prev_hash).toBe(GENESIS_HASH);
@@ -25,69 +25,69 @@ describe('receipt hash chain', () => {
     expect(verdict.head).toBe(last);
   });
 
-  it('verifies an empty log', () => {
-    expect(newLog().log.verifyChain()).toEqual({ ok: true, entries: 0, head: GENESIS_HASH });
+  it('verifies an empty log', async () => {
+    expect(await newLog().log.verifyChain()).toEqual({ ok: true, entries: 0, head: GENESIS_HASH });
   });
 
-  it('refuses UPDATE and DELETE on entries at the database level', () => {
-    const { db } = logWithEntries(2);
+  it('refuses UPDATE and DELETE on entries at the database level', async () => {
+    const { db } = await logWithEntries(2);
     expect(() => db.prepare("UPDATE receipt_entries SET body = '{}' WHERE seq = 1").run()).toThrow(/append-only/);
     expect(() => db.prepare('DELETE FROM receipt_entries WHERE seq = 1').run()).toThrow(/append-only/);
   });
 
-  it('detects an altered body at its seq', () => {
-    const { log, db } = logWithEntries(10);
+  it('detects an altered body at its seq', async () => {
+    const { log, db } = await logWithEntries(10);
     dropGuards(db);
     const row = db.prepare('SELECT body FROM receipt_entries WHERE seq = 7').get() as { body: string };
     db.prepare('UPDATE receipt_entries SET body = ? WHERE seq = 7').run(row.body.replace('"seo-agent-7"', '"mallory"'));
-    expect(log.verifyChain()).toMatchObject({ ok: false, firstBadSeq: 7, entries: 6 });
-    expect(log.verifyChain().problem).toMatch(/altered/);
+    expect(await log.verifyChain()).toMatchObject({ ok: false, firstBadSeq: 7, entries: 6 });
+    expect((await log.verifyChain()).problem).toMatch(/altered/);
   });
 
-  it('detects an altered body even when its own hash was recomputed (the next link breaks)', () => {
-    const { log, db } = logWithEntries(10);
+  it('detects an altered body even when its own hash was recomputed (the next link breaks)', async () => {
+    const { log, db } = await logWithEntries(10);
     dropGuards(db);
     const row = db.prepare('SELECT * FROM receipt_entries WHERE seq = 4').get() as { body: string; prev_hash: string; kind: 'intent'; receipt_id: string };
     const body = row.body.replace('"seo-agent-7"', '"mallory"');
     db.prepare('UPDATE receipt_entries SET body = ?, hash = ? WHERE seq = 4').run(body, entryHash(row.prev_hash, body, 4, row.kind, row.receipt_id));
-    expect(log.verifyChain()).toMatchObject({ ok: false, firstBadSeq: 5 });
+    expect(await log.verifyChain()).toMatchObject({ ok: false, firstBadSeq: 5 });
   });
 
-  it('detects a deleted middle entry, reporting the missing seq', () => {
-    const { log, db } = logWithEntries(10);
+  it('detects a deleted middle entry, reporting the missing seq', async () => {
+    const { log, db } = await logWithEntries(10);
     dropGuards(db);
     db.prepare('DELETE FROM receipt_entries WHERE seq = 9').run();
-    const verdict = log.verifyChain();
+    const verdict = await log.verifyChain();
     expect(verdict).toMatchObject({ ok: false, firstBadSeq: 9, entries: 8 });
     expect(verdict.problem).toMatch(/entry 9 is missing/);
   });
 
-  it('detects a deleted middle entry even when the later seqs were renumbered', () => {
-    const { log, db } = logWithEntries(10);
+  it('detects a deleted middle entry even when the later seqs were renumbered', async () => {
+    const { log, db } = await logWithEntries(10);
     dropGuards(db);
     db.prepare('DELETE FROM receipt_entries WHERE seq = 9').run();
     db.prepare('UPDATE receipt_entries SET seq = seq - 1 WHERE seq > 9').run();
-    expect(log.verifyChain()).toMatchObject({ ok: false, firstBadSeq: 9 });
+    expect(await log.verifyChain()).toMatchObject({ ok: false, firstBadSeq: 9 });
   });
 
-  it('detects two swapped entries at the first of them', () => {
-    const { log, db } = logWithEntries(10);
+  it('detects two swapped entries at the first of them', async () => {
+    const { log, db } = await logWithEntries(10);
     dropGuards(db);
     db.exec(`
       UPDATE receipt_entries SET seq = -1 WHERE seq = 5;
       UPDATE receipt_entries SET seq = 5 WHERE seq = 11;
       UPDATE receipt_entries SET seq = 11 WHERE seq = -1;
     `);
-    const verdict = log.verifyChain();
+    const verdict = await log.verifyChain();
     expect(verdict).toMatchObject({ ok: false, firstBadSeq: 5 });
     expect(verdict.problem).toMatch(/does not link/);
   });
 
-  it('detects a cut tail against the receipts index', () => {
-    const { log, db } = logWithEntries(10);
+  it('detects a cut tail against the receipts index', async () => {
+    const { log, db } = await logWithEntries(10);
     dropGuards(db);
     db.prepare('DELETE FROM receipt_entries WHERE seq >= 14').run();
-    expect(log.verifyChain()).toMatchObject({ ok: false, firstBadSeq: 14, entries: 13 });
+    expect(await log.verifyChain()).toMatchObject({ ok: false, firstBadSeq: 14, entries: 13 });
   });
 });
 
@@ -96,29 +96,29 @@ describe('receipt hash chain, checked in chunks (GET /v1/audit/verify lets write
   const big = () => logWithEntries(2 * VERIFY_CHUNK);
 
   it('gives the same verdict as the one-pass check, pausing between chunks', async () => {
-    const { log } = big();
+    const { log } = await big();
     let pauses = 0;
-    const verdict = await log.verifyChainYielding(async () => void pauses++);
-    expect(verdict).toEqual(log.verifyChain());
+    const verdict = await log.verifyChain(async () => void pauses++);
+    expect(verdict).toEqual(await log.verifyChain());
     expect(verdict).toMatchObject({ ok: true, entries: 3 * VERIFY_CHUNK });
     expect(pauses).toBe(3);
   });
 
   it('carries the link across a chunk boundary: a break just after it is found', async () => {
-    const { log, db } = big();
+    const { log, db } = await big();
     dropGuards(db);
     const seq = VERIFY_CHUNK; // the last entry of the first chunk
     const row = db.prepare('SELECT * FROM receipt_entries WHERE seq = ?').get(seq) as { body: string; prev_hash: string; kind: 'intent'; receipt_id: string };
     const body = row.body.replace('{', '{"tampered":true,');
     // Rehashed to match its altered body: only the link from the next entry (next chunk) shows it.
     db.prepare('UPDATE receipt_entries SET body = ?, hash = ? WHERE seq = ?').run(body, entryHash(row.prev_hash, body, seq, row.kind, row.receipt_id), seq);
-    expect(await log.verifyChainYielding(async () => {})).toMatchObject({ ok: false, firstBadSeq: seq + 1, entries: seq });
+    expect(await log.verifyChain(async () => {})).toMatchObject({ ok: false, firstBadSeq: seq + 1, entries: seq });
   });
 
   it('checks entries appended while it pauses', async () => {
-    const { log } = big();
-    const verdict = await log.verifyChainYielding(async () => {
-      log.recordIntent(intent({ expected_version: 99_999 }));
+    const { log } = await big();
+    const verdict = await log.verifyChain(async () => {
+      await log.recordIntent(intent({ expected_version: 99_999 }));
     });
     expect(verdict.ok).toBe(true);
     expect(verdict.entries).toBeGreaterThan(3 * VERIFY_CHUNK);

@@ -36,7 +36,7 @@ beforeAll(async () => {
     method: 'POST', url: '/v1/delegations',
     payload: { id: 'd-alice-temp', from: 'editor-alice', to: 'publisher', reason: 'cover for the afternoon', max_depth: 0, expires_at: soon, scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 } },
   });
-  story.revisionBeforeRevoke = h.ctx.graph.current().revision;
+  story.revisionBeforeRevoke = (await h.ctx.graph.current()).revision;
   story.timeBeforeRevoke = new Date(h.clock.now()).toISOString();
   (h.clock as ManualClock).advance(1000);
   await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-editor-alice', payload: { reason: 'editor left the team' } });

@@ -1,22 +1,21 @@
 import { join } from 'node:path';
 import { base64url, exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from 'jose';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { authenticateCaller, spendAssertion, verifyCallerAssertion, type CallerAuthDeps } from '../../src/decision/index.js';
+import { authenticateCaller, ReplayGuard, spendAssertion, verifyCallerAssertion, type CallerAuthDeps, type SingleUseTx } from '../../src/decision/index.js';
 import type { PublicJwk } from '../../src/graph/model.js';
 import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/assertion.js';
-import { openDatabase, type SqliteDatabase } from '../../src/store/sqlite/database.js';
-import { SqliteReplayGuard } from '../../src/store/sqlite/replay-guard.js';
+import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { T0, tempDir } from './helpers.js';
 
 const AUD = 'writ';
 
 async function world() {
   const dbFile = join(tempDir(), 'writ.db');
-  const dbs: SqliteDatabase[] = [];
-  const open = () => {
-    const db = openDatabase(dbFile);
-    dbs.push(db);
-    return new SqliteReplayGuard(db);
+  const stores: SqliteStore[] = [];
+  const open = async () => {
+    const store = await openSqliteStore(dbFile, { checkpointer: false });
+    stores.push(store);
+    return new ReplayGuard(store);
   };
   const alice = await generatePrincipalKeyPair('alice-key-1');
   const bob = await generatePrincipalKeyPair('bob-key-1');
@@ -29,7 +28,7 @@ async function world() {
     ['carol', { keys: [carolPublic as PublicJwk], revoked_at: null }],
     ['ex-agent', { keys: [alice.publicJwk as PublicJwk], revoked_at: T0 - 1 }],
   ]);
-  let replay = open();
+  let replay = await open();
   const deps = (over: Partial<CallerAuthDeps> = {}): CallerAuthDeps => ({
     principal: (id) => principals.get(id),
     replay,
@@ -37,11 +36,13 @@ async function world() {
     audience: AUD,
     ...over,
   });
-  const reopen = () => {
-    for (const db of dbs.splice(0)) db.close();
-    replay = open();
+  const reopen = async () => {
+    for (const store of stores.splice(0)) await store.close();
+    replay = await open();
   };
-  onTestFinished(() => dbs.forEach((d) => d.close()));
+  onTestFinished(async () => {
+    for (const store of stores) await store.close();
+  });
   return { alice, bob, carolPrivate, deps, reopen };
 }
 
@@ -85,7 +86,7 @@ describe('caller authentication', () => {
     const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 });
     await authenticateCaller(bearer(token), w.deps());
     expect(await refusal(bearer(token), w.deps({ now: T0 + 1000 }))).toMatch(/already used \(replayed\)/);
-    w.reopen();
+    await w.reopen();
     expect(await refusal(bearer(token), w.deps({ now: T0 + 2000 }))).toMatch(/already used \(replayed\)/);
     // The same jti in a new assertion is still a replay.
     const sameJti = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0, jti: JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).jti });
@@ -196,8 +197,9 @@ describe('the window between verifying an assertion and spending it', () => {
     const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0, ttlSeconds: 60 });
     const caller = await verifyCallerAssertion(bearer(token), w.deps());
     const late = caller.spendUntil;
-    expect(() => spendAssertion(w.deps().replay, caller, late)).toThrow(/expired/);
-    expect(() => spendAssertion(w.deps().replay, caller, late + 1)).toThrow(/expired/);
+    const replay = w.deps().replay;
+    await expect(replay.store.readWrite((tx) => spendAssertion(replay, tx, caller, late))).rejects.toThrow(/expired/);
+    await expect(replay.store.readWrite((tx) => spendAssertion(replay, tx, caller, late + 1))).rejects.toThrow(/expired/);
   });
 
   it('a spend that fails for another reason (the store) leaves the assertion usable, and a spent one leaves no mark in memory', async () => {
@@ -205,11 +207,11 @@ describe('the window between verifying an assertion and spending it', () => {
     const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 });
     const caller = await verifyCallerAssertion(bearer(token), w.deps());
     const guard = w.deps().replay;
-    const broken = { ...guard, seen: guard.seen.bind(guard), present: guard.present.bind(guard), forget: guard.forget.bind(guard), remember: () => { throw new Error('SQLITE_IOERR'); } };
-    expect(() => spendAssertion(broken, caller, T0)).toThrow('SQLITE_IOERR');
+    const broken: SingleUseTx = { singleUse: { spend: () => Promise.reject(new Error('SQLITE_IOERR')), isSpent: () => Promise.resolve(false) } };
+    await expect(spendAssertion(guard, broken, caller, T0)).rejects.toThrow('SQLITE_IOERR');
     // Nothing was spent: the same assertion verifies again and is then spent for good.
     const again = await verifyCallerAssertion(bearer(token), w.deps());
-    spendAssertion(guard, again, T0);
+    await guard.store.readWrite((tx) => spendAssertion(guard, tx, again, T0));
     expect(await refusal(bearer(token), w.deps())).toMatch(/replayed/);
   });
 

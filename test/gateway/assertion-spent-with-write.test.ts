@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decideOk, snapshot, upstreamGet } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { openDatabase } from '../../src/store/sqlite/database.js';
-import { SqliteReplayGuard } from '../../src/store/sqlite/replay-guard.js';
+import { SqliteSingleUseStore } from '../../src/store/sqlite/single-use-store.js';
 
 /**
  * POST /v1/actions spends the caller assertion's jti in the same transaction that records what the
@@ -21,7 +21,7 @@ const meta = (v: string, expected = 0) => ({ action: 'update_post', resource: 'w
 const write = (auth: Record<string, string>, decision: string, body: Record<string, unknown>, extra: Record<string, string> = {}) =>
   h.call(null, { method: 'POST', url: '/v1/actions', headers: { ...auth, 'writ-decision': decision, ...extra }, payload: body });
 
-const receiptCount = () => h.ctx.db.prepare('SELECT COUNT(*) FROM receipts').pluck().get() as number;
+const receiptCount = () => h.db.prepare('SELECT COUNT(*) FROM receipts').pluck().get() as number;
 
 describe('the caller assertion of a write is spent with the write', () => {
   it('after a completed write, the same assertion is refused (401) and nothing more is recorded or forwarded', async () => {
@@ -114,7 +114,7 @@ describe('the caller assertion of a lease acquisition is spent with it', () => {
     const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const lease = await take(auth, d.token);
     expect(lease.status, JSON.stringify(lease.body)).toBe(201);
-    expect(h.ctx.leaseAuthority.get(lease.body.lease_id)).toMatchObject({ holder: 'seo-agent-7' });
+    expect(await h.ctx.store.read((tx) => tx.leaseAuthority.get(lease.body.lease_id))).toMatchObject({ holder: 'seo-agent-7' });
     const again = await take(auth, d.token);
     expect(again.status).toBe(401);
     expect(again.body.detail).toMatch(/replayed/);
@@ -159,10 +159,10 @@ describe('the caller assertion of a lease acquisition is spent with it', () => {
     const waiting = h.call(null, { method: 'POST', url: '/v1/leases', headers: auth, payload: { decisions: [d.token], ttl_ms: 10_000, wait_ms: 5_000 } });
     // Another process's view of the same file: its own connection and replay guard.
     const otherDb = openDatabase(h.config.dbFile);
-    const other = new SqliteReplayGuard(otherDb);
+    const other = new SqliteSingleUseStore(otherDb);
     let spent = false;
     for (let i = 0; i < 200 && !spent; i++) {
-      spent = other.seen('assertion', `editor-alice\u0000${jti}`, h.clock.now());
+      spent = await other.isSpent('assertion', `editor-alice\u0000${jti}`, h.clock.now());
       if (!spent) await new Promise((r) => setTimeout(r, 10));
     }
     otherDb.close();

@@ -16,9 +16,9 @@ const base = {
 };
 
 async function delegate(overrides: Record<string, unknown>, scope: Record<string, unknown> = {}) {
-  const before = h.ctx.graph.current().revision;
+  const before = (await h.ctx.graph.current()).revision;
   const r = await h.call('orchestrator', { method: 'POST', url: '/v1/delegations', payload: { ...base, ...overrides, scope: { ...base.scope, ...scope } } });
-  return { ...r, revisionMoved: h.ctx.graph.current().revision !== before };
+  return { ...r, revisionMoved: (await h.ctx.graph.current()).revision !== before };
 }
 
 describe('a delegation wider than its parent is refused at write time', () => {
@@ -54,7 +54,7 @@ describe('a delegation wider than its parent is refused at write time', () => {
       payload: { id: 'd-orch-seo-2', from: 'orchestrator', to: 'seo-agent-7', reason: 're-delegable', max_depth: 1, scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title', 'meta_description'], risk_max: 1 } },
     });
     expect(ok.status).toBe(201);
-    const before = h.ctx.graph.current().revision;
+    const before = (await h.ctx.graph.current()).revision;
     const r = await h.call('seo-agent-7', {
       method: 'POST', url: '/v1/delegations',
       payload: { from: 'seo-agent-7', to: 'content-agent-3', reason: 'widen', max_depth: 0, scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title', 'body'], risk_max: 1 } },
@@ -62,7 +62,7 @@ describe('a delegation wider than its parent is refused at write time', () => {
     expect(r.status).toBe(403);
     expect(r.body.code).toBe('ATTENUATION_VIOLATION');
     expect(r.body.detail).toContain("fields: body is not in the delegator's [meta_description, title]");
-    expect(h.ctx.graph.current().revision).toBe(before);
+    expect((await h.ctx.graph.current()).revision).toBe(before);
   });
 
   it('time window: a delegation may not outlive its parent', async () => {

@@ -8,13 +8,13 @@ beforeAll(async () => {
 afterAll(async () => h?.close());
 
 async function refused(principal: string, inject: Parameters<Harness['call']>[1], status: number, code: string) {
-  const before = h.ctx.graph.current().revision;
+  const before = (await h.ctx.graph.current()).revision;
   const r = await h.call(principal, inject);
   expect(r.status).toBe(status);
   expect(String(r.headers['content-type'])).toMatch(/application\/problem\+json/);
   expect(r.body.code).toBe(code);
   expect(typeof r.body.detail).toBe('string');
-  expect(h.ctx.graph.current().revision).toBe(before);
+  expect((await h.ctx.graph.current()).revision).toBe(before);
   return r;
 }
 
@@ -53,10 +53,10 @@ describe('bad input gets a stable code and changes nothing', () => {
     const payload = { id: 'g-twice', to: 'seo-agent-7', reason: 'r', scope: { actions: ['read_post'], resources: ['wp:post:*'], risk_max: 0 } };
     const first = await h.call('governance', { method: 'POST', url: '/v1/grants', payload });
     expect(first.status).toBe(201);
-    const rev = h.ctx.graph.current().revision;
+    const rev = (await h.ctx.graph.current()).revision;
     const second = await h.call('governance', { method: 'POST', url: '/v1/grants', payload });
     expect(second.status).toBe(200);
     expect(second.body.created).toBe(false);
-    expect(h.ctx.graph.current().revision).toBe(rev);
+    expect((await h.ctx.graph.current()).revision).toBe(rev);
   });
 });

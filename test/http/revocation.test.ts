@@ -59,10 +59,10 @@ describe('revocation propagates down the chain', () => {
   });
 
   it('revoking an unknown edge is UNKNOWN_EDGE and moves nothing', async () => {
-    const before = h.ctx.graph.current().revision;
+    const before = (await h.ctx.graph.current()).revision;
     const r = await h.call('governance', { method: 'DELETE', url: '/v1/edges/nope' });
     expect(r.status).toBe(404);
     expect(r.body.code).toBe('UNKNOWN_EDGE');
-    expect(h.ctx.graph.current().revision).toBe(before);
+    expect((await h.ctx.graph.current()).revision).toBe(before);
   });
 });

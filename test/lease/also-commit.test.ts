@@ -1,7 +1,4 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
-import { SqliteLeaseRepository } from '../../src/store/sqlite/lease-repository.js';
-import { LeaseManager } from '../../src/lease/index.js';
 import { leaseHarness, snapshot } from './fixtures/in-process.js';
 import { removeTempDirs } from './fixtures/processes.js';
 
@@ -16,14 +13,14 @@ describe('writes committed with an acquisition', () => {
     const { leases, db } = leaseHarness();
     db.exec('CREATE TABLE side (lease_id TEXT)');
     const side = db.prepare('INSERT INTO side VALUES (?)');
-    const grant = await leases.acquire({ resources: ['wp:post:1#title'], holder: 'a', priority: 0, ttlMs: 10_000, alsoCommit: (id) => void side.run(id) });
+    const grant = await leases.acquire({ resources: ['wp:post:1#title'], holder: 'a', priority: 0, ttlMs: 10_000, alsoCommit: async (_tx, id) => void side.run(id) });
     expect(db.prepare('SELECT lease_id FROM side').pluck().all()).toEqual([grant.lease_id]);
 
     const before = { leases: snapshot(db), side: db.prepare('SELECT * FROM side').all() };
     await expect(
       leases.acquire({
         resources: ['wp:post:2#title', 'wp:post:3#title'], holder: 'a', priority: 0, ttlMs: 10_000,
-        alsoCommit: (id) => {
+        alsoCommit: async (_tx, id) => {
           side.run(id);
           throw new Error('the authority record could not be written');
         },
@@ -37,16 +34,15 @@ describe('writes committed with an acquisition', () => {
     const { leases } = leaseHarness();
     await leases.acquire({ resources: ['wp:post:1#title'], holder: 'a', priority: 0, ttlMs: 10_000 });
     let called = 0;
-    await expect(leases.acquire({ resources: ['wp:post:1#title'], holder: 'b', priority: 0, ttlMs: 10_000, alsoCommit: () => void called++ })).rejects.toMatchObject({ code: 'RESOURCE_BUSY' });
+    await expect(leases.acquire({ resources: ['wp:post:1#title'], holder: 'b', priority: 0, ttlMs: 10_000, alsoCommit: async () => void called++ })).rejects.toMatchObject({ code: 'RESOURCE_BUSY' });
     expect(called).toBe(0);
   });
 
   it('rolls back alone inside a group commit: the other acquisitions of the batch are granted', async () => {
-    const { db, clock } = leaseHarness();
-    const leases = new LeaseManager(new SqliteLeaseRepository(db, new GroupCommit(db)), clock);
+    const { db, leases } = leaseHarness();
     const results = await Promise.allSettled([
       leases.acquire({ resources: ['k:1'], holder: 'a', priority: 0, ttlMs: 10_000 }),
-      leases.acquire({ resources: ['k:2'], holder: 'a', priority: 0, ttlMs: 10_000, alsoCommit: () => { throw new Error('no'); } }),
+      leases.acquire({ resources: ['k:2'], holder: 'a', priority: 0, ttlMs: 10_000, alsoCommit: async () => { throw new Error('no'); } }),
       leases.acquire({ resources: ['k:3'], holder: 'a', priority: 0, ttlMs: 10_000 }),
     ]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
@@ -57,14 +53,14 @@ describe('writes committed with an acquisition', () => {
     const { leases, db } = leaseHarness();
     const g = await leases.acquire({ resources: ['k:1', 'k:2'], holder: 'a', priority: 0, ttlMs: 10_000 });
     const before = snapshot(db);
-    const boom = () => {
+    const boom = async () => {
       throw new Error('boom');
     };
     await expect(leases.renew(g.lease_id, g.token, 20_000, { alsoCommit: boom })).rejects.toThrow('boom');
     await expect(leases.release(g.lease_id, g.token, { alsoCommit: boom })).rejects.toThrow('boom');
     expect(snapshot(db)).toEqual(before);
     let released = 0;
-    await leases.release(g.lease_id, g.token, { alsoCommit: () => void released++ });
+    await leases.release(g.lease_id, g.token, { alsoCommit: async () => void released++ });
     expect(released).toBe(1);
     expect((await leases.describe('k:1'))?.state).not.toBe('HELD');
   });

@@ -120,8 +120,7 @@ describe('the wait queue', () => {
 
   it('a waiter that vanished without leaving the queue blocks newcomers only until its deadline', async () => {
     const q = setup();
-    const repo = (q.leases as unknown as { repo: import('../../src/lease/index.js').LeaseRepository }).repo;
-    await repo.enqueue({ keys: [KEY], holder: 'crashed', instance: null, priority: 9, enqueuedAt: q.clock.now(), deadline: q.clock.now() + 2_000 });
+    await q.store.readWrite((tx) => tx.leases.enqueue({ keys: [KEY], holder: 'crashed', instance: null, priority: 9, enqueuedAt: q.clock.now(), deadline: q.clock.now() + 2_000 }));
     expect(await codeOf(q.take('newcomer', 1))).toBe('RESOURCE_BUSY');
     q.clock.advance(2_000);
     expect((await q.take('newcomer', 1)).epochs[KEY]).toBe(1);

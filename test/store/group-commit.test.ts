@@ -204,7 +204,7 @@ describe('group commit', () => {
   it('flush() commits what is queued at once (before a connection closes)', async () => {
     const { group, insert, seen, db } = setup();
     const p = group.run(() => insert.run(5));
-    group.flush();
+    await group.flush();
     expect(seen()).toEqual([5]);
     db.close();
     await expect(p).resolves.toMatchObject({ changes: 1 });

@@ -5,8 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock, systemClock, type Clock } from '../../src/clock.js';
 import { LeaseManager, type LeaseGrant } from '../../src/lease/index.js';
 import { openDatabase } from '../../src/store/sqlite/database.js';
-import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
-import { SqliteLeaseRepository } from '../../src/store/sqlite/lease-repository.js';
+import { sqliteStoreOn } from '../../src/store/sqlite/sqlite-store.js';
 
 const dirs: string[] = [];
 afterAll(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -15,8 +14,8 @@ function grouped(clock: Clock = new ManualClock()) {
   const dir = mkdtempSync(join(tmpdir(), 'writ-lease-group-'));
   dirs.push(dir);
   const db = openDatabase(join(dir, 'writ.db'));
-  const group = new GroupCommit(db);
-  return { db, group, leases: new LeaseManager(new SqliteLeaseRepository(db, group), clock, { pollMinMs: 1, pollMaxMs: 3 }) };
+  const store = sqliteStoreOn(db);
+  return { db, group: store, leases: new LeaseManager(store, clock, { pollMinMs: 1, pollMaxMs: 3 }) };
 }
 
 const settle = <T>(p: Promise<T>) =>

@@ -7,7 +7,7 @@ import { ManualClock } from '../../src/clock.js';
 import { hashLeaseToken, LeaseManager } from '../../src/lease/index.js';
 import { openDatabase } from '../../src/store/sqlite/database.js';
 import { MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
-import { SqliteLeaseRepository } from '../../src/store/sqlite/lease-repository.js';
+import { sqliteStoreOn } from '../../src/store/sqlite/sqlite-store.js';
 
 const dirs: string[] = [];
 afterAll(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -59,7 +59,7 @@ describe('migration 007 (lease write path) on a file written by the previous ver
     const clock = new ManualClock();
     const file = fileAtVersion6(clock.now());
     const db = openDatabase(file);
-    const leases = new LeaseManager(new SqliteLeaseRepository(db), clock);
+    const leases = new LeaseManager(sqliteStoreOn(db), clock);
 
     const names = db.prepare("SELECT name FROM sqlite_schema WHERE type IN ('index', 'trigger') AND tbl_name LIKE 'lease%' AND name NOT LIKE 'sqlite_%' ORDER BY name").pluck().all();
     expect(names).toEqual(['lease_history_chain', 'lease_history_lease', 'lease_keys_holder', 'lease_waiter_keys_ticket', 'lease_waiters_deadline']);

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.js';
 import { LeaseManager } from '../../src/lease/index.js';
 import { openDatabase } from '../../src/store/sqlite/database.js';
-import { SqliteLeaseRepository } from '../../src/store/sqlite/lease-repository.js';
+import { sqliteStoreOn } from '../../src/store/sqlite/sqlite-store.js';
 import { ensureChildBuild } from '../lease/fixtures/child-build.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -53,7 +53,7 @@ describe('processes that each batch their lease writes with group commit, on one
     expect(holds).toHaveLength(PROCESSES * CLIENTS * ROUNDS);
     const handle = openDatabase(db);
     try {
-      const leases = new LeaseManager(new SqliteLeaseRepository(handle), systemClock);
+      const leases = new LeaseManager(sqliteStoreOn(handle), systemClock);
       for (const key of KEYS) {
         const ofKey = holds.filter((h) => h.key === key).sort((a, b) => a.epoch - b.epoch);
         const n = ofKey.length;

@@ -43,8 +43,8 @@ export async function upstreamGet(h: Harness, path: string): Promise<any> {
 /** Everything that shows whether a refused request changed anything: upstream writes and the lease table. */
 export async function snapshot(h: Harness): Promise<unknown> {
   const writes = await upstreamGet(h, '/writes');
-  const keys = h.ctx.db.prepare('SELECT * FROM lease_keys ORDER BY 1').all();
-  const leases = h.ctx.db.prepare('SELECT * FROM leases ORDER BY 1').all();
+  const keys = h.db.prepare('SELECT * FROM lease_keys ORDER BY 1').all();
+  const leases = h.db.prepare('SELECT * FROM leases ORDER BY 1').all();
   const requests = await upstreamGet(h, '/requests');
   return { writes, keys, leases, upstreamRequests: Array.isArray(requests) ? requests.length : requests.requests?.length };
 }

@@ -10,6 +10,8 @@ import { buildApp } from '../../src/http/index.js';
 import { createCallerAssertion } from '../../src/sdk/assertion.js';
 import { UpstreamRouter, type UpstreamRouteConfig } from '../../src/gateway/index.js';
 import { startSampleUpstream } from '../../src/upstream/index.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { SqliteDatabase } from '../../src/store/sqlite/database.js';
 import { applyManifest, openWrit, readAdminCredential, readManifest, type OpenedWrit, type WritContext } from '../../src/service/index.js';
 
 export const REPO = resolve(import.meta.dirname, '../..');
@@ -26,6 +28,8 @@ export interface Harness {
   upstreamUrl: string | null;
   writ: OpenedWrit;
   ctx: WritContext;
+  /** The SQLite file's write connection, for tests that inspect or tamper with the tables (never for writes Writ makes). */
+  db: SqliteDatabase;
   app: FastifyInstance;
   clock: Clock;
   config: WritConfig;
@@ -59,10 +63,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     upstreams = UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: upstream.url, timeoutMs: 5000, environment: 'production' }]);
   }
   if (options.upstreamRoutes) upstreams = UpstreamRouter.fromConfig(options.upstreamRoutes);
-  const writ = await openWrit(config, { clock, ...(upstreams ? { upstreams } : {}) });
+  const store = await openSqliteStore(config.dbFile);
+  const writ = await openWrit(config, { clock, store, ...(upstreams ? { upstreams } : {}) });
   if (options.example !== false) {
     const { manifest, baseDir } = readManifest(EXAMPLE_GRAPH);
-    applyManifest(writ.ctx, GOVERNANCE_ID, manifest, baseDir);
+    await applyManifest(writ.ctx, GOVERNANCE_ID, manifest, baseDir);
   }
   const app = await buildApp(writ.ctx);
   const admin = readAdminCredential(dataDir);
@@ -74,6 +79,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     upstreamUrl: upstream?.url ?? null,
     writ,
     ctx: writ.ctx,
+    db: store.writer,
     app,
     clock,
     config,
@@ -92,7 +98,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     },
     async close() {
       await app.close();
-      writ.close();
+      await writ.close();
       await upstream?.app.close();
       rmSync(dataDir, { recursive: true, force: true });
     },

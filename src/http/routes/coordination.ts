@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { WritError } from '../../errors.js';
-import { performAction, type ActionInput } from '../../gateway/index.js';
+import { performAction, type ActionInput } from '../../service/index.js';
 import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, isoOrNull, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
 import { actionBody, incidentBody, leaseBody, releaseBody, renewBody } from '../schemas.js';
@@ -62,7 +62,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
 
   app.get<{ Params: { id: string } }>('/v1/receipts/:id', { schema: { summary: 'One receipt' } }, async (request) => {
     await app.caller(request);
-    const r = ctx.receipts.get(request.params.id);
+    const r = await ctx.receipts.get(request.params.id);
     if (!r) throw new WritError('NOT_FOUND', `no receipt ${request.params.id}`);
     return { receipt: r };
   });
@@ -86,7 +86,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
   app.get('/v1/audit/verify', { schema: { summary: 'Check the receipt hash chain' } }, async (request) => {
     await app.caller(request);
     // In chunks, letting writes through between them: a long log must not stall the gateway.
-    return ctx.receipts.verifyChainYielding();
+    return ctx.receipts.verifyChain();
   });
 
   app.post<{ Body: { id: string; reason: string; ttl_ms?: number; decision: string } }>('/v1/incidents', { schema: { body: incidentBody, summary: 'Declare an incident (needs an allow decision for declare_incident on incident:<id>)' } }, async (request, reply) => {
@@ -96,11 +96,11 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
 
   app.delete<{ Params: { id: string } }>('/v1/incidents/:id', { schema: { summary: 'Resolve an incident' } }, async (request) => {
     const caller = await app.caller(request);
-    return { incident: resolveIncident(ctx, caller, request.params.id) };
+    return { incident: await resolveIncident(ctx, caller, request.params.id) };
   });
 
   app.get('/v1/incidents', { schema: { summary: 'Active incidents' } }, async (request) => {
     await app.caller(request);
-    return { incidents: activeIncidents(ctx) };
+    return { incidents: await activeIncidents(ctx) };
   });
 }

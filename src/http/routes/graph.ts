@@ -17,25 +17,25 @@ export function registerGraphRoutes(app: FastifyInstance): void {
 
   app.post<{ Body: PrincipalInput }>('/v1/principals', { schema: { body: principalBody, summary: 'Register a principal (governance only)' } }, async (request, reply) => {
     const caller = await app.caller(request);
-    const r = registerPrincipal(ctx, caller, request.body);
+    const r = await registerPrincipal(ctx, caller, request.body);
     return reply.code(r.created ? 201 : 200).send({ principal: principalToWire(r.principal), created: r.created, graph_revision: r.graph_revision });
   });
 
   app.get<{ Params: { id: string } }>('/v1/principals/:id', { schema: { summary: 'Read a principal' } }, async (request) => {
     await app.caller(request);
-    return { principal: principalToWire(getPrincipal(ctx, request.params.id)) };
+    return { principal: principalToWire(await getPrincipal(ctx, request.params.id)) };
   });
 
   app.delete<{ Params: { id: string }; Body: { reason?: string } | null }>('/v1/principals/:id', { schema: { body: revokeBody, summary: 'Revoke a principal (governance only)' } }, async (request) => {
     const caller = await app.caller(request);
-    const r = revokePrincipal(ctx, caller, request.params.id, request.body?.reason ?? 'revoked');
+    const r = await revokePrincipal(ctx, caller, request.params.id, request.body?.reason ?? 'revoked');
     return { principal: principalToWire(r.principal), graph_revision: r.graph_revision };
   });
 
-  const edgeRoute = <B>(path: string, schema: object, summary: string, create: (caller: string, body: B) => EdgeResult) => {
+  const edgeRoute = <B>(path: string, schema: object, summary: string, create: (caller: string, body: B) => Promise<EdgeResult>) => {
     app.post<{ Body: B }>(path, { schema: { body: schema, summary } }, async (request, reply) => {
       const caller = await app.caller(request);
-      const r = create(caller, request.body as B);
+      const r = await create(caller, request.body as B);
       return reply.code(r.created ? 201 : 200).send(edgeReply(r));
     });
   };
@@ -47,14 +47,14 @@ export function registerGraphRoutes(app: FastifyInstance): void {
 
   app.get<{ Params: { id: string } }>('/v1/edges/:id', { schema: { summary: 'Read an edge' } }, async (request) => {
     await app.caller(request);
-    const edge = ctx.graph.current().edge(request.params.id);
+    const edge = (await ctx.graph.current()).edge(request.params.id);
     if (!edge) throw new WritError('UNKNOWN_EDGE', `no edge "${request.params.id}"`);
     return { edge: edgeToWire(edge) };
   });
 
   app.delete<{ Params: { id: string }; Body: { reason?: string } | null }>('/v1/edges/:id', { schema: { body: revokeBody, summary: 'Revoke an edge; every chain through it stops counting' } }, async (request) => {
     const caller = await app.caller(request);
-    const r = revokeEdge(ctx, caller, request.params.id, request.body?.reason ?? 'revoked');
+    const r = await revokeEdge(ctx, caller, request.params.id, request.body?.reason ?? 'revoked');
     return { edge: edgeToWire(r.edge), revoked: r.revoked, graph_revision: r.graph_revision };
   });
 
@@ -66,7 +66,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
   }, async (request, reply) => {
     await app.caller(request);
     const dot = request.query.format === 'dot' || (request.headers.accept ?? '').includes('text/vnd.graphviz');
-    const out = exportGraph(ctx, request.query.at, dot ? 'dot' : 'json');
+    const out = await exportGraph(ctx, request.query.at, dot ? 'dot' : 'json');
     if (dot) return reply.type('text/vnd.graphviz').send(out);
     return out;
   });

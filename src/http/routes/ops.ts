@@ -7,7 +7,7 @@ export function registerOpsRoutes(app: FastifyInstance, registry: Registry): voi
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     try {
       // Reading the graph head touches the store: ready means the store answers and a policy is loaded.
-      return { status: 'ready', graph_revision: ctx.graph.current().revision, policy_revision: ctx.policy.revision };
+      return { status: 'ready', graph_revision: (await ctx.graph.current()).revision, policy_revision: ctx.policy.revision };
     } catch (e) {
       return reply.code(503).send({ status: 'not ready', error: (e as Error).message });
     }

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { WritError } from '../../errors.js';
 import { MIGRATIONS } from './migrations/index.js';
 
 export type SqliteDatabase = Database.Database;
@@ -17,15 +18,36 @@ export function openDatabase(file: string, options: { busyTimeoutMs?: number } =
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
-  migrate(db);
+  try {
+    migrate(db);
+  } catch (e) {
+    db.close();
+    throw e;
+  }
   return db;
 }
 
-export function migrate(db: SqliteDatabase): void {
+/** The newest schema version this code knows. */
+export const SQLITE_SCHEMA_VERSION = Math.max(...MIGRATIONS.map((m) => m.version));
+
+/**
+ * Applies every numbered migration not applied yet, each in its own immediate transaction (several
+ * processes may start at once), and returns the versions it applied. Refuses a file whose schema is
+ * newer than this code knows (written by a newer Writ): nothing is changed, and the error says so.
+ */
+export function migrate(db: SqliteDatabase): number[] {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
   const applied = new Set(
     (db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version),
   );
+  const newest = Math.max(0, ...applied);
+  if (newest > SQLITE_SCHEMA_VERSION) {
+    throw new WritError('SCHEMA_TOO_NEW', `the store's schema is at version ${newest}, newer than this Writ knows (${SQLITE_SCHEMA_VERSION}): run the Writ version that wrote it, or a newer one`, {
+      schema_version: newest,
+      known_version: SQLITE_SCHEMA_VERSION,
+    });
+  }
+  const now: number[] = [];
   for (const m of MIGRATIONS) {
     if (applied.has(m.version)) continue;
     db.transaction(() => {
@@ -34,6 +56,8 @@ export function migrate(db: SqliteDatabase): void {
       if (again) return;
       db.exec(m.sql);
       db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
+      now.push(m.version);
     }).immediate();
   }
+  return now;
 }

@@ -1,5 +1,5 @@
 import type { GraphEvent, RecordedGraphEvent } from '../../graph/model.js';
-import { GraphHeadMoved, type GraphEventLog } from '../types.js';
+import { GraphHeadMoved, type GraphEventStore } from '../../graph/event-store.js';
 import type { SqliteDatabase } from './database.js';
 
 interface Row {
@@ -9,7 +9,7 @@ interface Row {
   payload: string;
 }
 
-export class SqliteGraphEventLog implements GraphEventLog {
+export class SqliteGraphEventStore implements GraphEventStore {
   private readonly headStmt;
   private readonly insertStmt;
   private readonly readStmt;
@@ -24,7 +24,7 @@ export class SqliteGraphEventLog implements GraphEventLog {
     this.atStmt = db.prepare('SELECT COALESCE(MAX(revision), 0) FROM graph_events WHERE at <= ?').pluck();
   }
 
-  append(events: GraphEvent[], actor: string, at: number, expectedHead?: number): number {
+  async append(events: GraphEvent[], actor: string, at: number, expectedHead?: number): Promise<number> {
     const tx = this.db.transaction(() => {
       let head = this.headStmt.get() as number;
       if (expectedHead !== undefined && head !== expectedHead) throw new GraphHeadMoved(expectedHead, head);
@@ -37,16 +37,16 @@ export class SqliteGraphEventLog implements GraphEventLog {
     return tx.immediate();
   }
 
-  read(after: number, upTo?: number): RecordedGraphEvent[] {
+  async read(after: number, upTo?: number): Promise<RecordedGraphEvent[]> {
     const rows = (upTo === undefined ? this.readStmt.all(after) : this.readUpToStmt.all(after, upTo)) as Row[];
     return rows.map((r) => ({ revision: r.revision, at: r.at, actor: r.actor, event: JSON.parse(r.payload) as GraphEvent }));
   }
 
-  head(): number {
+  async head(): Promise<number> {
     return this.headStmt.get() as number;
   }
 
-  revisionAt(time: number): number {
+  async revisionAt(time: number): Promise<number> {
     return this.atStmt.get(time) as number;
   }
 }

@@ -46,11 +46,13 @@ type Settled = { op: Pending; ok: true; value: unknown } | { op: Pending; ok: fa
  * before it is durable. If the transaction cannot begin or commit (SQLITE_BUSY after the busy timeout,
  * an I/O error), every operation of that batch is rejected.
  *
- * Operations must be synchronous. One that is all-or-nothing by itself can say so (`atomic`) and skip
- * its savepoint. A `db.transaction(...)` function called inside one (even with
- * `.immediate()`) becomes a savepoint in better-sqlite3, so repositories work unchanged inside a batch.
- * The transaction is open only while a batch runs, within one synchronous call, so code using the
- * connection outside the GroupCommit never finds a transaction open.
+ * An operation may be async (the datastore contract's callbacks are), but it must only await calls on
+ * this connection, which better-sqlite3 runs synchronously: the batch then runs within microtasks, and
+ * no timer or I/O callback runs between its BEGIN and COMMIT. Operations run one after another, never
+ * interleaved. One that is all-or-nothing by itself can say so (`atomic`) and skip its savepoint. A
+ * `db.transaction(...)` function called inside one (even with `.immediate()`) becomes a savepoint in
+ * better-sqlite3, so repositories work unchanged inside a batch. Nothing but the GroupCommit may use
+ * this connection (reads go to another connection): it would see a batch's uncommitted writes.
  */
 export class GroupCommit {
   readonly stats: GroupCommitStats = { commits: 0, committedOperations: 0, failedOperations: 0, failedCommits: 0, largestBatch: 0 };
@@ -59,6 +61,7 @@ export class GroupCommit {
   private queue: Pending[] = [];
   private scheduled = false;
   private flushing = false;
+  private idle: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly db: SqliteDatabase,
@@ -79,27 +82,29 @@ export class GroupCommit {
   }
 
   /** Queues `fn` for the next group transaction; resolves with its result once that transaction has committed. */
-  run<T>(fn: () => T, options: GroupOperationOptions = {}): Promise<T> {
+  run<T>(fn: () => T | Promise<T>, options: GroupOperationOptions = {}): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ fn, atomic: options.atomic === true, resolve: resolve as (value: unknown) => void, reject });
-      if (this.queue.length >= this.maxBatch && !this.flushing) this.flush();
+      if (this.queue.length >= this.maxBatch && !this.flushing) void this.flush();
       else if (!this.scheduled) {
         this.scheduled = true;
-        setImmediate(() => this.flush());
+        setImmediate(() => void this.flush());
       }
     });
   }
 
-  /** Runs and commits everything queued now (e.g. before the connection is closed). */
-  flush(): void {
+  /** Runs and commits everything queued now (e.g. before the connection is closed); resolves when the queue is empty. */
+  async flush(): Promise<void> {
     this.scheduled = false;
-    if (this.flushing) return;
+    if (this.flushing) return this.idle;
     this.flushing = true;
+    let done!: () => void;
+    this.idle = new Promise<void>((resolve) => (done = resolve));
     try {
       while (this.queue.length > 0) {
         const batch = this.queue.splice(0, this.maxBatch);
         try {
-          this.commitBatch(batch);
+          await this.commitBatch(batch);
         } catch (e) {
           // A rollback or release statement itself failed: end the transaction and answer every caller.
           if (this.db.inTransaction) {
@@ -114,10 +119,11 @@ export class GroupCommit {
       }
     } finally {
       this.flushing = false;
+      done();
     }
   }
 
-  private commitBatch(batch: Pending[]): void {
+  private async commitBatch(batch: Pending[]): Promise<void> {
     try {
       this.s.begin.run();
     } catch (e) {
@@ -132,7 +138,7 @@ export class GroupCommit {
       const savepoint = !alone && !op.atomic;
       if (savepoint) this.s.savepoint.run();
       try {
-        const value = op.fn();
+        const value = await op.fn();
         if (savepoint) this.s.release.run();
         settled.push({ op, ok: true, value });
       } catch (error) {

@@ -1,4 +1,4 @@
-import type { IncidentRecord, IncidentRepository } from '../types.js';
+import type { IncidentRecord, IncidentRepository } from '../../lease/repository.js';
 import type { SqliteDatabase } from './database.js';
 
 export class SqliteIncidentRepository implements IncidentRepository {
@@ -13,19 +13,19 @@ export class SqliteIncidentRepository implements IncidentRepository {
     };
   }
 
-  declare(incident: Omit<IncidentRecord, 'resolved_at'>): boolean {
+  async declare(incident: Omit<IncidentRecord, 'resolved_at'>): Promise<boolean> {
     return this.s.insert.run(incident).changes === 1;
   }
 
-  get(id: string): IncidentRecord | undefined {
+  async get(id: string): Promise<IncidentRecord | undefined> {
     return this.s.get.get(id) as IncidentRecord | undefined;
   }
 
-  resolve(id: string, at: number): void {
+  async resolve(id: string, at: number): Promise<void> {
     this.s.resolve.run(at, id);
   }
 
-  active(now: number): IncidentRecord[] {
+  async active(now: number): Promise<IncidentRecord[]> {
     return this.s.active.all(now) as IncidentRecord[];
   }
 }

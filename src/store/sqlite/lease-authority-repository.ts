@@ -1,4 +1,5 @@
-import type { LeaseAuthorityRepository } from '../types.js';
+import type { DecisionClaims } from '../../decision/index.js';
+import type { LeaseAuthorityRepository } from '../../lease/repository.js';
 import type { SqliteDatabase } from './database.js';
 
 export class SqliteLeaseAuthorityRepository implements LeaseAuthorityRepository {
@@ -10,12 +11,12 @@ export class SqliteLeaseAuthorityRepository implements LeaseAuthorityRepository 
     this.select = db.prepare('SELECT holder, decisions FROM lease_authority WHERE lease_id = ?');
   }
 
-  record(leaseId: string, holder: string, decisions: unknown[], at: number): void {
+  async record(leaseId: string, holder: string, decisions: DecisionClaims[], at: number): Promise<void> {
     this.insert.run(leaseId, holder, JSON.stringify(decisions), at);
   }
 
-  get(leaseId: string): { holder: string; decisions: unknown[] } | undefined {
+  async get(leaseId: string): Promise<{ holder: string; decisions: DecisionClaims[] } | undefined> {
     const row = this.select.get(leaseId) as { holder: string; decisions: string } | undefined;
-    return row ? { holder: row.holder, decisions: JSON.parse(row.decisions) as unknown[] } : undefined;
+    return row ? { holder: row.holder, decisions: JSON.parse(row.decisions) as DecisionClaims[] } : undefined;
   }
 }

@@ -18,7 +18,6 @@ import type {
   WaiterRow,
 } from '../../lease/index.js';
 import type { SqliteDatabase } from './database.js';
-import type { GroupCommit } from './group-commit.js';
 
 const KEY_COLUMNS = `key, epoch, lease_id, holder, holder_instance, token_hash, priority, acquired_at, renewed_at,
   expires_at, duration_ms, transitions, preempted_by`;
@@ -51,13 +50,11 @@ interface LeaseRowRaw {
 }
 
 /**
- * The lease manager's store on SQLite. Every write is one `BEGIN IMMEDIATE` transaction, so writers
- * of all processes sharing the file are serialized; each key is taken by one conditional UPDATE whose
- * changed-row count (a returned row or none) is the verdict.
- *
- * With a GroupCommit, the writes of calls that arrive together share one transaction (and one sync),
- * each call in its own savepoint and in arrival order, so every verdict is the one it would be if the
- * calls ran one after another; a call's promise resolves only once that transaction has committed.
+ * The lease manager's store on SQLite, inside the store's transaction (SqliteStore.readWrite: one
+ * `BEGIN IMMEDIATE` shared by the calls that arrive together, so writers of all processes sharing
+ * the file are serialized). Each key is taken by one conditional UPDATE whose changed-row count (a
+ * returned row or none) is the verdict. Each multi-statement call is a better-sqlite3 transaction
+ * function, i.e. a savepoint inside the store's transaction: a refusal undoes only its own writes.
  */
 export class SqliteLeaseRepository implements LeaseRepository {
   private readonly s;
@@ -67,10 +64,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
   private readonly enqueueTx;
   private readonly fenceTx;
 
-  constructor(
-    db: SqliteDatabase,
-    private readonly group?: GroupCommit,
-  ) {
+  constructor(db: SqliteDatabase) {
     const notQueuedAhead = `NOT EXISTS (
       SELECT 1 FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
       WHERE wk.key = :key AND w.deadline > :now AND w.ticket <> :ticket
@@ -157,29 +151,25 @@ export class SqliteLeaseRepository implements LeaseRepository {
   }
 
   async acquire(cmd: AcquireCommand): Promise<AcquireOutcome> {
-    return this.write(() => this.acquireNow(cmd));
+    return this.acquireNow(cmd);
   }
 
   async renew(cmd: RenewCommand): Promise<RenewOutcome> {
-    return this.write((): RenewOutcome => {
-      const epochs = this.renewTx.immediate(cmd);
-      return epochs ? { ok: true, ...epochs } : { ok: false, reason: this.whyRefused(cmd.leaseId, cmd.tokenHash) };
-    });
+    const epochs = this.renewTx.immediate(cmd);
+    return epochs ? { ok: true, ...epochs } : { ok: false, reason: this.whyRefused(cmd.leaseId, cmd.tokenHash) };
   }
 
   async release(cmd: ReleaseCommand): Promise<ReleaseOutcome> {
-    return this.write((): ReleaseOutcome => {
-      const epochs = this.releaseTx.immediate(cmd);
-      return epochs ? { ok: true, epochs } : { ok: false, reason: this.whyRefused(cmd.leaseId, cmd.tokenHash) };
-    });
+    const epochs = this.releaseTx.immediate(cmd);
+    return epochs ? { ok: true, epochs } : { ok: false, reason: this.whyRefused(cmd.leaseId, cmd.tokenHash) };
   }
 
   async enqueue(waiter: WaiterEntry): Promise<number> {
-    return this.write(() => this.enqueueTx.immediate(waiter));
+    return this.enqueueTx.immediate(waiter);
   }
 
   async dequeue(ticket: number): Promise<void> {
-    await this.write(() => this.s.removeWaiter.run(ticket));
+    this.s.removeWaiter.run(ticket);
   }
 
   async fenceState(key: string, tokenHash: string, leaseId: string | null): Promise<FenceState> {
@@ -205,15 +195,6 @@ export class SqliteLeaseRepository implements LeaseRepository {
       return key === undefined ? events : events.filter((e) => e.key === key);
     }
     return (key === undefined ? this.s.history.all() : this.s.historyOfKey.all(key)) as LeaseEvent[];
-  }
-
-  /**
-   * Alone or inside a group transaction; `.immediate()` inside one is a savepoint (better-sqlite3).
-   * Every write here is one transaction function or one statement (then reads only), so all-or-nothing
-   * by itself: the group needs no savepoint around it.
-   */
-  private write<T>(fn: () => T): T | Promise<T> {
-    return this.group ? this.group.run(fn, { atomic: true }) : fn();
   }
 
   private acquireNow(cmd: AcquireCommand): AcquireOutcome {
@@ -256,8 +237,6 @@ export class SqliteLeaseRepository implements LeaseRepository {
     this.s.insertLease.run({ ...params, resources: JSON.stringify(cmd.keys), epochs: JSON.stringify(epochs) });
     for (const key of cmd.keys) this.event(cmd.now, 'ACQUIRE', key, epochs[key]!, cmd.leaseId, cmd.holder, null);
     if (cmd.ticket !== Number.MAX_SAFE_INTEGER) this.s.removeWaiter.run(cmd.ticket);
-    // The caller's own writes, in this transaction: if they throw, the acquisition rolls back with them.
-    cmd.alsoCommit?.(cmd.leaseId);
     return { granted: true, epochs, expiresAt, preempted };
   }
 
@@ -284,7 +263,6 @@ export class SqliteLeaseRepository implements LeaseRepository {
     const lease = this.s.renewLease.get(params) as { resources: string; epochs: string; holder: string; expires_at: number; duration_ms: number } | undefined;
     if (!lease) return null;
     const epochs = this.applyToKeys('RENEW', this.s.renewKey, { ...params, expires_at: lease.expires_at, ttl: lease.duration_ms }, cmd, lease);
-    cmd.alsoCommit?.();
     return { epochs, expiresAt: lease.expires_at };
   }
 
@@ -292,9 +270,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
     const params = { lease_id: cmd.leaseId, token_hash: cmd.tokenHash, now: cmd.now };
     const lease = this.s.releaseLease.get(params) as { resources: string; epochs: string; holder: string } | undefined;
     if (!lease) return null;
-    const epochs = this.applyToKeys('RELEASE', this.s.releaseKey, params, cmd, lease);
-    cmd.alsoCommit?.();
-    return epochs;
+    return this.applyToKeys('RELEASE', this.s.releaseKey, params, cmd, lease);
   }
 
   /**

@@ -76,27 +76,27 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     });
   }
 
-  findByIdempotencyKey(principal: string, idempotencyKey: string): { receipt_id: string; request_hash: string | null } | null {
+  async findByIdempotencyKey(principal: string, idempotencyKey: string): Promise<{ receipt_id: string; request_hash: string | null } | null> {
     return (this.byIdempotencyStmt.get(principal, idempotencyKey) as { receipt_id: string; request_hash: string | null } | undefined) ?? null;
   }
 
-  appendIntent(entry: NewEntry, index: ReceiptIndexRow): IntentAppend {
+  async appendIntent(entry: NewEntry, index: ReceiptIndexRow): Promise<IntentAppend> {
     return this.immediately(() => this.appendIntentTx.immediate(entry, index), entry.receipt_id);
   }
 
-  appendRejection(entry: NewEntry, index: ReceiptIndexRow): StoredEntry {
+  async appendRejection(entry: NewEntry, index: ReceiptIndexRow): Promise<StoredEntry> {
     return this.immediately(() => this.appendRejectionTx.immediate(entry, index), entry.receipt_id);
   }
 
-  appendSettlement(entry: NewEntry, status: 'COMPLETED' | 'FAILED', completedAt: number): SettlementAppend {
+  async appendSettlement(entry: NewEntry, status: 'COMPLETED' | 'FAILED', completedAt: number): Promise<SettlementAppend> {
     return this.appendSettlementTx.immediate(entry, status, completedAt);
   }
 
-  entriesOf(receiptId: string): StoredEntry[] {
+  async entriesOf(receiptId: string): Promise<StoredEntry[]> {
     return this.entriesOfStmt.all(receiptId) as StoredEntry[];
   }
 
-  find(filter: ReceiptFilter): FoundReceipt[] {
+  async find(filter: ReceiptFilter): Promise<FoundReceipt[]> {
     const where: string[] = [];
     const params: unknown[] = [];
     if (filter.resource !== undefined) (where.push('resource_key = ?'), params.push(filter.resource));
@@ -121,11 +121,11 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     return found;
   }
 
-  entriesAfter(afterSeq: number, limit: number): StoredEntry[] {
+  async entriesAfter(afterSeq: number, limit: number): Promise<StoredEntry[]> {
     return this.afterStmt.all(afterSeq, limit) as StoredEntry[];
   }
 
-  indexedHead(): number {
+  async indexedHead(): Promise<number> {
     return this.indexedHeadStmt.get() as number;
   }
 

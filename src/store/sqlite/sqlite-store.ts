@@ -1,0 +1,126 @@
+import Database from 'better-sqlite3';
+import { WritError } from '../../errors.js';
+import type { StoreTx, WritStore } from '../contract.js';
+import { startCheckpointer } from './checkpointer.js';
+import { openDatabase, type SqliteDatabase } from './database.js';
+import { SqliteGraphEventStore } from './graph-event-log.js';
+import { GroupCommit, type GroupCommitStats } from './group-commit.js';
+import { SqliteIncidentRepository } from './incident-repository.js';
+import { SqliteLeaseAuthorityRepository } from './lease-authority-repository.js';
+import { SqliteLeaseRepository } from './lease-repository.js';
+import { SqliteReceiptRepository } from './receipt-repository.js';
+import { SqliteSingleUseStore } from './single-use-store.js';
+
+export interface SqliteStoreOptions {
+  busyTimeoutMs?: number;
+  /** Operations per group transaction (default 256). */
+  maxBatch?: number;
+  /** WAL checkpoints in a worker thread (default true; a `:memory:` database has none). */
+  checkpointer?: boolean;
+}
+
+/** The SQLite engine, with what a benchmark or a test may look at. */
+export interface SqliteStore extends WritStore {
+  readonly engine: 'sqlite';
+  readonly stats: GroupCommitStats;
+  /**
+   * The write connection, for the engine's own tools and tests (online backup, tampering tests).
+   * Never for Writ's use cases: they go through `readWrite`.
+   */
+  readonly writer: SqliteDatabase;
+}
+
+/**
+ * The embedded engine: one SQLite file in WAL mode with `synchronous=FULL`. Every `readWrite`
+ * callback goes through one group commit on the write connection: callbacks that arrive together
+ * share one `BEGIN IMMEDIATE … COMMIT` (one sync of the WAL), each in its own savepoint, in arrival
+ * order, so each sees the effects of those before it exactly as if they had committed one by one; each
+ * promise resolves only once the commit is durable. Reads go to a second connection, which sees only
+ * committed data and never waits for the writer. Several processes may share the file: writers are
+ * serialized by SQLite's lock (a busy timeout, then OVERLOADED).
+ */
+export async function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
+  const writer = openDatabase(file, options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs });
+  try {
+    // A `:memory:` database exists only on its own connection: reads share the writer there (tests only).
+    const reader = file === ':memory:' ? writer : openReader(file, options.busyTimeoutMs ?? 5000);
+    const checkpointer = options.checkpointer === false || file === ':memory:' ? null : startCheckpointer(writer);
+    return storeOver(writer, reader, checkpointer, options);
+  } catch (e) {
+    writer.close();
+    throw e;
+  }
+}
+
+/**
+ * The store over a database opened (and migrated) by the caller, on that one connection for reads
+ * and writes: for the engine's own tests and tools. Closing the store closes the database.
+ */
+export function sqliteStoreOn(db: SqliteDatabase, options: Pick<SqliteStoreOptions, 'maxBatch'> = {}): SqliteStore {
+  return storeOver(db, db, null, options);
+}
+
+function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpointer: { stop(): void } | null, options: Pick<SqliteStoreOptions, 'maxBatch'>): SqliteStore {
+  const group = new GroupCommit(writer, options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch });
+  const writeTx = storeTx(writer);
+  const readTx = reader === writer ? writeTx : storeTx(reader);
+  let closed = false;
+  return {
+    engine: 'sqlite',
+    stats: group.stats,
+    writer,
+    async read(fn) {
+      try {
+        return await fn(readTx);
+      } catch (e) {
+        throw engineError(e);
+      }
+    },
+    async readWrite(fn) {
+      try {
+        return await group.run(() => fn(writeTx));
+      } catch (e) {
+        throw engineError(e);
+      }
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await group.flush();
+      checkpointer?.stop();
+      if (reader !== writer) reader.close();
+      writer.close();
+    },
+  };
+}
+
+function openReader(file: string, busyTimeoutMs: number): SqliteDatabase {
+  const db = new Database(file);
+  db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+  return db;
+}
+
+function storeTx(db: SqliteDatabase): StoreTx {
+  return {
+    graph: new SqliteGraphEventStore(db),
+    singleUse: new SqliteSingleUseStore(db),
+    leases: new SqliteLeaseRepository(db),
+    leaseAuthority: new SqliteLeaseAuthorityRepository(db),
+    incidents: new SqliteIncidentRepository(db),
+    receipts: new SqliteReceiptRepository(db),
+  };
+}
+
+/** SQLite's own errors never leave the engine: a locked or full store sheds the request (503). */
+function engineError(e: unknown): unknown {
+  const code = (e as { code?: unknown }).code;
+  if (typeof code !== 'string' || !code.startsWith('SQLITE_')) return e;
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) {
+    // Another process held a long write past the busy timeout: shed, don't fail.
+    return new WritError('OVERLOADED', 'the store is busy; retry shortly', { retry_after_ms: 1000 });
+  }
+  if (code === 'SQLITE_FULL' || code.startsWith('SQLITE_IOERR')) {
+    return new WritError('OVERLOADED', `the store cannot write (${code}); nothing was changed; retry later`, { retry_after_ms: 5000 });
+  }
+  return e;
+}
