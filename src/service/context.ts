@@ -8,6 +8,7 @@ import type { SqliteDatabase } from '../store/sqlite/database.js';
 import type { LeaseManager } from '../lease/index.js';
 import type { ReceiptLog } from '../audit/index.js';
 import type { UpstreamRouter } from '../gateway/upstream-router.js';
+import type { DecisionLog } from '../decision-log/index.js';
 
 /** Receives what the use cases did, for metrics and logs; the HTTP layer plugs Prometheus in here. */
 export interface ServiceObserver {
@@ -31,6 +32,8 @@ export interface WritContext {
   readonly incidents: IncidentRepository;
   readonly receipts: ReceiptLog;
   readonly upstreams: UpstreamRouter;
+  /** Every decision becomes one event here (OPA's decision log shape); a no-op when no sink is configured. */
+  readonly decisionLog: DecisionLog;
   /** Runs `fn` as one store transaction (one durable commit); the repositories' own transactions nest inside. */
   atomically<T>(fn: () => T): T;
   observer: ServiceObserver;

@@ -16,7 +16,9 @@ import { SqliteLeaseRepository } from '../store/sqlite/lease-repository.js';
 import { SqliteReceiptRepository } from '../store/sqlite/receipt-repository.js';
 import { SqliteIncidentRepository } from '../store/sqlite/incident-repository.js';
 import { SqliteLeaseAuthorityRepository } from '../store/sqlite/lease-authority-repository.js';
+import { openDecisionLog, type DecisionLog } from '../decision-log/index.js';
 import { silentObserver, type WritContext } from './context.js';
+import { writVersion } from './version.js';
 
 export interface OpenedWrit {
   ctx: WritContext;
@@ -26,7 +28,7 @@ export interface OpenedWrit {
 }
 
 /** Opens the store, replays the graph, loads keys and the policy bundle, and bootstraps governance. */
-export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter } = {}): Promise<OpenedWrit> {
+export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; decisionLog?: DecisionLog } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
   const db = openDatabase(config.dbFile);
   const checkpointer = startCheckpointer(db);
@@ -36,6 +38,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     const graph = new LiveGraph(log);
     const keys = await KeyRing.open(`${config.dataDir}/keys`, clock, { maxTokenTtlMs: config.decisionTtlMs });
     const policy = await openReloadingPolicyEngine(config.bundleDir);
+    const decisionLog = options.decisionLog ?? openDecisionLog(config.decisionLog, { version: writVersion() });
     const ctx: WritContext = {
       config,
       clock,
@@ -54,6 +57,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       incidents: new SqliteIncidentRepository(db),
       receipts: new ReceiptLog({ repository: new SqliteReceiptRepository(db), clock }),
       upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
+      decisionLog,
       atomically: (fn) => db.transaction(fn).immediate(),
       observer: silentObserver,
     };
@@ -63,6 +67,8 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       credentialPath,
       credentialCreated: created,
       close() {
+        // The decision log's last flush runs on; serve awaits it before closing the store (see cli/serve.ts).
+        void decisionLog.close();
         (policy as { close?: () => void }).close?.();
         groupCommit.flush();
         checkpointer.stop();

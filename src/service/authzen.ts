@@ -1,0 +1,116 @@
+/**
+ * The OpenID AuthZEN Authorization API 1.0 front door, transport-free. Every evaluation is a call of
+ * `decide` — the same use case as POST /v1/decisions, so the same judgement, signature and decision
+ * log event — after a fixed mapping:
+ *
+ *   subject.id            principal id        subject.type   its kind (a mismatch is refused)
+ *   resource.id           canonical key or registered alias
+ *   resource.type         the key's prefix (all segments but the last: `wp:post`; a mismatch is refused)
+ *   resource.properties   `environment` (required) and `fields` (optional) of the decision
+ *   action.name           the action
+ *   context               the decision context (`risk`, `approval`, `reason`, and anything else)
+ *   *.properties          reach the policy as `input.properties.{subject,resource,action}`
+ */
+import { ERROR_CATALOGUE, WritError } from '../errors.js';
+import type {
+  AuthzenDecision,
+  AuthzenEvaluationRequest,
+  AuthzenEvaluationsRequest,
+  AuthzenEvaluationsResponse,
+  EvaluationsSemantic,
+} from '../wire/authzen.js';
+import { AUDIT_READ, auditKey, mayAskAbout } from './ask-about.js';
+import type { WritContext } from './context.js';
+import { decide, type DecisionRequestInput } from './decide.js';
+import { checkResourceType } from './resources.js';
+import { isoOrNull } from './time.js';
+
+const malformed = (message: string) => new WritError('MALFORMED_REQUEST', message);
+
+/** The v1 decision request an AuthZEN evaluation maps to, for principal `subject.id`. */
+export function toDecisionRequest(ctx: WritContext, e: AuthzenEvaluationRequest): { principal: string; body: DecisionRequestInput } {
+  const principal = ctx.graph.current().principal(e.subject.id);
+  if (!principal) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${e.subject.id}"`);
+  if (e.subject.type !== principal.kind) throw malformed(`subject.type "${e.subject.type}" is not the kind of ${principal.id} ("${principal.kind}")`);
+  const props = e.resource.properties ?? {};
+  const environment = props.environment;
+  if (typeof environment !== 'string' || environment === '') throw malformed('resource.properties.environment is required: the environment the decision is for (e.g. "production")');
+  const fields = props.fields;
+  if (fields !== undefined && !(Array.isArray(fields) && fields.every((f) => typeof f === 'string' && f !== ''))) {
+    throw malformed('resource.properties.fields must be a list of field names');
+  }
+  const canonical = checkResourceType(ctx.policy.data, e.resource.id, e.resource.type);
+  const context = e.context ?? {};
+  return {
+    principal: principal.id,
+    body: {
+      action: e.action.name,
+      resource: canonical,
+      environment,
+      ...(fields ? { fields } : {}),
+      context: context as DecisionRequestInput['context'],
+      properties: { subject: e.subject.properties ?? {}, resource: props, action: e.action.properties ?? {} },
+    },
+  };
+}
+
+/** POST /access/v1/evaluation: one decision, asked by `caller` (the authenticated assertion's principal). */
+export async function evaluateAccess(ctx: WritContext, caller: string, e: AuthzenEvaluationRequest): Promise<AuthzenDecision> {
+  // Who may ask comes first: a caller that may not ask about others learns nothing about them, not even whether they exist.
+  const environment = e.resource.properties?.environment;
+  if (!mayAskAbout(ctx, caller, e.subject.id, typeof environment === 'string' ? environment : undefined)) {
+    throw new WritError('FORBIDDEN', `${caller} may not ask about ${e.subject.id}: only governance, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey(e.subject.id)}, may ask about another subject`);
+  }
+  const { principal, body } = toDecisionRequest(ctx, e);
+  const d = await decide(ctx, principal, body, { via: 'authzen', askedBy: caller });
+  const common = { decision_id: d.decision_id, obligations: d.obligations, policy_revision: d.policy_revision, graph_revision: d.graph_revision };
+  if (d.allow) return { decision: true, context: { ...common, token: d.token, expires_at: isoOrNull(d.expires_at), chain: d.chain } };
+  return {
+    decision: false,
+    context: {
+      ...common,
+      reason_admin: { '403': d.reasons.join('; ') },
+      reason_user: { '403': `Not allowed: ${d.action} on ${d.resource}. Ask an administrator about decision ${d.decision_id}.` },
+      reasons: d.reasons,
+    },
+  };
+}
+
+const SEMANTICS: readonly EvaluationsSemantic[] = ['execute_all', 'deny_on_first_deny', 'permit_on_first_permit'];
+
+/**
+ * POST /access/v1/evaluations: top-level subject/action/resource/context are defaults each item may
+ * override (wholesale). Items are judged in order; a failing item is `decision: false` with
+ * `context.error`. `deny_on_first_deny` stops after the first false, `permit_on_first_permit` after
+ * the first true. Without items it answers as the single evaluation does.
+ */
+export async function evaluateAccessBatch(ctx: WritContext, caller: string, req: AuthzenEvaluationsRequest): Promise<AuthzenEvaluationsResponse | AuthzenDecision> {
+  const semantic = req.options?.evaluations_semantic ?? 'execute_all';
+  if (!SEMANTICS.includes(semantic)) throw malformed(`options.evaluations_semantic must be one of ${SEMANTICS.join(', ')}, got "${String(semantic)}"`);
+  const items = req.evaluations ?? [];
+  if (items.length === 0) {
+    if (!req.subject || !req.action || !req.resource) throw malformed('subject, action and resource are required (at the top level, or in every item of evaluations)');
+    return evaluateAccess(ctx, caller, { subject: req.subject, action: req.action, resource: req.resource, ...(req.context ? { context: req.context } : {}) });
+  }
+  const merged = items.map((item, i) => {
+    const e = { subject: item.subject ?? req.subject, action: item.action ?? req.action, resource: item.resource ?? req.resource, context: item.context ?? req.context };
+    for (const key of ['subject', 'action', 'resource'] as const) {
+      if (!e[key]) throw malformed(`evaluations[${i}] has no ${key} and there is no top-level default`);
+    }
+    return e as AuthzenEvaluationRequest;
+  });
+  const evaluations: AuthzenDecision[] = [];
+  for (const e of merged) {
+    let d: AuthzenDecision;
+    try {
+      d = await evaluateAccess(ctx, caller, e);
+    } catch (err) {
+      if (!(err instanceof WritError) || err.code === 'INTERNAL') throw err;
+      d = { decision: false, context: { error: { status: ERROR_CATALOGUE[err.code].status, code: err.code, message: err.message } } };
+    }
+    evaluations.push(d);
+    if (semantic === 'deny_on_first_deny' && !d.decision) break;
+    if (semantic === 'permit_on_first_permit' && d.decision) break;
+  }
+  return { evaluations };
+}
