@@ -37,6 +37,16 @@ describe('PDP metadata', () => {
   });
 });
 
+describe('OpenAPI', () => {
+  it('describes the AuthZEN routes', async () => {
+    const api = await h.call(null, { method: 'GET', url: '/openapi.json' });
+    for (const path of ['/access/v1/evaluation', '/access/v1/evaluations', '/access/v1/search/subject', '/access/v1/search/resource', '/access/v1/search/action', '/.well-known/authzen-configuration']) {
+      expect(Object.keys(api.body.paths)).toContain(path);
+    }
+    expect(api.body.paths['/access/v1/evaluation'].post.requestBody.content['application/json'].schema.required).toEqual(['subject', 'action', 'resource']);
+  });
+});
+
 describe('POST /access/v1/evaluation', () => {
   it('answers the specification example (action properties, a context time, X-Request-ID) with a decision and a token the gateway accepts', async () => {
     const r = await evaluation(
