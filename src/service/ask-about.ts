@@ -2,6 +2,7 @@
  * Who may ask Writ about whom (AuthZEN evaluations and searches for another subject), and the scope
  * arithmetic the searches share: the final scopes of a principal's valid chains (`writ can`).
  */
+import { WritError } from '../errors.js';
 import { matchesPattern } from '../graph/index.js';
 import { GOVERNANCE_ID, type Scope } from '../graph/model.js';
 import { capabilitiesOf } from './audit-queries.js';
@@ -50,3 +51,10 @@ export function mayAskAbout(ctx: WritContext, caller: string, subject: string, e
   return liveScopes(ctx, caller).some((s) => scopeGives(s.scope, wanted));
 }
 
+
+/** mayAskAbout, or FORBIDDEN saying what would make it allowed. */
+export function checkMayAskAbout(ctx: WritContext, caller: string, subject: string, environment?: string): void {
+  if (!mayAskAbout(ctx, caller, subject, environment)) {
+    throw new WritError('FORBIDDEN', `${caller} may not ask about ${subject}: only governance, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey(subject)}, may ask about another subject`);
+  }
+}

@@ -6,16 +6,14 @@
  */
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../audit/canonical-json.js';
-import { WritError } from '../errors.js';
 import { matchesPattern, validateResourceKey } from '../graph/index.js';
 import { PRINCIPAL_KINDS } from '../graph/model.js';
 import type { AuthzenAction, AuthzenSearchRequest, AuthzenSearchResponse, AuthzenResource, AuthzenSubject } from '../wire/authzen.js';
-import { AUDIT_READ, auditKey, liveScopes, mayAskAbout, scopeGives } from './ask-about.js';
+import { checkMayAskAbout, liveScopes, mayAskAbout, scopeGives } from './ask-about.js';
+import { environmentAndFields, malformed, subjectPrincipal } from './authzen.js';
 import { checkResourceType } from './resources.js';
 import type { WritContext } from './context.js';
 import { explain, type DecisionRequestInput } from './decide.js';
-
-const malformed = (message: string) => new WritError('MALFORMED_REQUEST', message);
 
 const MAX_LIMIT = 1000;
 const DEFAULT_LIMIT = 50;
@@ -51,27 +49,13 @@ function paginate<T>(all: T[], req: AuthzenSearchRequest): AuthzenSearchResponse
 
 function requireSubject(ctx: WritContext, caller: string, subject: Partial<AuthzenSubject> | undefined, environment?: string): string {
   if (!subject || typeof subject.id !== 'string' || typeof subject.type !== 'string') throw malformed('subject.type and subject.id are required');
-  if (!mayAskAbout(ctx, caller, subject.id, environment)) {
-    throw new WritError('FORBIDDEN', `${caller} may not ask about ${subject.id}: only governance, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey(subject.id)}, may ask about another subject`);
-  }
-  const p = ctx.graph.current().principal(subject.id);
-  if (!p) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${subject.id}"`);
-  if (subject.type !== p.kind) throw malformed(`subject.type "${subject.type}" is not the kind of ${p.id} ("${p.kind}")`);
-  return p.id;
+  checkMayAskAbout(ctx, caller, subject.id, environment);
+  return subjectPrincipal(ctx, { type: subject.type, id: subject.id });
 }
 
 function requireAction(action: AuthzenAction | undefined): string {
   if (!action || typeof action.name !== 'string' || action.name === '') throw malformed('action.name is required');
   return action.name;
-}
-
-function resourceFilters(resource: Partial<AuthzenResource> | undefined, needEnvironment: boolean): { environment?: string; fields?: string[] } {
-  const props = resource?.properties ?? {};
-  const { environment, fields } = props;
-  if (environment !== undefined && (typeof environment !== 'string' || environment === '')) throw malformed('resource.properties.environment must be a string');
-  if (needEnvironment && environment === undefined) throw malformed('resource.properties.environment is required: the environment the search is for (e.g. "production")');
-  if (fields !== undefined && !(Array.isArray(fields) && fields.every((f) => typeof f === 'string' && f !== ''))) throw malformed('resource.properties.fields must be a list of field names');
-  return { ...(environment !== undefined ? { environment } : {}), ...(fields !== undefined ? { fields } : {}) };
 }
 
 function requireResource(ctx: WritContext, resource: Partial<AuthzenResource> | undefined): string {
@@ -103,7 +87,7 @@ export async function searchSubjects(ctx: WritContext, caller: string, req: Auth
   if (typeof kind !== 'string' || !(PRINCIPAL_KINDS as readonly string[]).includes(kind)) throw malformed(`subject.type must be a principal kind (${PRINCIPAL_KINDS.join(', ')})`);
   const action = requireAction(req.action);
   const resource = requireResource(ctx, req.resource);
-  const f = resourceFilters(req.resource, true);
+  const f = environmentAndFields(req.resource?.properties, true);
   const now = ctx.clock.now();
   const candidates = ctx.graph
     .current()
@@ -125,7 +109,7 @@ export async function searchSubjects(ctx: WritContext, caller: string, req: Auth
  * a pattern (`wp:post:*`); `properties.chain` names the chain that gives it.
  */
 export function searchResources(ctx: WritContext, caller: string, req: AuthzenSearchRequest): AuthzenSearchResponse<{ type: string; id: string; properties: { chain: string[] } }> {
-  const f = resourceFilters(req.resource, false);
+  const f = environmentAndFields(req.resource?.properties, false);
   const subject = requireSubject(ctx, caller, req.subject, f.environment);
   const action = requireAction(req.action);
   const type = req.resource?.type;
@@ -154,7 +138,7 @@ function keyOfType(pattern: string, type: string): string | null {
  * in `resource.properties.environment`; candidates come from the subject's valid chains.
  */
 export async function searchActions(ctx: WritContext, caller: string, req: AuthzenSearchRequest): Promise<AuthzenSearchResponse<{ name: string }>> {
-  const f = resourceFilters(req.resource, true);
+  const f = environmentAndFields(req.resource?.properties, true);
   const subject = requireSubject(ctx, caller, req.subject, f.environment);
   const resource = requireResource(ctx, req.resource);
   const catalogue = Object.keys(ctx.policy.data.writ.actions);

@@ -19,37 +19,45 @@ import type {
   AuthzenEvaluationsResponse,
   EvaluationsSemantic,
 } from '../wire/authzen.js';
-import { AUDIT_READ, auditKey, mayAskAbout } from './ask-about.js';
+import { checkMayAskAbout } from './ask-about.js';
 import type { WritContext } from './context.js';
 import { decide, type DecisionRequestInput } from './decide.js';
 import { checkResourceType } from './resources.js';
 import { isoOrNull } from './time.js';
 
-const malformed = (message: string) => new WritError('MALFORMED_REQUEST', message);
+export const malformed = (message: string) => new WritError('MALFORMED_REQUEST', message);
+
+/** The principal `subject.id` names, whose kind `subject.type` must be. */
+export function subjectPrincipal(ctx: WritContext, subject: { type: string; id: string }): string {
+  const principal = ctx.graph.current().principal(subject.id);
+  if (!principal) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${subject.id}"`);
+  if (subject.type !== principal.kind) throw malformed(`subject.type "${subject.type}" is not the kind of ${principal.id} ("${principal.kind}")`);
+  return principal.id;
+}
+
+/** `resource.properties.environment` (required when `required`) and `.fields` (a list of names), checked. */
+export function environmentAndFields(props: Record<string, unknown> | undefined, required: boolean): { environment?: string; fields?: string[] } {
+  const { environment, fields } = props ?? {};
+  if (environment === undefined && required) throw malformed('resource.properties.environment is required: the environment the decision is for (e.g. "production")');
+  if (environment !== undefined && (typeof environment !== 'string' || environment === '')) throw malformed('resource.properties.environment must be an environment name');
+  if (fields !== undefined && !(Array.isArray(fields) && fields.every((f) => typeof f === 'string' && f !== ''))) throw malformed('resource.properties.fields must be a list of field names');
+  return { ...(environment !== undefined ? { environment } : {}), ...(fields !== undefined ? { fields: fields as string[] } : {}) };
+}
 
 /** The v1 decision request an AuthZEN evaluation maps to, for principal `subject.id`. */
 export function toDecisionRequest(ctx: WritContext, e: AuthzenEvaluationRequest): { principal: string; body: DecisionRequestInput } {
-  const principal = ctx.graph.current().principal(e.subject.id);
-  if (!principal) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${e.subject.id}"`);
-  if (e.subject.type !== principal.kind) throw malformed(`subject.type "${e.subject.type}" is not the kind of ${principal.id} ("${principal.kind}")`);
-  const props = e.resource.properties ?? {};
-  const environment = props.environment;
-  if (typeof environment !== 'string' || environment === '') throw malformed('resource.properties.environment is required: the environment the decision is for (e.g. "production")');
-  const fields = props.fields;
-  if (fields !== undefined && !(Array.isArray(fields) && fields.every((f) => typeof f === 'string' && f !== ''))) {
-    throw malformed('resource.properties.fields must be a list of field names');
-  }
+  const principal = subjectPrincipal(ctx, e.subject);
+  const { environment, fields } = environmentAndFields(e.resource.properties, true);
   const canonical = checkResourceType(ctx.policy.data, e.resource.id, e.resource.type);
-  const context = e.context ?? {};
   return {
-    principal: principal.id,
+    principal,
     body: {
       action: e.action.name,
       resource: canonical,
-      environment,
+      environment: environment!,
       ...(fields ? { fields } : {}),
-      context: context as DecisionRequestInput['context'],
-      properties: { subject: e.subject.properties ?? {}, resource: props, action: e.action.properties ?? {} },
+      context: (e.context ?? {}) as DecisionRequestInput['context'],
+      properties: { subject: e.subject.properties ?? {}, resource: e.resource.properties ?? {}, action: e.action.properties ?? {} },
     },
   };
 }
@@ -58,9 +66,7 @@ export function toDecisionRequest(ctx: WritContext, e: AuthzenEvaluationRequest)
 export async function evaluateAccess(ctx: WritContext, caller: string, e: AuthzenEvaluationRequest): Promise<AuthzenDecision> {
   // Who may ask comes first: a caller that may not ask about others learns nothing about them, not even whether they exist.
   const environment = e.resource.properties?.environment;
-  if (!mayAskAbout(ctx, caller, e.subject.id, typeof environment === 'string' ? environment : undefined)) {
-    throw new WritError('FORBIDDEN', `${caller} may not ask about ${e.subject.id}: only governance, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey(e.subject.id)}, may ask about another subject`);
-  }
+  checkMayAskAbout(ctx, caller, e.subject.id, typeof environment === 'string' ? environment : undefined);
   const { principal, body } = toDecisionRequest(ctx, e);
   const d = await decide(ctx, principal, body, { via: 'authzen', askedBy: caller });
   const common = { decision_id: d.decision_id, obligations: d.obligations, policy_revision: d.policy_revision, graph_revision: d.graph_revision };
