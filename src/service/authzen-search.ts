@@ -1,8 +1,8 @@
 /**
  * AuthZEN searches (POST /access/v1/search/{subject,resource,action}), answered from the graph with
  * the machinery behind `writ can` (capabilitiesOf: every valid chain of a principal and its final
- * scope) and `writ trace` (explain: the policy's verdict on one request, with no side effects), and
- * who may ask about whom.
+ * scope) and `writ trace` (explain: the policy's verdict on one request, with no side effects).
+ * Who may ask about whom: ask-about.ts.
  */
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../audit/canonical-json.js';
