@@ -39,7 +39,13 @@ export function openDecisionLog(config: DecisionLogConfig, options: DecisionLogO
   const labels = { ...config.labels, id: randomUUID(), app: 'writ', version: options.version };
   return {
     record(record) {
-      const event: DecisionLogEvent = maskEvent({ ...record, labels }, config.mask);
+      let event: DecisionLogEvent;
+      try {
+        event = maskEvent({ ...record, labels }, config.mask);
+      } catch (e) {
+        onError('mask', e); // a decision never fails for its log
+        return;
+      }
       for (const sink of sinks) sink.push(event);
     },
     stats: () => sinks.map((s) => s.stats()),
