@@ -15,6 +15,8 @@ export interface DecisionLogEvent {
   result: Record<string, unknown>;
   /** RFC 3339, when the decision was made. */
   timestamp: string;
+  /** The address the request came from (OPA's `requested_by`), when it came over HTTP. */
+  requested_by?: string;
   /** Nanoseconds, OPA style (`timer_*_ns`). */
   metrics: Record<string, number>;
   /** JSON pointers removed by the configured masks (OPA's `erased`); absent when nothing was removed. */

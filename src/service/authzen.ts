@@ -63,12 +63,12 @@ export function toDecisionRequest(ctx: WritContext, e: AuthzenEvaluationRequest)
 }
 
 /** POST /access/v1/evaluation: one decision, asked by `caller` (the authenticated assertion's principal). */
-export async function evaluateAccess(ctx: WritContext, caller: string, e: AuthzenEvaluationRequest): Promise<AuthzenDecision> {
+export async function evaluateAccess(ctx: WritContext, caller: string, e: AuthzenEvaluationRequest, from?: string): Promise<AuthzenDecision> {
   // Who may ask comes first: a caller that may not ask about others learns nothing about them, not even whether they exist.
   const environment = e.resource.properties?.environment;
   checkMayAskAbout(ctx, caller, e.subject.id, typeof environment === 'string' ? environment : undefined);
   const { principal, body } = toDecisionRequest(ctx, e);
-  const d = await decide(ctx, principal, body, { via: 'authzen', askedBy: caller });
+  const d = await decide(ctx, principal, body, { via: 'authzen', askedBy: caller, ...(from !== undefined ? { requestedBy: from } : {}) });
   const common = { decision_id: d.decision_id, obligations: d.obligations, policy_revision: d.policy_revision, graph_revision: d.graph_revision };
   if (d.allow) return { decision: true, context: { ...common, token: d.token, expires_at: isoOrNull(d.expires_at), chain: d.chain } };
   return {
@@ -90,13 +90,13 @@ const SEMANTICS: readonly EvaluationsSemantic[] = ['execute_all', 'deny_on_first
  * `context.error`. `deny_on_first_deny` stops after the first false, `permit_on_first_permit` after
  * the first true. Without items it answers as the single evaluation does.
  */
-export async function evaluateAccessBatch(ctx: WritContext, caller: string, req: AuthzenEvaluationsRequest): Promise<AuthzenEvaluationsResponse | AuthzenDecision> {
+export async function evaluateAccessBatch(ctx: WritContext, caller: string, req: AuthzenEvaluationsRequest, from?: string): Promise<AuthzenEvaluationsResponse | AuthzenDecision> {
   const semantic = req.options?.evaluations_semantic ?? 'execute_all';
   if (!SEMANTICS.includes(semantic)) throw malformed(`options.evaluations_semantic must be one of ${SEMANTICS.join(', ')}, got "${String(semantic)}"`);
   const items = req.evaluations ?? [];
   if (items.length === 0) {
     if (!req.subject || !req.action || !req.resource) throw malformed('subject, action and resource are required (at the top level, or in every item of evaluations)');
-    return evaluateAccess(ctx, caller, { subject: req.subject, action: req.action, resource: req.resource, ...(req.context ? { context: req.context } : {}) });
+    return evaluateAccess(ctx, caller, { subject: req.subject, action: req.action, resource: req.resource, ...(req.context ? { context: req.context } : {}) }, from);
   }
   const merged = items.map((item, i) => {
     const e = { subject: item.subject ?? req.subject, action: item.action ?? req.action, resource: item.resource ?? req.resource, context: item.context ?? req.context };
@@ -109,7 +109,7 @@ export async function evaluateAccessBatch(ctx: WritContext, caller: string, req:
   for (const e of merged) {
     let d: AuthzenDecision;
     try {
-      d = await evaluateAccess(ctx, caller, e);
+      d = await evaluateAccess(ctx, caller, e, from);
     } catch (err) {
       if (!(err instanceof WritError) || err.code === 'INTERNAL') throw err;
       d = { decision: false, context: { error: { status: ERROR_CATALOGUE[err.code].status, code: err.code, message: err.message } } };

@@ -25,6 +25,8 @@ export interface DecideOptions {
   via?: 'v1' | 'authzen';
   /** The authenticated caller, when it asks about another principal (governance, an auditor). */
   askedBy?: string;
+  /** The remote address of the request, for the decision log's `requested_by`. */
+  requestedBy?: string;
 }
 
 /** A decision as the use case returns it: the v1 wire shape with times in ms (HTTP renders them ISO-8601). */
@@ -217,7 +219,7 @@ export async function decide(ctx: WritContext, caller: string, body: DecisionReq
     }
     const elapsed = process.hrtime.bigint() - started;
     ctx.observer.decision(result.allow ? 'allow' : 'deny', Number(elapsed) / 1e9);
-    ctx.decisionLog.record(decisionRecord(outcome, input, result, { via: options.via ?? 'v1', askedBy: options.askedBy ?? caller, elapsedNs: Number(elapsed) }));
+    ctx.decisionLog.record(decisionRecord(outcome, input, result, { ...options, via: options.via ?? 'v1', askedBy: options.askedBy ?? caller, elapsedNs: Number(elapsed) }));
     return outcome;
   } catch (e) {
     ctx.observer.decision('error', Number(process.hrtime.bigint() - started) / 1e9);

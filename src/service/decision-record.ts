@@ -13,7 +13,7 @@ export function decisionRecord(
   outcome: DecisionOutcome,
   input: DecisionInput,
   result: DecisionResult,
-  meta: { via: 'v1' | 'authzen'; askedBy: string; elapsedNs: number },
+  meta: { via: 'v1' | 'authzen'; askedBy: string; elapsedNs: number; requestedBy?: string },
 ): DecisionRecord {
   return {
     decision_id: outcome.decision_id,
@@ -28,6 +28,7 @@ export function decisionRecord(
     },
     result: { allow: result.allow, reasons: result.reasons, obligations: result.obligations, risk: result.risk },
     timestamp: new Date(outcome.issued_at).toISOString(),
+    ...(meta.requestedBy !== undefined ? { requested_by: meta.requestedBy } : {}),
     metrics: { timer_writ_decide_ns: meta.elapsedNs },
     writ: {
       principal: outcome.principal,

@@ -109,12 +109,14 @@ describe('decision log events', () => {
       input: { request: { principal: 'seo-agent-7', action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['title'] } },
       result: { allow: true, reasons: [], obligations: { lease_required: true } },
       timestamp: allow.body.issued_at,
+      requested_by: '127.0.0.1',
       writ: { principal: 'seo-agent-7', asked_by: 'seo-agent-7', front_door: 'v1', graph_revision: allow.body.graph_revision, chain: ['g-orchestrator', 'd-orch-seo'], expires_at: allow.body.expires_at },
     });
     expect(a.metrics.timer_writ_decide_ns).toBeGreaterThan(0);
     expect(d.result).toMatchObject({ allow: false, reasons: deny.body.reasons });
     expect(d.writ.chain).toEqual([]);
     expect(z.writ.front_door).toBe('authzen');
+    expect(z.requested_by).toBe('127.0.0.1');
     expect(z.input.properties).toEqual({ subject: { team: 'growth' }, resource: { environment: 'production', fields: ['title'] }, action: {} });
     expect(z.input.context).toEqual({ reason: 'title refresh' });
     expect(z.erased).toEqual(['/input/properties/subject/email', '/input/context/ticket']);

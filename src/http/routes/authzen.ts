@@ -41,12 +41,12 @@ export async function registerAuthzenRoutes(app: FastifyInstance): Promise<void>
 
     scope.post<{ Body: AuthzenEvaluationRequest }>(AUTHZEN_PATHS.access_evaluation_endpoint, { schema: { body: evaluationBody, summary: 'AuthZEN access evaluation', tags: ['authzen'] } }, async (request) => {
       const caller = await app.caller(request);
-      return evaluateAccess(ctx, caller, request.body);
+      return evaluateAccess(ctx, caller, request.body, request.ip);
     });
 
     scope.post<{ Body: AuthzenEvaluationsRequest }>(AUTHZEN_PATHS.access_evaluations_endpoint, { schema: { body: evaluationsBody, summary: 'AuthZEN access evaluations (boxcarred)', tags: ['authzen'] } }, async (request) => {
       const caller = await app.caller(request);
-      return evaluateAccessBatch(ctx, caller, request.body);
+      return evaluateAccessBatch(ctx, caller, request.body, request.ip);
     });
 
     scope.post<{ Body: AuthzenSearchRequest }>(AUTHZEN_PATHS.search_subject_endpoint, { schema: { body: subjectSearchBody, summary: 'AuthZEN subject search: who may do this', tags: ['authzen'] } }, async (request) => {
