@@ -8,7 +8,9 @@ import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WritClient } from '../../src/sdk/index.js';
-import { fixtureKey } from '../support/harness.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fixtureKey, REPO } from '../support/harness.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 
 const received: { decision_id: string; labels: Record<string, string> }[] = [];
@@ -42,6 +44,7 @@ describe('decision log at shutdown', () => {
     await server.stop();
     server = undefined;
     expect(received.map((e) => e.decision_id)).toEqual(ids);
-    expect(received[0]!.labels).toMatchObject({ app: 'writ', deployment: 'e2e', version: '0.1.0' });
+    const { version } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string };
+    expect(received[0]!.labels).toMatchObject({ app: 'writ', deployment: 'e2e', version });
   });
 });
