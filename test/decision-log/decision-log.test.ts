@@ -13,7 +13,7 @@ import { gunzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig, type DecisionLogConfig } from '../../src/config/index.js';
 import { BatchingSink } from '../../src/decision-log/batching-sink.js';
-import type { DecisionLogEvent } from '../../src/decision-log/index.js';
+import { maskEvent, type DecisionLogEvent } from '../../src/decision-log/index.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 interface Received {
@@ -206,6 +206,17 @@ describe('the bounded buffer', () => {
     expect(sent).toEqual(['d3', 'd4', 'd5']);
     await sink.close();
     expect(sink.stats()).toMatchObject({ sent: 3, dropped: 2, buffered: 0 });
+  });
+});
+
+describe('masks', () => {
+  it('remove what their JSON pointer names (~1 is /, ~0 is ~), list only what they removed, and leave the original alone', () => {
+    const event = { decision_id: 'd', input: { properties: { resource: { 'a/b': 1, 'c~d': 2, keep: 3 } } }, result: { reasons: ['x'] } } as unknown as DecisionLogEvent;
+    const masked = maskEvent(event, ['/input/properties/resource/a~1b', '/input/properties/resource/c~0d', '/input/nothing/here', '/result/reasons']);
+    expect(masked.input).toEqual({ properties: { resource: { keep: 3 } } });
+    expect(masked.result).toEqual({});
+    expect(masked.erased).toEqual(['/input/properties/resource/a~1b', '/input/properties/resource/c~0d', '/result/reasons']);
+    expect(event.input).toEqual({ properties: { resource: { 'a/b': 1, 'c~d': 2, keep: 3 } } });
   });
 });
 
