@@ -64,6 +64,7 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     if (stopping) return;
     stopping = true;
     await app.close();
+    await w.ctx.decisionLog.close();
     for (const c of closers) await c();
     await w.close();
     process.exit(0);

@@ -23,6 +23,30 @@ export interface WritConfig {
   lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number };
   /** Upstream routes: resource pattern → base URL of the system that holds that state. */
   upstreams: { pattern: string; url: string; timeoutMs: number; environment: string }[];
+  /** Where decision log events go (OPA's decision log shape); both sinks off by default. */
+  decisionLog: DecisionLogConfig;
+}
+
+export interface DecisionLogConfig {
+  /** Append events as JSON lines to this file; null = off. */
+  file: string | null;
+  /** POST gzipped batches to this URL (OPA's decision log service API, e.g. http://127.0.0.1:9000/logs); null = off. */
+  url: string | null;
+  /** Added to every event's `labels` (besides `id`, `app` and `version`). */
+  labels: Record<string, string>;
+  /** JSON pointers under /input or /result removed from every event before it leaves (listed in the event's `erased`). */
+  mask: string[];
+  /** Events held per sink while it is slow or down; beyond this the oldest are dropped (and counted). */
+  bufferEvents: number;
+  /** At most this many events per upload or file write. */
+  batchEvents: number;
+  /** A non-full batch is sent after at most this long. */
+  flushMs: number;
+  /** Retry backoff after a failed upload: exponential from min to max, with jitter. */
+  retryMinMs: number;
+  retryMaxMs: number;
+  /** An upload not answered in this time counts as failed. */
+  timeoutMs: number;
 }
 
 export const DEFAULT_PRIORITIES: Record<string, number> = {
@@ -39,6 +63,51 @@ function int(name: string, value: string | undefined, fallback: number): number 
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new WritError('UNPROCESSABLE', `configuration ${name} must be a non-negative integer, got "${value}"`);
   return n;
+}
+
+function list(value: string | undefined): string[] {
+  return (value ?? '').split(',').map((v) => v.trim()).filter((v) => v !== '');
+}
+
+function decisionLogConfig(env: NodeJS.ProcessEnv): DecisionLogConfig {
+  const labels: Record<string, string> = {};
+  for (const pair of list(env.WRIT_DECISION_LOG_LABELS)) {
+    const i = pair.indexOf('=');
+    if (i <= 0) throw new WritError('UNPROCESSABLE', `configuration WRIT_DECISION_LOG_LABELS must be key=value pairs separated by commas, got "${pair}"`);
+    labels[pair.slice(0, i).trim()] = pair.slice(i + 1).trim();
+  }
+  const file = env.WRIT_DECISION_LOG_FILE ? resolve(env.WRIT_DECISION_LOG_FILE) : null;
+  return {
+    file,
+    url: env.WRIT_DECISION_LOG_URL || null,
+    labels,
+    mask: list(env.WRIT_DECISION_LOG_MASK),
+    bufferEvents: int('WRIT_DECISION_LOG_BUFFER_EVENTS', env.WRIT_DECISION_LOG_BUFFER_EVENTS, 10_000),
+    batchEvents: int('WRIT_DECISION_LOG_BATCH_EVENTS', env.WRIT_DECISION_LOG_BATCH_EVENTS, 500),
+    flushMs: int('WRIT_DECISION_LOG_FLUSH_MS', env.WRIT_DECISION_LOG_FLUSH_MS, 1_000),
+    retryMinMs: int('WRIT_DECISION_LOG_RETRY_MIN_MS', env.WRIT_DECISION_LOG_RETRY_MIN_MS, 100),
+    retryMaxMs: int('WRIT_DECISION_LOG_RETRY_MAX_MS', env.WRIT_DECISION_LOG_RETRY_MAX_MS, 30_000),
+    timeoutMs: int('WRIT_DECISION_LOG_TIMEOUT_MS', env.WRIT_DECISION_LOG_TIMEOUT_MS, 5_000),
+  };
+}
+
+/** A decision log configuration that can work: a URL Writ can POST to, masks it can apply, sane sizes. */
+export function checkDecisionLogConfig(c: DecisionLogConfig): void {
+  const bad = (what: string) => new WritError('UNPROCESSABLE', `decision log configuration: ${what}`);
+  if (c.url !== null) {
+    let url: URL;
+    try {
+      url = new URL(c.url);
+    } catch {
+      throw bad(`WRIT_DECISION_LOG_URL "${c.url}" is not a URL`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw bad(`WRIT_DECISION_LOG_URL must be http(s), got "${c.url}"`);
+  }
+  for (const pointer of c.mask) {
+    if (!/^\/(input|result)(\/[^/]+)+$/.test(pointer)) throw bad(`mask "${pointer}" must be a JSON pointer below /input or /result (e.g. /input/properties/subject/email)`);
+  }
+  if (c.bufferEvents < 1 || c.batchEvents < 1) throw bad('buffer and batch sizes must be at least 1 event');
+  if (c.flushMs < 1 || c.timeoutMs < 1 || c.retryMinMs < 1 || c.retryMaxMs < c.retryMinMs) throw bad('flush, timeout and retry times must be at least 1 ms, and retry max >= retry min');
 }
 
 /** Reads configuration from environment variables (WRIT_*), with overrides from the caller (CLI flags). */
@@ -72,11 +141,13 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
         environment: env.WRIT_UPSTREAM_ENVIRONMENT ?? 'production',
       },
     ],
+    decisionLog: decisionLogConfig(env),
   };
   const merged = { ...base, ...overrides };
   for (const u of merged.upstreams) {
     if (u.timeoutMs < 1) throw new WritError('UNPROCESSABLE', `the upstream timeout for ${u.pattern} must be at least 1 ms`);
   }
+  checkDecisionLogConfig(merged.decisionLog);
   if (overrides.dataDir && !overrides.dbFile) merged.dbFile = resolve(merged.dataDir, 'writ.sqlite');
   return merged;
 }

@@ -1,1 +1,1 @@
-export { loadConfig, DEFAULT_PRIORITIES, type WritConfig } from './config.js';
+export { loadConfig, checkDecisionLogConfig, DEFAULT_PRIORITIES, type WritConfig, type DecisionLogConfig } from './config.js';

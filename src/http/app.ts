@@ -4,6 +4,7 @@ import { authenticateCaller, verifyCallerAssertion, type AuthenticatedCaller } f
 import type { WritContext } from '../service/index.js';
 import { createMetrics } from './metrics.js';
 import { sendProblem } from './problem.js';
+import { registerAuthzenRoutes } from './routes/authzen.js';
 import { registerCoordinationRoutes } from './routes/coordination.js';
 import { registerDecisionRoutes } from './routes/decisions.js';
 import { registerGraphRoutes } from './routes/graph.js';
@@ -32,7 +33,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     bodyLimit: ctx.config.bodyLimitBytes,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
   });
-  const metrics = createMetrics();
+  const metrics = createMetrics(() => ctx.decisionLog.stats());
   ctx.observer = metrics.observer;
   app.decorate('writ', ctx);
   const authDeps = async () => {
@@ -63,6 +64,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   registerGraphRoutes(app);
   registerDecisionRoutes(app);
   registerCoordinationRoutes(app);
+  await registerAuthzenRoutes(app);
   for (const plugin of options.plugins ?? []) await plugin(app);
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   await app.ready();

@@ -1,4 +1,5 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { SinkStats } from '../decision-log/index.js';
 import type { ServiceObserver } from '../service/index.js';
 
 export interface WritMetrics {
@@ -7,7 +8,8 @@ export interface WritMetrics {
   httpRequests: Counter<'route' | 'status'>;
 }
 
-export function createMetrics(): WritMetrics {
+/** `decisionLogStats` reports the decision log sinks (sent, dropped, failed attempts, buffered), read at scrape time. */
+export function createMetrics(decisionLogStats: () => SinkStats[] = () => []): WritMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'writ_' });
   const decisions = new Counter({ name: 'writ_decisions_total', help: 'Decisions by result', labelNames: ['result'] as const, registers: [registry] });
@@ -16,6 +18,24 @@ export function createMetrics(): WritMetrics {
     help: 'Decision latency (resolve + evaluate + sign), seconds',
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1],
     registers: [registry],
+  });
+  const sinkCounter = (name: string, help: string, value: (s: SinkStats) => number) =>
+    new Counter({
+      name, help, labelNames: ['sink'] as const, registers: [registry],
+      collect() {
+        this.reset();
+        for (const s of decisionLogStats()) this.inc({ sink: s.sink }, value(s));
+      },
+    });
+  sinkCounter('writ_decision_log_sent_total', 'Decision log events the sink accepted', (s) => s.sent);
+  sinkCounter('writ_decision_log_dropped_total', 'Decision log events dropped: the buffer was full (oldest first) or the sink closed with events unsent', (s) => s.dropped);
+  sinkCounter('writ_decision_log_failures_total', 'Failed decision log uploads or writes (each is retried with backoff)', (s) => s.failures);
+  new Gauge({
+    name: 'writ_decision_log_buffered', help: 'Decision log events waiting to be sent', labelNames: ['sink'] as const, registers: [registry],
+    collect() {
+      this.reset();
+      for (const s of decisionLogStats()) this.set({ sink: s.sink }, s.buffered);
+    },
   });
   const httpRequests = new Counter({ name: 'writ_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['route', 'status'] as const, registers: [registry] });
   return {

@@ -1,7 +1,7 @@
 /** Compiles policies/ to a wasm bundle with the OPA CLI and publishes it to a bundle folder. */
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { WritError } from '../errors.js';
 import { bundleRevision, BUNDLES_DIR, DATA_FILE, readRevision, REVISION_FILE, revisionFolder, WASM_FILE } from './bundle-layout.js';
@@ -31,7 +31,13 @@ export interface BuiltPolicyBundle {
  * it last, by rename. Throws POLICY_UNAVAILABLE with opa's own message when opa refuses.
  */
 export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<BuiltPolicyBundle> {
-  const { opaPath, policiesDir, outDir } = options;
+  const policiesDir = resolve(options.policiesDir);
+  const outDir = resolve(options.outDir);
+  // opa runs with policiesDir as its working directory, so a relative path to it must be made absolute.
+  const opaPath = options.opaPath.includes('/') ? resolve(options.opaPath) : options.opaPath;
+  if (!(await stat(policiesDir).catch(() => null))?.isDirectory()) {
+    throw new WritError('POLICY_UNAVAILABLE', `opa build failed:\nthe policies folder ${policiesDir} does not exist`, { policiesDir });
+  }
   await mkdir(outDir, { recursive: true });
   const work = await mkdtemp(join(outDir, '.build-'));
   try {
@@ -40,7 +46,10 @@ export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<Bu
     const archivePath = join(work, 'bundle.tar.gz');
     const entrypoints = POLICY_ENTRYPOINTS.flatMap((e) => ['-e', e]);
     try {
-      await run(opaPath, ['build', '-t', 'wasm', ...entrypoints, '--capabilities', capabilitiesPath, '--ignore', '*_test.rego', '-o', archivePath, policiesDir], {
+      // Run from inside policiesDir and name it `.`: opa embeds the source paths in the wasm, and the
+      // revision (a hash of the content) must not change with the folder the policies were built from.
+      await run(opaPath, ['build', '-t', 'wasm', ...entrypoints, '--capabilities', capabilitiesPath, '--ignore', '*_test.rego', '-o', archivePath, '.'], {
+        cwd: policiesDir,
         maxBuffer: 64 * 1024 * 1024,
       });
     } catch (e) {

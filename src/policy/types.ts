@@ -35,6 +35,20 @@ export interface DecisionInput {
   chains: CandidateChain[];
   owners: OwnerResolution[];
   approval: VerifiedApproval | null;
+  /**
+   * What the caller said about the subject, the resource and the action (AuthZEN `properties`), for
+   * domain rules written on top of chain authority; `{}` each when nothing was said. These are the
+   * caller's claims, not facts Writ checked: a rule over them is as trustworthy as the caller.
+   */
+  properties?: RequestProperties;
+  /** The request's context (AuthZEN `context`, or the /v1 `context`) without the approval assertion. */
+  context?: Record<string, unknown>;
+}
+
+export interface RequestProperties {
+  subject: Record<string, unknown>;
+  resource: Record<string, unknown>;
+  action: Record<string, unknown>;
 }
 
 export interface Obligations {

@@ -7,6 +7,7 @@ import type { StoreTx, WritStore } from '../store/contract.js';
 import type { LeaseManager } from '../lease/index.js';
 import type { ReceiptLog } from '../audit/index.js';
 import type { UpstreamRouter } from '../gateway/upstream-router.js';
+import type { DecisionLog } from '../decision-log/index.js';
 
 /** Receives what the use cases did, for metrics and logs; the HTTP layer plugs Prometheus in here. */
 export interface ServiceObserver {
@@ -28,5 +29,7 @@ export interface WritContext {
   readonly leases: LeaseManager<StoreTx>;
   readonly receipts: ReceiptLog;
   readonly upstreams: UpstreamRouter;
+  /** Every decision becomes one event here (OPA's decision log shape); a no-op when no sink is configured. */
+  readonly decisionLog: DecisionLog;
   observer: ServiceObserver;
 }

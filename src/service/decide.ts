@@ -4,12 +4,30 @@ import { WritError } from '../errors.js';
 import { releaseAssertion, signDecision, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { approvalEdges, principalsOf, resolveChains, resolveOwners, type AuthorityGraph } from '../graph/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
-import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, Obligations, PolicyEdge, VerifiedApproval } from '../policy/types.js';
+import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, Obligations, PolicyEdge, RequestProperties, VerifiedApproval } from '../policy/types.js';
 import type { Decision, DecisionRequest } from '../wire/v1.js';
 import type { WritContext } from './context.js';
 import { canonicalResource } from './resources.js';
+import { decisionRecord } from './decision-record.js';
 
-export type DecisionRequestInput = DecisionRequest;
+/**
+ * What a front door asks: the v1 request, whose `context` may carry more than risk, approval and reason
+ * (AuthZEN's free-form context), plus what the caller says about subject, resource and action
+ * (AuthZEN `properties`). Both reach the policy input as `input.context` and `input.properties`.
+ */
+export interface DecisionRequestInput extends Omit<DecisionRequest, 'context'> {
+  context?: DecisionRequest['context'] & Record<string, unknown>;
+  properties?: Partial<RequestProperties>;
+}
+
+export interface DecideOptions {
+  /** The front door that asked, for the decision log (default `v1`). */
+  via?: 'v1' | 'authzen';
+  /** The authenticated caller, when it asks about another principal (governance, an auditor). */
+  askedBy?: string;
+  /** The remote address of the request, for the decision log's `requested_by`. */
+  requestedBy?: string;
+}
 
 /** A decision as the use case returns it: the v1 wire shape with times in ms (HTTP renders them ISO-8601). */
 export type DecisionOutcome = Omit<Decision, 'issued_at' | 'expires_at'> & { issued_at: number; expires_at: number | null };
@@ -110,6 +128,8 @@ async function judge(ctx: WritContext, principal: string, body: DecisionRequestI
   const verified = await verifyApproval(ctx, graph, principal, request, body.context?.approval, now);
   const approval = verified?.approval ?? null;
   try {
+    const { approval: _assertion, ...context } = body.context ?? {};
+    const properties: RequestProperties = { subject: {}, resource: {}, action: {}, ...body.properties };
     const build = (chains: CandidateChain[]): DecisionInput => ({
       now,
       request: { principal, ...request, risk: (declaredRisk as number | undefined) ?? null },
@@ -117,6 +137,8 @@ async function judge(ctx: WritContext, principal: string, body: DecisionRequestI
       chains,
       owners: resolveOwners(graph, request.resource, request.fields, now),
       approval,
+      properties,
+      context,
     });
     let input = build(resolveChains(graph, { principal, ...request }, now, { mode }));
     let result = ctx.policy.decide(input);
@@ -147,8 +169,11 @@ function ownersOf(input: DecisionInput): Record<string, string | null> {
   return Object.fromEntries(input.owners.map((o) => [o.field, o.owner]));
 }
 
-/** POST /v1/decisions: may the caller do this, here, now? An allow comes back signed for the gateway. */
-export async function decide(ctx: WritContext, caller: string, body: DecisionRequestInput): Promise<DecisionOutcome> {
+/**
+ * POST /v1/decisions (and every AuthZEN evaluation): may `caller` do this, here, now? An allow comes
+ * back signed for the gateway. Every decision, allow or deny, becomes one decision log event.
+ */
+export async function decide(ctx: WritContext, caller: string, body: DecisionRequestInput, options: DecideOptions = {}): Promise<DecisionOutcome> {
   const started = process.hrtime.bigint();
   try {
     const j = await judge(ctx, caller, body, 'decide');
@@ -193,7 +218,9 @@ export async function decide(ctx: WritContext, caller: string, body: DecisionReq
       };
       outcome.token = await signDecision(ctx.keys, claims);
     }
-    ctx.observer.decision(result.allow ? 'allow' : 'deny', Number(process.hrtime.bigint() - started) / 1e9);
+    const elapsed = process.hrtime.bigint() - started;
+    ctx.observer.decision(result.allow ? 'allow' : 'deny', Number(elapsed) / 1e9);
+    ctx.decisionLog.record(decisionRecord(outcome, input, result, { ...options, via: options.via ?? 'v1', askedBy: options.askedBy ?? caller, elapsedNs: Number(elapsed) }));
     return outcome;
   } catch (e) {
     ctx.observer.decision('error', Number(process.hrtime.bigint() - started) / 1e9);

@@ -6,10 +6,13 @@ export {
   createGrant, createDelegation, createOwnership, createApproval, createPreemption, revokeEdge,
   type GrantInput, type DelegationInput, type OwnershipInput, type ApprovalInput, type PreemptionInput, type EdgeResult,
 } from './edges.js';
-export { decide, explain, type DecisionRequestInput, type DecisionOutcome, type Explanation } from './decide.js';
+export { decide, explain, type DecisionRequestInput, type DecisionOutcome, type DecideOptions, type Explanation } from './decide.js';
+export { evaluateAccess, evaluateAccessBatch, toDecisionRequest } from './authzen.js';
+export { searchSubjects, searchResources, searchActions } from './authzen-search.js';
+export { mayAskAbout, AUDIT_READ, auditKey } from './ask-about.js';
 export { applyManifest, readManifest, type GraphManifest, type ApplyReport } from './manifest.js';
 export { exportGraph, graphAt } from './graph-queries.js';
-export { canonicalResource } from './resources.js';
+export { canonicalResource, checkResourceType, resourceTypeOf } from './resources.js';
 export { isoOrNull, parseTime } from './time.js';
 export { acquireLeases, renewLease, releaseLease, listLeases, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome } from './leases.js';
 export { declareIncident, resolveIncident, activeIncidents, type Incident } from './incidents.js';

@@ -9,7 +9,9 @@ import { ensureGovernance } from './bootstrap.js';
 import { LeaseManager } from '../lease/index.js';
 import { ReceiptLog } from '../audit/index.js';
 import { UpstreamRouter } from '../gateway/upstream-router.js';
+import { openDecisionLog, type DecisionLog } from '../decision-log/index.js';
 import { silentObserver, type WritContext } from './context.js';
+import { writVersion } from './version.js';
 
 export interface OpenedWrit {
   ctx: WritContext;
@@ -22,7 +24,7 @@ export interface OpenedWrit {
  * Opens the store, replays the graph, loads keys and the policy bundle, and bootstraps governance.
  * The one place where an engine is chosen and wired to the domain's ports.
  */
-export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore } = {}): Promise<OpenedWrit> {
+export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
   const store = options.store ?? (await openSqliteStore(config.dbFile));
   try {
@@ -33,6 +35,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     });
     const keys = await KeyRing.open(`${config.dataDir}/keys`, clock, { maxTokenTtlMs: config.decisionTtlMs });
     const policy = await openReloadingPolicyEngine(config.bundleDir);
+    const decisionLog = options.decisionLog ?? openDecisionLog(config.decisionLog, { version: writVersion() });
     const ctx: WritContext = {
       config,
       clock,
@@ -48,6 +51,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       }),
       receipts: new ReceiptLog({ store, clock }),
       upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
+      decisionLog,
       observer: silentObserver,
     };
     const { credentialPath, created } = await ensureGovernance(ctx);
@@ -56,6 +60,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       credentialPath,
       credentialCreated: created,
       async close() {
+        await decisionLog.close();
         (policy as { close?: () => void }).close?.();
         await store.close();
       },

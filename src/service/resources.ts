@@ -21,3 +21,21 @@ export function canonicalResource(data: PolicyData, key: string): string {
   }
   return canonical;
 }
+
+/** The type of a key: every segment but the last (`wp:post:1024` → `wp:post`; a one-segment key is its own type). */
+export function resourceTypeOf(key: string): string {
+  const i = key.lastIndexOf(':');
+  return i < 0 ? key : key.slice(0, i);
+}
+
+/**
+ * The canonical key of `key` (see canonicalResource), checking that `type` is the type of the key as
+ * given or of its canonical key (`wordpress:article` or `wp:post` for `wordpress:article:1024`).
+ */
+export function checkResourceType(data: PolicyData, key: string, type: string): string {
+  const canonical = canonicalResource(data, key);
+  if (type !== resourceTypeOf(key) && type !== resourceTypeOf(canonical)) {
+    throw new WritError('MALFORMED_REQUEST', `resource.type "${type}" is not the type of ${key} (expected "${resourceTypeOf(canonical)}")`);
+  }
+  return canonical;
+}

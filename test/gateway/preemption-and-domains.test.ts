@@ -53,10 +53,10 @@ describe('preemption during an incident', () => {
 });
 
 describe('conflict domains', () => {
-  it('a canonical template edit and a bulk canonical edit are different keys but coordinate through SEO_METADATA', async () => {
+  it('a canonical template edit and a bulk canonical edit of one site are different keys but coordinate through its SEO_METADATA domain', async () => {
     const template = await decideOk(h, 'seo-control-plane', { action: 'update_template', resource: 'site:example.com:template:canonical', fields: [] });
     const held = await leaseOk(h, 'seo-control-plane', [template.token]);
-    expect(held.keys).toEqual(['domain:SEO_METADATA', 'site:example.com:template:canonical']);
+    expect(held.keys).toEqual(['domain:SEO_METADATA:example.com', 'site:example.com:template:canonical']);
     const bulk = await decideOk(h, 'seo-control-plane', { action: 'bulk_update_canonical', resource: 'site:example.com:canonical-bulk', fields: [] });
     const busy = await h.call('seo-control-plane', { method: 'POST', url: '/v1/leases', payload: { decisions: [bulk.token], ttl_ms: 10_000 } });
     expect(busy.status).toBe(423);
@@ -70,5 +70,14 @@ describe('conflict domains', () => {
     // After release, the bulk edit goes through.
     await h.call('seo-control-plane', { method: 'DELETE', url: `/v1/leases/${held.lease_id}`, payload: { token: held.token } });
     await leaseOk(h, 'seo-control-plane', [bulk.token]);
+  });
+
+  it('a domain is scoped per site: canonical work on site:other.org runs while example.com is held', async () => {
+    const template = await decideOk(h, 'seo-control-plane', { action: 'update_template', resource: 'site:example.com:template:canonical', fields: [] });
+    await leaseOk(h, 'seo-control-plane', [template.token]);
+    const other = await decideOk(h, 'seo-control-plane', { action: 'bulk_update_canonical', resource: 'site:other.org:canonical-bulk', fields: [] });
+    expect(other.body.obligations.conflict_domain).toBe('SEO_METADATA:other.org');
+    const held = await leaseOk(h, 'seo-control-plane', [other.token]);
+    expect(held.keys).toEqual(['domain:SEO_METADATA:other.org', 'site:other.org:canonical-bulk']);
   });
 });

@@ -1,4 +1,4 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { cp, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPolicyBundle, bundleRevision, type BuiltPolicyBundle } from '../../src/policy/index.js';
@@ -29,6 +29,13 @@ describe('buildPolicyBundle', () => {
     expect(again.revision).toBe(built.revision);
     expect((await readdir(dir.path)).sort()).toEqual(['bundles', 'revision']);
     expect(await readdir(join(dir.path, 'bundles'))).toHaveLength(1);
+  });
+
+  it('names the same revision for the same policies built from another folder (the hash depends on content only)', async () => {
+    const copy = join(dir.path, 'elsewhere', 'policies');
+    await cp(policiesDir, copy, { recursive: true });
+    const moved = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: copy, outDir: join(dir.path, 'elsewhere', 'out') });
+    expect(moved.revision).toBe(built.revision);
   });
 
   it('surfaces opa’s own message when the policies do not compile', async () => {

@@ -30,6 +30,28 @@ describe('decision entrypoint (real opa build, evaluated through opa-wasm)', () 
     ]);
   });
 
+  it('denies a key no resource class matches, as the service refuses it (UNKNOWN_RESOURCE)', () => {
+    const everything = grant({ scope: { ...grant().scope, resources: ['**'] } });
+    const r = engine.decide(decisionInput({ chains: [{ edges: [everything, delegation({ scope: { ...delegation().scope, resources: ['**'] } })] }], owners: [] }, { resource: 'misc:thing' }));
+    expect(r.allow).toBe(false);
+    expect(r.reasons).toContain('resource misc:thing matches no resource class in data.writ.resource_classes');
+  });
+
+  it('runs the domain rules below writ.authz.domain on the properties a caller sends (owner_only, in wasm)', () => {
+    const editor = (ownerID: unknown) =>
+      engine.decide(
+        decisionInput(
+          { chains: [{ edges: [grant({ to: 'editor' })] }], properties: { subject: {}, action: {}, resource: ownerID === undefined ? {} : { ownerID } } },
+          { principal: 'editor' },
+        ),
+      );
+    expect(editor(undefined).allow).toBe(true);
+    expect(editor('editor').allow).toBe(true);
+    const other = editor('someone-else');
+    expect(other.allow).toBe(false);
+    expect(other.reasons).toEqual(['domain rule owner_only: editor may update_post only items whose ownerID is its own id; wp:post:1024 has ownerID someone-else']);
+  });
+
   it('denies through a revoked edge and names the edge and the instant', () => {
     const r = engine.decide(decisionInput({ chains: [{ edges: [grant(), delegation({ revoked_at: NOW - 1 })] }] }));
     expect(r.allow).toBe(false);

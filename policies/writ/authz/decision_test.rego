@@ -39,7 +39,7 @@ test_canonical_field_is_in_the_seo_conflict_domain if {
 		{"request": {"fields": ["canonical"]}, "owners": [{"field": "canonical", "owner": "seo-control-plane", "edge_id": "o-seo"}]},
 	)
 	r.allow
-	r.obligations.conflict_domain == "SEO_METADATA"
+	r.obligations.conflict_domain == "SEO_METADATA:example.com"
 }
 
 test_template_resource_has_its_conflict_domain if {
@@ -49,16 +49,66 @@ test_template_resource_has_its_conflict_domain if {
 		{"request": {"action": "update_template", "resource": "site:example.com:template:canonical", "fields": []}, "owners": [{"field": "*", "owner": "seo-control-plane", "edge_id": "o-tpl"}]},
 	)
 	r.allow
-	r.obligations.conflict_domain == "SEO_METADATA"
+	r.obligations.conflict_domain == "SEO_METADATA:example.com"
 	r.obligations.lease_required
 }
 
-test_unknown_resource_is_exclusive_and_unmanaged if {
+test_conflict_domains_are_scoped_per_site if {
+	grant := f.edge(f.grant, {"to": "seo-agent-7", "scope": {"actions": ["update_template", "bulk_update_canonical"], "resources": ["site:**"]}})
+	other := decision with input as object.union(
+		f.with_edges([grant]),
+		{"request": {"action": "update_template", "resource": "site:other.org:template:canonical", "fields": []}, "owners": [{"field": "*", "owner": "seo-control-plane", "edge_id": "o-tpl"}]},
+	)
+	other.obligations.conflict_domain == "SEO_METADATA:other.org"
+	bulk := decision with input as object.union(
+		f.with_edges([grant]),
+		{"request": {"action": "bulk_update_canonical", "resource": "site:example.com:canonical-bulk", "fields": []}, "owners": [{"field": "*", "owner": "seo-control-plane", "edge_id": "o-bulk"}]},
+	)
+	bulk.obligations.conflict_domain == "SEO_METADATA:example.com"
+}
+
+test_a_conflict_domain_without_a_scope_is_a_denial if {
+	grant := f.edge(f.grant, {"to": "seo-agent-7", "scope": {"actions": ["update_template"], "resources": ["site:**"]}})
+	unscoped := [{"pattern": "site:*:template:canonical", "class": "WRITE_EXCLUSIVE", "managed": false, "conflict_domain": "SEO_METADATA"}]
+	r := decision with input as object.union(f.with_edges([grant]), {"request": {"action": "update_template", "resource": "site:example.com:template:canonical", "fields": []}, "owners": []})
+		with data.writ.resource_classes as unscoped
+	not r.allow
+	r.reasons == ["conflict domain SEO_METADATA of resource class site:*:template:canonical is not declared in data.writ.conflict_domains or has no conflict_scope for site:example.com:template:canonical"]
+	r.obligations.conflict_domain == null
+}
+
+test_an_undeclared_conflict_domain_is_a_denial if {
+	grant := f.edge(f.grant, {"to": "seo-agent-7", "scope": {"actions": ["update_template"], "resources": ["site:**"]}})
+	undeclared := [{"pattern": "site:*:template:canonical", "class": "WRITE_EXCLUSIVE", "managed": false, "conflict_domain": "TYPO", "conflict_scope": {"segment": 1}}]
+	r := decision with input as object.union(f.with_edges([grant]), {"request": {"action": "update_template", "resource": "site:example.com:template:canonical", "fields": []}, "owners": []})
+		with data.writ.resource_classes as undeclared
+	not r.allow
+}
+
+test_an_unregistered_key_is_denied if {
 	grant := f.edge(f.grant, {"to": "seo-agent-7", "scope": {"resources": ["**"]}})
 	r := decision with input as object.union(f.with_edges([grant]), {"request": {"resource": "misc:thing", "fields": []}, "owners": []})
+	not r.allow
+	r.reasons == ["resource misc:thing matches no resource class in data.writ.resource_classes"]
+}
+
+test_run_job_is_in_the_catalogue_and_needs_the_jobs_lease if {
+	grant := f.edge(f.grant, {"to": "seo-agent-7", "scope": {"actions": ["run_job"], "resources": ["job:**"]}})
+	r := decision with input as object.union(f.with_edges([grant]), {"request": {"action": "run_job", "resource": "job:daily-seo-publish", "fields": []}, "owners": []})
 	r.allow
-	r.obligations.resource_class == "WRITE_EXCLUSIVE"
+	r.risk == 1
 	r.obligations.lease_required
+	r.obligations.resource_class == "WRITE_EXCLUSIVE"
+	r.obligations.conflict_domain == null
+}
+
+test_audit_read_is_a_read_on_audit_keys if {
+	grant := f.edge(f.grant, {"to": "seo-agent-7", "scope": {"actions": ["audit_read"], "resources": ["audit:principal:*"]}})
+	r := decision with input as object.union(f.with_edges([grant]), {"request": {"action": "audit_read", "resource": "audit:principal:editor-alice", "fields": []}, "owners": []})
+	r.allow
+	r.risk == 0
+	not r.obligations.lease_required
+	not r.obligations.version_required
 }
 
 test_reads_need_no_owner_lease_or_version if {
@@ -189,7 +239,10 @@ test_deny_whole_resource_without_all_fields if {
 }
 
 test_deny_resource_not_in_scope if {
-	reasons(f.with_request({"resource": "wp:page:7"})) == ["chain 0: resources: wp:page:7 is not within the scope of edge d-orch-seo [wp:post:*]"]
+	reasons(f.with_request({"resource": "wp:page:7"})) == [
+		"chain 0: resources: wp:page:7 is not within the scope of edge d-orch-seo [wp:post:*]",
+		"resource wp:page:7 matches no resource class in data.writ.resource_classes",
+	]
 }
 
 test_deny_declared_risk_above_scope if {

@@ -8,7 +8,7 @@ export function registerDecisionRoutes(app: FastifyInstance): void {
 
   app.post<{ Body: DecisionRequestInput }>('/v1/decisions', { schema: { body: decisionBody, summary: 'Ask for a signed decision' } }, async (request): Promise<Decision> => {
     const caller = await app.caller(request);
-    const d = await decide(ctx, caller, request.body);
+    const d = await decide(ctx, caller, request.body, { requestedBy: request.ip });
     return { ...d, issued_at: new Date(d.issued_at).toISOString(), expires_at: isoOrNull(d.expires_at) };
   });
 

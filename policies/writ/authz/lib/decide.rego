@@ -120,12 +120,38 @@ touched_fields := {f | some f in request.fields} if count(request.fields) > 0
 
 else := {f | some f, _ in field_map}
 
-conflict_domain := rule.conflict_domain if {
+# A conflict domain is always scoped (per site, say), never global by accident: the rule says where the
+# scope comes from (`conflict_scope`: a segment of the key, or a fixed value) and the domain must be
+# declared in data.writ.conflict_domains. The obligation is NAME:SCOPE (coordination key domain:NAME:SCOPE).
+domain_name := rule.conflict_domain if {
 	rule.conflict_domain
 } else := min(domains) if {
 	domains := {d | some f in touched_fields; d := object.get(object.get(rule, "field_conflict_domains", {}), f, null); d != null}
 	count(domains) > 0
 } else := null
+
+domain_scope := split(request.resource, ":")[rule.conflict_scope.segment] if {
+	is_number(rule.conflict_scope.segment)
+} else := rule.conflict_scope.value if {
+	is_string(rule.conflict_scope.value)
+}
+
+domain_declared if data.writ.conflict_domains[domain_name]
+
+conflict_domain := concat(":", [domain_name, domain_scope]) if {
+	domain_name != null
+	domain_declared
+	domain_scope != ""
+} else := null
+
+domain_reasons := set() if {
+	domain_name == null
+} else := set() if {
+	conflict_domain != null
+} else := {concat("", [
+	"conflict domain ", domain_name, " of resource class ", rule.pattern,
+	" is not declared in data.writ.conflict_domains or has no conflict_scope for ", request.resource,
+])}
 
 threshold_exceeded(threshold) if risk > threshold
 
@@ -160,6 +186,21 @@ ownership_reasons := set() if {
 missing_owner("*") := concat("", ["no owner for managed resource ", request.resource, " (whole resource)"])
 
 missing_owner(field) := concat("", ["no owner for field ", field, " of managed resource ", request.resource]) if field != "*"
+
+# --- registered keys: a key no resource class matches is unknown (the service refuses it with
+# UNKNOWN_RESOURCE before the policy runs; a policy evaluated directly denies it too).
+
+registration_reasons := set() if {
+	resource_class.registered(request.resource)
+} else := {concat("", ["resource ", request.resource, " matches no resource class in data.writ.resource_classes"])}
+
+# --- domain rules: every `deny` of a package below writ.authz.domain (see domain/owner_only.rego)
+# adds its messages to the reasons, on top of chain authority.
+
+domain_rule_reasons := {msg |
+	some name
+	some msg in data.writ.authz.domain[name].deny
+}
 
 # --- approval
 
@@ -200,6 +241,9 @@ default both(_, _) := false
 
 # --- verdict
 
-reasons := sort((((chain_reasons | action_reasons) | ownership_reasons) | approval_reasons))
+reasons := sort(union({
+	chain_reasons, action_reasons, ownership_reasons, approval_reasons,
+	domain_reasons, registration_reasons, domain_rule_reasons,
+}))
 
 allow := count(reasons) == 0

@@ -3,9 +3,15 @@ package writ.authz.lib.resource_class
 
 import data.writ.authz.lib.scope
 
-# A key no rule matches is treated as exclusive but unmanaged: writes need a lease and a
-# version, but no owner (there is no managed state to own).
+# A key no rule matches is not registered: the decision denies it (see decide.rego) and the
+# service refuses it before the policy runs (UNKNOWN_RESOURCE). This stand-in only keeps the
+# obligations well formed for such a denial: exclusive and unmanaged.
 unknown_resource := {"pattern": "**", "class": "WRITE_EXCLUSIVE", "managed": false}
+
+registered(key) if {
+	some r in data.writ.resource_classes
+	scope.matches(key, r.pattern)
+}
 
 # The most specific matching rule: most literal segments, then one without a final "**", then
 # most segments, then the rule listed first.

@@ -1,0 +1,60 @@
+/**
+ * Who may ask Writ about whom (AuthZEN evaluations and searches for another subject), and the scope
+ * arithmetic the searches share: the final scopes of a principal's valid chains (`writ can`).
+ */
+import { WritError } from '../errors.js';
+import { matchesPattern } from '../graph/index.js';
+import { GOVERNANCE_ID, type Scope } from '../graph/model.js';
+import { capabilitiesOf } from './audit-queries.js';
+import type { WritContext } from './context.js';
+
+/** The catalogue action that lets a principal ask Writ about another principal's authority. */
+export const AUDIT_READ = 'audit_read';
+
+/** The key a principal's authority is read under: `audit:principal:<id>`. */
+export const auditKey = (principal: string) => `audit:principal:${principal}`;
+
+export interface Wanted {
+  action?: string;
+  resource?: string;
+  environment?: string;
+  fields?: string[];
+}
+
+/** Does a chain's final scope give this (each dimension only when asked)? `*` covers every value. */
+export function scopeGives(scope: Scope, w: Wanted): boolean {
+  const has = (list: string[], v: string) => list.includes('*') || list.includes(v);
+  if (w.action !== undefined && !has(scope.actions, w.action)) return false;
+  if (w.environment !== undefined && !has(scope.environments, w.environment)) return false;
+  if (w.resource !== undefined && !scope.resources.some((p) => matchesPattern(p, w.resource!))) return false;
+  if (w.fields !== undefined) {
+    if (w.fields.length === 0 ? !scope.fields.includes('*') : !w.fields.every((f) => has(scope.fields, f))) return false;
+  }
+  return true;
+}
+
+/** The final scopes of `principal`'s valid chains now. */
+export async function liveScopes(ctx: WritContext, principal: string): Promise<{ scope: Scope; chain: string[] }[]> {
+  return (await capabilitiesOf(ctx, principal))
+    .capabilities.filter((c) => c.valid)
+    .map((c) => ({ scope: c.scope, chain: c.chain.map((e) => e.id) }));
+}
+
+/**
+ * A caller may ask about itself; governance about anyone; anyone else about `subject` only through a
+ * valid chain whose scope gives action `audit_read` on `audit:principal:<subject>` (in `environment`,
+ * when the question names one).
+ */
+export async function mayAskAbout(ctx: WritContext, caller: string, subject: string, environment?: string): Promise<boolean> {
+  if (caller === subject || caller === GOVERNANCE_ID) return true;
+  const wanted: Wanted = { action: AUDIT_READ, resource: auditKey(subject), ...(environment !== undefined ? { environment } : {}) };
+  return (await liveScopes(ctx, caller)).some((s) => scopeGives(s.scope, wanted));
+}
+
+
+/** mayAskAbout, or FORBIDDEN saying what would make it allowed. */
+export async function checkMayAskAbout(ctx: WritContext, caller: string, subject: string, environment?: string): Promise<void> {
+  if (!(await mayAskAbout(ctx, caller, subject, environment))) {
+    throw new WritError('FORBIDDEN', `${caller} may not ask about ${subject}: only governance, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey(subject)}, may ask about another subject`);
+  }
+}
