@@ -1,31 +1,32 @@
 import type { EntryKind, ReceiptStatus, StoredEntry } from './receipt.js';
 
 /**
- * Storage port of the receipt log. Every append assigns the next seq, links prev_hash to the current
- * head and computes the hash (hash-chain.ts `entryHash`) inside ONE exclusive write transaction, so
- * several processes appending to the same store cannot fork the chain. The receipts index (one row
- * per receipt: what queries filter on, and the idempotency key) is updated in the same transaction.
+ * Storage port of the receipt log, used inside a transaction of the datastore contract
+ * (src/store/contract.ts). Every append assigns the next seq, links prev_hash to the current head and
+ * computes the hash (hash-chain.ts `entryHash`) in the transaction it is given, so several processes
+ * appending to the same store cannot fork the chain. The receipts index (one row per receipt: what
+ * queries filter on, and the idempotency key) is updated in the same transaction.
  */
 export interface ReceiptRepository {
   /**
    * Appends an intent unless (index.principal, index.idempotency_key) already names a receipt, in
    * which case nothing is written and that receipt is returned. Check and insert are atomic.
    */
-  appendIntent(entry: NewEntry, index: ReceiptIndexRow): IntentAppend;
+  appendIntent(entry: NewEntry, index: ReceiptIndexRow): Promise<IntentAppend>;
   /** Appends a single-entry receipt (status REJECTED). Rejections never occupy an idempotency key. */
-  appendRejection(entry: NewEntry, index: ReceiptIndexRow): StoredEntry;
+  appendRejection(entry: NewEntry, index: ReceiptIndexRow): Promise<StoredEntry>;
   /** Appends a settling entry only while the receipt is PENDING (first settlement wins). */
-  appendSettlement(entry: NewEntry, status: Exclude<ReceiptStatus, 'PENDING' | 'REJECTED'>, completedAt: number): SettlementAppend;
+  appendSettlement(entry: NewEntry, status: Exclude<ReceiptStatus, 'PENDING' | 'REJECTED'>, completedAt: number): Promise<SettlementAppend>;
   /** The receipt this principal's idempotency key names, if any. */
-  findByIdempotencyKey(principal: string, idempotencyKey: string): { receipt_id: string; request_hash: string | null } | null;
+  findByIdempotencyKey(principal: string, idempotencyKey: string): Promise<{ receipt_id: string; request_hash: string | null } | null>;
   /** The receipt's entries in seq order (empty when unknown). */
-  entriesOf(receiptId: string): StoredEntry[];
+  entriesOf(receiptId: string): Promise<StoredEntry[]>;
   /** Receipts matching the filter, ordered by the seq of their first entry, each with its entries. */
-  find(filter: ReceiptFilter): FoundReceipt[];
+  find(filter: ReceiptFilter): Promise<FoundReceipt[]>;
   /** Up to `limit` entries with seq > `afterSeq`, in seq order (the chain is read in chunks). */
-  entriesAfter(afterSeq: number, limit: number): StoredEntry[];
+  entriesAfter(afterSeq: number, limit: number): Promise<StoredEntry[]>;
   /** Highest seq the receipts index refers to (0 when empty): a cut tail shows up against it. */
-  indexedHead(): number;
+  indexedHead(): Promise<number>;
 }
 
 export interface NewEntry {

@@ -1,13 +1,15 @@
+import type { DecisionClaims } from '../decision/index.js';
 import type { LeaseEvent, PreemptedLease } from './types.js';
 
 /**
- * Storage port of the lease manager. `SqliteLeaseRepository` (src/store/sqlite/lease-repository.ts)
- * implements it on one SQLite file; a PostgreSQL backend can implement the same contract.
+ * Storage port of the lease manager, used inside a transaction of the datastore contract
+ * (src/store/contract.ts): every method runs in the transaction whose handle it came from, so the
+ * caller's other writes (the authority record, the spent assertion) commit with it or not at all.
  *
- * Contract every implementation keeps:
- * - `acquire` takes all keys or none, in one serializable write transaction, with one conditional
- *   write per key whose changed-row count is the verdict (never read-then-write). Each taken key's
- *   epoch becomes epoch + 1 in that same write; epochs never decrease and are never reused.
+ * Contract every engine keeps (the conformance suite, test/store/conformance, checks it):
+ * - `acquire` takes all keys or none, with one conditional write per key whose changed-row count is
+ *   the verdict (never read-then-write). Each taken key's epoch becomes epoch + 1 in that same write;
+ *   epochs never decrease and are never reused. A refusal leaves the transaction as it was.
  * - `renew` and `release` are conditional on lease id, token hash, state ACTIVE and not expired.
  * - A queued waiter blocks every acquisition of its key by a newcomer of equal or lower priority, and
  *   by waiters behind it; waiters past their deadline block nobody.
@@ -54,8 +56,6 @@ export interface AcquireCommand {
   preemptable?: string[];
   /** The caller's waiter ticket, or NEWCOMER_TICKET. A granted waiter leaves the queue in the same transaction. */
   ticket: number;
-  /** AcquireRequest.alsoCommit: run in the granting transaction, after every key was taken. */
-  alsoCommit?: (leaseId: string) => void;
 }
 
 export type AcquireOutcome =
@@ -76,16 +76,12 @@ export interface RenewCommand {
   /** New ttl; null keeps the lease's duration. */
   ttlMs: number | null;
   now: number;
-  /** The caller's writes, in the renewing transaction, only when the renewal succeeds (see AcquireRequest.alsoCommit). */
-  alsoCommit?: () => void;
 }
 
 export interface ReleaseCommand {
   leaseId: string;
   tokenHash: string;
   now: number;
-  /** The caller's writes, in the releasing transaction, only when the release succeeds (see AcquireRequest.alsoCommit). */
-  alsoCommit?: () => void;
 }
 
 export type LeaseRefusal = 'NOT_FOUND' | 'TOKEN_MISMATCH' | 'PREEMPTED' | 'EXPIRED';
@@ -141,4 +137,35 @@ export interface LeaseRow {
 export interface FenceState {
   key: LeaseKeyRow | undefined;
   lease: LeaseRow | undefined;
+  /**
+   * The store's clock when the state was read, for engines whose lease time is the database's clock
+   * (PostgreSQL: lease time never comes from a replica, so a replica with a skewed clock cannot see
+   * an expired lease as live or the reverse). Absent: the caller's `now` is the lease time (SQLite).
+   */
+  now?: number;
+}
+
+/** The decisions each lease was taken with, so renewals can re-check their authority. */
+export interface LeaseAuthorityRepository {
+  record(leaseId: string, holder: string, decisions: DecisionClaims[], at: number): Promise<void>;
+  get(leaseId: string): Promise<{ holder: string; decisions: DecisionClaims[] } | undefined>;
+}
+
+/** A declared incident (while active, preempts edges may be used). Times in ms. */
+export interface IncidentRecord {
+  id: string;
+  declared_by: string;
+  reason: string;
+  decision_id: string;
+  declared_at: number;
+  ends_at: number;
+  resolved_at: number | null;
+}
+
+export interface IncidentRepository {
+  /** False when an incident with that id already exists. */
+  declare(incident: Omit<IncidentRecord, 'resolved_at'>): Promise<boolean>;
+  get(id: string): Promise<IncidentRecord | undefined>;
+  resolve(id: string, at: number): Promise<void>;
+  active(now: number): Promise<IncidentRecord[]>;
 }

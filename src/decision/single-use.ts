@@ -1,0 +1,49 @@
+/**
+ * Storage port of single-use ids (a caller assertion's `jti`, a decision id, an approval): each is
+ * spent at most once across every process and replica sharing the store, until it expires.
+ */
+export interface SingleUseStore {
+  /**
+   * Spends the id: true the first time, false for every later call (until it expires), and false for
+   * an id already expired at `now` (it could not be remembered, so it is never spent).
+   */
+  spend(namespace: string, id: string, expiresAt: number, now: number): Promise<boolean>;
+  /** Whether `spend` would refuse this id now (a read: it records nothing). */
+  isSpent(namespace: string, id: string, now: number): Promise<boolean>;
+}
+
+/**
+ * Ids shown to this process and not yet spent durably (kept in memory until they expire). Closes the
+ * window between verifying a single-use id and spending it with the request's effect, for a replay
+ * that reaches the same process; across processes the durable spend decides.
+ */
+export class PresentedIds {
+  /** Keys in arrival order, with their expiry (ms). */
+  private readonly presented = new Map<string, number>();
+
+  /** True the first time this process is shown the id (until `expiresAt`), false after. */
+  present(namespace: string, id: string, expiresAt: number, now: number): boolean {
+    // Oldest first: entries share one maximum lifetime, so the expired ones are mostly at the front.
+    for (const [key, until] of this.presented) {
+      if (until > now) break;
+      this.presented.delete(key);
+    }
+    const key = presentedKey(namespace, id);
+    const until = this.presented.get(key);
+    if (until !== undefined && until > now) return false;
+    this.presented.delete(key);
+    this.presented.set(key, expiresAt);
+    return true;
+  }
+
+  /** Drops the mark (once the id was spent, or its spend failed). */
+  forget(namespace: string, id: string): void {
+    this.presented.delete(presentedKey(namespace, id));
+  }
+
+  get size(): number {
+    return this.presented.size;
+  }
+}
+
+const presentedKey = (namespace: string, id: string) => `${namespace}\u0000${id}`;

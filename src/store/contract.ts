@@ -1,0 +1,40 @@
+import type { ReceiptRepository } from '../audit/repository.js';
+import type { SingleUseStore } from '../decision/single-use.js';
+import type { GraphEventStore } from '../graph/event-store.js';
+import type { IncidentRepository, LeaseAuthorityRepository, LeaseRepository } from '../lease/repository.js';
+import type { TxRunner } from '../transactions.js';
+
+export type { TxRunner };
+
+/**
+ * The datastore contract: everything Writ keeps durably, behind one interface with one
+ * implementation per engine (src/store/sqlite: the embedded default; src/store/postgres: several
+ * replicas on one database). The ports are owned by their domains (graph, decision, lease, audit);
+ * this file only groups them. Nothing above this file sees a driver type.
+ *
+ * Atomicity is explicit: what must commit together runs in one `readWrite` callback, e.g. "spend the
+ * caller's assertion + record the intent + spend the decision" or "take the lease + record its
+ * authority + spend the assertion". The callback may run more than once when the engine retries a
+ * transaction that lost a serialization race, so it must do nothing but store calls on `tx` (no
+ * network, no timers, no side effects outside the store); it must not keep `tx` after it returns.
+ *
+ * Engine errors (busy, serialization failure, lost connection) never leave an adapter as driver
+ * errors: an adapter retries where that is safe, and otherwise throws WritError `OVERLOADED` (503,
+ * with `retry_after_ms`).
+ */
+export interface StoreTx {
+  readonly graph: GraphEventStore;
+  readonly singleUse: SingleUseStore;
+  readonly leases: LeaseRepository;
+  readonly leaseAuthority: LeaseAuthorityRepository;
+  readonly incidents: IncidentRepository;
+  readonly receipts: ReceiptRepository;
+}
+
+export type StoreEngine = 'sqlite' | 'postgres';
+
+export interface WritStore extends TxRunner<StoreTx> {
+  readonly engine: StoreEngine;
+  /** Flushes pending commits and closes every connection. */
+  close(): Promise<void>;
+}
