@@ -23,6 +23,8 @@ export interface PostgresStoreStats {
  */
 export class TxSession implements Sql {
   private closed = false;
+  /** Statements run one after another on the connection, also when a callback starts several at once. */
+  private queue: Promise<unknown> = Promise.resolve();
   failure: unknown = undefined;
 
   constructor(
@@ -30,7 +32,13 @@ export class TxSession implements Sql {
     private readonly stats: PostgresStoreStats,
   ) {}
 
-  async query<R>(text: string, values?: readonly unknown[]): Promise<R[]> {
+  query<R>(text: string, values?: readonly unknown[]): Promise<R[]> {
+    const run = this.queue.then(() => this.send<R>(text, values));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async send<R>(text: string, values?: readonly unknown[]): Promise<R[]> {
     if (this.closed) throw new Error('a store transaction handle was used after its callback returned');
     if (this.failure !== undefined) throw this.failure;
     this.stats.roundTrips += 1;
