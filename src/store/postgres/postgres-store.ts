@@ -120,9 +120,8 @@ class PgStore implements PostgresStore {
       } catch (e) {
         throw overloaded(`no database connection (${(e as Error).message})`, this.retryAfterMs, e);
       }
-      const session = new TxSession(client, this.counters);
+      const session = new TxSession(client, begin, this.counters);
       try {
-        await session.query(begin);
         let result: T;
         try {
           result = await fn(this.handle(session));
@@ -131,17 +130,21 @@ class PgStore implements PostgresStore {
         }
         // A callback that caught an engine error and went on must not be reported as committed.
         if (session.failure !== undefined) throw session.failure;
-        this.counters.roundTrips += 1;
-        await client.query('COMMIT');
-        this.counters.commits += 1;
+        if (session.begun) {
+          this.counters.roundTrips += 1;
+          await client.query('COMMIT');
+          this.counters.commits += 1;
+        }
         client.release();
         return result;
       } catch (e) {
         // Undo what the callback wrote; a connection that cannot even roll back is dropped from the pool.
-        const broken = await client.query('ROLLBACK').then(
-          () => undefined,
-          (rollbackError: unknown) => (rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError))),
-        );
+        const broken = !session.begun
+          ? undefined
+          : await client.query('ROLLBACK').then(
+              () => undefined,
+              (rollbackError: unknown) => (rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError))),
+            );
         client.release(broken);
         if (isRetryable(session.failure ?? e) && attempt < this.maxAttempts) {
           this.counters.retries += 1;

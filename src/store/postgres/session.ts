@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import { isEngineError } from './errors.js';
 
 /** What the repositories run their SQL on: one transaction on one pooled connection. */
@@ -8,7 +8,7 @@ export interface Sql {
 
 /** Counters the store keeps (tests and the benchmark read them; nothing decides on them). */
 export interface PostgresStoreStats {
-  /** Statements sent, BEGIN and COMMIT included: each is one network round trip. */
+  /** Messages sent that wait for the server's answer (BEGIN and COMMIT included): network round trips. */
   roundTrips: number;
   /** Transactions run again after a serialization failure or deadlock. */
   retries: number;
@@ -17,18 +17,28 @@ export interface PostgresStoreStats {
 }
 
 /**
- * One transaction's handle. It refuses use after its callback returned, and remembers the first
- * engine error, because PostgreSQL aborts the transaction on any error: a callback that caught one
- * and went on must not be reported as committed (COMMIT of an aborted transaction is a ROLLBACK).
+ * One transaction's handle on a pooled connection.
+ *
+ * - BEGIN is not a round trip of its own: it travels with the transaction's first statement, as one
+ *   simple-protocol message `BEGIN …; <statement>` whose values are inlined as literals
+ *   (pg's escapeLiteral for strings; only numbers, booleans, null, strings and string arrays occur).
+ *   So a transaction of one statement costs two round trips (that message, then COMMIT); one that
+ *   runs no statement costs none.
+ * - Statements run one after another, also when a callback starts several at once.
+ * - It refuses use after its callback returned, and remembers the first engine error: PostgreSQL aborts
+ *   the transaction on any error, so a callback that caught one and went on must not be reported as
+ *   committed (COMMIT of an aborted transaction is a ROLLBACK).
  */
 export class TxSession implements Sql {
   private closed = false;
-  /** Statements run one after another on the connection, also when a callback starts several at once. */
   private queue: Promise<unknown> = Promise.resolve();
+  /** Whether BEGIN has been sent (with the first statement). */
+  begun = false;
   failure: unknown = undefined;
 
   constructor(
     private readonly client: pg.PoolClient,
+    private readonly begin: string,
     private readonly stats: PostgresStoreStats,
   ) {}
 
@@ -38,11 +48,20 @@ export class TxSession implements Sql {
     return run;
   }
 
+  close(): void {
+    this.closed = true;
+  }
+
   private async send<R>(text: string, values?: readonly unknown[]): Promise<R[]> {
     if (this.closed) throw new Error('a store transaction handle was used after its callback returned');
     if (this.failure !== undefined) throw this.failure;
     this.stats.roundTrips += 1;
     try {
+      if (!this.begun) {
+        this.begun = true;
+        const results = (await this.client.query(`${this.begin}; ${inlineValues(text, values ?? [])}`)) as unknown as pg.QueryResult[];
+        return results[results.length - 1]!.rows as R[];
+      }
       const result = await this.client.query(text, values as unknown[] | undefined);
       return result.rows as R[];
     } catch (e) {
@@ -50,8 +69,28 @@ export class TxSession implements Sql {
       throw e;
     }
   }
+}
 
-  close(): void {
-    this.closed = true;
+/** `text` with each `$n` replaced by the literal of values[n-1]. */
+export function inlineValues(text: string, values: readonly unknown[]): string {
+  return text.replace(/\$(\d+)/g, (_, n: string) => {
+    const i = Number(n) - 1;
+    if (i < 0 || i >= values.length) throw new Error(`statement refers to $${n} but has ${values.length} values`);
+    return literal(values[i]);
+  });
+}
+
+function literal(v: unknown): string {
+  if (v === null || v === undefined) return 'NULL';
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) throw new Error(`cannot send ${v} to PostgreSQL`);
+    return v < 0 ? `(${String(v)})` : String(v);
   }
+  if (typeof v === 'boolean') return v ? 'true' : 'false';
+  if (typeof v === 'string') return pg.escapeLiteral(v);
+  if (Array.isArray(v)) {
+    if (!v.every((x) => typeof x === 'string')) throw new Error('only arrays of strings are sent to PostgreSQL');
+    return v.length === 0 ? "'{}'::text[]" : `ARRAY[${v.map((x) => pg.escapeLiteral(x as string)).join(', ')}]::text[]`;
+  }
+  throw new Error(`cannot send a ${typeof v} to PostgreSQL`);
 }

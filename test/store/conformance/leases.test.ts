@@ -148,14 +148,16 @@ describeEngines('leases: the wait queue', (fresh) => {
 
   it('a queued waiter blocks newcomers of equal or lower priority on a free key, not higher ones; it is served in its turn', async () => {
     const { store } = await fresh();
+    const holder = await take(store, [K], 'holder');
     const ticket = await enqueue(store, 'waiter', 3);
+    await release(store, holder);
     expect((await take(store, [K], 'equal', { priority: 3 })).outcome).toMatchObject({ granted: false, key: K, holder: null, queued: true });
     expect((await take(store, [K], 'lower', { priority: 2 })).outcome).toMatchObject({ granted: false, queued: true });
     const urgent = await take(store, [K], 'urgent', { priority: 4 });
-    expect(epochsOf(urgent)).toEqual({ [K]: 1 });
+    expect(epochsOf(urgent)).toEqual({ [K]: 2 });
     await release(store, urgent);
     const served = await take(store, [K], 'waiter', { priority: 3, ticket });
-    expect(epochsOf(served)).toEqual({ [K]: 2 });
+    expect(epochsOf(served)).toEqual({ [K]: 3 });
     // A granted waiter leaves the queue in the granting transaction.
     expect(await store.read((tx) => tx.leases.waiters(K, Date.now()))).toEqual([]);
   });
