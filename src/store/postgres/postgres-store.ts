@@ -68,10 +68,13 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   pool.on('error', () => undefined);
   try {
     const client = await pool.connect();
+    const ignore = () => undefined; // a broken connection also rejects the statement in flight
+    client.on('error', ignore);
     try {
       if (options.migrate === false) await checkSchemaCurrent(client);
       else await migratePostgres(client);
     } finally {
+      client.off('error', ignore);
       client.release();
     }
   } catch (e) {
@@ -121,6 +124,14 @@ class PgStore implements PostgresStore {
         throw overloaded(`no database connection (${(e as Error).message})`, this.retryAfterMs, e);
       }
       const session = new TxSession(client, begin, this.counters);
+      // A checked-out connection that breaks emits 'error' on itself (the pool only listens to idle
+      // ones); unheard, it would end the process. The failing statement rejects as well.
+      const onError = (e: unknown) => (session.failure ??= e);
+      client.on('error', onError);
+      const giveBack = (err?: Error) => {
+        client.off('error', onError);
+        client.release(err);
+      };
       try {
         let result: T;
         try {
@@ -135,7 +146,7 @@ class PgStore implements PostgresStore {
           await client.query('COMMIT');
           this.counters.commits += 1;
         }
-        client.release();
+        giveBack();
         return result;
       } catch (e) {
         // Undo what the callback wrote; a connection that cannot even roll back is dropped from the pool.
@@ -145,7 +156,7 @@ class PgStore implements PostgresStore {
               () => undefined,
               (rollbackError: unknown) => (rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError))),
             );
-        client.release(broken);
+        giveBack(broken);
         if (isRetryable(session.failure ?? e) && attempt < this.maxAttempts) {
           this.counters.retries += 1;
           await sleep(Math.random() * Math.min(50, 2 ** attempt));
@@ -173,9 +184,10 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 async function checkSchemaCurrent(client: pg.PoolClient): Promise<void> {
   const { POSTGRES_MIGRATIONS } = await import('./migrations/index.js');
   const known = POSTGRES_MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
-  const { rows } = await client.query<{ version: number | null }>(
-    "SELECT CASE WHEN to_regclass('schema_migrations') IS NULL THEN 0 ELSE (SELECT coalesce(max(version), 0) FROM schema_migrations) END AS version",
-  );
+  const { rows: table } = await client.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present");
+  const { rows } = table[0]?.present
+    ? await client.query<{ version: number | null }>('SELECT max(version) AS version FROM schema_migrations')
+    : { rows: [{ version: 0 }] };
   const current = Number(rows[0]?.version ?? 0);
   if (current !== known) {
     const { WritError } = await import('../../errors.js');
