@@ -1,0 +1,14 @@
+/**
+ * Runs callbacks in transactions of one kind of handle. The datastore (src/store/contract.ts) is
+ * one; a domain service takes a `TxRunner` of just the ports it needs, so it never sees the store.
+ */
+export interface TxRunner<Tx> {
+  /** A read-only view: it sees only committed state (on SQLite it never waits for a writer). */
+  read<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  /**
+   * One atomic, durable transaction: resolves only after its commit is durable. The callback may be
+   * run again when the engine retries a transaction that lost a serialization race, so it does
+   * nothing but calls on `tx` (no network, no timers, no effects outside the store).
+   */
+  readWrite<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+}
