@@ -196,6 +196,16 @@ describeEngines('leases: the wait queue', (fresh) => {
     expect((await store.read((tx) => tx.leases.waiters('k:2', Date.now()))).map((w) => w.holder)).toEqual(['both']);
   });
 
+  it('the queue holds across connections: a waiter queued through one blocks a lower newcomer on another', async () => {
+    const { store, another } = await fresh();
+    const other = await another();
+    const held = await take(store, [K], 'holder');
+    const ticket = await enqueue(other, 'waiter-b', 5);
+    await release(store, held);
+    expect((await take(store, [K], 'newcomer-a', { priority: 4 })).outcome).toMatchObject({ granted: false, queued: true });
+    expect(epochsOf(await take(other, [K], 'waiter-b', { priority: 5, ticket }))).toEqual({ [K]: 2 });
+  });
+
   it('a waiter is served on its ticket ahead of the newcomer sentinel', async () => {
     const { store } = await fresh();
     const t = await enqueue(store, 'w', 0);

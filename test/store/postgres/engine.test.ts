@@ -115,7 +115,8 @@ describe('PostgreSQL engine errors', () => {
         return tx.leases.acquire(acquireCommand(['k:a'], 'two'));
       }),
     ]);
-    expect(s1.stats().retries + s2.stats().retries).toBe(1);
+    // One deadlock at least (PostgreSQL aborts one side); a loaded machine has shown up to three in a row.
+    expect(s1.stats().retries + s2.stats().retries).toBeGreaterThanOrEqual(1);
     expect([o1.granted, o2.granted].filter(Boolean)).toHaveLength(1);
   }, 20_000);
 
@@ -173,6 +174,22 @@ describe('PostgreSQL lease time is the database clock', () => {
   });
 });
 
+describe('PostgreSQL single-use ids', () => {
+  it('deletes expired ids (by the database clock) on a process\'s first spend and then at most once a minute', async () => {
+    const db = await database();
+    const store = await open(db.url);
+    const ids = async () => (await sql<{ id: string }>(db.url, 'SELECT id FROM single_use_ids ORDER BY id')).map((r) => r.id);
+    const now = Date.now();
+    expect(await store.readWrite((tx) => tx.singleUse.spend('a', 'short', now + 100, now))).toBe(true); // first spend: purges (nothing yet)
+    expect(await store.readWrite((tx) => tx.singleUse.spend('a', 'long', now + 600_000, now))).toBe(true);
+    await sleep(200);
+    expect(await store.readWrite((tx) => tx.singleUse.spend('a', 'third', Date.now() + 600_000, Date.now()))).toBe(true); // within the minute
+    expect(await ids()).toEqual(['long', 'short', 'third']);
+    expect(await store.readWrite((tx) => tx.singleUse.spend('a', 'fourth', now + 700_000, now + 61_000))).toBe(true); // a minute on
+    expect(await ids()).toEqual(['fourth', 'long', 'third']);
+  });
+});
+
 describe('PostgreSQL round trips', () => {
   it('a lease acquisition, renewal and release are two round trips each (statement with BEGIN, then COMMIT)', async () => {
     const db = await database();
@@ -202,6 +219,30 @@ describe('PostgreSQL round trips', () => {
       ),
     ).toBe(4);
     expect(await count(() => store.readWrite(async () => 'nothing'))).toBe(0);
+  });
+
+  it('receipts: an intent or a settlement is three round trips (lock the chain head with BEGIN, write, COMMIT); the gateway intent transaction five', async () => {
+    const db = await database();
+    const store = await open(db.url);
+    const count = async (fn: () => Promise<unknown>) => {
+      const before = store.stats().roundTrips;
+      await fn();
+      return store.stats().roundTrips - before;
+    };
+    await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-0', Date.now() + 60_000, Date.now())); // the process's first purge
+    const index = (id: string) => ({ receipt_id: id, principal: 'p', resource_key: 'k', status: 'PENDING' as const, idempotency_key: null, request_hash: 'h', created_at: 1, completed_at: null });
+    expect(await count(() => store.readWrite((tx) => tx.receipts.appendIntent({ receipt_id: 'r1', kind: 'intent', body: '{}' }, index('r1'))))).toBe(3);
+    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ receipt_id: 'r1', kind: 'completed', body: '{}' }, 'COMPLETED', 2)))).toBe(3);
+    // Spend the caller's assertion, record the intent, spend the decision: one transaction.
+    expect(
+      await count(() =>
+        store.readWrite(async (tx) => {
+          await tx.singleUse.spend('assertion', 'jti-2', Date.now() + 60_000, Date.now());
+          await tx.receipts.appendIntent({ receipt_id: 'r2', kind: 'intent', body: '{}' }, index('r2'));
+          await tx.singleUse.spend('decision', 'dec-2', Date.now() + 60_000, Date.now());
+        }),
+      ),
+    ).toBe(5);
   });
 
   it('inlines values as literals that PostgreSQL reads back exactly', async () => {
