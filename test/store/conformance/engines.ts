@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { afterEach, describe } from 'vitest';
+import { afterEach, describe, it } from 'vitest';
 import type { StoreEngine, WritStore } from '../../../src/store/contract.js';
 import { openPostgresStore, type PostgresStoreOptions } from '../../../src/store/postgres/index.js';
 
@@ -94,6 +94,10 @@ export interface Fresh {
  * and removed after the test.
  */
 export function describeEngines(title: string, body: (fresh: () => Promise<Fresh>, engine: EngineUnderTest) => void): void {
+  if (!SQLITE_STORE_PRESENT) {
+    // Shown as skipped in every run until the file exists, so nobody takes a green run for both engines.
+    describe(`${title} [sqlite]`, () => it.skip('waits for src/store/sqlite/sqlite-store.ts (openSqliteStore) to exist in this checkout', () => undefined));
+  }
   for (const engine of ENGINES) {
     describe(`${title} [${engine.name}]`, () => {
       const cleanups: (() => Promise<void>)[] = [];

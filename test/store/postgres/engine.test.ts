@@ -150,6 +150,17 @@ describe('PostgreSQL engine errors', () => {
   });
 });
 
+describe('PostgreSQL transaction handles', () => {
+  // The contract asks callbacks not to keep `tx`; this engine also refuses a handle used too late.
+  it('refuses use of a transaction handle after its callback returned', async () => {
+    const db = await database();
+    const store = await open(db.url);
+    const kept = await store.readWrite(async (tx) => tx);
+    await expect(Promise.resolve().then(() => kept.graph.head())).rejects.toThrow(/after its callback returned/);
+    expect(await store.read((tx) => tx.graph.head())).toBe(0);
+  });
+});
+
 describe('PostgreSQL lease time is the database clock', () => {
   it('ignores the `now` a replica passes: a clock 30 s ahead neither sees a live lease as expired nor makes its own lease longer', async () => {
     const db = await database();
