@@ -23,6 +23,11 @@ export interface PostgresStoreOptions {
   migrate?: boolean;
   /** application_name of the connections (shows in pg_stat_activity). */
   applicationName?: string;
+  /**
+   * Send BEGIN with a transaction's first statement, values inlined as literals (default true: one
+   * round trip less per transaction). False: BEGIN on its own and every statement with bound parameters.
+   */
+  beginWithFirstStatement?: boolean;
 }
 
 export interface PostgresStore extends WritStore {
@@ -81,7 +86,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     await pool.end().catch(() => undefined);
     throw mapEngineError(e, retryAfterMs);
   }
-  return new PgStore(pool, options.maxAttempts ?? 8, retryAfterMs);
+  return new PgStore(pool, options.maxAttempts ?? 8, retryAfterMs, options.beginWithFirstStatement ?? true);
 }
 
 class PgStore implements PostgresStore {
@@ -94,6 +99,7 @@ class PgStore implements PostgresStore {
     private readonly pool: pg.Pool,
     private readonly maxAttempts: number,
     private readonly retryAfterMs: number,
+    private readonly beginWithFirstStatement: boolean,
   ) {}
 
   stats(): PostgresStoreStats {
@@ -123,7 +129,7 @@ class PgStore implements PostgresStore {
       } catch (e) {
         throw overloaded(`no database connection (${(e as Error).message})`, this.retryAfterMs, e);
       }
-      const session = new TxSession(client, begin, this.counters);
+      const session = new TxSession(client, begin, this.counters, this.beginWithFirstStatement);
       // A checked-out connection that breaks emits 'error' on itself (the pool only listens to idle
       // ones); unheard, it would end the process. The failing statement rejects as well.
       const onError = (e: unknown) => (session.failure ??= e);

@@ -40,6 +40,7 @@ export class TxSession implements Sql {
     private readonly client: pg.PoolClient,
     private readonly begin: string,
     private readonly stats: PostgresStoreStats,
+    private readonly beginWithFirstStatement = true,
   ) {}
 
   query<R>(text: string, values?: readonly unknown[]): Promise<R[]> {
@@ -57,6 +58,11 @@ export class TxSession implements Sql {
     if (this.failure !== undefined) throw this.failure;
     this.stats.roundTrips += 1;
     try {
+      if (!this.begun && !this.beginWithFirstStatement) {
+        this.begun = true;
+        this.stats.roundTrips += 1;
+        await this.client.query(this.begin);
+      }
       if (!this.begun) {
         this.begun = true;
         const results = (await this.client.query(`${this.begin}; ${inlineValues(text, values ?? [])}`)) as unknown as pg.QueryResult[];

@@ -14,6 +14,8 @@ import { openPostgresStore, type PostgresStoreOptions } from '../../../src/store
  */
 export interface EngineUnderTest {
   name: StoreEngine;
+  /** How the suite titles it (several configurations of one engine may run). */
+  label: string;
   /** A fresh, empty place; `drop` removes it. */
   create(): Promise<{ open(): Promise<WritStore>; drop(): Promise<void> }>;
 }
@@ -54,9 +56,10 @@ export async function createTestDatabase(prefix = 'writ_conf'): Promise<{ url: s
   };
 }
 
-export function postgresEngine(options: PostgresStoreOptions = {}): EngineUnderTest {
+export function postgresEngine(options: PostgresStoreOptions = {}, label = 'postgres'): EngineUnderTest {
   return {
     name: 'postgres',
+    label,
     async create() {
       const db = await createTestDatabase();
       return { open: () => openPostgresStore(db.url, { poolSize: 4, ...options }), drop: db.drop };
@@ -73,6 +76,7 @@ export const SQLITE_STORE_PRESENT = existsSync(fileURLToPath(new URL('../../../s
 
 export const sqliteEngine: EngineUnderTest = {
   name: 'sqlite',
+  label: 'sqlite',
   async create() {
     const dir = mkdtempSync(join(tmpdir(), 'writ-conf-'));
     const file = join(dir, 'writ.db');
@@ -81,7 +85,16 @@ export const sqliteEngine: EngineUnderTest = {
   },
 };
 
-export const ENGINES: EngineUnderTest[] = [...(SQLITE_STORE_PRESENT ? [sqliteEngine] : []), postgresEngine()];
+/**
+ * PostgreSQL runs twice: as configured by default (BEGIN travels with the first statement, whose values
+ * are inlined as literals) and with BEGIN apart and every statement bound, so that both ways each
+ * statement can reach the server are exercised.
+ */
+export const ENGINES: EngineUnderTest[] = [
+  ...(SQLITE_STORE_PRESENT ? [sqliteEngine] : []),
+  postgresEngine(),
+  postgresEngine({ beginWithFirstStatement: false }, 'postgres, BEGIN apart'),
+];
 
 export interface Fresh {
   store: WritStore;
@@ -99,7 +112,7 @@ export function describeEngines(title: string, body: (fresh: () => Promise<Fresh
     describe(`${title} [sqlite]`, () => it.skip('waits for src/store/sqlite/sqlite-store.ts (openSqliteStore) to exist in this checkout', () => undefined));
   }
   for (const engine of ENGINES) {
-    describe(`${title} [${engine.name}]`, () => {
+    describe(`${title} [${engine.label}]`, () => {
       const cleanups: (() => Promise<void>)[] = [];
       afterEach(async () => {
         for (const c of cleanups.splice(0).reverse()) await c();
