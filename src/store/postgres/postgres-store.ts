@@ -24,6 +24,17 @@ export interface PostgresStoreOptions {
   /** application_name of the connections (shows in pg_stat_activity). */
   applicationName?: string;
   /**
+   * Longest wait for a row lock (a lease key, a chain head) before the transaction gives up with
+   * OVERLOADED (default 5 000 ms; PostgreSQL's lock_timeout). Deadlocks are found sooner (deadlock_timeout).
+   */
+  lockTimeoutMs?: number;
+  /**
+   * A transaction left open this long without a statement is ended by the server (default 30 000 ms;
+   * idle_in_transaction_session_timeout), so a stalled replica cannot hold a lease key or the receipt
+   * chain head for longer.
+   */
+  idleInTransactionTimeoutMs?: number;
+  /**
    * Send BEGIN with a transaction's first statement, values inlined as literals (default true: one
    * round trip less per transaction). False: BEGIN on its own and every statement with bound parameters.
    */
@@ -66,6 +77,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
     idleTimeoutMillis: 30_000,
     application_name: options.applicationName ?? 'writ',
+    options: `-c lock_timeout=${Math.round(options.lockTimeoutMs ?? 5_000)} -c idle_in_transaction_session_timeout=${Math.round(options.idleInTransactionTimeoutMs ?? 30_000)}`,
     types,
   });
   // An idle connection that breaks (the server restarted) is dropped by the pool; without a listener

@@ -134,6 +134,24 @@ describe('PostgreSQL engine errors', () => {
     expect(await store.read((tx) => tx.leases.listKeys({}))).toEqual([]);
   });
 
+  it('a lock held too long by someone else: OVERLOADED after lockTimeoutMs, not a hang', async () => {
+    const db = await database();
+    const store = await open(db.url, { lockTimeoutMs: 300 });
+    const other = new pg.Client(db.url);
+    await other.connect();
+    cleanups.push(() => other.end());
+    await other.query('BEGIN');
+    await other.query('SELECT * FROM receipt_chain_head FOR UPDATE');
+    const started = Date.now();
+    const err = await store
+      .readWrite((tx) => tx.receipts.appendRejection({ receipt_id: 'r', kind: 'rejected', body: '{}' }, { receipt_id: 'r', principal: 'p', resource_key: 'k', status: 'REJECTED', idempotency_key: null, request_hash: null, created_at: 1, completed_at: 1 }))
+      .catch((e) => e);
+    expect(err).toMatchObject({ name: 'WritError', code: 'OVERLOADED', details: { retry_after_ms: expect.any(Number) } });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    await other.query('ROLLBACK');
+    expect((await store.readWrite((tx) => tx.receipts.appendRejection({ receipt_id: 'r', kind: 'rejected', body: '{}' }, { receipt_id: 'r', principal: 'p', resource_key: 'k', status: 'REJECTED', idempotency_key: null, request_hash: null, created_at: 1, completed_at: 1 }))).seq).toBe(1);
+  });
+
   it('a callback that swallows an engine error is not reported as committed', async () => {
     const db = await database();
     const store = await open(db.url);
