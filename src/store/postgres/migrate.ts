@@ -19,6 +19,8 @@ export interface MigrationReport {
  * is newer than this code knows: an older replica must not write to tables it does not understand.
  */
 export async function migratePostgres(client: pg.ClientBase, migrations: readonly PostgresMigration[] = POSTGRES_MIGRATIONS): Promise<MigrationReport> {
+  // Another replica may be migrating for longer than the pool's lock_timeout: wait for it as long as it takes.
+  await client.query('SET lock_timeout = 0');
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
   try {
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -51,6 +53,7 @@ export async function migratePostgres(client: pg.ClientBase, migrations: readonl
     return { applied, version: Math.max(current, ...applied) };
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
+    await client.query('RESET lock_timeout').catch(() => undefined);
   }
 }
 

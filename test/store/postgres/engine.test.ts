@@ -47,6 +47,19 @@ describe('PostgreSQL migrations', () => {
     expect(rows.map((r) => r.version)).toEqual(POSTGRES_MIGRATIONS.map((m) => m.version));
   });
 
+  it('a replica that starts while another holds the migration lock waits for it, past its own lock timeout', async () => {
+    const db = await database();
+    const holder = new pg.Client(db.url);
+    await holder.connect();
+    cleanups.push(() => holder.end());
+    await holder.query('SELECT pg_advisory_lock($1)', [0x77726974]);
+    const opening = open(db.url, { lockTimeoutMs: 100 });
+    await sleep(400);
+    await holder.query('SELECT pg_advisory_unlock($1)', [0x77726974]);
+    const store = await opening;
+    expect(await store.read((tx) => tx.graph.head())).toBe(0);
+  });
+
   it('refuses to open a schema newer than the code knows, and one older when told not to migrate', async () => {
     const db = await database();
     await (await open(db.url)).close();
