@@ -25,9 +25,11 @@ const EVENT_COLUMNS = 'seq, at, event, key, epoch, lease_id, holder, actor';
  * is ignored (a replica whose clock is off cannot see a live lease as expired, or the reverse), and the
  * times returned (expiresAt, FenceState.now, history `at`) are the database's.
  *
- * acquire, renew and release are one call each of a PL/pgSQL function (migrations/001-initial.ts), so
- * one round trip each; acquire's functions keeps a refusal inside a subtransaction, so the caller's
- * transaction stays usable and unchanged.
+ * acquire, renew and release are one statement each, a call of a PL/pgSQL function
+ * (migrations/001-initial.ts): with BEGIN sent along and the COMMIT, two round trips for a transaction
+ * that does only that. The acquire function takes its keys inside an exception block (a
+ * subtransaction), so a refused key undoes the keys taken before it and the caller's transaction stays
+ * usable and as it was.
  *
  * Waiters: the queue compares deadlines with the database's clock too, so `enqueue` keeps the waiter's
  * wait (deadline − enqueuedAt) and stores it from the database's now; `waiters` reports those times.
