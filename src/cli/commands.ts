@@ -4,8 +4,10 @@ import { KeyRing } from '../decision/index.js';
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import {
-  applyManifest, capabilitiesOf, expiringEdges, explain, exportGraph, openWrit, orphanedDelegations, readManifest, whyReceipt, type OpenedWrit,
+  applyManifest, capabilitiesOf, expiringEdges, explain, exportGraph, openStore, openWrit, orphanedDelegations, readManifest, whyReceipt, type OpenedWrit,
 } from '../service/index.js';
+import { POSTGRES_MIGRATIONS } from '../store/postgres/index.js';
+import { SQLITE_SCHEMA_VERSION } from '../store/sqlite/database.js';
 import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { findOpa } from './opa.js';
@@ -31,6 +33,7 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
   if (typeof values['data-dir'] === 'string') overrides.dataDir = values['data-dir'];
   if (typeof values.port === 'string') overrides.port = Number(values.port);
   if (typeof values.host === 'string') overrides.host = values.host;
+  if (typeof values.database === 'string') overrides.databaseUrl = values.database;
   return loadConfig(overrides);
 }
 
@@ -255,6 +258,18 @@ export const COMMANDS: Command[] = [
           orphans.length === 0 ? '(none)' : orphans.map((o) => `${o.edge.id}: ${o.edge.from} → ${o.edge.to}\n${o.violations.map((v) => `    ${v}`).join('\n')}`).join('\n'));
         return 0;
       }),
+  },
+  {
+    name: 'migrate',
+    summary: 'apply the store\'s numbered migrations (the SQLite file, or --database postgres://…) and print its schema version',
+    run: async ({ values }) => {
+      const config = configFrom(values);
+      const store = await openStore(config);
+      await store.close();
+      const version = store.engine === 'postgres' ? Math.max(...POSTGRES_MIGRATIONS.map((m) => m.version)) : SQLITE_SCHEMA_VERSION;
+      console.log(`${store.engine} store ${store.engine === 'postgres' ? '(WRIT_DATABASE_URL / --database)' : config.dbFile}: schema at version ${version}`);
+      return 0;
+    },
   },
   {
     name: 'audit verify',

@@ -6,7 +6,7 @@ import { COMMANDS, type Command } from './commands.js';
 function usage(): string {
   const lines = ['usage: writ <command> [options]', '', 'commands:'];
   for (const c of COMMANDS) lines.push(`  ${c.name.padEnd(34)} ${c.summary}`);
-  lines.push('', 'common options: --data-dir DIR (default ./data or $WRIT_DATA_DIR)');
+  lines.push('', 'common options: --data-dir DIR (default ./data or $WRIT_DATA_DIR), --database postgres://… (default: the SQLite file in the data dir; or $WRIT_DATABASE_URL)');
   return lines.join('\n');
 }
 
@@ -30,7 +30,7 @@ async function main(argv: string[]): Promise<number> {
     console.error(`writ: unknown command "${argv.join(' ')}"\n\n${usage()}`);
     return 2;
   }
-  const { values, positionals } = parseArgs({ args: rest, options: { 'data-dir': { type: 'string' }, help: { type: 'boolean' }, ...command.options }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseArgs({ args: rest, options: { 'data-dir': { type: 'string' }, database: { type: 'string' }, help: { type: 'boolean' }, ...command.options }, allowPositionals: true, strict: true });
   if (values.help) {
     console.log(`writ ${command.name} ${command.usage ?? ''}\n\n${command.summary}`);
     return 0;

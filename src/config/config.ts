@@ -5,7 +5,13 @@ import { WritError } from '../errors.js';
 export interface WritConfig {
   /** Directory for the SQLite file, signing keys, the admin credential and the built policy bundle. */
   dataDir: string;
+  /** The embedded store (the default): one SQLite file in the data directory. */
   dbFile: string;
+  /**
+   * A shared database instead (several replicas): `postgres://…` (WRIT_DATABASE_URL or --database).
+   * Null: the SQLite file.
+   */
+  databaseUrl: string | null;
   host: string;
   port: number;
   /** Rego sources and the directory the built bundle (policy.wasm, data.json, revision) is written to. */
@@ -117,6 +123,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   const base: WritConfig = {
     dataDir,
     dbFile: resolve(dataDir, 'writ.sqlite'),
+    databaseUrl: env.WRIT_DATABASE_URL || null,
     host: env.WRIT_HOST ?? '127.0.0.1',
     port: int('WRIT_PORT', env.WRIT_PORT, 4000),
     policiesDir: resolve(env.WRIT_POLICIES_DIR ?? 'policies'),
@@ -148,6 +155,9 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     if (u.timeoutMs < 1) throw new WritError('UNPROCESSABLE', `the upstream timeout for ${u.pattern} must be at least 1 ms`);
   }
   checkDecisionLogConfig(merged.decisionLog);
+  if (merged.databaseUrl !== null && !/^postgres(ql)?:\/\//.test(merged.databaseUrl)) {
+    throw new WritError('UNPROCESSABLE', `the database URL must be postgres://… (or leave it unset for the embedded SQLite file), got "${merged.databaseUrl.replace(/\/\/[^@/]*@/, '//…@')}"`);
+  }
   if (overrides.dataDir && !overrides.dbFile) merged.dbFile = resolve(merged.dataDir, 'writ.sqlite');
   return merged;
 }

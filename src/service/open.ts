@@ -4,6 +4,7 @@ import { KeyRing, ReplayGuard } from '../decision/index.js';
 import { LiveGraph } from '../graph/index.js';
 import { openReloadingPolicyEngine } from '../policy/index.js';
 import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
+import { openPostgresStore } from '../store/postgres/index.js';
 import type { WritStore } from '../store/contract.js';
 import { ensureGovernance } from './bootstrap.js';
 import { LeaseManager } from '../lease/index.js';
@@ -26,7 +27,7 @@ export interface OpenedWrit {
  */
 export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
-  const store = options.store ?? (await openSqliteStore(config.dbFile));
+  const store = options.store ?? (await openStore(config));
   try {
     const graph = new LiveGraph({
       head: () => store.read((tx) => tx.graph.head()),
@@ -70,4 +71,14 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     await store.close();
     throw e;
   }
+}
+
+/**
+ * The engine the configuration names: PostgreSQL for a `postgres://` URL (several replicas on one
+ * database), else the embedded SQLite file. Either applies its missing migrations on open (under a
+ * lock, so replicas starting together migrate once) and refuses a schema newer than it knows.
+ */
+export async function openStore(config: WritConfig): Promise<WritStore> {
+  if (config.databaseUrl !== null) return openPostgresStore(config.databaseUrl, { applicationName: `writ-${process.pid}` });
+  return openSqliteStore(config.dbFile);
 }

@@ -1,0 +1,62 @@
+import { GraphHeadMoved, type GraphEventStore } from '../../graph/event-store.js';
+import type { GraphEvent, RecordedGraphEvent } from '../../graph/model.js';
+import type { Sql } from './session.js';
+
+/** Where replicas LISTEN for new graph revisions (the payload is the new head). */
+export const GRAPH_CHANNEL = 'writ_graph';
+
+interface Row {
+  revision: number;
+  at: number;
+  actor: string;
+  payload: string;
+}
+
+/**
+ * The graph event log on PostgreSQL. Appenders of every replica move one head row (graph_head) with a
+ * conditional UPDATE that locks it, so revisions are consecutive and never handed out twice, and an
+ * `expectedHead` that is no longer the head (re-checked on the latest row version after waiting for the
+ * lock) writes nothing. The append also NOTIFYs `writ_graph` with the new head, delivered at commit.
+ */
+export class PostgresGraphEventStore implements GraphEventStore {
+  constructor(private readonly sql: Sql) {}
+
+  async append(events: GraphEvent[], actor: string, at: number, expectedHead?: number): Promise<number> {
+    const [moved] = await this.sql.query<{ revision: number }>(
+      'UPDATE graph_head SET revision = revision + $1 WHERE $2::bigint IS NULL OR revision = $2 RETURNING revision',
+      [events.length, expectedHead ?? null],
+    );
+    if (!moved) {
+      const actual = await this.head();
+      throw new GraphHeadMoved(expectedHead!, actual);
+    }
+    const head = moved.revision;
+    if (events.length === 0) return head;
+    await this.sql.query(
+      `WITH ins AS (
+         INSERT INTO graph_events (revision, at, actor, type, payload)
+         SELECT $1::bigint + u.n, $2, $3, u.type, u.payload FROM unnest($4::text[], $5::text[]) WITH ORDINALITY AS u (type, payload, n))
+       SELECT pg_notify('${GRAPH_CHANNEL}', ($1::bigint + $6)::text)`,
+      [head - events.length, at, actor, events.map((e) => e.type), events.map((e) => JSON.stringify(e)), events.length],
+    );
+    return head;
+  }
+
+  async read(after: number, upTo?: number): Promise<RecordedGraphEvent[]> {
+    const rows = await this.sql.query<Row>(
+      'SELECT revision, at, actor, payload FROM graph_events WHERE revision > $1 AND ($2::bigint IS NULL OR revision <= $2) ORDER BY revision',
+      [after, upTo ?? null],
+    );
+    return rows.map((r) => ({ revision: r.revision, at: r.at, actor: r.actor, event: JSON.parse(r.payload) as GraphEvent }));
+  }
+
+  async head(): Promise<number> {
+    const [row] = await this.sql.query<{ revision: number }>('SELECT revision FROM graph_head');
+    return row!.revision;
+  }
+
+  async revisionAt(time: number): Promise<number> {
+    const [row] = await this.sql.query<{ revision: number }>('SELECT coalesce(max(revision), 0) AS revision FROM graph_events WHERE at <= $1', [time]);
+    return row!.revision;
+  }
+}

@@ -1,0 +1,146 @@
+import type { LeaseEvent } from '../../lease/types.js';
+import {
+  NEWCOMER_TICKET,
+  type AcquireCommand,
+  type AcquireOutcome,
+  type FenceState,
+  type LeaseKeyRow,
+  type LeaseRepository,
+  type LeaseRow,
+  type ReleaseCommand,
+  type ReleaseOutcome,
+  type RenewCommand,
+  type RenewOutcome,
+  type WaiterEntry,
+  type WaiterRow,
+} from '../../lease/repository.js';
+import type { Sql } from './session.js';
+
+const KEY_COLUMNS = `key, epoch, lease_id, holder, holder_instance, token_hash, priority, acquired_at, renewed_at,
+  expires_at, duration_ms, transitions, preempted_by`;
+const EVENT_COLUMNS = 'seq, at, event, key, epoch, lease_id, holder, actor';
+
+/**
+ * The lease manager's store on PostgreSQL. Lease time is the database's clock: every `now` passed in
+ * is ignored (a replica whose clock is off cannot see a live lease as expired, or the reverse), and the
+ * times returned (expiresAt, FenceState.now, history `at`) are the database's.
+ *
+ * acquire, renew and release are one statement each, a call of a PL/pgSQL function
+ * (migrations/001-initial.ts): with BEGIN sent along and the COMMIT, two round trips for a transaction
+ * that does only that. The acquire function takes its keys inside an exception block (a
+ * subtransaction), so a refused key undoes the keys taken before it and the caller's transaction stays
+ * usable and as it was.
+ *
+ * Waiters: the queue compares deadlines with the database's clock too, so `enqueue` keeps the waiter's
+ * wait (deadline − enqueuedAt) and stores it from the database's now; `waiters` reports those times.
+ */
+export class PostgresLeaseRepository implements LeaseRepository {
+  constructor(private readonly sql: Sql) {}
+
+  async acquire(cmd: AcquireCommand): Promise<AcquireOutcome> {
+    const [row] = await this.sql.query<{ outcome: AcquireJson }>(
+      'SELECT writ_lease_acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) AS outcome',
+      [cmd.keys, cmd.leaseId, cmd.tokenHash, cmd.holder, cmd.instance, cmd.priority, cmd.ttlMs, cmd.preempt, cmd.preempt ? (cmd.preemptable ?? null) : null, cmd.ticket],
+    );
+    const o = row!.outcome;
+    if (o.granted) return { granted: true, epochs: o.epochs, expiresAt: o.expiresAt, preempted: o.preempted };
+    return { granted: false, key: o.key, holder: o.holder, expiresAt: o.expiresAt, queued: o.queued };
+  }
+
+  async renew(cmd: RenewCommand): Promise<RenewOutcome> {
+    const o = await this.endOrRenew(cmd.leaseId, cmd.tokenHash, cmd.ttlMs, false);
+    return o.ok ? { ok: true, epochs: o.epochs, expiresAt: o.expiresAt } : { ok: false, reason: o.reason };
+  }
+
+  async release(cmd: ReleaseCommand): Promise<ReleaseOutcome> {
+    const o = await this.endOrRenew(cmd.leaseId, cmd.tokenHash, null, true);
+    return o.ok ? { ok: true, epochs: o.epochs } : { ok: false, reason: o.reason };
+  }
+
+  async enqueue(w: WaiterEntry): Promise<number> {
+    const [row] = await this.sql.query<{ ticket: number }>(
+      `WITH t AS (SELECT writ_now_ms() AS now),
+            purged AS (DELETE FROM lease_waiters WHERE deadline <= (SELECT now FROM t)),
+            waiter AS (INSERT INTO lease_waiters (holder, holder_instance, priority, enqueued_at, deadline)
+                       SELECT $1, $2, $3, t.now, t.now + $4 FROM t RETURNING ticket),
+            keys AS (INSERT INTO lease_waiter_keys (key, ticket) SELECT u.key, waiter.ticket FROM waiter, unnest($5::text[]) AS u (key))
+       SELECT ticket FROM waiter`,
+      [w.holder, w.instance, w.priority, Math.max(0, w.deadline - w.enqueuedAt), w.keys],
+    );
+    return row!.ticket;
+  }
+
+  async dequeue(ticket: number): Promise<void> {
+    if (ticket === NEWCOMER_TICKET) return;
+    await this.sql.query('DELETE FROM lease_waiters WHERE ticket = $1', [ticket]);
+  }
+
+  async fenceState(key: string, tokenHash: string, leaseId: string | null): Promise<FenceState> {
+    // One statement, so the key's row and the lease are read from one snapshot. The lease the token
+    // names; else the key's current lease if this is its token.
+    const [row] = await this.sql.query<{ key_row: LeaseKeyRow | null; lease: LeaseRow | null; now: number }>(
+      `SELECT (SELECT to_jsonb(k) FROM (SELECT ${KEY_COLUMNS} FROM lease_keys WHERE key = $1) k) AS key_row,
+              coalesce(
+                (SELECT to_jsonb(l) FROM (SELECT lease_id, holder, resources, epochs, state, expires_at FROM leases
+                                           WHERE lease_id = $3 AND token_hash = $2) l),
+                (SELECT to_jsonb(l) FROM (SELECT l.lease_id, l.holder, l.resources, l.epochs, l.state, l.expires_at
+                                            FROM lease_keys k JOIN leases l ON l.lease_id = k.lease_id AND l.token_hash = $2
+                                           WHERE k.key = $1 AND k.token_hash = $2) l)) AS lease,
+              writ_now_ms() AS now`,
+      [key, tokenHash, leaseId],
+    );
+    return { key: row!.key_row ?? undefined, lease: row!.lease ?? undefined, now: row!.now };
+  }
+
+  async listKeys(filter: { key?: string; holder?: string }): Promise<LeaseKeyRow[]> {
+    if (filter.key !== undefined) {
+      return this.sql.query<LeaseKeyRow>(
+        `SELECT ${KEY_COLUMNS} FROM lease_keys WHERE key = $1 AND epoch > 0 AND ($2::text IS NULL OR holder = $2)`,
+        [filter.key, filter.holder ?? null],
+      );
+    }
+    if (filter.holder !== undefined) {
+      return this.sql.query<LeaseKeyRow>(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE holder = $1 AND epoch > 0 ORDER BY key COLLATE "C"`, [filter.holder]);
+    }
+    return this.sql.query<LeaseKeyRow>(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE epoch > 0 ORDER BY key COLLATE "C"`);
+  }
+
+  async waiters(key: string, _now: number): Promise<WaiterRow[]> {
+    return this.sql.query<WaiterRow>(
+      `SELECT w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline
+         FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
+        WHERE wk.key = $1 AND w.deadline > writ_now_ms() ORDER BY w.priority DESC, w.ticket`,
+      [key],
+    );
+  }
+
+  async history(filter: { key?: string; leaseId?: string }): Promise<LeaseEvent[]> {
+    const { key, leaseId } = filter;
+    if (leaseId !== undefined) {
+      return this.sql.query<LeaseEvent>(
+        `SELECT ${EVENT_COLUMNS} FROM lease_history WHERE lease_id = $1 AND ($2::text IS NULL OR key = $2) ORDER BY seq`,
+        [leaseId, key ?? null],
+      );
+    }
+    if (key !== undefined) return this.sql.query<LeaseEvent>(`SELECT ${EVENT_COLUMNS} FROM lease_history WHERE key = $1 ORDER BY seq`, [key]);
+    return this.sql.query<LeaseEvent>(`SELECT ${EVENT_COLUMNS} FROM lease_history ORDER BY seq`);
+  }
+
+  private async endOrRenew(leaseId: string, tokenHash: string, ttlMs: number | null, release: boolean): Promise<EndOrRenewJson> {
+    const [row] = await this.sql.query<{ outcome: EndOrRenewJson }>('SELECT writ_lease_end_or_renew($1, $2, $3, $4) AS outcome', [
+      leaseId,
+      tokenHash,
+      ttlMs,
+      release,
+    ]);
+    return row!.outcome;
+  }
+}
+
+type AcquireJson =
+  | { granted: true; epochs: Record<string, number>; expiresAt: number; preempted: { lease_id: string; holder: string; key: string; epoch: number }[]; now: number }
+  | { granted: false; key: string; holder: string | null; expiresAt: number | null; queued: boolean; now: number };
+
+type EndOrRenewJson =
+  | { ok: true; epochs: Record<string, number>; expiresAt: number; now: number }
+  | { ok: false; reason: 'NOT_FOUND' | 'TOKEN_MISMATCH' | 'PREEMPTED' | 'EXPIRED'; now: number };

@@ -1,0 +1,63 @@
+import type pg from 'pg';
+import { WritError } from '../../errors.js';
+import { POSTGRES_MIGRATIONS } from './migrations/index.js';
+import type { PostgresMigration } from './migrations/types.js';
+
+/** The advisory lock every replica takes to migrate: several may start at once, one migrates, the rest wait and find it done. */
+const MIGRATION_LOCK = 0x77726974; // 'writ'
+
+export interface MigrationReport {
+  /** Versions applied by this call, in order. */
+  applied: number[];
+  /** The schema's version afterwards. */
+  version: number;
+}
+
+/**
+ * Applies the numbered migrations the database lacks, each in its own transaction, under a
+ * session-level advisory lock. Refuses (WritError INTERNAL, nothing changed) a database whose schema
+ * is newer than this code knows: an older replica must not write to tables it does not understand.
+ */
+export async function migratePostgres(client: pg.ClientBase, migrations: readonly PostgresMigration[] = POSTGRES_MIGRATIONS): Promise<MigrationReport> {
+  // Another replica may be migrating for longer than the pool's lock_timeout: wait for it as long as it takes.
+  await client.query('SET lock_timeout = 0');
+  await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+  try {
+    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version    integer     PRIMARY KEY,
+      name       text        NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now())`);
+    const current = await schemaVersion(client);
+    const known = migrations.reduce((max, m) => Math.max(max, m.version), 0);
+    if (current > known) {
+      throw new WritError(
+        'INTERNAL',
+        `the PostgreSQL schema is at version ${current}, newer than this Writ knows (${known}); run a Writ at least as new as the one that migrated it`,
+        { schema_version: current, known_version: known },
+      );
+    }
+    const applied: number[] = [];
+    for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (m.version <= current) continue;
+      await client.query('BEGIN');
+      try {
+        await client.query(m.sql);
+        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+        await client.query('COMMIT');
+      } catch (e) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw e;
+      }
+      applied.push(m.version);
+    }
+    return { applied, version: Math.max(current, ...applied) };
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
+    await client.query('RESET lock_timeout').catch(() => undefined);
+  }
+}
+
+async function schemaVersion(client: pg.ClientBase): Promise<number> {
+  const { rows } = await client.query<{ version: number | null }>('SELECT max(version) AS version FROM schema_migrations');
+  return Number(rows[0]?.version ?? 0);
+}

@@ -1,0 +1,5 @@
+import { initial } from './001-initial.js';
+import type { PostgresMigration } from './types.js';
+
+/** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
+export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [initial];

@@ -1,0 +1,220 @@
+import pg from 'pg';
+import type { StoreTx, WritStore } from '../contract.js';
+import { isRetryable, mapEngineError, overloaded } from './errors.js';
+import { PostgresGraphEventStore } from './graph-event-store.js';
+import { PostgresIncidentRepository } from './incident-repository.js';
+import { PostgresLeaseAuthorityRepository } from './lease-authority-repository.js';
+import { PostgresLeaseRepository } from './lease-repository.js';
+import { migratePostgres } from './migrate.js';
+import { PostgresReceiptRepository } from './receipt-repository.js';
+import { TxSession, type PostgresStoreStats } from './session.js';
+import { PostgresSingleUseStore, PurgeSchedule } from './single-use-store.js';
+
+export interface PostgresStoreOptions {
+  /** Connections in this replica's pool (default 10). */
+  poolSize?: number;
+  /** Runs of one readWrite callback before a serialization failure or deadlock becomes OVERLOADED (default 8). */
+  maxAttempts?: number;
+  /** retry_after_ms given with OVERLOADED (default 1 000). */
+  retryAfterMs?: number;
+  /** How long to wait for a connection, from the pool or the server, before OVERLOADED (default 5 000 ms). */
+  connectTimeoutMs?: number;
+  /** Apply missing migrations when opening (default true). False: refuse a schema that is not exactly current. */
+  migrate?: boolean;
+  /** application_name of the connections (shows in pg_stat_activity). */
+  applicationName?: string;
+  /**
+   * Longest wait for a row lock (a lease key, a chain head) before the transaction gives up with
+   * OVERLOADED (default 5 000 ms; PostgreSQL's lock_timeout). Deadlocks are found sooner (deadlock_timeout).
+   */
+  lockTimeoutMs?: number;
+  /**
+   * A transaction left open this long without a statement is ended by the server (default 30 000 ms;
+   * idle_in_transaction_session_timeout), so a stalled replica cannot hold a lease key or the receipt
+   * chain head for longer.
+   */
+  idleInTransactionTimeoutMs?: number;
+  /**
+   * Send BEGIN with a transaction's first statement, values inlined as literals (default true: one
+   * round trip less per transaction). False: BEGIN on its own and every statement with bound parameters.
+   */
+  beginWithFirstStatement?: boolean;
+}
+
+export interface PostgresStore extends WritStore {
+  readonly engine: 'postgres';
+  /** Round trips, retries and commits so far (for tests and the benchmark). */
+  stats(): PostgresStoreStats;
+}
+
+/** int8 (bigint) as a JS number: every bigint Writ stores is a time in ms, an epoch, a seq or a ticket, all below 2^53. */
+const INT8_OID = 20;
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+/**
+ * Opens the datastore on PostgreSQL (several Writ replicas may share one database): a pool, and the
+ * schema migrated to this code's version under an advisory lock.
+ *
+ * Isolation: READ COMMITTED, chosen over SERIALIZABLE on purpose. Every decision that must not race is
+ * one statement that PostgreSQL re-checks on the newest committed version of the row it locked: a
+ * lease key is taken by `INSERT … ON CONFLICT DO UPDATE … WHERE free`, a lease renewed or released by
+ * `UPDATE … WHERE id AND token AND ACTIVE AND not expired`, a single-use id spent by `INSERT … ON
+ * CONFLICT DO UPDATE … WHERE expired`; the graph and receipt heads are rows every appender locks before
+ * reading them. So no verdict depends on a snapshot older than the lock it holds, and SERIALIZABLE
+ * would only add aborts (and retries) under exactly the contention leases exist for. Deadlocks (a
+ * preemption frees keys out of canonical order) and serialization failures are retried here.
+ *
+ * `read` runs REPEATABLE READ READ ONLY: one snapshot for the whole callback.
+ */
+export async function openPostgresStore(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+  const retryAfterMs = options.retryAfterMs ?? 1_000;
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
+    idleTimeoutMillis: 30_000,
+    application_name: options.applicationName ?? 'writ',
+    options: `-c lock_timeout=${Math.round(options.lockTimeoutMs ?? 5_000)} -c idle_in_transaction_session_timeout=${Math.round(options.idleInTransactionTimeoutMs ?? 30_000)}`,
+    types,
+  });
+  // An idle connection that breaks (the server restarted) is dropped by the pool; without a listener
+  // the error would end the process.
+  pool.on('error', () => undefined);
+  try {
+    const client = await pool.connect();
+    const ignore = () => undefined; // a broken connection also rejects the statement in flight
+    client.on('error', ignore);
+    try {
+      if (options.migrate === false) await checkSchemaCurrent(client);
+      else await migratePostgres(client);
+    } finally {
+      client.off('error', ignore);
+      client.release();
+    }
+  } catch (e) {
+    await pool.end().catch(() => undefined);
+    throw mapEngineError(e, retryAfterMs);
+  }
+  return new PgStore(pool, options.maxAttempts ?? 8, retryAfterMs, options.beginWithFirstStatement ?? true);
+}
+
+class PgStore implements PostgresStore {
+  readonly engine = 'postgres' as const;
+  private readonly counters: PostgresStoreStats = { roundTrips: 0, retries: 0, commits: 0 };
+  private readonly purge = new PurgeSchedule();
+  private closed = false;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly maxAttempts: number,
+    private readonly retryAfterMs: number,
+    private readonly beginWithFirstStatement: boolean,
+  ) {}
+
+  stats(): PostgresStoreStats {
+    return { ...this.counters };
+  }
+
+  read<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
+    return this.run('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', fn);
+  }
+
+  readWrite<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
+    return this.run('BEGIN ISOLATION LEVEL READ COMMITTED', fn);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+
+  private async run<T>(begin: string, fn: (tx: StoreTx) => Promise<T>): Promise<T> {
+    if (this.closed) throw new Error('the PostgreSQL store is closed');
+    for (let attempt = 1; ; attempt++) {
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (e) {
+        throw overloaded(`no database connection (${(e as Error).message})`, this.retryAfterMs, e);
+      }
+      const session = new TxSession(client, begin, this.counters, this.beginWithFirstStatement);
+      // A checked-out connection that breaks emits 'error' on itself (the pool only listens to idle
+      // ones); unheard, it would end the process. The failing statement rejects as well.
+      const onError = (e: unknown) => (session.failure ??= e);
+      client.on('error', onError);
+      const giveBack = (err?: Error) => {
+        client.off('error', onError);
+        client.release(err);
+      };
+      try {
+        let result: T;
+        try {
+          result = await fn(this.handle(session));
+        } finally {
+          session.close();
+        }
+        // A callback that caught an engine error and went on must not be reported as committed.
+        if (session.failure !== undefined) throw session.failure;
+        if (session.begun) {
+          this.counters.roundTrips += 1;
+          await client.query('COMMIT');
+          this.counters.commits += 1;
+        }
+        giveBack();
+        return result;
+      } catch (e) {
+        // Undo what the callback wrote; a connection that cannot even roll back is dropped from the pool.
+        const broken = !session.begun
+          ? undefined
+          : await client.query('ROLLBACK').then(
+              () => undefined,
+              (rollbackError: unknown) => (rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError))),
+            );
+        giveBack(broken);
+        if (isRetryable(session.failure ?? e) && attempt < this.maxAttempts) {
+          this.counters.retries += 1;
+          await sleep(Math.random() * Math.min(50, 2 ** attempt));
+          continue;
+        }
+        throw mapEngineError(e, this.retryAfterMs);
+      }
+    }
+  }
+
+  private handle(session: TxSession): StoreTx {
+    return {
+      graph: new PostgresGraphEventStore(session),
+      singleUse: new PostgresSingleUseStore(session, this.purge),
+      leases: new PostgresLeaseRepository(session),
+      leaseAuthority: new PostgresLeaseAuthorityRepository(session),
+      incidents: new PostgresIncidentRepository(session),
+      receipts: new PostgresReceiptRepository(session),
+    };
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+async function checkSchemaCurrent(client: pg.PoolClient): Promise<void> {
+  const { POSTGRES_MIGRATIONS } = await import('./migrations/index.js');
+  const known = POSTGRES_MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
+  const { rows: table } = await client.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present");
+  const { rows } = table[0]?.present
+    ? await client.query<{ version: number | null }>('SELECT max(version) AS version FROM schema_migrations')
+    : { rows: [{ version: 0 }] };
+  const current = Number(rows[0]?.version ?? 0);
+  if (current !== known) {
+    const { WritError } = await import('../../errors.js');
+    throw new WritError(
+      'INTERNAL',
+      current > known
+        ? `the PostgreSQL schema is at version ${current}, newer than this Writ knows (${known}); run a Writ at least as new as the one that migrated it`
+        : `the PostgreSQL schema is at version ${current}, this Writ needs ${known}: run \`writ migrate\``,
+      { schema_version: current, known_version: known },
+    );
+  }
+}

@@ -1,0 +1,146 @@
+import { expect, it } from 'vitest';
+import { canonicalJson } from '../../../src/audit/canonical-json.js';
+import { ChainVerifier, entryHash, GENESIS_HASH } from '../../../src/audit/hash-chain.js';
+import type { EntryKind, ReceiptStatus } from '../../../src/audit/receipt.js';
+import type { NewEntry, ReceiptIndexRow } from '../../../src/audit/repository.js';
+import type { WritStore } from '../../../src/store/contract.js';
+import { describeEngines } from './engines.js';
+
+const entry = (receipt_id: string, kind: EntryKind, at = 1_000): NewEntry => ({ receipt_id, kind, body: canonicalJson({ at, kind, receipt_id }) });
+const index = (receipt_id: string, over: Partial<ReceiptIndexRow> = {}): ReceiptIndexRow => ({
+  receipt_id,
+  principal: 'seo-agent-7',
+  resource_key: 'wp:post:100',
+  status: 'PENDING',
+  idempotency_key: null,
+  request_hash: `req-${receipt_id}`,
+  created_at: 1_000,
+  completed_at: null,
+  ...over,
+});
+const intent = (s: WritStore, id: string, over: Partial<ReceiptIndexRow> = {}) => s.readWrite((tx) => tx.receipts.appendIntent(entry(id, 'intent'), index(id, over)));
+const settle = (s: WritStore, id: string, status: 'COMPLETED' | 'FAILED' = 'COMPLETED', kind: EntryKind = 'completed') =>
+  s.readWrite((tx) => tx.receipts.appendSettlement(entry(id, kind, 2_000), status, 2_000));
+
+async function verify(s: WritStore) {
+  return s.read(async (tx) => {
+    const head = await tx.receipts.indexedHead();
+    const v = new ChainVerifier();
+    for (let after = 0; ; ) {
+      const chunk = await tx.receipts.entriesAfter(after, 7);
+      if (chunk.length === 0) break;
+      const bad = v.feed(chunk);
+      if (bad) return bad;
+      after = chunk[chunk.length - 1]!.seq;
+    }
+    return v.finish(head);
+  });
+}
+
+describeEngines('receipts', (fresh) => {
+  it('chains every entry to the one before it, with hash-chain.ts hashes', async () => {
+    const { store } = await fresh();
+    const a = await intent(store, 'r1');
+    expect(a).toMatchObject({ appended: true, entry: { seq: 1, receipt_id: 'r1', kind: 'intent', prev_hash: GENESIS_HASH } });
+    if (!a.appended) return;
+    expect(a.entry.hash).toBe(entryHash(GENESIS_HASH, a.entry.body, 1, 'intent', 'r1'));
+    const done = await settle(store, 'r1');
+    expect(done).toMatchObject({ appended: true, entry: { seq: 2, prev_hash: a.entry.hash } });
+    const rej = await store.readWrite((tx) => tx.receipts.appendRejection(entry('r2', 'rejected'), index('r2', { status: 'REJECTED', completed_at: 1_000 })));
+    expect(rej).toMatchObject({ seq: 3, kind: 'rejected' });
+    expect(await store.read((tx) => tx.receipts.entriesOf('r1'))).toEqual([a.entry, (done as { entry: unknown }).entry]);
+    expect(await store.read((tx) => tx.receipts.entriesOf('nope'))).toEqual([]);
+    expect(await verify(store)).toMatchObject({ ok: true, entries: 3 });
+    expect(await store.read((tx) => tx.receipts.indexedHead())).toBe(3);
+  });
+
+  it('an idempotency key names one receipt: a second intent writes nothing and returns the first', async () => {
+    const { store } = await fresh();
+    await intent(store, 'r1', { idempotency_key: 'k' });
+    const again = await intent(store, 'r2', { idempotency_key: 'k', request_hash: 'other' });
+    expect(again).toEqual({ appended: false, existing: { receipt_id: 'r1', request_hash: 'req-r1' } });
+    expect(await store.read((tx) => tx.receipts.findByIdempotencyKey('seo-agent-7', 'k'))).toEqual({ receipt_id: 'r1', request_hash: 'req-r1' });
+    expect(await store.read((tx) => tx.receipts.findByIdempotencyKey('someone-else', 'k'))).toBeNull();
+    expect(await store.read((tx) => tx.receipts.entriesAfter(0, 100))).toHaveLength(1);
+    // Another principal may use the same key; rejections never occupy one.
+    expect((await intent(store, 'r3', { idempotency_key: 'k', principal: 'other-agent' })).appended).toBe(true);
+    await store.readWrite((tx) => tx.receipts.appendRejection(entry('r4', 'rejected'), index('r4', { status: 'REJECTED', idempotency_key: 'k2' })));
+    expect(await store.read((tx) => tx.receipts.findByIdempotencyKey('seo-agent-7', 'k2'))).toBeNull();
+  });
+
+  it('concurrent intents with one idempotency key from two connections: exactly one receipt', async () => {
+    const { store, another } = await fresh();
+    const other = await another();
+    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => intent(i % 2 ? other : store, `r${i}`, { idempotency_key: 'same' })));
+    expect(results.filter((r) => r.appended)).toHaveLength(1);
+    const winner = results.find((r) => r.appended)!;
+    for (const r of results) if (!r.appended) expect(r.existing.receipt_id).toBe(winner.appended ? winner.entry.receipt_id : '');
+    expect(await verify(store)).toMatchObject({ ok: true, entries: 1 });
+  });
+
+  it('the first settlement wins; a later one writes nothing; an unknown receipt is said to be unknown', async () => {
+    const { store } = await fresh();
+    await intent(store, 'r1');
+    expect((await settle(store, 'r1', 'COMPLETED', 'reconciled')).appended).toBe(true);
+    expect(await settle(store, 'r1', 'FAILED', 'failed')).toEqual({ appended: false, reason: 'settled' });
+    expect(await settle(store, 'nope')).toEqual({ appended: false, reason: 'unknown' });
+    const [found] = await store.read((tx) => tx.receipts.find({ limit: 10 }));
+    expect(found!.entries.map((e) => e.kind)).toEqual(['intent', 'reconciled']);
+    expect(await verify(store)).toMatchObject({ ok: true, entries: 2 });
+  });
+
+  it('concurrent settlements of one receipt from two connections: exactly one is appended', async () => {
+    const { store, another } = await fresh();
+    const other = await another();
+    await intent(store, 'r1');
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => settle(i % 2 ? other : store, 'r1', i % 3 ? 'COMPLETED' : 'FAILED', i % 3 ? 'completed' : 'failed')));
+    expect(results.filter((r) => r.appended)).toHaveLength(1);
+    expect(await store.read((tx) => tx.receipts.entriesOf('r1'))).toHaveLength(2);
+  });
+
+  it('finds receipts by resource, principal, status and creation time, in chain order, a page at a time', async () => {
+    const { store } = await fresh();
+    for (let i = 1; i <= 6; i++) {
+      await intent(store, `r${i}`, { resource_key: i % 2 ? 'wp:post:1' : 'wp:post:2', principal: i <= 3 ? 'a' : 'b', created_at: 1_000 * i });
+    }
+    await settle(store, 'r1');
+    await settle(store, 'r4', 'FAILED', 'failed');
+    const ids = (found: { entries: { receipt_id: string }[] }[]) => found.map((f) => f.entries[0]!.receipt_id);
+    expect(ids(await store.read((tx) => tx.receipts.find({ limit: 100 })))).toEqual(['r1', 'r2', 'r3', 'r4', 'r5', 'r6']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ resource: 'wp:post:1', limit: 100 })))).toEqual(['r1', 'r3', 'r5']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ principal: 'b', limit: 100 })))).toEqual(['r4', 'r5', 'r6']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ status: 'PENDING' as ReceiptStatus, limit: 100 })))).toEqual(['r2', 'r3', 'r5', 'r6']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ createdAtOrBefore: 2_000, limit: 100 })))).toEqual(['r1', 'r2']);
+    const page1 = await store.read((tx) => tx.receipts.find({ limit: 2 }));
+    expect(ids(page1)).toEqual(['r1', 'r2']);
+    expect(page1[0]!.entries.map((e) => e.kind)).toEqual(['intent', 'completed']);
+    const page2 = await store.read((tx) => tx.receipts.find({ after: page1[1]!.first_seq, limit: 2 }));
+    expect(ids(page2)).toEqual(['r3', 'r4']);
+    expect(page2[1]!.entries.map((e) => e.kind)).toEqual(['intent', 'failed']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ principal: 'a', status: 'COMPLETED', limit: 100 })))).toEqual(['r1']);
+  });
+
+  it('refuses a second receipt with the same id (ALREADY_EXISTS)', async () => {
+    const { store } = await fresh();
+    await intent(store, 'r1');
+    await expect(intent(store, 'r1')).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+    await expect(store.readWrite((tx) => tx.receipts.appendRejection(entry('r1', 'rejected'), index('r1', { status: 'REJECTED' })))).rejects.toMatchObject({
+      code: 'ALREADY_EXISTS',
+    });
+    expect(await verify(store)).toMatchObject({ ok: true, entries: 1 });
+  });
+
+  it('concurrent appenders on two connections never fork the chain', async () => {
+    const { store, another } = await fresh();
+    const other = await another();
+    await Promise.all(
+      Array.from({ length: 40 }, async (_, i) => {
+        const s = i % 2 ? other : store;
+        await intent(s, `r${i}`);
+        await settle(s, `r${i}`);
+      }),
+    );
+    expect(await verify(store)).toMatchObject({ ok: true, entries: 80 });
+    expect(await store.read((tx) => tx.receipts.indexedHead())).toBe(80);
+  });
+});
