@@ -12,7 +12,9 @@ export interface ErrorSpec {
 
 export const ERROR_CATALOGUE = {
   // input
-  MALFORMED_REQUEST: { status: 400, title: 'Malformed request', meaning: 'The body is not valid JSON or does not match the schema (unknown field, wrong type, missing field). Nothing was changed.' },
+  MALFORMED_REQUEST: { status: 400, title: 'Malformed request', meaning: 'The body is not valid JSON or does not match the schema (unknown field, wrong type, missing field), or a string in the body, query, path or headers is not well-formed Unicode (a lone UTF-16 surrogate). Nothing was changed.' },
+  NESTING_TOO_DEEP: { status: 400, title: 'Nesting too deep', meaning: 'The JSON body nests objects and arrays deeper than the configured limit (`WRIT_JSON_MAX_DEPTH`, 64 by default). Nothing was changed.' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type', meaning: 'A request body must be `application/json` in UTF-8 (no other charset). Nothing was changed.' },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large', meaning: 'The body is larger than the configured limit. Nothing was changed.' },
   UNPROCESSABLE: { status: 422, title: 'Unprocessable', meaning: 'The request is well formed but its values are inconsistent (e.g. an invalid resource pattern or time window).' },
   UNKNOWN_PRINCIPAL: { status: 404, title: 'Unknown principal', meaning: 'No principal with that id is registered.' },

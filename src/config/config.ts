@@ -18,6 +18,8 @@ export interface WritConfig {
   decisionTtlMs: number;
   maxAssertionTtlMs: number;
   bodyLimitBytes: number;
+  /** Deepest nesting of objects and arrays a JSON body may have (the top-level value is depth 1). */
+  jsonMaxDepth: number;
   /** Governed priority per priority class; the lease queue uses these, never a caller's claim. */
   priorities: Record<string, number>;
   lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number };
@@ -57,6 +59,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     decisionTtlMs: int('WRIT_DECISION_TTL_MS', env.WRIT_DECISION_TTL_MS, 30_000),
     maxAssertionTtlMs: 5 * 60_000,
     bodyLimitBytes: int('WRIT_BODY_LIMIT', env.WRIT_BODY_LIMIT, 256 * 1024),
+    jsonMaxDepth: int('WRIT_JSON_MAX_DEPTH', env.WRIT_JSON_MAX_DEPTH, 64),
     priorities: DEFAULT_PRIORITIES,
     lease: {
       minTtlMs: int('WRIT_LEASE_MIN_TTL_MS', env.WRIT_LEASE_MIN_TTL_MS, 500),

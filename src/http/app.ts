@@ -1,8 +1,11 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import { authenticateCaller, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
+import { WritError } from '../errors.js';
 import type { WritContext } from '../service/index.js';
+import { guardInput } from './input-guard.js';
 import { createMetrics } from './metrics.js';
+import { queryCoercingValidator } from './query-coercion.js';
 import { sendProblem } from './problem.js';
 import { registerCoordinationRoutes } from './routes/coordination.js';
 import { registerDecisionRoutes } from './routes/decisions.js';
@@ -31,7 +34,11 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     logger: options.logger ?? false,
     bodyLimit: ctx.config.bodyLimitBytes,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
+    schemaController: { compilersFactory: { buildValidator: queryCoercingValidator() } },
+    // A path that is not valid percent-encoded UTF-8 never reaches a route: answer it in the house format.
+    frameworkErrors: (error, request, reply) => sendProblem(new WritError('MALFORMED_REQUEST', error.message), request, reply),
   });
+  guardInput(app, { maxDepth: ctx.config.jsonMaxDepth, bodyLimit: ctx.config.bodyLimitBytes });
   const metrics = createMetrics();
   ctx.observer = metrics.observer;
   app.decorate('writ', ctx);

@@ -35,6 +35,8 @@ function define<C extends ErrorCode>(code: C) {
 }
 
 export const MalformedRequestError = define('MALFORMED_REQUEST');
+export const NestingTooDeepError = define('NESTING_TOO_DEEP');
+export const UnsupportedMediaTypeError = define('UNSUPPORTED_MEDIA_TYPE');
 export const PayloadTooLargeError = define('PAYLOAD_TOO_LARGE');
 export const UnprocessableError = define('UNPROCESSABLE');
 export const UnknownPrincipalError = define('UNKNOWN_PRINCIPAL');
@@ -75,7 +77,7 @@ export const InternalError = define('INTERNAL');
 
 /** code → class; a test checks that every catalogued code has its class. */
 export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
-  MALFORMED_REQUEST: MalformedRequestError, PAYLOAD_TOO_LARGE: PayloadTooLargeError, UNPROCESSABLE: UnprocessableError,
+  MALFORMED_REQUEST: MalformedRequestError, NESTING_TOO_DEEP: NestingTooDeepError, UNSUPPORTED_MEDIA_TYPE: UnsupportedMediaTypeError, PAYLOAD_TOO_LARGE: PayloadTooLargeError, UNPROCESSABLE: UnprocessableError,
   UNKNOWN_PRINCIPAL: UnknownPrincipalError, UNKNOWN_RESOURCE: UnknownResourceError, UNKNOWN_EDGE: UnknownEdgeError,
   NOT_FOUND: NotFoundError, ALREADY_EXISTS: AlreadyExistsError, UNAUTHENTICATED: UnauthenticatedError, FORBIDDEN: ForbiddenError,
   ATTENUATION_VIOLATION: AttenuationViolationError, OWNERSHIP_CONFLICT: OwnershipConflictError,
