@@ -54,6 +54,7 @@ export const ERROR_CATALOGUE = {
   UPSTREAM_FAILED: { status: 502, title: 'Upstream failed', meaning: 'The upstream refused or failed the write; the receipt says FAILED.' },
   UPSTREAM_TIMEOUT: { status: 504, title: 'Upstream timeout', meaning: 'The upstream did not answer in time; the receipt stays PENDING until reconciled.' },
   NO_UPSTREAM: { status: 502, title: 'No upstream', meaning: 'No upstream route is configured for this resource.' },
+  RATE_LIMITED: { status: 429, title: 'Rate limited', meaning: 'The calling principal is over its request rate (`WRIT_RATE_LIMIT_PER_S`); retry after `Retry-After`. Governance is not limited. Nothing was changed and the caller assertion was not spent.' },
   OVERLOADED: { status: 503, title: 'Overloaded', meaning: 'The service is shedding load; retry after `Retry-After`.' },
   SCHEMA_TOO_NEW: { status: 503, title: 'Store schema too new', meaning: 'The store was migrated by a newer Writ than this one; this server refuses to start on it (run that version or a newer one). Nothing was changed.' },
   INTERNAL: { status: 500, title: 'Internal error', meaning: 'A bug or an unexpected failure; the log has the details.' },

@@ -71,6 +71,7 @@ export const IdempotencyMismatchError = define('IDEMPOTENCY_MISMATCH');
 export const UpstreamFailedError = define('UPSTREAM_FAILED');
 export const UpstreamTimeoutError = define('UPSTREAM_TIMEOUT');
 export const NoUpstreamError = define('NO_UPSTREAM');
+export const RateLimitedError = define('RATE_LIMITED');
 export const OverloadedError = define('OVERLOADED');
 export const SchemaTooNewError = define('SCHEMA_TOO_NEW');
 export const InternalError = define('INTERNAL');
@@ -88,7 +89,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   LEASE_TOKEN_MISMATCH: LeaseTokenMismatchError, LEASE_PREEMPTED: LeasePreemptedError, LEASE_WAIT_TIMEOUT: LeaseWaitTimeoutError,
   STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
   NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
-  UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, OVERLOADED: OverloadedError,
+  UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError,
   SCHEMA_TOO_NEW: SchemaTooNewError, INTERNAL: InternalError,
 };
 
