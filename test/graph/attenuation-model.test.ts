@@ -74,7 +74,7 @@ const wire = (s: ScopeM) => ({ actions: s.actions, resources: s.resources, envir
 
 async function checkAgainstModel(m: Model, r: Real) {
   for (let i = 0; i < PEOPLE; i++) {
-    const real = capabilitiesOf(r.h.ctx, person(m, i)).capabilities.filter((c) => c.valid).map((c) => c.chain.map((e) => e.id).join(' > ')).sort();
+    const real = (await capabilitiesOf(r.h.ctx, person(m, i))).capabilities.filter((c) => c.valid).map((c) => c.chain.map((e) => e.id).join(' > ')).sort();
     const model = validChains(m, i).map((c) => c.map((e) => e.id).join(' > ')).sort();
     if (candidateCount(m, i) <= MAX_CHAINS) expect(real, `valid chains to ${person(m, i)}`).toEqual(model);
     else for (const chain of real) expect(model, `${chain} is valid`).toContain(chain); // past the budget: never more than the model
@@ -88,7 +88,7 @@ class Grant implements fc.AsyncCommand<Model, Real> {
   check = (m: Readonly<Model>) => !m.revokedPeople.has(this.to);
   async run(m: Model, r: Real) {
     const id = `am${m.run}-e${m.edges.length}`;
-    createGrant(r.h.ctx, GOVERNANCE_ID, { id, to: person(m, this.to), reason: 'model', scope: wire(this.scope), max_depth: this.depth });
+    await createGrant(r.h.ctx, GOVERNANCE_ID, { id, to: person(m, this.to), reason: 'model', scope: wire(this.scope), max_depth: this.depth });
     m.edges.push({ id, from: 'gov', to: this.to, scope: this.scope, depth: this.depth, revoked: false });
     await checkAgainstModel(m, r);
   }
@@ -132,32 +132,32 @@ class Delegate implements fc.AsyncCommand<Model, Real> {
     const { scope, depth } = 'derive' in this.draft ? derive(chains[this.from % Math.max(1, chains.length)] ?.at(-1) ?? m.edges[0]!, this.draft.derive, this.draft.widen) : this.draft;
     const id = `am${m.run}-e${m.edges.length}`;
     const attempt = () => createDelegation(r.h.ctx, person(m, from), { id, from: person(m, from), to: person(m, to), reason: 'model', scope: wire(scope), max_depth: depth });
-    const revision = r.h.ctx.graph.current().revision;
+    const revision = (await r.h.ctx.graph.current()).revision;
     this.label = `delegate(p${from} → p${to}, ${JSON.stringify(scope)}, depth ${depth})`;
     if (!live(from) || !live(to)) {
-      expect(attempt).toThrow(expect.objectContaining({ code: 'UNPROCESSABLE' })); // a revoked principal neither delegates nor receives
-      expect(r.h.ctx.graph.current().revision).toBe(revision);
+      await expect(attempt()).rejects.toMatchObject({ code: 'UNPROCESSABLE' }); // a revoked principal neither delegates nor receives
+      expect((await r.h.ctx.graph.current()).revision).toBe(revision);
     } else if (chains.some((chain) => narrows({ scope, depth }, chain.at(-1)!))) {
       if (candidateCount(m, from) > MAX_CHAINS) {
         // The delegator's valid chain may be past the resolver's budget: accepted or refused, never half-done.
         stats.overBudget++;
         let created = false;
         try {
-          created = attempt().created;
+          created = (await attempt()).created;
         } catch (e) {
           expect(e).toMatchObject({ code: 'ATTENUATION_VIOLATION' });
           stats.validRefusedOverBudget++;
         }
         if (created) m.edges.push({ id, from, to, scope, depth, revoked: false });
-        else expect(r.h.ctx.graph.current().revision).toBe(revision);
+        else expect((await r.h.ctx.graph.current()).revision).toBe(revision);
       } else {
-        expect(attempt().created).toBe(true);
+        expect((await attempt()).created).toBe(true);
         m.edges.push({ id, from, to, scope, depth, revoked: false });
       }
     } else {
       stats.refused++;
-      expect(attempt).toThrow(expect.objectContaining({ code: 'ATTENUATION_VIOLATION' }));
-      expect(r.h.ctx.graph.current().revision).toBe(revision);
+      await expect(attempt()).rejects.toMatchObject({ code: 'ATTENUATION_VIOLATION' });
+      expect((await r.h.ctx.graph.current()).revision).toBe(revision);
     }
     await checkAgainstModel(m, r);
   }
@@ -170,7 +170,7 @@ class RevokeEdge implements fc.AsyncCommand<Model, Real> {
   check = (m: Readonly<Model>) => m.edges.length > 0;
   async run(m: Model, r: Real) {
     const edge = m.edges[this.pick % m.edges.length]!;
-    revokeEdge(r.h.ctx, GOVERNANCE_ID, edge.id, 'model');
+    await revokeEdge(r.h.ctx, GOVERNANCE_ID, edge.id, 'model');
     edge.revoked = true;
     await checkAgainstModel(m, r);
   }
@@ -181,7 +181,7 @@ class RevokePrincipal implements fc.AsyncCommand<Model, Real> {
   constructor(readonly who: number) {}
   check = (m: Readonly<Model>) => !m.revokedPeople.has(this.who);
   async run(m: Model, r: Real) {
-    revokePrincipal(r.h.ctx, GOVERNANCE_ID, person(m, this.who), 'model');
+    await revokePrincipal(r.h.ctx, GOVERNANCE_ID, person(m, this.who), 'model');
     m.revokedPeople.add(this.who);
     await checkAgainstModel(m, r);
   }
@@ -214,10 +214,10 @@ describe(`graph attenuation against a reference model (${RUNS} sequences, seed $
     await fc.assert(
       fc.asyncProperty(fc.commands(commands, { maxCommands: 25, size: 'max' }), async (cmds) => {
         const m: Model = { run: ++run, edges: [], revokedPeople: new Set() };
-        for (let i = 0; i < PEOPLE; i++) registerPrincipal(h.ctx, GOVERNANCE_ID, { id: person(m, i), kind: 'agent', keys: [] });
+        for (let i = 0; i < PEOPLE; i++) await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: person(m, i), kind: 'agent', keys: [] });
         // p0 holds everything the sequence draws from, deep enough for chains of four.
         const root: ScopeM = { actions: ACTIONS, resources: ['wp:post:*'], environments: ENVIRONMENTS, fields: FIELDS, risk: 3 };
-        createGrant(h.ctx, GOVERNANCE_ID, { id: `am${m.run}-root`, to: person(m, 0), reason: 'model', scope: wire(root), max_depth: 3 });
+        await createGrant(h.ctx, GOVERNANCE_ID, { id: `am${m.run}-root`, to: person(m, 0), reason: 'model', scope: wire(root), max_depth: 3 });
         m.edges.push({ id: `am${m.run}-root`, from: 'gov', to: 0, scope: root, depth: 3, revoked: false });
         await fc.asyncModelRun(() => ({ model: m, real: { h } }), cmds);
         stats.steps += [...cmds].length;

@@ -362,7 +362,7 @@ export function answerProblems(req: FuzzRequest, out: FuzzOutcome): string[] {
 
 /** The graph revision and the lease table, cheap enough to read around every request. */
 async function quickState(h: Harness): Promise<string> {
-  return JSON.stringify({ revision: h.ctx.graph.current().revision, leases: await listLeases(h.ctx, {}) });
+  return JSON.stringify({ revision: (await h.ctx.graph.current()).revision, leases: await listLeases(h.ctx, {}) });
 }
 
 export interface FuzzReport {
@@ -392,8 +392,8 @@ export interface FuzzReport {
 export async function runFuzz(h: Harness, pools: FuzzPools, options: { seed: number; runs: number; timeoutMs: number; onProgress?: (r: FuzzReport) => void }): Promise<FuzzReport> {
   const started = performance.now();
   const arb = fuzzRequestArbitrary(routesOf(h), pools);
-  const chainBefore = await h.ctx.receipts.verifyChainYielding();
-  const othersBefore = JSON.stringify(nonRejected(h));
+  const chainBefore = await h.ctx.receipts.verifyChain();
+  const othersBefore = JSON.stringify(await nonRejected(h));
   const report: FuzzReport = { requests: 0, sent: 0, unsendable: 0, byStatus: {}, fiveXX: 0, hangs: 0, stateChanges: 0, badErrors: 0, rejectedReceipts: 0, chain: { ok: true, entriesAdded: 0, expectedAdded: 0, otherReceiptsChanged: false }, routesHit: {}, failures: [], ms: 0 };
   const BATCH = 500;
   for (let done = 0; done < options.runs; done += BATCH) {
@@ -424,22 +424,22 @@ export async function runFuzz(h: Harness, pools: FuzzPools, options: { seed: num
     }
     options.onProgress?.(report);
   }
-  const chainAfter = await h.ctx.receipts.verifyChainYielding();
+  const chainAfter = await h.ctx.receipts.verifyChain();
   report.chain = {
     ok: chainAfter.ok,
     entriesAdded: chainAfter.entries - chainBefore.entries,
     expectedAdded: report.rejectedReceipts,
-    otherReceiptsChanged: JSON.stringify(nonRejected(h)) !== othersBefore,
+    otherReceiptsChanged: JSON.stringify(await nonRejected(h)) !== othersBefore,
   };
   report.ms = performance.now() - started;
   return report;
 }
 
-function nonRejected(h: Harness): unknown[] {
+async function nonRejected(h: Harness): Promise<unknown[]> {
   const out: unknown[] = [];
   for (const status of ['PENDING', 'COMPLETED', 'FAILED'] as const) {
     for (let after: number | undefined; ;) {
-      const page = h.ctx.receipts.query({ status, limit: 1000, ...(after === undefined ? {} : { after }) });
+      const page = await h.ctx.receipts.query({ status, limit: 1000, ...(after === undefined ? {} : { after }) });
       out.push(...page.receipts);
       if (page.next === null) break;
       after = page.next;

@@ -6,16 +6,16 @@ import type { Harness } from './harness.js';
  * every lease key (holder, epoch, expiry, transitions), and the receipt chain (its length and head).
  */
 export async function durableState(h: Harness): Promise<{ graphRevision: number; leases: unknown[]; chain: { ok: boolean; entries: number; head: string }; receipts: unknown[] }> {
-  const chain = await h.ctx.receipts.verifyChainYielding();
+  const chain = await h.ctx.receipts.verifyChain();
   const receipts: unknown[] = [];
   for (let after: number | undefined; ;) {
-    const page = h.ctx.receipts.query({ limit: 1000, ...(after === undefined ? {} : { after }) });
+    const page = await h.ctx.receipts.query({ limit: 1000, ...(after === undefined ? {} : { after }) });
     receipts.push(...page.receipts);
     if (page.next === null) break;
     after = page.next;
   }
   return {
-    graphRevision: h.ctx.graph.current().revision,
+    graphRevision: (await h.ctx.graph.current()).revision,
     leases: await listLeases(h.ctx, {}),
     chain: { ok: chain.ok, entries: chain.entries, head: chain.head },
     receipts,
