@@ -12,7 +12,9 @@ export interface ErrorSpec {
 
 export const ERROR_CATALOGUE = {
   // input
-  MALFORMED_REQUEST: { status: 400, title: 'Malformed request', meaning: 'The body is not valid JSON or does not match the schema (unknown field, wrong type, missing field). Nothing was changed.' },
+  MALFORMED_REQUEST: { status: 400, title: 'Malformed request', meaning: 'The body is not valid JSON or does not match the schema (unknown field, wrong type, missing field), or a string in the body, query, path or headers is not well-formed Unicode (a lone UTF-16 surrogate). Nothing was changed.' },
+  NESTING_TOO_DEEP: { status: 400, title: 'Nesting too deep', meaning: 'The JSON body nests objects and arrays deeper than the configured limit (`WRIT_JSON_MAX_DEPTH`, 64 by default). Nothing was changed.' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type', meaning: 'A request body must be `application/json` in UTF-8 (no other charset). Nothing was changed.' },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large', meaning: 'The body is larger than the configured limit. Nothing was changed.' },
   UNPROCESSABLE: { status: 422, title: 'Unprocessable', meaning: 'The request is well formed but its values are inconsistent (e.g. an invalid resource pattern or time window).' },
   UNKNOWN_PRINCIPAL: { status: 404, title: 'Unknown principal', meaning: 'No principal with that id is registered.' },
@@ -52,6 +54,7 @@ export const ERROR_CATALOGUE = {
   UPSTREAM_FAILED: { status: 502, title: 'Upstream failed', meaning: 'The upstream refused or failed the write; the receipt says FAILED.' },
   UPSTREAM_TIMEOUT: { status: 504, title: 'Upstream timeout', meaning: 'The upstream did not answer in time; the receipt stays PENDING until reconciled.' },
   NO_UPSTREAM: { status: 502, title: 'No upstream', meaning: 'No upstream route is configured for this resource.' },
+  RATE_LIMITED: { status: 429, title: 'Rate limited', meaning: 'The calling principal is over its request rate (`WRIT_RATE_LIMIT_PER_S`); retry after `Retry-After`. Governance is not limited. Nothing was changed and the caller assertion was not spent.' },
   OVERLOADED: { status: 503, title: 'Overloaded', meaning: 'The service is shedding load; retry after `Retry-After`.' },
   SCHEMA_TOO_NEW: { status: 503, title: 'Store schema too new', meaning: 'The store was migrated by a newer Writ than this one; this server refuses to start on it (run that version or a newer one). Nothing was changed.' },
   INTERNAL: { status: 500, title: 'Internal error', meaning: 'A bug or an unexpected failure; the log has the details.' },

@@ -24,6 +24,12 @@ export interface WritConfig {
   decisionTtlMs: number;
   maxAssertionTtlMs: number;
   bodyLimitBytes: number;
+  /** Deepest nesting of objects and arrays a JSON body may have (the top-level value is depth 1). */
+  jsonMaxDepth: number;
+  /** Requests per second each principal may make (a token bucket of `burst`); 0 turns the limit off. Governance is exempt. */
+  rateLimit: { perSecond: number; burst: number };
+  /** Writes (POST /v1/actions) in flight at once; one more is OVERLOADED (503) with Retry-After. */
+  maxInflightWrites: number;
   /** Governed priority per priority class; the lease queue uses these, never a caller's claim. */
   priorities: Record<string, number>;
   lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number };
@@ -133,6 +139,12 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     decisionTtlMs: int('WRIT_DECISION_TTL_MS', env.WRIT_DECISION_TTL_MS, 30_000),
     maxAssertionTtlMs: 5 * 60_000,
     bodyLimitBytes: int('WRIT_BODY_LIMIT', env.WRIT_BODY_LIMIT, 256 * 1024),
+    jsonMaxDepth: int('WRIT_JSON_MAX_DEPTH', env.WRIT_JSON_MAX_DEPTH, 64),
+    rateLimit: {
+      perSecond: int('WRIT_RATE_LIMIT_PER_S', env.WRIT_RATE_LIMIT_PER_S, 0),
+      burst: int('WRIT_RATE_LIMIT_BURST', env.WRIT_RATE_LIMIT_BURST, 2 * int('WRIT_RATE_LIMIT_PER_S', env.WRIT_RATE_LIMIT_PER_S, 0)),
+    },
+    maxInflightWrites: int('WRIT_MAX_INFLIGHT_WRITES', env.WRIT_MAX_INFLIGHT_WRITES, 256),
     priorities: DEFAULT_PRIORITIES,
     lease: {
       minTtlMs: int('WRIT_LEASE_MIN_TTL_MS', env.WRIT_LEASE_MIN_TTL_MS, 500),
@@ -151,6 +163,8 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     decisionLog: decisionLogConfig(env),
   };
   const merged = { ...base, ...overrides };
+  if (merged.rateLimit.perSecond > 0 && merged.rateLimit.burst < 1) throw new WritError('UNPROCESSABLE', 'WRIT_RATE_LIMIT_BURST must be at least 1 when a rate limit is set');
+  if (merged.maxInflightWrites < 1) throw new WritError('UNPROCESSABLE', 'WRIT_MAX_INFLIGHT_WRITES must be at least 1');
   for (const u of merged.upstreams) {
     if (u.timeoutMs < 1) throw new WritError('UNPROCESSABLE', `the upstream timeout for ${u.pattern} must be at least 1 ms`);
   }

@@ -22,7 +22,7 @@ const SEGMENT = /^[A-Za-z0-9_-]*$/;
 
 /**
  * Splits and decodes a compact JWS. Throws (a plain Error: callers word the refusal) unless it is
- * three base64url segments whose first two are JSON objects (an empty signature decodes, so that an
+ * three canonical base64url segments whose first two are JSON objects (an empty signature decodes, so that an
  * `alg: none` token is refused for its algorithm, and never verifies). A `crit`
  * header is refused: Writ understands no extension, and RFC 7515 §4.1.11 says a verifier must then
  * reject the token. `b64: false` falls under the same rule.
@@ -33,11 +33,23 @@ export function decodeCompactJws(token: string): DecodedJws {
   const header = jsonObject(parts[0]!);
   const payload = jsonObject(parts[1]!);
   if ('crit' in header || 'b64' in header) throw new Error('unsupported critical header');
-  return { header, payload, signingInput: `${parts[0]}.${parts[1]}`, signature: Buffer.from(parts[2]!, 'base64url') };
+  return { header, payload, signingInput: `${parts[0]}.${parts[1]}`, signature: canonicalBase64url(parts[2]!) };
+}
+
+/**
+ * The bytes of a base64url segment, only if the segment is their one canonical encoding (RFC 7515
+ * §2: no padding, no line breaks; RFC 4648 §3.5: the unused low bits of the last character are
+ * zero). Node's decoder ignores those bits, so `…A` and `…B` would decode alike: one token would
+ * then have several spellings, and a decision's id, replay mark or hash could be sidestepped.
+ */
+function canonicalBase64url(segment: string): Buffer {
+  const bytes = Buffer.from(segment, 'base64url');
+  if (bytes.toString('base64url') !== segment) throw new Error('not canonical base64url');
+  return bytes;
 }
 
 function jsonObject(segment: string): Record<string, unknown> {
-  const value: unknown = JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
+  const value: unknown = JSON.parse(canonicalBase64url(segment).toString('utf8'));
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error('not a JSON object');
   return value as Record<string, unknown>;
 }

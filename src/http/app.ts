@@ -1,8 +1,13 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
-import { authenticateCaller, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
+import { releaseAssertion, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
+import { WritError } from '../errors.js';
+import { GOVERNANCE_ID } from '../graph/index.js';
 import type { WritContext } from '../service/index.js';
+import { guardInput } from './input-guard.js';
 import { createMetrics } from './metrics.js';
+import { boundInflightWrites, PrincipalRateLimiter } from './overload.js';
+import { queryCoercingValidator } from './query-coercion.js';
 import { sendProblem } from './problem.js';
 import { registerAuthzenRoutes } from './routes/authzen.js';
 import { registerCoordinationRoutes } from './routes/coordination.js';
@@ -32,7 +37,11 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     logger: options.logger ?? false,
     bodyLimit: ctx.config.bodyLimitBytes,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
+    schemaController: { compilersFactory: { buildValidator: queryCoercingValidator() } },
+    // A path that is not valid percent-encoded UTF-8 never reaches a route: answer it in the house format.
+    frameworkErrors: (error, request, reply) => sendProblem(new WritError('MALFORMED_REQUEST', error.message), request, reply),
   });
+  guardInput(app, { maxDepth: ctx.config.jsonMaxDepth, bodyLimit: ctx.config.bodyLimitBytes });
   const metrics = createMetrics(() => ctx.decisionLog.stats());
   ctx.observer = metrics.observer;
   app.decorate('writ', ctx);
@@ -40,8 +49,28 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     const graph = await ctx.graph.current();
     return { principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs };
   };
-  app.decorate('caller', async (request: FastifyRequest) => (await authenticateCaller(request.headers.authorization, await authDeps())).principal);
-  app.decorate('unspentCaller', async (request: FastifyRequest) => verifyCallerAssertion(request.headers.authorization, await authDeps()));
+  const limiter = ctx.config.rateLimit.perSecond > 0 ? new PrincipalRateLimiter(ctx.clock, ctx.config.rateLimit.perSecond, ctx.config.rateLimit.burst) : null;
+  /** A verified caller within its rate; a limited one's assertion is left unspent (usable once it may call again). */
+  const admitted = async (request: FastifyRequest, deps: Awaited<ReturnType<typeof authDeps>>): Promise<AuthenticatedCaller> => {
+    const caller = await verifyCallerAssertion(request.headers.authorization, deps);
+    if (limiter && caller.principal !== GOVERNANCE_ID) {
+      try {
+        limiter.admit(caller.principal);
+      } catch (e) {
+        releaseAssertion(deps.replay, caller);
+        throw e;
+      }
+    }
+    return caller;
+  };
+  app.decorate('caller', async (request: FastifyRequest) => {
+    const deps = await authDeps();
+    const caller = await admitted(request, deps);
+    await deps.replay.store.readWrite((tx) => spendAssertion(deps.replay, tx, caller, deps.now));
+    return caller.principal;
+  });
+  app.decorate('unspentCaller', async (request: FastifyRequest) => admitted(request, await authDeps()));
+  boundInflightWrites(app, ctx.config.maxInflightWrites);
   app.setErrorHandler((error, request, reply) => sendProblem(error, request, reply));
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).type('application/problem+json').send({

@@ -33,6 +33,7 @@ function fromFastify(error: FastifyError): WritError {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new WritError('PAYLOAD_TOO_LARGE', error.message);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new WritError('UNSUPPORTED_MEDIA_TYPE', error.message);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new WritError('MALFORMED_REQUEST', error.message);

@@ -35,6 +35,8 @@ function define<C extends ErrorCode>(code: C) {
 }
 
 export const MalformedRequestError = define('MALFORMED_REQUEST');
+export const NestingTooDeepError = define('NESTING_TOO_DEEP');
+export const UnsupportedMediaTypeError = define('UNSUPPORTED_MEDIA_TYPE');
 export const PayloadTooLargeError = define('PAYLOAD_TOO_LARGE');
 export const UnprocessableError = define('UNPROCESSABLE');
 export const UnknownPrincipalError = define('UNKNOWN_PRINCIPAL');
@@ -69,13 +71,14 @@ export const IdempotencyMismatchError = define('IDEMPOTENCY_MISMATCH');
 export const UpstreamFailedError = define('UPSTREAM_FAILED');
 export const UpstreamTimeoutError = define('UPSTREAM_TIMEOUT');
 export const NoUpstreamError = define('NO_UPSTREAM');
+export const RateLimitedError = define('RATE_LIMITED');
 export const OverloadedError = define('OVERLOADED');
 export const SchemaTooNewError = define('SCHEMA_TOO_NEW');
 export const InternalError = define('INTERNAL');
 
 /** code → class; a test checks that every catalogued code has its class. */
 export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
-  MALFORMED_REQUEST: MalformedRequestError, PAYLOAD_TOO_LARGE: PayloadTooLargeError, UNPROCESSABLE: UnprocessableError,
+  MALFORMED_REQUEST: MalformedRequestError, NESTING_TOO_DEEP: NestingTooDeepError, UNSUPPORTED_MEDIA_TYPE: UnsupportedMediaTypeError, PAYLOAD_TOO_LARGE: PayloadTooLargeError, UNPROCESSABLE: UnprocessableError,
   UNKNOWN_PRINCIPAL: UnknownPrincipalError, UNKNOWN_RESOURCE: UnknownResourceError, UNKNOWN_EDGE: UnknownEdgeError,
   NOT_FOUND: NotFoundError, ALREADY_EXISTS: AlreadyExistsError, UNAUTHENTICATED: UnauthenticatedError, FORBIDDEN: ForbiddenError,
   ATTENUATION_VIOLATION: AttenuationViolationError, OWNERSHIP_CONFLICT: OwnershipConflictError,
@@ -86,7 +89,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   LEASE_TOKEN_MISMATCH: LeaseTokenMismatchError, LEASE_PREEMPTED: LeasePreemptedError, LEASE_WAIT_TIMEOUT: LeaseWaitTimeoutError,
   STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
   NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
-  UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, OVERLOADED: OverloadedError,
+  UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError,
   SCHEMA_TOO_NEW: SchemaTooNewError, INTERNAL: InternalError,
 };
 

@@ -16,10 +16,17 @@ export function isoOrNull(ms: number | null | undefined): string | null {
   return ms === null || ms === undefined ? null : new Date(ms).toISOString();
 }
 
-/** Parses `?at=` of the graph export: a revision number or a time. */
+const REVISION = /^\d{1,15}$/;
+/** RFC 3339 (a date, or a date and time with seconds and a zone): what Writ writes. */
+const RFC3339 = /^\d{4}-\d{2}-\d{2}(?:[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2}))?$/;
+
+/**
+ * Parses `?at=` of the graph export: a revision (digits) or an RFC 3339 time. Anything else is
+ * malformed: `Date.parse` alone would take `-1` for the year −1, or `1 2` for a local date.
+ */
 export function parseAt(at: string): { revision: number } | { time: number } {
-  if (/^\d+$/.test(at)) return { revision: Number(at) };
-  const t = Date.parse(at);
-  if (Number.isNaN(t)) throw new WritError('UNPROCESSABLE', `at must be a graph revision or an ISO-8601 time, got "${at}"`);
+  if (REVISION.test(at)) return { revision: Number(at) };
+  const t = RFC3339.test(at) ? Date.parse(at) : Number.NaN;
+  if (Number.isNaN(t)) throw new WritError('MALFORMED_REQUEST', `at must be a graph revision (digits) or an RFC 3339 time, got ${JSON.stringify(at)}`);
   return { time: t };
 }

@@ -46,11 +46,11 @@ describe('graph export, now and as it was', () => {
     expect(r.raw).toContain('seo-agent-7');
   });
 
-  it('a revision ahead of the head or a bad time is refused', async () => {
+  it('a revision ahead of the head (422) or a malformed at (400) is refused', async () => {
     const r = await h.call('governance', { method: 'GET', url: '/v1/graph?at=999999' });
     expect(r.status).toBe(422);
     const t = await h.call('governance', { method: 'GET', url: '/v1/graph?at=yesterday' });
-    expect(t.status).toBe(422);
-    expect(t.body.code).toBe('UNPROCESSABLE');
+    expect(t.status).toBe(400);
+    expect(t.body.code).toBe('MALFORMED_REQUEST');
   });
 });

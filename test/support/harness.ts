@@ -14,7 +14,8 @@ import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { SqliteDatabase } from '../../src/store/sqlite/database.js';
 import { applyManifest, openWrit, readAdminCredential, readManifest, type OpenedWrit, type WritContext } from '../../src/service/index.js';
 
-export const REPO = resolve(import.meta.dirname, '../..');
+/** The repository, whether this runs from test/support or, compiled for a bench, from dist/test/support. */
+export const REPO = resolve(import.meta.dirname, import.meta.dirname.includes('/dist/') ? '../../..' : '../..');
 export const EXAMPLE_GRAPH = join(REPO, 'graph/example.yaml');
 /** Built by the test command's set-up step (`writ policy build`). */
 export const BUNDLE_DIR = join(REPO, 'build/policy');

@@ -1,0 +1,103 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { WritError } from '../errors.js';
+
+/**
+ * The edge's checks on what a request carries, before any route sees it:
+ * - a JSON body must be UTF-8 (a `charset` parameter naming anything else is 415), must not nest
+ *   deeper than `maxDepth` (counted on the raw text, before parsing), and is parsed by fastify's own
+ *   parser (prototype-poisoning keys refused);
+ * - every string of the body, the query, the path parameters and the headers must be well-formed
+ *   Unicode: a lone UTF-16 surrogate (`"\ud800"`) is refused here, since the policy engine, the
+ *   store and the hash chain all expect strings that encode to UTF-8 and back unchanged.
+ */
+export function guardInput(app: FastifyInstance, options: { maxDepth: number; bodyLimit: number }): void {
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  // JSON only: fastify's text/plain parser would hand a string to routes that expect an object.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: options.bodyLimit }, (request, body, done) => {
+    const charset = charsetOf(request.headers['content-type']);
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+      done(new WritError('UNSUPPORTED_MEDIA_TYPE', `a JSON body must be UTF-8, not charset=${charset}`), undefined);
+      return;
+    }
+    const text = body as string;
+    const depth = jsonDepthExceeds(text, options.maxDepth);
+    if (depth) {
+      done(new WritError('NESTING_TOO_DEEP', `the body nests objects and arrays more than ${options.maxDepth} deep`, { max_depth: options.maxDepth }), undefined);
+      return;
+    }
+    parseJson(request, text, done);
+  });
+  app.addHook('preValidation', async (request) => assertWellFormedRequest(request));
+}
+
+function assertWellFormedRequest(request: FastifyRequest): void {
+  assertWellFormed(request.headers, 'headers');
+  assertWellFormed(request.params, 'params');
+  assertWellFormed(request.query, 'querystring');
+  assertWellFormed(request.body, 'body');
+}
+
+/** Throws MALFORMED_REQUEST naming the first string (value or key) that is not well-formed UTF-16. */
+export function assertWellFormed(value: unknown, where: string): void {
+  const bad = firstIllFormed(value, '');
+  if (bad !== null) throw new WritError('MALFORMED_REQUEST', `${where}${bad}: contains a lone UTF-16 surrogate (not well-formed Unicode)`);
+}
+
+// With the u flag a surrogate pair is one code point, so only an unpaired half matches.
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
+// The body's depth is bounded before this runs (the parser), the query, params and headers are flat.
+function firstIllFormed(value: unknown, path: string): string | null {
+  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? path : null;
+  if (value === null || typeof value !== 'object') return null;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const bad = firstIllFormed(value[i], `${path}/${i}`);
+      if (bad !== null) return bad;
+    }
+    return null;
+  }
+  for (const [key, v] of Object.entries(value)) {
+    if (LONE_SURROGATE.test(key)) return `${path}/${JSON.stringify(key).slice(1, -1)}`;
+    const bad = firstIllFormed(v, `${path}/${key}`);
+    if (bad !== null) return bad;
+  }
+  return null;
+}
+
+/** The `charset` parameter of a Content-Type, lower-cased and unquoted; undefined when there is none. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  if (!contentType) return undefined;
+  for (const param of contentType.split(';').slice(1)) {
+    const eq = param.indexOf('=');
+    if (eq < 0) continue;
+    if (param.slice(0, eq).trim().toLowerCase() !== 'charset') continue;
+    return param.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase();
+  }
+  return undefined;
+}
+
+/**
+ * Whether JSON text nests objects/arrays deeper than `max` (the top-level container is depth 1).
+ * A scan of the raw text, so a hostile body costs one pass and no recursion anywhere; brackets
+ * inside strings do not count. Malformed text is left for the parser to refuse.
+ */
+export function jsonDepthExceeds(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c /* \ */) i++;
+      else if (c === 0x22 /* " */) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      depth--;
+    }
+  }
+  return false;
+}
