@@ -31,6 +31,10 @@ const REFUSAL_CODES = {
  */
 export class LeaseManager {
   private readonly options: ResolvedLeaseOptions;
+  /** Queued acquisitions of this process between polls: a release here wakes them at once (another process's release is seen at the next poll). */
+  private readonly sleepers = new Set<() => void>();
+  /** Releases in this process so far: a waiter that was polling when one happened does not sleep after it. */
+  private releases = 0;
 
   constructor(
     private readonly repo: LeaseRepository,
@@ -60,6 +64,7 @@ export class LeaseManager {
     try {
       for (;;) {
         const now = this.clock.now();
+        const releasesBefore = this.releases;
         const outcome = await this.repo.acquire({
           keys, leaseId, tokenHash, holder: req.holder, instance, priority: req.priority, ttlMs, now, preempt, ticket,
           ...(preempt && req.preemptable ? { preemptable: req.preemptable } : {}),
@@ -74,7 +79,7 @@ export class LeaseManager {
         if (ticket === NEWCOMER_TICKET) {
           ticket = await this.repo.enqueue({ keys, holder: req.holder, instance, priority: req.priority, enqueuedAt: now, deadline });
         }
-        await this.options.sleep(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
+        if (this.releases === releasesBefore) await this.nap(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
       }
     } finally {
       // A granted waiter already left the queue in the granting transaction.
@@ -97,6 +102,8 @@ export class LeaseManager {
   async release(leaseId: string, token: string, options: { alsoCommit?: () => void } = {}): Promise<ReleasedLease> {
     const outcome = await this.repo.release({ leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), now: this.clock.now(), ...options });
     if (!outcome.ok) throw this.refused(outcome.reason, leaseId);
+    this.releases++;
+    for (const wake of [...this.sleepers]) wake();
     return { lease_id: leaseId, epochs: outcome.epochs };
   }
 
@@ -162,6 +169,18 @@ export class LeaseManager {
   /** The append-only lease history (acquire, renew, release, preempt, expire), in order. */
   async history(filter: { key?: string; leaseId?: string } = {}): Promise<LeaseEvent[]> {
     return this.repo.history(filter);
+  }
+
+  /** Sleeps until the next poll, or until a lease is released in this process, whichever comes first. */
+  private nap(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        this.sleepers.delete(wake);
+        resolve();
+      };
+      this.sleepers.add(wake);
+      void this.options.sleep(ms).then(wake);
+    });
   }
 
   private pollDelay(): number {
