@@ -337,7 +337,8 @@ export class WritClient {
         signal: controller.signal,
         act: (req) => {
           if (controller.signal.aborted) return Promise.reject(controller.signal.reason);
-          return this.act({ ...req, lease: held });
+          // A write whose decision needs no lease goes without one (its keys are not this lease's).
+          return this.act({ ...req, lease: leaseRequired(req.decision) ? held : null });
         },
       };
       return await fn(scope);
