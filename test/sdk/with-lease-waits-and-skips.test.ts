@@ -72,6 +72,22 @@ describe('a decision that needs no lease', () => {
     expect(sent.some((r) => r.path.startsWith('/v1/leases'))).toBe(false);
   });
 
+  it('mixed with one that needs a lease: only that one is leased, and each write carries what its decision needs', async () => {
+    const resource = 'wp:post:705';
+    const { client } = clientFor(server, 'seo-agent-7');
+    const title = await client.decide({ action: 'update_post', resource, environment: 'production', fields: ['title'] });
+    const meta = await client.decide({ action: 'update_post', resource, environment: 'production', fields: ['meta_description'] });
+    const [a, b] = await client.withLease([title, meta], async ({ lease, act }) => {
+      expect(lease!.keys).toEqual([`${resource}#title`]);
+      const first = await act({ decision: title, action: 'update_post', resource, fields: ['title'], payload: { title: 'T' }, expected_version: 0 });
+      const second = await act({ decision: meta, action: 'update_post', resource, fields: ['meta_description'], payload: { meta_description: 'M' }, expected_version: 0 });
+      return [first, second];
+    });
+    expect([a.status, b.status]).toEqual(['COMPLETED', 'COMPLETED']);
+    expect(a.lease_id).not.toBeNull();
+    expect(b.lease_id).toBeNull();
+  });
+
   it('POST /v1/leases refuses it with 422, naming the field\'s real class and what to do', async () => {
     const { client } = clientFor(server, 'seo-agent-7');
     const d = await client.decide({ action: 'update_post', resource: 'wp:post:704', environment: 'production', fields: ['meta_description'] });
