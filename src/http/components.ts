@@ -62,6 +62,8 @@ const Jwk = {
   type: 'object',
   required: ['kty'],
   properties: { kty: { type: 'string' }, kid: { type: 'string' }, crv: { type: 'string' }, x: { type: 'string' }, y: { type: 'string' }, n: { type: 'string' }, e: { type: 'string' }, alg: { type: 'string' }, use: { type: 'string' } },
+  // Registration accepts any further JWK member (RFC 7517 allows them); answers must not drop them.
+  additionalProperties: true,
 } as const;
 
 const Principal = {
@@ -265,6 +267,7 @@ const Receipt = {
         properties: { seq: { type: 'integer' }, kind: { type: 'string', enum: ['intent', 'completed', 'failed', 'rejected', 'reconciled'] }, at: ms, prev_hash: { type: 'string' }, hash: { type: 'string' } },
       },
     },
+    replayed: { type: 'boolean', description: 'set when the call wrote nothing and answers with the receipt as it already was' },
   },
 } as const;
 

@@ -123,8 +123,10 @@ describe('the OpenAPI document', () => {
     // graph
     const { generatePrincipalKeyPair } = await import('../../src/sdk/index.js');
     const kp = await generatePrincipalKeyPair();
-    await call('governance', 'POST', '/v1/principals', { payload: { id: 'new-agent', kind: 'agent', keys: [kp.publicJwk] } });
-    await call('governance', 'POST', '/v1/principals', { payload: { id: 'new-agent', kind: 'agent', keys: [kp.publicJwk] } });
+    // A JWK member the schemas do not name (RFC 7517 allows any) comes back as it went in.
+    const created = await call('governance', 'POST', '/v1/principals', { payload: { id: 'new-agent', kind: 'agent', keys: [{ ...kp.publicJwk, key_ops: ['verify'] }] } });
+    expect(created.body.principal.keys[0].key_ops).toEqual(['verify']);
+    await call('governance', 'POST', '/v1/principals', { payload: { id: 'new-agent', kind: 'agent', keys: [{ ...kp.publicJwk, key_ops: ['verify'] }] } });
     await call('seo-agent-7', 'POST', '/v1/principals', { payload: { id: 'x', kind: 'agent', keys: [] } });
     await call('governance', 'POST', '/v1/principals', { payload: { id: 'x', kind: 'robot', keys: [] } });
     await call(null, 'POST', '/v1/principals', { payload: { id: 'x', kind: 'agent', keys: [] } });
