@@ -228,8 +228,9 @@ export class WritClient {
     const deadline = Date.now() + (options.deadlineMs ?? 30_000);
     let lease: Lease;
     let acquiredSentAt: number;
+    let maxWaitMs = SERVER_MAX_WAIT_MS;
     for (let attempt = 0; ; attempt++) {
-      const waitMs = options.waitMs ?? Math.max(0, Math.min(SERVER_MAX_WAIT_MS, deadline - Date.now()));
+      const waitMs = options.waitMs ?? Math.max(0, Math.min(maxWaitMs, deadline - Date.now()));
       try {
         acquiredSentAt = Date.now();
         lease = await this.acquireLease(needing, { ttlMs, waitMs, ...(options.preempt ? { preempt: true } : {}) });
@@ -237,6 +238,12 @@ export class WritClient {
         if (waitMs > 0) acquiredSentAt = Date.now();
         break;
       } catch (e) {
+        const serverMax = e instanceof WritApiError && e.code === 'UNPROCESSABLE' ? e.problem.max_wait_ms : undefined;
+        if (options.waitMs === undefined && typeof serverMax === 'number' && serverMax < maxWaitMs) {
+          // This Writ allows shorter waits (WRIT_LEASE_MAX_WAIT_MS): ask again within its limit.
+          maxWaitMs = serverMax;
+          continue;
+        }
         if (!(e instanceof WritApiError) || (e.code !== 'RESOURCE_BUSY' && e.code !== 'LEASE_WAIT_TIMEOUT')) throw e;
         // A queued wait that timed out asks again at once while the deadline allows; an immediate refusal backs off.
         const delay = waitMs > 0 ? 0 : backoffDelay(attempt, e.retryAfterMs, options.backoff);

@@ -54,6 +54,28 @@ describe('withLease waiting for a busy lease', () => {
   });
 });
 
+describe('withLease against a Writ that allows shorter waits', () => {
+  it('learns the server\'s WRIT_LEASE_MAX_WAIT_MS from its refusal and waits within it', async () => {
+    const short = await startServerProcess({ env: { WRIT_LEASE_MAX_WAIT_MS: '1000' } });
+    try {
+      const resource = 'wp:post:706';
+      const holder = clientFor(short, 'seo-agent-7').client;
+      const waiter = clientFor(short, 'editor-alice');
+      const d = await holder.decide({ action: 'update_post', resource, environment: 'production', fields: ['title'] });
+      const w = await waiter.client.decide({ action: 'update_post', resource, environment: 'production', fields: ['title'] });
+      const held = await holder.acquireLease([d], { ttlMs: 5_000 });
+      const waiting = waiter.client.withLease([w], async ({ lease }) => lease!.keys, { deadlineMs: 10_000 });
+      await sleep(1_500); // past one whole server-side wait: the SDK asked again
+      await holder.releaseLease(held);
+      expect(await waiting).toEqual([`${resource}#title`]);
+      // One refused ask (wait_ms above the limit), then waits of at most 1 s each.
+      expect(waiter.sent.filter((r) => r.path === '/v1/leases').length).toBeGreaterThanOrEqual(3);
+    } finally {
+      await short.stop();
+    }
+  });
+});
+
 describe('a decision that needs no lease', () => {
   it('withLease runs the task without a lease and the write goes through on its version alone', async () => {
     const resource = 'wp:post:703';
