@@ -17,8 +17,11 @@ echo "$rego_out" | tail -n 2
 rego_passed="$(echo "$rego_out" | sed -n 's/^PASS: \([0-9]*\)\/.*/\1/p')"
 echo "== tsc (sources and tests)"
 npx tsc -p tsconfig.test.json
-echo "== vitest"
+echo "== OpenAPI lint (spectral, .spectral.yaml; warnings fail)"
 mkdir -p build
+node dist/scripts/openapi-document.js > build/openapi.json
+npx spectral lint --fail-severity=warn build/openapi.json
+echo "== vitest"
 status=0
 npx vitest run --reporter=default --reporter=json --outputFile.json=build/vitest-results.json || status=$?
 # One plain closing line for CI: the Rego tests and the vitest tests together.

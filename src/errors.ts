@@ -46,7 +46,7 @@ export const ERROR_CATALOGUE = {
   LEASE_PREEMPTED: { status: 409, title: 'Lease preempted', meaning: 'The lease was taken over by an incident authority; the old holder is fenced out.' },
   LEASE_WAIT_TIMEOUT: { status: 423, title: 'Lease wait timed out', meaning: 'The resource stayed busy until the caller\'s wait deadline.' },
   STALE_FENCING_EPOCH: { status: 409, title: 'Stale fencing epoch', meaning: 'The fencing epoch is not the lease\'s current epoch or is below the resource\'s high-water mark.' },
-  VERSION_CONFLICT: { status: 409, title: 'Version conflict', meaning: 'The expected version is not the resource\'s current version; re-read and retry. Never last-write-wins.' },
+  VERSION_CONFLICT: { status: 409, title: 'Version conflict', meaning: 'A field the write names changed after `expected_version` (or `expected_version` is ahead of the resource); re-read and retry. Never last-write-wins.' },
   VERSION_REQUIRED: { status: 428, title: 'Version required', meaning: 'The resource class requires expected_version on writes.' },
   NO_INCIDENT: { status: 403, title: 'No active incident', meaning: 'Preemption is only possible during an active incident.' },
   IDEMPOTENCY_MISMATCH: { status: 422, title: 'Idempotency key reused', meaning: 'The Idempotency-Key was already used for a different request.' },

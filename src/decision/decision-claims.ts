@@ -1,6 +1,6 @@
 import type { JWTPayload } from 'jose';
 import { WritError } from '../errors.js';
-import type { Obligations } from '../policy/types.js';
+import type { Obligations } from '../wire/v1.js';
 
 /** JOSE header `typ` of a decision token; a token of any other type is not a decision. */
 export const DECISION_TYP = 'writ-decision+jwt';

@@ -4,6 +4,7 @@ import { releaseAssertion, spendAssertion, verifyCallerAssertion, type Authentic
 import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/index.js';
 import type { WritContext } from '../service/index.js';
+import { registerComponents } from './components.js';
 import { guardInput } from './input-guard.js';
 import { createMetrics } from './metrics.js';
 import { boundInflightWrites, PrincipalRateLimiter } from './overload.js';
@@ -81,12 +82,43 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   app.addHook('onResponse', async (request, reply) => {
     metrics.httpRequests.inc({ route: request.routeOptions.url ?? 'unknown', status: String(reply.statusCode) });
   });
+  registerComponents(app);
   await app.register(swagger, {
+    // Shared schemas appear under components.schemas by their $id (not def-N).
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'Writ API', version: '1', description: 'Authority, ownership and coordination at the write boundary.' },
-      components: { securitySchemes: { callerAssertion: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+      info: {
+        title: 'Writ API', version: '1', description: 'Authority, ownership and coordination at the write boundary.',
+        contact: { name: 'Writ', url: 'https://writ.dev' },
+      },
+      servers: [{ url: 'http://127.0.0.1:4000', description: 'a local Writ (`writ serve`)' }],
+      tags: [
+        { name: 'Graph', description: 'Principals and the edges of the authority graph (grants, delegations, ownerships, approvals, preemptions)' },
+        { name: 'Decisions', description: 'Signed decisions and their explanations' },
+        { name: 'Coordination', description: 'Leases, fencing epochs and the write through the gateway' },
+        { name: 'Audit', description: 'Receipts and their hash chain' },
+        { name: 'Incidents', description: 'Incidents, during which preemption is possible' },
+        { name: 'Operations', description: 'Health, readiness, metrics, keys and this document' },
+        { name: 'AuthZEN', description: 'The OpenID AuthZEN Authorization API 1.0 front door: evaluations and searches, answered by the same decision use case as POST /v1/decisions' },
+      ],
+      components: {
+        securitySchemes: {
+          callerAssertion: {
+            type: 'http', scheme: 'bearer', bearerFormat: 'JWT',
+            description: 'A short-lived (at most 5 minutes), single-use JWT signed by one of the caller principal\'s registered keys (EdDSA or ES256): iss = sub = principal id, aud = the Writ audience (default `writ`), a unique jti.',
+          },
+        },
+      },
       security: [{ callerAssertion: [] }],
+    },
+    // DELETE bodies are optional everywhere (fastify-swagger marks every body required).
+    transformObject: (document) => {
+      const api = 'openapiObject' in document ? document.openapiObject : document.swaggerObject;
+      for (const item of Object.values((api.paths ?? {}) as Record<string, { delete?: { requestBody?: { required?: boolean } } }>)) {
+        if (item.delete?.requestBody) item.delete.requestBody.required = false;
+      }
+      return api;
     },
   });
   registerOpsRoutes(app, metrics.registry);
@@ -95,7 +127,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   registerCoordinationRoutes(app);
   await registerAuthzenRoutes(app);
   for (const plugin of options.plugins ?? []) await plugin(app);
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get('/openapi.json', { schema: { security: [], operationId: 'openapi', tags: ['Operations'], summary: 'This OpenAPI 3.1 document', response: { 200: { type: 'object', additionalProperties: true, description: 'OpenAPI 3.1' } } } }, async () => app.swagger());
   await app.ready();
   return app;
 }

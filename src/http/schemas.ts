@@ -70,9 +70,15 @@ export const preemptionBody = {
   properties: { ...edgeCommon, from: id, to: id },
 } as const;
 
+/** The optional body of a revoking DELETE (the reason may come as the `reason` query parameter instead). */
 export const revokeBody = {
   type: ['object', 'null'], additionalProperties: false,
   properties: { reason: { type: 'string', maxLength: 2000 } },
+} as const;
+
+export const reasonQuery = {
+  type: 'object', additionalProperties: false,
+  properties: { reason: { type: 'string', minLength: 1, maxLength: 2000 } },
 } as const;
 
 export const decisionBody = {
@@ -118,7 +124,24 @@ export const renewBody = {
   properties: { token: { type: 'string', minLength: 1, maxLength: 256 }, ttl_ms: { type: 'integer', minimum: 1 } },
 } as const;
 
-export const releaseBody = renewBody;
+/** The optional body of DELETE /v1/leases/{id}: the token may come in the Writ-Lease-Token header instead. */
+export const releaseBody = {
+  type: ['object', 'null'],
+  additionalProperties: false,
+  properties: { token: { type: 'string', minLength: 1, maxLength: 256 } },
+} as const;
+
+/** The request headers of POST /v1/actions (the gateway answers a missing one with its own code). */
+export const actionHeaders = {
+  type: 'object',
+  properties: {
+    'writ-decision': { type: 'string', description: 'the allow decision\'s token (compact JWS)' },
+    'writ-lease-token': { type: 'string', description: 'the lease token, for exclusive resources' },
+    'writ-lease-id': { type: 'string', description: 'the lease id (optional; checked against the token when given)' },
+    'writ-fencing-epoch': { type: 'string', description: '`key=epoch, …` naming exactly the write\'s coordination keys' },
+    'idempotency-key': { type: 'string', description: 'a retry with the same key and request replays the first answer' },
+  },
+} as const;
 
 export const actionBody = {
   type: 'object',

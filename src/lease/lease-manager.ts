@@ -42,6 +42,10 @@ export type AlsoCommit<Tx> = (tx: Tx) => Promise<void>;
  */
 export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
   private readonly options: ResolvedLeaseOptions;
+  /** Queued acquisitions of this process between polls: a release here wakes them at once (another process's release is seen at the next poll). */
+  private readonly sleepers = new Set<() => void>();
+  /** Releases in this process so far: a waiter that was polling when one happened does not sleep after it. */
+  private releases = 0;
 
   constructor(
     private readonly store: TxRunner<Tx>,
@@ -71,6 +75,7 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
     try {
       for (;;) {
         const now = this.clock.now();
+        const releasesBefore = this.releases;
         const command = {
           keys, leaseId, tokenHash, holder: req.holder, instance, priority: req.priority, ttlMs, now, preempt, ticket,
           ...(preempt && req.preemptable ? { preemptable: req.preemptable } : {}),
@@ -91,7 +96,7 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
           const waiter = { keys, holder: req.holder, instance, priority: req.priority, enqueuedAt: now, deadline };
           ticket = await this.store.readWrite((tx) => tx.leases.enqueue(waiter));
         }
-        await this.options.sleep(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
+        if (this.releases === releasesBefore) await this.nap(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
       }
     } finally {
       // A granted waiter already left the queue in the granting transaction.
@@ -127,6 +132,8 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
       return o;
     });
     if (!outcome.ok) throw this.refused(outcome.reason, leaseId);
+    this.releases++;
+    for (const wake of [...this.sleepers]) wake();
     return { lease_id: leaseId, epochs: outcome.epochs };
   }
 
@@ -196,6 +203,18 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
   /** The append-only lease history (acquire, renew, release, preempt, expire), in order. */
   async history(filter: { key?: string; leaseId?: string } = {}): Promise<LeaseEvent[]> {
     return this.store.read((tx) => tx.leases.history(filter));
+  }
+
+  /** Sleeps until the next poll, or until a lease is released in this process, whichever comes first. */
+  private nap(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        this.sleepers.delete(wake);
+        resolve();
+      };
+      this.sleepers.add(wake);
+      void this.options.sleep(ms).then(wake);
+    });
   }
 
   private pollDelay(): number {

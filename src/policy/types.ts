@@ -5,6 +5,7 @@
  * `writ/authz/delegation`), so the rules cannot drift between write time and decision time.
  */
 import type { CandidateChain, OwnerResolution, PolicyEdge, PolicyPrincipal } from '../graph/policy-view.js';
+import type { Obligations } from '../wire/v1.js';
 
 // The graph builds these for the policy; they are part of this contract too.
 export type { CandidateChain, OwnerResolution, PolicyEdge, PolicyPrincipal };
@@ -51,16 +52,8 @@ export interface RequestProperties {
   action: Record<string, unknown>;
 }
 
-export interface Obligations {
-  lease_required: boolean;
-  version_required: boolean;
-  approval_required: boolean;
-  /** The resource class that applies (READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE). */
-  resource_class: string;
-  /** Per requested field, its class when the resource class declares per-field semantics. */
-  field_classes: Record<string, string>;
-  conflict_domain: string | null;
-}
+/** The obligations are a wire type (the SDK reads them from decisions): defined once, in src/wire. */
+export type { Obligations } from '../wire/v1.js';
 
 export interface EdgeVerdict {
   id: string;

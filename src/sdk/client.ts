@@ -1,4 +1,4 @@
-import { decodeProtectedHeader, type JWK, type JSONWebKeySet } from 'jose';
+import { decodeJwt, decodeProtectedHeader, type JWK, type JSONWebKeySet } from 'jose';
 import { ERROR_CATALOGUE, WritError } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
@@ -6,7 +6,7 @@ import type { Decision, DecisionRequest } from '../wire/v1.js';
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
-import { errorFromProblem, errorFromWritError, LeaseExpiredError, WritApiError } from './errors.js';
+import { errorFromProblem, errorFromWritError, ForbiddenError, LeaseExpiredError, WritApiError } from './errors.js';
 
 /**
  * The agent SDK: signs its own caller assertions, asks for decisions, takes leases and renews them
@@ -54,10 +54,17 @@ export interface Receipt {
 }
 
 export interface LeaseOptions {
+  /** Lease duration; renewed in the background every third of it. Default 15 000 ms. */
   ttlMs?: number;
-  /** Server-side wait per attempt (queueing by governed priority); default 0. */
+  /**
+   * How long one acquisition may wait in Writ's queue (ordered by governed priority, then age) for a
+   * busy key: the answer comes as soon as the holder releases (or its lease expires), not after the
+   * holder's whole TTL. Default: the time left until `deadlineMs`, at most 60 000 ms per request
+   * (Writ's default `max_wait`; the SDK asks again while the deadline allows). `0` asks once and
+   * retries RESOURCE_BUSY on the client side instead, with full-jitter backoff over Retry-After.
+   */
   waitMs?: number;
-  /** Overall deadline for RESOURCE_BUSY retries (ms from now); default 30 s. */
+  /** Overall deadline for taking the lease (ms from now); default 30 000 ms. */
   deadlineMs?: number;
   preempt?: boolean;
   backoff?: BackoffOptions;
@@ -66,14 +73,42 @@ export interface LeaseOptions {
 }
 
 export interface LeaseScope {
-  lease: Lease;
-  /** Aborted the moment the lease is lost (renew failed) or preempted; `signal.reason` is the typed error. */
+  /** The lease held; null when no decision needed one (`obligations.lease_required` false: e.g. a WRITE_OPTIMISTIC field). */
+  lease: Lease | null;
+  /** Aborted the moment the lease is lost (renew failed) or preempted; `signal.reason` is the typed error. Never aborts without a lease. */
   signal: AbortSignal;
   /** Sends a write under this lease (sets the lease and fencing headers). */
   act(request: Omit<ActRequest, 'lease'>): Promise<Receipt>;
 }
 
+/** What `runExclusive` hands the job. */
+export interface JobScope {
+  /** The job's coordination key (e.g. `job:daily-seo-publish`). */
+  jobKey: string;
+  lease: Lease;
+  /** The fencing epoch of this run: pass it to anything the job writes that can check it (larger = newer run). */
+  fencingEpoch: number;
+  /** Aborted the moment the lease is lost or preempted: stop the job. */
+  signal: AbortSignal;
+  /** A write through the gateway under this run's lease. */
+  act(request: Omit<ActRequest, 'lease'>): Promise<Receipt>;
+}
+
+export interface RunExclusiveOptions extends Omit<LeaseOptions, 'waitMs'> {
+  /** Environment of the `run_job` decision; default 'production'. */
+  environment?: string;
+  /**
+   * Wait this long for a running job to finish (Writ's queue) and then run; default 0: when another
+   * runner holds the job, return `{ ran: false }` at once, so a scheduled tick runs once, not once per runner.
+   */
+  waitMs?: number;
+}
+
+export type RunExclusiveResult<T> = { ran: true; value: T; fencingEpoch: number } | { ran: false; holder: string | null };
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** Writ's default `max_wait` for one queued acquisition. */
+const SERVER_MAX_WAIT_MS = 60_000;
 
 
 export class WritClient {
@@ -183,26 +218,68 @@ export class WritClient {
    * signal the moment the lease is lost or preempted, and releases in `finally`.
    */
   async withLease<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
+    for (const d of decisions) tokenOf(d); // a deny has no token: refuse it before anything runs
+    const needing = decisions.filter(leaseRequired);
+    if (needing.length === 0) {
+      // Nothing to coordinate (e.g. WRITE_OPTIMISTIC fields: the version check is the guard): run the task as is.
+      return fn({ lease: null, signal: new AbortController().signal, act: (req) => this.act({ ...req, lease: null }) });
+    }
     const ttlMs = options.ttlMs ?? 15_000;
     const deadline = Date.now() + (options.deadlineMs ?? 30_000);
     let lease: Lease;
     let acquiredSentAt: number;
+    let maxWaitMs = SERVER_MAX_WAIT_MS;
     for (let attempt = 0; ; attempt++) {
+      const waitMs = options.waitMs ?? Math.max(0, Math.min(maxWaitMs, deadline - Date.now()));
       try {
         acquiredSentAt = Date.now();
-        lease = await this.acquireLease(decisions, { ttlMs, ...(options.waitMs !== undefined ? { waitMs: options.waitMs } : {}), ...(options.preempt ? { preempt: true } : {}) });
+        lease = await this.acquireLease(needing, { ttlMs, waitMs, ...(options.preempt ? { preempt: true } : {}) });
         // After a server-side wait the TTL started near the answer, not at the send.
-        if (options.waitMs) acquiredSentAt = Date.now();
+        if (waitMs > 0) acquiredSentAt = Date.now();
         break;
       } catch (e) {
+        const serverMax = e instanceof WritApiError && e.code === 'UNPROCESSABLE' ? e.problem.max_wait_ms : undefined;
+        if (options.waitMs === undefined && typeof serverMax === 'number' && serverMax < maxWaitMs) {
+          // This Writ allows shorter waits (WRIT_LEASE_MAX_WAIT_MS): ask again within its limit.
+          maxWaitMs = serverMax;
+          continue;
+        }
         if (!(e instanceof WritApiError) || (e.code !== 'RESOURCE_BUSY' && e.code !== 'LEASE_WAIT_TIMEOUT')) throw e;
-        const delay = backoffDelay(attempt, e.retryAfterMs, options.backoff);
-        if (Date.now() + delay > deadline) throw e;
+        // A queued wait that timed out asks again at once while the deadline allows; an immediate refusal backs off.
+        const delay = waitMs > 0 ? 0 : backoffDelay(attempt, e.retryAfterMs, options.backoff);
+        if (Date.now() + delay >= deadline) throw e;
         options.onRetry?.(attempt, delay, e);
         await sleep(delay);
       }
     }
     return this.holding(lease, acquiredSentAt, ttlMs, fn);
+  }
+
+  /**
+   * Runs a scheduled job on at most one runner at a time: decides `run_job` on `jobKey` (a `job:…`
+   * key), takes the job's lease, renews it while `fn` runs, hands `fn` the run's fencing epoch, and
+   * releases it when `fn` settles. When another runner holds the job it returns `{ ran: false, holder }`
+   * without running (unless `waitMs` lets it wait its turn). A denied decision throws ForbiddenError.
+   * Mutual exclusion is per key: for once-per-period semantics put the period in the key
+   * (`job:daily-seo-publish:2026-06-01`).
+   */
+  async runExclusive<T>(jobKey: string, fn: (job: JobScope) => Promise<T>, options: RunExclusiveOptions = {}): Promise<RunExclusiveResult<T>> {
+    const decision = await this.decide({ action: 'run_job', resource: jobKey, environment: options.environment ?? 'production', fields: [] });
+    if (!decision.allow) {
+      throw new ForbiddenError(403, `run_job on ${jobKey} was denied: ${decision.reasons.join('; ')}`, { decision_id: decision.decision_id, reasons: decision.reasons });
+    }
+    const { environment: _environment, waitMs = 0, ...leaseOptions } = options;
+    try {
+      return await this.withLease([decision], async ({ lease, signal, act }) => {
+        if (!lease) throw new TypeError(`${jobKey} needs no lease (its class is ${decision.obligations.resource_class}): runExclusive cannot make it exclusive`);
+        const fencingEpoch = lease.epochs[decision.resource]!;
+        const value = await fn({ jobKey: decision.resource, lease, fencingEpoch, signal, act });
+        return { ran: true as const, value, fencingEpoch };
+      }, { ...leaseOptions, waitMs, ...(waitMs === 0 ? { deadlineMs: 0 } : {}) });
+    } catch (e) {
+      if (e instanceof WritApiError && (e.code === 'RESOURCE_BUSY' || e.code === 'LEASE_WAIT_TIMEOUT')) return { ran: false, holder: e.holder };
+      throw e;
+    }
   }
 
   /**
@@ -267,7 +344,8 @@ export class WritClient {
         signal: controller.signal,
         act: (req) => {
           if (controller.signal.aborted) return Promise.reject(controller.signal.reason);
-          return this.act({ ...req, lease: held });
+          // A write whose decision needs no lease goes without one (its keys are not this lease's).
+          return this.act({ ...req, lease: leaseRequired(req.decision) ? held : null });
         },
       };
       return await fn(scope);
@@ -293,6 +371,17 @@ function kidOf(token: string): string | null {
     return typeof kid === 'string' ? kid : null;
   } catch {
     return null;
+  }
+}
+
+/** False only when the decision says so (a token's unverified payload is read for it; Writ decides anyway). */
+function leaseRequired(d: Decision | string): boolean {
+  if (typeof d !== 'string') return d.obligations.lease_required !== false;
+  try {
+    const obligations = decodeJwt(d).obligations as { lease_required?: unknown } | undefined;
+    return obligations?.lease_required !== false;
+  } catch {
+    return true;
   }
 }
 

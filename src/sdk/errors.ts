@@ -7,8 +7,10 @@ export class WritApiError extends Error {
   readonly detail: string;
   /** The rest of the problem document (holder, retry_after_ms, receipt_id, violations, …). */
   readonly problem: Record<string, unknown>;
-  /** Retry-After in ms, when the server sent one. */
+  /** Retry-After in ms, when the server sent one (RESOURCE_BUSY, LEASE_WAIT_TIMEOUT, OVERLOADED). */
   readonly retryAfterMs: number | null;
+  /** Who holds the busy lease (RESOURCE_BUSY, LEASE_WAIT_TIMEOUT); null when the problem names no holder. */
+  readonly holder: string | null;
   constructor(code: ErrorCode, status: number, detail: string, problem: Record<string, unknown> = {}, retryAfterMs: number | null = null) {
     super(`${code}: ${detail}`);
     this.name = new.target.name;
@@ -17,6 +19,7 @@ export class WritApiError extends Error {
     this.detail = detail;
     this.problem = problem;
     this.retryAfterMs = retryAfterMs;
+    this.holder = typeof problem.holder === 'string' ? problem.holder : null;
   }
 }
 
@@ -75,6 +78,45 @@ export const RateLimitedError = define('RATE_LIMITED');
 export const OverloadedError = define('OVERLOADED');
 export const SchemaTooNewError = define('SCHEMA_TOO_NEW');
 export const InternalError = define('INTERNAL');
+
+/** Each class is also a type (`catch (e) { if (e instanceof VersionConflictError) … }`, `let e: VersionConflictError`). */
+export type MalformedRequestError = InstanceType<typeof MalformedRequestError>;
+export type PayloadTooLargeError = InstanceType<typeof PayloadTooLargeError>;
+export type UnprocessableError = InstanceType<typeof UnprocessableError>;
+export type UnknownPrincipalError = InstanceType<typeof UnknownPrincipalError>;
+export type UnknownResourceError = InstanceType<typeof UnknownResourceError>;
+export type UnknownEdgeError = InstanceType<typeof UnknownEdgeError>;
+export type NotFoundError = InstanceType<typeof NotFoundError>;
+export type AlreadyExistsError = InstanceType<typeof AlreadyExistsError>;
+export type UnauthenticatedError = InstanceType<typeof UnauthenticatedError>;
+export type ForbiddenError = InstanceType<typeof ForbiddenError>;
+export type AttenuationViolationError = InstanceType<typeof AttenuationViolationError>;
+export type OwnershipConflictError = InstanceType<typeof OwnershipConflictError>;
+export type BudgetExceededError = InstanceType<typeof BudgetExceededError>;
+export type PolicyUnavailableError = InstanceType<typeof PolicyUnavailableError>;
+export type DecisionInvalidError = InstanceType<typeof DecisionInvalidError>;
+export type DecisionExpiredError = InstanceType<typeof DecisionExpiredError>;
+export type DecisionMismatchError = InstanceType<typeof DecisionMismatchError>;
+export type DecisionReplayedError = InstanceType<typeof DecisionReplayedError>;
+export type AuthorityRevokedError = InstanceType<typeof AuthorityRevokedError>;
+export type OwnerChangedError = InstanceType<typeof OwnerChangedError>;
+export type ResourceBusyError = InstanceType<typeof ResourceBusyError>;
+export type LeaseRequiredError = InstanceType<typeof LeaseRequiredError>;
+export type LeaseExpiredError = InstanceType<typeof LeaseExpiredError>;
+export type LeaseNotFoundError = InstanceType<typeof LeaseNotFoundError>;
+export type LeaseTokenMismatchError = InstanceType<typeof LeaseTokenMismatchError>;
+export type LeasePreemptedError = InstanceType<typeof LeasePreemptedError>;
+export type LeaseWaitTimeoutError = InstanceType<typeof LeaseWaitTimeoutError>;
+export type StaleFencingEpochError = InstanceType<typeof StaleFencingEpochError>;
+export type VersionConflictError = InstanceType<typeof VersionConflictError>;
+export type VersionRequiredError = InstanceType<typeof VersionRequiredError>;
+export type NoIncidentError = InstanceType<typeof NoIncidentError>;
+export type IdempotencyMismatchError = InstanceType<typeof IdempotencyMismatchError>;
+export type UpstreamFailedError = InstanceType<typeof UpstreamFailedError>;
+export type UpstreamTimeoutError = InstanceType<typeof UpstreamTimeoutError>;
+export type NoUpstreamError = InstanceType<typeof NoUpstreamError>;
+export type OverloadedError = InstanceType<typeof OverloadedError>;
+export type InternalError = InstanceType<typeof InternalError>;
 
 /** code → class; a test checks that every catalogued code has its class. */
 export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {

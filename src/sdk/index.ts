@@ -1,7 +1,10 @@
 /**
  * Writ's agent SDK (`import { WritClient } from 'writ/sdk'`). No server code is imported.
  */
-export { WritClient, type WritClientOptions, type Decision, type DecisionRequest, type Lease, type LeaseOptions, type LeaseScope, type ActRequest, type Receipt } from './client.js';
+export {
+  WritClient, type WritClientOptions, type Decision, type DecisionRequest, type Lease, type LeaseOptions, type LeaseScope, type ActRequest, type Receipt,
+  type JobScope, type RunExclusiveOptions, type RunExclusiveResult,
+} from './client.js';
 export { createCallerAssertion, createApprovalAssertion, generatePrincipalKeyPair, type ApprovalRequest, type CallerAssertionOptions, type PrincipalKeyPair } from './assertion.js';
 export { backoffCeiling, backoffDelay, type BackoffOptions } from './backoff.js';
 export * from './errors.js';

@@ -91,7 +91,7 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     ctx.upstreams.checkLeasable(claims.resource, claims.environment);
     authority.push(claims);
     const needed = coordinationKeys(claims.resource, claims.fields, claims.obligations);
-    if (needed.length === 0) throw new WritError('UNPROCESSABLE', `${claims.resource} [${claims.fields.join(', ')}] is ${claims.obligations.resource_class}: writes need no lease`);
+    if (needed.length === 0) throw new WritError('UNPROCESSABLE', noLeaseNeeded(claims));
     for (const k of needed) keys.add(k);
   }
   const principal = (await ctx.graph.current()).principal(caller);
@@ -127,6 +127,17 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     },
   });
   return { ...grant, keys: Object.keys(grant.epochs).sort(), holder: caller };
+}
+
+/** Why a decision takes no lease, naming each written field's class, and what to do instead. */
+function noLeaseNeeded(claims: DecisionClaims): string {
+  const { resource_class: resourceClass, field_classes: fieldClasses, version_required: versionRequired } = claims.obligations;
+  const classes = claims.fields.length === 0
+    ? `${claims.resource} is ${resourceClass}`
+    : claims.fields.map((f) => `${claims.resource}#${f} is ${Object.hasOwn(fieldClasses, f) ? fieldClasses[f] : resourceClass}`).join(', ');
+  return `no lease to take: ${classes} (the decision's obligations say lease_required: false). `
+    + `Send the write straight to POST /v1/actions with its decision and no lease headers${versionRequired ? ', with expected_version (the version you read)' : ''}; `
+    + 'the SDK\'s withLease does this by itself.';
 }
 
 /** Who took the lease and with which decisions (recorded at acquisition). */

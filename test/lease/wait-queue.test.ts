@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { LeaseGrant } from '../../src/lease/index.js';
+import { hashLeaseToken } from '../../src/lease/token.js';
 import { codeOf, leaseHarness, snapshot } from './fixtures/in-process.js';
 import { removeTempDirs } from './fixtures/processes.js';
 
@@ -66,6 +67,17 @@ describe('the wait queue', () => {
     expect(snapshot(q.db).lease_waiters).toEqual([]);
   });
 
+  it('a release in this process wakes its queued waiter at once, without waiting for the next poll', async () => {
+    const q = setup();
+    const holder = await q.take('holder', 0);
+    const waiter = watch(q.take('waiter', 1, 5_000));
+    await q.flush();
+    expect(waiter.done).toBe(false);
+    await q.leases.release(holder.lease_id, holder.token);
+    await q.flush(); // no tick: the poll timer never fires in this test
+    expect(waiter.grant?.epochs[KEY]).toBe(2);
+  });
+
   it('serves waiters of equal priority by age', async () => {
     const q = setup();
     const holder = await q.take('holder', 0);
@@ -87,8 +99,9 @@ describe('the wait queue', () => {
     const holder = await q.take('holder', 0);
     const waiter = watch(q.take('waiter', 3, 5_000));
     await q.flush();
-    await q.leases.release(holder.lease_id, holder.token);
-    // The key is free now, but the waiter has not polled yet.
+    // Released by another process sharing the store (a release in this one wakes its waiters at once):
+    // the key is free now, but the waiter has not polled yet.
+    await q.store.readWrite((tx) => tx.leases.release({ leaseId: holder.lease_id, tokenHash: hashLeaseToken(holder.token), now: q.clock.now() }));
     const equal = await q.take('newcomer', 3).catch((e) => e);
     expect(equal.code).toBe('RESOURCE_BUSY');
     expect(equal.details).toMatchObject({ key: KEY, holder: null, queued: true });

@@ -67,6 +67,8 @@ describe('many clients contending for one key', () => {
       }, {
         ttlMs: 500,
         deadlineMs: 45_000,
+        // Client-side retries (the SDK's default is to wait in Writ's queue, which these would not exercise).
+        waitMs: 0,
         onRetry: (attempt, delayMs, e) => {
           retries.push({ client: i, attempt, at: Date.now(), delayMs, retryAfterMs: e.retryAfterMs, holderExpiry: Number(e.problem.expires_at) });
         },

@@ -25,8 +25,8 @@ describe('withLease against a running Writ', () => {
     let key = '';
     let abortedDuringTask = false;
     const receipt: Receipt = await client.withLease([decision], async ({ act, signal, lease }) => {
-      leaseId = lease.lease_id;
-      key = lease.keys[0]!;
+      leaseId = lease!.lease_id;
+      key = lease!.keys[0]!;
       const started = Date.now();
       while (Date.now() - started < 2_500) {
         seen.push(...(await leasesOn(client, key)));
@@ -62,7 +62,7 @@ describe('withLease against a running Writ', () => {
     const version = await revisionOf(server, '502');
 
     const outcome = await client.withLease([decision], async ({ act, signal, lease }) => {
-      await sideChannel.releaseLease(lease);
+      await sideChannel.releaseLease(lease!);
       const reason = await aborted(signal, 5_000);
       const actionsBefore = sent.filter((r) => r.path === '/v1/actions').length;
       const write = await act({ decision, action: 'update_post', resource, fields: ['title'], payload: { title: 'must not land' }, expected_version: version }).then(
@@ -120,7 +120,7 @@ describe('withLease against a running Writ', () => {
       await ic.request('POST', '/v1/incidents', { id: incidentId, reason: 'site down; taking over the release', decision: declare.token });
       const icDecision = await ic.decide({ action: 'deploy', resource, environment: 'production', fields: [] });
       takeover = await ic.acquireLease([icDecision], { ttlMs: 5_000, preempt: true });
-      return { reason: await aborted(signal, 5_000), epochs: lease.epochs };
+      return { reason: await aborted(signal, 5_000), epochs: lease!.epochs };
     }, { ttlMs: 1_500 });
 
     try {

@@ -3,7 +3,20 @@ import { WritError } from '../../errors.js';
 import { performAction, type ActionInput } from '../../service/index.js';
 import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, isoOrNull, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
-import { actionBody, incidentBody, leaseBody, releaseBody, renewBody } from '../schemas.js';
+import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
+import { actionBody, actionHeaders, incidentBody, leaseBody, reasonQuery, releaseBody, renewBody, revokeBody } from '../schemas.js';
+
+const DECISION_CHECKS = ['DECISION_INVALID', 'DECISION_EXPIRED', 'DECISION_MISMATCH', 'AUTHORITY_REVOKED', 'OWNER_CHANGED'] as const;
+const LEASE_REFUSALS = ['LEASE_NOT_FOUND', 'LEASE_TOKEN_MISMATCH', 'LEASE_EXPIRED', 'LEASE_PREEMPTED'] as const;
+const epochs = { type: 'object', additionalProperties: { type: 'integer' } } as const;
+const receiptReply = (description: string) => ({
+  type: 'object', description, required: ['receipt', 'replayed'],
+  headers: {
+    'Server-Timing': { type: 'string', description: 'W3C Server-Timing: auth, checks, intent, upstream, settle, total (ms)' },
+    'Idempotent-Replayed': { type: 'string', enum: ['true'], description: 'present when this answers a retried Idempotency-Key' },
+  },
+  properties: { receipt: ref('Receipt'), replayed: { type: 'boolean' } },
+});
 
 function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
@@ -12,26 +25,59 @@ function header(value: string | string[] | undefined): string | undefined {
 export function registerCoordinationRoutes(app: FastifyInstance): void {
   const ctx = app.writ;
 
-  app.post<{ Body: LeaseRequestInput }>('/v1/leases', { schema: { body: leaseBody, summary: 'Take leases (keys derived from allow decisions); RESOURCE_BUSY answers 423 with Retry-After and the holder' } }, async (request, reply) => {
+  app.post<{ Body: LeaseRequestInput }>('/v1/leases', {
+    schema: {
+      body: leaseBody,
+      operationId: 'acquireLease', tags: ['Coordination'], summary: 'Take leases (keys derived from allow decisions); RESOURCE_BUSY answers 423 with Retry-After and the holder; wait_ms waits in the queue until the lease is released',
+      response: {
+        201: { ...ref('LeaseGrant'), description: 'Granted' },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, ...DECISION_CHECKS, 'UNPROCESSABLE', 'UNKNOWN_PRINCIPAL', 'NO_UPSTREAM', 'NO_INCIDENT', 'FORBIDDEN', 'RESOURCE_BUSY', 'LEASE_WAIT_TIMEOUT']),
+      },
+    },
+  }, async (request, reply) => {
     // Lease calls spend the assertion's jti in the lease's own transaction (or after a refusal).
     const caller = await app.unspentCaller(request);
     const g = await acquireLeases(ctx, caller, request.body);
     return reply.code(201).send({ ...g, expires_at: isoOrNull(g.expires_at) });
   });
 
-  app.post<{ Params: { id: string }; Body: { token: string; ttl_ms?: number } }>('/v1/leases/:id/renew', { schema: { body: renewBody, summary: 'Renew a lease (token required)' } }, async (request) => {
+  app.post<{ Params: { id: string }; Body: { token: string; ttl_ms?: number } }>('/v1/leases/:id/renew', {
+    schema: {
+      body: renewBody, operationId: 'renewLease', tags: ['Coordination'], summary: 'Renew a lease (token required); refused once the authority it was taken with is revoked',
+      response: {
+        200: { type: 'object', description: 'Renewed', required: ['lease_id', 'epochs', 'expires_at'], properties: { lease_id: { type: 'string' }, epochs, expires_at: { type: 'string', format: 'date-time' } } },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, ...LEASE_REFUSALS, 'AUTHORITY_REVOKED', 'OWNER_CHANGED', 'UNPROCESSABLE']),
+      },
+    },
+  }, async (request) => {
     const caller = await app.unspentCaller(request);
     const r = await renewLease(ctx, caller, request.params.id, request.body.token, request.body.ttl_ms);
     return { ...r, expires_at: isoOrNull(r.expires_at) };
   });
 
-  app.delete<{ Params: { id: string }; Body: { token: string } }>('/v1/leases/:id', { schema: { body: releaseBody, summary: 'Release a lease (token required); the epoch is kept' } }, async (request) => {
+  app.delete<{ Params: { id: string }; Body: { token?: string } | null }>('/v1/leases/:id', {
+    schema: {
+      body: releaseBody,
+      headers: { type: 'object', properties: { 'writ-lease-token': { type: 'string', minLength: 1, maxLength: 256, description: 'the lease token, when the (optional) body does not carry it' } } },
+      operationId: 'releaseLease', tags: ['Coordination'], summary: 'Release a lease; the token goes in the optional body or the Writ-Lease-Token header. The epoch is kept',
+      response: {
+        200: { type: 'object', description: 'Released; the epochs stay as high-water marks', required: ['lease_id', 'epochs'], properties: { lease_id: { type: 'string' }, epochs } },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, ...LEASE_REFUSALS]),
+      },
+    },
+  }, async (request) => {
     const caller = await app.unspentCaller(request);
-    return releaseLease(ctx, caller, request.params.id, request.body.token);
+    const token = request.body?.token ?? header(request.headers['writ-lease-token']);
+    if (!token) throw new WritError('MALFORMED_REQUEST', 'releasing a lease needs its token: in the body ({"token": …}) or the Writ-Lease-Token header');
+    return releaseLease(ctx, caller, request.params.id, token);
   });
 
   app.get<{ Querystring: { resource?: string; holder?: string } }>('/v1/leases', {
-    schema: { summary: 'Leases in the Kubernetes Lease vocabulary', querystring: { type: 'object', additionalProperties: false, properties: { resource: { type: 'string' }, holder: { type: 'string' } } } },
+    schema: {
+      operationId: 'listLeases', tags: ['Coordination'], summary: 'Leases in the Kubernetes Lease vocabulary',
+      querystring: { type: 'object', additionalProperties: false, properties: { resource: { type: 'string', description: 'a coordination key' }, holder: { type: 'string', description: 'a principal id' } } },
+      response: { 200: { type: 'object', description: 'One record per coordination key', required: ['leases'], properties: { leases: { type: 'array', items: ref('LeaseRecord') } } }, ...errorResponses([...WITH_INPUT, ...AUTHENTICATED]) },
+    },
   }, async (request) => {
     await app.caller(request);
     const filter: { key?: string; holder?: string } = {};
@@ -40,7 +86,20 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     return { leases: await listLeases(ctx, filter) };
   });
 
-  app.post<{ Body: ActionInput }>('/v1/actions', { schema: { body: actionBody, summary: 'The write: verified, fenced, forwarded, receipted' } }, async (request, reply) => {
+  app.post<{ Body: ActionInput }>('/v1/actions', {
+    schema: {
+      body: actionBody, headers: actionHeaders, operationId: 'performAction', tags: ['Coordination'], summary: 'The write: verified, fenced, forwarded, receipted',
+      response: {
+        200: receiptReply('An idempotent replay of a completed write (same Idempotency-Key, same request)'),
+        201: receiptReply('Written: the receipt is COMPLETED'),
+        202: receiptReply('A replay while the first attempt is still PENDING'),
+        ...errorResponses([
+          ...WITH_INPUT, ...AUTHENTICATED, ...DECISION_CHECKS, 'DECISION_REPLAYED', 'UNPROCESSABLE', 'UNKNOWN_RESOURCE', 'LEASE_REQUIRED', 'LEASE_EXPIRED', 'LEASE_TOKEN_MISMATCH',
+          'LEASE_NOT_FOUND', 'LEASE_PREEMPTED', 'STALE_FENCING_EPOCH', 'VERSION_CONFLICT', 'VERSION_REQUIRED', 'IDEMPOTENCY_MISMATCH', 'NO_UPSTREAM', 'UPSTREAM_FAILED', 'UPSTREAM_TIMEOUT',
+        ]),
+      },
+    },
+  }, async (request, reply) => {
     // The assertion's jti is spent in the same transaction as the write's intent (or its rejection).
     const authStarted = performance.now();
     const caller = await app.unspentCaller(request);
@@ -60,7 +119,9 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     return reply.code(status).send({ receipt: out.receipt, replayed: out.replayed });
   });
 
-  app.get<{ Params: { id: string } }>('/v1/receipts/:id', { schema: { summary: 'One receipt' } }, async (request) => {
+  app.get<{ Params: { id: string } }>('/v1/receipts/:id', {
+    schema: { operationId: 'getReceipt', tags: ['Audit'], summary: 'One receipt', response: { 200: { type: 'object', description: 'The receipt', required: ['receipt'], properties: { receipt: ref('Receipt') } }, ...errorResponses([...AUTHENTICATED, 'NOT_FOUND']) } },
+  }, async (request) => {
     await app.caller(request);
     const r = await ctx.receipts.get(request.params.id);
     if (!r) throw new WritError('NOT_FOUND', `no receipt ${request.params.id}`);
@@ -69,13 +130,17 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
 
   app.get<{ Querystring: { resource?: string; principal?: string; status?: string; after?: number; limit?: number } }>('/v1/receipts', {
     schema: {
-      summary: 'Receipts by resource and/or principal',
+      operationId: 'listReceipts', tags: ['Audit'], summary: 'Receipts by resource and/or principal',
       querystring: {
         type: 'object', additionalProperties: false,
         properties: {
           resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string', enum: ['PENDING', 'COMPLETED', 'FAILED', 'REJECTED'] },
-          after: { type: 'integer', minimum: 0 }, limit: { type: 'integer', minimum: 1, maximum: 1000 },
+          after: { type: 'integer', minimum: 0, description: 'the `next` of the previous page' }, limit: { type: 'integer', minimum: 1, maximum: 1000, description: 'default 100' },
         },
+      },
+      response: {
+        200: { type: 'object', description: 'A page of receipts, oldest first', required: ['receipts', 'next'], properties: { receipts: { type: 'array', items: ref('Receipt') }, next: { type: ['integer', 'null'], description: 'pass as `after` for the next page; null on the last' } } },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNKNOWN_PRINCIPAL']),
       },
     },
   }, async (request) => {
@@ -83,23 +148,52 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     return ctx.receipts.query(request.query as Parameters<typeof ctx.receipts.query>[0]);
   });
 
-  app.get('/v1/audit/verify', { schema: { summary: 'Check the receipt hash chain' } }, async (request) => {
+  app.get('/v1/audit/verify', {
+    schema: {
+      operationId: 'verifyAuditChain', tags: ['Audit'], summary: 'Check the receipt hash chain',
+      response: {
+        200: {
+          type: 'object', description: 'The verdict on the whole chain', required: ['ok', 'entries', 'head'],
+          properties: {
+            ok: { type: 'boolean' }, entries: { type: 'integer', description: 'entries checked and found sound' }, head: { type: 'string', description: 'hash of the last sound entry' },
+            firstBadSeq: { type: 'integer' }, problem: { type: 'string' },
+          },
+        },
+        ...errorResponses([...AUTHENTICATED]),
+      },
+    },
+  }, async (request) => {
     await app.caller(request);
     // In chunks, letting writes through between them: a long log must not stall the gateway.
     return ctx.receipts.verifyChain();
   });
 
-  app.post<{ Body: { id: string; reason: string; ttl_ms?: number; decision: string } }>('/v1/incidents', { schema: { body: incidentBody, summary: 'Declare an incident (needs an allow decision for declare_incident on incident:<id>)' } }, async (request, reply) => {
+  app.post<{ Body: { id: string; reason: string; ttl_ms?: number; decision: string } }>('/v1/incidents', {
+    schema: {
+      body: incidentBody, operationId: 'declareIncident', tags: ['Incidents'], summary: 'Declare an incident (needs an allow decision for declare_incident on incident:<id>)',
+      response: {
+        201: { type: 'object', description: 'Declared', required: ['incident'], properties: { incident: ref('Incident') } },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, ...DECISION_CHECKS, 'DECISION_REPLAYED', 'ALREADY_EXISTS', 'FORBIDDEN', 'UNPROCESSABLE']),
+      },
+    },
+  }, async (request, reply) => {
     const caller = await app.caller(request);
     return reply.code(201).send({ incident: await declareIncident(ctx, caller, request.body) });
   });
 
-  app.delete<{ Params: { id: string } }>('/v1/incidents/:id', { schema: { summary: 'Resolve an incident' } }, async (request) => {
+  app.delete<{ Params: { id: string }; Body: { reason?: string } | null; Querystring: { reason?: string } }>('/v1/incidents/:id', {
+    schema: {
+      body: revokeBody, querystring: reasonQuery, operationId: 'resolveIncident', tags: ['Incidents'], summary: 'Resolve an incident. Like every DELETE it takes an optional body; a `reason` (body or query) is accepted but incidents record no resolution reason',
+      response: { 200: { type: 'object', description: 'Resolved', required: ['incident'], properties: { incident: ref('Incident') } }, ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'NOT_FOUND', 'FORBIDDEN']) },
+    },
+  }, async (request) => {
     const caller = await app.caller(request);
     return { incident: await resolveIncident(ctx, caller, request.params.id) };
   });
 
-  app.get('/v1/incidents', { schema: { summary: 'Active incidents' } }, async (request) => {
+  app.get('/v1/incidents', {
+    schema: { operationId: 'listIncidents', tags: ['Incidents'], summary: 'Active incidents', response: { 200: { type: 'object', description: 'Incidents not resolved nor ended', required: ['incidents'], properties: { incidents: { type: 'array', items: ref('Incident') } } }, ...errorResponses([...AUTHENTICATED]) } },
+  }, async (request) => {
     await app.caller(request);
     return { incidents: await activeIncidents(ctx) };
   });

@@ -5,8 +5,23 @@ import {
   registerPrincipal, revokeEdge, revokePrincipal,
   type ApprovalInput, type DelegationInput, type EdgeResult, type GrantInput, type OwnershipInput, type PreemptionInput, type PrincipalInput,
 } from '../../service/index.js';
-import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody, revokeBody } from '../schemas.js';
+import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
+import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody, reasonQuery, revokeBody } from '../schemas.js';
 import { edgeToWire, principalToWire } from '../wire.js';
+
+const principalReply = (description: string, extra: object = {}) => ({
+  type: 'object', description, required: ['principal', ...Object.keys(extra)], properties: { principal: ref('Principal'), ...extra },
+});
+const edgeReplySchema = (description: string) => ({
+  type: 'object', description, required: ['edge', 'created', 'graph_revision'],
+  properties: { edge: ref('Edge'), created: { type: 'boolean', description: 'false: an identical edge existed (idempotent)' }, graph_revision: { type: 'integer' } },
+});
+const graphRevision = { graph_revision: { type: 'integer' } };
+
+/** The reason of a revocation: from the body or the `reason` query parameter (DELETE bodies are optional). */
+function reasonOf(request: { body?: { reason?: string } | null; query: { reason?: string } }): string {
+  return request.body?.reason ?? request.query.reason ?? 'revoked';
+}
 
 function edgeReply(r: EdgeResult) {
   return { edge: edgeToWire(r.edge), created: r.created, graph_revision: r.graph_revision };
@@ -15,53 +30,93 @@ function edgeReply(r: EdgeResult) {
 export function registerGraphRoutes(app: FastifyInstance): void {
   const ctx = app.writ;
 
-  app.post<{ Body: PrincipalInput }>('/v1/principals', { schema: { body: principalBody, summary: 'Register a principal (governance only)' } }, async (request, reply) => {
+  app.post<{ Body: PrincipalInput }>('/v1/principals', {
+    schema: {
+      body: principalBody, operationId: 'registerPrincipal', tags: ['Graph'], summary: 'Register a principal (governance only)',
+      response: {
+        200: principalReply('An identical principal existed (idempotent)', { created: { type: 'boolean' }, ...graphRevision }),
+        201: principalReply('Registered', { created: { type: 'boolean' }, ...graphRevision }),
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'ALREADY_EXISTS', 'UNPROCESSABLE']),
+      },
+    },
+  }, async (request, reply) => {
     const caller = await app.caller(request);
     const r = await registerPrincipal(ctx, caller, request.body);
     return reply.code(r.created ? 201 : 200).send({ principal: principalToWire(r.principal), created: r.created, graph_revision: r.graph_revision });
   });
 
-  app.get<{ Params: { id: string } }>('/v1/principals/:id', { schema: { summary: 'Read a principal' } }, async (request) => {
+  app.get<{ Params: { id: string } }>('/v1/principals/:id', {
+    schema: { operationId: 'getPrincipal', tags: ['Graph'], summary: 'Read a principal', response: { 200: principalReply('The principal'), ...errorResponses([...AUTHENTICATED, 'UNKNOWN_PRINCIPAL']) } },
+  }, async (request) => {
     await app.caller(request);
     return { principal: principalToWire(await getPrincipal(ctx, request.params.id)) };
   });
 
-  app.delete<{ Params: { id: string }; Body: { reason?: string } | null }>('/v1/principals/:id', { schema: { body: revokeBody, summary: 'Revoke a principal (governance only)' } }, async (request) => {
+  app.delete<{ Params: { id: string }; Body: { reason?: string } | null; Querystring: { reason?: string } }>('/v1/principals/:id', {
+    schema: {
+      body: revokeBody, querystring: reasonQuery, operationId: 'revokePrincipal', tags: ['Graph'], summary: 'Revoke a principal (governance only); the reason goes in the optional body or the `reason` query parameter',
+      response: { 200: principalReply('Revoked (revoking again changes nothing)', graphRevision), ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE']) },
+    },
+  }, async (request) => {
     const caller = await app.caller(request);
-    const r = await revokePrincipal(ctx, caller, request.params.id, request.body?.reason ?? 'revoked');
+    const r = await revokePrincipal(ctx, caller, request.params.id, reasonOf(request));
     return { principal: principalToWire(r.principal), graph_revision: r.graph_revision };
   });
 
-  const edgeRoute = <B>(path: string, schema: object, summary: string, create: (caller: string, body: B) => Promise<EdgeResult>) => {
-    app.post<{ Body: B }>(path, { schema: { body: schema, summary } }, async (request, reply) => {
+  const edgeErrors = errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'ATTENUATION_VIOLATION', 'OWNERSHIP_CONFLICT', 'ALREADY_EXISTS', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED']);
+  const edgeRoute = <B>(path: string, operationId: string, schema: object, summary: string, create: (caller: string, body: B) => Promise<EdgeResult>) => {
+    app.post<{ Body: B }>(path, {
+      schema: { operationId, tags: ['Graph'], body: schema, summary, response: { 200: edgeReplySchema('An identical edge existed (idempotent)'), 201: edgeReplySchema('Created'), ...edgeErrors } },
+    }, async (request, reply) => {
       const caller = await app.caller(request);
       const r = await create(caller, request.body as B);
       return reply.code(r.created ? 201 : 200).send(edgeReply(r));
     });
   };
-  edgeRoute<GrantInput>('/v1/grants', grantBody, 'Root grant governance → principal', (c, b) => createGrant(ctx, c, b));
-  edgeRoute<DelegationInput>('/v1/delegations', delegationBody, 'Delegate part of your scope (attenuation enforced)', (c, b) => createDelegation(ctx, c, b));
-  edgeRoute<OwnershipInput>('/v1/ownerships', ownershipBody, 'Assign the owner of managed state', (c, b) => createOwnership(ctx, c, b));
-  edgeRoute<ApprovalInput>('/v1/approvals', approvalBody, 'Let a principal approve another\'s risky actions', (c, b) => createApproval(ctx, c, b));
-  edgeRoute<PreemptionInput>('/v1/preemptions', preemptionBody, 'Let a principal preempt another\'s leases during incidents', (c, b) => createPreemption(ctx, c, b));
+  edgeRoute<GrantInput>('/v1/grants', 'createGrant', grantBody, 'Root grant governance → principal', (c, b) => createGrant(ctx, c, b));
+  edgeRoute<DelegationInput>('/v1/delegations', 'createDelegation', delegationBody, 'Delegate part of your scope (attenuation enforced)', (c, b) => createDelegation(ctx, c, b));
+  edgeRoute<OwnershipInput>('/v1/ownerships', 'createOwnership', ownershipBody, 'Assign the owner of managed state', (c, b) => createOwnership(ctx, c, b));
+  edgeRoute<ApprovalInput>('/v1/approvals', 'createApproval', approvalBody, 'Let a principal approve another\'s risky actions', (c, b) => createApproval(ctx, c, b));
+  edgeRoute<PreemptionInput>('/v1/preemptions', 'createPreemption', preemptionBody, 'Let a principal preempt another\'s leases during incidents', (c, b) => createPreemption(ctx, c, b));
 
-  app.get<{ Params: { id: string } }>('/v1/edges/:id', { schema: { summary: 'Read an edge' } }, async (request) => {
+  app.get<{ Params: { id: string } }>('/v1/edges/:id', {
+    schema: { operationId: 'getEdge', tags: ['Graph'], summary: 'Read an edge', response: { 200: { type: 'object', description: 'The edge (revoked ones too)', required: ['edge'], properties: { edge: ref('Edge') } }, ...errorResponses([...AUTHENTICATED, 'UNKNOWN_EDGE']) } },
+  }, async (request) => {
     await app.caller(request);
     const edge = (await ctx.graph.current()).edge(request.params.id);
     if (!edge) throw new WritError('UNKNOWN_EDGE', `no edge "${request.params.id}"`);
     return { edge: edgeToWire(edge) };
   });
 
-  app.delete<{ Params: { id: string }; Body: { reason?: string } | null }>('/v1/edges/:id', { schema: { body: revokeBody, summary: 'Revoke an edge; every chain through it stops counting' } }, async (request) => {
+  app.delete<{ Params: { id: string }; Body: { reason?: string } | null; Querystring: { reason?: string } }>('/v1/edges/:id', {
+    schema: {
+      body: revokeBody, querystring: reasonQuery,
+      operationId: 'revokeEdge', tags: ['Graph'], summary: 'Revoke an edge; every chain through it stops counting. The reason goes in the optional body or the `reason` query parameter',
+      response: {
+        200: { type: 'object', description: 'Revoked (revoking again changes nothing)', required: ['edge', 'revoked', 'graph_revision'], properties: { edge: ref('Edge'), revoked: { type: 'boolean', description: 'false: it was revoked already' }, ...graphRevision } },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_EDGE']),
+      },
+    },
+  }, async (request) => {
     const caller = await app.caller(request);
-    const r = await revokeEdge(ctx, caller, request.params.id, request.body?.reason ?? 'revoked');
+    const r = await revokeEdge(ctx, caller, request.params.id, reasonOf(request));
     return { edge: edgeToWire(r.edge), revoked: r.revoked, graph_revision: r.graph_revision };
   });
 
   app.get<{ Querystring: { at?: string; format?: string } }>('/v1/graph', {
     schema: {
-      summary: 'Graph export, optionally as of a revision or time (JSON; DOT with Accept: text/vnd.graphviz)',
-      querystring: { type: 'object', additionalProperties: false, properties: { at: { type: 'string' }, format: { type: 'string', enum: ['json', 'dot'] } } },
+      operationId: 'exportGraph', tags: ['Graph'], summary: 'Graph export, optionally as of a revision or time (JSON; DOT with Accept: text/vnd.graphviz)',
+      querystring: { type: 'object', additionalProperties: false, properties: { at: { type: 'string', description: 'a graph revision or an RFC 3339 time' }, format: { type: 'string', enum: ['json', 'dot'] } } },
+      response: {
+        200: {
+          description: 'The graph (principals and edges sorted by id), or Graphviz DOT',
+          content: {
+            'application/json': { schema: { type: 'object', required: ['revision', 'principals', 'edges'], properties: { revision: { type: 'integer' }, principals: { type: 'array', items: ref('Principal') }, edges: { type: 'array', items: ref('Edge') } } } },
+            'text/vnd.graphviz': { schema: { type: 'string' } },
+          },
+        },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNPROCESSABLE']),
+      },
     },
   }, async (request, reply) => {
     await app.caller(request);
