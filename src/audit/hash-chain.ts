@@ -71,6 +71,11 @@ export class ChainVerifier {
     return this.expectedSeq - 1;
   }
 
+  /** A verdict for a problem found beside the chain (the receipts index), at the entry `seq`. */
+  broken(seq: number, problem: string): ReceiptChainVerdict {
+    return this.bad(seq, problem);
+  }
+
   private bad(seq: number, problem: string): ReceiptChainVerdict {
     return { ok: false, entries: this.expectedSeq - 1, head: this.prev, firstBadSeq: seq, problem };
   }

@@ -21,4 +21,4 @@ export {
   type ReconcileOutcome,
   type StoredEntry,
 } from './receipt.js';
-export type { FoundReceipt, IntentAppend, NewEntry, ReceiptFilter, ReceiptIndexRow, ReceiptRepository, SettlementAppend } from './repository.js';
+export type { FoundReceipt, IndexedReceipt, IntentAppend, NewEntry, ReceiptFilter, ReceiptIndexRow, ReceiptRepository, SettlementAppend } from './repository.js';

@@ -5,6 +5,7 @@ import { WritError } from '../errors.js';
 import { canonicalJson } from './canonical-json.js';
 import { foldReceipt } from './fold.js';
 import { ChainVerifier, type ReceiptChainVerdict } from './hash-chain.js';
+import { checkIndexRows } from './index-check.js';
 import type { Receipt, ReceiptCompletion, ReceiptIntent, ReceiptPage, ReceiptQuery, ReceiptRejection, ReconcileOutcome } from './receipt.js';
 import type { ReceiptFilter, ReceiptRepository, SettlementAppend } from './repository.js';
 
@@ -174,13 +175,35 @@ export class ReceiptLog {
     // Read the index first: entries and index are written together, so a later scan sees at least this much.
     const indexedHead = await this.store.read((tx) => tx.receipts.indexedHead());
     const verifier = new ChainVerifier();
+    let opened = 0;
+    let settled = 0;
     for (;;) {
       const chunk = await this.store.read((tx) => tx.receipts.entriesAfter(verifier.verified, VERIFY_CHUNK));
       const bad = verifier.feed(chunk);
       if (bad) return bad;
-      if (chunk.length < VERIFY_CHUNK) return verifier.finish(indexedHead);
+      // The index rows of the receipts this chunk opens: what queries show must be what was hashed.
+      const firsts = chunk.filter((e) => e.kind === 'intent' || e.kind === 'rejected');
+      opened += firsts.length;
+      settled += chunk.length - firsts.length;
+      if (firsts.length > 0) {
+        const rows = await this.store.read((tx) => tx.receipts.indexOf(firsts.map((e) => e.receipt_id)));
+        const wrong = checkIndexRows(firsts, rows, verifier.verified);
+        if (wrong) return verifier.broken(wrong.seq, wrong.problem);
+      }
+      if (chunk.length < VERIFY_CHUNK) break;
       await pause();
     }
+    const end = verifier.finish(indexedHead);
+    if (!end.ok) return end;
+    // No row more or less than the chain's receipts, and no settlement the index does not point at.
+    const counts = await this.store.read((tx) => tx.receipts.indexCounts(verifier.verified));
+    if (counts.receipts !== opened) {
+      return verifier.broken(verifier.verified, `the receipts index has ${counts.receipts} receipts up to entry ${verifier.verified}, the chain opens ${opened} (the receipts index was altered)`);
+    }
+    if (counts.settled !== settled) {
+      return verifier.broken(verifier.verified, `the receipts index points at ${counts.settled} settlements up to entry ${verifier.verified}, the chain has ${settled} (a settled receipt is shown as pending, or the reverse: the receipts index was altered)`);
+    }
+    return end;
   }
 
   private async settle(tx: ReceiptTx, receiptId: string, result: SettlementAppend): Promise<Receipt> {

@@ -27,6 +27,22 @@ export interface ReceiptRepository {
   entriesAfter(afterSeq: number, limit: number): Promise<StoredEntry[]>;
   /** Highest seq the receipts index refers to (0 when empty): a cut tail shows up against it. */
   indexedHead(): Promise<number>;
+  /**
+   * The index rows of these receipts (those that have one), each with the entries its first_seq and
+   * last_seq name, in seq order: what `writ audit verify` compares with the hashed entries.
+   */
+  indexOf(receiptIds: readonly string[]): Promise<IndexedReceipt[]>;
+  /**
+   * Index rows whose first entry is at or below `upToSeq`, and how many of them name a settling
+   * entry at or below it: they must match the intents/rejections and settlements of the chain.
+   */
+  indexCounts(upToSeq: number): Promise<{ receipts: number; settled: number }>;
+}
+
+/** A receipts index row as stored, with the entries it names. */
+export interface IndexedReceipt {
+  row: ReceiptIndexRow & { first_seq: number; last_seq: number };
+  entries: StoredEntry[];
 }
 
 export interface NewEntry {

@@ -90,8 +90,9 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
           granted = true;
           return { lease_id: leaseId, token, epochs: outcome.epochs, expires_at: outcome.expiresAt, preempted: outcome.preempted };
         }
-        if (waitMs === 0) throw this.busy('RESOURCE_BUSY', outcome, now);
-        if (now >= deadline) throw this.busy('LEASE_WAIT_TIMEOUT', outcome, now, waitMs);
+        // Held or reserved, and for how long, by the store's clock where it keeps lease time itself.
+        if (waitMs === 0) throw this.busy('RESOURCE_BUSY', outcome, outcome.now ?? now);
+        if (now >= deadline) throw this.busy('LEASE_WAIT_TIMEOUT', outcome, outcome.now ?? now, waitMs);
         if (ticket === NEWCOMER_TICKET) {
           const waiter = { keys, holder: req.holder, instance, priority: req.priority, enqueuedAt: now, deadline };
           ticket = await this.store.readWrite((tx) => tx.leases.enqueue(waiter));

@@ -68,6 +68,8 @@ export type AcquireOutcome =
       expiresAt: number | null;
       /** True when the key is free (or expired) but reserved for a queued waiter ahead of the caller. */
       queued: boolean;
+      /** The store's clock at the refusal, where the engine keeps lease time itself (see FenceState.now). */
+      now?: number;
     };
 
 export interface RenewCommand {

@@ -20,7 +20,13 @@ export type { TxRunner };
  *
  * Engine errors (busy, serialization failure, lost connection) never leave an adapter as driver
  * errors: an adapter retries where that is safe, and otherwise throws WritError `OVERLOADED` (503,
- * with `retry_after_ms`).
+ * with `retry_after_ms`). *
+ * An engine error inside a callback dooms its transaction (PostgreSQL aborts it; SQLite rolls back the
+ * callback's savepoint): a callback never catches one and carries on, it lets it propagate.
+ *
+ * Lease time: on engines that keep it themselves (PostgreSQL: the database's clock), every `now` a
+ * lease method is given is ignored, and the times it returns (expiry, FenceState.now, a refusal's
+ * `now`, waiter deadlines) are the database's.
  */
 export interface StoreTx {
   readonly graph: GraphEventStore;

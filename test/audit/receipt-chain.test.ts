@@ -91,6 +91,32 @@ describe('receipt hash chain', () => {
   });
 });
 
+describe('the receipts index is covered by verify (what queries filter on must be what was hashed)', () => {
+  // 10 intents (rcpt_1 … rcpt_10); rcpt_1, 3, 5, 7, 9 completed, the others PENDING: 15 entries.
+  const tampered = async (sql: string, ...params: unknown[]) => {
+    const { log, db } = await logWithEntries(10);
+    expect(await log.verifyChain()).toMatchObject({ ok: true });
+    db.prepare(sql).run(...params);
+    return log.verifyChain();
+  };
+
+  it.each([
+    ['a principal rewritten (the write hidden from ?principal=)', "UPDATE receipts SET principal = 'someone-else' WHERE receipt_id = 'rcpt_3'", /rcpt_3: its index row says principal "someone-else", its entries say "seo-agent-7"/],
+    ['a resource rewritten', "UPDATE receipts SET resource_key = 'wp:post:999' WHERE receipt_id = 'rcpt_3'", /rcpt_3: its index row says resource_key/],
+    ['a pending receipt shown as completed', "UPDATE receipts SET status = 'COMPLETED' WHERE receipt_id = 'rcpt_2'", /rcpt_2: its index row says status "COMPLETED", its entries say "PENDING"/],
+    ['a completed receipt shown as pending (its settlement unlinked)', "UPDATE receipts SET status = 'PENDING', completed_at = NULL, last_seq = first_seq WHERE receipt_id = 'rcpt_1'", /settlements|status/],
+    ['a settlement pointed at another receipt\'s', "UPDATE receipts SET last_seq = (SELECT last_seq FROM receipts WHERE receipt_id = 'rcpt_5') WHERE receipt_id = 'rcpt_1'", /rcpt_1: its index row names entry \d+ as its settlement, which is not a settlement of this receipt/],
+    ['an idempotency key rewritten', "UPDATE receipts SET idempotency_key = 'other' WHERE receipt_id = 'rcpt_2'", /rcpt_2: its index row says idempotency_key/],
+    ['a created_at rewritten', 'UPDATE receipts SET created_at = created_at + 1 WHERE receipt_id = \'rcpt_2\'', /rcpt_2: its index row says created_at/],
+    ['a row deleted (the receipt vanishes from every query)', "DELETE FROM receipts WHERE receipt_id = 'rcpt_4'", /rcpt_4: its entry \d+ has no row in the receipts index/],
+    ['a row inserted for no receipt', "INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq) VALUES ('rcpt_fake', 'x', 'wp:post:1', 'COMPLETED', NULL, NULL, 0, 0, 1, 1)", /the receipts index has 11 receipts up to entry 15, the chain opens 10/],
+  ])('detects %s', async (_what, sql, problem) => {
+    const verdict = await tampered(sql);
+    expect(verdict.ok).toBe(false);
+    expect(verdict.problem).toMatch(problem);
+  });
+});
+
 describe('receipt hash chain, checked in chunks (GET /v1/audit/verify lets writes through between them)', () => {
   // 2 × VERIFY_CHUNK intents and VERIFY_CHUNK completions: three full chunks.
   const big = () => logWithEntries(2 * VERIFY_CHUNK);

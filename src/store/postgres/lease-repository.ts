@@ -44,7 +44,7 @@ export class PostgresLeaseRepository implements LeaseRepository {
     );
     const o = row!.outcome;
     if (o.granted) return { granted: true, epochs: o.epochs, expiresAt: o.expiresAt, preempted: o.preempted };
-    return { granted: false, key: o.key, holder: o.holder, expiresAt: o.expiresAt, queued: o.queued };
+    return { granted: false, key: o.key, holder: o.holder, expiresAt: o.expiresAt, queued: o.queued, now: o.now };
   }
 
   async renew(cmd: RenewCommand): Promise<RenewOutcome> {

@@ -15,7 +15,7 @@ export interface MigrationReport {
 
 /**
  * Applies the numbered migrations the database lacks, each in its own transaction, under a
- * session-level advisory lock. Refuses (WritError INTERNAL, nothing changed) a database whose schema
+ * session-level advisory lock. Refuses (SCHEMA_TOO_NEW, nothing changed) a database whose schema
  * is newer than this code knows: an older replica must not write to tables it does not understand.
  */
 export async function migratePostgres(client: pg.ClientBase, migrations: readonly PostgresMigration[] = POSTGRES_MIGRATIONS): Promise<MigrationReport> {
@@ -31,7 +31,7 @@ export async function migratePostgres(client: pg.ClientBase, migrations: readonl
     const known = migrations.reduce((max, m) => Math.max(max, m.version), 0);
     if (current > known) {
       throw new WritError(
-        'INTERNAL',
+        'SCHEMA_TOO_NEW',
         `the PostgreSQL schema is at version ${current}, newer than this Writ knows (${known}); run a Writ at least as new as the one that migrated it`,
         { schema_version: current, known_version: known },
       );

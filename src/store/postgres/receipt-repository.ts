@@ -2,6 +2,7 @@ import { entryHash } from '../../audit/hash-chain.js';
 import type { StoredEntry } from '../../audit/receipt.js';
 import type {
   FoundReceipt,
+  IndexedReceipt,
   IntentAppend,
   NewEntry,
   ReceiptFilter,
@@ -134,6 +135,27 @@ export class PostgresReceiptRepository implements ReceiptRepository {
   async indexedHead(): Promise<number> {
     const [row] = await this.sql.query<{ head: number }>('SELECT coalesce(max(last_seq), 0) AS head FROM receipts');
     return row!.head;
+  }
+
+  async indexOf(receiptIds: readonly string[]): Promise<IndexedReceipt[]> {
+    if (receiptIds.length === 0) return [];
+    const rows = await this.sql.query<IndexedReceipt['row'] & { entries: StoredEntry[] | null }>(
+      `SELECT r.receipt_id, r.principal, r.resource_key, r.status, r.idempotency_key, r.request_hash, r.created_at, r.completed_at, r.first_seq, r.last_seq,
+              (SELECT json_agg(json_build_object('seq', e.seq, 'receipt_id', e.receipt_id, 'kind', e.kind, 'body', e.body, 'prev_hash', e.prev_hash, 'hash', e.hash) ORDER BY e.seq)
+                 FROM receipt_entries e WHERE e.seq IN (r.first_seq, r.last_seq)) AS entries
+         FROM receipts r WHERE r.receipt_id = ANY($1::text[])`,
+      [[...receiptIds]],
+    );
+    return rows.map(({ entries, ...row }) => ({ row, entries: entries ?? [] }));
+  }
+
+  async indexCounts(upToSeq: number): Promise<{ receipts: number; settled: number }> {
+    const [row] = await this.sql.query<{ receipts: number; settled: number }>(
+      `SELECT count(*)::int8 AS receipts, count(*) FILTER (WHERE last_seq <> first_seq AND last_seq <= $1)::int8 AS settled
+         FROM receipts WHERE first_seq <= $1`,
+      [upToSeq],
+    );
+    return row!;
   }
 
   /** Locks the chain's head (until the transaction ends) and builds the entry that extends it. */

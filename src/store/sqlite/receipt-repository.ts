@@ -2,6 +2,7 @@ import { entryHash, GENESIS_HASH } from '../../audit/hash-chain.js';
 import type { StoredEntry } from '../../audit/receipt.js';
 import type {
   FoundReceipt,
+  IndexedReceipt,
   IntentAppend,
   NewEntry,
   ReceiptFilter,
@@ -27,6 +28,9 @@ export class SqliteReceiptRepository implements ReceiptRepository {
   private readonly entriesOfStmt;
   private readonly afterStmt;
   private readonly indexedHeadStmt;
+  private readonly indexRowStmt;
+  private readonly namedEntriesStmt;
+  private readonly indexCountsStmt;
   private readonly appendIntentTx;
   private readonly appendRejectionTx;
   private readonly appendSettlementTx;
@@ -49,6 +53,11 @@ export class SqliteReceiptRepository implements ReceiptRepository {
        WHERE r.receipt_id = ? ORDER BY e.seq`);
     this.afterStmt = db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE seq > ? ORDER BY seq LIMIT ?`);
     this.indexedHeadStmt = db.prepare('SELECT COALESCE(MAX(last_seq), 0) FROM receipts').pluck();
+    this.indexRowStmt = db.prepare(`SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq
+      FROM receipts WHERE receipt_id = ?`);
+    this.namedEntriesStmt = db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE seq IN (?, ?) ORDER BY seq`);
+    this.indexCountsStmt = db.prepare(`SELECT COUNT(*) AS receipts, COALESCE(SUM(last_seq <> first_seq AND last_seq <= ?), 0) AS settled
+      FROM receipts WHERE first_seq <= ?`);
 
     this.appendIntentTx = db.transaction((entry: NewEntry, index: ReceiptIndexRow): IntentAppend => {
       if (index.idempotency_key !== null) {
@@ -127,6 +136,19 @@ export class SqliteReceiptRepository implements ReceiptRepository {
 
   async indexedHead(): Promise<number> {
     return this.indexedHeadStmt.get() as number;
+  }
+
+  async indexOf(receiptIds: readonly string[]): Promise<IndexedReceipt[]> {
+    const out: IndexedReceipt[] = [];
+    for (const id of receiptIds) {
+      const row = this.indexRowStmt.get(id) as IndexedReceipt['row'] | undefined;
+      if (row) out.push({ row, entries: this.namedEntriesStmt.all(row.first_seq, row.last_seq) as StoredEntry[] });
+    }
+    return out;
+  }
+
+  async indexCounts(upToSeq: number): Promise<{ receipts: number; settled: number }> {
+    return this.indexCountsStmt.get(upToSeq, upToSeq) as { receipts: number; settled: number };
   }
 
   /** Inside a transaction: the next seq, linked to the current head. */

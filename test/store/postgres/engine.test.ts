@@ -64,8 +64,8 @@ describe('PostgreSQL migrations', () => {
     const db = await database();
     await (await open(db.url)).close();
     await sql(db.url, "INSERT INTO schema_migrations (version, name) VALUES (999, 'from the future')");
-    await expect(openPostgresStore(db.url)).rejects.toMatchObject({ code: 'INTERNAL', message: expect.stringMatching(/schema is at version 999, newer than this Writ knows/) });
-    await expect(openPostgresStore(db.url, { migrate: false })).rejects.toMatchObject({ code: 'INTERNAL', message: expect.stringMatching(/newer/) });
+    await expect(openPostgresStore(db.url)).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW', message: expect.stringMatching(/schema is at version 999, newer than this Writ knows/) });
+    await expect(openPostgresStore(db.url, { migrate: false })).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW', message: expect.stringMatching(/newer/) });
     const empty = await database();
     await expect(openPostgresStore(empty.url, { migrate: false })).rejects.toMatchObject({ message: expect.stringMatching(/run `writ migrate`/) });
   });
