@@ -186,6 +186,8 @@ describe('decision log events', () => {
     const r = await h.call('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: titleOf(5) });
     await until(() => collector!.received.length === 1);
     expect(collector.received[0]!.events.map((e) => e.decision_id)).toEqual([r.body.decision_id]);
+    // The collector has the batch; the sink counts it once the collector's answer is back.
+    await until(() => h!.ctx.decisionLog.stats()[0]!.sent === 1);
     expect(h.ctx.decisionLog.stats()[0]).toMatchObject({ sent: 1, failures: 2, dropped: 0, buffered: 0 });
   });
 });

@@ -210,7 +210,7 @@ async function checkSchemaCurrent(client: pg.PoolClient): Promise<void> {
   if (current !== known) {
     const { WritError } = await import('../../errors.js');
     throw new WritError(
-      'INTERNAL',
+      current > known ? 'SCHEMA_TOO_NEW' : 'UNPROCESSABLE',
       current > known
         ? `the PostgreSQL schema is at version ${current}, newer than this Writ knows (${known}); run a Writ at least as new as the one that migrated it`
         : `the PostgreSQL schema is at version ${current}, this Writ needs ${known}: run \`writ migrate\``,

@@ -178,10 +178,11 @@ describeEngines('leases: the wait queue', (fresh) => {
 
   it('a waiter past its deadline blocks nobody, and dequeue removes a waiter', async () => {
     const { store } = await fresh();
-    await enqueue(store, 'vanished', 9, [K], 100);
+    // A deadline long enough that a loaded machine still takes the first newcomer before it passes.
+    await enqueue(store, 'vanished', 9, [K], 1_500);
     const gone = await enqueue(store, 'gave-up', 9, ['k:other']);
     expect((await take(store, [K], 'newcomer', { priority: 1 })).outcome.granted).toBe(false);
-    await sleep(200);
+    await sleep(1_700);
     expect((await take(store, [K], 'newcomer', { priority: 1 })).outcome.granted).toBe(true);
     await store.readWrite((tx) => tx.leases.dequeue(gone));
     expect(await store.read((tx) => tx.leases.waiters('k:other', Date.now()))).toEqual([]);
