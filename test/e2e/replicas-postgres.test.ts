@@ -181,6 +181,9 @@ describe('three writ serve replicas on one PostgreSQL', () => {
     for (const r of refused) codes.set(r.code, (codes.get(r.code) ?? 0) + 1);
     console.log(`replicas: ${holds.length} holds (${2 * holds.length} lease operations) and ${writes.length} writes (${acked.length} acknowledged) in ${seconds.toFixed(0)} s; ` +
       `${events.join('; ')}; refusals and retries: ${JSON.stringify(Object.fromEntries(codes))}`);
+    // Failures were clean refusals (503 OVERLOADED while the database restarted, connection errors
+    // while a replica was down, decisions the fast-clock replica took for expired): never a 500.
+    expect(codes.has('INTERNAL')).toBe(false);
     expect(2 * holds.length).toBeGreaterThanOrEqual(20_000 * SCALE * 0.95);
     expect(writes.length).toBeGreaterThanOrEqual(WRITES * 0.95);
   });

@@ -1,0 +1,186 @@
+/**
+ * The two engines side by side, over HTTP, in one run with rounds alternated: lease acquire+release
+ * pairs/s and gateway writes/s against `writ serve` on SQLite (1 process), on PostgreSQL (1 replica)
+ * and on PostgreSQL (3 replicas, requests spread round-robin), the same SDK load and concurrency for
+ * each.
+ *
+ *   npx tsc -p tsconfig.json && node dist/bench/storage-engines.js [--write]
+ *
+ * PostgreSQL: the shared server on 127.0.0.1:5432 (WRIT_TEST_DATABASE_URL to change), a fresh
+ * database per variant, dropped at the end. Files go to bench/tmp (git-ignored).
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { JWK } from 'jose';
+import pg from 'pg';
+import { CLI, freePort, REPO, spawnListening } from '../scripts/server-process.js';
+import { WritClient, type Decision } from '../src/sdk/index.js';
+import { machineLine, summarize, writeResultsSection } from './results-file.js';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const TMP = join(ROOT, 'bench', 'tmp');
+const SECONDS = Number(process.env['ENGINES_SECONDS'] ?? 6);
+const ROUNDS = Number(process.env['ENGINES_ROUNDS'] ?? 3);
+const CLIENTS = Number(process.env['ENGINES_CLIENTS'] ?? 16);
+const ADMIN_URL = process.env['WRIT_TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const PRINCIPAL = 'seo-agent-7';
+
+interface Variant {
+  name: string;
+  urls: string[];
+  stop(): Promise<void>;
+}
+
+async function database(name: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: ADMIN_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+async function variant(name: string, replicas: number, databaseUrl: string | null, upstreamUrl: string): Promise<Variant> {
+  const dir = mkdtempSync(join(TMP, 'engines-'));
+  const env = { ...process.env, WRIT_UPSTREAM_URL: upstreamUrl, ...(databaseUrl ? { WRIT_DATABASE_URL: databaseUrl } : {}) };
+  const procs: Awaited<ReturnType<typeof spawnListening>>[] = [];
+  const urls: string[] = [];
+  for (let i = 0; i < replicas; i++) {
+    const port = await freePort();
+    procs.push(await spawnListening(`${name} ${i}`, [CLI, 'serve', '--data-dir', dir, '--port', String(port), '--no-upstream', ...(i === 0 ? ['--graph', 'graph/example.yaml'] : [])], env));
+    urls.push(`http://127.0.0.1:${port}`);
+  }
+  return {
+    name,
+    urls,
+    async stop() {
+      for (const p of procs) {
+        p.proc.kill('SIGTERM');
+        await p.exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** `clients` loops, each on its own keys, each request to the next replica: lease pairs, or optimistic writes. */
+async function load(v: Variant, jwk: JWK, kind: 'leases' | 'writes', seconds: number, base: number): Promise<{ ops: number; perSecond: number; p50: number; p99: number }> {
+  const lat: number[] = [];
+  let next = 0;
+  const client = () => new WritClient({ baseUrl: v.urls[next++ % v.urls.length]!, principal: PRINCIPAL, privateJwk: jwk });
+  const until = performance.now() + seconds * 1000;
+  const start = performance.now();
+  let ops = 0;
+  await Promise.all(Array.from({ length: CLIENTS }, async (_, c) => {
+    const writ = [client(), client(), client()];
+    const post = base + c;
+    let decision: Decision | null = null;
+    let version = 0;
+    for (let i = 0; performance.now() < until; i++) {
+      const w = writ[i % writ.length]!;
+      const t = performance.now();
+      if (kind === 'leases') {
+        if (!decision || i % 200 === 0) decision = await w.decide({ action: 'update_post', resource: `wp:post:${post}`, environment: 'production', fields: ['title'] });
+        const lease = await w.acquireLease([decision], { ttlMs: 10_000 });
+        await w.releaseLease(lease);
+      } else {
+        const d = await w.decide({ action: 'update_post', resource: `wp:post:${post}`, environment: 'production', fields: ['meta_description'] });
+        const receipt = await w.act({ decision: d, action: 'update_post', resource: `wp:post:${post}`, fields: ['meta_description'], payload: { meta_description: `m ${i}` }, expected_version: version });
+        version = receipt.final_version ?? version;
+      }
+      lat.push((performance.now() - t) * 1000);
+      ops += 1;
+    }
+  }));
+  const s = summarize(lat);
+  return { ops, perSecond: ops / ((performance.now() - start) / 1000), p50: s.p50, p99: s.p99 };
+}
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+async function main(): Promise<void> {
+  mkdirSync(TMP, { recursive: true });
+  const jwk = JSON.parse(readFileSync(join(REPO, 'fixtures/keys/seo-agent-7.jwk'), 'utf8')) as JWK;
+  const upDir = mkdtempSync(join(TMP, 'engines-up-'));
+  const upPort = await freePort();
+  const upstream = await spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(upPort), '--db', join(upDir, 'upstream.sqlite')], process.env);
+  const upstreamUrl = `http://127.0.0.1:${upPort}`;
+  const db1 = await database('writ_bench_one');
+  const db3 = await database('writ_bench_three');
+  const variants = [
+    await variant('SQLite, 1 process', 1, null, upstreamUrl),
+    await variant('PostgreSQL, 1 replica', 1, db1.url, upstreamUrl),
+    await variant('PostgreSQL, 3 replicas', 3, db3.url, upstreamUrl),
+  ];
+  const results = new Map<string, { leases: number[]; writes: number[]; leaseP99: number[]; writeP99: number[] }>();
+  try {
+    for (const v of variants) await load(v, jwk, 'leases', 1, 1_000); // warm-up
+    let base = 10_000;
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const v of r % 2 === 0 ? variants : [...variants].reverse()) {
+        const l = await load(v, jwk, 'leases', SECONDS, (base += 100));
+        const w = await load(v, jwk, 'writes', SECONDS, (base += 100));
+        const row = results.get(v.name) ?? { leases: [], writes: [], leaseP99: [], writeP99: [] };
+        row.leases.push(l.perSecond);
+        row.writes.push(w.perSecond);
+        row.leaseP99.push(l.p99);
+        row.writeP99.push(w.p99);
+        results.set(v.name, row);
+        console.log(`round ${r + 1} ${v.name}: ${fmt(l.perSecond)} lease pairs/s (p99 ${fmt(l.p99)} µs), ${fmt(w.perSecond)} writes/s (p99 ${fmt(w.p99)} µs)`);
+      }
+    }
+  } finally {
+    for (const v of variants) await v.stop();
+    upstream.proc.kill('SIGTERM');
+    await upstream.exited;
+    rmSync(upDir, { recursive: true, force: true });
+    await db1.drop();
+    await db3.drop();
+  }
+  const sqlite = results.get(variants[0]!.name)!;
+  const ratio = (a: number[], b: number[]) => {
+    const rs = a.map((x, i) => x / b[i]!);
+    return `${median(rs).toFixed(2)}× (${Math.min(...rs).toFixed(2)}–${Math.max(...rs).toFixed(2)})`;
+  };
+  const rows = variants.map((v) => {
+    const r = results.get(v.name)!;
+    return `| ${v.name} | ${fmt(median(r.leases))} | ${fmt(median(r.leaseP99))} | ${ratio(r.leases, sqlite.leases)} | ${fmt(median(r.writes))} | ${fmt(median(r.writeP99))} | ${ratio(r.writes, sqlite.writes)} |`;
+  });
+  const section = [
+    '## Storage engines side by side over HTTP (bench/storage-engines.ts)',
+    '',
+    '```',
+    'npx tsc -p tsconfig.json && node dist/bench/storage-engines.js --write',
+    '```',
+    '',
+    machineLine(),
+    '',
+    `\`writ serve\` on SQLite (one process), on PostgreSQL (one replica) and on PostgreSQL (three replicas, each client's requests spread round-robin over them), the shared PostgreSQL 15 on 127.0.0.1 (synchronous_commit on), one sample upstream process for all. ${CLIENTS} SDK clients on distinct posts, ${SECONDS} s per measurement, ${ROUNDS} rounds with the variants' order alternated; medians of the rounds, and each variant's ratio to SQLite in the same round (median, range). Lease pair = acquireLease + releaseLease on \`wp:post:N#title\` (a decision refetched every 200 pairs); write = decide + an optimistic write of \`meta_description\` through the gateway.`,
+    '',
+    '| variant | lease pairs/s | p99 µs/pair | ÷ SQLite | writes/s | p99 µs/write | ÷ SQLite |',
+    '|---|---:|---:|---:|---:|---:|---:|',
+    ...rows,
+    '',
+    'Round trips to PostgreSQL per operation, counted by the engine and pinned by test/store/postgres/engine.test.ts: a lease',
+    'acquire, renew or release 2 (BEGIN travels with the first statement); a service-level acquisition (the lease, its authority',
+    'record and the spend of the caller\'s assertion, in one transaction) 4; a gateway write\'s intent transaction (spend the',
+    'assertion, record the intent, spend the decision) 5 and its settlement 3. The issue\'s targets (≤ 2 per acquisition, ≤ 3 per',
+    'gateway write) are not met yet: they need the statements of one transaction sent together (one function call or a pipeline).',
+  ].join('\n');
+  console.log(section);
+  if (process.argv.includes('--write')) writeResultsSection('storage-engines', section);
+}
+
+void main();
