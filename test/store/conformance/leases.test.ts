@@ -206,9 +206,10 @@ describeEngines('leases: the wait queue', (fresh) => {
     expect(epochsOf(await take(other, [K], 'waiter-b', { priority: 5, ticket }))).toEqual({ [K]: 2 });
   });
 
-  it('a waiter is served on its ticket ahead of the newcomer sentinel', async () => {
+  it('tickets are safe integers below the newcomer sentinel (the lease manager compares them as numbers)', async () => {
     const { store } = await fresh();
     const t = await enqueue(store, 'w', 0);
+    expect(Number.isSafeInteger(t)).toBe(true);
     expect(t).toBeLessThan(NEWCOMER_TICKET);
   });
 });
