@@ -10,7 +10,8 @@ function isUnavailable(e: unknown): boolean {
     const code = e.code ?? '';
     return code.startsWith('08') || code.startsWith('53') || ['57P01', '57P02', '57P03', '57014', '55P03'].includes(code);
   }
-  if (!(e instanceof Error)) return false;
+  // Writ's own errors (thrown by a callback, or already mapped) are never the driver's.
+  if (!(e instanceof Error) || e instanceof WritError) return false;
   const errno = (e as { code?: unknown }).code;
   if (typeof errno === 'string' && /^E[A-Z]+$/.test(errno)) return true; // ECONNREFUSED, ECONNRESET, EPIPE, ETIMEDOUT …
   return /Connection terminated|connection error|timeout exceeded when trying to connect|Client was closed|not queryable/i.test(e.message);

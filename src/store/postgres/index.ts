@@ -3,4 +3,5 @@ export { openPostgresStore, type PostgresStore, type PostgresStoreOptions } from
 export { migratePostgres, type MigrationReport } from './migrate.js';
 export { POSTGRES_MIGRATIONS } from './migrations/index.js';
 export { GRAPH_CHANNEL } from './graph-event-store.js';
+export { listenForGraphHeads, type GraphHeadListener, type GraphHeadListenerOptions } from './graph-notifications.js';
 export type { PostgresStoreStats } from './session.js';

@@ -150,6 +150,7 @@ class PgStore implements PostgresStore {
         client.off('error', onError);
         client.release(err);
       };
+      let committing = false;
       try {
         let result: T;
         try {
@@ -157,6 +158,7 @@ class PgStore implements PostgresStore {
         } finally {
           session.close();
         }
+        committing = true;
         // A callback that caught an engine error and went on must not be reported as committed.
         if (session.failure !== undefined) throw session.failure;
         if (session.begun) {
@@ -180,7 +182,8 @@ class PgStore implements PostgresStore {
           await sleep(Math.random() * Math.min(50, 2 ** attempt));
           continue;
         }
-        throw mapEngineError(e, this.retryAfterMs);
+        // An error of the callback's own (no statement of it failed, and not the database's) comes out as it is.
+        throw committing || session.failure !== undefined || e instanceof pg.DatabaseError ? mapEngineError(e, this.retryAfterMs) : e;
       }
     }
   }

@@ -207,9 +207,10 @@ describeEngines('leases: the wait queue', (fresh) => {
     expect(epochsOf(await take(other, [K], 'waiter-b', { priority: 5, ticket }))).toEqual({ [K]: 2 });
   });
 
-  it('a waiter is served on its ticket ahead of the newcomer sentinel', async () => {
+  it('tickets are safe integers below the newcomer sentinel (the lease manager compares them as numbers)', async () => {
     const { store } = await fresh();
     const t = await enqueue(store, 'w', 0);
+    expect(Number.isSafeInteger(t)).toBe(true);
     expect(t).toBeLessThan(NEWCOMER_TICKET);
   });
 });
@@ -252,12 +253,16 @@ describeEngines('leases: preemption', (fresh) => {
     expect(free.outcome).toMatchObject({ granted: true, preempted: [] });
   });
 
-  it('never jumps the queue for a key nobody live holds', async () => {
+  it('never jumps the queue for a key nobody live holds (released, or never leased)', async () => {
     const { store } = await fresh();
+    const held = await take(store, [K], 'release-controller', { priority: 80 });
     const now = Date.now();
-    await store.readWrite((tx) => tx.leases.enqueue({ keys: [K], holder: 'editor', instance: null, priority: 60, enqueuedAt: now, deadline: now + 5_000 }));
+    await store.readWrite((tx) => tx.leases.enqueue({ keys: [K, 'k:new'], holder: 'editor', instance: null, priority: 60, enqueuedAt: now, deadline: now + 5_000 }));
+    await release(store, held);
     const pre = await take(store, [K], 'seo-agent', { priority: 20, preempt: true, preemptable: ['seo-agent'] });
-    expect(pre.outcome).toMatchObject({ granted: false, queued: true });
+    expect(pre.outcome).toMatchObject({ granted: false, key: K, queued: true });
+    const fresh2 = await take(store, ['k:new'], 'seo-agent', { priority: 20, preempt: true });
+    expect(fresh2.outcome).toMatchObject({ granted: false, key: 'k:new', queued: true });
   });
 });
 

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { WritError } from '../../../src/errors.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openPostgresStore, POSTGRES_MIGRATIONS, type PostgresStore } from '../../../src/store/postgres/index.js';
 import { inlineValues } from '../../../src/store/postgres/session.js';
@@ -163,6 +164,21 @@ describe('PostgreSQL engine errors', () => {
     expect(Date.now() - started).toBeLessThan(5_000);
     await other.query('ROLLBACK');
     expect((await store.readWrite((tx) => tx.receipts.appendRejection({ receipt_id: 'r', kind: 'rejected', body: '{}' }, { receipt_id: 'r', principal: 'p', resource_key: 'k', status: 'REJECTED', idempotency_key: null, request_hash: null, created_at: 1, completed_at: 1 }))).seq).toBe(1);
+  });
+
+  it("a callback's own errors come out as they are, whatever their message says", async () => {
+    const db = await database();
+    const store = await open(db.url);
+    const own = new WritError('UPSTREAM_FAILED', 'the upstream had a connection error');
+    await expect(store.readWrite(async () => Promise.reject(own))).rejects.toBe(own);
+    // Not even one that looks like a driver error, when none of the callback's statements failed.
+    const plain = Object.assign(new Error('Connection terminated by the upstream'), { code: 'ECONNRESET' });
+    await expect(
+      store.readWrite(async (tx) => {
+        await tx.graph.head();
+        throw plain;
+      }),
+    ).rejects.toBe(plain);
   });
 
   it('a callback that swallows an engine error is not reported as committed', async () => {
