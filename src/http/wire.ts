@@ -6,10 +6,10 @@
 import type { Receipt as DomainReceipt } from '../audit/index.js';
 import type { Edge, Principal } from '../graph/model.js';
 import type { PolicyEdge } from '../graph/policy-view.js';
-import type { RenewedLease } from '../lease/index.js';
+import type { LeaseRecord as DomainLeaseRecord, RenewedLease } from '../lease/index.js';
 import type { DecisionOutcome, Explanation, Incident as DomainIncident, LeaseOutcome } from '../service/index.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
-import type { ChainEdge, Decision, Incident, LeaseGrant, LeaseRenewal, Receipt } from '../wire/v1.js';
+import type { ChainEdge, Decision, Incident, LeaseGrant, LeaseRecord, LeaseRenewal, Receipt } from '../wire/v1.js';
 
 export function principalToWire(p: Principal) {
   return { ...p, created_at: toWireTime(p.created_at), revoked_at: toWireTimeOrNull(p.revoked_at) };
@@ -61,4 +61,8 @@ export function receiptToWire(r: DomainReceipt): Receipt {
 
 export function incidentToWire(i: DomainIncident): Incident {
   return { ...i, declared_at: toWireTime(i.declared_at), ends_at: toWireTime(i.ends_at), resolved_at: toWireTimeOrNull(i.resolved_at) };
+}
+
+export function leaseRecordToWire(l: DomainLeaseRecord): LeaseRecord {
+  return { ...l, acquireTime: toWireTimeOrNull(l.acquireTime), renewTime: toWireTimeOrNull(l.renewTime), expiresAt: toWireTimeOrNull(l.expiresAt) };
 }

@@ -24,7 +24,7 @@ export interface WritClientOptions {
   fetch?: typeof fetch;
 }
 
-export type { ChainEdge, Decision, DecisionRequest, Incident, LeaseGrant, LeaseRenewal, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
+export type { ChainEdge, Decision, DecisionRequest, Incident, LeaseGrant, LeaseRecord, LeaseRenewal, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
 
 /** A lease as POST /v1/leases grants it (what renew and release need). */
 export interface Lease {

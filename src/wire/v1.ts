@@ -155,3 +155,21 @@ export interface Incident {
   ends_at: WireTime;
   resolved_at: WireTime | null;
 }
+
+/** A coordination key's lease (GET /v1/leases) in the Kubernetes Lease vocabulary, plus its fencing epoch. */
+export interface LeaseRecord {
+  key: string;
+  holderIdentity: string | null;
+  holderInstance: string | null;
+  leaseDurationSeconds: number | null;
+  acquireTime: WireTime | null;
+  renewTime: WireTime | null;
+  leaseTransitions: number;
+  epoch: number;
+  expiresAt: WireTime | null;
+  leaseId: string | null;
+  priority: number | null;
+  /** HELD: holder and not expired; EXPIRED: holder recorded but past expiry (free to take); FREE: released or never taken. */
+  state: 'HELD' | 'EXPIRED' | 'FREE';
+  preemptedBy: string | null;
+}

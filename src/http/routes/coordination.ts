@@ -4,7 +4,7 @@ import { performAction, type ActionInput } from '../../service/index.js';
 import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
-import { incidentToWire, leaseGrantToWire, leaseRenewalToWire, receiptToWire } from '../wire.js';
+import { incidentToWire, leaseGrantToWire, leaseRecordToWire, leaseRenewalToWire, receiptToWire } from '../wire.js';
 import { actionBody, actionHeaders, incidentBody, leaseBody, reasonQuery, releaseBody, renewBody, revokeBody } from '../schemas.js';
 
 const DECISION_CHECKS = ['DECISION_INVALID', 'DECISION_EXPIRED', 'DECISION_MISMATCH', 'AUTHORITY_REVOKED', 'OWNER_CHANGED'] as const;
@@ -82,7 +82,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     const filter: { key?: string; holder?: string } = {};
     if (request.query.resource) filter.key = request.query.resource;
     if (request.query.holder) filter.holder = request.query.holder;
-    return { leases: await listLeases(ctx, filter) };
+    return { leases: (await listLeases(ctx, filter)).map(leaseRecordToWire) };
   });
 
   app.post<{ Body: ActionInput }>('/v1/actions', {
