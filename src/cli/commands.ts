@@ -13,7 +13,7 @@ import { WritError } from '../errors.js';
 import { findOpa } from './opa.js';
 import { formatCapabilities, formatEdgeList, formatExplanation, formatWhy } from './format.js';
 import { serve } from './serve.js';
-import { edgeToWire, explanationToWire, leaseRecordToWire, receiptToWire, chainEdgeToWire } from '../http/wire.js';
+import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, leaseRecordToWire, receiptToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
 
@@ -101,8 +101,8 @@ export const COMMANDS: Command[] = [
       const format = (values.format as string | undefined) ?? 'json';
       if (format !== 'json' && format !== 'dot') throw new Error('--format is json or dot');
       return withWrit(values, async (w) => {
-        const out = await exportGraph(w.ctx, values.at as string | undefined, format);
-        console.log(typeof out === 'string' ? out : JSON.stringify(out, null, 2));
+        const at = values.at as string | undefined;
+        console.log(format === 'dot' ? await exportGraph(w.ctx, at, 'dot') : JSON.stringify(graphExportToWire(await exportGraph(w.ctx, at, 'json')), null, 2));
         return 0;
       });
     },

@@ -4,6 +4,7 @@
  * return types are the shared wire types, so a number time cannot reach an answer unnoticed.
  */
 import type { Receipt as DomainReceipt } from '../audit/index.js';
+import type { GraphExport } from '../graph/index.js';
 import type { Edge, Principal } from '../graph/model.js';
 import type { PolicyEdge } from '../graph/policy-view.js';
 import type { LeaseRecord as DomainLeaseRecord, RenewedLease } from '../lease/index.js';
@@ -65,4 +66,8 @@ export function incidentToWire(i: DomainIncident): Incident {
 
 export function leaseRecordToWire(l: DomainLeaseRecord): LeaseRecord {
   return { ...l, acquireTime: toWireTimeOrNull(l.acquireTime), renewTime: toWireTimeOrNull(l.renewTime), expiresAt: toWireTimeOrNull(l.expiresAt) };
+}
+
+export function graphExportToWire(g: GraphExport) {
+  return { revision: g.revision, principals: g.principals.map(principalToWire), edges: g.edges.map(edgeToWire) };
 }

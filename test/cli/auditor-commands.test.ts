@@ -111,6 +111,7 @@ describe('auditor commands tell what really happened', () => {
       expiring: await writ('expiring', '--within', '1h', '--json'),
       orphans: await writ('orphans', '--json'),
       leases: await writ('lease', 'ls', '--json'),
+      graph: await writ('graph', 'export'),
     };
     for (const [name, out] of Object.entries(outputs)) expect(misplacedTimes(JSON.parse(out.stdout)), name).toEqual([]);
     const receipts = JSON.parse(outputs.receipts.stdout).receipts;
