@@ -1,7 +1,8 @@
 /**
  * Domain objects → v1 wire shapes: the one place where the HTTP answers' instants (ms numbers inside
- * Writ) become RFC 3339 strings (src/wire/time.ts). Each wire type has one serializer here; the
- * return types are the shared wire types, so a number time cannot reach an answer unnoticed.
+ * Writ) become RFC 3339 strings (src/wire/time.ts). Each wire type has one serializer here, used by
+ * the routes and by the CLI's --json; where the SDK shares the type (src/wire/v1.ts) the serializer
+ * returns it, so the compiler refuses a number where the type says a time.
  */
 import type { Receipt as DomainReceipt } from '../audit/index.js';
 import type { GraphExport } from '../graph/index.js';
