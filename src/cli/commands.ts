@@ -13,6 +13,8 @@ import { WritError } from '../errors.js';
 import { findOpa } from './opa.js';
 import { formatCapabilities, formatEdgeList, formatExplanation, formatWhy } from './format.js';
 import { serve } from './serve.js';
+import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, leaseRecordToWire, receiptToWire } from '../http/wire.js';
+import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
 
 export interface CommandArgs {
@@ -99,8 +101,8 @@ export const COMMANDS: Command[] = [
       const format = (values.format as string | undefined) ?? 'json';
       if (format !== 'json' && format !== 'dot') throw new Error('--format is json or dot');
       return withWrit(values, async (w) => {
-        const out = await exportGraph(w.ctx, values.at as string | undefined, format);
-        console.log(typeof out === 'string' ? out : JSON.stringify(out, null, 2));
+        const at = values.at as string | undefined;
+        console.log(format === 'dot' ? await exportGraph(w.ctx, at, 'dot') : JSON.stringify(graphExportToWire(await exportGraph(w.ctx, at, 'json')), null, 2));
         return 0;
       });
     },
@@ -116,7 +118,7 @@ export const COMMANDS: Command[] = [
       return withWrit(values, async (w) => {
         const fields = typeof values.fields === 'string' && values.fields.length > 0 ? values.fields.split(',') : [];
         const x = await explain(w.ctx, GOVERNANCE_ID, { principal, action, resource, environment: (values.env as string | undefined) ?? 'production', fields });
-        print(x, values.json, () => formatExplanation(x));
+        print(explanationToWire(x), values.json, () => formatExplanation(x));
         return x.allow ? 0 : 3;
       });
     },
@@ -186,7 +188,7 @@ export const COMMANDS: Command[] = [
         const q: Record<string, unknown> = { limit: Number(values.limit ?? 100) };
         for (const k of ['resource', 'principal', 'status'] as const) if (typeof values[k] === 'string') q[k] = values[k];
         const page = await w.ctx.receipts.query(q as Parameters<typeof w.ctx.receipts.query>[0]);
-        print(page, values.json, () =>
+        print({ ...page, receipts: page.receipts.map(receiptToWire) }, values.json, () =>
           page.receipts.length === 0
             ? '(no receipts)'
             : page.receipts
@@ -206,7 +208,10 @@ export const COMMANDS: Command[] = [
         const report = await whyReceipt(w.ctx, positionals[0]!);
         const format = (values.format as string | undefined) ?? 'text';
         const edges = report.chain.map((l) => l.edge);
-        if (format === 'json') console.log(JSON.stringify(report, null, 2));
+        if (format === 'json') {
+          const chain = report.chain.map((l) => ({ edge: chainEdgeToWire(l.edge), now: l.now && { revoked_at: toWireTimeOrNull(l.now.revoked_at) } }));
+          console.log(JSON.stringify({ ...report, receipt: receiptToWire(report.receipt), chain }, null, 2));
+        }
         else if (format === 'dot') console.log(exportChainDot(edges));
         else if (format === 'mermaid') console.log(exportChainMermaid(edges));
         else if (format === 'text') console.log(formatWhy(report));
@@ -229,7 +234,8 @@ export const COMMANDS: Command[] = [
           if (Number.isNaN(at)) throw new WritError('UNPROCESSABLE', `--at must be an ISO-8601 time, got "${values.at}"`);
         }
         const c = await capabilitiesOf(w.ctx, positionals[0]!, at);
-        print(c, values.json, () => formatCapabilities(positionals[0]!, c));
+        const wire = { ...c, at: toWireTime(c.at), capabilities: c.capabilities.map((k) => ({ ...k, chain: k.chain.map(chainEdgeToWire) })) };
+        print(wire, values.json, () => formatCapabilities(positionals[0]!, c));
         return 0;
       });
     },
@@ -242,7 +248,7 @@ export const COMMANDS: Command[] = [
     run: ({ values }) =>
       withWrit(values, async (w) => {
         const edges = await expiringEdges(w.ctx, duration((values.within as string | undefined) ?? '1h'));
-        print(edges, values.json, () => formatEdgeList(edges, (e) => `expires ${new Date(e.expires_at!).toISOString()}: "${e.reason}"`));
+        print(edges.map(edgeToWire), values.json, () => formatEdgeList(edges, (e) => `expires ${new Date(e.expires_at!).toISOString()}: "${e.reason}"`));
         return 0;
       }),
   },
@@ -254,7 +260,7 @@ export const COMMANDS: Command[] = [
     run: ({ values }) =>
       withWrit(values, async (w) => {
         const orphans = await orphanedDelegations(w.ctx);
-        print(orphans, values.json, () =>
+        print(orphans.map((o) => ({ ...o, edge: edgeToWire(o.edge) })), values.json, () =>
           orphans.length === 0 ? '(none)' : orphans.map((o) => `${o.edge.id}: ${o.edge.from} → ${o.edge.to}\n${o.violations.map((v) => `    ${v}`).join('\n')}`).join('\n'));
         return 0;
       }),
@@ -293,10 +299,10 @@ export const COMMANDS: Command[] = [
         if (typeof values.resource === 'string') filter.key = values.resource;
         if (typeof values.holder === 'string') filter.holder = values.holder;
         const leases = await w.ctx.leases.list(filter);
-        print(leases, values.json, () =>
+        print(leases.map(leaseRecordToWire), values.json, () =>
           leases.length === 0
             ? '(no leases)'
-            : leases.map((l) => `${l.key.padEnd(36)} ${l.state.padEnd(7)} holder ${l.holderIdentity ?? '—'}  epoch ${l.epoch}  expires ${l.expiresAt ?? '—'}  transitions ${l.leaseTransitions}`).join('\n'));
+            : leases.map((l) => `${l.key.padEnd(36)} ${l.state.padEnd(7)} holder ${l.holderIdentity ?? '—'}  epoch ${l.epoch}  expires ${toWireTimeOrNull(l.expiresAt) ?? '—'}  transitions ${l.leaseTransitions}`).join('\n'));
         return 0;
       }),
   },

@@ -2,43 +2,15 @@ import type { PolicyEdge } from './policy-view.js';
 import { isPrincipalNode, managedStateNodeId, type AuthorityGraph, type GraphNode } from './authority-graph.js';
 import type { Edge, Principal } from './model.js';
 
-type Iso = string;
-
-export interface PrincipalExport extends Omit<Principal, 'created_at' | 'revoked_at'> {
-  created_at: Iso;
-  revoked_at: Iso | null;
-}
-
-export interface EdgeExport extends Omit<Edge, 'created_at' | 'not_before' | 'expires_at' | 'revoked_at'> {
-  created_at: Iso;
-  not_before: Iso | null;
-  expires_at: Iso | null;
-  revoked_at: Iso | null;
-}
-
 export interface GraphExport {
   revision: number;
-  principals: PrincipalExport[];
-  edges: EdgeExport[];
+  principals: Principal[];
+  edges: Edge[];
 }
 
-/** The graph as JSON for the API and audits: principals and edges sorted by id, times as ISO-8601. */
+/** The graph for the API and audits: principals and edges sorted by id (times in ms; the wire shows them RFC 3339). */
 export function exportGraphJson(graph: AuthorityGraph): GraphExport {
-  const principals = graph
-    .principals()
-    .map((p) => ({ ...p, created_at: iso(p.created_at), revoked_at: isoOrNull(p.revoked_at) }))
-    .sort(byId);
-  const edges = graph
-    .edges()
-    .map((e) => ({
-      ...e,
-      created_at: iso(e.created_at),
-      not_before: isoOrNull(e.not_before),
-      expires_at: isoOrNull(e.expires_at),
-      revoked_at: isoOrNull(e.revoked_at),
-    }))
-    .sort(byId);
-  return { revision: graph.revision, principals, edges };
+  return { revision: graph.revision, principals: graph.principals().map((p) => ({ ...p })).sort(byId), edges: graph.edges().map((e) => ({ ...e })).sort(byId) };
 }
 
 export interface DotOptions {
@@ -153,14 +125,6 @@ function q(text: string): string {
 
 function mermaidText(text: string): string {
   return text.replace(/"/g, '#quot;').replace(/\|/g, '#124;').replace(/\n/g, ' ');
-}
-
-function iso(ms: number): Iso {
-  return new Date(ms).toISOString();
-}
-
-function isoOrNull(ms: number | null): Iso | null {
-  return ms === null ? null : iso(ms);
 }
 
 function compare(a: string, b: string): number {

@@ -35,7 +35,5 @@ export {
   exportChainMermaid,
   shortScope,
   type DotOptions,
-  type EdgeExport,
   type GraphExport,
-  type PrincipalExport,
 } from './export.js';

@@ -8,8 +8,6 @@ import { ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
 
 const iso = { type: 'string', format: 'date-time', description: 'RFC 3339 time' } as const;
 const isoOrNull = { type: ['string', 'null'], format: 'date-time', description: 'RFC 3339 time, or null' } as const;
-const ms = { type: 'integer', description: 'milliseconds since the Unix epoch' } as const;
-const msOrNull = { type: ['integer', 'null'], description: 'milliseconds since the Unix epoch, or null' } as const;
 const strings = { type: 'array', items: { type: 'string' } } as const;
 const stringMap = { type: 'object', additionalProperties: { type: 'string' } } as const;
 const epochs = { type: 'object', additionalProperties: { type: 'integer' }, description: 'fencing epoch per coordination key' } as const;
@@ -34,6 +32,7 @@ const Problem = {
     instance: { type: 'string' },
     key: { type: 'string', description: 'RESOURCE_BUSY, LEASE_WAIT_TIMEOUT: the busy coordination key' },
     holder: { type: ['string', 'null'], description: 'RESOURCE_BUSY, LEASE_WAIT_TIMEOUT: who holds the key (null: reserved for a queued waiter)' },
+    expires_at: { ...isoOrNull, description: 'RESOURCE_BUSY, LEASE_WAIT_TIMEOUT: when the holder\'s lease expires (null: reserved for a queued waiter); LEASE_EXPIRED: when the lease expired (RFC 3339)' },
     queued: { type: 'boolean', description: 'RESOURCE_BUSY, LEASE_WAIT_TIMEOUT: the key is free but reserved for a waiter ahead in the queue' },
     waited_ms: { type: 'integer', description: 'LEASE_WAIT_TIMEOUT: how long the request waited' },
     retry_after_ms: { type: 'integer', description: 'RESOURCE_BUSY, LEASE_WAIT_TIMEOUT, OVERLOADED: also sent as Retry-After (seconds)' },
@@ -105,9 +104,9 @@ const Edge = {
 const ChainEdge = {
   $id: 'ChainEdge',
   type: 'object',
-  description: 'An edge as the policy judged it (times in ms since the epoch).',
+  description: 'An edge as the policy judged it.',
   required: [...edgeRequired],
-  properties: { ...edgeProperties, created_at: ms, not_before: msOrNull, expires_at: msOrNull, revoked_at: msOrNull },
+  properties: { ...edgeProperties, created_at: iso, not_before: isoOrNull, expires_at: isoOrNull, revoked_at: isoOrNull },
 } as const;
 
 const Obligations = {
@@ -226,7 +225,7 @@ const LeaseRecord = {
 const Receipt = {
   $id: 'Receipt',
   type: 'object',
-  description: 'A coordination receipt: the fold of its hash-chained entries (times in ms since the epoch).',
+  description: 'A coordination receipt: the fold of its hash-chained entries (their stored bodies keep ms times; this view shows RFC 3339).',
   required: ['receipt_id', 'coordination_id', 'status', 'principal', 'action', 'resource_key', 'fields', 'owners', 'authority_epoch', 'ownership_epoch', 'decision_id', 'policy_revision', 'graph_revision', 'chain', 'lease_id', 'lease_epoch', 'expected_version', 'final_version', 'conflicts', 'upstream_status', 'error', 'idempotency_key', 'request_hash', 'created_at', 'completed_at', 'reconciled', 'prev_hash', 'hash', 'entries'],
   properties: {
     receipt_id: { type: 'string' },
@@ -255,8 +254,8 @@ const Receipt = {
     error: { anyOf: [{ type: 'null' }, { type: 'object', required: ['code', 'message'], properties: { code: { type: 'string' }, message: { type: 'string' } } }] },
     idempotency_key: { type: ['string', 'null'] },
     request_hash: { type: ['string', 'null'] },
-    created_at: ms,
-    completed_at: msOrNull,
+    created_at: iso,
+    completed_at: isoOrNull,
     reconciled: { type: 'boolean' },
     prev_hash: { type: 'string' },
     hash: { type: 'string' },
@@ -264,7 +263,7 @@ const Receipt = {
       type: 'array',
       items: {
         type: 'object', required: ['seq', 'kind', 'at', 'prev_hash', 'hash'],
-        properties: { seq: { type: 'integer' }, kind: { type: 'string', enum: ['intent', 'completed', 'failed', 'rejected', 'reconciled'] }, at: ms, prev_hash: { type: 'string' }, hash: { type: 'string' } },
+        properties: { seq: { type: 'integer' }, kind: { type: 'string', enum: ['intent', 'completed', 'failed', 'rejected', 'reconciled'] }, at: iso, prev_hash: { type: 'string' }, hash: { type: 'string' } },
       },
     },
     replayed: { type: 'boolean', description: 'set when the call wrote nothing and answers with the receipt as it already was' },
@@ -275,7 +274,7 @@ const Incident = {
   $id: 'Incident',
   type: 'object',
   required: ['id', 'declared_by', 'reason', 'decision_id', 'declared_at', 'ends_at', 'resolved_at'],
-  properties: { id: { type: 'string' }, declared_by: { type: 'string' }, reason: { type: 'string' }, decision_id: { type: 'string' }, declared_at: ms, ends_at: ms, resolved_at: msOrNull },
+  properties: { id: { type: 'string' }, declared_by: { type: 'string' }, reason: { type: 'string' }, decision_id: { type: 'string' }, declared_at: iso, ends_at: iso, resolved_at: isoOrNull },
 } as const;
 
 const COMPONENTS = { Problem, Scope, Jwk, Principal, Edge, ChainEdge, Obligations, Decision, ChainVerdict, Explanation, LeaseGrant, LeaseRecord, Receipt, Incident } satisfies Record<ComponentName, { $id: ComponentName }>;

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ERROR_CATALOGUE, WritError, type ErrorCode } from '../errors.js';
+import { toWireTime } from '../wire/time.js';
 
 /** RFC 9457 problem details with Writ's stable `code`. */
 export interface Problem {
@@ -12,9 +13,20 @@ export interface Problem {
   [extension: string]: unknown;
 }
 
+/**
+ * Problem members that are instants: the domain's details carry them as ms numbers, the wire as RFC 3339
+ * (RESOURCE_BUSY / LEASE_WAIT_TIMEOUT: when the holder's lease expires; LEASE_EXPIRED: when it expired).
+ */
+export const PROBLEM_TIME_MEMBERS = ['expires_at'] as const;
+
 export function problemOf(code: ErrorCode, detail: string, details?: Record<string, unknown>): Problem {
   const spec = ERROR_CATALOGUE[code];
-  return { type: `https://writ.dev/errors/${code}`, title: spec.title, status: spec.status, code, detail, ...(details ?? {}) };
+  const members = { ...(details ?? {}) };
+  for (const name of PROBLEM_TIME_MEMBERS) {
+    const value = members[name];
+    if (typeof value === 'number' && Number.isFinite(value)) members[name] = toWireTime(value);
+  }
+  return { type: `https://writ.dev/errors/${code}`, title: spec.title, status: spec.status, code, detail, ...members };
 }
 
 /** Fastify's own errors (parsing, validation, limits) mapped onto the catalogue. */

@@ -1,17 +1,74 @@
+/**
+ * Domain objects → v1 wire shapes: the one place where the HTTP answers' instants (ms numbers inside
+ * Writ) become RFC 3339 strings (src/wire/time.ts). Each wire type has one serializer here, used by
+ * the routes and by the CLI's --json; where the SDK shares the type (src/wire/v1.ts) the serializer
+ * returns it, so the compiler refuses a number where the type says a time.
+ */
+import type { Receipt as DomainReceipt } from '../audit/index.js';
+import type { GraphExport } from '../graph/index.js';
 import type { Edge, Principal } from '../graph/model.js';
-import { isoOrNull } from '../service/index.js';
+import type { PolicyEdge } from '../graph/policy-view.js';
+import type { LeaseRecord as DomainLeaseRecord, RenewedLease } from '../lease/index.js';
+import type { DecisionOutcome, Explanation, Incident as DomainIncident, LeaseOutcome } from '../service/index.js';
+import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
+import type { ChainEdge, Decision, Incident, LeaseGrant, LeaseRecord, LeaseRenewal, Receipt } from '../wire/v1.js';
 
-/** Domain objects → v1 wire shapes (ms times become ISO-8601). */
 export function principalToWire(p: Principal) {
-  return { ...p, created_at: isoOrNull(p.created_at), revoked_at: isoOrNull(p.revoked_at) };
+  return { ...p, created_at: toWireTime(p.created_at), revoked_at: toWireTimeOrNull(p.revoked_at) };
 }
 
+/** An edge's time window and revocation; the rest of the edge as it is. */
 export function edgeToWire<T extends Pick<Edge, 'created_at' | 'not_before' | 'expires_at' | 'revoked_at'>>(e: T) {
   return {
     ...e,
-    created_at: isoOrNull(e.created_at),
-    not_before: isoOrNull(e.not_before),
-    expires_at: isoOrNull(e.expires_at),
-    revoked_at: isoOrNull(e.revoked_at),
+    created_at: toWireTime(e.created_at),
+    not_before: toWireTimeOrNull(e.not_before),
+    expires_at: toWireTimeOrNull(e.expires_at),
+    revoked_at: toWireTimeOrNull(e.revoked_at),
   };
+}
+
+export function chainEdgeToWire(e: PolicyEdge): ChainEdge {
+  return edgeToWire(e);
+}
+
+export function decisionToWire(d: DecisionOutcome): Decision {
+  return { ...d, chain_edges: d.chain_edges.map(chainEdgeToWire), issued_at: toWireTime(d.issued_at), expires_at: toWireTimeOrNull(d.expires_at) };
+}
+
+export function explanationToWire(x: Explanation) {
+  return { ...x, chains: x.chains.map((c) => ({ edges: c.edges.map(chainEdgeToWire), verdict: c.verdict })) };
+}
+
+export function leaseGrantToWire(g: LeaseOutcome): LeaseGrant {
+  return { ...g, expires_at: toWireTime(g.expires_at) };
+}
+
+export function leaseRenewalToWire(r: RenewedLease): LeaseRenewal {
+  return { ...r, expires_at: toWireTime(r.expires_at) };
+}
+
+/**
+ * The folded receipt on the wire. Only this view changes: the stored, hash-chained entry bodies keep
+ * their ms `at` (the chain verifies over them as they were written).
+ */
+export function receiptToWire(r: DomainReceipt): Receipt {
+  return {
+    ...r,
+    created_at: toWireTime(r.created_at),
+    completed_at: toWireTimeOrNull(r.completed_at),
+    entries: r.entries.map((e) => ({ ...e, at: toWireTime(e.at) })),
+  };
+}
+
+export function incidentToWire(i: DomainIncident): Incident {
+  return { ...i, declared_at: toWireTime(i.declared_at), ends_at: toWireTime(i.ends_at), resolved_at: toWireTimeOrNull(i.resolved_at) };
+}
+
+export function leaseRecordToWire(l: DomainLeaseRecord): LeaseRecord {
+  return { ...l, acquireTime: toWireTimeOrNull(l.acquireTime), renewTime: toWireTimeOrNull(l.renewTime), expiresAt: toWireTimeOrNull(l.expiresAt) };
+}
+
+export function graphExportToWire(g: GraphExport) {
+  return { revision: g.revision, principals: g.principals.map(principalToWire), edges: g.edges.map(edgeToWire) };
 }

@@ -79,12 +79,13 @@ export interface LeaseRecord {
   holderIdentity: string | null;
   holderInstance: string | null;
   leaseDurationSeconds: number | null;
-  acquireTime: string | null;
-  renewTime: string | null;
+  /** ms since the epoch (Kubernetes' MicroTime on the wire). */
+  acquireTime: number | null;
+  renewTime: number | null;
   leaseTransitions: number;
   /** The fencing high-water mark of this key. */
   epoch: number;
-  expiresAt: string | null;
+  expiresAt: number | null;
   leaseId: string | null;
   priority: number | null;
   /** HELD: holder and not expired; EXPIRED: holder recorded but past expiry (free to take); FREE: released or never taken. */

@@ -2,7 +2,7 @@ import { decodeJwt, decodeProtectedHeader, type JWK, type JSONWebKeySet } from '
 import { ERROR_CATALOGUE, WritError } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
-import type { Decision, DecisionRequest } from '../wire/v1.js';
+import type { Decision, DecisionRequest, LeaseRenewal, Receipt, WireTime } from '../wire/v1.js';
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
@@ -24,14 +24,16 @@ export interface WritClientOptions {
   fetch?: typeof fetch;
 }
 
-export type { Decision, DecisionRequest } from '../wire/v1.js';
+export type { ChainEdge, Decision, DecisionRequest, Incident, LeaseGrant, LeaseRecord, LeaseRenewal, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
 
+/** A lease as POST /v1/leases grants it (what renew and release need). */
 export interface Lease {
   lease_id: string;
   token: string;
   epochs: Record<string, number>;
   keys: string[];
-  expires_at: string;
+  /** RFC 3339; kept current by withLease's renewals. */
+  expires_at: WireTime;
   holder: string;
 }
 
@@ -44,13 +46,6 @@ export interface ActRequest {
   expected_version?: number;
   lease?: Lease | null;
   idempotencyKey?: string;
-}
-
-export interface Receipt {
-  receipt_id: string;
-  status: 'PENDING' | 'COMPLETED' | 'FAILED' | 'REJECTED';
-  final_version: number | null;
-  [k: string]: unknown;
 }
 
 export interface LeaseOptions {
@@ -186,7 +181,7 @@ export class WritClient {
     });
   }
 
-  renewLease(lease: Lease, ttlMs?: number): Promise<{ lease_id: string; expires_at: string; epochs: Record<string, number> }> {
+  renewLease(lease: Lease, ttlMs?: number): Promise<LeaseRenewal> {
     return this.request('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs ? { ttl_ms: ttlMs } : {}) });
   }
 

@@ -4,6 +4,7 @@
 export {
   WritClient, type WritClientOptions, type Decision, type DecisionRequest, type Lease, type LeaseOptions, type LeaseScope, type ActRequest, type Receipt,
   type JobScope, type RunExclusiveOptions, type RunExclusiveResult,
+  type ChainEdge, type Incident, type LeaseGrant, type LeaseRecord, type LeaseRenewal, type Obligations, type ReceiptEntry, type WireTime,
 } from './client.js';
 export { createCallerAssertion, createApprovalAssertion, generatePrincipalKeyPair, type ApprovalRequest, type CallerAssertionOptions, type PrincipalKeyPair } from './assertion.js';
 export { backoffCeiling, backoffDelay, type BackoffOptions } from './backoff.js';

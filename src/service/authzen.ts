@@ -12,6 +12,7 @@
  *   *.properties          reach the policy as `input.properties.{subject,resource,action}`
  */
 import { ERROR_CATALOGUE, WritError } from '../errors.js';
+import { toWireTimeOrNull } from '../wire/time.js';
 import type {
   AuthzenDecision,
   AuthzenEvaluationRequest,
@@ -23,7 +24,6 @@ import { checkMayAskAbout } from './ask-about.js';
 import type { WritContext } from './context.js';
 import { decide, type DecisionRequestInput } from './decide.js';
 import { checkResourceType } from './resources.js';
-import { isoOrNull } from './time.js';
 
 export const malformed = (message: string) => new WritError('MALFORMED_REQUEST', message);
 
@@ -70,7 +70,7 @@ export async function evaluateAccess(ctx: WritContext, caller: string, e: Authze
   const { principal, body } = await toDecisionRequest(ctx, e);
   const d = await decide(ctx, principal, body, { via: 'authzen', askedBy: caller, ...(from !== undefined ? { requestedBy: from } : {}) });
   const common = { decision_id: d.decision_id, obligations: d.obligations, policy_revision: d.policy_revision, graph_revision: d.graph_revision };
-  if (d.allow) return { decision: true, context: { ...common, token: d.token, expires_at: isoOrNull(d.expires_at), chain: d.chain } };
+  if (d.allow) return { decision: true, context: { ...common, token: d.token, expires_at: toWireTimeOrNull(d.expires_at), chain: d.chain } };
   return {
     decision: false,
     context: {

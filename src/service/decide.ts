@@ -29,8 +29,8 @@ export interface DecideOptions {
   requestedBy?: string;
 }
 
-/** A decision as the use case returns it: the v1 wire shape with times in ms (HTTP renders them ISO-8601). */
-export type DecisionOutcome = Omit<Decision, 'issued_at' | 'expires_at'> & { issued_at: number; expires_at: number | null };
+/** A decision as the use case returns it: the v1 wire shape with times in ms (the HTTP layer renders them RFC 3339). */
+export type DecisionOutcome = Omit<Decision, 'issued_at' | 'expires_at' | 'chain_edges'> & { issued_at: number; expires_at: number | null; chain_edges: PolicyEdge[] };
 
 export interface Explanation {
   principal: string;

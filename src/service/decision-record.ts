@@ -1,8 +1,8 @@
 import type { DecisionRecord } from '../decision-log/index.js';
 import { POLICY_ENTRYPOINTS } from '../policy/index.js';
 import type { DecisionInput, DecisionResult } from '../policy/types.js';
+import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import type { DecisionOutcome } from './decide.js';
-import { isoOrNull } from './time.js';
 
 /**
  * A decision as a decision log event (OPA's shape). `input` is the request as the policy judged it
@@ -27,7 +27,7 @@ export function decisionRecord(
       approval: input.approval ? { by: input.approval.by, edges: input.approval.edges.map((e) => e.id) } : null,
     },
     result: { allow: result.allow, reasons: result.reasons, obligations: result.obligations, risk: result.risk },
-    timestamp: new Date(outcome.issued_at).toISOString(),
+    timestamp: toWireTime(outcome.issued_at),
     ...(meta.requestedBy !== undefined ? { requested_by: meta.requestedBy } : {}),
     metrics: { timer_writ_decide_ns: meta.elapsedNs },
     writ: {
@@ -36,7 +36,7 @@ export function decisionRecord(
       front_door: meta.via,
       graph_revision: outcome.graph_revision,
       chain: outcome.chain,
-      expires_at: isoOrNull(outcome.expires_at),
+      expires_at: toWireTimeOrNull(outcome.expires_at),
     },
   };
 }

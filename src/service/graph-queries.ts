@@ -1,5 +1,5 @@
 import { WritError } from '../errors.js';
-import { exportGraphDot, exportGraphJson, type AuthorityGraph } from '../graph/index.js';
+import { exportGraphDot, exportGraphJson, type AuthorityGraph, type GraphExport } from '../graph/index.js';
 import type { WritContext } from './context.js';
 import { parseAt } from './time.js';
 
@@ -15,7 +15,11 @@ export async function graphAt(ctx: WritContext, at: string | undefined): Promise
   return ctx.graph.atTime(when.time);
 }
 
-export async function exportGraph(ctx: WritContext, at: string | undefined, format: 'json' | 'dot'): Promise<unknown> {
+/** The graph (now or `at`) as data (times in ms), or as Graphviz DOT. */
+export async function exportGraph(ctx: WritContext, at: string | undefined, format: 'json'): Promise<GraphExport>;
+export async function exportGraph(ctx: WritContext, at: string | undefined, format: 'dot'): Promise<string>;
+export async function exportGraph(ctx: WritContext, at: string | undefined, format: 'json' | 'dot'): Promise<GraphExport | string>;
+export async function exportGraph(ctx: WritContext, at: string | undefined, format: 'json' | 'dot'): Promise<GraphExport | string> {
   const graph = await graphAt(ctx, at);
   return format === 'dot' ? exportGraphDot(graph) : exportGraphJson(graph);
 }

@@ -13,7 +13,7 @@ export { mayAskAbout, AUDIT_READ, auditKey } from './ask-about.js';
 export { applyManifest, readManifest, type GraphManifest, type ApplyReport } from './manifest.js';
 export { exportGraph, graphAt } from './graph-queries.js';
 export { canonicalResource, checkResourceType, resourceTypeOf } from './resources.js';
-export { isoOrNull, parseTime } from './time.js';
+export { parseTime } from './time.js';
 export { acquireLeases, renewLease, releaseLease, listLeases, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome } from './leases.js';
 export { declareIncident, resolveIncident, activeIncidents, type Incident } from './incidents.js';
 export { reconcileReceipts } from './reconcile.js';

@@ -1,6 +1,6 @@
 import { WritError } from '../errors.js';
 
-/** Wire times are ISO-8601 strings (or ms numbers); inside Writ they are ms numbers. */
+/** Wire times are RFC 3339 strings (input may also give ms numbers); inside Writ they are ms numbers. */
 export function parseTime(value: string | number | null | undefined, field: string): number | null {
   if (value === null || value === undefined) return null;
   if (typeof value === 'number') {
@@ -10,10 +10,6 @@ export function parseTime(value: string | number | null | undefined, field: stri
   const t = Date.parse(value);
   if (Number.isNaN(t)) throw new WritError('UNPROCESSABLE', `${field} is not an ISO-8601 time: "${value}"`);
   return t;
-}
-
-export function isoOrNull(ms: number | null | undefined): string | null {
-  return ms === null || ms === undefined ? null : new Date(ms).toISOString();
 }
 
 const REVISION = /^\d{1,15}$/;

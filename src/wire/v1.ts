@@ -1,7 +1,11 @@
 /**
  * Wire types of the v1 API that the server and the SDK share. Types only (erased at run time), so the
- * SDK can import them without pulling in any server code.
+ * SDK can import them without pulling in any server code. Every instant is an RFC 3339 string
+ * (`WireTime`, see ./time.ts); durations are numbers named `*_ms`.
  */
+import type { WireTime } from './time.js';
+
+export type { WireTime } from './time.js';
 
 /** What the policy asks of a write, carried in the signed decision so the gateway enforces it. */
 export interface Obligations {
@@ -25,7 +29,7 @@ export interface WireScope {
   constraints: { risk_max: number; [k: string]: unknown };
 }
 
-/** An edge of a decision's chain as the policy judged it (times in ms since the epoch; null = unbounded / not revoked). */
+/** An edge of a decision's chain as the policy judged it (null = unbounded / not revoked). */
 export interface ChainEdge {
   id: string;
   kind: 'grant' | 'delegate' | 'owns' | 'approves' | 'preempts';
@@ -35,10 +39,10 @@ export interface ChainEdge {
   max_depth: number | null;
   creator: string;
   reason: string;
-  created_at: number;
-  not_before: number | null;
-  expires_at: number | null;
-  revoked_at: number | null;
+  created_at: WireTime;
+  not_before: WireTime | null;
+  expires_at: WireTime | null;
+  revoked_at: WireTime | null;
 }
 
 /** The body of POST /v1/decisions (the principal is always the authenticated caller). */
@@ -50,7 +54,7 @@ export interface DecisionRequest {
   context?: { risk?: number; approval?: string; reason?: string };
 }
 
-/** The answer of POST /v1/decisions. Times are ISO-8601. */
+/** The answer of POST /v1/decisions. */
 export interface Decision {
   decision_id: string;
   allow: boolean;
@@ -70,8 +74,102 @@ export interface Decision {
   owners: Record<string, string | null>;
   graph_revision: number;
   policy_revision: string;
-  issued_at: string;
-  expires_at: string | null;
+  issued_at: WireTime;
+  expires_at: WireTime | null;
   /** Compact JWS for the gateway; only allow decisions are signed. */
   token: string | null;
+}
+
+/** The answer of POST /v1/leases. */
+export interface LeaseGrant {
+  lease_id: string;
+  /** The bearer secret for renew, release and writes (Writ stores only its hash). */
+  token: string;
+  /** The fencing epoch per coordination key. */
+  epochs: Record<string, number>;
+  /** The coordination keys taken, in canonical order. */
+  keys: string[];
+  expires_at: WireTime;
+  holder: string;
+  /** Leases this acquisition took over by preemption (empty unless `preempt`). */
+  preempted: { lease_id: string; holder: string; key: string; epoch: number }[];
+}
+
+/** The answer of POST /v1/leases/{id}/renew. */
+export interface LeaseRenewal {
+  lease_id: string;
+  epochs: Record<string, number>;
+  expires_at: WireTime;
+}
+
+/** One entry of a receipt's hash chain. */
+export interface ReceiptEntry {
+  seq: number;
+  kind: 'intent' | 'completed' | 'failed' | 'rejected' | 'reconciled';
+  at: WireTime;
+  prev_hash: string;
+  hash: string;
+}
+
+/** A coordination receipt: the fold of its hash-chained entries. */
+export interface Receipt {
+  receipt_id: string;
+  coordination_id: string;
+  status: 'PENDING' | 'COMPLETED' | 'FAILED' | 'REJECTED';
+  principal: string;
+  action: string;
+  resource_key: string;
+  fields: string[];
+  owners: string[];
+  authority_epoch: number | null;
+  ownership_epoch: number | null;
+  decision_id: string | null;
+  policy_revision: string | null;
+  graph_revision: number | null;
+  chain: string[];
+  lease_id: string | null;
+  lease_epoch: number | null;
+  expected_version: number | null;
+  final_version: number | null;
+  conflicts: { kind: string; expected?: unknown; actual?: unknown; detail?: string }[];
+  upstream_status: number | null;
+  error: { code: string; message: string } | null;
+  idempotency_key: string | null;
+  request_hash: string | null;
+  created_at: WireTime;
+  completed_at: WireTime | null;
+  reconciled: boolean;
+  prev_hash: string;
+  hash: string;
+  entries: ReceiptEntry[];
+  replayed?: boolean;
+}
+
+/** A declared incident (GET/POST/DELETE /v1/incidents). */
+export interface Incident {
+  id: string;
+  declared_by: string;
+  reason: string;
+  decision_id: string;
+  declared_at: WireTime;
+  ends_at: WireTime;
+  resolved_at: WireTime | null;
+}
+
+/** A coordination key's lease (GET /v1/leases) in the Kubernetes Lease vocabulary, plus its fencing epoch. */
+export interface LeaseRecord {
+  key: string;
+  holderIdentity: string | null;
+  holderInstance: string | null;
+  leaseDurationSeconds: number | null;
+  acquireTime: WireTime | null;
+  renewTime: WireTime | null;
+  leaseTransitions: number;
+  epoch: number;
+  expiresAt: WireTime | null;
+  leaseId: string | null;
+  priority: number | null;
+  /** HELD: holder and not expired; EXPIRED: holder recorded but past expiry (free to take); FREE: released or never taken. */
+  state: 'HELD' | 'EXPIRED' | 'FREE';
+  preemptedBy: string | null;
 }

@@ -5,6 +5,7 @@ import { ManualClock } from '../../src/clock.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
 import { REPO, startHarness, type Harness } from '../support/harness.js';
 import { CLI, requireDist } from '../support/server-process.js';
+import { misplacedTimes, WIRE_TIME } from '../support/wire-times.js';
 
 const run = promisify(execFile);
 let h: Harness;
@@ -99,6 +100,25 @@ describe('auditor commands tell what really happened', () => {
     const l = await writ('lease', 'ls', '--resource', 'wp:post:1024#title');
     // Held by seo-agent-7 at epoch 1 (EXPIRED by now in real time: the harness clock stood still while the CLI uses the system clock).
     expect(l.stdout).toMatch(/wp:post:1024#title\s+(HELD|EXPIRED)\s+holder seo-agent-7\s+epoch 1/);
+  });
+
+  it('every --json output carries instants as RFC 3339 strings, as the HTTP answers do', async () => {
+    const outputs = {
+      receipts: await writ('receipts', '--json'),
+      why: await writ('why', story.written!, '--format', 'json'),
+      trace: await writ('trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'title', '--json'),
+      can: await writ('can', 'publisher', '--json'),
+      expiring: await writ('expiring', '--within', '1h', '--json'),
+      orphans: await writ('orphans', '--json'),
+      leases: await writ('lease', 'ls', '--json'),
+      graph: await writ('graph', 'export'),
+    };
+    for (const [name, out] of Object.entries(outputs)) expect(misplacedTimes(JSON.parse(out.stdout)), name).toEqual([]);
+    const receipts = JSON.parse(outputs.receipts.stdout).receipts;
+    expect(receipts.find((r: { receipt_id: string }) => r.receipt_id === story.written).created_at).toMatch(WIRE_TIME);
+    expect(JSON.parse(outputs.expiring.stdout)[0].expires_at).toMatch(WIRE_TIME);
+    expect(JSON.parse(outputs.leases.stdout).find((l: { key: string }) => l.key === 'wp:post:1024#title').expiresAt).toMatch(WIRE_TIME);
+    expect(JSON.parse(outputs.why.stdout).chain[0].edge.created_at).toMatch(WIRE_TIME);
   });
 
   it('writ graph export --at shows the grant before its revocation', async () => {

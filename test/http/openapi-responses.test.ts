@@ -6,12 +6,15 @@ import { ERROR_CATALOGUE } from '../../src/errors.js';
 import { buildApp } from '../../src/http/index.js';
 import { decideOk, fencing } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
+import { misdeclaredTimes, misplacedTimes, WIRE_TIME } from '../support/wire-times.js';
 
 /**
  * Every operation of GET /openapi.json is called, to a success and to at least one refusal, and every
  * answer must be one the document declares: its status, its media type, its body (validated with ajv
  * against the document's own schema) and the headers the document promises. And since fastify
  * serializes answers through those schemas, no field the handler returned may be lost on the way.
+ * Every JSON answer also keeps the rule for times on the wire: no member named as an instant (`*_at`,
+ * `not_before`, `*Time`, …) holds a number (or anything but an RFC 3339 string or null).
  */
 let h: Harness;
 /** The app under test, with a hook that keeps what each handler returned before serialization. */
@@ -65,6 +68,7 @@ async function call(principal: string | null, method: string, path: string, opti
     expect(handed, `${method} ${url}: one handler result`).toHaveLength(1);
     expect(body, `${method} ${url}: the serializer changed what the handler returned`).toEqual(handed[0]);
   }
+  if (typeof body === 'object' && path !== '/openapi.json') expect(misplacedTimes(body), `${method} ${url} ${res.status}: instants must be RFC 3339 strings`).toEqual([]);
   const op = doc.paths[path]?.[method.toLowerCase()];
   expect(op, `${method} ${path} is not in the OpenAPI document`).toBeDefined();
   const declared = op.responses[String(res.status)];
@@ -111,6 +115,16 @@ describe('the OpenAPI document', () => {
     }
     // SCHEMA_TOO_NEW refuses a server's start (a store migrated by a newer Writ), never a request.
     expect(Object.keys(ERROR_CATALOGUE).filter((c) => !listed.has(c) && c !== 'NOT_FOUND' && c !== 'SCHEMA_TOO_NEW')).toEqual([]);
+  });
+
+  it('declares every instant as an RFC 3339 string (format date-time), never as a number', () => {
+    // Answers only: request bodies may also give an edge's window as ms numbers (README, "Times on the wire").
+    const answers = Object.entries<any>(doc.paths).flatMap(([path, item]) =>
+      Object.entries<any>(item).flatMap(([method, op]) => misdeclaredTimes(op.responses, `#/paths/${path}/${method}/responses`)));
+    expect([...misdeclaredTimes(doc.components.schemas, '#/components/schemas'), ...answers]).toEqual([]);
+    // The guard itself: a number where a time is named is found, wherever it nests.
+    expect(misplacedTimes({ a: [{ chain_edges: [{ created_at: 1 }] }], acquireTime: '2026-01-01T00:00:00.000Z', ttl_ms: 5 })).toEqual(['$.a[0].chain_edges[0].created_at = 1']);
+    expect(misdeclaredTimes({ properties: { expires_at: { type: 'integer' }, renewTime: { type: ['string', 'null'], format: 'date-time' }, wait_ms: { type: 'integer' } } })).toEqual(['#/properties/expires_at']);
   });
 
   it('every operation answers as documented, on success and on refusal', async () => {
@@ -167,6 +181,9 @@ describe('the OpenAPI document', () => {
     const busy = await call('content-agent-3', 'POST', '/v1/leases', { payload: { decisions: [other.token] } });
     expect(busy.body.code).toBe('RESOURCE_BUSY');
     expect(busy.headers['retry-after']).toBeDefined();
+    // When the holder's lease runs out, as the holder was told it would.
+    expect(busy.body.expires_at).toBe(lease.expires_at);
+    expect(busy.body.expires_at).toMatch(WIRE_TIME);
     await call('seo-agent-7', 'POST', '/v1/leases', { payload: { decisions: ['not-a-token'] } });
     await call('seo-agent-7', 'POST', '/v1/leases/{id}/renew', { url: `/v1/leases/${lease.lease_id}/renew`, payload: { token: lease.token } });
     await call('seo-agent-7', 'POST', '/v1/leases/{id}/renew', { url: `/v1/leases/${lease.lease_id}/renew`, payload: { token: 'wrong' } });

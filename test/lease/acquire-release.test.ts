@@ -22,11 +22,11 @@ describe('acquiring a lease', () => {
       holderIdentity: A,
       holderInstance: 'pid-1',
       leaseDurationSeconds: 30,
-      acquireTime: new Date(t0).toISOString(),
-      renewTime: new Date(t0).toISOString(),
+      acquireTime: t0,
+      renewTime: t0,
       leaseTransitions: 0,
       epoch: 1,
-      expiresAt: new Date(t0 + 30_000).toISOString(),
+      expiresAt: t0 + 30_000,
       leaseId: grant.lease_id,
       priority: 10,
       state: 'HELD',
@@ -90,7 +90,7 @@ describe('renewing and releasing', () => {
     const r2 = await leases.renew(g.lease_id, g.token, 20_000);
     expect(r2.expires_at).toBe(clock.now() + 20_000);
     for (const key of ['wp:post:1', 'wp:post:2']) {
-      expect(await leases.describe(key)).toMatchObject({ state: 'HELD', renewTime: new Date(clock.now()).toISOString(), leaseDurationSeconds: 20, epoch: 1 });
+      expect(await leases.describe(key)).toMatchObject({ state: 'HELD', renewTime: clock.now(), leaseDurationSeconds: 20, epoch: 1 });
     }
   });
 

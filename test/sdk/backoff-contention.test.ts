@@ -70,7 +70,7 @@ describe('many clients contending for one key', () => {
         // Client-side retries (the SDK's default is to wait in Writ's queue, which these would not exercise).
         waitMs: 0,
         onRetry: (attempt, delayMs, e) => {
-          retries.push({ client: i, attempt, at: Date.now(), delayMs, retryAfterMs: e.retryAfterMs, holderExpiry: Number(e.problem.expires_at) });
+          retries.push({ client: i, attempt, at: Date.now(), delayMs, retryAfterMs: e.retryAfterMs, holderExpiry: Date.parse(String(e.problem.expires_at)) });
         },
       })));
 

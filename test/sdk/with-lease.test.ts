@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeaseExpiredError, LeasePreemptedError, WritApiError, type Receipt } from '../../src/sdk/index.js';
+import { LeaseExpiredError, LeasePreemptedError, WritApiError, type Lease, type Receipt } from '../../src/sdk/index.js';
+import { WIRE_TIME } from '../support/wire-times.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { aborted, clientFor, leasesOn, revisionOf, sleep, upstreamRequests, type LeaseView } from './sdk-support.js';
 
@@ -24,7 +25,11 @@ describe('withLease against a running Writ', () => {
     let leaseId = '';
     let key = '';
     let abortedDuringTask = false;
+    let held: Lease | null = null;
+    let firstExpiry = '';
     const receipt: Receipt = await client.withLease([decision], async ({ act, signal, lease }) => {
+      held = lease;
+      firstExpiry = lease!.expires_at;
       leaseId = lease!.lease_id;
       key = lease!.keys[0]!;
       const started = Date.now();
@@ -38,6 +43,12 @@ describe('withLease against a running Writ', () => {
 
     expect(abortedDuringTask).toBe(false);
     expect(receipt.status).toBe('COMPLETED');
+    // Times are RFC 3339 strings: the receipt's, and the lease's expiry, which each renewal moved on.
+    expect(receipt.created_at).toMatch(WIRE_TIME);
+    expect(receipt.entries.every((e) => WIRE_TIME.test(e.at))).toBe(true);
+    expect(firstExpiry).toMatch(WIRE_TIME);
+    expect(held!.expires_at).toMatch(WIRE_TIME);
+    expect(Date.parse(held!.expires_at) - Date.parse(firstExpiry)).toBeGreaterThan(1_000);
     expect(key).toBe(`${resource}#title`);
     expect(seen.length).toBeGreaterThanOrEqual(5);
     for (const record of seen) {

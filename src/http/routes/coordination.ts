@@ -1,9 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { WritError } from '../../errors.js';
 import { performAction, type ActionInput } from '../../service/index.js';
-import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, isoOrNull, type LeaseRequestInput } from '../../service/index.js';
+import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
+import { incidentToWire, leaseGrantToWire, leaseRecordToWire, leaseRenewalToWire, receiptToWire } from '../wire.js';
 import { actionBody, actionHeaders, incidentBody, leaseBody, reasonQuery, releaseBody, renewBody, revokeBody } from '../schemas.js';
 
 const DECISION_CHECKS = ['DECISION_INVALID', 'DECISION_EXPIRED', 'DECISION_MISMATCH', 'AUTHORITY_REVOKED', 'OWNER_CHANGED'] as const;
@@ -37,22 +38,20 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
   }, async (request, reply) => {
     // Lease calls spend the assertion's jti in the lease's own transaction (or after a refusal).
     const caller = await app.unspentCaller(request);
-    const g = await acquireLeases(ctx, caller, request.body);
-    return reply.code(201).send({ ...g, expires_at: isoOrNull(g.expires_at) });
+    return reply.code(201).send(leaseGrantToWire(await acquireLeases(ctx, caller, request.body)));
   });
 
   app.post<{ Params: { id: string }; Body: { token: string; ttl_ms?: number } }>('/v1/leases/:id/renew', {
     schema: {
       body: renewBody, operationId: 'renewLease', tags: ['Coordination'], summary: 'Renew a lease (token required); refused once the authority it was taken with is revoked',
       response: {
-        200: { type: 'object', description: 'Renewed', required: ['lease_id', 'epochs', 'expires_at'], properties: { lease_id: { type: 'string' }, epochs, expires_at: { type: 'string', format: 'date-time' } } },
+        200: { type: 'object', description: 'Renewed', required: ['lease_id', 'epochs', 'expires_at'], properties: { lease_id: { type: 'string' }, epochs, expires_at: { type: 'string', format: 'date-time', description: 'RFC 3339 time' } } },
         ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, ...LEASE_REFUSALS, 'AUTHORITY_REVOKED', 'OWNER_CHANGED', 'UNPROCESSABLE']),
       },
     },
   }, async (request) => {
     const caller = await app.unspentCaller(request);
-    const r = await renewLease(ctx, caller, request.params.id, request.body.token, request.body.ttl_ms);
-    return { ...r, expires_at: isoOrNull(r.expires_at) };
+    return leaseRenewalToWire(await renewLease(ctx, caller, request.params.id, request.body.token, request.body.ttl_ms));
   });
 
   app.delete<{ Params: { id: string }; Body: { token?: string } | null }>('/v1/leases/:id', {
@@ -83,7 +82,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     const filter: { key?: string; holder?: string } = {};
     if (request.query.resource) filter.key = request.query.resource;
     if (request.query.holder) filter.holder = request.query.holder;
-    return { leases: await listLeases(ctx, filter) };
+    return { leases: (await listLeases(ctx, filter)).map(leaseRecordToWire) };
   });
 
   app.post<{ Body: ActionInput }>('/v1/actions', {
@@ -116,7 +115,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     reply.header('Server-Timing', formatServerTiming({ auth, ...out.timings, total: reply.elapsedTime }));
     // 201 a new write; 200 an idempotent replay of a completed one; 202 while the first attempt is still PENDING.
     const status = out.receipt.status === 'PENDING' ? 202 : out.replayed ? 200 : 201;
-    return reply.code(status).send({ receipt: out.receipt, replayed: out.replayed });
+    return reply.code(status).send({ receipt: receiptToWire(out.receipt), replayed: out.replayed });
   });
 
   app.get<{ Params: { id: string } }>('/v1/receipts/:id', {
@@ -125,7 +124,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     await app.caller(request);
     const r = await ctx.receipts.get(request.params.id);
     if (!r) throw new WritError('NOT_FOUND', `no receipt ${request.params.id}`);
-    return { receipt: r };
+    return { receipt: receiptToWire(r) };
   });
 
   app.get<{ Querystring: { resource?: string; principal?: string; status?: string; after?: number; limit?: number } }>('/v1/receipts', {
@@ -145,7 +144,8 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     },
   }, async (request) => {
     await app.caller(request);
-    return ctx.receipts.query(request.query as Parameters<typeof ctx.receipts.query>[0]);
+    const page = await ctx.receipts.query(request.query as Parameters<typeof ctx.receipts.query>[0]);
+    return { ...page, receipts: page.receipts.map(receiptToWire) };
   });
 
   app.get('/v1/audit/verify', {
@@ -178,7 +178,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     },
   }, async (request, reply) => {
     const caller = await app.caller(request);
-    return reply.code(201).send({ incident: await declareIncident(ctx, caller, request.body) });
+    return reply.code(201).send({ incident: incidentToWire(await declareIncident(ctx, caller, request.body)) });
   });
 
   app.delete<{ Params: { id: string }; Body: { reason?: string } | null; Querystring: { reason?: string } }>('/v1/incidents/:id', {
@@ -188,13 +188,13 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     },
   }, async (request) => {
     const caller = await app.caller(request);
-    return { incident: await resolveIncident(ctx, caller, request.params.id) };
+    return { incident: incidentToWire(await resolveIncident(ctx, caller, request.params.id)) };
   });
 
   app.get('/v1/incidents', {
     schema: { operationId: 'listIncidents', tags: ['Incidents'], summary: 'Active incidents', response: { 200: { type: 'object', description: 'Incidents not resolved nor ended', required: ['incidents'], properties: { incidents: { type: 'array', items: ref('Incident') } } }, ...errorResponses([...AUTHENTICATED]) } },
   }, async (request) => {
     await app.caller(request);
-    return { incidents: await activeIncidents(ctx) };
+    return { incidents: (await activeIncidents(ctx)).map(incidentToWire) };
   });
 }

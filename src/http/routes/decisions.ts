@@ -1,8 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { decide, explain, isoOrNull, type DecisionRequestInput } from '../../service/index.js';
+import { decide, explain, type DecisionRequestInput } from '../../service/index.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
 import { decisionBody, explainBody } from '../schemas.js';
 import type { Decision } from '../../wire/v1.js';
+import { decisionToWire, explanationToWire } from '../wire.js';
 
 export function registerDecisionRoutes(app: FastifyInstance): void {
   const ctx = app.writ;
@@ -14,8 +15,7 @@ export function registerDecisionRoutes(app: FastifyInstance): void {
     },
   }, async (request): Promise<Decision> => {
     const caller = await app.caller(request);
-    const d = await decide(ctx, caller, request.body, { requestedBy: request.ip });
-    return { ...d, issued_at: new Date(d.issued_at).toISOString(), expires_at: isoOrNull(d.expires_at) };
+    return decisionToWire(await decide(ctx, caller, request.body, { requestedBy: request.ip }));
   });
 
   app.post<{ Body: DecisionRequestInput & { principal?: string } }>('/v1/explain', {
@@ -25,6 +25,6 @@ export function registerDecisionRoutes(app: FastifyInstance): void {
     },
   }, async (request) => {
     const caller = await app.caller(request);
-    return explain(ctx, caller, request.body);
+    return explanationToWire(await explain(ctx, caller, request.body));
   });
 }

@@ -7,7 +7,7 @@ import {
 } from '../../service/index.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
 import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody, reasonQuery, revokeBody } from '../schemas.js';
-import { edgeToWire, principalToWire } from '../wire.js';
+import { edgeToWire, graphExportToWire, principalToWire } from '../wire.js';
 
 const principalReply = (description: string, extra: object = {}) => ({
   type: 'object', description, required: ['principal', ...Object.keys(extra)], properties: { principal: ref('Principal'), ...extra },
@@ -121,8 +121,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
   }, async (request, reply) => {
     await app.caller(request);
     const dot = request.query.format === 'dot' || (request.headers.accept ?? '').includes('text/vnd.graphviz');
-    const out = await exportGraph(ctx, request.query.at, dot ? 'dot' : 'json');
-    if (dot) return reply.type('text/vnd.graphviz').send(out);
-    return out;
+    if (dot) return reply.type('text/vnd.graphviz').send(await exportGraph(ctx, request.query.at, 'dot'));
+    return graphExportToWire(await exportGraph(ctx, request.query.at, 'json'));
   });
 }
