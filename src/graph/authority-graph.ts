@@ -85,6 +85,26 @@ export class AuthorityGraph {
     return graph;
   }
 
+  /**
+   * An independent copy of this graph at the same revision: applying events to the copy (a what-if
+   * revocation or delegation) leaves this graph untouched. Principals and edges are copied; scopes
+   * are frozen and shared.
+   */
+  fork(): AuthorityGraph {
+    const copy = new AuthorityGraph();
+    for (const [key, shared] of this.scopes) copy.scopes.set(key, shared);
+    this.g.forEachNode((_key, attrs) => {
+      copy.addNode(attrs.id, { ...attrs } as NodeAttrs);
+    });
+    this.g.forEachEdge((id, attrs, source, target) => {
+      const edge = { ...attrs } as EdgeAttrs;
+      copy.g.addDirectedEdgeWithKey(id, source, target, edge);
+      if (edge.kind === 'owns') copy.indexOwns(edge);
+    });
+    copy.rev = this.rev;
+    return copy;
+  }
+
   /** The revision of the last applied event (0 for an empty graph). */
   get revision(): number {
     return this.rev;
