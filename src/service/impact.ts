@@ -8,7 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { WritError } from '../errors.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import { isEdgeLive, patternCovers, toPolicyEdge, type AuthorityGraph } from '../graph/index.js';
-import { GOVERNANCE_ID, type Edge, type GraphEvent } from '../graph/model.js';
+import { GOVERNANCE_ID, type Edge, type GraphEvent, type RecordedGraphEvent, type Scope } from '../graph/model.js';
+import type { DecisionClaims } from '../decision/index.js';
 import type { PolicyEdge } from '../policy/types.js';
 import { capabilitiesIn, orphansIn, type Orphan } from './audit-queries.js';
 import { AUDIT_READ, auditKey, liveScopes, scopeGives } from './ask-about.js';
@@ -75,16 +76,59 @@ const MAX_DEPTH = 6;
  * or a principal holding `audit_read` on every principal concerned may ask (see mayAskAboutImpact).
  */
 export async function analyseImpact(ctx: WritContext, caller: string, change: ImpactChange): Promise<ImpactReport> {
+  // Everything read from the store comes first: from the moment the live graph is taken the analysis
+  // runs without awaiting, so the live graph (updated in place as it catches up) cannot move under it.
+  const auditor = caller === GOVERNANCE_ID ? null : await auditScopes(ctx, caller);
+  const leases = await liveLeaseAuthorities(ctx);
   const now = ctx.clock.now();
   const before = await ctx.graph.current();
   const revision = before.revision;
   const { events, roots, own } = plan(ctx, before, caller, change, now);
-  const after = before.fork();
-  let next = revision;
-  for (const event of events) after.apply({ revision: ++next, event, actor: caller, at: now });
+  const after = takeFork(before);
+  const applied: RecordedGraphEvent[] = [];
+  try {
+    for (const event of events) {
+      const rec = { revision: after.revision + 1, event, actor: caller, at: now };
+      after.apply(rec);
+      applied.push(rec);
+    }
+    return analyse(ctx, caller, change, { before, after, roots, auditor: own ? null : auditor, leases, revision, now });
+  } finally {
+    giveBackFork(before, after, revision, applied);
+  }
+}
+
+/**
+ * Forks of the live graph, one kept per live graph between analyses: copying a 10,000-principal graph
+ * costs more than analysing most changes on it, so the copy is reused while the live graph stays at
+ * its revision. An analysis takes the spare fork (or makes one), applies its change, and gives it back
+ * with the change undone; a fork in use is never shared.
+ */
+const spareForks = new WeakMap<AuthorityGraph, AuthorityGraph>();
+
+function takeFork(live: AuthorityGraph): AuthorityGraph {
+  const spare = spareForks.get(live);
+  spareForks.delete(live);
+  return spare !== undefined && spare.revision === live.revision ? spare : live.fork();
+}
+
+function giveBackFork(live: AuthorityGraph, fork: AuthorityGraph, revision: number, applied: RecordedGraphEvent[]): void {
+  try {
+    for (const rec of applied.reverse()) fork.undo(rec);
+  } catch {
+    return; // not reusable: dropped
+  }
+  if (fork.revision === revision && live.revision === revision) spareForks.set(live, fork);
+}
+
+function analyse(
+  ctx: WritContext,
+  caller: string,
+  change: ImpactChange,
+  { before, after, roots, auditor, leases: held, revision, now }: { before: AuthorityGraph; after: AuthorityGraph; roots: string[]; auditor: Scope[] | null; leases: LeaseAuthority[]; revision: number; now: number },
+): ImpactReport {
 
   const examined = downstream(before, after, roots);
-  const auditor = own || caller === GOVERNANCE_ID ? null : await auditScopes(ctx, caller);
   const requireSubjects = (subjects: Iterable<string>) => {
     if (auditor === null) return;
     for (const s of subjects) {
@@ -114,7 +158,7 @@ export async function analyseImpact(ctx: WritContext, caller: string, change: Im
   const healed = [...orphansBefore.values()].filter((o) => !orphansAfter.has(o.edge.id)).map((o) => ({ edge: toPolicyEdge(o.edge), reasons: o.violations }));
 
   const approvals = approvalsEnding(before, after, now);
-  const leases = await leasesEnding(ctx, before, after, now);
+  const leases = leasesEnding(held, before, after, now);
   requireSubjects([...leases.map((l) => l.holder), ...approvals.flatMap((a) => [a.edge.from, a.edge.to]), ...orphaned.map((o) => o.edge.to)]);
 
   return {
@@ -139,7 +183,7 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
     const edge = graph.edge(change.revoke.edge);
     if (!edge) throw new WritError('UNKNOWN_EDGE', `no edge "${change.revoke.edge}"`);
     const events: GraphEvent[] = edge.revoked_at === null ? [{ type: 'edge.revoked', id: edge.id, at: now, reason: 'impact analysis' }] : [];
-    return { events, roots: [edge.to, edge.from], own: caller === edge.creator || caller === edge.from };
+    return { events, roots: [edge.to], own: caller === edge.creator || caller === edge.from };
   }
   if (change.revoke?.principal !== undefined) {
     const p = graph.principal(change.revoke.principal);
@@ -253,36 +297,47 @@ function approvalsEnding(before: AuthorityGraph, after: AuthorityGraph, now: num
   return out.sort((a, b) => a.edge.id.localeCompare(b.edge.id));
 }
 
-/** Live leases whose recorded authority holds in the live graph and would not in the changed one (the renewal's own check). */
-async function leasesEnding(ctx: WritContext, before: AuthorityGraph, after: AuthorityGraph, now: number): Promise<LeaseImpact[]> {
+interface LeaseAuthority {
+  lease_id: string;
+  holder: string;
+  keys: string[];
+  decisions: DecisionClaims[];
+}
+
+/** The live leases and the decisions each was taken with (renewals re-check those). */
+async function liveLeaseAuthorities(ctx: WritContext): Promise<LeaseAuthority[]> {
   const held = new Map<string, string[]>();
   for (const rec of await ctx.leases.list({})) {
     if (rec.state !== 'HELD' || rec.leaseId === null) continue;
     held.set(rec.leaseId, [...(held.get(rec.leaseId) ?? []), rec.key]);
   }
   if (held.size === 0) return [];
-  const authorities = await ctx.store.read(async (tx) => {
-    const out: [string, { holder: string; decisions: Parameters<typeof checkAuthorityStillValid>[1][] }][] = [];
-    for (const id of held.keys()) {
-      const a = await tx.leaseAuthority.get(id);
-      if (a) out.push([id, a]);
+  return ctx.store.read(async (tx) => {
+    const out: LeaseAuthority[] = [];
+    for (const [leaseId, keys] of held) {
+      const a = await tx.leaseAuthority.get(leaseId);
+      if (a) out.push({ lease_id: leaseId, holder: a.holder, keys: keys.sort(), decisions: a.decisions });
     }
     return out;
   });
+}
+
+/** Live leases whose recorded authority holds in the live graph and would not in the changed one (the renewal's own check). */
+function leasesEnding(leases: LeaseAuthority[], before: AuthorityGraph, after: AuthorityGraph, now: number): LeaseImpact[] {
+  const failure = (lease: LeaseAuthority, graph: AuthorityGraph): WritError | null => {
+    try {
+      for (const claims of lease.decisions) checkAuthorityStillValid(graph, claims, now);
+      return null;
+    } catch (e) {
+      if (e instanceof WritError) return e;
+      throw e;
+    }
+  };
   const out: LeaseImpact[] = [];
-  for (const [leaseId, authority] of authorities) {
-    const failure = (graph: AuthorityGraph): WritError | null => {
-      try {
-        for (const claims of authority.decisions) checkAuthorityStillValid(graph, claims, now);
-        return null;
-      } catch (e) {
-        if (e instanceof WritError) return e;
-        throw e;
-      }
-    };
-    if (failure(before) !== null) continue;
-    const e = failure(after);
-    if (e) out.push({ lease_id: leaseId, holder: authority.holder, keys: held.get(leaseId)!.sort(), code: e.code, reason: e.message });
+  for (const lease of leases) {
+    if (failure(lease, before) !== null) continue;
+    const e = failure(lease, after);
+    if (e) out.push({ lease_id: lease.lease_id, holder: lease.holder, keys: lease.keys, code: e.code, reason: e.message });
   }
   return out.sort((a, b) => a.lease_id.localeCompare(b.lease_id));
 }

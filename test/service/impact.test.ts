@@ -4,6 +4,7 @@ import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { analyseImpact, createGrant, registerPrincipal } from '../../src/service/index.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
+import { generateImpactGraph } from '../../bench/impact-graph.js';
 
 let h: Harness;
 
@@ -100,5 +101,37 @@ describe('who may ask', () => {
     await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'auditor-1', kind: 'human', keys: [] });
     await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-auditor-1', to: 'auditor-1', reason: 'reads every principal', scope: { actions: ['audit_read'], resources: ['audit:principal:*'], environments: ['*'], fields: ['*'], risk_max: 0 } });
     await expect(analyseImpact(h.ctx, 'auditor-1', { revoke: { edge: 'd-orch-seo' } })).resolves.toMatchObject({ lost: [{ principal: 'seo-agent-7' }] });
+  });
+});
+
+describe('impact analysis on a generated graph', () => {
+  it('2,000 principals: revoking a lead\'s root grant lists everyone below it, within a loose bound, and changes nothing', { timeout: 60_000 }, async () => {
+    const g2 = await startHarness({ example: false });
+    try {
+      const now = g2.clock.now();
+      const graph = generateImpactGraph(2_000, now);
+      await g2.ctx.store.readWrite((tx) => tx.graph.append(graph.events, GOVERNANCE_ID, now));
+      const revision = (await g2.ctx.graph.current()).revision;
+      const started = performance.now();
+      const r = await analyseImpact(g2.ctx, GOVERNANCE_ID, { revoke: { edge: 'g-lead-0' } });
+      const ms = performance.now() - started;
+      // lead-0, its managers (every 20th of 200) and their agents, plus agents holding a second delegation from one of them.
+      const managers = graph.managers.filter((_, i) => i % graph.leads.length === 0);
+      const agents = graph.agents.filter((_, i) => (i % graph.managers.length) % graph.leads.length === 0);
+      const losing = new Set(r.lost.map((p) => p.principal));
+      for (const p of ['lead-0', ...managers]) expect(losing.has(p), p).toBe(true);
+      // An agent below lead-0 loses something unless a second delegation, from a manager of another lead, covers it.
+      const live = await g2.ctx.graph.current();
+      for (const a of agents) {
+        if (losing.has(a)) continue;
+        expect(live.incoming(a, ['delegate']).some((e) => !managers.includes(e.from)), a).toBe(true);
+      }
+      expect(agents.filter((a) => losing.has(a)).length).toBeGreaterThan(agents.length * 0.7);
+      expect(r.orphaned_delegations.map((o) => o.edge.from).every((from) => from === 'lead-0' || managers.includes(from))).toBe(true);
+      expect(ms).toBeLessThan(5_000);
+      expect((await g2.ctx.graph.current()).revision).toBe(revision);
+    } finally {
+      await g2.close();
+    }
   });
 });
