@@ -62,6 +62,12 @@ async function main(): Promise<void> {
       },
     ];
     const rows: string[] = [];
+    // The first analysis at a graph revision copies the graph (the fork later analyses reuse): timed on its own.
+    const cold = process.hrtime.bigint();
+    await analyseImpact(ctx, GOVERNANCE_ID, { revoke: { edge: g.agentDelegations[1]! } });
+    const coldMs = Number(process.hrtime.bigint() - cold) / 1e6;
+    console.log(`first analysis at this revision (copies the graph): ${coldMs.toFixed(1)} ms`);
+    rows.push(`| first analysis at this graph revision (revoke a manager → agent delegation; includes copying the graph) | 1 | ${coldMs.toFixed(1)} | ${coldMs.toFixed(1)} | ${coldMs.toFixed(1)} | 1 | 1 | 0 | 0 | 0 |`);
     for (const s of scenarios) {
       const times: number[] = [];
       let last: ImpactReport | null = null;
@@ -96,10 +102,11 @@ async function main(): Promise<void> {
       writeResultsSection('impact', [
         '## Impact analysis (bench/impact.ts)',
         '',
-        `\`npx tsc -p tsconfig.json && node dist/bench/impact.js --write\` — a generated graph of ${graph.principalCount} principals and ${graph.edgeCount} edges`,
+        `\`npx tsc -p tsconfig.json && node dist/bench/impact.js --write\` — a generated graph of ${graph.principalCount - 1} principals (plus governance) and ${graph.edgeCount} edges`,
         `(bench/impact-graph.ts: 1% leads with root grants, 10% managers, agents below them, a fifth with a second delegation; approves and owns edges), ${leases} live leases`,
         'taken with real decisions; each analysis runs `analyseImpact` in-process on a real Writ (SQLite, the built policy bundle), as governance. The graph revision',
-        'is checked unchanged after every scenario. Maxima of the report sizes over the runs. Target: under a second per analysis.',
+        'is checked unchanged after every scenario. Maxima of the report sizes over the runs. Target: under a second per analysis. The machine is shared (see the load',
+        'average below): the max column is the one to read against the target.',
         '',
         '| change | runs | min ms | median ms | max ms | principals examined | losing | gaining | leases ending | new orphans |',
         '|---|---|---|---|---|---|---|---|---|---|',
