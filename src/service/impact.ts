@@ -197,7 +197,6 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   if (!input.reason || input.reason.trim().length === 0) throw new WritError('UNPROCESSABLE', 'every edge needs a reason (auditors read it)');
   const draft = delegationDraft({ ...input, id: input.id ?? `impact-${randomUUID()}` });
   if (graph.edge(draft.id!)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
-  for (const id of [draft.from, draft.to]) if (!graph.principal(id)) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${id}"`);
   const edge = { ...draft, id: draft.id!, creator: caller, created_at: now };
   checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now);
   return { events: [{ type: 'edge.created', edge }], roots: [draft.to], own: caller === draft.from };

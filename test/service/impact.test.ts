@@ -74,6 +74,8 @@ describe('impact analysis of a revocation', () => {
     await expect(analyseImpact(h.ctx, GOVERNANCE_ID, { revoke: { edge: 'nope' } })).rejects.toMatchObject({ code: 'UNKNOWN_EDGE' });
     await expect(analyseImpact(h.ctx, GOVERNANCE_ID, { revoke: { principal: 'nope' } })).rejects.toMatchObject({ code: 'UNKNOWN_PRINCIPAL' });
     await expect(analyseImpact(h.ctx, GOVERNANCE_ID, {} as never)).rejects.toMatchObject({ code: 'UNPROCESSABLE' });
+    await expect(analyseImpact(h.ctx, GOVERNANCE_ID, { delegate: { ...proposal, to: 'nobody' } })).rejects.toMatchObject({ code: 'UNKNOWN_PRINCIPAL' });
+    await expect(analyseImpact(h.ctx, GOVERNANCE_ID, { delegate: { ...proposal, id: 'd-orch-seo' } })).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
   });
 });
 

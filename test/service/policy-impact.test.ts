@@ -108,6 +108,22 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     expect(r.flips).toMatchObject([{ decision_id: ids.seo, receipt_id: ids.receipt, flip: 'allow→deny', request: { principal: 'seo-agent-7', environment: 'production', fields: ['title'] } }]);
   });
 
+  it('events it cannot replay are listed with why, not silently dropped: a masked request, a line that is not JSON', async () => {
+    const file = join(work, 'odd.jsonl');
+    const good = readFileSync(logFile, 'utf8').split('\n').find((l) => l.includes(ids.seo!))!;
+    const masked = JSON.parse(good);
+    delete masked.input.request;
+    masked.decision_id = 'masked-1';
+    writeFileSync(file, `${good}\n${JSON.stringify(masked)}\nnot json\n`);
+    const { engine } = await loadCandidatePolicy(BUNDLE_DIR, findOpa);
+    const r = await policyImpact(h.ctx, engine, { decisionLogFile: file });
+    expect(r.replayed).toBe(1);
+    expect(r.skipped).toEqual([
+      { decision_id: 'masked-1', reason: expect.stringMatching(/lacks the request/) },
+      { decision_id: null, reason: expect.stringMatching(/line 3 .* is not JSON/) },
+    ]);
+  });
+
   it('the running bundle itself flips nothing; a folder with no policy is a clear error', async () => {
     const { engine, built } = await loadCandidatePolicy(BUNDLE_DIR, findOpa);
     expect(built).toBe(false);
