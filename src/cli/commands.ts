@@ -1,17 +1,17 @@
 import { loadConfig, type WritConfig } from '../config/index.js';
-import { buildPolicyBundle } from '../policy/index.js';
+import { buildPolicyBundle, loadCandidatePolicy } from '../policy/index.js';
 import { KeyRing } from '../decision/index.js';
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import {
-  applyManifest, capabilitiesOf, expiringEdges, explain, exportGraph, openStore, openWrit, orphanedDelegations, readManifest, whyReceipt, type OpenedWrit,
+  analyseImpact, applyManifest, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, openStore, openWrit, orphanedDelegations, readManifest, whyReceipt, type OpenedWrit,
 } from '../service/index.js';
 import { POSTGRES_MIGRATIONS } from '../store/postgres/index.js';
 import { SQLITE_SCHEMA_VERSION } from '../store/sqlite/database.js';
 import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { findOpa } from './opa.js';
-import { formatCapabilities, formatEdgeList, formatExplanation, formatWhy } from './format.js';
+import { formatCapabilities, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
 import { serve } from './serve.js';
 import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, leaseRecordToWire, receiptToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
@@ -145,6 +145,23 @@ export const COMMANDS: Command[] = [
     },
   },
   {
+    name: 'policy impact',
+    summary: 'replay recent decisions against a candidate bundle (or policies folder) and list every verdict that would flip; changes nothing',
+    usage: 'BUNDLE_OR_POLICIES_DIR [--decision-log FILE | --receipts] [--limit N] [--json]',
+    options: { 'decision-log': { type: 'string' }, receipts: { type: 'boolean' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+    run: async ({ values, positionals }) => {
+      need(positionals, 1, 'writ policy impact BUNDLE_OR_POLICIES_DIR');
+      const limit = typeof values.limit === 'string' ? Number(values.limit) : undefined;
+      const { engine } = await loadCandidatePolicy(positionals[0]!, findOpa);
+      return withWrit(values, async (w) => {
+        const decisionLogFile = values.receipts ? null : typeof values['decision-log'] === 'string' ? values['decision-log'] : undefined;
+        const r = await policyImpact(w.ctx, engine, { ...(decisionLogFile !== undefined ? { decisionLogFile } : {}), ...(limit !== undefined ? { limit } : {}) });
+        print(r, values.json, () => formatPolicyImpact(r));
+        return r.flips.length === 0 ? 0 : 4;
+      });
+    },
+  },
+  {
     name: 'policy test',
     summary: 'run the Rego unit tests (opa test policies/)',
     run: async ({ values }) => {
@@ -264,6 +281,60 @@ export const COMMANDS: Command[] = [
           orphans.length === 0 ? '(none)' : orphans.map((o) => `${o.edge.id}: ${o.edge.from} → ${o.edge.to}\n${o.violations.map((v) => `    ${v}`).join('\n')}`).join('\n'));
         return 0;
       }),
+  },
+  {
+    name: 'impact revoke',
+    summary: 'who would lose what if an edge or a principal were revoked (computed on a copy; changes nothing)',
+    usage: 'EDGE|PRINCIPAL [--principal] [--json]',
+    options: { principal: { type: 'boolean' }, json: { type: 'boolean' } },
+    run: ({ values, positionals }) => {
+      need(positionals, 1, 'writ impact revoke EDGE|PRINCIPAL [--principal]');
+      return withWrit(values, async (w) => {
+        const name = positionals[0]!;
+        // An edge id unless --principal says otherwise or no edge has that id.
+        const isEdge = !values.principal && (await w.ctx.graph.current()).edge(name) !== undefined;
+        const r = await analyseImpact(w.ctx, GOVERNANCE_ID, { revoke: isEdge ? { edge: name } : { principal: name } });
+        print(r, values.json, () => formatImpact(r));
+        return 0;
+      });
+    },
+  },
+  {
+    name: 'impact delegate',
+    summary: 'what a principal would gain from a proposed delegation (computed on a copy; changes nothing)',
+    usage: 'FROM TO --actions A,B --resources P,Q [--environments E] [--fields F] [--risk-max N] [--max-depth N] [--reason TEXT] [--json]',
+    options: {
+      actions: { type: 'string' }, resources: { type: 'string' }, environments: { type: 'string' }, fields: { type: 'string' },
+      'risk-max': { type: 'string' }, 'max-depth': { type: 'string' }, reason: { type: 'string' }, json: { type: 'boolean' },
+    },
+    run: ({ values, positionals }) => {
+      need(positionals, 2, 'writ impact delegate FROM TO --actions A,B --resources P,Q');
+      const list = (name: string) => (typeof values[name] === 'string' ? (values[name] as string).split(',').map((v) => v.trim()).filter((v) => v !== '') : undefined);
+      const int = (name: string) => {
+        if (typeof values[name] !== 'string') return undefined;
+        const n = Number(values[name]);
+        if (!Number.isInteger(n) || n < 0) throw new WritError('UNPROCESSABLE', `--${name} must be a non-negative integer, got "${values[name] as string}"`);
+        return n;
+      };
+      const actions = list('actions');
+      const resources = list('resources');
+      if (!actions || !resources) throw new WritError('UNPROCESSABLE', 'writ impact delegate needs --actions and --resources');
+      const environments = list('environments');
+      const fields = list('fields');
+      const riskMax = int('risk-max');
+      const maxDepth = int('max-depth');
+      return withWrit(values, async (w) => {
+        const r = await analyseImpact(w.ctx, GOVERNANCE_ID, {
+          delegate: {
+            from: positionals[0]!, to: positionals[1]!, reason: (values.reason as string | undefined) ?? 'impact analysis',
+            scope: { actions, resources, ...(environments ? { environments } : {}), ...(fields ? { fields } : {}), ...(riskMax !== undefined ? { risk_max: riskMax } : {}) },
+            ...(maxDepth !== undefined ? { max_depth: maxDepth } : {}),
+          },
+        });
+        print(r, values.json, () => formatImpact(r));
+        return 0;
+      });
+    },
   },
   {
     name: 'migrate',

@@ -1,5 +1,5 @@
 import type { Edge, Scope } from '../graph/model.js';
-import type { Capability, Explanation, WhyReport } from '../service/index.js';
+import type { Capability, EdgeImpact, Explanation, ImpactReport, PolicyImpactReport, PrincipalImpact, WhyReport } from '../service/index.js';
 
 /** Human-readable `writ trace` output: the verdict, then each candidate chain edge by edge. */
 export function formatExplanation(x: Explanation): string {
@@ -73,4 +73,57 @@ export function formatCapabilities(principal: string, c: { at: number; graph_rev
 export function formatEdgeList(edges: Edge[], note: (e: Edge) => string): string {
   if (edges.length === 0) return '(none)';
   return edges.map((e) => `${e.id}: ${e.from} → ${e.to} [${e.kind}] ${note(e)}`).join('\n');
+}
+
+function describeChange(r: ImpactReport): string {
+  if (r.change.revoke?.edge !== undefined) return `revoking edge ${r.change.revoke.edge}`;
+  if (r.change.revoke?.principal !== undefined) return `revoking principal ${r.change.revoke.principal}`;
+  const d = r.change.delegate!;
+  return `delegating ${d.from} → ${d.to}`;
+}
+
+function formatPrincipalImpacts(title: string, list: PrincipalImpact[]): string[] {
+  if (list.length === 0) return [`${title}: (none)`];
+  const out = [`${title}:`];
+  for (const p of list) {
+    out.push(`  ${p.principal}`);
+    for (const c of p.capabilities) {
+      out.push(`    ${c.action} on ${c.resource} in ${c.environment}, fields [${c.fields.join(', ')}]   via ${c.via.map((v) => v.join(' > ')).join(' | ')}`);
+    }
+  }
+  return out;
+}
+
+/** `writ impact`: what a change would do, in words an auditor reads before making it. */
+export function formatImpact(r: ImpactReport): string {
+  const lines = [`impact of ${describeChange(r)} at graph revision ${r.graph_revision} (computed on a copy; nothing changed; ${r.principals_examined} principal(s) examined)`];
+  lines.push(...formatPrincipalImpacts('would lose', r.lost));
+  if (r.change.delegate || r.gained.length > 0) lines.push(...formatPrincipalImpacts('would gain', r.gained));
+  lines.push(r.leases_ending.length === 0 ? 'leases ending at their next renewal: (none)' : 'leases ending at their next renewal:');
+  for (const l of r.leases_ending) lines.push(`  ${l.lease_id} held by ${l.holder} on ${l.keys.join(', ')}: ${l.code}: ${l.reason}`);
+  const edges = (title: string, list: EdgeImpact[]) => {
+    lines.push(list.length === 0 ? `${title}: (none)` : `${title}:`);
+    for (const e of list) lines.push(`  ${e.edge.id}: ${e.edge.from} → ${e.edge.to} [${e.edge.kind}]`, ...e.reasons.map((x) => `      ${x}`));
+  };
+  edges('delegations that would become orphans', r.orphaned_delegations);
+  if (r.healed_delegations.length > 0) edges('orphaned delegations that would hold again', r.healed_delegations);
+  edges('approvals that would die', r.approvals_ending);
+  return lines.join('\n');
+}
+
+/** `writ policy impact`: the decisions a candidate bundle would decide otherwise. */
+export function formatPolicyImpact(r: PolicyImpactReport): string {
+  const lines = [
+    `policy impact of bundle ${r.candidate_revision} (running: ${r.current_revision}); ${r.replayed} decision(s) replayed from the ${r.source === 'decision_log' ? 'decision log' : 'receipts'}; nothing changed`,
+    r.flips.length === 0 ? 'no decision would flip' : `${r.flips.length} decision(s) would flip:`,
+  ];
+  for (const f of r.flips) {
+    const q = f.request;
+    lines.push(`  ${f.flip.toUpperCase()}  ${f.decision_id}${f.receipt_id ? ` (receipt ${f.receipt_id})` : ''} at ${new Date(f.at).toISOString()}, graph revision ${f.graph_revision}`);
+    lines.push(`      ${q.principal} ${q.action} ${q.resource} in ${q.environment}${q.fields.length ? ` fields [${q.fields.join(', ')}]` : ''}`);
+    for (const reason of f.reasons) lines.push(`      ${reason}`);
+  }
+  if (r.not_reproduced.length > 0) lines.push(`${r.not_reproduced.length} recorded decision(s) decide otherwise under the running bundle too (recorded with another bundle?): ${r.not_reproduced.map((n) => n.decision_id).join(', ')}`);
+  if (r.skipped.length > 0) lines.push(`${r.skipped.length} decision(s) not replayed:`, ...r.skipped.map((s) => `  ${s.decision_id ?? '(no id)'}: ${s.reason}`));
+  return lines.join('\n');
 }

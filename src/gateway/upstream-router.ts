@@ -45,6 +45,11 @@ export class UpstreamRouter {
     if (this.routes.some((r) => matchesPattern(r.pattern, resourceKey))) this.route(resourceKey, environment);
   }
 
+  /** The environments in which an upstream holds this key (where a write to it can have gone). */
+  environmentsOf(resourceKey: string): string[] {
+    return [...new Set(this.routes.filter((r) => matchesPattern(r.pattern, resourceKey)).map((r) => r.environment))].sort();
+  }
+
   /**
    * Whether any upstream holding this key applied the write with this receipt id (reconciliation of
    * PENDING receipts; receipt ids are unique, so asking every environment's upstream is safe).

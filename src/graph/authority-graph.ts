@@ -85,6 +85,47 @@ export class AuthorityGraph {
     return graph;
   }
 
+  /**
+   * An independent copy of this graph at the same revision: applying events to the copy (a what-if
+   * revocation or delegation) leaves this graph untouched. Principals and edges are copied; scopes
+   * are frozen and shared.
+   */
+  fork(): AuthorityGraph {
+    const copy = new AuthorityGraph();
+    for (const [key, shared] of this.scopes) copy.scopes.set(key, shared);
+    this.g.forEachNode((_key, attrs) => {
+      copy.addNode(attrs.id, { ...attrs } as NodeAttrs);
+    });
+    this.g.forEachEdge((id, attrs, source, target) => {
+      const edge = { ...attrs } as EdgeAttrs;
+      copy.g.addDirectedEdgeWithKey(id, source, target, edge);
+      if (edge.kind === 'owns') copy.indexOwns(edge);
+    });
+    copy.rev = this.rev;
+    return copy;
+  }
+
+  /**
+   * Undoes the last applied event, for what-if analysis on a fork that is then reused: a revocation
+   * of a live edge or principal becomes live again, a created delegation, grant or approval is
+   * dropped. Never used on the live graph. Other events (and revocations of something already
+   * revoked before `rec`) cannot be undone: INTERNAL.
+   */
+  undo(rec: RecordedGraphEvent): void {
+    if (rec.revision !== this.rev) throw new WritError('INTERNAL', `only the last event (revision ${this.rev}) can be undone, not ${rec.revision}`);
+    const event = rec.event;
+    if (event.type === 'edge.revoked' && this.g.hasEdge(event.id) && this.g.getEdgeAttributes(event.id).revoked_at === event.at) {
+      this.g.getEdgeAttributes(event.id).revoked_at = null;
+    } else if (event.type === 'principal.revoked' && this.principal(event.id)?.revoked_at === event.at) {
+      this.principal(event.id)!.revoked_at = null;
+    } else if (event.type === 'edge.created' && event.edge.kind !== 'owns' && this.g.hasEdge(event.edge.id)) {
+      this.g.dropEdge(event.edge.id);
+    } else {
+      throw new WritError('INTERNAL', `graph event ${event.type} at revision ${rec.revision} cannot be undone`);
+    }
+    this.rev = rec.revision - 1;
+  }
+
   /** The revision of the last applied event (0 for an empty graph). */
   get revision(): number {
     return this.rev;

@@ -14,6 +14,7 @@ import { registerAuthzenRoutes } from './routes/authzen.js';
 import { registerCoordinationRoutes } from './routes/coordination.js';
 import { registerDecisionRoutes } from './routes/decisions.js';
 import { registerGraphRoutes } from './routes/graph.js';
+import { registerImpactRoutes } from './routes/impact.js';
 import { registerOpsRoutes } from './routes/ops.js';
 
 declare module 'fastify' {
@@ -97,7 +98,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
         { name: 'Graph', description: 'Principals and the edges of the authority graph (grants, delegations, ownerships, approvals, preemptions)' },
         { name: 'Decisions', description: 'Signed decisions and their explanations' },
         { name: 'Coordination', description: 'Leases, fencing epochs and the write through the gateway' },
-        { name: 'Audit', description: 'Receipts and their hash chain' },
+        { name: 'Audit', description: 'Receipts and their hash chain; impact analysis' },
         { name: 'Incidents', description: 'Incidents, during which preemption is possible' },
         { name: 'Operations', description: 'Health, readiness, metrics, keys and this document' },
         { name: 'AuthZEN', description: 'The OpenID AuthZEN Authorization API 1.0 front door: evaluations and searches, answered by the same decision use case as POST /v1/decisions' },
@@ -123,6 +124,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   });
   registerOpsRoutes(app, metrics.registry);
   registerGraphRoutes(app);
+  registerImpactRoutes(app);
   registerDecisionRoutes(app);
   registerCoordinationRoutes(app);
   await registerAuthzenRoutes(app);

@@ -168,3 +168,16 @@ export const incidentBody = {
     decision: { type: 'string', minLength: 1, maxLength: 16384 },
   },
 } as const;
+
+/** POST /v1/impact: exactly one change — revoke an edge, revoke a principal, or add a delegation. */
+export const impactBody = {
+  type: 'object', additionalProperties: false, minProperties: 1, maxProperties: 1,
+  properties: {
+    revoke: {
+      type: 'object', additionalProperties: false, minProperties: 1, maxProperties: 1,
+      description: 'the edge or the principal whose revocation to analyse',
+      properties: { edge: id, principal: id },
+    },
+    delegate: { ...delegationBody, description: 'a delegation to analyse as if it were written (the same body as POST /v1/delegations)' },
+  },
+} as const;

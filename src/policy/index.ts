@@ -6,3 +6,4 @@ export { wasmCapabilities } from './capabilities.js';
 export { createPolicyEngine, loadPolicyEngine } from './wasm-engine.js';
 export { openReloadingPolicyEngine, type ReloadingOptions, type ReloadingPolicyEngine } from './reloading-engine.js';
 export { WASM_ALLOWED_BUILTINS } from './wasm-builtins.js';
+export { loadCandidatePolicy } from './candidate.js';

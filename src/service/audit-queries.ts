@@ -54,8 +54,13 @@ export async function capabilitiesOf(ctx: WritContext, principal: string, at?: n
   const now = at ?? ctx.clock.now();
   const graph: AuthorityGraph = at === undefined ? await ctx.graph.current() : await ctx.graph.atTime(at);
   if (!graph.principal(principal)) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${principal}" at that time`);
+  return { at: now, graph_revision: graph.revision, capabilities: capabilitiesIn(ctx, graph, principal, now) };
+}
+
+/** The capabilities of `principal` in a given graph (the live one, a past one, or a what-if copy) at `now`. */
+export function capabilitiesIn(ctx: WritContext, graph: AuthorityGraph, principal: string, now: number): Capability[] {
   const chains = resolveChainsTo(graph, principal, now, { mode: 'explain' });
-  const capabilities = chains.map((chain): Capability => {
+  return chains.map((chain): Capability => {
     const last = chain.edges[chain.edges.length - 1]!;
     const action = last.scope.actions.find((a) => a !== '*') ?? Object.keys(ctx.policy.data.writ.actions)[0]!;
     const resource = representativeKey(last.scope.resources[0]!);
@@ -74,7 +79,6 @@ export async function capabilitiesOf(ctx: WritContext, principal: string, at?: n
     const problems = [...verdict.edges.flatMap((e) => e.problems), ...verdict.problems];
     return { chain: chain.edges, valid: verdict.ok, scope: last.scope, problems };
   });
-  return { at: now, graph_revision: graph.revision, capabilities };
 }
 
 /** `writ expiring`: live grants and delegations that expire within the window. */
@@ -96,11 +100,14 @@ export interface Orphan {
  * expired or narrowed). The policy's delegation check — the same one that runs at write time — says why.
  */
 export async function orphanedDelegations(ctx: WritContext): Promise<Orphan[]> {
-  const now = ctx.clock.now();
-  const graph = await ctx.graph.current();
+  return orphansIn(ctx, await ctx.graph.current(), ctx.clock.now());
+}
+
+/** The orphaned delegations of a given graph (the live one or a what-if copy) at `now`; `only` narrows which delegations are judged. */
+export function orphansIn(ctx: WritContext, graph: AuthorityGraph, now: number, only?: (edge: Edge) => boolean): Orphan[] {
   const out: Orphan[] = [];
   for (const edge of graph.edges()) {
-    if (edge.kind !== 'delegate' || !isEdgeLive(edge, now)) continue;
+    if (edge.kind !== 'delegate' || !isEdgeLive(edge, now) || (only !== undefined && !only(edge))) continue;
     const chains = resolveChainsTo(graph, edge.from, now, { mode: 'explain' });
     const verdict = ctx.policy.checkDelegation({ now, proposed: toPolicyEdge(edge), principals: principalsOf(graph, chains, [edge.from, edge.to]), chains });
     if (!verdict.allow) out.push({ edge, violations: verdict.violations });

@@ -110,6 +110,26 @@ async function settleApproval(ctx: WritContext, j: Judged, allowed: boolean): Pr
   }
 }
 
+/** The policy input for a request judged in `graph` at `now` over these candidate chains (a live decision, or a replayed one). */
+export function decisionInputFor(
+  graph: AuthorityGraph,
+  request: DecisionInput['request'],
+  chains: CandidateChain[],
+  now: number,
+  extra: { approval: VerifiedApproval | null; properties: RequestProperties; context: Record<string, unknown> },
+): DecisionInput {
+  return {
+    now,
+    request,
+    principals: principalsOf(graph, chains, [request.principal, ...(extra.approval ? [extra.approval.by] : [])]),
+    chains,
+    owners: resolveOwners(graph, request.resource, request.fields, now),
+    approval: extra.approval,
+    properties: extra.properties,
+    context: extra.context,
+  };
+}
+
 async function judge(ctx: WritContext, principal: string, body: DecisionRequestInput, mode: 'decide' | 'explain'): Promise<Judged> {
   const now = ctx.clock.now();
   const graph = await ctx.graph.current();
@@ -130,16 +150,8 @@ async function judge(ctx: WritContext, principal: string, body: DecisionRequestI
   try {
     const { approval: _assertion, ...context } = body.context ?? {};
     const properties: RequestProperties = { subject: {}, resource: {}, action: {}, ...body.properties };
-    const build = (chains: CandidateChain[]): DecisionInput => ({
-      now,
-      request: { principal, ...request, risk: (declaredRisk as number | undefined) ?? null },
-      principals: principalsOf(graph, chains, [principal, ...(approval ? [approval.by] : [])]),
-      chains,
-      owners: resolveOwners(graph, request.resource, request.fields, now),
-      approval,
-      properties,
-      context,
-    });
+    const build = (chains: CandidateChain[]): DecisionInput =>
+      decisionInputFor(graph, { principal, ...request, risk: (declaredRisk as number | undefined) ?? null }, chains, now, { approval, properties, context });
     let input = build(resolveChains(graph, { principal, ...request }, now, { mode }));
     let result = ctx.policy.decide(input);
     if (!result.allow && mode === 'decide') {

@@ -89,28 +89,38 @@ export async function createDelegation(ctx: WritContext, caller: string, input: 
   if (caller !== input.from && caller !== GOVERNANCE_ID) {
     throw new WritError('FORBIDDEN', `${caller} cannot delegate on behalf of ${input.from}; only the holder of a scope may delegate it`);
   }
-  const draft = {
+  return createEdge(ctx, caller, delegationDraft(input), (graph, candidate, now) => checkDelegationFits(ctx, graph, candidate, now));
+}
+
+/** A delegation input as an edge draft (scope normalized, window and depth checked). */
+export function delegationDraft(input: DelegationInput) {
+  return {
     id: input.id, kind: 'delegate' as EdgeKind, from: input.from, to: input.to, scope: normalizeScope(input.scope),
     max_depth: depth(input.max_depth), reason: input.reason, ...window(input.not_before, input.expires_at),
   };
-  return createEdge(ctx, caller, draft, (graph, candidate, now) => {
-    livePrincipal(graph, input.from, 'delegator');
-    livePrincipal(graph, input.to, 'delegate');
-    if (input.from === input.to) throw new WritError('UNPROCESSABLE', 'a principal cannot delegate to itself');
-    if (input.to === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'nothing can be delegated to governance');
-    const chains = resolveChainsTo(graph, input.from, now, { mode: 'explain' });
-    const verdict = ctx.policy.checkDelegation({
-      now,
-      proposed: candidate,
-      principals: principalsOf(graph, chains, [input.from, input.to]),
-      chains,
-    });
-    if (!verdict.allow) {
-      throw new WritError('ATTENUATION_VIOLATION', `delegation ${input.from} → ${input.to} exceeds what ${input.from} holds: ${verdict.violations.join('; ')}`, {
-        violations: verdict.violations,
-      });
-    }
+}
+
+/**
+ * May this delegation be written into `graph` now: both ends live and distinct, not to governance, and
+ * within what the delegator holds (the policy's attenuation check), else ATTENUATION_VIOLATION.
+ */
+export function checkDelegationFits(ctx: WritContext, graph: AuthorityGraph, candidate: PolicyEdge, now: number): void {
+  livePrincipal(graph, candidate.from, 'delegator');
+  livePrincipal(graph, candidate.to, 'delegate');
+  if (candidate.from === candidate.to) throw new WritError('UNPROCESSABLE', 'a principal cannot delegate to itself');
+  if (candidate.to === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'nothing can be delegated to governance');
+  const chains = resolveChainsTo(graph, candidate.from, now, { mode: 'explain' });
+  const verdict = ctx.policy.checkDelegation({
+    now,
+    proposed: candidate,
+    principals: principalsOf(graph, chains, [candidate.from, candidate.to]),
+    chains,
   });
+  if (!verdict.allow) {
+    throw new WritError('ATTENUATION_VIOLATION', `delegation ${candidate.from} → ${candidate.to} exceeds what ${candidate.from} holds: ${verdict.violations.join('; ')}`, {
+      violations: verdict.violations,
+    });
+  }
 }
 
 /** owns P → managed state. One live owner per managed state (same pattern, overlapping fields). */

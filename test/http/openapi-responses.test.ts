@@ -205,6 +205,14 @@ describe('the OpenAPI document', () => {
     await call('governance', 'GET', '/v1/receipts', { url: '/v1/receipts?status=LOST' });
     await call('governance', 'GET', '/v1/audit/verify');
     await call(null, 'GET', '/v1/audit/verify');
+    const impact = await call('governance', 'POST', '/v1/impact', { payload: { revoke: { edge: 'd-orch-seo' } } });
+    expect(impact.body.lost[0].principal).toBe('seo-agent-7');
+    expect(impact.body.leases_ending[0].holder).toBe('seo-agent-7');
+    await call('orchestrator', 'POST', '/v1/impact', { payload: { revoke: { principal: 'orchestrator' } } });
+    await call('editor-alice', 'POST', '/v1/impact', { payload: { delegate: { from: 'editor-alice', to: 'publisher', reason: 'test', scope, max_depth: 0 } } });
+    await call('content-agent-3', 'POST', '/v1/impact', { payload: { revoke: { edge: 'd-orch-seo' } } });
+    await call('governance', 'POST', '/v1/impact', { payload: { revoke: { edge: 'nope' } } });
+    await call('governance', 'POST', '/v1/impact', { payload: { revoke: { edge: 'd-orch-seo', principal: 'x' } } });
 
     await call('seo-agent-7', 'DELETE', '/v1/leases/{id}', { url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } });
     await call('seo-agent-7', 'DELETE', '/v1/leases/{id}', { url: `/v1/leases/${lease.lease_id}` });

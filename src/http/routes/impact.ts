@@ -1,0 +1,92 @@
+import type { FastifyInstance } from 'fastify';
+import { analyseImpact, isoOrNull, type EdgeImpact, type ImpactChange, type ImpactReport } from '../../service/index.js';
+import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
+import { impactBody } from '../schemas.js';
+import { edgeToWire } from '../wire.js';
+
+const strings = { type: 'array', items: { type: 'string' } } as const;
+const iso = { type: 'string', format: 'date-time', description: 'RFC 3339 time' } as const;
+const isoOrNullSchema = { type: ['string', 'null'], format: 'date-time', description: 'RFC 3339 time, or null' } as const;
+
+const capability = {
+  type: 'object', required: ['action', 'resource', 'environment', 'fields', 'via'],
+  description: 'An action on a resource pattern in an environment, for these fields (`*`: every field)',
+  properties: {
+    action: { type: 'string' }, resource: { type: 'string' }, environment: { type: 'string' }, fields: strings,
+    via: { type: 'array', items: strings, description: 'edge ids of the chains (governance first) that give it, or would give it' },
+  },
+} as const;
+const principalImpact = {
+  type: 'object', required: ['principal', 'capabilities'],
+  properties: { principal: { type: 'string' }, capabilities: { type: 'array', items: capability } },
+} as const;
+const impactEdge = {
+  type: 'object', required: ['edge', 'reasons'],
+  properties: {
+    edge: {
+      type: 'object', required: ['id', 'kind', 'from', 'to', 'scope', 'max_depth', 'creator', 'reason', 'created_at', 'not_before', 'expires_at', 'revoked_at'],
+      properties: {
+        id: { type: 'string' }, kind: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, scope: ref('Scope'),
+        max_depth: { type: ['integer', 'null'] }, creator: { type: 'string' }, reason: { type: 'string' },
+        created_at: iso, not_before: isoOrNullSchema, expires_at: isoOrNullSchema, revoked_at: isoOrNullSchema,
+      },
+    },
+    reasons: { ...strings, description: 'why it would become an orphan (the policy\'s delegation check) or stop counting' },
+  },
+} as const;
+const impactReply = {
+  type: 'object',
+  description: 'What the change would do, computed on a copy of the graph: nothing was written (graph_revision is still the live one).',
+  required: ['change', 'graph_revision', 'computed_at', 'principals_examined', 'lost', 'gained', 'leases_ending', 'orphaned_delegations', 'healed_delegations', 'approvals_ending'],
+  properties: {
+    change: { type: 'object', additionalProperties: true, description: 'the change analysed, as asked' },
+    graph_revision: { type: 'integer', description: 'the live graph revision the copy was taken from' },
+    computed_at: iso,
+    principals_examined: { type: 'integer', description: 'the change\'s ends and every principal below them' },
+    lost: { type: 'array', items: principalImpact, description: 'capabilities principals would lose' },
+    gained: { type: 'array', items: principalImpact, description: 'capabilities principals would gain' },
+    leases_ending: {
+      type: 'array', description: 'live leases whose recorded authority would no longer hold: their next renewal would be refused',
+      items: {
+        type: 'object', required: ['lease_id', 'holder', 'keys', 'code', 'reason'],
+        properties: { lease_id: { type: 'string' }, holder: { type: 'string' }, keys: strings, code: { type: 'string' }, reason: { type: 'string' } },
+      },
+    },
+    orphaned_delegations: { type: 'array', items: impactEdge, description: 'live delegations whose delegator would no longer hold what they give' },
+    healed_delegations: { type: 'array', items: impactEdge, description: 'orphaned delegations that would hold again' },
+    approvals_ending: { type: 'array', items: impactEdge, description: 'approves edges that would stop counting (approvals signed through them would be refused)' },
+  },
+} as const;
+
+function edgeImpactToWire(e: EdgeImpact) {
+  return { edge: edgeToWire(e.edge), reasons: e.reasons };
+}
+
+export function impactToWire(r: ImpactReport) {
+  return {
+    ...r,
+    computed_at: isoOrNull(r.computed_at),
+    orphaned_delegations: r.orphaned_delegations.map(edgeImpactToWire),
+    healed_delegations: r.healed_delegations.map(edgeImpactToWire),
+    approvals_ending: r.approvals_ending.map(edgeImpactToWire),
+  };
+}
+
+export function registerImpactRoutes(app: FastifyInstance): void {
+  const ctx = app.writ;
+
+  app.post<{ Body: ImpactChange }>('/v1/impact', {
+    schema: {
+      body: impactBody, operationId: 'analyseImpact', tags: ['Audit'],
+      summary: 'Impact analysis: who would lose (or gain) what if an edge or a principal were revoked, or a delegation added. Changes nothing. '
+        + 'Governance, the principal who could make the change itself, or a holder of audit_read on every principal concerned may ask',
+      response: {
+        200: impactReply,
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_EDGE', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'ATTENUATION_VIOLATION', 'ALREADY_EXISTS', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED']),
+      },
+    },
+  }, async (request) => {
+    const caller = await app.caller(request);
+    return impactToWire(await analyseImpact(ctx, caller, request.body));
+  });
+}

@@ -1,0 +1,40 @@
+/** A candidate policy for impact analysis: a built bundle folder, or a policies folder built on the spot. */
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { WritError } from '../errors.js';
+import { buildPolicyBundle } from './build.js';
+import { DATA_FILE, readRevision, WASM_FILE } from './bundle-layout.js';
+import type { PolicyEngine } from './types.js';
+import { loadPolicyEngine } from './wasm-engine.js';
+
+/**
+ * Loads the policy in `dir`: a bundle folder (`writ policy build`'s output, or a folder holding
+ * policy.wasm and data.json) as it is, or a folder of Rego policies compiled with `opaPath` into a
+ * temporary bundle that is removed again. Never touches the service's own bundle folder.
+ */
+export async function loadCandidatePolicy(dir: string, opaPath: () => string): Promise<{ engine: PolicyEngine; built: boolean }> {
+  if (!(await stat(dir).catch(() => null))?.isDirectory()) throw new WritError('UNPROCESSABLE', `${dir} is not a folder (a policy bundle or a policies folder)`);
+  const entries = await readdir(dir);
+  if ((await readRevision(dir)) !== null || (entries.includes(WASM_FILE) && entries.includes(DATA_FILE))) {
+    return { engine: await loadPolicyEngine(dir), built: false };
+  }
+  if (!entries.some((e) => e.endsWith('.rego')) && !(await hasRego(dir))) {
+    throw new WritError('UNPROCESSABLE', `${dir} holds neither a policy bundle (revision, policy.wasm, data.json) nor Rego policies`);
+  }
+  const out = await mkdtemp(join(tmpdir(), 'writ-candidate-policy-'));
+  try {
+    await buildPolicyBundle({ opaPath: opaPath(), policiesDir: dir, outDir: out });
+    return { engine: await loadPolicyEngine(out), built: true };
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+}
+
+async function hasRego(dir: string): Promise<boolean> {
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    if (entry.isFile() && entry.name.endsWith('.rego')) return true;
+    if (entry.isDirectory() && (await hasRego(join(dir, entry.name)))) return true;
+  }
+  return false;
+}

@@ -1,0 +1,342 @@
+/**
+ * Impact analysis: what a revocation (of an edge or a principal) or a new delegation would change —
+ * capabilities lost or gained, live leases that would end at their next renewal, delegations that
+ * would become (or stop being) orphans, approval edges that would stop counting. Computed on a copy
+ * of the current graph (AuthorityGraph.fork); nothing is written.
+ */
+import { randomUUID } from 'node:crypto';
+import { WritError } from '../errors.js';
+import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
+import { isEdgeLive, patternCovers, toPolicyEdge, type AuthorityGraph } from '../graph/index.js';
+import { GOVERNANCE_ID, type Edge, type GraphEvent, type RecordedGraphEvent, type Scope } from '../graph/model.js';
+import type { DecisionClaims } from '../decision/index.js';
+import type { PolicyEdge } from '../policy/types.js';
+import { capabilitiesIn, orphansIn, type Orphan } from './audit-queries.js';
+import { AUDIT_READ, auditKey, liveScopes, scopeGives } from './ask-about.js';
+import type { WritContext } from './context.js';
+import { checkDelegationFits, delegationDraft, type DelegationInput } from './edges.js';
+
+export type ImpactChange =
+  | { revoke: { edge: string; principal?: undefined } | { principal: string; edge?: undefined }; delegate?: undefined }
+  | { delegate: DelegationInput; revoke?: undefined };
+
+/** One capability: an action on a resource pattern in an environment, for these fields (`*`: every field). */
+export interface CapabilityDelta {
+  action: string;
+  resource: string;
+  environment: string;
+  fields: string[];
+  /** Edge ids of the chains that gave it (lost) or would give it (gained). */
+  via: string[][];
+}
+
+export interface PrincipalImpact {
+  principal: string;
+  capabilities: CapabilityDelta[];
+}
+
+export interface LeaseImpact {
+  lease_id: string;
+  holder: string;
+  keys: string[];
+  /** Why its next renewal would be refused (AUTHORITY_REVOKED or OWNER_CHANGED, as the renewal would say). */
+  code: string;
+  reason: string;
+}
+
+export interface EdgeImpact {
+  edge: PolicyEdge;
+  reasons: string[];
+}
+
+export interface ImpactReport {
+  /** The change analysed, as asked. */
+  change: ImpactChange;
+  /** The graph revision the copy was taken from; the live graph is still at it (nothing was written). */
+  graph_revision: number;
+  computed_at: number;
+  /** The principals whose authority the change can touch (the change's ends and everyone below them). */
+  principals_examined: number;
+  lost: PrincipalImpact[];
+  gained: PrincipalImpact[];
+  leases_ending: LeaseImpact[];
+  orphaned_delegations: EdgeImpact[];
+  /** Delegations that are orphans now and would hold again (a new delegation restores their parent). */
+  healed_delegations: EdgeImpact[];
+  /** Live approves edges that would stop counting: approvals signed through them would no longer be accepted. */
+  approvals_ending: EdgeImpact[];
+}
+
+/** How far below the change the analysis looks: chains are no longer than this (the resolver's default depth). */
+const MAX_DEPTH = 6;
+
+/**
+ * What would change if `change` were made now. Only governance, the principal who could make the change
+ * itself (an edge's creator or `from`, a principal about itself, a delegator about its own delegation),
+ * or a principal holding `audit_read` on every principal concerned may ask (see mayAskAboutImpact).
+ */
+export async function analyseImpact(ctx: WritContext, caller: string, change: ImpactChange): Promise<ImpactReport> {
+  // Everything read from the store comes first: from the moment the live graph is taken the analysis
+  // runs without awaiting, so the live graph (updated in place as it catches up) cannot move under it.
+  const auditor = caller === GOVERNANCE_ID ? null : await auditScopes(ctx, caller);
+  const leases = await liveLeaseAuthorities(ctx);
+  const now = ctx.clock.now();
+  const before = await ctx.graph.current();
+  const revision = before.revision;
+  const { events, roots, own } = plan(ctx, before, caller, change, now);
+  const after = takeFork(before);
+  const applied: RecordedGraphEvent[] = [];
+  try {
+    for (const event of events) {
+      const rec = { revision: after.revision + 1, event, actor: caller, at: now };
+      after.apply(rec);
+      applied.push(rec);
+    }
+    return analyse(ctx, caller, change, { before, after, roots, auditor: own ? null : auditor, leases, revision, now });
+  } finally {
+    giveBackFork(before, after, revision, applied);
+  }
+}
+
+/**
+ * Forks of the live graph, one kept per live graph between analyses: copying a 10,000-principal graph
+ * costs more than analysing most changes on it, so the copy is reused while the live graph stays at
+ * its revision. An analysis takes the spare fork (or makes one), applies its change, and gives it back
+ * with the change undone; a fork in use is never shared.
+ */
+const spareForks = new WeakMap<AuthorityGraph, AuthorityGraph>();
+
+function takeFork(live: AuthorityGraph): AuthorityGraph {
+  const spare = spareForks.get(live);
+  spareForks.delete(live);
+  return spare !== undefined && spare.revision === live.revision ? spare : live.fork();
+}
+
+function giveBackFork(live: AuthorityGraph, fork: AuthorityGraph, revision: number, applied: RecordedGraphEvent[]): void {
+  try {
+    for (const rec of applied.reverse()) fork.undo(rec);
+  } catch {
+    return; // not reusable: dropped
+  }
+  if (fork.revision === revision && live.revision === revision) spareForks.set(live, fork);
+}
+
+function analyse(
+  ctx: WritContext,
+  caller: string,
+  change: ImpactChange,
+  { before, after, roots, auditor, leases: held, revision, now }: { before: AuthorityGraph; after: AuthorityGraph; roots: string[]; auditor: Scope[] | null; leases: LeaseAuthority[]; revision: number; now: number },
+): ImpactReport {
+
+  const examined = downstream(before, after, roots);
+  const requireSubjects = (subjects: Iterable<string>) => {
+    if (auditor === null) return;
+    for (const s of subjects) {
+      if (s !== caller && !auditor.some((scope) => scopeGives(scope, { action: AUDIT_READ, resource: auditKey(s) }))) {
+        throw new WritError('FORBIDDEN', `${caller} may not ask about this change: it concerns ${s}, and only governance, the principal who could make the change itself, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey(s)} for every principal concerned may ask`);
+      }
+    }
+  };
+  requireSubjects(examined);
+
+  const lost: PrincipalImpact[] = [];
+  const gained: PrincipalImpact[] = [];
+  for (const principal of [...examined].sort()) {
+    const was = validScopes(ctx, before, principal, now);
+    const will = validScopes(ctx, after, principal, now);
+    const l = difference(was, will);
+    const g = difference(will, was);
+    if (l.length > 0) lost.push({ principal, capabilities: l });
+    if (g.length > 0) gained.push({ principal, capabilities: g });
+  }
+
+  const touches = (e: Edge) => examined.has(e.from);
+  const orphanIds = (orphans: Orphan[]) => new Map(orphans.map((o) => [o.edge.id, o]));
+  const orphansBefore = orphanIds(orphansIn(ctx, before, now, touches));
+  const orphansAfter = orphanIds(orphansIn(ctx, after, now, touches));
+  const orphaned = [...orphansAfter.values()].filter((o) => !orphansBefore.has(o.edge.id)).map((o) => ({ edge: toPolicyEdge(o.edge), reasons: o.violations }));
+  const healed = [...orphansBefore.values()].filter((o) => !orphansAfter.has(o.edge.id)).map((o) => ({ edge: toPolicyEdge(o.edge), reasons: o.violations }));
+
+  const approvals = approvalsEnding(before, after, now);
+  const leases = leasesEnding(held, before, after, now);
+  requireSubjects([...leases.map((l) => l.holder), ...approvals.flatMap((a) => [a.edge.from, a.edge.to]), ...orphaned.map((o) => o.edge.to)]);
+
+  return {
+    change,
+    graph_revision: revision,
+    computed_at: now,
+    principals_examined: examined.size,
+    lost,
+    gained,
+    leases_ending: leases,
+    orphaned_delegations: orphaned,
+    healed_delegations: healed,
+    approvals_ending: approvals,
+  };
+}
+
+/** The events the change would append, the principals it starts from, and whether the caller could make it. */
+function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: ImpactChange, now: number): { events: GraphEvent[]; roots: string[]; own: boolean } {
+  const asked = [change.revoke?.edge, change.revoke?.principal, change.delegate].filter((x) => x !== undefined).length;
+  if (asked !== 1) throw new WritError('UNPROCESSABLE', 'name exactly one change: revoke.edge, revoke.principal or delegate');
+  if (change.revoke?.edge !== undefined) {
+    const edge = graph.edge(change.revoke.edge);
+    if (!edge) throw new WritError('UNKNOWN_EDGE', `no edge "${change.revoke.edge}"`);
+    const events: GraphEvent[] = edge.revoked_at === null ? [{ type: 'edge.revoked', id: edge.id, at: now, reason: 'impact analysis' }] : [];
+    return { events, roots: [edge.to], own: caller === edge.creator || caller === edge.from };
+  }
+  if (change.revoke?.principal !== undefined) {
+    const p = graph.principal(change.revoke.principal);
+    if (!p) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${change.revoke.principal}"`);
+    if (p.id === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'governance cannot be revoked');
+    const events: GraphEvent[] = p.revoked_at === null ? [{ type: 'principal.revoked', id: p.id, at: now, reason: 'impact analysis' }] : [];
+    return { events, roots: [p.id], own: caller === p.id };
+  }
+  const input = change.delegate!;
+  if (!input || typeof input !== 'object') throw new WritError('UNPROCESSABLE', 'delegate must be a delegation (from, to, scope, reason)');
+  if (!input.reason || input.reason.trim().length === 0) throw new WritError('UNPROCESSABLE', 'every edge needs a reason (auditors read it)');
+  const draft = delegationDraft({ ...input, id: input.id ?? `impact-${randomUUID()}` });
+  if (graph.edge(draft.id!)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
+  const edge = { ...draft, id: draft.id!, creator: caller, created_at: now };
+  checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now);
+  return { events: [{ type: 'edge.created', edge }], roots: [draft.to], own: caller === draft.from };
+}
+
+/** The roots and every principal reachable from them over grant/delegate edges (in either graph), up to MAX_DEPTH hops. */
+function downstream(before: AuthorityGraph, after: AuthorityGraph, roots: string[]): Set<string> {
+  const seen = new Set<string>();
+  let frontier = roots.filter((r) => r !== GOVERNANCE_ID && before.principal(r) !== undefined);
+  for (const r of frontier) seen.add(r);
+  for (let hop = 0; hop < MAX_DEPTH && frontier.length > 0; hop++) {
+    const next: string[] = [];
+    for (const id of frontier) {
+      for (const g of [before, after]) {
+        g.forEachOutgoing(id, (edge) => {
+          if ((edge.kind === 'grant' || edge.kind === 'delegate') && !seen.has(edge.to)) {
+            seen.add(edge.to);
+            next.push(edge.to);
+          }
+        });
+      }
+    }
+    frontier = next;
+  }
+  return seen;
+}
+
+async function auditScopes(ctx: WritContext, caller: string) {
+  return (await liveScopes(ctx, caller)).map((s) => s.scope);
+}
+
+interface Held {
+  key: string;
+  action: string;
+  resource: string;
+  environment: string;
+  fields: Set<string>;
+  via: string[][];
+}
+
+/** The valid chains' final scopes of `principal` in `graph`, one entry per action × resource pattern × environment. */
+function validScopes(ctx: WritContext, graph: AuthorityGraph, principal: string, now: number): Map<string, Held> {
+  const out = new Map<string, Held>();
+  const p = graph.principal(principal);
+  if (!p || p.revoked_at !== null) return out;
+  for (const c of capabilitiesIn(ctx, graph, principal, now)) {
+    if (!c.valid) continue;
+    const chain = c.chain.map((e) => e.id);
+    for (const action of c.scope.actions) {
+      for (const resource of c.scope.resources) {
+        for (const environment of c.scope.environments) {
+          const key = JSON.stringify([action, resource, environment]);
+          let held = out.get(key);
+          if (!held) out.set(key, (held = { key, action, resource, environment, fields: new Set(), via: [] }));
+          for (const f of c.scope.fields) held.fields.add(f);
+          held.via.push(chain);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/** What `a` holds that `b` does not: per action × resource pattern × environment, the fields no entry of `b` covers. */
+function difference(a: Map<string, Held>, b: Map<string, Held>): CapabilityDelta[] {
+  const out: CapabilityDelta[] = [];
+  for (const held of a.values()) {
+    const covered = new Set<string>();
+    for (const other of b.values()) {
+      if ((other.action === held.action || other.action === '*')
+        && (other.environment === held.environment || other.environment === '*')
+        && patternCovers(other.resource, held.resource)) {
+        for (const f of other.fields) covered.add(f);
+      }
+    }
+    if (covered.has('*')) continue;
+    const fields = [...held.fields].filter((f) => !covered.has(f)).sort();
+    if (fields.length > 0) out.push({ action: held.action, resource: held.resource, environment: held.environment, fields, via: held.via });
+  }
+  return out.sort((x, y) => x.action.localeCompare(y.action) || x.resource.localeCompare(y.resource) || x.environment.localeCompare(y.environment));
+}
+
+function approvalCounts(graph: AuthorityGraph, edge: Edge, now: number): boolean {
+  const live = (id: string) => graph.principal(id)?.revoked_at === null;
+  return isEdgeLive(edge, now) && live(edge.from) && live(edge.to);
+}
+
+function approvalsEnding(before: AuthorityGraph, after: AuthorityGraph, now: number): EdgeImpact[] {
+  const out: EdgeImpact[] = [];
+  for (const edge of before.edges()) {
+    if (edge.kind !== 'approves' || !approvalCounts(before, edge, now)) continue;
+    const will = after.edge(edge.id)!;
+    if (approvalCounts(after, will, now)) continue;
+    const reasons = will.revoked_at !== null ? [`approves edge ${edge.id} would be revoked`] : [edge.from, edge.to].filter((id) => after.principal(id)?.revoked_at !== null).map((id) => `principal ${id} would be revoked`);
+    out.push({ edge: toPolicyEdge(edge), reasons });
+  }
+  return out.sort((a, b) => a.edge.id.localeCompare(b.edge.id));
+}
+
+interface LeaseAuthority {
+  lease_id: string;
+  holder: string;
+  keys: string[];
+  decisions: DecisionClaims[];
+}
+
+/** The live leases and the decisions each was taken with (renewals re-check those). */
+async function liveLeaseAuthorities(ctx: WritContext): Promise<LeaseAuthority[]> {
+  const held = new Map<string, string[]>();
+  for (const rec of await ctx.leases.list({})) {
+    if (rec.state !== 'HELD' || rec.leaseId === null) continue;
+    held.set(rec.leaseId, [...(held.get(rec.leaseId) ?? []), rec.key]);
+  }
+  if (held.size === 0) return [];
+  return ctx.store.read(async (tx) => {
+    const out: LeaseAuthority[] = [];
+    for (const [leaseId, keys] of held) {
+      const a = await tx.leaseAuthority.get(leaseId);
+      if (a) out.push({ lease_id: leaseId, holder: a.holder, keys: keys.sort(), decisions: a.decisions });
+    }
+    return out;
+  });
+}
+
+/** Live leases whose recorded authority holds in the live graph and would not in the changed one (the renewal's own check). */
+function leasesEnding(leases: LeaseAuthority[], before: AuthorityGraph, after: AuthorityGraph, now: number): LeaseImpact[] {
+  const failure = (lease: LeaseAuthority, graph: AuthorityGraph): WritError | null => {
+    try {
+      for (const claims of lease.decisions) checkAuthorityStillValid(graph, claims, now);
+      return null;
+    } catch (e) {
+      if (e instanceof WritError) return e;
+      throw e;
+    }
+  };
+  const out: LeaseImpact[] = [];
+  for (const lease of leases) {
+    if (failure(lease, before) !== null) continue;
+    const e = failure(lease, after);
+    if (e) out.push({ lease_id: lease.lease_id, holder: lease.holder, keys: lease.keys, code: e.code, reason: e.message });
+  }
+  return out.sort((a, b) => a.lease_id.localeCompare(b.lease_id));
+}

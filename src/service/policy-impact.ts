@@ -1,0 +1,253 @@
+/**
+ * Policy impact: replay recent decisions against a candidate policy bundle before it is deployed, and
+ * list every decision whose verdict would flip. Each decision's policy input is rebuilt from what was
+ * recorded (the decision log's `input`, or a receipt's principal, action, resource and fields) and the
+ * graph at the decision's revision; it is judged by the running bundle and by the candidate, and a
+ * flip is where the two disagree. Nothing is written.
+ */
+import { readFile } from 'node:fs/promises';
+import { WritError } from '../errors.js';
+import { approvalEdges, resolveChains, type AuthorityGraph } from '../graph/index.js';
+import type { DecisionLogEvent } from '../decision-log/index.js';
+import type { DecisionResult, PolicyEngine, RequestProperties, VerifiedApproval } from '../policy/types.js';
+import type { Receipt } from '../audit/index.js';
+import type { WritContext } from './context.js';
+import { decisionInputFor } from './decide.js';
+
+export interface ReplayedRequest {
+  principal: string;
+  action: string;
+  resource: string;
+  environment: string;
+  fields: string[];
+  risk: number | null;
+}
+
+export interface PolicyFlip {
+  decision_id: string;
+  /** Where the decision was read from. */
+  source: 'decision_log' | 'receipt';
+  /** The receipt that carried it (source receipt). */
+  receipt_id: string | null;
+  at: number;
+  graph_revision: number;
+  request: ReplayedRequest;
+  flip: 'allow→deny' | 'deny→allow';
+  /** Why the candidate decides as it does: its reasons when it denies, the chain that allows when it allows. */
+  reasons: string[];
+  chain: string[];
+}
+
+export interface SkippedDecision {
+  decision_id: string | null;
+  reason: string;
+}
+
+export interface PolicyImpactReport {
+  source: 'decision_log' | 'receipts';
+  current_revision: string;
+  candidate_revision: string;
+  /** Decisions replayed against both bundles. */
+  replayed: number;
+  flips: PolicyFlip[];
+  /**
+   * Decision log only: replays whose verdict under the running bundle differs from the recorded one
+   * (the policy changed since, or the decision relied on something not recorded); listed, not hidden.
+   */
+  not_reproduced: { decision_id: string; recorded: boolean; current: boolean; recorded_revision: string | null }[];
+  skipped: SkippedDecision[];
+}
+
+export interface PolicyImpactOptions {
+  /** A decision log file (JSON lines) to read; default: the configured one. Without either, receipts are used. */
+  decisionLogFile?: string | null;
+  /** How many of the most recent decisions to replay. Default 1000. */
+  limit?: number;
+}
+
+interface Replay {
+  decision_id: string;
+  source: 'decision_log' | 'receipt';
+  receipt_id: string | null;
+  at: number;
+  graph_revision: number;
+  request: ReplayedRequest;
+  properties: RequestProperties;
+  context: Record<string, unknown>;
+  approvedBy: string | null;
+  recorded: boolean | null;
+  recordedRevision: string | null;
+}
+
+export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, options: PolicyImpactOptions = {}): Promise<PolicyImpactReport> {
+  const limit = options.limit ?? 1000;
+  if (!Number.isInteger(limit) || limit < 1) throw new WritError('UNPROCESSABLE', `the number of decisions to replay must be a positive integer, got ${limit}`);
+  const file = options.decisionLogFile === undefined ? ctx.config.decisionLog.file : options.decisionLogFile;
+  const skipped: SkippedDecision[] = [];
+  const replays = file !== null ? await fromDecisionLog(file, limit, skipped) : await fromReceipts(ctx, limit, skipped);
+
+  const graphs = new Map<number, AuthorityGraph>();
+  const flips: PolicyFlip[] = [];
+  const notReproduced: PolicyImpactReport['not_reproduced'] = [];
+  let replayed = 0;
+  for (const r of replays) {
+    let graph = graphs.get(r.graph_revision);
+    if (!graph) {
+      try {
+        graph = await ctx.graph.atRevision(r.graph_revision);
+      } catch (e) {
+        if (!(e instanceof WritError)) throw e;
+        skipped.push({ decision_id: r.decision_id, reason: e.message });
+        continue;
+      }
+      graphs.set(r.graph_revision, graph);
+    }
+    const judge = (engine: PolicyEngine): { result: DecisionResult; chain: string[] } => {
+      const approval: VerifiedApproval | null = r.approvedBy === null ? null : { by: r.approvedBy, edges: approvalEdges(graph, r.approvedBy, r.request.principal, r.at) };
+      const chains = resolveChains(graph, r.request, r.at, { mode: 'decide' });
+      const result = engine.decide(decisionInputFor(graph, r.request, chains, r.at, { approval, properties: r.properties, context: r.context }));
+      return { result, chain: result.chain_index === null ? [] : chains[result.chain_index]!.edges.map((e) => e.id) };
+    };
+    let current: { result: DecisionResult; chain: string[] };
+    let next: { result: DecisionResult; chain: string[] };
+    try {
+      current = judge(ctx.policy);
+      next = judge(candidate);
+    } catch (e) {
+      if (!(e instanceof WritError)) throw e;
+      skipped.push({ decision_id: r.decision_id, reason: `${e.code}: ${e.message}` });
+      continue;
+    }
+    replayed++;
+    if (r.recorded !== null && r.recorded !== current.result.allow) {
+      notReproduced.push({ decision_id: r.decision_id, recorded: r.recorded, current: current.result.allow, recorded_revision: r.recordedRevision });
+    }
+    if (current.result.allow === next.result.allow) continue;
+    flips.push({
+      decision_id: r.decision_id,
+      source: r.source,
+      receipt_id: r.receipt_id,
+      at: r.at,
+      graph_revision: r.graph_revision,
+      request: r.request,
+      flip: current.result.allow ? 'allow→deny' : 'deny→allow',
+      reasons: next.result.allow ? [`the candidate allows it through chain ${next.chain.join(' > ')}`] : next.result.reasons,
+      chain: next.result.allow ? next.chain : current.chain,
+    });
+  }
+  return {
+    source: file !== null ? 'decision_log' : 'receipts',
+    current_revision: ctx.policy.revision,
+    candidate_revision: candidate.revision,
+    replayed,
+    flips,
+    not_reproduced: notReproduced,
+    skipped,
+  };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The last `limit` decisions of a JSON-lines decision log (OPA's event shape, as Writ writes it). */
+async function fromDecisionLog(file: string, limit: number, skipped: SkippedDecision[]): Promise<Replay[]> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    throw new WritError('UNPROCESSABLE', `cannot read the decision log ${file}: ${(e as Error).message}`);
+  }
+  const lines = text.split('\n').filter((l) => l.trim() !== '');
+  const out: Replay[] = [];
+  for (const [i, line] of lines.slice(-limit).entries()) {
+    let event: DecisionLogEvent;
+    try {
+      event = JSON.parse(line) as DecisionLogEvent;
+    } catch {
+      skipped.push({ decision_id: null, reason: `line ${lines.length - Math.min(limit, lines.length) + i + 1} of ${file} is not JSON` });
+      continue;
+    }
+    const req = isObject(event.input) ? event.input.request : undefined;
+    const id = typeof event.decision_id === 'string' ? event.decision_id : null;
+    if (!isObject(req) || typeof req.principal !== 'string' || typeof req.action !== 'string' || typeof req.resource !== 'string'
+      || typeof req.environment !== 'string' || !Array.isArray(req.fields) || !isObject(event.writ) || typeof event.writ.graph_revision !== 'number') {
+      skipped.push({ decision_id: id, reason: 'the event lacks the request or the graph revision (masked, or not written by Writ)' });
+      continue;
+    }
+    const at = Date.parse(event.timestamp);
+    if (id === null || Number.isNaN(at)) {
+      skipped.push({ decision_id: id, reason: 'the event lacks a decision id or a timestamp' });
+      continue;
+    }
+    const input = event.input as Record<string, unknown>;
+    const approval = isObject(input.approval) && typeof input.approval.by === 'string' ? input.approval.by : null;
+    const properties = isObject(input.properties) ? (input.properties as Partial<RequestProperties>) : {};
+    out.push({
+      decision_id: id,
+      source: 'decision_log',
+      receipt_id: null,
+      at,
+      graph_revision: event.writ.graph_revision,
+      request: {
+        principal: req.principal, action: req.action, resource: req.resource, environment: req.environment,
+        fields: (req.fields as unknown[]).map(String), risk: typeof req.risk === 'number' ? req.risk : null,
+      },
+      properties: { subject: {}, resource: {}, action: {}, ...properties },
+      context: isObject(input.context) ? input.context : {},
+      approvedBy: approval,
+      recorded: isObject(event.result) && typeof event.result.allow === 'boolean' ? event.result.allow : null,
+      recordedRevision: event.bundles?.writ?.revision ?? null,
+    });
+  }
+  return out;
+}
+
+/**
+ * The decisions of the last `limit` receipts that carry one. A receipt records principal, action,
+ * resource, fields, graph revision and time, not the environment nor the caller's declared risk,
+ * properties or approval: the environment is the one an upstream route holds the key in (a write only
+ * reaches an upstream there); when several environments hold it, the decision is skipped as ambiguous.
+ */
+async function fromReceipts(ctx: WritContext, limit: number, skipped: SkippedDecision[]): Promise<Replay[]> {
+  const recent: Receipt[] = [];
+  let after: number | undefined;
+  for (;;) {
+    const page = await ctx.receipts.query({ limit: 1000, ...(after !== undefined ? { after } : {}) });
+    for (const r of page.receipts) {
+      if (r.decision_id === null) continue;
+      recent.push(r);
+      if (recent.length > limit) recent.shift();
+    }
+    if (page.next === null) break;
+    after = page.next;
+  }
+  const seen = new Set<string>();
+  const out: Replay[] = [];
+  for (const r of recent) {
+    const decisionId = r.decision_id!;
+    if (seen.has(decisionId)) continue;
+    seen.add(decisionId);
+    if (r.graph_revision === null) {
+      skipped.push({ decision_id: decisionId, reason: `receipt ${r.receipt_id} records no graph revision` });
+      continue;
+    }
+    const environments = ctx.upstreams.environmentsOf(r.resource_key);
+    if (environments.length !== 1) {
+      skipped.push({ decision_id: decisionId, reason: `receipt ${r.receipt_id} does not record the environment, and ${environments.length === 0 ? 'no upstream route holds' : `routes in ${environments.join(', ')} hold`} ${r.resource_key}` });
+      continue;
+    }
+    out.push({
+      decision_id: decisionId,
+      source: 'receipt',
+      receipt_id: r.receipt_id,
+      at: r.created_at,
+      graph_revision: r.graph_revision,
+      request: { principal: r.principal, action: r.action, resource: r.resource_key, environment: environments[0]!, fields: [...r.fields], risk: null },
+      properties: { subject: {}, resource: {}, action: {} },
+      context: {},
+      approvedBy: null,
+      recorded: null,
+      recordedRevision: r.policy_revision,
+    });
+  }
+  return out;
+}

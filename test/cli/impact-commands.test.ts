@@ -1,0 +1,78 @@
+import { execFile } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { loadConfig } from '../../src/config/index.js';
+import { decideOk, leaseOk } from '../support/agent.js';
+import { REPO, startHarness, type Harness } from '../support/harness.js';
+import { CLI, requireDist } from '../support/server-process.js';
+
+const run = promisify(execFile);
+let h: Harness;
+let work: string;
+
+async function writ(...args: string[]): Promise<{ stdout: string; code: number }> {
+  try {
+    const { stdout } = await run(process.execPath, [CLI, ...args, '--data-dir', h.dataDir], { cwd: REPO });
+    return { stdout, code: 0 };
+  } catch (e) {
+    const err = e as { stdout: string; stderr: string; code: number };
+    return { stdout: err.stdout + err.stderr, code: err.code };
+  }
+}
+
+beforeAll(async () => {
+  requireDist();
+  work = mkdtempSync(join(tmpdir(), 'writ-impact-cli-'));
+  // A real clock reading, so the CLI (which uses the system clock) sees the same "now".
+  h = await startHarness({ upstream: true, clock: new ManualClock(Date.now()), config: { decisionLog: { ...loadConfig({}, {}).decisionLog, file: join(work, 'decisions.jsonl') } } });
+  const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+  await leaseOk(h, 'seo-agent-7', [d.token]);
+  await h.ctx.decisionLog.flush();
+}, 60_000);
+afterAll(async () => {
+  await h?.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('writ impact and writ policy impact', () => {
+  it('writ impact revoke d-orch-seo lists seo-agent-7\'s lost capabilities and its lease, and changes nothing', async () => {
+    const revision = (await h.ctx.graph.current()).revision;
+    const { stdout, code } = await writ('impact', 'revoke', 'd-orch-seo');
+    expect(code, stdout).toBe(0);
+    expect(stdout).toContain(`impact of revoking edge d-orch-seo at graph revision ${revision}`);
+    expect(stdout).toMatch(/would lose:\n {2}seo-agent-7\n {4}update_post on wp:post:\* in production, fields \[meta_description, title\] {3}via g-orchestrator > d-orch-seo/);
+    expect(stdout).toMatch(/leases ending at their next renewal:\n {2}\S+ held by seo-agent-7 on wp:post:1024#title: AUTHORITY_REVOKED/);
+    const json = JSON.parse((await writ('impact', 'revoke', 'orchestrator', '--json')).stdout);
+    expect(json.orphaned_delegations.map((o: { edge: { id: string } }) => o.edge.id)).toEqual(['d-orch-content', 'd-orch-seo']);
+    expect((await h.ctx.graph.current()).revision).toBe(revision);
+    expect((await h.ctx.graph.current()).edge('d-orch-seo')!.revoked_at).toBeNull();
+  });
+
+  it('writ impact delegate shows what the delegate would gain; an unknown edge is a clear error', async () => {
+    const { stdout, code } = await writ('impact', 'delegate', 'editor-alice', 'publisher', '--actions', 'update_post', '--resources', 'wp:post:*', '--environments', 'production', '--fields', 'title', '--risk-max', '1');
+    expect(code, stdout).toBe(0);
+    expect(stdout).toMatch(/would gain:\n {2}publisher\n {4}update_post on wp:post:\* in production, fields \[title\]/);
+    const bad = await writ('impact', 'revoke', 'no-such-thing');
+    expect(bad.code).not.toBe(0);
+    expect(bad.stdout).toContain('UNKNOWN_PRINCIPAL');
+  });
+
+  it('writ policy impact POLICIES_DIR lists the decisions that would flip (exit 4), with the reason', { timeout: 60_000 }, async () => {
+    const dir = join(work, 'policies');
+    cpSync(join(REPO, 'policies'), dir, { recursive: true });
+    const data = JSON.parse(readFileSync(join(dir, 'data.json'), 'utf8'));
+    data.writ.actions.update_post.risk = 2;
+    writeFileSync(join(dir, 'data.json'), JSON.stringify(data, null, 2));
+    const { stdout, code } = await writ('policy', 'impact', dir, '--decision-log', join(work, 'decisions.jsonl'));
+    expect(code, stdout).toBe(4);
+    expect(stdout).toMatch(/1 decision\(s\) replayed from the decision log/);
+    expect(stdout).toMatch(/1 decision\(s\) would flip:\n {2}ALLOW→DENY {2}\S+ at .*\n {6}seo-agent-7 update_post wp:post:1024 in production fields \[title\]/);
+    const unchanged = await writ('policy', 'impact', join(REPO, 'build/policy'), '--decision-log', join(work, 'decisions.jsonl'));
+    expect(unchanged.code).toBe(0);
+    expect(unchanged.stdout).toContain('no decision would flip');
+  });
+});

@@ -1,0 +1,139 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { GOVERNANCE_ID } from '../../src/graph/model.js';
+import { analyseImpact, createGrant, registerPrincipal } from '../../src/service/index.js';
+import { act, decideOk, leaseOk } from '../support/agent.js';
+import { startHarness, type Harness } from '../support/harness.js';
+import { generateImpactGraph } from '../../bench/impact-graph.js';
+
+let h: Harness;
+
+/** What a change to Writ's state would show: graph revision, lease tables, receipt log. */
+async function state(h: Harness) {
+  return {
+    revision: (await h.ctx.graph.current()).revision,
+    head: h.db.prepare('SELECT MAX(revision) AS r FROM graph_events').get(),
+    keys: h.db.prepare('SELECT * FROM lease_keys ORDER BY 1').all(),
+    leases: h.db.prepare('SELECT * FROM leases ORDER BY 1').all(),
+    receipts: h.db.prepare('SELECT COUNT(*) AS n, MAX(seq) AS seq FROM receipt_entries').get(),
+  };
+}
+
+const proposal = { from: 'editor-alice', to: 'publisher', reason: 'cover for the afternoon', max_depth: 0, scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 } };
+
+beforeAll(async () => {
+  h = await startHarness({ upstream: true, clock: new ManualClock(Date.UTC(2026, 5, 1, 12)) });
+  // seo-agent-7 writes once (a receipt) and then holds a lease on a title, taken with a decision through d-orch-seo.
+  const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+  const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+  const w = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'x' }, expected_version: 0 }, { decision: d.token, lease });
+  expect(w.status).toBe(201);
+  const released = await h.call('seo-agent-7', { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } });
+  expect(released.status).toBe(200);
+  const d2 = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:7', fields: ['title'] });
+  await leaseOk(h, 'seo-agent-7', [d2.token]);
+}, 60_000);
+afterAll(async () => h?.close());
+
+describe('impact analysis of a revocation', () => {
+  it('revoking d-orch-seo: seo-agent-7 loses update_post on wp:post:* in production for title and meta_description; its lease would end; nothing changes', async () => {
+    const was = await state(h);
+    const r = await analyseImpact(h.ctx, GOVERNANCE_ID, { revoke: { edge: 'd-orch-seo' } });
+    expect(r.lost).toEqual([
+      { principal: 'seo-agent-7', capabilities: [{ action: 'update_post', resource: 'wp:post:*', environment: 'production', fields: ['meta_description', 'title'], via: [['g-orchestrator', 'd-orch-seo']] }] },
+    ]);
+    expect(r.gained).toEqual([]);
+    expect(r.leases_ending).toHaveLength(1);
+    expect(r.leases_ending[0]).toMatchObject({ holder: 'seo-agent-7', keys: ['wp:post:7#title'], code: 'AUTHORITY_REVOKED' });
+    expect(r.leases_ending[0]!.reason).toContain('d-orch-seo');
+    expect(r.graph_revision).toBe(was.revision);
+    expect(await state(h)).toEqual(was);
+    // The live graph still gives seo-agent-7 its authority.
+    await decideOk(h, 'seo-agent-7', { resource: 'wp:post:9', fields: ['meta_description'] });
+  });
+
+  it('revoking the orchestrator: both agents below it lose what they held, the orchestrator too, and its delegations become orphans', async () => {
+    const was = await state(h);
+    const r = await analyseImpact(h.ctx, GOVERNANCE_ID, { revoke: { principal: 'orchestrator' } });
+    expect(r.lost.map((p) => p.principal)).toEqual(['content-agent-3', 'orchestrator', 'seo-agent-7']);
+    const orch = r.lost.find((p) => p.principal === 'orchestrator')!.capabilities.map((c) => `${c.action} ${c.resource} ${c.environment} [${c.fields.join(',')}]`);
+    expect(orch).toEqual(['read_post wp:post:* production [*]', 'read_post wp:post:* staging [*]', 'update_post wp:post:* production [*]', 'update_post wp:post:* staging [*]']);
+    expect(r.orphaned_delegations.map((o) => o.edge.id)).toEqual(['d-orch-content', 'd-orch-seo']);
+    expect(r.orphaned_delegations[0]!.reasons.join(' ')).toMatch(/orchestrator/);
+    expect(r.leases_ending.map((l) => l.holder)).toEqual(['seo-agent-7']);
+    expect(await state(h)).toEqual(was);
+  });
+
+  it('revoking an ownership: no capability changes, the lease on the owned field would end with OWNER_CHANGED', async () => {
+    const r = await analyseImpact(h.ctx, GOVERNANCE_ID, { revoke: { edge: 'o-seo-metadata' } });
+    expect(r.lost).toEqual([]);
+    expect(r.leases_ending.map((l) => l.code)).toEqual(['OWNER_CHANGED']);
+  });
+
+  it('an unknown edge or principal is a clear error', async () => {
+    await expect(analyseImpact(h.ctx, GOVERNANCE_ID, { revoke: { edge: 'nope' } })).rejects.toMatchObject({ code: 'UNKNOWN_EDGE' });
+    await expect(analyseImpact(h.ctx, GOVERNANCE_ID, { revoke: { principal: 'nope' } })).rejects.toMatchObject({ code: 'UNKNOWN_PRINCIPAL' });
+    await expect(analyseImpact(h.ctx, GOVERNANCE_ID, {} as never)).rejects.toMatchObject({ code: 'UNPROCESSABLE' });
+    await expect(analyseImpact(h.ctx, GOVERNANCE_ID, { delegate: { ...proposal, to: 'nobody' } })).rejects.toMatchObject({ code: 'UNKNOWN_PRINCIPAL' });
+    await expect(analyseImpact(h.ctx, GOVERNANCE_ID, { delegate: { ...proposal, id: 'd-orch-seo' } })).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+  });
+});
+
+describe('impact analysis of a new delegation', () => {
+
+  it('what publisher would gain from editor-alice, without writing the delegation', async () => {
+    const was = await state(h);
+    const r = await analyseImpact(h.ctx, 'editor-alice', { delegate: proposal });
+    expect(r.gained).toEqual([{ principal: 'publisher', capabilities: [{ action: 'update_post', resource: 'wp:post:*', environment: 'production', fields: ['title'], via: [['g-editor-alice', expect.stringMatching(/^impact-/)]] }] }]);
+    expect(r.gained[0]!.capabilities[0]!.via[0]![0]).toBe('g-editor-alice');
+    expect(r.lost).toEqual([]);
+    expect(await state(h)).toEqual(was);
+  });
+
+  it('a delegation beyond the delegator\'s scope is refused as it would be when written', async () => {
+    await expect(analyseImpact(h.ctx, 'editor-alice', { delegate: { ...proposal, scope: { ...proposal.scope, actions: ['deploy'] } } })).rejects.toMatchObject({ code: 'ATTENUATION_VIOLATION' });
+  });
+});
+
+describe('who may ask', () => {
+  it('the principal who could make the change may ask; an unrelated agent may not; an audit_read holder over the subjects may', async () => {
+    await expect(analyseImpact(h.ctx, 'orchestrator', { revoke: { edge: 'd-orch-seo' } })).resolves.toMatchObject({ lost: [{ principal: 'seo-agent-7' }] });
+    await expect(analyseImpact(h.ctx, 'content-agent-3', { revoke: { edge: 'd-orch-seo' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await expect(analyseImpact(h.ctx, 'content-agent-3', { delegate: { ...proposal, from: 'orchestrator' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'auditor-1', kind: 'human', keys: [] });
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-auditor-1', to: 'auditor-1', reason: 'reads every principal', scope: { actions: ['audit_read'], resources: ['audit:principal:*'], environments: ['*'], fields: ['*'], risk_max: 0 } });
+    await expect(analyseImpact(h.ctx, 'auditor-1', { revoke: { edge: 'd-orch-seo' } })).resolves.toMatchObject({ lost: [{ principal: 'seo-agent-7' }] });
+  });
+});
+
+describe('impact analysis on a generated graph', () => {
+  it('2,000 principals: revoking a lead\'s root grant lists everyone below it, within a loose bound, and changes nothing', { timeout: 60_000 }, async () => {
+    const g2 = await startHarness({ example: false });
+    try {
+      const now = g2.clock.now();
+      const graph = generateImpactGraph(2_000, now);
+      await g2.ctx.store.readWrite((tx) => tx.graph.append(graph.events, GOVERNANCE_ID, now));
+      const revision = (await g2.ctx.graph.current()).revision;
+      const started = performance.now();
+      const r = await analyseImpact(g2.ctx, GOVERNANCE_ID, { revoke: { edge: 'g-lead-0' } });
+      const ms = performance.now() - started;
+      // lead-0, its managers (every 20th of 200) and their agents, plus agents holding a second delegation from one of them.
+      const managers = graph.managers.filter((_, i) => i % graph.leads.length === 0);
+      const agents = graph.agents.filter((_, i) => (i % graph.managers.length) % graph.leads.length === 0);
+      const losing = new Set(r.lost.map((p) => p.principal));
+      for (const p of ['lead-0', ...managers]) expect(losing.has(p), p).toBe(true);
+      // An agent below lead-0 loses something unless a second delegation, from a manager of another lead, covers it.
+      const live = await g2.ctx.graph.current();
+      for (const a of agents) {
+        if (losing.has(a)) continue;
+        expect(live.incoming(a, ['delegate']).some((e) => !managers.includes(e.from)), a).toBe(true);
+      }
+      expect(agents.filter((a) => losing.has(a)).length).toBeGreaterThan(agents.length * 0.7);
+      expect(r.orphaned_delegations.map((o) => o.edge.from).every((from) => from === 'lead-0' || managers.includes(from))).toBe(true);
+      expect(ms).toBeLessThan(5_000);
+      expect((await g2.ctx.graph.current()).revision).toBe(revision);
+    } finally {
+      await g2.close();
+    }
+  });
+});

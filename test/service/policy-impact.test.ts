@@ -1,0 +1,136 @@
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { loadConfig } from '../../src/config/index.js';
+import { findOpa } from '../../src/cli/opa.js';
+import { loadCandidatePolicy } from '../../src/policy/index.js';
+import { policyImpact, type PolicyImpactReport } from '../../src/service/index.js';
+import { act, decideOk, leaseOk } from '../support/agent.js';
+import { BUNDLE_DIR, REPO, startHarness, type Harness } from '../support/harness.js';
+
+let h: Harness;
+let work: string;
+let logFile: string;
+const ids: Record<string, string> = {};
+
+/** A copy of policies/ with one edit applied. */
+function candidatePolicies(name: string, edit: (dir: string) => void): string {
+  const dir = join(work, name);
+  cpSync(join(REPO, 'policies'), dir, { recursive: true });
+  edit(dir);
+  return dir;
+}
+
+/** update_post becomes risk 2: every chain whose risk ceiling is 1 (the agents' delegations) no longer covers it. */
+const raiseUpdateRisk = (dir: string) => {
+  const file = join(dir, 'data.json');
+  const data = JSON.parse(readFileSync(file, 'utf8'));
+  data.writ.actions.update_post.risk = 2;
+  writeFileSync(file, JSON.stringify(data, null, 2));
+};
+
+async function state() {
+  return {
+    revision: (await h.ctx.graph.current()).revision,
+    leases: h.db.prepare('SELECT * FROM leases ORDER BY 1').all(),
+    receipts: h.db.prepare('SELECT COUNT(*) AS n, MAX(seq) AS seq FROM receipt_entries').get(),
+    log: readFileSync(logFile, 'utf8'),
+    bundle: readFileSync(join(BUNDLE_DIR, 'revision'), 'utf8'),
+  };
+}
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), 'writ-policy-impact-'));
+  logFile = join(work, 'decisions.jsonl');
+  h = await startHarness({ upstream: true, clock: new ManualClock(Date.UTC(2026, 5, 1, 12)), config: { decisionLog: { ...loadConfig({}, {}).decisionLog, file: logFile } } });
+  const seo = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+  ids.seo = seo.body.decision_id;
+  ids.content = (await decideOk(h, 'content-agent-3', { resource: 'wp:post:1024', fields: ['body'] })).body.decision_id;
+  ids.orchestrator = (await decideOk(h, 'orchestrator', { resource: 'wp:post:5', fields: ['title'] })).body.decision_id;
+  const denied = await h.call('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['body'] } });
+  expect(denied.body.allow).toBe(false);
+  ids.denied = denied.body.decision_id;
+  const ownerOnly = await h.call('editor-alice', {
+    method: 'POST', url: '/access/v1/evaluation',
+    payload: { subject: { type: 'human', id: 'editor-alice' }, resource: { type: 'wp:post', id: 'wp:post:12', properties: { environment: 'production', fields: ['title'], ownerID: 'editor-bob' } }, action: { name: 'update_post' } },
+  });
+  expect(ownerOnly.body.decision).toBe(false);
+  // seo-agent-7 writes with its decision: a receipt carrying the decision id.
+  const lease = await leaseOk(h, 'seo-agent-7', [seo.token]);
+  const w = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'x' }, expected_version: 0 }, { decision: seo.token, lease });
+  expect(w.status).toBe(201);
+  ids.receipt = w.body.receipt.receipt_id;
+  await h.ctx.decisionLog.flush();
+}, 60_000);
+afterAll(async () => {
+  await h?.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+const flipsOf = (r: PolicyImpactReport) => r.flips.map((f) => `${f.flip} ${f.request.principal} ${f.request.action} ${f.request.resource} [${f.request.fields.join(',')}]`).sort();
+
+describe('writ policy impact: the decisions a candidate bundle would flip', () => {
+  it('raising update_post to risk 2 flips the agents\' allows to denies, with the reason; the orchestrator (ceiling 2) keeps its allow; nothing changes', { timeout: 60_000 }, async () => {
+    const before = await state();
+    const { engine, built } = await loadCandidatePolicy(candidatePolicies('risk', raiseUpdateRisk), findOpa);
+    expect(built).toBe(true);
+    const r = await policyImpact(h.ctx, engine);
+    expect(r.source).toBe('decision_log');
+    expect(r.replayed).toBe(5);
+    expect(r.skipped).toEqual([]);
+    expect(r.not_reproduced).toEqual([]);
+    expect(flipsOf(r)).toEqual([
+      'allow→deny content-agent-3 update_post wp:post:1024 [body]',
+      'allow→deny seo-agent-7 update_post wp:post:1024 [title]',
+    ]);
+    const seo = r.flips.find((f) => f.decision_id === ids.seo)!;
+    expect(seo.reasons.join(' ')).toMatch(/risk/);
+    expect(seo.chain).toEqual(['g-orchestrator', 'd-orch-seo']);
+    expect(r.candidate_revision).not.toBe(r.current_revision);
+    expect(await state()).toEqual(before);
+  });
+
+  it('removing the owner_only domain rule flips editor-alice\'s denial to an allow, naming the chain', { timeout: 60_000 }, async () => {
+    const dir = candidatePolicies('owner-only', (d) => rmSync(join(d, 'writ/authz/domain/owner_only.rego')));
+    const { engine } = await loadCandidatePolicy(dir, findOpa);
+    const r = await policyImpact(h.ctx, engine);
+    expect(flipsOf(r)).toEqual(['deny→allow editor-alice update_post wp:post:12 [title]']);
+    expect(r.flips[0]!.reasons).toEqual(['the candidate allows it through chain g-editor-alice']);
+  });
+
+  it('from the receipts when no decision log is given: the write\'s decision is rebuilt from the receipt and flips too', { timeout: 60_000 }, async () => {
+    const { engine } = await loadCandidatePolicy(candidatePolicies('risk-receipts', raiseUpdateRisk), findOpa);
+    const r = await policyImpact(h.ctx, engine, { decisionLogFile: null });
+    expect(r.source).toBe('receipts');
+    expect(r.replayed).toBe(1);
+    expect(r.flips).toMatchObject([{ decision_id: ids.seo, receipt_id: ids.receipt, flip: 'allow→deny', request: { principal: 'seo-agent-7', environment: 'production', fields: ['title'] } }]);
+  });
+
+  it('events it cannot replay are listed with why, not silently dropped: a masked request, a line that is not JSON', async () => {
+    const file = join(work, 'odd.jsonl');
+    const good = readFileSync(logFile, 'utf8').split('\n').find((l) => l.includes(ids.seo!))!;
+    const masked = JSON.parse(good);
+    delete masked.input.request;
+    masked.decision_id = 'masked-1';
+    writeFileSync(file, `${good}\n${JSON.stringify(masked)}\nnot json\n`);
+    const { engine } = await loadCandidatePolicy(BUNDLE_DIR, findOpa);
+    const r = await policyImpact(h.ctx, engine, { decisionLogFile: file });
+    expect(r.replayed).toBe(1);
+    expect(r.skipped).toEqual([
+      { decision_id: 'masked-1', reason: expect.stringMatching(/lacks the request/) },
+      { decision_id: null, reason: expect.stringMatching(/line 3 .* is not JSON/) },
+    ]);
+  });
+
+  it('the running bundle itself flips nothing; a folder with no policy is a clear error', async () => {
+    const { engine, built } = await loadCandidatePolicy(BUNDLE_DIR, findOpa);
+    expect(built).toBe(false);
+    expect((await policyImpact(h.ctx, engine)).flips).toEqual([]);
+    const empty = join(work, 'empty');
+    mkdirSync(empty);
+    await expect(loadCandidatePolicy(empty, findOpa)).rejects.toMatchObject({ code: 'UNPROCESSABLE' });
+    await expect(policyImpact(h.ctx, engine, { limit: 0 })).rejects.toMatchObject({ code: 'UNPROCESSABLE' });
+  });
+});
