@@ -13,7 +13,7 @@ import { WritError } from '../errors.js';
 import { findOpa } from './opa.js';
 import { formatCapabilities, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
 import { serve } from './serve.js';
-import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, leaseRecordToWire, receiptToWire } from '../http/wire.js';
+import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, receiptToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
 
@@ -294,7 +294,7 @@ export const COMMANDS: Command[] = [
         // An edge id unless --principal says otherwise or no edge has that id.
         const isEdge = !values.principal && (await w.ctx.graph.current()).edge(name) !== undefined;
         const r = await analyseImpact(w.ctx, GOVERNANCE_ID, { revoke: isEdge ? { edge: name } : { principal: name } });
-        print(r, values.json, () => formatImpact(r));
+        print(values.json ? impactToWire(r) : r, values.json, () => formatImpact(r));
         return 0;
       });
     },
@@ -331,7 +331,7 @@ export const COMMANDS: Command[] = [
             ...(maxDepth !== undefined ? { max_depth: maxDepth } : {}),
           },
         });
-        print(r, values.json, () => formatImpact(r));
+        print(values.json ? impactToWire(r) : r, values.json, () => formatImpact(r));
         return 0;
       });
     },

@@ -9,7 +9,7 @@ import type { GraphExport } from '../graph/index.js';
 import type { Edge, Principal } from '../graph/model.js';
 import type { PolicyEdge } from '../graph/policy-view.js';
 import type { LeaseRecord as DomainLeaseRecord, RenewedLease } from '../lease/index.js';
-import type { DecisionOutcome, Explanation, Incident as DomainIncident, LeaseOutcome } from '../service/index.js';
+import type { DecisionOutcome, EdgeImpact, Explanation, ImpactReport, Incident as DomainIncident, LeaseOutcome } from '../service/index.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import type { ChainEdge, Decision, Incident, LeaseGrant, LeaseRecord, LeaseRenewal, Receipt } from '../wire/v1.js';
 
@@ -71,4 +71,19 @@ export function leaseRecordToWire(l: DomainLeaseRecord): LeaseRecord {
 
 export function graphExportToWire(g: GraphExport) {
   return { revision: g.revision, principals: g.principals.map(principalToWire), edges: g.edges.map(edgeToWire) };
+}
+
+function edgeImpactToWire(e: EdgeImpact) {
+  return { edge: edgeToWire(e.edge), reasons: e.reasons };
+}
+
+/** An impact report (src/service/impact.ts) for the wire: its edges and its time as RFC 3339. */
+export function impactToWire(r: ImpactReport) {
+  return {
+    ...r,
+    computed_at: toWireTime(r.computed_at),
+    orphaned_delegations: r.orphaned_delegations.map(edgeImpactToWire),
+    healed_delegations: r.healed_delegations.map(edgeImpactToWire),
+    approvals_ending: r.approvals_ending.map(edgeImpactToWire),
+  };
 }

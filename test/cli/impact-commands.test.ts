@@ -3,6 +3,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { misplacedTimes } from '../support/wire-times.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config/index.js';
@@ -48,6 +49,8 @@ describe('writ impact and writ policy impact', () => {
     expect(stdout).toMatch(/leases ending at their next renewal:\n {2}\S+ held by seo-agent-7 on wp:post:1024#title: AUTHORITY_REVOKED/);
     const json = JSON.parse((await writ('impact', 'revoke', 'orchestrator', '--json')).stdout);
     expect(json.orphaned_delegations.map((o: { edge: { id: string } }) => o.edge.id)).toEqual(['d-orch-content', 'd-orch-seo']);
+    // --json speaks the wire's language: instants as RFC 3339, like every other answer.
+    expect(misplacedTimes(json)).toEqual([]);
     expect((await h.ctx.graph.current()).revision).toBe(revision);
     expect((await h.ctx.graph.current()).edge('d-orch-seo')!.revoked_at).toBeNull();
   });

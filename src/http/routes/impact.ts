@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { analyseImpact, isoOrNull, type EdgeImpact, type ImpactChange, type ImpactReport } from '../../service/index.js';
+import { analyseImpact, type ImpactChange } from '../../service/index.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
 import { impactBody } from '../schemas.js';
-import { edgeToWire } from '../wire.js';
+import { impactToWire } from '../wire.js';
 
 const strings = { type: 'array', items: { type: 'string' } } as const;
 const iso = { type: 'string', format: 'date-time', description: 'RFC 3339 time' } as const;
@@ -57,20 +57,6 @@ const impactReply = {
     approvals_ending: { type: 'array', items: impactEdge, description: 'approves edges that would stop counting (approvals signed through them would be refused)' },
   },
 } as const;
-
-function edgeImpactToWire(e: EdgeImpact) {
-  return { edge: edgeToWire(e.edge), reasons: e.reasons };
-}
-
-export function impactToWire(r: ImpactReport) {
-  return {
-    ...r,
-    computed_at: isoOrNull(r.computed_at),
-    orphaned_delegations: r.orphaned_delegations.map(edgeImpactToWire),
-    healed_delegations: r.healed_delegations.map(edgeImpactToWire),
-    approvals_ending: r.approvals_ending.map(edgeImpactToWire),
-  };
-}
 
 export function registerImpactRoutes(app: FastifyInstance): void {
   const ctx = app.writ;
