@@ -8,6 +8,11 @@ export type GraphEventSource = Pick<GraphEventStore, 'head' | 'read' | 'revision
 export interface LiveGraphOptions {
   /** How many rebuilt past graphs to keep (least recently used go first). Default 3. */
   pastGraphs?: number;
+  /**
+   * The head is fed (`feedHead`, from the store's change notifications and this process's own
+   * appends) instead of read from the log on every `current()`: no query per request.
+   */
+  fed?: boolean;
 }
 
 /**
@@ -20,21 +25,31 @@ export class LiveGraph {
   private readonly pastLimit: number;
   /** The catch-up in flight: concurrent callers share it, so no event is applied twice. */
   private catchingUp: Promise<void> | null = null;
+  private readonly fed: boolean;
+  /** In fed mode: the highest head revision this process has been told of. */
+  private fedHead = 0;
 
   constructor(
     private readonly log: GraphEventSource,
     options: LiveGraphOptions = {},
   ) {
     this.pastLimit = Math.max(0, options.pastGraphs ?? 3);
+    this.fed = options.fed === true;
+  }
+
+  /** The log's head is at least `head` (a store notification, or an append this process made). */
+  feedHead(head: number): void {
+    if (head > this.fedHead) this.fedHead = head;
   }
 
   /**
-   * The graph at the log's head. Asks the log for its head once per call (a cheap indexed MAX) and
-   * applies the events it has not seen yet. The returned object is updated in place by later calls.
+   * The graph at the log's head: asks the log for its head once per call (a cheap indexed MAX), or in
+   * fed mode takes the head it was last told of, and applies the events it has not seen yet. The
+   * returned object is updated in place by later calls.
    */
   async current(): Promise<AuthorityGraph> {
     while (this.catchingUp) await this.catchingUp;
-    const head = await this.log.head();
+    const head = this.fed ? Math.max(this.fedHead, this.graph.revision) : await this.log.head();
     if (head > this.graph.revision) {
       // Another caller may have started a catch-up while we read the head: the loop above waits for it.
       if (!this.catchingUp) {

@@ -17,6 +17,8 @@ export async function commitGraphChange(ctx: WritContext, actor: string, plan: (
     const expected = graph.revision;
     try {
       const revision = await ctx.store.readWrite((tx) => tx.graph.append(events, actor, now, expected));
+      // This process sees its own change at once, whether or not its graph is fed by notifications.
+      ctx.graph.feedHead(revision);
       await ctx.graph.current();
       return revision;
     } catch (e) {

@@ -28,12 +28,16 @@ export interface OpenedWrit {
 export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
   const store = options.store ?? (await openStore(config));
+  const closers: (() => Promise<void>)[] = [];
   try {
     const graph = new LiveGraph({
       head: () => store.read((tx) => tx.graph.head()),
       read: (after, upTo) => store.read((tx) => tx.graph.read(after, upTo)),
       revisionAt: (time) => store.read((tx) => tx.graph.revisionAt(time)),
-    });
+    }, { fed: store.watchGraphHead !== undefined });
+    // Where the store can tell when the graph changed (PostgreSQL: NOTIFY), no request reads the head.
+    const watch = store.watchGraphHead ? await store.watchGraphHead((head) => graph.feedHead(head)) : null;
+    closers.push(async () => watch?.close());
     const keys = await KeyRing.open(`${config.dataDir}/keys`, clock, { maxTokenTtlMs: config.decisionTtlMs });
     const policy = await openReloadingPolicyEngine(config.bundleDir);
     const decisionLog = options.decisionLog ?? openDecisionLog(config.decisionLog, { version: writVersion() });
@@ -63,11 +67,13 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       async close() {
         await decisionLog.close();
         (policy as { close?: () => void }).close?.();
+        for (const close of closers) await close();
         await store.close();
       },
     };
   } catch (e) {
     // Nothing half-open stays behind (the checkpoint worker holds the file too).
+    for (const close of closers) await close().catch(() => undefined);
     await store.close();
     throw e;
   }

@@ -41,6 +41,13 @@ export type StoreEngine = 'sqlite' | 'postgres';
 
 export interface WritStore extends TxRunner<StoreTx> {
   readonly engine: StoreEngine;
+  /**
+   * Tells `onHead` the graph's head revision whenever any process or replica appends to the graph
+   * log (PostgreSQL: LISTEN/NOTIFY), and once right away (and after every reconnect, since a
+   * notification may have been missed). Engines without such a feed leave it undefined: the live
+   * graph then reads the head on every request.
+   */
+  watchGraphHead?(onHead: (head: number) => void): Promise<{ close(): Promise<void> }>;
   /** Flushes pending commits and closes every connection. */
   close(): Promise<void>;
 }

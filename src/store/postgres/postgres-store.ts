@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { listenForGraphHeads } from './graph-notifications.js';
 import type { StoreTx, WritStore } from '../contract.js';
 import { isRetryable, mapEngineError, overloaded } from './errors.js';
 import { PostgresGraphEventStore } from './graph-event-store.js';
@@ -98,7 +99,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     await pool.end().catch(() => undefined);
     throw mapEngineError(e, retryAfterMs);
   }
-  return new PgStore(pool, options.maxAttempts ?? 8, retryAfterMs, options.beginWithFirstStatement ?? true);
+  return new PgStore(pool, options.maxAttempts ?? 8, retryAfterMs, options.beginWithFirstStatement ?? true, url);
 }
 
 class PgStore implements PostgresStore {
@@ -112,7 +113,12 @@ class PgStore implements PostgresStore {
     private readonly maxAttempts: number,
     private readonly retryAfterMs: number,
     private readonly beginWithFirstStatement: boolean,
+    private readonly url: string,
   ) {}
+
+  watchGraphHead(onHead: (head: number) => void): Promise<{ close(): Promise<void> }> {
+    return listenForGraphHeads(this.url, onHead);
+  }
 
   stats(): PostgresStoreStats {
     return { ...this.counters };
