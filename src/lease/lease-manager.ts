@@ -133,9 +133,17 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
       return o;
     });
     if (!outcome.ok) throw this.refused(outcome.reason, leaseId);
+    this.released();
+    return { lease_id: leaseId, epochs: outcome.epochs };
+  }
+
+  /**
+   * A lease was released (here, or by another process or replica sharing the store, as its change
+   * feed says): queued acquisitions of this process try again now instead of at their next poll.
+   */
+  released(): void {
     this.releases++;
     for (const wake of [...this.sleepers]) wake();
-    return { lease_id: leaseId, epochs: outcome.epochs };
   }
 
   /**

@@ -41,6 +41,14 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     const keys = await KeyRing.open(`${config.dataDir}/keys`, clock, { maxTokenTtlMs: config.decisionTtlMs });
     const policy = await openReloadingPolicyEngine(config.bundleDir);
     const decisionLog = options.decisionLog ?? openDecisionLog(config.decisionLog, { version: writVersion() });
+    const leases = new LeaseManager(store, clock, {
+      minTtlMs: config.lease.minTtlMs,
+      maxTtlMs: config.lease.maxTtlMs,
+      maxWaitMs: config.lease.maxWaitMs,
+    });
+    // Where the store can tell (PostgreSQL: NOTIFY), a release on any replica wakes this one's waiters.
+    const releases = store.watchLeaseReleases ? await store.watchLeaseReleases(() => leases.released()) : null;
+    closers.push(async () => releases?.close());
     const ctx: WritContext = {
       config,
       clock,
@@ -49,11 +57,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       replay: new ReplayGuard(store),
       keys,
       policy,
-      leases: new LeaseManager(store, clock, {
-        minTtlMs: config.lease.minTtlMs,
-        maxTtlMs: config.lease.maxTtlMs,
-        maxWaitMs: config.lease.maxWaitMs,
-      }),
+      leases,
       receipts: new ReceiptLog({ store, clock }),
       upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
       decisionLog,

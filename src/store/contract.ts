@@ -48,6 +48,11 @@ export interface WritStore extends TxRunner<StoreTx> {
    * graph then reads the head on every request.
    */
   watchGraphHead?(onHead: (head: number) => void): Promise<{ close(): Promise<void> }>;
+  /**
+   * Calls `onRelease` when a lease is released by any process or replica (PostgreSQL: NOTIFY), so
+   * that queued acquisitions try again at once rather than at their next poll. Undefined: they poll.
+   */
+  watchLeaseReleases?(onRelease: () => void): Promise<{ close(): Promise<void> }>;
   /** Flushes pending commits and closes every connection. */
   close(): Promise<void>;
 }

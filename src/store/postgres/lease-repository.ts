@@ -127,7 +127,11 @@ export class PostgresLeaseRepository implements LeaseRepository {
   }
 
   private async endOrRenew(leaseId: string, tokenHash: string, ttlMs: number | null, release: boolean): Promise<EndOrRenewJson> {
-    const [row] = await this.sql.query<{ outcome: EndOrRenewJson }>('SELECT writ_lease_end_or_renew($1, $2, $3, $4) AS outcome', [
+    // A release NOTIFYs the waiters of every replica (delivered at commit): they try again at once
+    // instead of at their next poll. One statement still: the notification rides along.
+    const [row] = await this.sql.query<{ outcome: EndOrRenewJson }>(
+      `SELECT o.outcome FROM (SELECT writ_lease_end_or_renew($1, $2, $3, $4) AS outcome) o
+         LEFT JOIN LATERAL (SELECT pg_notify('${LEASE_CHANNEL}', '') WHERE $4 AND (o.outcome->>'ok')::boolean) n ON true`, [
       leaseId,
       tokenHash,
       ttlMs,
@@ -136,6 +140,9 @@ export class PostgresLeaseRepository implements LeaseRepository {
     return row!.outcome;
   }
 }
+
+/** Channel a release notifies on (payload empty: something was released; waiters try again). */
+export const LEASE_CHANNEL = 'writ_lease';
 
 type AcquireJson =
   | { granted: true; epochs: Record<string, number>; expiresAt: number; preempted: { lease_id: string; holder: string; key: string; epoch: number }[]; now: number }

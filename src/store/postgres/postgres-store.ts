@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { listenForGraphHeads } from './graph-notifications.js';
+import { listenForGraphHeads, listenForLeaseReleases } from './graph-notifications.js';
 import type { StoreTx, WritStore } from '../contract.js';
 import { isRetryable, mapEngineError, overloaded } from './errors.js';
 import { PostgresGraphEventStore } from './graph-event-store.js';
@@ -46,6 +46,8 @@ export interface PostgresStore extends WritStore {
   readonly engine: 'postgres';
   /** Round trips, retries and commits so far (for tests and the benchmark). */
   stats(): PostgresStoreStats;
+  watchGraphHead(onHead: (head: number) => void): Promise<{ close(): Promise<void> }>;
+  watchLeaseReleases(onRelease: () => void): Promise<{ close(): Promise<void> }>;
 }
 
 /** int8 (bigint) as a JS number: every bigint Writ stores is a time in ms, an epoch, a seq or a ticket, all below 2^53. */
@@ -118,6 +120,10 @@ class PgStore implements PostgresStore {
 
   watchGraphHead(onHead: (head: number) => void): Promise<{ close(): Promise<void> }> {
     return listenForGraphHeads(this.url, onHead);
+  }
+
+  watchLeaseReleases(onRelease: () => void): Promise<{ close(): Promise<void> }> {
+    return listenForLeaseReleases(this.url, onRelease);
   }
 
   stats(): PostgresStoreStats {
