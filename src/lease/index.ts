@@ -23,6 +23,9 @@ export type {
   LeaseAuthorityRepository,
   IncidentRecord,
   IncidentRepository,
+  EpochBump,
+  EpochBumpCommand,
+  EpochBumpKind,
 } from './repository.js';
 export type {
   AcquireRequest,
