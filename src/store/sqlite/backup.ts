@@ -96,8 +96,8 @@ export function openForBackup(file: string): SqliteDatabase {
  *    revision and highest epoch — the visible mark of the gap.
  * 3. Refuses (STORE_IN_USE) when any process has the data file open: SQLite refuses to take a WAL
  *    database out of WAL mode while another connection has it open, so switching the current file to
- *    a rollback journal is both the test and, when it succeeds, folds its WAL into it. It is done just
- *    before the swap (and once at the start, to fail before any work).
+ *    a rollback journal is both the test and, when it succeeds, folds its WAL into it. It is done once
+ *    the backup is found sound (to fail before the real work) and again just before the swap.
  * 4. The current data file is kept, renamed `<name>.pre-restore-<time>` (nothing is deleted), and the
  *    prepared copy is renamed into its place.
  */
@@ -106,11 +106,11 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
   if (existsSync(`${backupFile}-wal`)) {
     throw new WritError('UNPROCESSABLE', `${backupFile} has a -wal file beside it: it is a live database, not a backup (take one with \`writ backup\`)`);
   }
-  assertNotInUse(dataFile);
   const restoring = join(dirname(dataFile), `.${basename(dataFile)}.restoring`);
   removeDatabaseFiles(restoring);
   try {
     const from = await copyChecked(backupFile, restoring);
+    await assertNotInUse(dataFile);
     const store = await openSqliteStore(restoring, { checkpointer: false });
     let bump: EpochBump;
     try {
@@ -138,7 +138,7 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     prepared.close();
     syncFile(restoring);
 
-    assertNotInUse(dataFile);
+    await assertNotInUse(dataFile);
     let previous: string | null = null;
     if (existsSync(dataFile)) {
       previous = `${dataFile}.pre-restore-${new Date(options.now).toISOString().replace(/[:.]/g, '-')}`;
@@ -156,25 +156,30 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
 /**
  * Refuses (STORE_IN_USE) when another connection has `file` open; otherwise leaves it a self-contained
  * file in rollback-journal mode (its WAL folded in), which the next Writ to open it turns back to WAL.
+ * A connection that is closing (a process exiting) gets `graceMs` to let go.
  */
-export function assertNotInUse(file: string): void {
-  if (!existsSync(file)) return;
-  const db = new Database(file, { fileMustExist: true });
-  try {
-    db.pragma('busy_timeout = 0');
-    let mode: unknown;
+export async function assertNotInUse(file: string, graceMs = 1_000): Promise<void> {
+  const giveUpAt = Date.now() + graceMs;
+  for (;;) {
+    if (!existsSync(file)) return;
+    const db = new Database(file, { fileMustExist: true });
+    let busy = false;
     try {
-      mode = db.pragma('journal_mode = DELETE', { simple: true });
+      db.pragma('busy_timeout = 0');
+      const mode = db.pragma('journal_mode = DELETE', { simple: true });
+      if (mode === 'delete') return;
+      busy = true;
     } catch (e) {
       const code = (e as { code?: unknown }).code;
-      if (typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))) {
-        throw new WritError('STORE_IN_USE', `${file} is open in another process (a running Writ?): stop it before restoring; nothing was changed`);
-      }
-      throw e;
+      if (!(typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')))) throw e;
+      busy = true;
+    } finally {
+      db.close();
     }
-    if (mode !== 'delete') throw new WritError('STORE_IN_USE', `${file} could not be taken out of WAL mode (journal mode ${String(mode)}): is a Writ running on it?`);
-  } finally {
-    db.close();
+    if (busy && Date.now() >= giveUpAt) {
+      throw new WritError('STORE_IN_USE', `${file} is open in another process (a running Writ?): stop it before restoring; nothing was changed`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
