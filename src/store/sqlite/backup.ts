@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { WritError } from '../../errors.js';
 import type { EpochBump } from '../../lease/index.js';
@@ -98,8 +98,8 @@ export function openForBackup(file: string): SqliteDatabase {
  *    database out of WAL mode while another connection has it open, so switching the current file to
  *    a rollback journal is both the test and, when it succeeds, folds its WAL into it. It is done once
  *    the backup is found sound (to fail before the real work) and again just before the swap.
- * 4. The current data file is kept, renamed `<name>.pre-restore-<time>` (nothing is deleted), and the
- *    prepared copy is renamed into its place.
+ * 4. The current data file is kept as `<name>.pre-restore-<time>` (a hard link: nothing is deleted),
+ *    and the prepared copy is renamed over the data file, atomically.
  */
 export async function restoreSqliteStore(backupFile: string, dataFile: string, options: RestoreOptions): Promise<RestoreSummary> {
   if (!existsSync(backupFile)) throw new WritError('NOT_FOUND', `no backup at ${backupFile}`);
@@ -139,10 +139,13 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     syncFile(restoring);
 
     await assertNotInUse(dataFile);
+    // The current file gets a second name first, then the copy replaces it in one rename: at every
+    // instant the data file's name holds a whole store (the old one or the restored one), so a crash
+    // never leaves a directory in which the next start would create an empty store.
     let previous: string | null = null;
     if (existsSync(dataFile)) {
       previous = `${dataFile}.pre-restore-${new Date(options.now).toISOString().replace(/[:.]/g, '-')}`;
-      renameSync(dataFile, previous);
+      linkSync(dataFile, previous);
     }
     renameSync(restoring, dataFile);
     syncFile(dirname(dataFile));
