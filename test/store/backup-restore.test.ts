@@ -88,6 +88,34 @@ describe('online backup of the SQLite store', () => {
   }, 60_000);
 });
 
+describe('online backup from the serving connection itself', () => {
+  it('copies a consistent store from SqliteStore.writer while the same store keeps committing', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'writ.sqlite');
+    const store = await openSqliteStore(file);
+    const s = services(store);
+    for (let i = 0; i < 400; i++) await writeOnce(s, `wp:post:${i % 40}`, i);
+    let writes = 0;
+    let stop = false;
+    const load = (async () => {
+      for (let i = 0; !stop; i++) {
+        await writeOnce(s, `wp:post:${i % 7}`, 10_000 + i);
+        writes++;
+      }
+    })();
+    const writesAtStart = writes;
+    const b = await backupSqliteStore(store.writer, join(dir, 'copy.sqlite'));
+    const writesDuring = writes - writesAtStart;
+    stop = true;
+    await load;
+    expect(writesDuring).toBeGreaterThan(0);
+    const copy = await openSqliteStore(join(dir, 'copy.sqlite'), { checkpointer: false });
+    expect(await new ReceiptLog({ store: copy, clock: systemClock }).verifyChain()).toMatchObject({ ok: true, entries: b.receipt_head.seq, head: b.receipt_head.hash });
+    await copy.close();
+    await store.close();
+  }, 60_000);
+});
+
 describe('restoring a backup never lets a fencing epoch repeat', () => {
   async function storyWithLostWrites() {
     const dir = tempDir();
