@@ -165,6 +165,14 @@ describe('restoring a backup never lets a fencing epoch repeat', () => {
     await store.close();
   }, 60_000);
 
+  it('restores into a data directory that has no store yet (a new machine)', async () => {
+    const t = await storyWithLostWrites();
+    const fresh = join(tempDir(), 'new-host', 'data', 'writ.sqlite');
+    const r = await restoreSqliteStore(t.backup.file, fresh, { epochMargin: 500, actor: 'operator:test', reason: 'moved', now: Date.now() });
+    expect(r.previous_kept_at).toBeNull();
+    expect(summarize(fresh)).toMatchObject({ receipt_head: t.backup.receipt_head, max_epoch: 503 });
+  }, 60_000);
+
   it('--trust-backup (margin 0) keeps the epochs: the next one repeats an epoch issued after the backup (why a margin is needed)', async () => {
     const t = await storyWithLostWrites();
     await restoreSqliteStore(t.backup.file, t.file, { epochMargin: 0, actor: 'operator:test', reason: 'trusted', now: Date.now() });

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { WritError } from '../../errors.js';
 import type { EpochBump } from '../../lease/index.js';
@@ -106,6 +106,7 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
   if (existsSync(`${backupFile}-wal`)) {
     throw new WritError('UNPROCESSABLE', `${backupFile} has a -wal file beside it: it is a live database, not a backup (take one with \`writ backup\`)`);
   }
+  mkdirSync(dirname(dataFile), { recursive: true });
   const restoring = join(dirname(dataFile), `.${basename(dataFile)}.restoring`);
   removeDatabaseFiles(restoring);
   try {
