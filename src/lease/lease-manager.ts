@@ -23,6 +23,14 @@ import type {
 /** The largest epoch margin one bump may add (epochs stay far below 2^53 after many bumps). */
 export const MAX_EPOCH_MARGIN = 1_000_000_000_000;
 
+/** UNPROCESSABLE unless the margin is an integer from 0 to MAX_EPOCH_MARGIN and the reason says something. */
+export function checkEpochBump(cmd: { margin: number; reason: string }): void {
+  if (!Number.isSafeInteger(cmd.margin) || cmd.margin < 0 || cmd.margin > MAX_EPOCH_MARGIN) {
+    throw new WritError('UNPROCESSABLE', `the epoch margin must be an integer from 0 to ${MAX_EPOCH_MARGIN}, not ${String(cmd.margin)}`);
+  }
+  if (typeof cmd.reason !== 'string' || cmd.reason.trim().length === 0) throw new WritError('UNPROCESSABLE', 'an epoch bump needs a reason (it is recorded)');
+}
+
 const REFUSAL_CODES = {
   NOT_FOUND: 'LEASE_NOT_FOUND',
   TOKEN_MISMATCH: 'LEASE_TOKEN_MISMATCH',
@@ -216,10 +224,7 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
    * records (a restore of a backup that is known to be the latest state).
    */
   async bumpEpochs(cmd: Omit<EpochBumpCommand, 'now'>): Promise<EpochBump> {
-    if (!Number.isSafeInteger(cmd.margin) || cmd.margin < 0 || cmd.margin > MAX_EPOCH_MARGIN) {
-      throw new WritError('UNPROCESSABLE', `the epoch margin must be an integer from 0 to ${MAX_EPOCH_MARGIN}, not ${String(cmd.margin)}`);
-    }
-    if (cmd.reason.trim().length === 0) throw new WritError('UNPROCESSABLE', 'an epoch bump needs a reason');
+    checkEpochBump(cmd);
     const bump = await this.store.readWrite((tx) => tx.leases.bumpEpochs({ ...cmd, now: this.clock.now() }));
     if (bump.leases_ended > 0) {
       this.releases++;

@@ -88,7 +88,7 @@ describe('writ backup and writ restore refuse what they cannot do safely', () =>
     await store.close();
     const backupFile = join(place.args[1]!, 'b.sqlite');
     expect((await writ(['backup', backupFile, ...place.args])).code).toBe(0);
-    for (const bad of [[], ['--epoch-margin', '0'], ['--epoch-margin', 'many'], ['--epoch-margin', '5', '--trust-backup']]) {
+    for (const bad of [[], ['--epoch-margin', '0'], ['--epoch-margin', 'many'], ['--epoch-margin', '5', '--trust-backup'], ['--epoch-margin', '10000000000000'], ['--epoch-margin', '5', '--reason', ' ']]) {
       const r = await writ(['restore', backupFile, ...bad, ...place.args]);
       expect(r.code, bad.join(' ')).toBe(1);
       expect(r.out, bad.join(' ')).toContain('writ: UNPROCESSABLE');

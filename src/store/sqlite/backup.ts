@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { WritError } from '../../errors.js';
-import type { EpochBump } from '../../lease/index.js';
+import { checkEpochBump, type EpochBump } from '../../lease/index.js';
 import { SQLITE_SCHEMA_VERSION, type SqliteDatabase } from './database.js';
 import { openSqliteStore } from './sqlite-store.js';
 
@@ -102,6 +102,7 @@ export function openForBackup(file: string): SqliteDatabase {
  *    and the prepared copy is renamed over the data file, atomically.
  */
 export async function restoreSqliteStore(backupFile: string, dataFile: string, options: RestoreOptions): Promise<RestoreSummary> {
+  checkEpochBump({ margin: options.epochMargin, reason: options.reason });
   if (!existsSync(backupFile)) throw new WritError('NOT_FOUND', `no backup at ${backupFile}`);
   if (existsSync(`${backupFile}-wal`)) {
     throw new WritError('UNPROCESSABLE', `${backupFile} has a -wal file beside it: it is a live database, not a backup (take one with \`writ backup\`)`);
