@@ -73,6 +73,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
   private readonly enqueueTx;
   private readonly fenceTx;
   private readonly bumpTx;
+  private readonly bumpStatements: () => { insert: Statement; list: Statement };
 
   constructor(db: SqliteDatabase) {
     const notQueuedAhead = `NOT EXISTS (
@@ -142,12 +143,17 @@ export class SqliteLeaseRepository implements LeaseRepository {
         SELECT ?, 'EXPIRE', key, epoch, lease_id, holder, ? FROM lease_keys WHERE holder IS NOT NULL ORDER BY key`),
       bumpKeys: db.prepare(`UPDATE lease_keys SET epoch = epoch + ?, lease_id = NULL, holder = NULL, holder_instance = NULL,
         token_hash = NULL, priority = NULL, expires_at = NULL`),
-      insertBump: db.prepare(`INSERT INTO lease_epoch_bumps (at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail)
-        VALUES (:at, :kind, :margin, COALESCE((SELECT floor FROM lease_epoch_bumps ORDER BY seq DESC LIMIT 1), 0) + :margin, :keys,
-                :leases_ended, (SELECT COALESCE(MAX(epoch), 0) FROM lease_keys), :actor, :reason, :detail)
-        RETURNING ${BUMP_COLUMNS}`),
-      bumps: db.prepare(`SELECT ${BUMP_COLUMNS} FROM lease_epoch_bumps ORDER BY seq`),
     };
+    // Prepared on first use: a store opened on a file not yet migrated to version 9 (the migration tests) has no such table.
+    let bumpStatements: { insert: Statement; list: Statement } | undefined;
+    this.bumpStatements = () =>
+      (bumpStatements ??= {
+        insert: db.prepare(`INSERT INTO lease_epoch_bumps (at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail)
+          VALUES (:at, :kind, :margin, COALESCE((SELECT floor FROM lease_epoch_bumps ORDER BY seq DESC LIMIT 1), 0) + :margin, :keys,
+                  :leases_ended, (SELECT COALESCE(MAX(epoch), 0) FROM lease_keys), :actor, :reason, :detail)
+          RETURNING ${BUMP_COLUMNS}`),
+        list: db.prepare(`SELECT ${BUMP_COLUMNS} FROM lease_epoch_bumps ORDER BY seq`),
+      });
 
     this.acquireTx = db.transaction((cmd: AcquireCommand) => this.takeAll(cmd));
     this.bumpTx = db.transaction((cmd: EpochBumpCommand): EpochBump => {
@@ -158,7 +164,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
         this.s.expireHeldKeys.run(cmd.now, cmd.actor);
         keys = this.s.bumpKeys.run(cmd.margin).changes;
       }
-      const row = this.s.insertBump.get({
+      const row = this.bumpStatements().insert.get({
         at: cmd.now, kind: cmd.kind, margin: cmd.margin, keys, leases_ended: ended, actor: cmd.actor, reason: cmd.reason, detail: JSON.stringify(cmd.detail),
       }) as BumpRowRaw;
       return toEpochBump(row);
@@ -192,7 +198,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
   }
 
   async epochBumps(): Promise<EpochBump[]> {
-    return (this.s.bumps.all() as BumpRowRaw[]).map(toEpochBump);
+    return (this.bumpStatements().list.all() as BumpRowRaw[]).map(toEpochBump);
   }
 
   async renew(cmd: RenewCommand): Promise<RenewOutcome> {
