@@ -16,6 +16,9 @@ import { serve } from './serve.js';
 import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, receiptToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
+import { userInfo } from 'node:os';
+import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
+import type { EpochBump } from '../lease/index.js';
 
 export interface CommandArgs {
   values: Record<string, string | boolean | undefined>;
@@ -355,8 +358,86 @@ export const COMMANDS: Command[] = [
     run: ({ values }) =>
       withWrit(values, async (w) => {
         const v = await w.ctx.receipts.verifyChain(async () => {});
-        print(v, values.json, () => (v.ok ? `OK: ${v.entries} entries, head ${v.head}` : `BROKEN at seq ${v.firstBadSeq}: ${v.problem} (${v.entries} sound entries before it)`));
+        const restores = (await w.ctx.leases.epochBumps()).filter((b) => b.kind === 'RESTORE');
+        print(restores.length === 0 ? v : { ...v, restores }, values.json, () =>
+          [v.ok ? `OK: ${v.entries} entries, head ${v.head}` : `BROKEN at seq ${v.firstBadSeq}: ${v.problem} (${v.entries} sound entries before it)`, ...restores.map(formatRestore)].join('\n'));
         return v.ok ? 0 : 1;
+      }),
+  },
+  {
+    name: 'backup',
+    summary: 'take a consistent copy of the SQLite store into FILE, online (Writ may keep serving)',
+    usage: 'FILE [--json]',
+    options: { json: { type: 'boolean' } },
+    run: async ({ values, positionals }) => {
+      need(positionals, 1, 'writ backup FILE');
+      const config = configFrom(values);
+      if (config.databaseUrl !== null) throw postgresHasItsOwn('backup');
+      const db = openForBackup(config.dbFile);
+      try {
+        const b = await backupSqliteStore(db, positionals[0]!);
+        print(b, values.json, () =>
+          `backed up ${config.dbFile} to ${b.file}: ${b.bytes} bytes, schema ${b.schema_version}, receipt head seq ${b.receipt_head.seq}, graph revision ${b.graph_revision}, ${b.lease_keys} lease keys (highest epoch ${b.max_epoch})`);
+        return 0;
+      } finally {
+        db.close();
+      }
+    },
+  },
+  {
+    name: 'restore',
+    summary: 'put a backup in place of a stopped Writ\'s SQLite store; fencing epochs rise by --epoch-margin N (or --trust-backup)',
+    usage: 'FILE (--epoch-margin N | --trust-backup) [--reason TEXT] [--json]',
+    options: { 'epoch-margin': { type: 'string' }, 'trust-backup': { type: 'boolean' }, reason: { type: 'string' }, json: { type: 'boolean' } },
+    run: async ({ values, positionals }) => {
+      need(positionals, 1, 'writ restore FILE (--epoch-margin N | --trust-backup)');
+      const config = configFrom(values);
+      if (config.databaseUrl !== null) throw postgresHasItsOwn('restore');
+      const margin = epochMarginOf(values);
+      const r = await restoreSqliteStore(positionals[0]!, config.dbFile, {
+        epochMargin: margin,
+        actor: operator(),
+        reason: typeof values.reason === 'string' ? values.reason : `restore of ${positionals[0]!}`,
+        now: systemClock.now(),
+      });
+      print(r, values.json, () =>
+        [
+          `restored ${r.restored_from.file} into ${r.data_file}${r.previous_kept_at ? ` (the replaced file is kept at ${r.previous_kept_at})` : ''}`,
+          margin > 0
+            ? `fencing epochs raised by ${margin} on ${r.bump.keys} keys (highest now ${r.bump.max_epoch}); keys leased for the first time start above ${r.bump.floor}; ${r.bump.leases_ended} live leases of the backup ended`
+            : 'fencing epochs unchanged (--trust-backup): only safe if nothing was leased after the backup was taken',
+          formatRestore(r.bump),
+        ].join('\n'));
+      return 0;
+    },
+  },
+  {
+    name: 'lease bump-epochs',
+    summary: 'raise every fencing epoch (and the floor of new keys) by N, ending live leases: after a database was recovered to an earlier point',
+    usage: '--by N --reason TEXT [--json]',
+    options: { by: { type: 'string' }, reason: { type: 'string' }, json: { type: 'boolean' } },
+    run: ({ values }) => {
+      const by = typeof values.by === 'string' && /^\d+$/.test(values.by) ? Number(values.by) : NaN;
+      if (!(by >= 1)) throw new WritError('UNPROCESSABLE', '--by N (a positive integer) is required');
+      if (typeof values.reason !== 'string') throw new WritError('UNPROCESSABLE', '--reason TEXT is required (it is recorded)');
+      const reason = values.reason;
+      return withWrit(values, async (w) => {
+        const b = await w.ctx.leases.bumpEpochs({ kind: 'BUMP', margin: by, actor: operator(), reason, detail: {} });
+        print(b, values.json, () => `fencing epochs raised by ${b.margin} on ${b.keys} keys (highest now ${b.max_epoch}); keys leased for the first time start above ${b.floor}; ${b.leases_ended} live leases ended`);
+        return 0;
+      });
+    },
+  },
+  {
+    name: 'lease bumps',
+    summary: 'every restore and epoch bump recorded, oldest first',
+    usage: '[--json]',
+    options: { json: { type: 'boolean' } },
+    run: ({ values }) =>
+      withWrit(values, async (w) => {
+        const bumps = await w.ctx.leases.epochBumps();
+        print(bumps, values.json, () => (bumps.length === 0 ? '(no restores or epoch bumps)' : bumps.map(formatBump).join('\n')));
+        return 0;
       }),
   },
   {
@@ -378,3 +459,37 @@ export const COMMANDS: Command[] = [
       }),
   },
 ];
+
+function postgresHasItsOwn(what: 'backup' | 'restore'): WritError {
+  return new WritError('UNPROCESSABLE', `writ ${what} is for the embedded SQLite store; on PostgreSQL, backups are the database's (pg_dump, or base backups and WAL archiving for point-in-time recovery): after restoring one, run \`writ lease bump-epochs --by N --reason …\` before starting Writ (README, "Backup and restore")`);
+}
+
+function epochMarginOf(values: CommandArgs['values']): number {
+  const margin = values['epoch-margin'];
+  const trust = values['trust-backup'] === true;
+  if ((margin === undefined) === !trust) {
+    throw new WritError('UNPROCESSABLE', 'say how to keep fencing epochs from repeating: --epoch-margin N (every epoch rises by N; N above the number of acquisitions of any one key since the backup was taken) or --trust-backup (the backup is the latest state: nothing was leased after it), not both');
+  }
+  if (trust) return 0;
+  if (typeof margin !== 'string' || !/^\d+$/.test(margin) || Number(margin) < 1) throw new WritError('UNPROCESSABLE', `--epoch-margin must be a positive integer, not "${String(margin)}"`);
+  return Number(margin);
+}
+
+function operator(): string {
+  try {
+    return `operator:${userInfo().username}`;
+  } catch {
+    return 'operator';
+  }
+}
+
+function formatBump(b: EpochBump): string {
+  return b.kind === 'RESTORE' ? formatRestore(b) : `#${b.seq} ${new Date(b.at).toISOString()} BUMP by ${b.actor}: epochs +${b.margin} on ${b.keys} keys, floor ${b.floor}, ${b.leases_ended} leases ended (${b.reason})`;
+}
+
+function formatRestore(b: EpochBump): string {
+  const head = b.detail.backup_receipt_head as { seq?: number; hash?: string | null } | undefined;
+  const seq = head?.seq ?? 0;
+  const held = seq === 0 ? 'the backup held no receipt entries' : `receipt entries 1..${seq} are the chain the backup held (head ${head?.hash ?? '—'})`;
+  return `#${b.seq} ${new Date(b.at).toISOString()} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
+}

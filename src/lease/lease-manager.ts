@@ -4,7 +4,9 @@ import { WritError } from '../errors.js';
 import { canonicalKeyOrder } from './canonical-order.js';
 import { toLeaseRecord } from './lease-record.js';
 import { checkTtl, checkWait, resolveLeaseOptions, type ResolvedLeaseOptions } from './options.js';
-import { NEWCOMER_TICKET, type AcquireOutcome, type LeaseRefusal, type LeaseRepository, type WaiterRow } from './repository.js';
+import {
+  NEWCOMER_TICKET, type AcquireOutcome, type EpochBump, type EpochBumpCommand, type LeaseRefusal, type LeaseRepository, type WaiterRow,
+} from './repository.js';
 import { hashLeaseToken, leaseIdOfToken, newLeaseCredentials } from './token.js';
 import type {
   AcquireRequest,
@@ -17,6 +19,17 @@ import type {
   ReleasedLease,
   RenewedLease,
 } from './types.js';
+
+/** The largest epoch margin one bump may add (epochs stay far below 2^53 after many bumps). */
+export const MAX_EPOCH_MARGIN = 1_000_000_000_000;
+
+/** UNPROCESSABLE unless the margin is an integer from 0 to MAX_EPOCH_MARGIN and the reason says something. */
+export function checkEpochBump(cmd: { margin: number; reason: string }): void {
+  if (!Number.isSafeInteger(cmd.margin) || cmd.margin < 0 || cmd.margin > MAX_EPOCH_MARGIN) {
+    throw new WritError('UNPROCESSABLE', `the epoch margin must be an integer from 0 to ${MAX_EPOCH_MARGIN}, not ${String(cmd.margin)}`);
+  }
+  if (typeof cmd.reason !== 'string' || cmd.reason.trim().length === 0) throw new WritError('UNPROCESSABLE', 'an epoch bump needs a reason (it is recorded)');
+}
 
 const REFUSAL_CODES = {
   NOT_FOUND: 'LEASE_NOT_FOUND',
@@ -212,6 +225,26 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
   /** The append-only lease history (acquire, renew, release, preempt, expire), in order. */
   async history(filter: { key?: string; leaseId?: string } = {}): Promise<LeaseEvent[]> {
     return this.store.read((tx) => tx.leases.history(filter));
+  }
+
+  /**
+   * Raises every key's epoch, and the floor of keys leased for the first time later, by `margin`,
+   * ending every live lease (see LeaseRepository.bumpEpochs), and records it. `margin` 0 only
+   * records (a restore of a backup that is known to be the latest state).
+   */
+  async bumpEpochs(cmd: Omit<EpochBumpCommand, 'now'>): Promise<EpochBump> {
+    checkEpochBump(cmd);
+    const bump = await this.store.readWrite((tx) => tx.leases.bumpEpochs({ ...cmd, now: this.clock.now() }));
+    if (bump.leases_ended > 0) {
+      this.releases++;
+      for (const wake of [...this.sleepers]) wake();
+    }
+    return bump;
+  }
+
+  /** Every epoch bump and restore recorded, oldest first. */
+  async epochBumps(): Promise<EpochBump[]> {
+    return this.store.read((tx) => tx.leases.epochBumps());
   }
 
   /** Sleeps until the next poll, or until a lease is released in this process, whichever comes first. */

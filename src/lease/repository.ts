@@ -32,6 +32,49 @@ export interface LeaseRepository {
   listKeys(filter: { key?: string; holder?: string }): Promise<LeaseKeyRow[]>;
   waiters(key: string, now: number): Promise<WaiterRow[]>;
   history(filter: { key?: string; leaseId?: string }): Promise<LeaseEvent[]>;
+  /**
+   * Raises every key's epoch by `cmd.margin`, and the floor that keys first leased later start from
+   * by the same, so that no epoch issued before can be issued again (after a restore from a backup,
+   * or a database recovered to an earlier point). With a margin above 0 every live lease ends
+   * (EXPIRED, an EXPIRE event per key with `cmd.actor`): its holder is fenced out. Always appends
+   * one record (returned) to the append-only list of bumps. Blocks concurrent acquisitions while it
+   * runs, so no key escapes the bump.
+   */
+  bumpEpochs(cmd: EpochBumpCommand): Promise<EpochBump>;
+  /** Every bump recorded, oldest first. */
+  epochBumps(): Promise<EpochBump[]>;
+}
+
+export type EpochBumpKind = 'RESTORE' | 'BUMP';
+
+export interface EpochBumpCommand {
+  kind: EpochBumpKind;
+  /** Added to every epoch and to the floor; 0 records the event and changes no epoch. */
+  margin: number;
+  actor: string;
+  reason: string;
+  /** What the record says about its cause (for a restore: the backup's receipt head, graph revision, epochs). */
+  detail: Record<string, unknown>;
+  /** Lease time (ignored by engines whose lease time is the database's clock). */
+  now: number;
+}
+
+export interface EpochBump {
+  seq: number;
+  at: number;
+  kind: EpochBumpKind;
+  margin: number;
+  /** The epoch a key leased for the first time starts above from now on (the sum of all margins). */
+  floor: number;
+  /** Keys whose epoch was raised. */
+  keys: number;
+  /** Live leases ended. */
+  leases_ended: number;
+  /** The highest epoch of any key after the bump (0 when none). */
+  max_epoch: number;
+  actor: string;
+  reason: string;
+  detail: Record<string, unknown>;
 }
 
 /** Tickets of newcomers (not queued): every live waiter is older. */

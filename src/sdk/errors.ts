@@ -77,6 +77,7 @@ export const NoUpstreamError = define('NO_UPSTREAM');
 export const RateLimitedError = define('RATE_LIMITED');
 export const OverloadedError = define('OVERLOADED');
 export const SchemaTooNewError = define('SCHEMA_TOO_NEW');
+export const StoreInUseError = define('STORE_IN_USE');
 export const InternalError = define('INTERNAL');
 
 /** Each class is also a type (`catch (e) { if (e instanceof VersionConflictError) … }`, `let e: VersionConflictError`). */
@@ -132,7 +133,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
   NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
   UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError,
-  SCHEMA_TOO_NEW: SchemaTooNewError, INTERNAL: InternalError,
+  SCHEMA_TOO_NEW: SchemaTooNewError, STORE_IN_USE: StoreInUseError, INTERNAL: InternalError,
 };
 
 /** Builds the typed error for a problem+json body. Unknown codes (a newer server) become WritApiError with INTERNAL. */

@@ -3,6 +3,8 @@ import {
   NEWCOMER_TICKET,
   type AcquireCommand,
   type AcquireOutcome,
+  type EpochBump,
+  type EpochBumpCommand,
   type FenceState,
   type LeaseKeyRow,
   type LeaseRepository,
@@ -19,6 +21,7 @@ import type { Sql } from './session.js';
 const KEY_COLUMNS = `key, epoch, lease_id, holder, holder_instance, token_hash, priority, acquired_at, renewed_at,
   expires_at, duration_ms, transitions, preempted_by`;
 const EVENT_COLUMNS = 'seq, at, event, key, epoch, lease_id, holder, actor';
+const BUMP_COLUMNS = 'seq, at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail';
 
 /**
  * The lease manager's store on PostgreSQL. Lease time is the database's clock: every `now` passed in
@@ -45,6 +48,44 @@ export class PostgresLeaseRepository implements LeaseRepository {
     const o = row!.outcome;
     if (o.granted) return { granted: true, epochs: o.epochs, expiresAt: o.expiresAt, preempted: o.preempted };
     return { granted: false, key: o.key, holder: o.holder, expiresAt: o.expiresAt, queued: o.queued, now: o.now };
+  }
+
+  async bumpEpochs(cmd: EpochBumpCommand): Promise<EpochBump> {
+    // No acquisition (of any replica) may insert or take a key between the bump and its record.
+    await this.sql.query('LOCK TABLE lease_keys IN SHARE ROW EXCLUSIVE MODE');
+    let keys = 0;
+    let ended = 0;
+    if (cmd.margin > 0) {
+      const [e] = await this.sql.query<{ n: number }>(
+        `WITH ended AS (UPDATE leases SET state = 'EXPIRED', ended_at = writ_now_ms() WHERE state = 'ACTIVE' RETURNING 1)
+         SELECT count(*)::bigint AS n FROM ended`,
+      );
+      ended = e!.n;
+      await this.sql.query(
+        `INSERT INTO lease_history (at, event, key, epoch, lease_id, holder, actor)
+         SELECT writ_now_ms(), 'EXPIRE', key, epoch, lease_id, holder, $1 FROM lease_keys WHERE holder IS NOT NULL ORDER BY key COLLATE "C"`,
+        [cmd.actor],
+      );
+      const [k] = await this.sql.query<{ n: number }>(
+        `WITH bumped AS (UPDATE lease_keys SET epoch = epoch + $1, lease_id = NULL, holder = NULL, holder_instance = NULL,
+                           token_hash = NULL, priority = NULL, expires_at = NULL RETURNING 1)
+         SELECT count(*)::bigint AS n FROM bumped`,
+        [cmd.margin],
+      );
+      keys = k!.n;
+    }
+    const [row] = await this.sql.query<EpochBump>(
+      `INSERT INTO lease_epoch_bumps (at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail)
+       VALUES (writ_now_ms(), $1, $2, coalesce((SELECT floor FROM lease_epoch_bumps ORDER BY seq DESC LIMIT 1), 0) + $2, $3, $4,
+               (SELECT coalesce(max(epoch), 0) FROM lease_keys), $5, $6, $7::jsonb)
+       RETURNING ${BUMP_COLUMNS}`,
+      [cmd.kind, cmd.margin, keys, ended, cmd.actor, cmd.reason, JSON.stringify(cmd.detail)],
+    );
+    return row!;
+  }
+
+  async epochBumps(): Promise<EpochBump[]> {
+    return this.sql.query<EpochBump>(`SELECT ${BUMP_COLUMNS} FROM lease_epoch_bumps ORDER BY seq`);
   }
 
   async renew(cmd: RenewCommand): Promise<RenewOutcome> {

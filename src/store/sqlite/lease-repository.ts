@@ -1,6 +1,8 @@
 import type { Statement } from 'better-sqlite3';
 import type {
   AcquireCommand,
+  EpochBump,
+  EpochBumpCommand,
   AcquireOutcome,
   FenceState,
   LeaseEvent,
@@ -24,6 +26,13 @@ const KEY_COLUMNS = `key, epoch, lease_id, holder, holder_instance, token_hash, 
 
 const LEASE_COLUMNS = 'lease_id, holder, resources, epochs, state, expires_at, token_hash';
 const EVENT_COLUMNS = 'seq, at, event, key, epoch, lease_id, holder, actor';
+const BUMP_COLUMNS = 'seq, at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail';
+
+type BumpRowRaw = Omit<EpochBump, 'detail'> & { detail: string };
+
+function toEpochBump(raw: BumpRowRaw): EpochBump {
+  return { ...raw, detail: JSON.parse(raw.detail) as Record<string, unknown> };
+}
 
 /** Set on a taken key; every SET expression reads the row as it was before the statement. */
 const TAKE_SET = `
@@ -63,6 +72,8 @@ export class SqliteLeaseRepository implements LeaseRepository {
   private readonly releaseTx;
   private readonly enqueueTx;
   private readonly fenceTx;
+  private readonly bumpTx;
+  private readonly bumpStatements: () => { insert: Statement; list: Statement };
 
   constructor(db: SqliteDatabase) {
     const notQueuedAhead = `NOT EXISTS (
@@ -127,9 +138,37 @@ export class SqliteLeaseRepository implements LeaseRepository {
           SELECT ${EVENT_COLUMNS.replace(/(\w+)/g, 'h.$1')}, h.prev_seq FROM chain c JOIN lease_history h ON h.seq = c.prev_seq)
         SELECT ${EVENT_COLUMNS} FROM chain ORDER BY seq`),
       historyOfLease: db.prepare(`SELECT ${EVENT_COLUMNS} FROM lease_history WHERE lease_id = ? ORDER BY seq`),
+      endLiveLeases: db.prepare(`UPDATE leases SET state = 'EXPIRED', ended_at = ? WHERE state = 'ACTIVE'`),
+      expireHeldKeys: db.prepare(`INSERT INTO lease_history (at, event, key, epoch, lease_id, holder, actor)
+        SELECT ?, 'EXPIRE', key, epoch, lease_id, holder, ? FROM lease_keys WHERE holder IS NOT NULL ORDER BY key`),
+      bumpKeys: db.prepare(`UPDATE lease_keys SET epoch = epoch + ?, lease_id = NULL, holder = NULL, holder_instance = NULL,
+        token_hash = NULL, priority = NULL, expires_at = NULL`),
     };
+    // Prepared on first use: a store opened on a file not yet migrated to version 9 (the migration tests) has no such table.
+    let bumpStatements: { insert: Statement; list: Statement } | undefined;
+    this.bumpStatements = () =>
+      (bumpStatements ??= {
+        insert: db.prepare(`INSERT INTO lease_epoch_bumps (at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail)
+          VALUES (:at, :kind, :margin, COALESCE((SELECT floor FROM lease_epoch_bumps ORDER BY seq DESC LIMIT 1), 0) + :margin, :keys,
+                  :leases_ended, (SELECT COALESCE(MAX(epoch), 0) FROM lease_keys), :actor, :reason, :detail)
+          RETURNING ${BUMP_COLUMNS}`),
+        list: db.prepare(`SELECT ${BUMP_COLUMNS} FROM lease_epoch_bumps ORDER BY seq`),
+      });
 
     this.acquireTx = db.transaction((cmd: AcquireCommand) => this.takeAll(cmd));
+    this.bumpTx = db.transaction((cmd: EpochBumpCommand): EpochBump => {
+      let keys = 0;
+      let ended = 0;
+      if (cmd.margin > 0) {
+        ended = this.s.endLiveLeases.run(cmd.now).changes;
+        this.s.expireHeldKeys.run(cmd.now, cmd.actor);
+        keys = this.s.bumpKeys.run(cmd.margin).changes;
+      }
+      const row = this.bumpStatements().insert.get({
+        at: cmd.now, kind: cmd.kind, margin: cmd.margin, keys, leases_ended: ended, actor: cmd.actor, reason: cmd.reason, detail: JSON.stringify(cmd.detail),
+      }) as BumpRowRaw;
+      return toEpochBump(row);
+    });
     this.renewTx = db.transaction((cmd: RenewCommand) => this.renewAll(cmd));
     this.releaseTx = db.transaction((cmd: ReleaseCommand) => this.releaseAll(cmd));
     this.enqueueTx = db.transaction((w: WaiterEntry) => {
@@ -152,6 +191,14 @@ export class SqliteLeaseRepository implements LeaseRepository {
 
   async acquire(cmd: AcquireCommand): Promise<AcquireOutcome> {
     return this.acquireNow(cmd);
+  }
+
+  async bumpEpochs(cmd: EpochBumpCommand): Promise<EpochBump> {
+    return this.bumpTx.immediate(cmd);
+  }
+
+  async epochBumps(): Promise<EpochBump[]> {
+    return (this.bumpStatements().list.all() as BumpRowRaw[]).map(toEpochBump);
   }
 
   async renew(cmd: RenewCommand): Promise<RenewOutcome> {

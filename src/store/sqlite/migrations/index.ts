@@ -6,7 +6,8 @@ import { incidents } from './005-incidents.js';
 import { leaseAuthority } from './006-lease-authority.js';
 import { leaseWritePath } from './007-lease-write-path.js';
 import { receiptWritePath } from './008-receipt-write-path.js';
+import { epochBumps } from './009-epoch-bumps.js';
 import type { Migration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath, receiptWritePath];
+export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath, receiptWritePath, epochBumps];

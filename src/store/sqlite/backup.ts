@@ -1,0 +1,259 @@
+import Database from 'better-sqlite3';
+import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { WritError } from '../../errors.js';
+import { checkEpochBump, type EpochBump } from '../../lease/index.js';
+import { SQLITE_SCHEMA_VERSION, type SqliteDatabase } from './database.js';
+import { openSqliteStore } from './sqlite-store.js';
+
+/** What a backup holds, read from the copy itself once it is complete. */
+export interface BackupSummary {
+  file: string;
+  bytes: number;
+  schema_version: number;
+  /** The receipt chain's head in the copy: a restore of it continues the chain from here. */
+  receipt_head: { seq: number; hash: string | null };
+  graph_revision: number;
+  lease_keys: number;
+  /** The highest fencing epoch in the copy (0 when no key was ever leased). */
+  max_epoch: number;
+}
+
+export interface RestoreSummary {
+  restored_from: BackupSummary;
+  data_file: string;
+  /** Where the data file that the restore replaced was kept (null when there was none). */
+  previous_kept_at: string | null;
+  /** The restore's own record, with the margin added to every epoch (margin 0: trusted as the latest state). */
+  bump: EpochBump;
+}
+
+export interface RestoreOptions {
+  /** Added to every fencing epoch and to the floor of keys first leased later; 0 trusts the backup as the latest state. */
+  epochMargin: number;
+  /** Who restores (recorded). */
+  actor: string;
+  reason: string;
+  /** Lease time of the restore's record (ms). */
+  now: number;
+}
+
+/**
+ * Takes a consistent copy of the store behind `source` into `destination` while other connections,
+ * in this process or others, keep writing: SQLite's online backup API copying every page in one
+ * step, i.e. inside one read transaction, which in WAL mode never blocks writers and sees exactly
+ * the commits before it (a multi-step copy would restart whenever another connection commits between
+ * steps). The copy is written beside the destination, checked (`integrity_check`), turned into a
+ * self-contained file (rollback journal, no -wal), synced, and only then renamed into place, so a
+ * crash never leaves a partial file under the name asked for. An existing destination is refused.
+ */
+export async function backupSqliteStore(source: SqliteDatabase, destination: string): Promise<BackupSummary> {
+  if (existsSync(destination)) throw new WritError('UNPROCESSABLE', `${destination} exists; a backup never overwrites a file (choose a new name)`);
+  const partial = join(dirname(destination), `.${basename(destination)}.partial`);
+  removeDatabaseFiles(partial);
+  try {
+    // After the first step, each step asks for every page: one read transaction copies them all.
+    await source.backup(partial, { progress: ({ totalPages }) => Math.max(totalPages, 1) * 2 });
+    const copy = new Database(partial);
+    try {
+      const check = copy.pragma('integrity_check', { simple: true });
+      if (check !== 'ok') throw new WritError('INTERNAL', `the backup copy failed its integrity check: ${String(check)}`);
+      copy.pragma('journal_mode = DELETE');
+    } finally {
+      copy.close();
+    }
+    syncFile(partial);
+    renameSync(partial, destination);
+    syncFile(dirname(destination));
+  } catch (e) {
+    removeDatabaseFiles(partial);
+    throw e;
+  }
+  return summarize(destination);
+}
+
+/** Opens a Writ SQLite file without migrating it (a running server of another version may own it), for a backup. */
+export function openForBackup(file: string): SqliteDatabase {
+  if (!existsSync(file)) throw new WritError('NOT_FOUND', `no Writ store at ${file}`);
+  const db = new Database(file, { fileMustExist: true });
+  db.pragma('busy_timeout = 5000');
+  if (!db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get()) {
+    db.close();
+    throw new WritError('UNPROCESSABLE', `${file} is not a Writ store (it has no schema_migrations table)`);
+  }
+  return db;
+}
+
+/**
+ * Puts a backup in place of the data file of a stopped Writ:
+ *
+ * 1. The backup is copied aside (`.<name>.restoring` beside the data file) and checked: a SQLite file
+ *    that passes `integrity_check`, of a Writ store, with no `-wal` beside it (a live database is
+ *    not a backup; take one with `writ backup`). Its schema is migrated if it is older.
+ * 2. The fencing epochs are made safe (`epochMargin`, LeaseRepository.bumpEpochs): every key's epoch and
+ *    the floor of keys never leased in the backup rise by the margin, live leases of the backup end,
+ *    and the restore is recorded in the lease_epoch_bumps table with the backup's receipt head, graph
+ *    revision and highest epoch — the visible mark of the gap.
+ * 3. Refuses (STORE_IN_USE) when any process has the data file open: SQLite refuses to take a WAL
+ *    database out of WAL mode while another connection has it open, so switching the current file to
+ *    a rollback journal is both the test and, when it succeeds, folds its WAL into it. It is done once
+ *    the backup is found sound (to fail before the real work) and again just before the swap.
+ * 4. The current data file is kept as `<name>.pre-restore-<time>` (a hard link: nothing is deleted),
+ *    and the prepared copy is renamed over the data file, atomically.
+ */
+export async function restoreSqliteStore(backupFile: string, dataFile: string, options: RestoreOptions): Promise<RestoreSummary> {
+  checkEpochBump({ margin: options.epochMargin, reason: options.reason });
+  if (!existsSync(backupFile)) throw new WritError('NOT_FOUND', `no backup at ${backupFile}`);
+  if (existsSync(`${backupFile}-wal`)) {
+    throw new WritError('UNPROCESSABLE', `${backupFile} has a -wal file beside it: it is a live database, not a backup (take one with \`writ backup\`)`);
+  }
+  mkdirSync(dirname(dataFile), { recursive: true });
+  const restoring = join(dirname(dataFile), `.${basename(dataFile)}.restoring`);
+  removeDatabaseFiles(restoring);
+  try {
+    const from = await copyChecked(backupFile, restoring);
+    await assertNotInUse(dataFile);
+    const store = await openSqliteStore(restoring, { checkpointer: false });
+    let bump: EpochBump;
+    try {
+      bump = await store.readWrite((tx) =>
+        tx.leases.bumpEpochs({
+          kind: 'RESTORE',
+          margin: options.epochMargin,
+          actor: options.actor,
+          reason: options.reason,
+          now: options.now,
+          detail: {
+            backup_file: backupFile,
+            backup_receipt_head: from.receipt_head,
+            backup_graph_revision: from.graph_revision,
+            backup_max_epoch: from.max_epoch,
+            backup_schema_version: from.schema_version,
+          },
+        }),
+      );
+    } finally {
+      await store.close();
+    }
+    const prepared = new Database(restoring);
+    prepared.pragma('journal_mode = DELETE');
+    prepared.close();
+    syncFile(restoring);
+
+    await assertNotInUse(dataFile);
+    // The current file gets a second name first, then the copy replaces it in one rename: at every
+    // instant the data file's name holds a whole store (the old one or the restored one), so a crash
+    // never leaves a directory in which the next start would create an empty store.
+    let previous: string | null = null;
+    if (existsSync(dataFile)) {
+      previous = `${dataFile}.pre-restore-${new Date(options.now).toISOString().replace(/[:.]/g, '-')}`;
+      linkSync(dataFile, previous);
+    }
+    renameSync(restoring, dataFile);
+    syncFile(dirname(dataFile));
+    return { restored_from: { ...from, file: backupFile }, data_file: dataFile, previous_kept_at: previous, bump };
+  } catch (e) {
+    removeDatabaseFiles(restoring);
+    throw e;
+  }
+}
+
+/**
+ * Refuses (STORE_IN_USE) when another connection has `file` open; otherwise leaves it a self-contained
+ * file in rollback-journal mode (its WAL folded in), which the next Writ to open it turns back to WAL.
+ * A connection that is closing (a process exiting) gets `graceMs` to let go.
+ */
+export async function assertNotInUse(file: string, graceMs = 1_000): Promise<void> {
+  const giveUpAt = Date.now() + graceMs;
+  for (;;) {
+    if (!existsSync(file)) return;
+    const db = new Database(file, { fileMustExist: true });
+    let busy = false;
+    try {
+      db.pragma('busy_timeout = 0');
+      const mode = db.pragma('journal_mode = DELETE', { simple: true });
+      if (mode === 'delete') return;
+      busy = true;
+    } catch (e) {
+      const code = (e as { code?: unknown }).code;
+      if (!(typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')))) throw e;
+      busy = true;
+    } finally {
+      db.close();
+    }
+    if (busy && Date.now() >= giveUpAt) {
+      throw new WritError('STORE_IN_USE', `${file} is open in another process (a running Writ?): stop it before restoring; nothing was changed`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function copyChecked(backupFile: string, to: string): Promise<BackupSummary> {
+  let src: SqliteDatabase;
+  try {
+    src = new Database(backupFile, { readonly: true, fileMustExist: true });
+    src.pragma('schema_version');
+  } catch (e) {
+    throw new WritError('UNPROCESSABLE', `${backupFile} is not a SQLite database (${(e as Error).message})`);
+  }
+  try {
+    await src.backup(to);
+  } finally {
+    src.close();
+  }
+  const copy = new Database(to);
+  try {
+    const check = copy.pragma('integrity_check', { simple: true });
+    if (check !== 'ok') throw new WritError('UNPROCESSABLE', `${backupFile} fails SQLite's integrity check: ${String(check)}`);
+    if (!copy.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get()) {
+      throw new WritError('UNPROCESSABLE', `${backupFile} is not a Writ store (it has no schema_migrations table)`);
+    }
+  } finally {
+    copy.close();
+  }
+  return summarize(to);
+}
+
+/** What the SQLite file holds (read-only). */
+export function summarize(file: string): BackupSummary {
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    const one = <T>(sql: string): T | undefined => {
+      try {
+        return db.prepare(sql).get() as T | undefined;
+      } catch {
+        return undefined; // a table of a later migration, absent in an older backup
+      }
+    };
+    const schema = one<{ v: number | null }>('SELECT MAX(version) AS v FROM schema_migrations')?.v ?? 0;
+    if (schema > SQLITE_SCHEMA_VERSION) {
+      throw new WritError('SCHEMA_TOO_NEW', `${file} has schema version ${schema}, newer than this Writ knows (${SQLITE_SCHEMA_VERSION})`, { schema_version: schema, known_version: SQLITE_SCHEMA_VERSION });
+    }
+    const head = one<{ seq: number; hash: string }>('SELECT seq, hash FROM receipt_entries ORDER BY seq DESC LIMIT 1');
+    const keys = one<{ n: number; max: number | null }>('SELECT COUNT(*) AS n, MAX(epoch) AS max FROM lease_keys');
+    return {
+      file,
+      bytes: statSync(file).size,
+      schema_version: schema,
+      receipt_head: { seq: head?.seq ?? 0, hash: head?.hash ?? null },
+      graph_revision: one<{ r: number | null }>('SELECT MAX(revision) AS r FROM graph_events')?.r ?? 0,
+      lease_keys: keys?.n ?? 0,
+      max_epoch: keys?.max ?? 0,
+    };
+  } finally {
+    db.close();
+  }
+}
+
+function syncFile(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function removeDatabaseFiles(file: string): void {
+  for (const f of [file, `${file}-wal`, `${file}-shm`, `${file}-journal`]) rmSync(f, { force: true });
+}

@@ -1,0 +1,211 @@
+import Database from 'better-sqlite3';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock.js';
+import { ReceiptLog } from '../../src/audit/index.js';
+import { LeaseManager } from '../../src/lease/index.js';
+import { WritError } from '../../src/errors.js';
+import { backupSqliteStore, openForBackup, restoreSqliteStore, summarize } from '../../src/store/sqlite/backup.js';
+import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+
+const dirs: string[] = [];
+afterAll(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'writ-backup-'));
+  dirs.push(d);
+  return d;
+}
+
+function services(store: SqliteStore) {
+  return { leases: new LeaseManager(store, systemClock), receipts: new ReceiptLog({ store, clock: systemClock }) };
+}
+
+/** One write's worth of coordination state: a lease taken and released on `key`, and a receipt. */
+async function writeOnce(s: ReturnType<typeof services>, key: string, i: number): Promise<number> {
+  const grant = await s.leases.acquire({ resources: [key], holder: 'agent-a', priority: 0, ttlMs: 5_000 });
+  await s.receipts.recordIntent({ principal: 'agent-a', action: 'update_post', resource_key: key, fields: ['title'], request_hash: `h${i}`, lease_epoch: grant.epochs[key]! });
+  await s.leases.release(grant.lease_id, grant.token);
+  return grant.epochs[key]!;
+}
+
+async function codeOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'resolved';
+  } catch (e) {
+    return e instanceof WritError ? e.code : `not a WritError: ${String(e)}`;
+  }
+}
+
+/** The files of `dir` (a store's -wal and -shm come and go with its journal mode, so they are left out). */
+function listing(dir: string): string[] {
+  return readdirSync(dir).filter((f) => !f.endsWith('-wal') && !f.endsWith('-shm')).sort();
+}
+
+describe('online backup of the SQLite store', () => {
+  it('copies a consistent store while writes continue on it, and never overwrites a file', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'writ.sqlite');
+    const store = await openSqliteStore(file);
+    const s = services(store);
+    // Enough pages that the copy takes several steps, so writes land between them.
+    for (let i = 0; i < 400; i++) await writeOnce(s, `wp:post:${i % 40}`, i);
+    const before = summarize(file).receipt_head.seq;
+    let writes = 0;
+    let stop = false;
+    const load = (async () => {
+      for (let i = 0; !stop; i++) {
+        await writeOnce(s, `wp:post:${i % 7}`, 10_000 + i);
+        writes++;
+      }
+    })();
+    const source = openForBackup(file);
+    const writesAtStart = writes;
+    const b = await backupSqliteStore(source, join(dir, 'copy.sqlite'));
+    const writesDuring = writes - writesAtStart;
+    await new Promise((r) => setTimeout(r, 50));
+    stop = true;
+    await load;
+    source.close();
+    expect(writesDuring).toBeGreaterThan(0);
+    // The copy holds a prefix of the chain: at least what was there before, less than what is there now.
+    expect(b.receipt_head.seq).toBeGreaterThanOrEqual(before);
+    expect(b.receipt_head.seq).toBeLessThan(summarize(file).receipt_head.seq);
+    expect(existsSync(join(dir, 'copy.sqlite-wal'))).toBe(false);
+    expect(listing(dir).filter((f) => f.includes('partial'))).toEqual([]);
+    const copy = await openSqliteStore(join(dir, 'copy.sqlite'), { checkpointer: false });
+    const verdict = await new ReceiptLog({ store: copy, clock: systemClock }).verifyChain();
+    expect(verdict).toMatchObject({ ok: true, entries: b.receipt_head.seq, head: b.receipt_head.hash });
+    await copy.close();
+
+    const again = openForBackup(file);
+    expect(await codeOf(backupSqliteStore(again, join(dir, 'copy.sqlite')))).toBe('UNPROCESSABLE');
+    again.close();
+    await store.close();
+  }, 60_000);
+});
+
+describe('online backup from the serving connection itself', () => {
+  it('copies a consistent store from SqliteStore.writer while the same store keeps committing', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'writ.sqlite');
+    const store = await openSqliteStore(file);
+    const s = services(store);
+    for (let i = 0; i < 400; i++) await writeOnce(s, `wp:post:${i % 40}`, i);
+    let writes = 0;
+    let stop = false;
+    const load = (async () => {
+      for (let i = 0; !stop; i++) {
+        await writeOnce(s, `wp:post:${i % 7}`, 10_000 + i);
+        writes++;
+      }
+    })();
+    const writesAtStart = writes;
+    const b = await backupSqliteStore(store.writer, join(dir, 'copy.sqlite'));
+    const writesDuring = writes - writesAtStart;
+    stop = true;
+    await load;
+    expect(writesDuring).toBeGreaterThan(0);
+    const copy = await openSqliteStore(join(dir, 'copy.sqlite'), { checkpointer: false });
+    expect(await new ReceiptLog({ store: copy, clock: systemClock }).verifyChain()).toMatchObject({ ok: true, entries: b.receipt_head.seq, head: b.receipt_head.hash });
+    await copy.close();
+    await store.close();
+  }, 60_000);
+});
+
+describe('restoring a backup never lets a fencing epoch repeat', () => {
+  async function storyWithLostWrites() {
+    const dir = tempDir();
+    const file = join(dir, 'writ.sqlite');
+    let store = await openSqliteStore(file);
+    let s = services(store);
+    for (let i = 0; i < 3; i++) await writeOnce(s, 'k:old', i);
+    // A lease held when the backup is taken: its holder still has the token after the restore.
+    const held = await s.leases.acquire({ resources: ['k:held'], holder: 'agent-h', priority: 0, ttlMs: 120_000 });
+    const source = openForBackup(file);
+    const backup = await backupSqliteStore(source, join(dir, 'backup.sqlite'));
+    source.close();
+    // After the backup: more epochs on known keys, and a key the backup never saw. All of this is lost.
+    const issuedAfter: Record<string, number> = {};
+    for (let i = 0; i < 5; i++) issuedAfter['k:old'] = await writeOnce(s, 'k:old', 100 + i);
+    for (let i = 0; i < 2; i++) issuedAfter['k:new'] = await writeOnce(s, 'k:new', 200 + i);
+    await store.close();
+    return { dir, file, backup, held, issuedAfter, reopen: async () => ((store = await openSqliteStore(file)), (s = services(store)), { store, s }) };
+  }
+
+  it('with --epoch-margin: old epochs and old leases are refused, new epochs are above every epoch issued before, the chain verifies', async () => {
+    const t = await storyWithLostWrites();
+    expect(t.backup.max_epoch).toBe(3);
+    expect(t.issuedAfter).toEqual({ 'k:old': 8, 'k:new': 2 });
+    const lostHead = summarize(t.file).receipt_head;
+
+    const r = await restoreSqliteStore(t.backup.file, t.file, { epochMargin: 1000, actor: 'operator:test', reason: 'disk lost', now: Date.now() });
+    expect(r.bump).toMatchObject({ kind: 'RESTORE', margin: 1000, floor: 1000, leases_ended: 1, max_epoch: 1003, detail: { backup_receipt_head: t.backup.receipt_head } });
+    // Nothing is deleted: the replaced file is kept, with the lost timeline in it.
+    expect(r.previous_kept_at).not.toBeNull();
+    expect(summarize(r.previous_kept_at!).receipt_head).toEqual(lostHead);
+
+    const { store, s } = await t.reopen();
+    // The lease held at backup time is over, and its epoch is below the key's high-water mark.
+    await expect(s.leases.renew(t.held.lease_id, t.held.token)).rejects.toMatchObject({ code: 'LEASE_EXPIRED' });
+    await expect(s.leases.validateFence({ key: 'k:held', principal: 'agent-h', token: t.held.token, lease_id: t.held.lease_id, epoch: t.held.epochs['k:held']! })).rejects.toMatchObject({ code: 'STALE_FENCING_EPOCH' });
+    // Every epoch handed out from now on is above anything issued before the restore, on known and unknown keys.
+    for (const [key, lost] of Object.entries({ ...t.issuedAfter, 'k:held': 1 })) {
+      const epoch = await writeOnce(s, key, 999);
+      expect(epoch, key).toBeGreaterThan(lost);
+      expect(epoch, key).toBeGreaterThan(1000);
+    }
+    const verdict = await s.receipts.verifyChain();
+    expect(verdict.ok).toBe(true);
+    expect(verdict.entries).toBe(t.backup.receipt_head.seq + 3);
+    expect((await s.leases.epochBumps()).map((b) => b.kind)).toEqual(['RESTORE']);
+    await store.close();
+  }, 60_000);
+
+  it('restores into a data directory that has no store yet (a new machine)', async () => {
+    const t = await storyWithLostWrites();
+    const fresh = join(tempDir(), 'new-host', 'data', 'writ.sqlite');
+    const r = await restoreSqliteStore(t.backup.file, fresh, { epochMargin: 500, actor: 'operator:test', reason: 'moved', now: Date.now() });
+    expect(r.previous_kept_at).toBeNull();
+    expect(summarize(fresh)).toMatchObject({ receipt_head: t.backup.receipt_head, max_epoch: 503 });
+  }, 60_000);
+
+  it('--trust-backup (margin 0) keeps the epochs: the next one repeats an epoch issued after the backup (why a margin is needed)', async () => {
+    const t = await storyWithLostWrites();
+    await restoreSqliteStore(t.backup.file, t.file, { epochMargin: 0, actor: 'operator:test', reason: 'trusted', now: Date.now() });
+    const { store, s } = await t.reopen();
+    expect(await writeOnce(s, 'k:old', 1)).toBe(4);
+    expect(await writeOnce(s, 'k:new', 1)).toBe(1);
+    expect((await s.leases.epochBumps())[0]).toMatchObject({ kind: 'RESTORE', margin: 0 });
+    await store.close();
+  }, 60_000);
+
+  it('refuses while another connection has the store open (STORE_IN_USE), and a file that is not a backup, changing nothing', async () => {
+    const t = await storyWithLostWrites();
+    const head = summarize(t.file).receipt_head;
+    const files = listing(t.dir);
+    const running = await openSqliteStore(t.file);
+    const options = { epochMargin: 10, actor: 'operator:test', reason: 'x', now: Date.now() };
+    expect(await codeOf(restoreSqliteStore(t.backup.file, t.file, options))).toBe('STORE_IN_USE');
+    await running.close();
+
+    writeFileSync(join(t.dir, 'junk.sqlite'), 'not a database at all');
+    expect(await codeOf(restoreSqliteStore(join(t.dir, 'junk.sqlite'), t.file, options))).toBe('UNPROCESSABLE');
+    const other = new Database(join(t.dir, 'other.sqlite'));
+    other.exec('CREATE TABLE t (x)');
+    other.close();
+    expect(await codeOf(restoreSqliteStore(join(t.dir, 'other.sqlite'), t.file, options))).toBe('UNPROCESSABLE');
+    // A live database (a -wal beside it) is not a backup.
+    const live = await openSqliteStore(join(t.dir, 'live.sqlite'), { checkpointer: false });
+    await live.readWrite((tx) => tx.leases.bumpEpochs({ kind: 'BUMP', margin: 1, actor: 'a', reason: 'r', detail: {}, now: 1 }));
+    expect(await codeOf(restoreSqliteStore(join(t.dir, 'live.sqlite'), t.file, options))).toBe('UNPROCESSABLE');
+    await live.close();
+    expect(await codeOf(restoreSqliteStore(join(t.dir, 'missing.sqlite'), t.file, options))).toBe('NOT_FOUND');
+
+    expect(summarize(t.file).receipt_head).toEqual(head);
+    expect(listing(t.dir).filter((f) => !['junk.sqlite', 'other.sqlite', 'live.sqlite'].includes(f))).toEqual(files);
+  }, 60_000);
+});
