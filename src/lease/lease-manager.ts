@@ -94,7 +94,14 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
         if (now >= deadline) throw this.busy('LEASE_WAIT_TIMEOUT', outcome, now, waitMs);
         if (ticket === NEWCOMER_TICKET) {
           const waiter = { keys, holder: req.holder, instance, priority: req.priority, enqueuedAt: now, deadline };
-          ticket = await this.store.readWrite((tx) => tx.leases.enqueue(waiter));
+          ticket = await this.store.readWrite(async (tx) => {
+            // Bounded queues: past the bound a waiter costs memory and polls and would never be served in time.
+            for (const key of keys) {
+              const queued = (await tx.leases.waiters(key, now)).length;
+              if (queued >= this.options.maxWaitersPerKey) throw this.queueFull(key, queued, outcome, now);
+            }
+            return tx.leases.enqueue(waiter);
+          });
         }
         if (this.releases === releasesBefore) await this.nap(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
       }
@@ -234,6 +241,14 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
       retry_after_ms: retryAfterMs,
       queued: !held,
       ...(waitedMs === undefined ? {} : { waited_ms: waitedMs }),
+    });
+  }
+
+  private queueFull(key: string, queued: number, o: Extract<AcquireOutcome, { granted: false }>, now: number): WritError {
+    const held = o.holder !== null && o.expiresAt !== null && o.expiresAt > now;
+    const retryAfterMs = held ? Math.max(1, o.expiresAt! - now) : this.options.queuedRetryAfterMs;
+    return new WritError('OVERLOADED', `${queued} callers already wait for ${key}, the most its queue holds (WRIT_LEASE_MAX_WAITERS); retry later`, {
+      key, waiters: queued, max_waiters: this.options.maxWaitersPerKey, retry_after_ms: retryAfterMs,
     });
   }
 

@@ -49,6 +49,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
         minTtlMs: config.lease.minTtlMs,
         maxTtlMs: config.lease.maxTtlMs,
         maxWaitMs: config.lease.maxWaitMs,
+        maxWaitersPerKey: config.lease.maxWaitersPerKey,
       }),
       receipts: new ReceiptLog({ store, clock }),
       upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
