@@ -59,3 +59,62 @@ export function boundInflightWrites(app: FastifyInstance, max: number, retryAfte
   });
   return { inflight: () => inflight };
 }
+
+/** Graceful shutdown of the HTTP side (see `drainGate`). */
+export interface Drain {
+  /** Requests admitted and not yet answered. */
+  inflight(): number;
+  /** From now on every new request but /healthz is OVERLOADED; resolves once nothing admitted is left, or after `timeoutMs`. */
+  drain(timeoutMs: number): Promise<{ drained: boolean; inflight: number }>;
+}
+
+/**
+ * Draining (SIGTERM): once `drain` is called every new request but `/healthz` is OVERLOADED (503) with
+ * Retry-After and `Connection: close` — `/readyz` too, so a load balancer takes this replica out —
+ * while requests admitted before run to their end (a write's receipt settles before its answer).
+ * The listener stays open meanwhile, so a client that connects anew is told to retry instead of
+ * being refused a connection. A request counts until its answer is ready to send: a client that hung up does not end its
+ * write early, the write still settles.
+ */
+export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
+  let draining = false;
+  let inflight = 0;
+  const holding = new WeakSet<FastifyRequest>();
+  let idle: (() => void) | null = null;
+  const done = (request: FastifyRequest) => {
+    if (!holding.delete(request)) return;
+    inflight--;
+    if (inflight === 0) idle?.();
+  };
+  app.addHook('onRequest', async (request, reply) => {
+    if (draining && request.routeOptions.url !== '/healthz') {
+      reply.header('connection', 'close');
+      if (request.routeOptions.url === '/readyz') {
+        // Its own documented "not ready" answer, which a load balancer's probe reads.
+        return reply.code(503).header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).send({ status: 'not ready', error: 'shutting down: draining the requests in flight' });
+      }
+      throw new WritError('OVERLOADED', 'this Writ is shutting down; retry (another replica, or this one once restarted)', { retry_after_ms: retryAfterMs });
+    }
+    inflight++;
+    holding.add(request);
+  });
+  // onSend: the use case has finished (a write's receipt is settled); onResponse in case onSend was skipped.
+  app.addHook('onSend', async (request) => done(request));
+  app.addHook('onResponse', async (request) => done(request));
+  return {
+    inflight: () => inflight,
+    async drain(timeoutMs) {
+      draining = true;
+      if (inflight > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, timeoutMs);
+          idle = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+      return { drained: inflight === 0, inflight };
+    },
+  };
+}
