@@ -26,6 +26,7 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '20' },
     factor: { type: 'string', default: '10' },
     seconds: { type: 'string', default: '20' },
+    'data-dir': { type: 'string' },
     write: { type: 'boolean', default: false },
   },
 });
@@ -36,11 +37,19 @@ const PRINCIPALS = ['seo-agent-7', 'seo-control-plane'];
 const MAX_CLIENT_INFLIGHT = 1024;
 
 const key = (p: string) => JSON.parse(readFileSync(join(REPO, 'fixtures/keys', `${p}.jwk`), 'utf8')) as JWK;
-const server = await startServerProcess({ separateUpstream: true, env: { WRIT_RATE_LIMIT_PER_S: String(RATE) } });
+const server = await startServerProcess({ separateUpstream: true, ...(values['data-dir'] ? { dataDir: values['data-dir'] } : {}), env: { WRIT_RATE_LIMIT_PER_S: String(RATE) } });
 const admin = JSON.parse(readFileSync(join(server.dataDir, 'admin.jwk'), 'utf8')) as JWK;
 
+/** Caller assertions signed before the run, so that the generator's time goes to sending, not signing. */
+const presigned = new Map<string, string[]>();
+async function presign(principal: string, privateJwk: JWK, n: number): Promise<void> {
+  const list: string[] = [];
+  for (let i = 0; i < n; i++) list.push(await createCallerAssertion({ principal, privateJwk, ttlSeconds: 240 }));
+  presigned.set(principal, list);
+}
+
 async function call(principal: string, privateJwk: JWK, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
-  const assertion = await createCallerAssertion({ principal, privateJwk });
+  const assertion = presigned.get(principal)?.pop() ?? (await createCallerAssertion({ principal, privateJwk }));
   const res = await fetch(server.url + path, {
     method,
     headers: { authorization: `Bearer ${assertion}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
@@ -76,6 +85,13 @@ function probeHealthz(ms: number): Promise<number[]> {
   return new Promise((resolve, reject) => {
     execFile(process.execPath, ['-e', source, `${server.url}/healthz`, String(ms)], { maxBuffer: 1 << 26 }, (e, out) => (e ? reject(e) : resolve(JSON.parse(out) as number[])));
   });
+}
+
+/** Writ's own view, from its Prometheus metrics: CPU seconds so far, and the event-loop delay since the last scrape. */
+async function writMetrics(): Promise<{ cpuS: number; lagP99Ms: number; lagMaxMs: number }> {
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  const value = (name: string) => Number(new RegExp(`^${name} ([0-9.e+-]+)`, 'm').exec(text)?.[1] ?? NaN);
+  return { cpuS: value('writ_process_cpu_seconds_total'), lagP99Ms: value('writ_nodejs_eventloop_lag_p99_seconds') * 1000, lagMaxMs: value('writ_nodejs_eventloop_lag_max_seconds') * 1000 };
 }
 
 let exit = 0;
@@ -118,6 +134,8 @@ try {
   };
 
   const perPrincipal = RATE * FACTOR;
+  for (const p of PRINCIPALS) await presign(p, keys.get(p)!, Math.ceil(perPrincipal * SECONDS * 1.05));
+  const before = await writMetrics();
   const start = performance.now();
   const end = start + SECONDS * 1000;
   const healthz = probeHealthz(SECONDS * 1000);
@@ -145,6 +163,7 @@ try {
     await new Promise((r) => setTimeout(r, 5));
   }
   const loadSamples = await healthz;
+  const during = await writMetrics();
   await Promise.all(pending);
   const wall = (performance.now() - start) / 1000;
 
@@ -169,7 +188,7 @@ try {
   const i = summarize(idle);
   const ms = (us: number) => (us / 1000).toFixed(1);
   const statuses = Object.entries(byStatus).sort(([a], [b]) => Number(a) - Number(b)).map(([s, n]) => `${s}: ${n}`).join(', ');
-  console.log({ offered, accepted, byStatus, skipped, acknowledged: acknowledged.length, lost, upstreamTotal, pendingLeft, healthzP99ms: h.p99 / 1000, errors: errors.slice(0, 3) });
+  console.log({ during, before, offered, accepted, byStatus, skipped, acknowledged: acknowledged.length, lost, upstreamTotal, pendingLeft, healthzP99ms: h.p99 / 1000, errors: errors.slice(0, 3) });
   if (lost > 0 || h.p99 >= 50_000 || !verify.ok || errors.length > 0) exit = 1;
 
   section = `## Overload: 10× the rate limit against a real writ serve (bench/overload.ts)
@@ -179,6 +198,7 @@ Command: \`npx tsc -p tsconfig.json && node dist/bench/overload.js --rate ${RATE
 ${PRINCIPALS.length} principals (${PRINCIPALS.join(', ')}), so the configured limit is ${RATE * PRINCIPALS.length} requests/s in all. An open-loop
 generator offers ${FACTOR}× that, ${perPrincipal} requests/s per principal on a fixed schedule, for ${SECONDS} s: each request is a decision,
 or the write an unused allowed decision allows (a new post each time); a write refused with 429/503 keeps its decision for the next try.
+Caller assertions are signed before the run.
 A probe in a process of its own asks \`/healthz\` every 10 ms meanwhile, one request at a time.)
 
 | figure | value |
@@ -192,6 +212,7 @@ A probe in a process of its own asks \`/healthz\` every 10 ms meanwhile, one req
 | upstream writes in all / PENDING receipts left | ${upstreamTotal} / ${pendingLeft} |
 | receipt chain | ${verify.ok ? 'verifies' : 'DOES NOT VERIFY'} (${verify.entries} entries) |
 | **healthz under load** | ${h.n} probes: p50 ${ms(h.p50)} ms, p90 ${ms(h.p90)} ms, **p99 ${ms(h.p99)} ms**, max ${ms(h.max)} ms (target p99 < 50 ms: ${h.p99 < 50_000 ? 'met' : 'NOT met'}) |
+| Writ's own event loop during the run (its /metrics, prom-client) | delay p99 ${during.lagP99Ms.toFixed(1)} ms, max ${during.lagMaxMs.toFixed(1)} ms; CPU ${(during.cpuS - before.cpuS).toFixed(1)} s in ${SECONDS} s (${(((during.cpuS - before.cpuS) / SECONDS) * 100).toFixed(0)}% of one core) |
 | healthz idle, before the run | ${i.n} probes: p50 ${ms(i.p50)} ms, p99 ${ms(i.p99)} ms |
 
 ${machineLine()} The generator, the probe, Writ and the upstream share the 2 cores with the other work on this machine (see

@@ -7,7 +7,7 @@ import type { WritContext } from '../service/index.js';
 import { registerComponents } from './components.js';
 import { guardInput } from './input-guard.js';
 import { createMetrics } from './metrics.js';
-import { boundInflightWrites, drainGate, PrincipalRateLimiter, type Drain } from './overload.js';
+import { boundInflightWrites, claimedPrincipal, drainGate, PrincipalRateLimiter, type Drain } from './overload.js';
 import { queryCoercingValidator } from './query-coercion.js';
 import { sendProblem } from './problem.js';
 import { registerAuthzenRoutes } from './routes/authzen.js';
@@ -76,6 +76,19 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   });
   app.decorate('unspentCaller', async (request: FastifyRequest) => admitted(request, await authDeps()));
   app.decorate('writDrain', drainGate(app));
+  if (limiter) {
+    // Shedding is cheap or it is no shedding: a request whose claimed principal is out of requests is
+    // refused before its body is parsed or its signature checked (measured: bench/overload.ts). A peek
+    // only; tokens are taken after verification (`admitted`).
+    app.addHook('onRequest', async (request) => {
+      const security = (request.routeOptions.schema as { security?: unknown[] } | undefined)?.security;
+      if (Array.isArray(security) && security.length === 0) return;
+      const claimed = claimedPrincipal(request.headers.authorization);
+      if (claimed === null || claimed === GOVERNANCE_ID) return;
+      const refusal = limiter.refusal(claimed);
+      if (refusal) throw refusal;
+    });
+  }
   boundInflightWrites(app, ctx.config.maxInflightWrites);
   app.setErrorHandler((error, request, reply) => sendProblem(error, request, reply));
   app.setNotFoundHandler((request, reply) =>

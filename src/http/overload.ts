@@ -17,6 +17,18 @@ export class PrincipalRateLimiter {
     private readonly burst: number,
   ) {}
 
+  /**
+   * RATE_LIMITED if `principal`'s bucket is empty now, else null; takes nothing. Lets the edge refuse a
+   * limited principal's request before any work on it (body, signature), while only a verified request
+   * (`admit`) ever spends from a bucket: a forged token cannot use up someone else's requests.
+   */
+  refusal(principal: string): WritError | null {
+    const b = this.buckets.get(principal);
+    if (!b) return null;
+    const tokens = Math.min(this.burst, b.tokens + ((this.clock.now() - b.at) * this.perSecond) / 1000);
+    return tokens < 1 ? this.limited(principal, tokens) : null;
+  }
+
   /** Takes one request from `principal`'s bucket, or throws RATE_LIMITED (nothing taken). */
   admit(principal: string): void {
     const now = this.clock.now();
@@ -24,11 +36,15 @@ export class PrincipalRateLimiter {
     const tokens = Math.min(this.burst, b.tokens + ((now - b.at) * this.perSecond) / 1000);
     if (tokens < 1) {
       this.buckets.set(principal, { tokens, at: now });
-      const retryAfterMs = Math.ceil(((1 - tokens) * 1000) / this.perSecond);
-      throw new WritError('RATE_LIMITED', `${principal} is over its rate of ${this.perSecond} requests/s (burst ${this.burst}); retry in ${retryAfterMs} ms`, { retry_after_ms: retryAfterMs });
+      throw this.limited(principal, tokens);
     }
     this.buckets.set(principal, { tokens: tokens - 1, at: now });
     if (this.buckets.size > 10_000) this.sweep(now);
+  }
+
+  private limited(principal: string, tokens: number): WritError {
+    const retryAfterMs = Math.ceil(((1 - tokens) * 1000) / this.perSecond);
+    return new WritError('RATE_LIMITED', `${principal} is over its rate of ${this.perSecond} requests/s (burst ${this.burst}); retry in ${retryAfterMs} ms`, { retry_after_ms: retryAfterMs });
   }
 
   private sweep(now: number): void {
@@ -117,4 +133,21 @@ export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
       return { drained: inflight === 0, inflight };
     },
   };
+}
+
+/**
+ * The principal a Bearer caller assertion claims to be (its `iss`), read without checking anything;
+ * null when there is none or it cannot be read. Only for shedding load before the real check.
+ */
+export function claimedPrincipal(authorization: string | undefined): string | null {
+  if (!authorization || authorization.length > 8192) return null;
+  const m = /^Bearer[ \t]+[A-Za-z0-9_-]+\.([A-Za-z0-9_-]+)\.[A-Za-z0-9_-]+[ \t]*$/i.exec(authorization);
+  if (!m) return null;
+  try {
+    const payload: unknown = JSON.parse(Buffer.from(m[1]!, 'base64url').toString('utf8'));
+    const iss = (payload as { iss?: unknown } | null)?.iss;
+    return typeof iss === 'string' ? iss : null;
+  } catch {
+    return null;
+  }
 }
