@@ -64,7 +64,10 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     if (stopping) return;
     stopping = true;
     say(`[writ] ${signal}: draining (new requests get 503 OVERLOADED); ${app.writDrain.inflight()} request(s) in flight, waiting up to ${config.drainTimeoutMs} ms`);
-    const drained = await app.writDrain.drain(config.drainTimeoutMs);
+    // Queued lease acquisitions may wait far longer than a drain: they are told to retry instead.
+    const drain = app.writDrain.drain(config.drainTimeoutMs);
+    w.ctx.leases.stopWaiting();
+    const drained = await drain;
     if (drained.drained) say('[writ] drained: every admitted request has been answered');
     else {
       say(`[writ] drain timed out with ${drained.inflight} request(s) still running; closing their connections`);

@@ -46,6 +46,8 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
   private readonly sleepers = new Set<() => void>();
   /** Releases in this process so far: a waiter that was polling when one happened does not sleep after it. */
   private releases = 0;
+  /** Set when the process shuts down: queued acquisitions give up (OVERLOADED) instead of holding the drain. */
+  private stopped = false;
 
   constructor(
     private readonly store: TxRunner<Tx>,
@@ -103,7 +105,12 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
             return tx.leases.enqueue(waiter);
           });
         }
-        if (this.releases === releasesBefore) await this.nap(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
+        if (this.releases === releasesBefore && !this.stopped) await this.nap(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
+        if (this.stopped) {
+          throw new WritError('OVERLOADED', `this Writ is shutting down; stopped waiting for ${outcome.key}, retry (another replica, or this one once restarted)`, {
+            key: outcome.key, retry_after_ms: 1000,
+          });
+        }
       }
     } finally {
       // A granted waiter already left the queue in the granting transaction.
@@ -112,6 +119,12 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
         await this.store.readWrite((tx) => tx.leases.dequeue(mine));
       }
     }
+  }
+
+  /** Shutdown: every acquisition waiting in a queue of this process gives up now with OVERLOADED (503), and none waits from now on. */
+  stopWaiting(): void {
+    this.stopped = true;
+    for (const wake of [...this.sleepers]) wake();
   }
 
   /**

@@ -28,7 +28,7 @@ const until = async (what: string, ok: () => boolean | Promise<boolean>, ms = 10
 };
 
 describe('SIGTERM under load', () => {
-  it('drains: writes in flight finish and settle, new requests get 503 OVERLOADED with Retry-After, exit 0, and a restart finds everything settled', async () => {
+  it('drains: writes in flight finish and settle, new requests and queued lease waits get 503 OVERLOADED with Retry-After, exit 0, and a restart finds everything settled', async () => {
     upstream = await startSampleUpstream({ port: 0, host: '127.0.0.1', dbFile: join(tmp, 'upstream.sqlite') });
     flaky = await startFlakyUpstream(upstream.url);
     const dataDir = join(tmp, 'writ');
@@ -56,6 +56,11 @@ describe('SIGTERM under load', () => {
       }
     };
     const readers = [reader(), reader(), reader()];
+    // A lease held, and another caller queued for it with a wait far longer than the drain.
+    const titleDecision = () => agent.decide({ action: 'update_post', resource: 'wp:post:4200', environment: 'production', fields: ['title'] });
+    await agent.acquireLease([await titleDecision()], { ttlMs: 60_000 });
+    const queued = agent.acquireLease([await titleDecision()], { ttlMs: 10_000, waitMs: 60_000 }).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 300));
     flaky.mode = 'hold';
     const inflight = [0, 1, 2, 3, 4, 5].map((i) => write(4000 + i));
     await until('six writes held at the upstream', () => flaky!.held === 6);
@@ -73,6 +78,8 @@ describe('SIGTERM under load', () => {
     expect(ready.headers.get('connection')).toBe('close');
     expect((await fetch(`${first.url}/healthz`)).status).toBe(200);
     expect(first.proc.exitCode).toBeNull();
+    // The queued acquisition is told at once to retry, instead of holding the drain for its whole wait.
+    expect(await queued).toMatchObject({ status: 503, code: 'OVERLOADED' });
 
     // The held writes go on: each is answered 201 with a COMPLETED receipt, then the process exits 0.
     flaky.mode = 'pass';
