@@ -35,6 +35,8 @@ export interface ServerProcess {
   url: string;
   upstreamUrl: string;
   dataDir: string;
+  /** Resolves with the exit code (null after a signal) once the process has exited. */
+  exited: Promise<number | null>;
   log: () => string;
   /** SIGTERM and wait for exit. */
   stop(): Promise<void>;
@@ -52,6 +54,8 @@ export interface ServerProcessOptions {
   env?: Record<string, string>;
   /** Run the sample upstream as its own process instead of inside `writ serve` (own event loop, own commits). */
   separateUpstream?: boolean;
+  /** Start no sample upstream: route wp:post:* to this URL (an upstream the caller runs). */
+  upstreamUrl?: string;
 }
 
 interface Spawned {
@@ -89,12 +93,12 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
   requireDist();
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'writ-e2e-'));
   const port = options.port ?? (await freePort());
-  const upstreamPort = options.upstreamPort ?? (await freePort());
-  const env = { ...process.env, WRIT_UPSTREAM_URL: `http://127.0.0.1:${upstreamPort}`, ...options.env };
-  const upstream = options.separateUpstream
+  const upstreamPort = options.upstreamUrl ? Number(new URL(options.upstreamUrl).port) : (options.upstreamPort ?? (await freePort()));
+  const env = { ...process.env, WRIT_UPSTREAM_URL: options.upstreamUrl ?? `http://127.0.0.1:${upstreamPort}`, ...options.env };
+  const upstream = options.separateUpstream && !options.upstreamUrl
     ? await spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(upstreamPort), '--db', join(dataDir, 'upstream.sqlite')], env)
     : null;
-  const upstreamArgs = upstream ? ['--no-upstream'] : ['--upstream-port', String(upstreamPort)];
+  const upstreamArgs = upstream || options.upstreamUrl ? ['--no-upstream'] : ['--upstream-port', String(upstreamPort)];
   const writ = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), ...upstreamArgs, '--graph', 'graph/example.yaml'], env);
   const stopAll = async (signal: NodeJS.Signals) => {
     for (const p of [writ, upstream]) {
@@ -105,7 +109,8 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
   return {
     proc: writ.proc,
     url: `http://127.0.0.1:${port}`,
-    upstreamUrl: `http://127.0.0.1:${upstreamPort}`,
+    upstreamUrl: options.upstreamUrl ?? `http://127.0.0.1:${upstreamPort}`,
+    exited: writ.exited.then(() => writ.proc.exitCode),
     dataDir,
     log: writ.output,
     stop: () => stopAll('SIGTERM'),

@@ -51,7 +51,7 @@ export const ERROR_CATALOGUE = {
   NO_INCIDENT: { status: 403, title: 'No active incident', meaning: 'Preemption is only possible during an active incident.' },
   IDEMPOTENCY_MISMATCH: { status: 422, title: 'Idempotency key reused', meaning: 'The Idempotency-Key was already used for a different request.' },
   // upstream and service
-  UPSTREAM_FAILED: { status: 502, title: 'Upstream failed', meaning: 'The upstream refused or failed the write; the receipt says FAILED.' },
+  UPSTREAM_FAILED: { status: 502, title: 'Upstream failed', meaning: 'The upstream refused or failed the write. A refusal (4xx) or a refused connection leaves the receipt FAILED; a 5xx answer does not say whether the upstream applied the write, so the receipt stays PENDING until reconciled (`receipt_status` says which).' },
   UPSTREAM_TIMEOUT: { status: 504, title: 'Upstream timeout', meaning: 'The upstream did not answer in time; the receipt stays PENDING until reconciled.' },
   NO_UPSTREAM: { status: 502, title: 'No upstream', meaning: 'No upstream route is configured for this resource.' },
   RATE_LIMITED: { status: 429, title: 'Rate limited', meaning: 'The calling principal is over its request rate (`WRIT_RATE_LIMIT_PER_S`); retry after `Retry-After`. Governance is not limited. Nothing was changed and the caller assertion was not spent.' },

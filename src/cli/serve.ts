@@ -9,7 +9,7 @@ export interface ServeOptions {
   upstreamPort: number | null;
 }
 
-/** `writ serve`: open the store, bootstrap governance, apply the example graph, listen; stop cleanly on SIGINT/SIGTERM. */
+/** `writ serve`: open the store, bootstrap governance, apply the example graph, listen; on SIGINT/SIGTERM drain (answered requests only), then close and exit 0. */
 export async function serve(config: WritConfig, options: ServeOptions): Promise<void> {
   const w = await openWrit(config);
   const say = (s: string) => process.stderr.write(`${s}\n`);
@@ -60,15 +60,25 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   say(`[writ]       node bin/writ trace seo-agent-7 update_post wp:post:1024 --fields title,meta_description`);
   say(`[writ]       node bin/writ graph export --format dot`);
   let stopping = false;
-  const stop = async () => {
+  const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
+    say(`[writ] ${signal}: draining (new requests get 503 OVERLOADED); ${app.writDrain.inflight()} request(s) in flight, waiting up to ${config.drainTimeoutMs} ms`);
+    // Queued lease acquisitions may wait far longer than a drain: they are told to retry instead.
+    const drain = app.writDrain.drain(config.drainTimeoutMs);
+    w.ctx.leases.stopWaiting();
+    const drained = await drain;
+    if (drained.drained) say('[writ] drained: every admitted request has been answered');
+    else {
+      say(`[writ] drain timed out with ${drained.inflight} request(s) still running; closing their connections`);
+      app.server.closeAllConnections();
+    }
     await app.close();
     await w.ctx.decisionLog.close();
     for (const c of closers) await c();
     await w.close();
     process.exit(0);
   };
-  process.on('SIGINT', () => void stop());
-  process.on('SIGTERM', () => void stop());
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
 }

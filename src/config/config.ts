@@ -30,9 +30,11 @@ export interface WritConfig {
   rateLimit: { perSecond: number; burst: number };
   /** Writes (POST /v1/actions) in flight at once; one more is OVERLOADED (503) with Retry-After. */
   maxInflightWrites: number;
+  /** On SIGTERM/SIGINT, `writ serve` waits this long for admitted requests to finish (new ones get OVERLOADED) before it closes. */
+  drainTimeoutMs: number;
   /** Governed priority per priority class; the lease queue uses these, never a caller's claim. */
   priorities: Record<string, number>;
-  lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number };
+  lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number; maxWaitersPerKey: number };
   /** Upstream routes: resource pattern → base URL of the system that holds that state. */
   upstreams: { pattern: string; url: string; timeoutMs: number; environment: string }[];
   /** Where decision log events go (OPA's decision log shape); both sinks off by default. */
@@ -145,12 +147,14 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
       burst: int('WRIT_RATE_LIMIT_BURST', env.WRIT_RATE_LIMIT_BURST, 2 * int('WRIT_RATE_LIMIT_PER_S', env.WRIT_RATE_LIMIT_PER_S, 0)),
     },
     maxInflightWrites: int('WRIT_MAX_INFLIGHT_WRITES', env.WRIT_MAX_INFLIGHT_WRITES, 256),
+    drainTimeoutMs: int('WRIT_DRAIN_TIMEOUT_MS', env.WRIT_DRAIN_TIMEOUT_MS, 15_000),
     priorities: DEFAULT_PRIORITIES,
     lease: {
       minTtlMs: int('WRIT_LEASE_MIN_TTL_MS', env.WRIT_LEASE_MIN_TTL_MS, 500),
       maxTtlMs: int('WRIT_LEASE_MAX_TTL_MS', env.WRIT_LEASE_MAX_TTL_MS, 5 * 60_000),
       defaultTtlMs: int('WRIT_LEASE_DEFAULT_TTL_MS', env.WRIT_LEASE_DEFAULT_TTL_MS, 15_000),
       maxWaitMs: int('WRIT_LEASE_MAX_WAIT_MS', env.WRIT_LEASE_MAX_WAIT_MS, 60_000),
+      maxWaitersPerKey: int('WRIT_LEASE_MAX_WAITERS', env.WRIT_LEASE_MAX_WAITERS, 64),
     },
     upstreams: [
       {
@@ -165,6 +169,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   const merged = { ...base, ...overrides };
   if (merged.rateLimit.perSecond > 0 && merged.rateLimit.burst < 1) throw new WritError('UNPROCESSABLE', 'WRIT_RATE_LIMIT_BURST must be at least 1 when a rate limit is set');
   if (merged.maxInflightWrites < 1) throw new WritError('UNPROCESSABLE', 'WRIT_MAX_INFLIGHT_WRITES must be at least 1');
+  if (merged.lease.maxWaitersPerKey < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_MAX_WAITERS must be at least 1');
   for (const u of merged.upstreams) {
     if (u.timeoutMs < 1) throw new WritError('UNPROCESSABLE', `the upstream timeout for ${u.pattern} must be at least 1 ms`);
   }

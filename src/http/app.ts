@@ -7,7 +7,7 @@ import type { WritContext } from '../service/index.js';
 import { registerComponents } from './components.js';
 import { guardInput } from './input-guard.js';
 import { createMetrics } from './metrics.js';
-import { boundInflightWrites, PrincipalRateLimiter } from './overload.js';
+import { boundInflightWrites, claimedPrincipal, drainGate, PrincipalRateLimiter, type Drain } from './overload.js';
 import { queryCoercingValidator } from './query-coercion.js';
 import { sendProblem } from './problem.js';
 import { registerAuthzenRoutes } from './routes/authzen.js';
@@ -24,6 +24,8 @@ declare module 'fastify' {
     caller(request: FastifyRequest): Promise<string>;
     /** Verifies the caller assertion but leaves its jti for the use case to spend in its own transaction. */
     unspentCaller(request: FastifyRequest): Promise<AuthenticatedCaller>;
+    /** Graceful shutdown: refuse new requests (503 OVERLOADED), wait for the admitted ones. */
+    writDrain: Drain;
   }
 }
 
@@ -37,6 +39,8 @@ export interface AppOptions {
 export async function buildApp(ctx: WritContext, options: AppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
     logger: options.logger ?? false,
+    // Draining answers in the house format (drainGate); by close() nothing admitted is left.
+    return503OnClosing: false,
     bodyLimit: ctx.config.bodyLimitBytes,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
     schemaController: { compilersFactory: { buildValidator: queryCoercingValidator() } },
@@ -72,6 +76,20 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     return caller.principal;
   });
   app.decorate('unspentCaller', async (request: FastifyRequest) => admitted(request, await authDeps()));
+  app.decorate('writDrain', drainGate(app));
+  if (limiter) {
+    // Shedding is cheap or it is no shedding: a request whose claimed principal is out of requests is
+    // refused before its body is parsed or its signature checked (measured: bench/overload.ts). A peek
+    // only; tokens are taken after verification (`admitted`).
+    app.addHook('onRequest', async (request) => {
+      const security = (request.routeOptions.schema as { security?: unknown[] } | undefined)?.security;
+      if (Array.isArray(security) && security.length === 0) return;
+      const claimed = claimedPrincipal(request.headers.authorization);
+      if (claimed === null || claimed === GOVERNANCE_ID) return;
+      const refusal = limiter.refusal(claimed);
+      if (refusal) throw refusal;
+    });
+  }
   boundInflightWrites(app, ctx.config.maxInflightWrites);
   app.setErrorHandler((error, request, reply) => sendProblem(error, request, reply));
   app.setNotFoundHandler((request, reply) =>

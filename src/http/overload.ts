@@ -17,6 +17,18 @@ export class PrincipalRateLimiter {
     private readonly burst: number,
   ) {}
 
+  /**
+   * RATE_LIMITED if `principal`'s bucket is empty now, else null; takes nothing. Lets the edge refuse a
+   * limited principal's request before any work on it (body, signature), while only a verified request
+   * (`admit`) ever spends from a bucket: a forged token cannot use up someone else's requests.
+   */
+  refusal(principal: string): WritError | null {
+    const b = this.buckets.get(principal);
+    if (!b) return null;
+    const tokens = Math.min(this.burst, b.tokens + ((this.clock.now() - b.at) * this.perSecond) / 1000);
+    return tokens < 1 ? this.limited(principal, tokens) : null;
+  }
+
   /** Takes one request from `principal`'s bucket, or throws RATE_LIMITED (nothing taken). */
   admit(principal: string): void {
     const now = this.clock.now();
@@ -24,11 +36,15 @@ export class PrincipalRateLimiter {
     const tokens = Math.min(this.burst, b.tokens + ((now - b.at) * this.perSecond) / 1000);
     if (tokens < 1) {
       this.buckets.set(principal, { tokens, at: now });
-      const retryAfterMs = Math.ceil(((1 - tokens) * 1000) / this.perSecond);
-      throw new WritError('RATE_LIMITED', `${principal} is over its rate of ${this.perSecond} requests/s (burst ${this.burst}); retry in ${retryAfterMs} ms`, { retry_after_ms: retryAfterMs });
+      throw this.limited(principal, tokens);
     }
     this.buckets.set(principal, { tokens: tokens - 1, at: now });
     if (this.buckets.size > 10_000) this.sweep(now);
+  }
+
+  private limited(principal: string, tokens: number): WritError {
+    const retryAfterMs = Math.ceil(((1 - tokens) * 1000) / this.perSecond);
+    return new WritError('RATE_LIMITED', `${principal} is over its rate of ${this.perSecond} requests/s (burst ${this.burst}); retry in ${retryAfterMs} ms`, { retry_after_ms: retryAfterMs });
   }
 
   private sweep(now: number): void {
@@ -58,4 +74,80 @@ export function boundInflightWrites(app: FastifyInstance, max: number, retryAfte
     if (holding.delete(request)) inflight--;
   });
   return { inflight: () => inflight };
+}
+
+/** Graceful shutdown of the HTTP side (see `drainGate`). */
+export interface Drain {
+  /** Requests admitted and not yet answered. */
+  inflight(): number;
+  /** From now on every new request but /healthz is OVERLOADED; resolves once nothing admitted is left, or after `timeoutMs`. */
+  drain(timeoutMs: number): Promise<{ drained: boolean; inflight: number }>;
+}
+
+/**
+ * Draining (SIGTERM): once `drain` is called every new request but `/healthz` is OVERLOADED (503) with
+ * Retry-After and `Connection: close` — `/readyz` too, so a load balancer takes this replica out —
+ * while requests admitted before run to their end (a write's receipt settles before its answer).
+ * The listener stays open meanwhile, so a client that connects anew is told to retry instead of
+ * being refused a connection. A request counts until its answer is ready to send: a client that hung up does not end its
+ * write early, the write still settles.
+ */
+export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
+  let draining = false;
+  let inflight = 0;
+  const holding = new WeakSet<FastifyRequest>();
+  let idle: (() => void) | null = null;
+  const done = (request: FastifyRequest) => {
+    if (!holding.delete(request)) return;
+    inflight--;
+    if (inflight === 0) idle?.();
+  };
+  app.addHook('onRequest', async (request, reply) => {
+    if (draining && request.routeOptions.url !== '/healthz') {
+      reply.header('connection', 'close');
+      if (request.routeOptions.url === '/readyz') {
+        // Its own documented "not ready" answer, which a load balancer's probe reads.
+        return reply.code(503).header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).send({ status: 'not ready', error: 'shutting down: draining the requests in flight' });
+      }
+      throw new WritError('OVERLOADED', 'this Writ is shutting down; retry (another replica, or this one once restarted)', { retry_after_ms: retryAfterMs });
+    }
+    inflight++;
+    holding.add(request);
+  });
+  // onSend: the use case has finished (a write's receipt is settled); onResponse in case onSend was skipped.
+  app.addHook('onSend', async (request) => done(request));
+  app.addHook('onResponse', async (request) => done(request));
+  return {
+    inflight: () => inflight,
+    async drain(timeoutMs) {
+      draining = true;
+      if (inflight > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, timeoutMs);
+          idle = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+      return { drained: inflight === 0, inflight };
+    },
+  };
+}
+
+/**
+ * The principal a Bearer caller assertion claims to be (its `iss`), read without checking anything;
+ * null when there is none or it cannot be read. Only for shedding load before the real check.
+ */
+export function claimedPrincipal(authorization: string | undefined): string | null {
+  if (!authorization || authorization.length > 8192) return null;
+  const m = /^Bearer[ \t]+[A-Za-z0-9_-]+\.([A-Za-z0-9_-]+)\.[A-Za-z0-9_-]+[ \t]*$/i.exec(authorization);
+  if (!m) return null;
+  try {
+    const payload: unknown = JSON.parse(Buffer.from(m[1]!, 'base64url').toString('utf8'));
+    const iss = (payload as { iss?: unknown } | null)?.iss;
+    return typeof iss === 'string' ? iss : null;
+  } catch {
+    return null;
+  }
 }

@@ -59,6 +59,8 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
   private readonly sleepers = new Set<() => void>();
   /** Releases in this process so far: a waiter that was polling when one happened does not sleep after it. */
   private releases = 0;
+  /** Set when the process shuts down: queued acquisitions give up (OVERLOADED) instead of holding the drain. */
+  private stopped = false;
 
   constructor(
     private readonly store: TxRunner<Tx>,
@@ -108,9 +110,21 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
         if (now >= deadline) throw this.busy('LEASE_WAIT_TIMEOUT', outcome, outcome.now ?? now, waitMs);
         if (ticket === NEWCOMER_TICKET) {
           const waiter = { keys, holder: req.holder, instance, priority: req.priority, enqueuedAt: now, deadline };
-          ticket = await this.store.readWrite((tx) => tx.leases.enqueue(waiter));
+          ticket = await this.store.readWrite(async (tx) => {
+            // Bounded queues: past the bound a waiter costs memory and polls and would never be served in time.
+            for (const key of keys) {
+              const queued = (await tx.leases.waiters(key, now)).length;
+              if (queued >= this.options.maxWaitersPerKey) throw this.queueFull(key, queued, outcome, now);
+            }
+            return tx.leases.enqueue(waiter);
+          });
         }
-        if (this.releases === releasesBefore) await this.nap(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
+        if (this.releases === releasesBefore && !this.stopped) await this.nap(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
+        if (this.stopped) {
+          throw new WritError('OVERLOADED', `this Writ is shutting down; stopped waiting for ${outcome.key}, retry (another replica, or this one once restarted)`, {
+            key: outcome.key, retry_after_ms: 1000,
+          });
+        }
       }
     } finally {
       // A granted waiter already left the queue in the granting transaction.
@@ -119,6 +133,12 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
         await this.store.readWrite((tx) => tx.leases.dequeue(mine));
       }
     }
+  }
+
+  /** Shutdown: every acquisition waiting in a queue of this process gives up now with OVERLOADED (503), and none waits from now on. */
+  stopWaiting(): void {
+    this.stopped = true;
+    for (const wake of [...this.sleepers]) wake();
   }
 
   /**
@@ -235,10 +255,7 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
   async bumpEpochs(cmd: Omit<EpochBumpCommand, 'now'>): Promise<EpochBump> {
     checkEpochBump(cmd);
     const bump = await this.store.readWrite((tx) => tx.leases.bumpEpochs({ ...cmd, now: this.clock.now() }));
-    if (bump.leases_ended > 0) {
-      this.releases++;
-      for (const wake of [...this.sleepers]) wake();
-    }
+    if (bump.leases_ended > 0) this.released();
     return bump;
   }
 
@@ -276,6 +293,14 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
       retry_after_ms: retryAfterMs,
       queued: !held,
       ...(waitedMs === undefined ? {} : { waited_ms: waitedMs }),
+    });
+  }
+
+  private queueFull(key: string, queued: number, o: Extract<AcquireOutcome, { granted: false }>, now: number): WritError {
+    const held = o.holder !== null && o.expiresAt !== null && o.expiresAt > now;
+    const retryAfterMs = held ? Math.max(1, o.expiresAt! - now) : this.options.queuedRetryAfterMs;
+    return new WritError('OVERLOADED', `${queued} callers already wait for ${key}, the most its queue holds (WRIT_LEASE_MAX_WAITERS); retry later`, {
+      key, waiters: queued, max_waiters: this.options.maxWaitersPerKey, retry_after_ms: retryAfterMs,
     });
   }
 

@@ -114,6 +114,12 @@ export interface LeaseManagerOptions {
   maxTtlMs?: number;
   /** Largest wait accepted (default 60 000 ms). */
   maxWaitMs?: number;
+  /**
+   * Live waiters a key's queue holds (default 64); one more waiter is OVERLOADED (503) with Retry-After
+   * instead of queued. Counted in the enqueuing transaction, so exact on one SQLite file; PostgreSQL
+   * replicas enqueueing at the same instant (READ COMMITTED) may each see the last free place.
+   */
+  maxWaitersPerKey?: number;
   /** Waiters poll the store between these bounds, with jitter (defaults 10 and 50 ms). */
   pollMinMs?: number;
   pollMaxMs?: number;

@@ -261,7 +261,17 @@ async function forwardAndSettle(ctx: WritContext, w: IdentifiedWrite, input: Act
     case 'applied': {
       // `complete` is first-settlement-wins: if a reconciliation sweep settled this receipt first, the
       // log's answer is returned as it stands (a FAILED one then says the log and upstream disagree).
-      const receipt = await ctx.receipts.complete(pending.receipt_id, { status: 'COMPLETED', final_version: result.version, upstream_status: result.status });
+      let receipt: Receipt;
+      try {
+        receipt = await ctx.receipts.complete(pending.receipt_id, { status: 'COMPLETED', final_version: result.version, upstream_status: result.status });
+      } catch (e) {
+        // The store cannot write (disk full, busy): the write is in the upstream, its receipt PENDING until
+        // the sweep settles it from the upstream's record. Not acknowledged, and not "nothing changed" either.
+        const why = e instanceof Error ? e.message : String(e);
+        throw new WritError('OVERLOADED', `the upstream applied the write at version ${result.version}, but its receipt could not be settled (${why}); receipt ${pending.receipt_id} stays PENDING and is reconciled from the upstream's record`, {
+          receipt_id: pending.receipt_id, receipt_status: 'PENDING', retry_after_ms: 5000,
+        });
+      }
       if (receipt.status !== 'COMPLETED') {
         throw new WritError('UPSTREAM_FAILED', `the upstream applied the write at version ${result.version}, but receipt ${receipt.receipt_id} was already settled ${receipt.status} by reconciliation`, { receipt_id: receipt.receipt_id });
       }
@@ -288,6 +298,12 @@ async function forwardAndSettle(ctx: WritContext, w: IdentifiedWrite, input: Act
     case 'refused':
       await ctx.receipts.complete(pending.receipt_id, { status: 'FAILED', upstream_status: result.status, error: { code: 'UPSTREAM_FAILED', message: result.message } });
       throw new WritError('UPSTREAM_FAILED', `the upstream refused the write (${result.status}${result.code ? ` ${result.code}` : ''}): ${result.message}`, { receipt_id: pending.receipt_id });
+    case 'server_error':
+      // A 5xx is no verdict (a proxy's 502 or a crash after the commit may follow an applied write):
+      // the receipt stays PENDING and is settled from the upstream's own record once the deadline has passed.
+      throw new WritError('UPSTREAM_FAILED', `the upstream failed (${result.status}): ${result.message}; whether it applied the write is unknown, receipt ${pending.receipt_id} stays PENDING until reconciled`, {
+        receipt_id: pending.receipt_id, receipt_status: 'PENDING',
+      });
     case 'timeout':
     case 'network_error':
       if (result.maybeApplied) {

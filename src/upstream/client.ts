@@ -45,6 +45,8 @@ export type UpstreamWriteResult =
   /** `key`: the coordination key whose epoch was stale (null if the upstream did not say). */
   | { kind: 'stale_epoch'; status: 409; staleEpoch: true; key: string | null; highestEpoch: number }
   | { kind: 'refused'; status: number; code: string | null; message: string }
+  /** A 5xx answer: the upstream (or a proxy before it) failed, which does not say whether the write was applied. */
+  | { kind: 'server_error'; status: number; maybeApplied: true; message: string }
   | { kind: 'timeout'; status: null; maybeApplied: true; message: string }
   | { kind: 'network_error'; status: null; maybeApplied: boolean; message: string };
 
@@ -125,6 +127,9 @@ export class HttpUpstreamClient implements UpstreamClient {
     if (status === 409 && body.code === 'STALE_FENCING_EPOCH') {
       const key = typeof body.key === 'string' ? body.key : null;
       return { kind: 'stale_epoch', status, staleEpoch: true, key, highestEpoch: Number(body.highest) };
+    }
+    if (status >= 500) {
+      return { kind: 'server_error', status, maybeApplied: true, message: typeof body.message === 'string' ? body.message : `upstream answered ${status}` };
     }
     return {
       kind: 'refused',

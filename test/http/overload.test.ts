@@ -49,6 +49,32 @@ describe('per-principal rate limit (WRIT_RATE_LIMIT_PER_S, WRIT_RATE_LIMIT_BURST
     expect(again.statusCode, again.body).toBe(200); // the same assertion: it was not spent by the refusal
   });
 
+  it('a limited principal is refused before any work on its request (a malformed body is 429, not 400), and a forged token cannot spend another principal\'s requests', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 5, 1, 12));
+    const h = await startHarness({ clock, config: { rateLimit: { perSecond: 1, burst: 2 } } });
+    harnesses.push(h);
+    const auth = await h.auth('seo-agent-7');
+    const [head, payload] = auth.authorization!.slice('Bearer '.length).split('.');
+    const forged = { authorization: `Bearer ${head}.${payload}.${'A'.repeat(86)}` };
+    const decide = (headers: Record<string, string>, payload: string) =>
+      h.app.inject({ method: 'POST', url: '/v1/decisions', headers: { ...headers, 'content-type': 'application/json' }, payload });
+    const body = JSON.stringify({ action: 'update_post', resource: 'wp:post:5', environment: 'production', fields: ['title'] });
+    // Forged tokens claiming seo-agent-7 are refused as unauthenticated and take nothing from its bucket.
+    for (let i = 0; i < 5; i++) expect((await decide(forged, body)).statusCode).toBe(401);
+    expect((await decide(await h.auth('seo-agent-7'), body)).statusCode).toBe(200);
+    expect((await decide(await h.auth('seo-agent-7'), body)).statusCode).toBe(200);
+    // Now its bucket is empty: refused before the body is parsed or the signature checked.
+    const limited = await decide(await h.auth('seo-agent-7'), '{"not json');
+    expect(limited.statusCode).toBe(429);
+    expect(limited.json().code).toBe('RATE_LIMITED');
+    expect(limited.headers['retry-after']).toBe('1');
+    expect((await decide(forged, body)).statusCode).toBe(429);
+    // Probes are never limited.
+    expect((await h.app.inject({ method: 'GET', url: '/healthz', headers: auth })).statusCode).toBe(200);
+    clock.advance(1_000);
+    expect((await decide(await h.auth('seo-agent-7'), body)).statusCode).toBe(200);
+  });
+
   it('is off by default', async () => {
     const h = await startHarness();
     harnesses.push(h);
