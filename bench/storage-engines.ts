@@ -13,7 +13,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { JWK } from 'jose';
-import pg from 'pg';
+import { createTestDatabase } from '../scripts/test-database.js';
 import { CLI, freePort, REPO, spawnListening } from '../scripts/server-process.js';
 import { WritClient, type Decision } from '../src/sdk/index.js';
 import { machineLine, summarize, writeResultsSection } from './results-file.js';
@@ -23,32 +23,12 @@ const TMP = join(ROOT, 'bench', 'tmp');
 const SECONDS = Number(process.env['ENGINES_SECONDS'] ?? 6);
 const ROUNDS = Number(process.env['ENGINES_ROUNDS'] ?? 3);
 const CLIENTS = Number(process.env['ENGINES_CLIENTS'] ?? 16);
-const ADMIN_URL = process.env['WRIT_TEST_DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const PRINCIPAL = 'seo-agent-7';
 
 interface Variant {
   name: string;
   urls: string[];
   stop(): Promise<void>;
-}
-
-async function database(name: string): Promise<{ url: string; drop(): Promise<void> }> {
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      const c = new pg.Client({ connectionString: ADMIN_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
-  };
 }
 
 async function variant(name: string, replicas: number, databaseUrl: string | null, upstreamUrl: string): Promise<Variant> {
@@ -117,8 +97,8 @@ async function main(): Promise<void> {
   const upPort = await freePort();
   const upstream = await spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(upPort), '--db', join(upDir, 'upstream.sqlite')], process.env);
   const upstreamUrl = `http://127.0.0.1:${upPort}`;
-  const db1 = await database('writ_bench_one');
-  const db3 = await database('writ_bench_three');
+  const db1 = await createTestDatabase('writ_bench_one');
+  const db3 = await createTestDatabase('writ_bench_three');
   const variants = [
     await variant('SQLite, 1 process', 1, null, upstreamUrl),
     await variant('PostgreSQL, 1 replica', 1, db1.url, upstreamUrl),

@@ -5,7 +5,7 @@ import pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../../src/store/postgres/index.js';
 import { createTestDatabase } from '../conformance/engines.js';
-import { ensurePostgresChildBuild } from './fixtures/child-build.js';
+import { ensureChildBuild } from '../../lease/fixtures/child-build.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const KEYS = ['k:1', 'k:2', 'k:3'];
@@ -22,7 +22,7 @@ interface RacerReport {
 
 let build: string;
 beforeAll(() => {
-  build = ensurePostgresChildBuild();
+  build = ensureChildBuild();
 }, 120_000);
 
 const cleanups: (() => Promise<void>)[] = [];
