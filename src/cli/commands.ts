@@ -4,10 +4,8 @@ import { KeyRing } from '../decision/index.js';
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import {
-  analyseImpact, applyManifest, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, openStore, openWrit, orphanedDelegations, readManifest, whyReceipt, type OpenedWrit,
+  analyseImpact, applyManifest, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, whyReceipt, type OpenedWrit,
 } from '../service/index.js';
-import { POSTGRES_MIGRATIONS } from '../store/postgres/index.js';
-import { SQLITE_SCHEMA_VERSION } from '../store/sqlite/database.js';
 import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { findOpa } from './opa.js';
@@ -344,10 +342,8 @@ export const COMMANDS: Command[] = [
     summary: 'apply the store\'s numbered migrations (the SQLite file, or --database postgres://…) and print its schema version',
     run: async ({ values }) => {
       const config = configFrom(values);
-      const store = await openStore(config);
-      await store.close();
-      const version = store.engine === 'postgres' ? Math.max(...POSTGRES_MIGRATIONS.map((m) => m.version)) : SQLITE_SCHEMA_VERSION;
-      console.log(`${store.engine} store ${store.engine === 'postgres' ? '(WRIT_DATABASE_URL / --database)' : config.dbFile}: schema at version ${version}`);
+      const { engine, version } = await migrateStore(config);
+      console.log(`${engine} store ${engine === 'postgres' ? '(WRIT_DATABASE_URL / --database)' : config.dbFile}: schema at version ${version}`);
       return 0;
     },
   },

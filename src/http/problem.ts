@@ -37,10 +37,6 @@ function fromFastify(error: FastifyError): WritError {
     const extra = first?.params && 'additionalProperty' in first.params ? ` "${String(first.params.additionalProperty)}"` : '';
     return new WritError('MALFORMED_REQUEST', `${error.validationContext ?? 'body'}${where.startsWith('/') ? where : ''}: ${first?.message ?? 'invalid'}${extra}`);
   }
-  if (typeof error.code === 'string' && error.code.startsWith('SQLITE_BUSY')) {
-    // The store stayed locked past its busy timeout (another process holds a long write): shed, don't fail.
-    return new WritError('OVERLOADED', 'the store is busy; retry shortly', { retry_after_ms: 1000 });
-  }
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new WritError('PAYLOAD_TOO_LARGE', error.message);

@@ -4,7 +4,8 @@ import { KeyRing, ReplayGuard } from '../decision/index.js';
 import { LiveGraph } from '../graph/index.js';
 import { openReloadingPolicyEngine } from '../policy/index.js';
 import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
-import { openPostgresStore } from '../store/postgres/index.js';
+import { openPostgresStore, POSTGRES_MIGRATIONS } from '../store/postgres/index.js';
+import { SQLITE_SCHEMA_VERSION } from '../store/sqlite/database.js';
 import type { WritStore } from '../store/contract.js';
 import { ensureGovernance } from './bootstrap.js';
 import { LeaseManager } from '../lease/index.js';
@@ -89,6 +90,13 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
  * database), else the embedded SQLite file. Either applies its missing migrations on open (under a
  * lock, so replicas starting together migrate once) and refuses a schema newer than it knows.
  */
+/** `writ migrate`: opens the configured store (which applies the migrations it lacks), closes it, and says where it stands. */
+export async function migrateStore(config: WritConfig): Promise<{ engine: WritStore['engine']; version: number }> {
+  const store = await openStore(config);
+  await store.close();
+  return { engine: store.engine, version: store.engine === 'postgres' ? Math.max(...POSTGRES_MIGRATIONS.map((m) => m.version)) : SQLITE_SCHEMA_VERSION };
+}
+
 export async function openStore(config: WritConfig): Promise<WritStore> {
   if (config.databaseUrl !== null) return openPostgresStore(config.databaseUrl, { applicationName: `writ-${process.pid}` });
   return openSqliteStore(config.dbFile);

@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO } from '../support/harness.js';
 import { CLI, requireDist } from '../support/server-process.js';
+import { createTestDatabase } from '../../scripts/test-database.js';
 
 const run = promisify(execFile);
 let dataDir: string;
@@ -35,6 +36,22 @@ describe('the writ command for operators and policy authors', () => {
     expect(statSync(join(dataDir, 'admin.jwk')).mode & 0o777).toBe(0o600);
     const second = await writ('graph', 'apply', 'graph/example.yaml');
     expect(second.out).toMatch(/applied graph\/example\.yaml: 0 created, \d+ unchanged/);
+  });
+
+  it('migrate applies the numbered migrations on either engine and says where the schema stands; another URL is refused', async () => {
+    const sqlite = await writ('migrate');
+    expect(sqlite).toMatchObject({ code: 0, out: expect.stringMatching(/^sqlite store .*writ\.sqlite: schema at version \d+/) });
+    const db = await createTestDatabase('writ_cli_migrate');
+    try {
+      const pg = await writ('migrate', '--database', db.url);
+      expect(pg).toMatchObject({ code: 0, out: expect.stringMatching(/^postgres store .*: schema at version \d+/) });
+      expect((await writ('migrate', '--database', db.url)).code).toBe(0); // again: nothing to apply
+    } finally {
+      await db.drop();
+    }
+    const other = await writ('migrate', '--database', 'mysql://root@127.0.0.1/writ');
+    expect(other.code).not.toBe(0);
+    expect(other.out).toMatch(/UNPROCESSABLE.*postgres:\/\//);
   });
 
   it('trace explains an allow chain by chain (exit 0) and a deny with what is missing (exit 3)', async () => {
