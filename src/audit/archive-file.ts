@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { WritError } from '../errors.js';
 import { checkpointPayloadOf, sameCheckpoint, type CheckpointPayload, type StoredCheckpoint } from './checkpoint.js';
 import { ChainVerifier, type ReceiptChainVerdict } from './hash-chain.js';
@@ -67,12 +67,11 @@ export interface ArchiveVerdict extends ReceiptChainVerdict {
  * exactly at the checkpoint's archived_through with its hash, holding `count` entries.
  */
 export function verifyArchiveFile(file: string, verifyJws: (jws: string) => { payload: CheckpointPayload } | { problem: string }): ArchiveVerdict {
-  const lines = readFileSync(file, 'utf8').split('\n');
-  if (lines[lines.length - 1] === '') lines.pop();
+  const lines = readLines(file);
   const broken = (problem: string, extra: Partial<ArchiveVerdict> = {}): ArchiveVerdict => ({ ok: false, entries: 0, head: '', problem, ...extra });
   let header: ArchiveHeader;
   try {
-    header = JSON.parse(lines[0] ?? '') as ArchiveHeader;
+    header = JSON.parse(lines.next().value ?? '') as ArchiveHeader;
   } catch {
     return broken('the first line is not a JSON archive header');
   }
@@ -85,19 +84,42 @@ export function verifyArchiveFile(file: string, verifyJws: (jws: string) => { pa
   const cp = signed.payload;
   const from = cp.archived_through - cp.count + 1;
   const verifier = new ChainVerifier(from - 1, cp.prev_hash);
-  const entries: StoredEntry[] = [];
-  for (let i = 1; i < lines.length; i++) {
-    const e = entryOf(lines[i]!);
-    if (!e) return { ...verifier.broken(verifier.verified + 1, `line ${i + 1} is not an entry`), checkpoint: stored, from };
-    entries.push(e);
+  let n = 1;
+  for (const line of lines) {
+    n += 1;
+    const e = entryOf(line);
+    if (!e) return { ...verifier.broken(verifier.verified + 1, `line ${n} is not an entry`), checkpoint: stored, from };
+    const bad = verifier.feed([e]);
+    if (bad) return { ...bad, checkpoint: stored, from };
   }
-  const bad = verifier.feed(entries);
-  if (bad) return { ...bad, checkpoint: stored, from };
   const end = verifier.finish(0);
   if (verifier.verified !== cp.archived_through || end.head !== cp.hash) {
     return { ...verifier.broken(verifier.verified + 1, `the archive ends at entry ${verifier.verified}, its checkpoint says ${cp.archived_through} (entries were removed or added at its end)`), checkpoint: stored, from };
   }
   return { ...end, checkpoint: stored, from };
+}
+
+/** The file's lines (without the last one when empty), read in 1 MiB pieces: an archive may be larger than a string can be. */
+function* readLines(file: string): Generator<string, undefined> {
+  const fd = openSync(file, 'r');
+  try {
+    const buf = Buffer.alloc(1 << 20);
+    let rest = Buffer.alloc(0);
+    for (;;) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) break;
+      let chunk = Buffer.concat([rest, buf.subarray(0, n)]);
+      for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10)) {
+        yield chunk.subarray(0, nl).toString('utf8');
+        chunk = chunk.subarray(nl + 1);
+      }
+      rest = Buffer.from(chunk);
+    }
+    if (rest.length > 0) yield rest.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+  return undefined;
 }
 
 function entryOf(line: string): StoredEntry | undefined {
