@@ -66,6 +66,11 @@ function duration(s: string): number {
   return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
 }
 
+/** A checkpoint's `at` as an RFC 3339 string, as everywhere on the wire. */
+function withWireCheckpoint(v: { checkpoint?: { at: number } }): unknown {
+  return v.checkpoint ? { ...v, checkpoint: { ...v.checkpoint, at: toWireTime(v.checkpoint.at) } } : v;
+}
+
 function formatVerdict(v: ReceiptChainVerdict): string {
   const from = v.checkpoint ? ` from checkpoint ${v.checkpoint.seq} (entries up to ${v.checkpoint.archived_through} archived)` : '';
   return v.ok ? `OK: ${v.entries} entries${from}, head ${v.head}` : `BROKEN at seq ${v.firstBadSeq}: ${v.problem} (${v.entries} sound entries before it${from})`;
@@ -87,7 +92,7 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
     return jwk ? publicKeyFromJwk(jwk as Parameters<typeof publicKeyFromJwk>[0]) : undefined;
   };
   const v = verifyArchiveFile(file, (jws) => verifyCheckpoint(jws, keyFor));
-  print(v, values.json, () => (v.ok ? `OK: ${file} holds entries ${v.from}..${v.checkpoint!.archived_through} (${v.entries}), checkpoint ${v.checkpoint!.seq} signature verified, head ${v.head}` : `BROKEN${v.firstBadSeq !== undefined ? ` at seq ${v.firstBadSeq}` : ''}: ${v.problem}`));
+  print(withWireCheckpoint(v), values.json, () => (v.ok ? `OK: ${file} holds entries ${v.from}..${v.checkpoint!.archived_through} (${v.entries}), checkpoint ${v.checkpoint!.seq} signature verified, head ${v.head}` : `BROKEN${v.firstBadSeq !== undefined ? ` at seq ${v.firstBadSeq}` : ''}: ${v.problem}`));
   return v.ok ? 0 : 1;
 }
 
@@ -390,7 +395,7 @@ export const COMMANDS: Command[] = [
       return withWrit(values, async (w) => {
         const v = await w.ctx.receipts.verifyChain(async () => {});
         const restores = (await w.ctx.leases.epochBumps()).filter((b) => b.kind === 'RESTORE');
-        print(restores.length === 0 ? v : { ...v, restores }, values.json, () =>
+        print(restores.length === 0 ? withWireCheckpoint(v) : { ...(withWireCheckpoint(v) as object), restores }, values.json, () =>
           [formatVerdict(v), ...restores.map(formatRestore)].join('\n'));
         return v.ok ? 0 : 1;
       });
@@ -412,7 +417,7 @@ export const COMMANDS: Command[] = [
       const file = values.out;
       return withWrit(values, async (w) => {
         const r = await w.ctx.receipts.archive({ olderThanMs, file });
-        print(r, values.json, () =>
+        print(r.archived ? withWireCheckpoint(r) : r, values.json, () =>
           r.archived
             ? `archived entries ${r.checkpoint.archived_through - r.checkpoint.count + 1}..${r.checkpoint.archived_through} (${r.entries} entries, ${r.receipts} receipts) to ${r.file}; checkpoint ${r.checkpoint.seq} hash ${r.checkpoint.hash}`
             : `nothing archived: ${r.reason}`);
