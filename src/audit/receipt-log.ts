@@ -295,6 +295,27 @@ export class ReceiptLog {
     return { archived: true, file: options.file, checkpoint, ...deleted };
   }
 
+  /**
+   * Signs the latest checkpoint again with the current key, as a new checkpoint that archives nothing
+   * (count 0, the same archived_through and hash): after a key rotation, before the old key leaves the
+   * JWKS, so that verification from the checkpoint keeps working. The latest checkpoint must verify
+   * first (a forged one is never re-signed). Null when there is no checkpoint.
+   */
+  async resignCheckpoint(): Promise<StoredCheckpoint | null> {
+    if (!this.checkpoints) throw new WritError('INTERNAL', 're-signing needs a checkpoint signer');
+    const signer = this.checkpoints;
+    return this.store.readWrite(async (tx) => {
+      const last = await tx.receipts.latestCheckpoint();
+      if (!last) return null;
+      const problem = this.checkpointProblem(last);
+      if (problem) throw new WritError('UNPROCESSABLE', `checkpoint ${last.seq} does not verify, so it is not signed again: ${problem}`);
+      const payload: CheckpointPayload = { seq: last.seq + 1, archived_through: last.archived_through, hash: last.hash, prev_hash: last.hash, count: 0, at: this.clock.now() };
+      const checkpoint = { ...payload, jws: signer.sign(payload) };
+      await tx.receipts.archiveThrough(checkpoint);
+      return checkpoint;
+    });
+  }
+
   private async settle(tx: ReceiptTx, receiptId: string, result: SettlementAppend): Promise<Receipt> {
     if (!result.appended && result.reason === 'unknown') throw new WritError('NOT_FOUND', `no receipt '${receiptId}'`);
     const receipt = await this.mustGet(tx, receiptId);

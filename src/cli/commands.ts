@@ -168,6 +168,9 @@ export const COMMANDS: Command[] = [
       const ring = await KeyRing.open(`${config.dataDir}/keys`, systemClock, { maxTokenTtlMs: config.decisionTtlMs });
       const next = await ring.rotate();
       console.log(`signing key is now ${next.kid}; JWKS has ${ring.jwks().keys.length} key(s)`);
+      // The receipt chain's latest checkpoint must verify once the old key leaves the JWKS: sign it again now.
+      const resigned = await withWrit(values, (w) => w.ctx.receipts.resignCheckpoint());
+      if (resigned) console.log(`receipt checkpoint signed again with the new key as checkpoint ${resigned.seq} (entries up to ${resigned.archived_through} archived)`);
       return 0;
     },
   },

@@ -143,3 +143,38 @@ describe('receipt retention: archive behind a signed checkpoint', () => {
     expect(await t.log.verifyChain()).toMatchObject({ ok: true, entries: 8 });
   });
 });
+
+describe('receipt retention: key rotation', () => {
+  it('the latest checkpoint is signed again with the new key, so it still verifies once the old key is unpublished', async () => {
+    const t = await setUp();
+    await history(t);
+    await t.log.archive({ olderThanMs: 30 * DAY, file: join(t.dir, 'a.jsonl') });
+    await t.ring.rotate();
+    const resigned = await t.log.resignCheckpoint();
+    expect(resigned).toMatchObject({ seq: 2, archived_through: 5, count: 0 });
+    t.clock.advance(t.ring.maxTokenTtlMs + 1); // the old key leaves the JWKS
+    expect(await t.log.verifyChain()).toMatchObject({ ok: true, entries: 3, checkpoint: { seq: 2, archived_through: 5 } });
+    // The first archive is still checked offline with the JWKS saved when it was made (here: the old key is gone).
+    expect(t.offline(join(t.dir, 'a.jsonl'))).toMatchObject({ ok: false, problem: expect.stringContaining('not among the published keys') });
+    // A later archive continues from the re-signed checkpoint.
+    await t.log.recordRejection({ principal: 'p', action: 'post.update', resource_key: 'wp:post:1', error: { code: 'FORBIDDEN', message: 'no' } });
+    t.clock.advance(40 * DAY);
+    await t.log.complete('rcpt_4', { status: 'COMPLETED', final_version: 1 });
+    await t.log.recordRejection({ principal: 'p', action: 'post.update', resource_key: 'wp:post:1', error: { code: 'FORBIDDEN', message: 'no' } });
+    t.clock.advance(40 * DAY);
+    const r = await t.log.archive({ olderThanMs: 30 * DAY, file: join(t.dir, 'b.jsonl') });
+    expect(r).toMatchObject({ archived: true, checkpoint: { seq: 3, archived_through: 10, prev_hash: resigned!.hash } });
+    expect(t.offline(join(t.dir, 'b.jsonl'))).toMatchObject({ ok: true, from: 6 });
+    expect((await t.log.verifyChain()).ok).toBe(true);
+  });
+
+  it('a checkpoint that does not verify is never signed again', async () => {
+    const t = await setUp();
+    await history(t);
+    await t.log.archive({ olderThanMs: 30 * DAY, file: join(t.dir, 'a.jsonl') });
+    t.db.exec('DROP TRIGGER receipt_checkpoints_no_update');
+    t.db.prepare('UPDATE receipt_checkpoints SET archived_through = 4').run();
+    await expect(t.log.resignCheckpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE' });
+    expect(t.db.prepare('SELECT COUNT(*) FROM receipt_checkpoints').pluck().get()).toBe(1);
+  });
+});

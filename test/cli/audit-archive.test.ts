@@ -64,6 +64,11 @@ describe('writ audit archive and writ audit verify --archive', () => {
     const unknownKey = await writ('audit', 'verify', '--archive', file, '--jwks', join(h.dataDir, 'empty-jwks.json'));
     expect(unknownKey).toMatchObject({ code: 1, stdout: expect.stringContaining('not among the published keys') });
 
+    // A key rotation signs the checkpoint again with the new key.
+    const rotated = await writ('keys', 'rotate');
+    expect(rotated).toMatchObject({ code: 0, stdout: expect.stringContaining('receipt checkpoint signed again with the new key as checkpoint 2') });
+    expect((await writ('audit', 'verify')).stdout).toMatch(/^OK: 2 entries from checkpoint 2 \(entries up to 3 archived\)/);
+
     // Tampered: one entry's body changed.
     const lines = readFileSync(file, 'utf8').split('\n');
     const second = JSON.parse(lines[2]!);
