@@ -290,7 +290,9 @@ export class ReceiptLog {
       if ((now?.seq ?? 0) !== (last?.seq ?? 0)) {
         throw new WritError('UNPROCESSABLE', `another archive recorded checkpoint ${now?.seq} meanwhile; ${options.file} holds entries it archived too, nothing more was deleted`);
       }
-      return tx.receipts.archiveThrough(checkpoint);
+      const done = await tx.receipts.archiveThrough(checkpoint);
+      if (!done) throw new WritError('UNPROCESSABLE', `another archive recorded checkpoint ${checkpoint.seq} meanwhile; ${options.file} holds entries it archived too, nothing more was deleted`);
+      return done;
     });
     return { archived: true, file: options.file, checkpoint, ...deleted };
   }
@@ -311,7 +313,7 @@ export class ReceiptLog {
       if (problem) throw new WritError('UNPROCESSABLE', `checkpoint ${last.seq} does not verify, so it is not signed again: ${problem}`);
       const payload: CheckpointPayload = { seq: last.seq + 1, archived_through: last.archived_through, hash: last.hash, prev_hash: last.hash, count: 0, at: this.clock.now() };
       const checkpoint = { ...payload, jws: signer.sign(payload) };
-      await tx.receipts.archiveThrough(checkpoint);
+      if (!(await tx.receipts.archiveThrough(checkpoint))) throw new WritError('UNPROCESSABLE', `checkpoint ${payload.seq} was recorded meanwhile: not signed again`);
       return checkpoint;
     });
   }

@@ -50,9 +50,10 @@ export interface ReceiptRepository {
   /**
    * Records the checkpoint and deletes the entries up to `checkpoint.archived_through` and the index
    * rows of the receipts they open, in this transaction: the only way entries ever leave the store
-   * (the engines' triggers refuse a delete above the latest checkpoint). Returns the rows deleted.
+   * (the engines' triggers refuse a delete above the latest checkpoint). Returns the rows deleted, or
+   * null (and does nothing) when a checkpoint with that seq exists already: another archive won.
    */
-  archiveThrough(checkpoint: StoredCheckpoint): Promise<{ entries: number; receipts: number }>;
+  archiveThrough(checkpoint: StoredCheckpoint): Promise<{ entries: number; receipts: number } | null>;
 }
 
 /** A receipts index row as stored, with the entries it names. */

@@ -180,12 +180,14 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     return row!.first;
   }
 
-  async archiveThrough(c: StoredCheckpoint): Promise<{ entries: number; receipts: number }> {
-    // The checkpoint first: the delete trigger reads it.
-    await this.sql.query(
-      'INSERT INTO receipt_checkpoints (seq, archived_through, hash, prev_hash, count, at, jws) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+  async archiveThrough(c: StoredCheckpoint): Promise<{ entries: number; receipts: number } | null> {
+    // The checkpoint first: the delete trigger reads it. A concurrent archive with the same seq waits
+    // for the first to commit, then inserts nothing.
+    const inserted = await this.sql.query(
+      'INSERT INTO receipt_checkpoints (seq, archived_through, hash, prev_hash, count, at, jws) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (seq) DO NOTHING RETURNING 1',
       [c.seq, c.archived_through, c.hash, c.prev_hash, c.count, c.at, c.jws],
     );
+    if (inserted.length === 0) return null;
     const [row] = await this.sql.query<{ receipts: number }>(
       'WITH r AS (DELETE FROM receipts WHERE first_seq <= $1 RETURNING 1) SELECT count(*)::int8 AS receipts FROM r',
       [c.archived_through],

@@ -164,9 +164,9 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     return this.retention().straddling.get(seq, seq) as number | null;
   }
 
-  async archiveThrough(checkpoint: StoredCheckpoint): Promise<{ entries: number; receipts: number }> {
+  async archiveThrough(checkpoint: StoredCheckpoint): Promise<{ entries: number; receipts: number } | null> {
     const r = this.retention();
-    r.insertCheckpoint.run(checkpoint);
+    if (r.insertCheckpoint.run(checkpoint).changes === 0) return null;
     const receipts = r.deleteIndex.run(checkpoint.archived_through).changes;
     const entries = r.deleteEntries.run(checkpoint.archived_through).changes;
     return { entries, receipts };
@@ -180,7 +180,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
         WHERE status = 'PENDING' OR created_at >= @before OR COALESCE(completed_at, created_at) >= @before`).pluck(),
       straddling: this.db.prepare('SELECT MIN(first_seq) FROM receipts WHERE first_seq <= ? AND last_seq > ?').pluck(),
       insertCheckpoint: this.db.prepare(`INSERT INTO receipt_checkpoints (seq, archived_through, hash, prev_hash, count, at, jws)
-        VALUES (@seq, @archived_through, @hash, @prev_hash, @count, @at, @jws)`),
+        VALUES (@seq, @archived_through, @hash, @prev_hash, @count, @at, @jws) ON CONFLICT (seq) DO NOTHING`),
       deleteIndex: this.db.prepare('DELETE FROM receipts WHERE first_seq <= ?'),
       deleteEntries: this.db.prepare('DELETE FROM receipt_entries WHERE seq <= ?'),
     });

@@ -90,4 +90,17 @@ describeEngines('receipt retention', (fresh) => {
     expect(await store.read((tx) => tx.receipts.latestCheckpoint())).toEqual(second);
     expect((await store.read((tx) => tx.receipts.entriesAfter(0, 100))).map((e) => e.seq)).toEqual([7]);
   });
+
+  it('a second archive with the same checkpoint seq does nothing (returns null): two archives racing cannot both delete', async () => {
+    const { store, another } = await fresh();
+    await history(store);
+    const other = await another();
+    const first = await checkpoint(store, 3);
+    const [a, b] = await Promise.all([
+      store.readWrite((tx) => tx.receipts.archiveThrough(first)),
+      other.readWrite(async (tx) => tx.receipts.archiveThrough({ ...first, archived_through: 2, count: 2, hash: await hashOf(store, 2) })),
+    ]);
+    expect([a, b].filter((r) => r === null)).toHaveLength(1);
+    expect((await store.read((tx) => tx.receipts.latestCheckpoint()))!.seq).toBe(1);
+  });
 });
