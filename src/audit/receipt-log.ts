@@ -265,6 +265,9 @@ export class ReceiptLog {
       return { last, start, cut, end };
     });
     const { last, start, cut, end } = plan;
+    // Never build on a checkpoint that does not verify: the new signature would vouch for it.
+    const problem = last ? this.checkpointProblem(last) : undefined;
+    if (problem) throw new WritError('UNPROCESSABLE', `checkpoint ${last!.seq} does not verify, so nothing is archived after it: ${problem}`);
     if (cut <= start || !end || end.seq !== cut) {
       return { archived: false, reason: `no receipt from entry ${start + 1} on is both settled and older than ${new Date(before).toISOString()} (or only the head is)`, archived_through: start };
     }

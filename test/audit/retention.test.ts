@@ -122,6 +122,10 @@ describe('receipt retention: archive behind a signed checkpoint', () => {
     t.db.prepare('INSERT INTO receipt_checkpoints (seq, archived_through, hash, prev_hash, count, at, jws) VALUES (?, ?, ?, ?, ?, ?, ?)')
       .run(payload.seq, payload.archived_through, payload.hash, payload.prev_hash, payload.count, payload.at, signCheckpoint(other.current(), payload));
     expect(await t.log.verifyChain()).toMatchObject({ ok: false, problem: expect.stringContaining('not among the published keys') });
+    // Nor is a new checkpoint signed on top of it (that would vouch for the forgery), nor is it signed again.
+    t.clock.advance(40 * DAY);
+    await expect(t.log.archive({ olderThanMs: 30 * DAY, file: join(t.dir, 'b.jsonl') })).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringContaining('checkpoint 2 does not verify') });
+    await expect(t.log.resignCheckpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE' });
   });
 
   it('a checkpoint row that says more than its signature covers fails verification', async () => {
