@@ -21,13 +21,15 @@ export function requestHash(request: unknown): string {
 
 export interface ReceiptChainVerdict {
   ok: boolean;
-  /** Entries checked and found sound (all of them when ok). */
+  /** Entries checked and found sound (all of them when ok), from the checkpoint on when there is one. */
   entries: number;
   /** Hash of the last sound entry: publish or anchor it to detect truncation of the tail later. */
   head: string;
   /** The first seq at which the chain breaks (a missing seq is reported as itself). */
   firstBadSeq?: number;
   problem?: string;
+  /** The signed checkpoint the chain was verified from (entries up to its archived_through are archived). */
+  checkpoint?: { seq: number; archived_through: number; hash: string; at: number };
 }
 
 /**
@@ -36,8 +38,17 @@ export interface ReceiptChainVerdict {
  * each prev_hash equal to the previous hash, each hash equal to the recomputed one.
  */
 export class ChainVerifier {
-  private expectedSeq = 1;
-  private prev = GENESIS_HASH;
+  private expectedSeq: number;
+  private prev: string;
+
+  /** Starts after entry `startSeq` whose hash is `startHash` (a checkpoint's), or at the genesis. */
+  constructor(
+    private readonly startSeq = 0,
+    startHash = GENESIS_HASH,
+  ) {
+    this.expectedSeq = startSeq + 1;
+    this.prev = startHash;
+  }
 
   /** The verdict at the first bad entry of `entries`, or undefined when all of them are sound. */
   feed(entries: Iterable<StoredEntry>): ReceiptChainVerdict | undefined {
@@ -63,10 +74,15 @@ export class ChainVerifier {
     if (indexedHead >= this.expectedSeq) {
       return this.bad(this.expectedSeq, `entries ${this.expectedSeq}..${indexedHead} are missing (the receipts index refers to them)`);
     }
-    return { ok: true, entries: this.expectedSeq - 1, head: this.prev };
+    return { ok: true, entries: this.expectedSeq - 1 - this.startSeq, head: this.prev };
   }
 
-  /** The seq of the last sound entry fed (0 before any). */
+  /** The hash of the last sound entry fed (the start's before any). */
+  get headHash(): string {
+    return this.prev;
+  }
+
+  /** The seq of the last sound entry fed (the start before any). */
   get verified(): number {
     return this.expectedSeq - 1;
   }
@@ -77,6 +93,6 @@ export class ChainVerifier {
   }
 
   private bad(seq: number, problem: string): ReceiptChainVerdict {
-    return { ok: false, entries: this.expectedSeq - 1, head: this.prev, firstBadSeq: seq, problem };
+    return { ok: false, entries: this.expectedSeq - 1 - this.startSeq, head: this.prev, firstBadSeq: seq, problem };
   }
 }

@@ -1,5 +1,7 @@
 /** Receipts and audit: the hash-chained receipt log, its storage port and restart reconciliation. */
-export { ReceiptLog, type ReceiptLogOptions, type ReceiptTx } from './receipt-log.js';
+export { ReceiptLog, type ArchiveResult, type ReceiptLogOptions, type ReceiptTx } from './receipt-log.js';
+export { verifyArchiveFile, type ArchiveHeader, type ArchiveVerdict } from './archive-file.js';
+export { CHECKPOINT_TYP, type CheckpointPayload, type CheckpointSigner, type StoredCheckpoint } from './checkpoint.js';
 export { reconcilePending, type ReconcileReport, type UpstreamLookup } from './reconcile.js';
 export { canonicalJson } from './canonical-json.js';
 export { GENESIS_HASH, entryHash, requestHash, type ReceiptChainVerdict } from './hash-chain.js';

@@ -2,9 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import type { TxRunner } from '../transactions.js';
 import { WritError } from '../errors.js';
+import { ArchiveWriter } from './archive-file.js';
 import { canonicalJson } from './canonical-json.js';
+import { sameCheckpoint, type CheckpointPayload, type CheckpointSigner, type StoredCheckpoint } from './checkpoint.js';
 import { foldReceipt } from './fold.js';
-import { ChainVerifier, type ReceiptChainVerdict } from './hash-chain.js';
+import { ChainVerifier, GENESIS_HASH, type ReceiptChainVerdict } from './hash-chain.js';
 import { checkIndexRows } from './index-check.js';
 import type { Receipt, ReceiptCompletion, ReceiptIntent, ReceiptPage, ReceiptQuery, ReceiptRejection, ReconcileOutcome } from './receipt.js';
 import type { ReceiptFilter, ReceiptRepository, SettlementAppend } from './repository.js';
@@ -22,7 +24,14 @@ export interface ReceiptLogOptions {
   clock: Clock;
   /** New receipt ids; defaults to `rcpt_<uuid>`. */
   newId?: () => string;
+  /** Signs checkpoints when archiving and checks the latest one when verifying (the KeyRing's). */
+  checkpoints?: CheckpointSigner;
 }
+
+/** What `archive` did: nothing (no receipt old and settled enough), or the checkpoint it recorded. */
+export type ArchiveResult =
+  | { archived: false; reason: string; archived_through: number }
+  | { archived: true; file: string; checkpoint: StoredCheckpoint; entries: number; receipts: number };
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 1000;
@@ -37,11 +46,13 @@ export class ReceiptLog {
   private readonly store: TxRunner<ReceiptTx>;
   private readonly clock: Clock;
   private readonly newId: () => string;
+  private readonly checkpoints: CheckpointSigner | undefined;
 
   constructor(options: ReceiptLogOptions) {
     this.store = options.store;
     this.clock = options.clock;
     this.newId = options.newId ?? (() => `rcpt_${randomUUID()}`);
+    this.checkpoints = options.checkpoints;
   }
 
   /**
@@ -174,7 +185,29 @@ export class ReceiptLog {
   async verifyChain(pause: () => Promise<void> = () => new Promise((resolve) => setImmediate(resolve))): Promise<ReceiptChainVerdict> {
     // Read the index first: entries and index are written together, so a later scan sees at least this much.
     const indexedHead = await this.store.read((tx) => tx.receipts.indexedHead());
-    const verifier = new ChainVerifier();
+    const checkpoint = await this.store.read((tx) => tx.receipts.latestCheckpoint());
+    let verifier = new ChainVerifier();
+    let from: ReceiptChainVerdict['checkpoint'];
+    if (checkpoint) {
+      // Entries up to the checkpoint are archived: the chain in the store starts from its signed hash.
+      from = { seq: checkpoint.seq, archived_through: checkpoint.archived_through, hash: checkpoint.hash, at: checkpoint.at };
+      const problem = this.checkpointProblem(checkpoint);
+      if (problem) return { ...verifier.broken(checkpoint.archived_through, `checkpoint ${checkpoint.seq}: ${problem}`), checkpoint: from };
+      verifier = new ChainVerifier(checkpoint.archived_through, checkpoint.hash);
+    }
+    const verdict = await this.walk(verifier, indexedHead, pause);
+    return from ? { ...verdict, checkpoint: from } : verdict;
+  }
+
+  private checkpointProblem(checkpoint: StoredCheckpoint): string | undefined {
+    if (!this.checkpoints) return 'there is no key to check its signature with';
+    const signed = this.checkpoints.verify(checkpoint.jws);
+    if ('problem' in signed) return signed.problem;
+    if (!sameCheckpoint(signed.payload, checkpoint)) return 'its row differs from what its signature covers (the checkpoint was altered)';
+    return undefined;
+  }
+
+  private async walk(verifier: ChainVerifier, indexedHead: number, pause: () => Promise<void>): Promise<ReceiptChainVerdict> {
     let opened = 0;
     let settled = 0;
     for (;;) {
@@ -204,6 +237,88 @@ export class ReceiptLog {
       return verifier.broken(verifier.verified, `the receipts index points at ${counts.settled} settlements up to entry ${verifier.verified}, the chain has ${settled} (a settled receipt is shown as pending, or the reverse: the receipts index was altered)`);
     }
     return end;
+  }
+
+  /**
+   * Archives the oldest receipts: those whose every entry is older than `olderThanMs` and that are
+   * settled (never a PENDING one, nor one opened after it), whole (a receipt's intent and settlement go
+   * together), up to the entry before the head (the head stays: appends link to it). Writes the entries
+   * from the latest checkpoint to the cut to `file` (JSON lines, a header holding the new signed
+   * checkpoint), checking their chain as it goes, syncs and renames it into place, then records the
+   * checkpoint and deletes those entries and their receipts' index rows in one transaction. If that
+   * transaction fails, the file exists but nothing was deleted (archiving again writes a new file).
+   */
+  async archive(options: { olderThanMs: number; file: string }): Promise<ArchiveResult> {
+    if (!this.checkpoints) throw new WritError('INTERNAL', 'archiving needs a checkpoint signer');
+    const now = this.clock.now();
+    const before = now - options.olderThanMs;
+    const plan = await this.store.read(async (tx) => {
+      const last = await tx.receipts.latestCheckpoint();
+      const start = last?.archived_through ?? 0;
+      let cut = (await tx.receipts.indexedHead()) - 1;
+      const blocked = await tx.receipts.firstUnarchivable(before);
+      if (blocked !== null) cut = Math.min(cut, blocked - 1);
+      for (let straddling = await tx.receipts.firstStraddling(cut); straddling !== null && cut > start; straddling = await tx.receipts.firstStraddling(cut)) {
+        cut = straddling - 1;
+      }
+      const end = cut > start ? (await tx.receipts.entriesAfter(cut - 1, 1))[0] : undefined;
+      return { last, start, cut, end };
+    });
+    const { last, start, cut, end } = plan;
+    // Never build on a checkpoint that does not verify: the new signature would vouch for it.
+    const problem = last ? this.checkpointProblem(last) : undefined;
+    if (problem) throw new WritError('UNPROCESSABLE', `checkpoint ${last!.seq} does not verify, so nothing is archived after it: ${problem}`);
+    if (cut <= start || !end || end.seq !== cut) {
+      return { archived: false, reason: `no receipt from entry ${start + 1} on is both settled and older than ${new Date(before).toISOString()} (or only the head is)`, archived_through: start };
+    }
+    const payload: CheckpointPayload = { seq: (last?.seq ?? 0) + 1, archived_through: cut, hash: end.hash, prev_hash: last?.hash ?? GENESIS_HASH, count: cut - start, at: now };
+    const checkpoint: StoredCheckpoint = { ...payload, jws: this.checkpoints.sign(payload) };
+    const writer = new ArchiveWriter(options.file, { writ_receipt_archive: 1, checkpoint });
+    try {
+      const verifier = new ChainVerifier(start, payload.prev_hash);
+      while (verifier.verified < cut) {
+        const chunk = await this.store.read((tx) => tx.receipts.entriesAfter(verifier.verified, Math.min(VERIFY_CHUNK, cut - verifier.verified)));
+        const bad = verifier.feed(chunk) ?? (chunk.length === 0 ? verifier.broken(verifier.verified + 1, `entry ${verifier.verified + 1} is missing`) : undefined);
+        if (bad) throw new WritError('UNPROCESSABLE', `the chain is broken at entry ${bad.firstBadSeq}: ${bad.problem}; nothing was archived (run writ audit verify)`);
+        writer.append(chunk);
+      }
+      if (verifier.headHash !== end.hash) throw new WritError('UNPROCESSABLE', `entry ${cut} changed while it was archived; nothing was archived`);
+      writer.commit();
+    } catch (e) {
+      writer.abort();
+      throw e;
+    }
+    const deleted = await this.store.readWrite(async (tx) => {
+      const now = await tx.receipts.latestCheckpoint();
+      if ((now?.seq ?? 0) !== (last?.seq ?? 0)) {
+        throw new WritError('UNPROCESSABLE', `another archive recorded checkpoint ${now?.seq} meanwhile; ${options.file} holds entries it archived too, nothing more was deleted`);
+      }
+      const done = await tx.receipts.archiveThrough(checkpoint);
+      if (!done) throw new WritError('UNPROCESSABLE', `another archive recorded checkpoint ${checkpoint.seq} meanwhile; ${options.file} holds entries it archived too, nothing more was deleted`);
+      return done;
+    });
+    return { archived: true, file: options.file, checkpoint, ...deleted };
+  }
+
+  /**
+   * Signs the latest checkpoint again with the current key, as a new checkpoint that archives nothing
+   * (count 0, the same archived_through and hash): after a key rotation, before the old key leaves the
+   * JWKS, so that verification from the checkpoint keeps working. The latest checkpoint must verify
+   * first (a forged one is never re-signed). Null when there is no checkpoint.
+   */
+  async resignCheckpoint(): Promise<StoredCheckpoint | null> {
+    if (!this.checkpoints) throw new WritError('INTERNAL', 're-signing needs a checkpoint signer');
+    const signer = this.checkpoints;
+    return this.store.readWrite(async (tx) => {
+      const last = await tx.receipts.latestCheckpoint();
+      if (!last) return null;
+      const problem = this.checkpointProblem(last);
+      if (problem) throw new WritError('UNPROCESSABLE', `checkpoint ${last.seq} does not verify, so it is not signed again: ${problem}`);
+      const payload: CheckpointPayload = { seq: last.seq + 1, archived_through: last.archived_through, hash: last.hash, prev_hash: last.hash, count: 0, at: this.clock.now() };
+      const checkpoint = { ...payload, jws: signer.sign(payload) };
+      if (!(await tx.receipts.archiveThrough(checkpoint))) throw new WritError('UNPROCESSABLE', `checkpoint ${payload.seq} was recorded meanwhile: not signed again`);
+      return checkpoint;
+    });
   }
 
   private async settle(tx: ReceiptTx, receiptId: string, result: SettlementAppend): Promise<Receipt> {

@@ -1,3 +1,4 @@
+import type { StoredCheckpoint } from './checkpoint.js';
 import type { EntryKind, ReceiptStatus, StoredEntry } from './receipt.js';
 
 /**
@@ -37,6 +38,22 @@ export interface ReceiptRepository {
    * entry at or below it: they must match the intents/rejections and settlements of the chain.
    */
   indexCounts(upToSeq: number): Promise<{ receipts: number; settled: number }>;
+  /** The newest checkpoint (the one the chain in the store starts after), or null before any archive. */
+  latestCheckpoint(): Promise<StoredCheckpoint | null>;
+  /**
+   * The smallest first_seq of a receipt that may not be archived yet: PENDING, or with an entry at or
+   * after `before` (created_at, or completed_at, at or after it). Null when there is none.
+   */
+  firstUnarchivable(before: number): Promise<number | null>;
+  /** The smallest first_seq of a receipt that starts at or below `seq` and ends after it (null if none). */
+  firstStraddling(seq: number): Promise<number | null>;
+  /**
+   * Records the checkpoint and deletes the entries up to `checkpoint.archived_through` and the index
+   * rows of the receipts they open, in this transaction: the only way entries ever leave the store
+   * (the engines' triggers refuse a delete above the latest checkpoint). Returns the rows deleted, or
+   * null (and does nothing) when a checkpoint with that seq exists already: another archive won.
+   */
+  archiveThrough(checkpoint: StoredCheckpoint): Promise<{ entries: number; receipts: number } | null>;
 }
 
 /** A receipts index row as stored, with the entries it names. */

@@ -17,6 +17,10 @@ import { execFileSync } from 'node:child_process';
 import { userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
 import type { EpochBump } from '../lease/index.js';
+import { existsSync, readFileSync } from 'node:fs';
+import { verifyArchiveFile, type ReceiptChainVerdict } from '../audit/index.js';
+import { publicKeyFromJwk } from '../decision/jws.js';
+import { verifyCheckpoint } from '../service/index.js';
 
 export interface CommandArgs {
   values: Record<string, string | boolean | undefined>;
@@ -58,6 +62,36 @@ function duration(s: string): number {
   const m = /^(\d+)(ms|s|m|h|d)$/.exec(s.trim());
   if (!m) throw new Error(`"${s}" is not a duration like 90s, 15m, 1h, 2d`);
   return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
+}
+
+/** A checkpoint's `at` as an RFC 3339 string, as everywhere on the wire. */
+function withWireCheckpoint(v: { checkpoint?: { at: number } }): unknown {
+  return v.checkpoint ? { ...v, checkpoint: { ...v.checkpoint, at: toWireTime(v.checkpoint.at) } } : v;
+}
+
+function formatVerdict(v: ReceiptChainVerdict): string {
+  const from = v.checkpoint ? ` from checkpoint ${v.checkpoint.seq} (entries up to ${v.checkpoint.archived_through} archived)` : '';
+  return v.ok ? `OK: ${v.entries} entries${from}, head ${v.head}` : `BROKEN at seq ${v.firstBadSeq}: ${v.problem} (${v.entries} sound entries before it${from})`;
+}
+
+/** `writ audit verify --archive FILE`: offline, with the keys of --jwks FILE or else the data directory's key files. */
+async function verifyArchiveCommand(values: CommandArgs['values']): Promise<number> {
+  const file = values.archive as string;
+  if (!existsSync(file)) throw new WritError('NOT_FOUND', `no archive file ${file}`);
+  let keys: { kid?: unknown }[];
+  if (typeof values.jwks === 'string') {
+    keys = (JSON.parse(readFileSync(values.jwks, 'utf8')) as { keys?: { kid?: unknown }[] }).keys ?? [];
+  } else {
+    const ring = await KeyRing.open(`${configFrom(values).dataDir}/keys`, systemClock);
+    keys = ring.jwks().keys;
+  }
+  const keyFor = (kid: string) => {
+    const jwk = keys.find((k) => k.kid === kid);
+    return jwk ? publicKeyFromJwk(jwk as Parameters<typeof publicKeyFromJwk>[0]) : undefined;
+  };
+  const v = verifyArchiveFile(file, (jws) => verifyCheckpoint(jws, keyFor));
+  print(withWireCheckpoint(v), values.json, () => (v.ok ? `OK: ${file} holds entries ${v.from}..${v.checkpoint!.archived_through} (${v.entries}), checkpoint ${v.checkpoint!.seq} signature verified, head ${v.head}` : `BROKEN${v.firstBadSeq !== undefined ? ` at seq ${v.firstBadSeq}` : ''}: ${v.problem}`));
+  return v.ok ? 0 : 1;
 }
 
 function need(positionals: string[], n: number, usage: string): void {
@@ -132,6 +166,9 @@ export const COMMANDS: Command[] = [
       const ring = await KeyRing.open(`${config.dataDir}/keys`, systemClock, { maxTokenTtlMs: config.decisionTtlMs });
       const next = await ring.rotate();
       console.log(`signing key is now ${next.kid}; JWKS has ${ring.jwks().keys.length} key(s)`);
+      // The receipt chain's latest checkpoint must verify once the old key leaves the JWKS: sign it again now.
+      const resigned = await withWrit(values, (w) => w.ctx.receipts.resignCheckpoint());
+      if (resigned) console.log(`receipt checkpoint signed again with the new key as checkpoint ${resigned.seq} (entries up to ${resigned.archived_through} archived)`);
       return 0;
     },
   },
@@ -349,16 +386,43 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'audit verify',
-    summary: 'check the receipt hash chain (exit 1 when broken)',
-    options: { json: { type: 'boolean' } },
-    run: ({ values }) =>
-      withWrit(values, async (w) => {
+    summary: 'check the receipt hash chain (exit 1 when broken); --archive FILE checks an archive offline (--jwks FILE: a saved /.well-known/jwks.json)',
+    usage: '[--archive FILE [--jwks FILE]] [--json]',
+    options: { json: { type: 'boolean' }, archive: { type: 'string' }, jwks: { type: 'string' } },
+    run: async ({ values }) => {
+      if (typeof values.archive === 'string') return verifyArchiveCommand(values);
+      return withWrit(values, async (w) => {
         const v = await w.ctx.receipts.verifyChain(async () => {});
         const restores = (await w.ctx.leases.epochBumps()).filter((b) => b.kind === 'RESTORE');
-        print(restores.length === 0 ? v : { ...v, restores }, values.json, () =>
-          [v.ok ? `OK: ${v.entries} entries, head ${v.head}` : `BROKEN at seq ${v.firstBadSeq}: ${v.problem} (${v.entries} sound entries before it)`, ...restores.map(formatRestore)].join('\n'));
+        print(restores.length === 0 ? withWireCheckpoint(v) : { ...(withWireCheckpoint(v) as object), restores }, values.json, () =>
+          [formatVerdict(v), ...restores.map(formatRestore)].join('\n'));
         return v.ok ? 0 : 1;
-      }),
+      });
+    },
+  },
+  {
+    name: 'audit archive',
+    summary: 'move settled receipts older than --older-than (e.g. 30d) out of the store into --out FILE (JSON lines), behind a signed checkpoint',
+    usage: '--older-than DURATION --out FILE [--json]',
+    options: { 'older-than': { type: 'string' }, out: { type: 'string' }, json: { type: 'boolean' } },
+    run: ({ values }) => {
+      if (typeof values['older-than'] !== 'string' || typeof values.out !== 'string') throw new Error('usage: writ audit archive --older-than DURATION --out FILE');
+      let olderThanMs: number;
+      try {
+        olderThanMs = duration(values['older-than']);
+      } catch (e) {
+        throw new WritError('UNPROCESSABLE', (e as Error).message);
+      }
+      const file = values.out;
+      return withWrit(values, async (w) => {
+        const r = await w.ctx.receipts.archive({ olderThanMs, file });
+        print(r.archived ? withWireCheckpoint(r) : r, values.json, () =>
+          r.archived
+            ? `archived entries ${r.checkpoint.archived_through - r.checkpoint.count + 1}..${r.checkpoint.archived_through} (${r.entries} entries, ${r.receipts} receipts) to ${r.file}; checkpoint ${r.checkpoint.seq} hash ${r.checkpoint.hash}`
+            : `nothing archived: ${r.reason}`);
+        return 0;
+      });
+    },
   },
   {
     name: 'backup',

@@ -21,3 +21,4 @@ export { performAction, type ActionInput, type ActionCredentials, type ActionOut
 export { policyImpact, type PolicyImpactReport, type PolicyImpactOptions, type PolicyFlip } from './policy-impact.js';
 export { analyseImpact, type ImpactChange, type ImpactReport, type PrincipalImpact, type CapabilityDelta, type LeaseImpact, type EdgeImpact } from './impact.js';
 export { whyReceipt, capabilitiesOf, capabilitiesIn, orphansIn, expiringEdges, orphanedDelegations, type WhyReport, type Capability, type Orphan } from './audit-queries.js';
+export { keyRingCheckpointSigner, signCheckpoint, verifyCheckpoint } from './checkpoint-signer.js';

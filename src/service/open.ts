@@ -14,6 +14,7 @@ import { UpstreamRouter } from '../gateway/upstream-router.js';
 import { openDecisionLog, type DecisionLog } from '../decision-log/index.js';
 import { silentObserver, type WritContext } from './context.js';
 import { writVersion } from './version.js';
+import { keyRingCheckpointSigner } from './checkpoint-signer.js';
 
 export interface OpenedWrit {
   ctx: WritContext;
@@ -60,7 +61,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       keys,
       policy,
       leases,
-      receipts: new ReceiptLog({ store, clock }),
+      receipts: new ReceiptLog({ store, clock, checkpoints: keyRingCheckpointSigner(keys) }),
       upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
       decisionLog,
       observer: silentObserver,

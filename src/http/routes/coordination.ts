@@ -3,6 +3,7 @@ import { WritError } from '../../errors.js';
 import { performAction, type ActionInput } from '../../service/index.js';
 import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
+import { toWireTime } from '../../wire/time.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
 import { incidentToWire, leaseGrantToWire, leaseRecordToWire, leaseRenewalToWire, receiptToWire } from '../wire.js';
 import { actionBody, actionHeaders, incidentBody, leaseBody, reasonQuery, releaseBody, renewBody, revokeBody } from '../schemas.js';
@@ -153,10 +154,15 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
       operationId: 'verifyAuditChain', tags: ['Audit'], summary: 'Check the receipt hash chain',
       response: {
         200: {
-          type: 'object', description: 'The verdict on the whole chain', required: ['ok', 'entries', 'head'],
+          type: 'object', description: 'The verdict on the chain in the store (from the latest signed checkpoint when older entries were archived)', required: ['ok', 'entries', 'head'],
           properties: {
-            ok: { type: 'boolean' }, entries: { type: 'integer', description: 'entries checked and found sound' }, head: { type: 'string', description: 'hash of the last sound entry' },
+            ok: { type: 'boolean' }, entries: { type: 'integer', description: 'entries checked and found sound (after the checkpoint, when there is one)' }, head: { type: 'string', description: 'hash of the last sound entry' },
             firstBadSeq: { type: 'integer' }, problem: { type: 'string' },
+            checkpoint: {
+              type: 'object', description: 'the signed checkpoint the chain was verified from: entries up to archived_through were archived (`writ audit archive`)',
+              required: ['seq', 'archived_through', 'hash', 'at'],
+              properties: { seq: { type: 'integer' }, archived_through: { type: 'integer' }, hash: { type: 'string' }, at: { type: 'string', format: 'date-time', description: 'RFC 3339 time' } },
+            },
           },
         },
         ...errorResponses([...AUTHENTICATED]),
@@ -165,7 +171,8 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
   }, async (request) => {
     await app.caller(request);
     // In chunks, letting writes through between them: a long log must not stall the gateway.
-    return ctx.receipts.verifyChain();
+    const verdict = await ctx.receipts.verifyChain();
+    return verdict.checkpoint ? { ...verdict, checkpoint: { ...verdict.checkpoint, at: toWireTime(verdict.checkpoint.at) } } : verdict;
   });
 
   app.post<{ Body: { id: string; reason: string; ttl_ms?: number; decision: string } }>('/v1/incidents', {

@@ -1,4 +1,5 @@
 import { entryHash } from '../../audit/hash-chain.js';
+import type { StoredCheckpoint } from '../../audit/checkpoint.js';
 import type { StoredEntry } from '../../audit/receipt.js';
 import type {
   FoundReceipt,
@@ -156,6 +157,46 @@ export class PostgresReceiptRepository implements ReceiptRepository {
       [upToSeq],
     );
     return row!;
+  }
+
+  async latestCheckpoint(): Promise<StoredCheckpoint | null> {
+    const [row] = await this.sql.query<StoredCheckpoint>(
+      'SELECT seq, archived_through, hash, prev_hash, count, at, jws FROM receipt_checkpoints ORDER BY seq DESC LIMIT 1',
+    );
+    return row ?? null;
+  }
+
+  async firstUnarchivable(before: number): Promise<number | null> {
+    const [row] = await this.sql.query<{ first: number | null }>(
+      `SELECT min(first_seq) AS first FROM receipts
+        WHERE status = 'PENDING' OR created_at >= $1 OR coalesce(completed_at, created_at) >= $1`,
+      [before],
+    );
+    return row!.first;
+  }
+
+  async firstStraddling(seq: number): Promise<number | null> {
+    const [row] = await this.sql.query<{ first: number | null }>('SELECT min(first_seq) AS first FROM receipts WHERE first_seq <= $1 AND last_seq > $1', [seq]);
+    return row!.first;
+  }
+
+  async archiveThrough(c: StoredCheckpoint): Promise<{ entries: number; receipts: number } | null> {
+    // The checkpoint first: the delete trigger reads it. A concurrent archive with the same seq waits
+    // for the first to commit, then inserts nothing.
+    const inserted = await this.sql.query(
+      'INSERT INTO receipt_checkpoints (seq, archived_through, hash, prev_hash, count, at, jws) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (seq) DO NOTHING RETURNING 1',
+      [c.seq, c.archived_through, c.hash, c.prev_hash, c.count, c.at, c.jws],
+    );
+    if (inserted.length === 0) return null;
+    const [row] = await this.sql.query<{ receipts: number }>(
+      'WITH r AS (DELETE FROM receipts WHERE first_seq <= $1 RETURNING 1) SELECT count(*)::int8 AS receipts FROM r',
+      [c.archived_through],
+    );
+    const [ent] = await this.sql.query<{ entries: number }>(
+      'WITH e AS (DELETE FROM receipt_entries WHERE seq <= $1 RETURNING 1) SELECT count(*)::int8 AS entries FROM e',
+      [c.archived_through],
+    );
+    return { entries: ent!.entries, receipts: row!.receipts };
   }
 
   /** Locks the chain's head (until the transaction ends) and builds the entry that extends it. */

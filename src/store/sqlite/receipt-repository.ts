@@ -1,4 +1,5 @@
 import { entryHash, GENESIS_HASH } from '../../audit/hash-chain.js';
+import type { StoredCheckpoint } from '../../audit/checkpoint.js';
 import type { StoredEntry } from '../../audit/receipt.js';
 import type {
   FoundReceipt,
@@ -34,6 +35,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
   private readonly appendIntentTx;
   private readonly appendRejectionTx;
   private readonly appendSettlementTx;
+  private retentionStmts: Record<'latest' | 'unarchivable' | 'straddling' | 'insertCheckpoint' | 'deleteIndex' | 'deleteEntries', Statement> | undefined;
   /** One prepared statement per combination of filters (at most 32). */
   private readonly findStmts = new Map<string, Statement>();
 
@@ -58,7 +60,6 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     this.namedEntriesStmt = db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE seq IN (?, ?) ORDER BY seq`);
     this.indexCountsStmt = db.prepare(`SELECT COUNT(*) AS receipts, COALESCE(SUM(last_seq <> first_seq AND last_seq <= ?), 0) AS settled
       FROM receipts WHERE first_seq <= ?`);
-
     this.appendIntentTx = db.transaction((entry: NewEntry, index: ReceiptIndexRow): IntentAppend => {
       if (index.idempotency_key !== null) {
         const existing = this.byIdempotencyStmt.get(index.principal, index.idempotency_key) as
@@ -149,6 +150,40 @@ export class SqliteReceiptRepository implements ReceiptRepository {
 
   async indexCounts(upToSeq: number): Promise<{ receipts: number; settled: number }> {
     return this.indexCountsStmt.get(upToSeq, upToSeq) as { receipts: number; settled: number };
+  }
+
+  async latestCheckpoint(): Promise<StoredCheckpoint | null> {
+    return (this.retention().latest.get() as StoredCheckpoint | undefined) ?? null;
+  }
+
+  async firstUnarchivable(before: number): Promise<number | null> {
+    return this.retention().unarchivable.get({ before }) as number | null;
+  }
+
+  async firstStraddling(seq: number): Promise<number | null> {
+    return this.retention().straddling.get(seq, seq) as number | null;
+  }
+
+  async archiveThrough(checkpoint: StoredCheckpoint): Promise<{ entries: number; receipts: number } | null> {
+    const r = this.retention();
+    if (r.insertCheckpoint.run(checkpoint).changes === 0) return null;
+    const receipts = r.deleteIndex.run(checkpoint.archived_through).changes;
+    const entries = r.deleteEntries.run(checkpoint.archived_through).changes;
+    return { entries, receipts };
+  }
+
+  /** Prepared on first use: a repository may be opened on a file not yet migrated to version 10 (tests of older migrations do). */
+  private retention() {
+    return (this.retentionStmts ??= {
+      latest: this.db.prepare('SELECT seq, archived_through, hash, prev_hash, count, at, jws FROM receipt_checkpoints ORDER BY seq DESC LIMIT 1'),
+      unarchivable: this.db.prepare(`SELECT MIN(first_seq) FROM receipts
+        WHERE status = 'PENDING' OR created_at >= @before OR COALESCE(completed_at, created_at) >= @before`).pluck(),
+      straddling: this.db.prepare('SELECT MIN(first_seq) FROM receipts WHERE first_seq <= ? AND last_seq > ?').pluck(),
+      insertCheckpoint: this.db.prepare(`INSERT INTO receipt_checkpoints (seq, archived_through, hash, prev_hash, count, at, jws)
+        VALUES (@seq, @archived_through, @hash, @prev_hash, @count, @at, @jws) ON CONFLICT (seq) DO NOTHING`),
+      deleteIndex: this.db.prepare('DELETE FROM receipts WHERE first_seq <= ?'),
+      deleteEntries: this.db.prepare('DELETE FROM receipt_entries WHERE seq <= ?'),
+    });
   }
 
   /** Inside a transaction: the next seq, linked to the current head. */

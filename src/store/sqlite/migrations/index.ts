@@ -7,7 +7,8 @@ import { leaseAuthority } from './006-lease-authority.js';
 import { leaseWritePath } from './007-lease-write-path.js';
 import { receiptWritePath } from './008-receipt-write-path.js';
 import { epochBumps } from './009-epoch-bumps.js';
+import { receiptCheckpoints } from './010-receipt-checkpoints.js';
 import type { Migration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath, receiptWritePath, epochBumps];
+export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath, receiptWritePath, epochBumps, receiptCheckpoints];

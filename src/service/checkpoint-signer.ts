@@ -1,0 +1,44 @@
+import { sign, type KeyObject } from 'node:crypto';
+import { canonicalJson } from '../audit/canonical-json.js';
+import { CHECKPOINT_TYP, checkpointPayloadOf, type CheckpointPayload, type CheckpointSigner } from '../audit/checkpoint.js';
+import { decodeCompactJws, verifyJwsSignature } from '../decision/jws.js';
+import type { KeyRing } from '../decision/key-ring.js';
+
+/**
+ * Receipt chain checkpoints signed with the decision signing keys: a compact JWS, header
+ * `{ alg: 'EdDSA', kid, typ: 'writ-checkpoint+jws' }`, payload the checkpoint (canonical JSON), so an
+ * auditor checks one offline with the key of that kid from /.well-known/jwks.json.
+ */
+export function keyRingCheckpointSigner(ring: KeyRing): CheckpointSigner {
+  return {
+    sign: (payload) => signCheckpoint(ring.current(), payload),
+    verify: (jws) => verifyCheckpoint(jws, (kid) => ring.verificationKey(kid)),
+  };
+}
+
+export function signCheckpoint(key: { kid: string; privateKey: KeyObject }, payload: CheckpointPayload): string {
+  const header = Buffer.from(JSON.stringify({ alg: 'EdDSA', kid: key.kid, typ: CHECKPOINT_TYP })).toString('base64url');
+  const body = Buffer.from(canonicalJson(payload)).toString('base64url');
+  const input = `${header}.${body}`;
+  return `${input}.${sign(null, Buffer.from(input), key.privateKey).toString('base64url')}`;
+}
+
+/** The checkpoint a JWS signs, if it is one and verifies with the key `keyFor` gives for its kid. */
+export function verifyCheckpoint(jws: string, keyFor: (kid: string) => KeyObject | undefined): { payload: CheckpointPayload } | { problem: string } {
+  let decoded;
+  try {
+    decoded = decodeCompactJws(jws);
+  } catch (e) {
+    return { problem: `the checkpoint's signature is not a compact JWS (${(e as Error).message})` };
+  }
+  const { header } = decoded;
+  if (header.alg !== 'EdDSA' || header.typ !== CHECKPOINT_TYP || typeof header.kid !== 'string') {
+    return { problem: `the checkpoint's JWS header is not a Writ checkpoint's (alg EdDSA, typ ${CHECKPOINT_TYP}, a kid)` };
+  }
+  const key = keyFor(header.kid);
+  if (!key) return { problem: `the checkpoint was signed by key ${header.kid}, which is not among the published keys` };
+  if (!verifyJwsSignature(decoded, 'EdDSA', key)) return { problem: `the checkpoint's signature does not verify with key ${header.kid} (it was forged or altered)` };
+  const payload = checkpointPayloadOf(decoded.payload);
+  if (!payload) return { problem: 'the checkpoint\'s payload lacks seq, archived_through, hash, prev_hash, count or at' };
+  return { payload };
+}

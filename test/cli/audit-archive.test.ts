@@ -1,0 +1,81 @@
+import { execFile } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { act, decideOk, leaseOk } from '../support/agent.js';
+import { REPO, startHarness, type Harness } from '../support/harness.js';
+import { CLI, requireDist } from '../support/server-process.js';
+import { misplacedTimes } from '../support/wire-times.js';
+
+const run = promisify(execFile);
+let h: Harness;
+
+async function writ(...args: string[]): Promise<{ stdout: string; code: number }> {
+  try {
+    const { stdout } = await run(process.execPath, [CLI, ...args, '--data-dir', h.dataDir], { cwd: REPO });
+    return { stdout, code: 0 };
+  } catch (e) {
+    const err = e as { stdout: string; stderr: string; code: number };
+    return { stdout: err.stdout + err.stderr, code: err.code };
+  }
+}
+
+async function write(title: string, version: number) {
+  const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+  const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+  await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title }, expected_version: version }, { decision: d.token, lease });
+}
+
+beforeAll(async () => {
+  requireDist();
+  h = await startHarness({ upstream: true, clock: new ManualClock(Date.now() - 60_000) });
+  await write('one', 0);
+  await act(h, 'content-agent-3', { resource: 'wp:post:1024', fields: ['body'], payload: { body: 'no decision' }, expected_version: 1 }, {});
+  (h.clock as ManualClock).advance(10_000);
+  await write('two', 1);
+}, 60_000);
+afterAll(async () => h?.close());
+
+describe('writ audit archive and writ audit verify --archive', () => {
+  it('archives the old settled receipts behind a signed checkpoint; the store and the file both verify', async () => {
+    const file = join(h.dataDir, 'receipts-archive.jsonl');
+    expect((await writ('audit', 'archive', '--older-than', 'soon', '--out', file)).code).not.toBe(0);
+    const a = await writ('audit', 'archive', '--older-than', '30s', '--out', file, '--json');
+    expect(a.code).toBe(0);
+    const archived = JSON.parse(a.stdout);
+    expect(archived).toMatchObject({ archived: true, entries: 3, receipts: 2, checkpoint: { seq: 1, archived_through: 3 } });
+    expect(misplacedTimes(archived)).toEqual([]);
+
+    const v = await writ('audit', 'verify');
+    expect(v.code).toBe(0);
+    expect(v.stdout).toMatch(/^OK: 2 entries from checkpoint 1 \(entries up to 3 archived\)/);
+    const http = await h.call('seo-agent-7', { method: 'GET', url: '/v1/audit/verify' });
+    expect(http.body).toMatchObject({ ok: true, entries: 2, checkpoint: { seq: 1, archived_through: 3 } });
+    expect(typeof http.body.checkpoint.at).toBe('string');
+
+    // Offline: with the data directory's keys, or with a saved JWKS.
+    expect((await writ('audit', 'verify', '--archive', file)).stdout).toMatch(/^OK: .* holds entries 1\.\.3 \(3\), checkpoint 1 signature verified/);
+    const jwks = join(h.dataDir, 'jwks.json');
+    writeFileSync(jwks, JSON.stringify((await h.call(null, { method: 'GET', url: '/.well-known/jwks.json' })).body));
+    expect((await writ('audit', 'verify', '--archive', file, '--jwks', jwks)).code).toBe(0);
+    writeFileSync(join(h.dataDir, 'empty-jwks.json'), '{"keys":[]}');
+    const unknownKey = await writ('audit', 'verify', '--archive', file, '--jwks', join(h.dataDir, 'empty-jwks.json'));
+    expect(unknownKey).toMatchObject({ code: 1, stdout: expect.stringContaining('not among the published keys') });
+
+    // A key rotation signs the checkpoint again with the new key.
+    const rotated = await writ('keys', 'rotate');
+    expect(rotated).toMatchObject({ code: 0, stdout: expect.stringContaining('receipt checkpoint signed again with the new key as checkpoint 2') });
+    expect((await writ('audit', 'verify')).stdout).toMatch(/^OK: 2 entries from checkpoint 2 \(entries up to 3 archived\)/);
+
+    // Tampered: one entry's body changed.
+    const lines = readFileSync(file, 'utf8').split('\n');
+    const second = JSON.parse(lines[2]!);
+    expect(second.body).toContain('"COMPLETED"');
+    lines[2] = JSON.stringify({ ...second, body: second.body.replace('"COMPLETED"', '"FAILED"') });
+    writeFileSync(file, lines.join('\n'));
+    const broken = await writ('audit', 'verify', '--archive', file);
+    expect(broken).toMatchObject({ code: 1, stdout: expect.stringMatching(/^BROKEN at seq 2: entry 2 does not match its hash/) });
+  });
+});
