@@ -489,6 +489,19 @@ export const COMMANDS: Command[] = [
     },
   },
   {
+    name: 'lease prune-history',
+    summary: 'retention: delete lease history events older than an age (each key keeps its latest; epochs are never pruned)',
+    usage: '--older-than 90d',
+    options: { 'older-than': { type: 'string' } },
+    run: ({ values }) =>
+      withWrit(values, async (w) => {
+        if (typeof values['older-than'] !== 'string') throw new WritError('UNPROCESSABLE', 'say how old: --older-than 90d');
+        const n = await w.ctx.leases.pruneHistory(duration(values['older-than']));
+        console.log(`pruned ${n} lease history event(s) older than ${values['older-than']}`);
+        return 0;
+      }),
+  },
+  {
     name: 'lease bumps',
     summary: 'every restore and epoch bump recorded, oldest first',
     usage: '[--json]',

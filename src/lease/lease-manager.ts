@@ -242,6 +242,16 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
     return this.store.read((tx) => tx.leases.waiters(key, now));
   }
 
+  /**
+   * Retention of the lease history: deletes events older than `olderThanMs` (each key keeps its
+   * latest), returns how many. The fencing epochs themselves live on the keys and are never pruned.
+   */
+  async pruneHistory(olderThanMs: number): Promise<number> {
+    if (!Number.isSafeInteger(olderThanMs) || olderThanMs < 0) throw new WritError('UNPROCESSABLE', 'the age to prune the lease history at must be a non-negative number of milliseconds');
+    const before = this.clock.now() - olderThanMs;
+    return this.store.readWrite((tx) => tx.leases.pruneHistory(before));
+  }
+
   /** The append-only lease history (acquire, renew, release, preempt, expire), in order. */
   async history(filter: { key?: string; leaseId?: string } = {}): Promise<LeaseEvent[]> {
     return this.store.read((tx) => tx.leases.history(filter));

@@ -33,6 +33,11 @@ export interface LeaseRepository {
   waiters(key: string, now: number): Promise<WaiterRow[]>;
   history(filter: { key?: string; leaseId?: string }): Promise<LeaseEvent[]>;
   /**
+   * Retention: deletes the history events recorded before `before` (the store's time), except each
+   * key's latest event, which its next event links to; returns how many went.
+   */
+  pruneHistory(before: number): Promise<number>;
+  /**
    * Raises every key's epoch by `cmd.margin`, and the floor that keys first leased later start from
    * by the same, so that no epoch issued before can be issued again (after a restore from a backup,
    * or a database recovered to an earlier point). With a margin above 0 every live lease ends

@@ -54,6 +54,14 @@ describe('the writ command for operators and policy authors', () => {
     expect(other.out).toMatch(/UNPROCESSABLE.*postgres:\/\//);
   });
 
+  it('lease prune-history deletes old lease history (each key keeps its latest) and refuses a missing or bad age', async () => {
+    expect(await writ('lease', 'prune-history', '--older-than', '30d')).toMatchObject({ code: 0, out: expect.stringMatching(/^pruned \d+ lease history event\(s\) older than 30d/) });
+    const missing = await writ('lease', 'prune-history');
+    expect(missing.code).not.toBe(0);
+    expect(missing.out).toMatch(/UNPROCESSABLE.*--older-than/);
+    expect((await writ('lease', 'prune-history', '--older-than', 'soon')).code).not.toBe(0);
+  });
+
   it('trace explains an allow chain by chain (exit 0) and a deny with what is missing (exit 3)', async () => {
     const allow = await writ('trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'title,meta_description');
     expect(allow.code).toBe(0);

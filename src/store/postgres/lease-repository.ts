@@ -155,6 +155,16 @@ export class PostgresLeaseRepository implements LeaseRepository {
     );
   }
 
+  async pruneHistory(before: number): Promise<number> {
+    const rows = await this.sql.query<{ n: number }>(
+      `WITH gone AS (DELETE FROM lease_history h WHERE h.at < $1
+                       AND h.seq < (SELECT max(x.seq) FROM lease_history x WHERE x.key = h.key) RETURNING 1)
+       SELECT count(*)::int8 AS n FROM gone`,
+      [before],
+    );
+    return rows[0]!.n;
+  }
+
   async history(filter: { key?: string; leaseId?: string }): Promise<LeaseEvent[]> {
     const { key, leaseId } = filter;
     if (leaseId !== undefined) {

@@ -137,6 +137,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
           UNION ALL
           SELECT ${EVENT_COLUMNS.replace(/(\w+)/g, 'h.$1')}, h.prev_seq FROM chain c JOIN lease_history h ON h.seq = c.prev_seq)
         SELECT ${EVENT_COLUMNS} FROM chain ORDER BY seq`),
+      pruneHistory: db.prepare('DELETE FROM lease_history WHERE at < ? AND seq NOT IN (SELECT last_seq FROM lease_keys WHERE last_seq IS NOT NULL)'),
       historyOfLease: db.prepare(`SELECT ${EVENT_COLUMNS} FROM lease_history WHERE lease_id = ? ORDER BY seq`),
       endLiveLeases: db.prepare(`UPDATE leases SET state = 'EXPIRED', ended_at = ? WHERE state = 'ACTIVE'`),
       expireHeldKeys: db.prepare(`INSERT INTO lease_history (at, event, key, epoch, lease_id, holder, actor)
@@ -318,6 +319,11 @@ export class SqliteLeaseRepository implements LeaseRepository {
     const lease = this.s.releaseLease.get(params) as { resources: string; epochs: string; holder: string } | undefined;
     if (!lease) return null;
     return this.applyToKeys('RELEASE', this.s.releaseKey, params, cmd, lease);
+  }
+
+  async pruneHistory(before: number): Promise<number> {
+    // Each key's chain starts at lease_keys.last_seq and follows prev_seq: it now ends at the cut.
+    return this.s.pruneHistory.run(before).changes;
   }
 
   /**

@@ -295,3 +295,20 @@ describeEngines('leases: fence state', (fresh) => {
     expect(f.key).toMatchObject({ epoch: 3, holder: 'incident' });
   });
 });
+
+describeEngines('leases: history retention', (fresh) => {
+  it('prunes events older than the cut, keeps each key\'s latest, and leaves epochs and the next events as they were', async () => {
+    const { store } = await fresh();
+    for (let i = 0; i < 3; i++) await release(store, await take(store, [K, 'k:2'], `agent-${i}`));
+    const before = await store.read((tx) => tx.leases.history({ key: K }));
+    expect(before.map((e) => e.event)).toEqual(['ACQUIRE', 'RELEASE', 'ACQUIRE', 'RELEASE', 'ACQUIRE', 'RELEASE']);
+    expect(await store.readWrite((tx) => tx.leases.pruneHistory(0))).toBe(0);
+    // A cut after everything: all but each key's latest event go (5 per key).
+    expect(await store.readWrite((tx) => tx.leases.pruneHistory(Date.now() + 86_400_000))).toBe(10);
+    expect((await store.read((tx) => tx.leases.history({ key: K }))).map((e) => [e.event, e.epoch])).toEqual([['RELEASE', 3]]);
+    // Epochs live on the keys: the next holder still gets epoch 4, and its events follow the kept one.
+    const next = await take(store, [K], 'agent-next');
+    expect(next.outcome).toMatchObject({ granted: true, epochs: { [K]: 4 } });
+    expect((await store.read((tx) => tx.leases.history({ key: K }))).map((e) => [e.event, e.epoch])).toEqual([['RELEASE', 3], ['ACQUIRE', 4]]);
+  });
+});
