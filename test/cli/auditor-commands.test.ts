@@ -1,25 +1,15 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
-import { REPO, startHarness, type Harness } from '../support/harness.js';
-import { CLI, requireDist } from '../support/server-process.js';
+import { startHarness, type Harness } from '../support/harness.js';
+import { requireDist } from '../support/server-process.js';
+import { runWrit } from '../support/cli.js';
 import { misplacedTimes, WIRE_TIME } from '../support/wire-times.js';
 
-const run = promisify(execFile);
 let h: Harness;
 const story: { written?: string; refused?: string; revisionBeforeRevoke?: number; timeBeforeRevoke?: string } = {};
 
-async function writ(...args: string[]): Promise<{ stdout: string; code: number }> {
-  try {
-    const { stdout } = await run(process.execPath, [CLI, ...args, '--data-dir', h.dataDir], { cwd: REPO });
-    return { stdout, code: 0 };
-  } catch (e) {
-    const err = e as { stdout: string; stderr: string; code: number };
-    return { stdout: err.stdout + err.stderr, code: err.code };
-  }
-}
+const writ = (...args: string[]) => runWrit(h.dataDir, ...args);
 
 beforeAll(async () => {
   requireDist();

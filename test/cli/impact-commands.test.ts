@@ -1,29 +1,19 @@
-import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { misplacedTimes } from '../support/wire-times.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config/index.js';
 import { decideOk, leaseOk } from '../support/agent.js';
 import { REPO, startHarness, type Harness } from '../support/harness.js';
-import { CLI, requireDist } from '../support/server-process.js';
+import { requireDist } from '../support/server-process.js';
+import { runWrit } from '../support/cli.js';
 
-const run = promisify(execFile);
 let h: Harness;
 let work: string;
 
-async function writ(...args: string[]): Promise<{ stdout: string; code: number }> {
-  try {
-    const { stdout } = await run(process.execPath, [CLI, ...args, '--data-dir', h.dataDir], { cwd: REPO });
-    return { stdout, code: 0 };
-  } catch (e) {
-    const err = e as { stdout: string; stderr: string; code: number };
-    return { stdout: err.stdout + err.stderr, code: err.code };
-  }
-}
+const writ = (...args: string[]) => runWrit(h.dataDir, ...args);
 
 beforeAll(async () => {
   requireDist();
