@@ -138,7 +138,7 @@ async function main(): Promise<void> {
     return `| ${v.name} | ${fmt(median(r.rate))} | ${fmt(median(r.p50))} | ${fmt(median(r.p99))} | ${against ? ratio(r.rate, results.get(against.name)!.rate) : '—'} |`;
   };
   const section = [
-    '## Receipts: one global chain against per-key chains, on PostgreSQL (bench/receipt-chains.ts)',
+    `## Receipts: one global chain against per-key chains, on PostgreSQL, ${CLIENTS} agents (bench/receipt-chains.ts)`,
     '',
     '```',
     '# the build before: dist/ of commit 06bc361 (as scripts/setup.sh compiles it) copied to bench/tmp/before/dist,',
@@ -158,7 +158,7 @@ async function main(): Promise<void> {
     row(variants[3]!, variants[2]),
   ].join('\n');
   console.log(section);
-  if (values.write) writeResultsSection('receipt-chains', section);
+  if (values.write) writeResultsSection(`receipt-chains-${CLIENTS}`, section);
 }
 
 void main();

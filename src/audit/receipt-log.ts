@@ -200,6 +200,14 @@ export class ReceiptLog {
    * Reports the first problem. Entries appended meanwhile may or may not be checked.
    */
   async verifyChain(pause: () => Promise<void> = () => new Promise((resolve) => setImmediate(resolve))): Promise<ReceiptChainVerdict> {
+    const first = await this.verifyOnce(pause);
+    if (first.ok) return first;
+    // An archive that recorded a checkpoint meanwhile deleted entries below its new floors: once more from it.
+    const latest = await this.store.read((tx) => tx.receipts.latestCheckpoint());
+    return (latest?.seq ?? 0) !== (first.checkpoint?.seq ?? 0) ? this.verifyOnce(pause) : first;
+  }
+
+  private async verifyOnce(pause: () => Promise<void>): Promise<ReceiptChainVerdict> {
     const signed = await this.signedState();
     const checkpoint = signed.checkpoint ? checkpointSummary(signed.checkpoint) : undefined;
     const verdict = (bad: ChainBreak, walk?: LogWalk): ReceiptChainVerdict => ({
@@ -248,18 +256,45 @@ export class ReceiptLog {
     const signer = this.signer('taking a checkpoint');
     const signed = await this.signedState();
     if ('problem' in signed) throw new WritError('UNPROCESSABLE', `the latest checkpoint does not verify, so no checkpoint is built on it: ${signed.problem}`);
-    const heads = await this.store.read((tx) => tx.receipts.heads());
-    const next = new Map(signed.leaves);
-    for (const h of heads) {
-      const before = signed.leaves.get(h.chain);
-      next.set(h.chain, { chain: h.chain, pos: h.pos, hash: h.hash, floor_pos: before?.floor_pos ?? 0, floor_hash: before?.floor_hash ?? GENESIS_HASH });
-    }
+    const next = await this.nextLeaves(signed);
     const changed = [...next.values()].filter((l) => !sameLeaf(l, signed.leaves.get(l.chain)));
     if (changed.length === 0 && signed.checkpoint && !options.force) return null;
     const payload: CheckpointPayload = { v: 2, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: headsRoot([...next.values()]), archived: 0 };
     const stored: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
     const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed));
     return done ? stored : null;
+  }
+
+  /**
+   * The leaves of the next checkpoint: every chain's head now, with its floor from the latest one. A
+   * checkpoint signs whatever heads the store holds, so first it checks that no chain went back on what
+   * the latest checkpoint signed (a head below or beside a signed one, a signed head entry gone or
+   * changed, a signed chain gone): signing a cut or rewritten chain would launder it. Such a chain is
+   * UNPROCESSABLE (`writ serve` logs it every interval) until `writ audit verify` is looked at.
+   */
+  private async nextLeaves(latest: { checkpoint: StoredCheckpoint | null; leaves: Map<string, CheckpointLeaf> }): Promise<Map<string, CheckpointLeaf>> {
+    const heads = new Map((await this.store.read((tx) => tx.receipts.heads())).map((h) => [h.chain, h]));
+    const wentBack = (chain: string, what: string) =>
+      new WritError('UNPROCESSABLE', `chain ${JSON.stringify(chain)} went back on checkpoint ${latest.checkpoint?.seq ?? '(legacy)'}: ${what}; no checkpoint is signed over it (run writ audit verify)`);
+    const next = new Map(latest.leaves);
+    const toCheck: CheckpointLeaf[] = [];
+    for (const leaf of latest.leaves.values()) {
+      const h = heads.get(leaf.chain);
+      if (!h && leaf.pos > leaf.floor_pos) throw wentBack(leaf.chain, `it has no head any more, the checkpoint signed ${leaf.pos}`);
+      if (h && (h.pos < leaf.pos || (h.pos === leaf.pos && h.hash !== leaf.hash))) throw wentBack(leaf.chain, `its head is entry ${h.pos}, the checkpoint signed entry ${leaf.pos}${h.pos === leaf.pos ? ' with another hash' : ''}`);
+      if (h && h.pos > leaf.pos && leaf.pos > leaf.floor_pos) toCheck.push(leaf);
+    }
+    if (toCheck.length > 0) {
+      const found = new Map((await this.store.read((tx) => tx.receipts.entriesAt(toCheck))).map((e) => [e.chain, e]));
+      for (const leaf of toCheck) {
+        if (found.get(leaf.chain)?.hash !== leaf.hash) throw wentBack(leaf.chain, `its entry ${leaf.pos} is not the head the checkpoint signed`);
+      }
+    }
+    for (const h of heads.values()) {
+      const before = latest.leaves.get(h.chain);
+      next.set(h.chain, { chain: h.chain, pos: h.pos, hash: h.hash, floor_pos: before?.floor_pos ?? 0, floor_hash: before?.floor_hash ?? GENESIS_HASH });
+    }
+    return next;
   }
 
   /** The latest checkpoint, checked, with every chain's leaf; the legacy chain's floor from a version-1 checkpoint before the first. */
@@ -340,11 +375,7 @@ export class ReceiptLog {
       if ('problem' in latest) throw new WritError('UNPROCESSABLE', `${latest.problem}; ${options.file} was written but nothing was deleted`);
       const raced = ranges.find((r) => (latest.leaves.get(r.chain)?.floor_pos ?? 0) !== r.from - 1);
       if (raced) throw new WritError('UNPROCESSABLE', `another archive moved chain ${JSON.stringify(raced.chain)} meanwhile; ${options.file} holds entries it archived too, nothing more was deleted`);
-      const next = new Map(latest.leaves);
-      for (const h of await this.store.read((tx) => tx.receipts.heads())) {
-        const was = latest.leaves.get(h.chain);
-        next.set(h.chain, { chain: h.chain, pos: h.pos, hash: h.hash, floor_pos: was?.floor_pos ?? 0, floor_hash: was?.floor_hash ?? GENESIS_HASH });
-      }
+      const next = await this.nextLeaves(latest);
       for (const r of ranges) next.set(r.chain, { ...next.get(r.chain)!, floor_pos: r.to, floor_hash: r.hash });
       const changed = [...next.values()].filter((l) => !sameLeaf(l, latest.leaves.get(l.chain)));
       const payload: CheckpointPayload = { v: 2, seq: (latest.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: headsRoot([...next.values()]), archived: count };

@@ -30,6 +30,8 @@ export interface ReceiptRepository {
   find(filter: ReceiptFilter): Promise<FoundReceipt[]>;
   /** Up to `limit` entries after (chain, pos) `after` (from the first when null), in (chain, pos) order: the log read in chunks. */
   entriesFrom(after: { chain: ChainId; pos: number } | null, limit: number): Promise<StoredEntry[]>;
+  /** The entries at these places (those that exist), in no particular order. */
+  entriesAt(places: readonly { chain: ChainId; pos: number }[]): Promise<StoredEntry[]>;
   /** Every chain's head as the engine keeps it (the row appends lock, or on SQLite the last entry). */
   heads(): Promise<ChainHead[]>;
   /**

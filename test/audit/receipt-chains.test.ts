@@ -106,6 +106,10 @@ describe('receipt chains: one per coordination key', () => {
     const v = await t.log.verifyChain();
     expect(v).toMatchObject({ ok: false, chain: 'wp:post:1', firstBadPos: 5 });
     expect(v.problem).toMatch(/entries 5\.\.6 are missing \(the signed checkpoint says the chain reaches 6: its tail was cut\)/);
+    // The next checkpoint does not sign the cut chain (that would launder it), even once the chain grows past it again.
+    await expect(t.log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringMatching(/chain "wp:post:1" went back on checkpoint 1: its head is entry 4, the checkpoint signed entry 6/) });
+    for (let i = 0; i < 3; i++) await t.log.recordIntent(intent({ resource_key: 'wp:post:1', expected_version: 10 + i }));
+    await expect(t.log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringMatching(/its entry 6 is not the head the checkpoint signed/) });
   });
 
   it('detects a whole chain removed with its index rows when a checkpoint signed it', async () => {
@@ -116,6 +120,7 @@ describe('receipt chains: one per coordination key', () => {
     t.db.prepare("DELETE FROM receipts WHERE resource_key = 'wp:post:3'").run();
     t.db.prepare("DELETE FROM receipt_entries WHERE chain = 'wp:post:3'").run();
     expect(await t.log.verifyChain()).toMatchObject({ ok: false, chain: 'wp:post:3', firstBadPos: 1, problem: expect.stringMatching(/entries 1\.\.1 are missing/) });
+    await expect(t.log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringMatching(/it has no head any more/) });
   });
 
   it('detects a chain rewritten below its signed head (every hash recomputed)', async () => {
@@ -133,6 +138,7 @@ describe('receipt chains: one per coordination key', () => {
       prev = hash;
     }
     expect(await t.log.verifyChain()).toMatchObject({ ok: false, chain: 'wp:post:2', firstBadPos: 3, problem: expect.stringMatching(/not the head the checkpoint signed/) });
+    await expect(t.log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringMatching(/chain "wp:post:2" went back on checkpoint 1: its head is entry 3, the checkpoint signed entry 3 with another hash/) });
   });
 
   it.each([

@@ -146,6 +146,15 @@ export class PostgresReceiptRepository implements ReceiptRepository {
       : this.sql.query<StoredEntry>(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries ORDER BY chain, pos LIMIT $1`, [limit]);
   }
 
+  async entriesAt(places: readonly { chain: ChainId; pos: number }[]): Promise<StoredEntry[]> {
+    if (places.length === 0) return [];
+    return this.sql.query<StoredEntry>(
+      `SELECT ${E_COLUMNS} FROM json_to_recordset($1::json) AS p(chain text, pos bigint)
+         JOIN receipt_entries e ON e.chain = p.chain COLLATE "C" AND e.pos = p.pos`,
+      [JSON.stringify(places)],
+    );
+  }
+
   async heads(): Promise<ChainHead[]> {
     // A head row at 0 is a chain whose only append did not happen (an idempotent replay): no chain yet.
     return this.sql.query<ChainHead>('SELECT chain, pos, hash FROM receipt_chains WHERE pos > 0');

@@ -61,6 +61,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
       from: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE (chain, pos) > (?, ?) ORDER BY chain, pos LIMIT ?`),
       fromStart: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries ORDER BY chain, pos LIMIT ?`),
       heads: db.prepare('SELECT chain, MAX(pos) AS pos, hash FROM receipt_entries GROUP BY chain'),
+      at: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE chain = ? AND pos = ?`),
       indexRow: db.prepare(`SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq
         FROM receipts WHERE receipt_id = ?`),
       namedEntries: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE seq IN (?, ?) ORDER BY seq`),
@@ -151,6 +152,10 @@ export class SqliteReceiptRepository implements ReceiptRepository {
 
   async entriesFrom(after: { chain: ChainId; pos: number } | null, limit: number): Promise<StoredEntry[]> {
     return (after ? this.stmts.from.all(after.chain, after.pos, limit) : this.stmts.fromStart.all(limit)) as StoredEntry[];
+  }
+
+  async entriesAt(places: readonly { chain: ChainId; pos: number }[]): Promise<StoredEntry[]> {
+    return places.map((p) => this.stmts.at.get(p.chain, p.pos) as StoredEntry | undefined).filter((e): e is StoredEntry => e !== undefined);
   }
 
   async heads(): Promise<ChainHead[]> {

@@ -142,6 +142,8 @@ describe('receipt chains on PostgreSQL: verify detects', () => {
     const v = await log.verifyChain();
     expect(v).toMatchObject({ ok: false, chain: 'wp:post:1', firstBadPos: 5 });
     expect(v.problem).toMatch(/entries 5\.\.6 are missing \(the signed checkpoint says/);
+    // And the next periodic checkpoint refuses to sign the cut head (it would launder the cut).
+    await expect(log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringContaining('went back on checkpoint 1') });
   });
 
   it('a forged checkpoint: a leaf lowered to hide a truncation', async () => {
