@@ -258,7 +258,7 @@ export class ReceiptLog {
     if ('problem' in signed) throw new WritError('UNPROCESSABLE', `the latest checkpoint does not verify, so no checkpoint is built on it: ${signed.problem}`);
     const next = await this.nextLeaves(signed);
     const changed = [...next.values()].filter((l) => !sameLeaf(l, signed.leaves.get(l.chain)));
-    if (changed.length === 0 && signed.checkpoint && !options.force) return null;
+    if (changed.length === 0 && !options.force) return null;
     const payload: CheckpointPayload = { v: 2, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: headsRoot([...next.values()]), archived: 0 };
     const stored: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
     const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed));
