@@ -188,9 +188,16 @@ export class PostgresReceiptRepository implements ReceiptRepository {
   }
 
   async checkpointLeaves(seq: number): Promise<CheckpointLeaf[]> {
+    // One index probe per chain (a loose index scan over the primary key), not a pass over every leaf
+    // ever stored: leaves accumulate with every checkpoint.
     return this.sql.query<CheckpointLeaf>(
-      `SELECT DISTINCT ON (chain) chain, pos, hash, floor_pos, floor_hash FROM receipt_checkpoint_leaves
-        WHERE checkpoint <= $1 ORDER BY chain, checkpoint DESC`,
+      `WITH RECURSIVE c(chain) AS (
+         (SELECT chain FROM receipt_checkpoint_leaves ORDER BY chain LIMIT 1)
+         UNION ALL
+         SELECT (SELECT l.chain FROM receipt_checkpoint_leaves l WHERE l.chain > c.chain ORDER BY l.chain LIMIT 1) FROM c WHERE c.chain IS NOT NULL)
+       SELECT x.chain, x.pos, x.hash, x.floor_pos, x.floor_hash FROM c
+        CROSS JOIN LATERAL (SELECT chain, pos, hash, floor_pos, floor_hash FROM receipt_checkpoint_leaves
+                             WHERE chain = c.chain AND checkpoint <= $1 ORDER BY checkpoint DESC LIMIT 1) x`,
       [seq],
     );
   }

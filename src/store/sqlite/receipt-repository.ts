@@ -70,8 +70,14 @@ export class SqliteReceiptRepository implements ReceiptRepository {
            OR (r.last_seq <> r.first_seq AND NOT EXISTS (SELECT 1 FROM receipt_entries e WHERE e.seq = r.last_seq AND e.receipt_id = r.receipt_id AND e.kind IN ('completed', 'failed', 'reconciled')))
         LIMIT ?`),
       latest: db.prepare('SELECT 2 AS v, seq, at, chains, root, archived, jws FROM receipt_head_checkpoints ORDER BY seq DESC LIMIT 1'),
-      leaves: db.prepare(`SELECT l.chain, l.pos, l.hash, l.floor_pos, l.floor_hash FROM receipt_checkpoint_leaves l
-        WHERE l.checkpoint = (SELECT MAX(m.checkpoint) FROM receipt_checkpoint_leaves m WHERE m.chain = l.chain AND m.checkpoint <= ?)`),
+      // One probe per chain (a skip scan over the primary key), not a pass over every leaf ever stored.
+      leaves: db.prepare(`WITH RECURSIVE c(chain) AS (
+          SELECT MIN(chain) FROM receipt_checkpoint_leaves
+          UNION ALL
+          SELECT (SELECT MIN(chain) FROM receipt_checkpoint_leaves WHERE chain > c.chain) FROM c WHERE c.chain IS NOT NULL)
+        SELECT l.chain, l.pos, l.hash, l.floor_pos, l.floor_hash FROM c
+          JOIN receipt_checkpoint_leaves l ON l.chain = c.chain
+           AND l.checkpoint = (SELECT MAX(m.checkpoint) FROM receipt_checkpoint_leaves m WHERE m.chain = c.chain AND m.checkpoint <= ?)`),
       legacy: db.prepare('SELECT seq, archived_through, hash, prev_hash, count, at, jws FROM receipt_checkpoints ORDER BY seq DESC LIMIT 1'),
       insertCheckpoint: db.prepare(`INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws)
         VALUES (@seq, @at, @chains, @root, @archived, @jws) ON CONFLICT (seq) DO NOTHING`),
