@@ -581,6 +581,6 @@ function formatBump(b: EpochBump): string {
 function formatRestore(b: EpochBump): string {
   const head = b.detail.backup_receipt_head as { seq?: number; hash?: string | null } | undefined;
   const seq = head?.seq ?? 0;
-  const held = seq === 0 ? 'the backup held no receipt entries' : `receipt entries 1..${seq} are the chain the backup held (head ${head?.hash ?? '—'})`;
+  const held = seq === 0 ? 'the backup held no receipt entries' : `the backup held the receipt log up to entry seq ${seq} (hash ${head?.hash ?? '—'})`;
   return `#${b.seq} ${new Date(b.at).toISOString()} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
 }
