@@ -1,19 +1,31 @@
 import { closeSync, existsSync, fsyncSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { WritError } from '../errors.js';
-import { checkpointPayloadOf, sameCheckpoint, type CheckpointPayload, type StoredCheckpoint } from './checkpoint.js';
-import { ChainVerifier, type ReceiptChainVerdict } from './hash-chain.js';
+import {
+  isArchivePayload,
+  isLegacyCheckpoint,
+  rangesHash,
+  samePayload,
+  type ArchivePayload,
+  type ArchiveRange,
+  type SignedPayload,
+  type StoredLegacyCheckpoint,
+} from './checkpoint.js';
+import { ChainVerifier, LEGACY_CHAIN, type ChainBreak } from './hash-chain.js';
 import { ENTRY_KINDS, type StoredEntry } from './receipt.js';
 
-/** First line of an archive file: what it is, and the signed checkpoint it ends at. */
-export interface ArchiveHeader {
-  writ_receipt_archive: 1;
-  checkpoint: StoredCheckpoint;
-}
+/**
+ * First line of an archive file: what it is, the signed manifest of its chain ranges, and the ranges (in
+ * the order their entries follow). Version 1 files (the single global chain) hold a checkpoint instead.
+ */
+export type ArchiveHeader =
+  | { writ_receipt_archive: 2; manifest: ArchivePayload & { jws: string }; ranges: ArchiveRange[] }
+  | { writ_receipt_archive: 1; checkpoint: StoredLegacyCheckpoint };
 
 /**
  * An archive file being written: JSON lines, the header first, then one entry per line exactly as
- * stored (seq, receipt_id, kind, body, prev_hash, hash). Written beside its name and renamed into place
- * once synced (`commit`), so a file under that name is always whole; an existing file is refused.
+ * stored (seq, chain, pos, receipt_id, kind, body, prev_hash, hash), range after range. Written beside
+ * its name and renamed into place once synced (`commit`), so a file under that name is always whole; an
+ * existing file is refused.
  */
 export class ArchiveWriter {
   private readonly partial: string;
@@ -31,7 +43,7 @@ export class ArchiveWriter {
 
   append(entries: readonly StoredEntry[]): void {
     if (entries.length === 0) return;
-    this.write(entries.map((e) => JSON.stringify({ seq: e.seq, receipt_id: e.receipt_id, kind: e.kind, body: e.body, prev_hash: e.prev_hash, hash: e.hash })).join('\n'));
+    this.write(entries.map((e) => JSON.stringify({ seq: e.seq, chain: e.chain, pos: e.pos, receipt_id: e.receipt_id, kind: e.kind, body: e.body, prev_hash: e.prev_hash, hash: e.hash })).join('\n'));
   }
 
   commit(): void {
@@ -53,50 +65,78 @@ export class ArchiveWriter {
   }
 }
 
-export interface ArchiveVerdict extends ReceiptChainVerdict {
-  /** The checkpoint the file says it ends at (when its header could be read). */
-  checkpoint?: StoredCheckpoint & { kid?: string };
-  /** seq of the archive's first entry. */
-  from?: number;
+export interface ArchiveVerdict {
+  ok: boolean;
+  /** Entries checked and found sound. */
+  entries: number;
+  /** The chain ranges the file holds (as its header says), when the header could be read. */
+  ranges?: ArchiveRange[];
+  /** The manifest (or, in a version-1 file, the checkpoint) the header holds, and the key that signed it. */
+  manifest?: { at: number; count: number; kid?: string };
+  chain?: string;
+  firstBadPos?: number;
+  problem?: string;
 }
 
 /**
- * Verifies an archive file offline: its header's checkpoint signature (with `verifyJws`, e.g. the keys of
- * a saved /.well-known/jwks.json), that the header's columns are what the JWS signs, that the entries
- * form a chain from the checkpoint's prev_hash (seq consecutive, each hash recomputed), and that it ends
- * exactly at the checkpoint's archived_through with its hash, holding `count` entries.
+ * Verifies an archive file offline: its header's signature (with `verifyJws`, e.g. the keys of a saved
+ * /.well-known/jwks.json), that the header says what the JWS signs (the ranges by their hash), and that
+ * the entries are, range after range, each chain linked from the range's prev_hash at `from` to its
+ * hash at `to` (positions consecutive, hashes recomputed), `count` entries in all. A version-1 file is
+ * one range of the legacy chain, ending at its checkpoint.
  */
-export function verifyArchiveFile(file: string, verifyJws: (jws: string) => { payload: CheckpointPayload } | { problem: string }): ArchiveVerdict {
+export function verifyArchiveFile(file: string, verifyJws: (jws: string) => { payload: SignedPayload } | { problem: string }): ArchiveVerdict {
   const lines = readLines(file);
-  const broken = (problem: string, extra: Partial<ArchiveVerdict> = {}): ArchiveVerdict => ({ ok: false, entries: 0, head: '', problem, ...extra });
+  const broken = (problem: string, extra: Partial<ArchiveVerdict> = {}): ArchiveVerdict => ({ ok: false, entries: 0, problem, ...extra });
   let header: ArchiveHeader;
   try {
     header = JSON.parse(lines.next().value ?? '') as ArchiveHeader;
   } catch {
     return broken('the first line is not a JSON archive header');
   }
-  if (header?.writ_receipt_archive !== 1 || typeof header.checkpoint?.jws !== 'string') return broken('the first line is not a Writ receipt archive header');
-  const stored = header.checkpoint;
-  const signed = verifyJws(stored.jws);
-  if ('problem' in signed) return broken(signed.problem, { checkpoint: stored });
-  const columns = checkpointPayloadOf(stored as unknown as Record<string, unknown>);
-  if (!columns || !sameCheckpoint(columns, signed.payload)) return broken('the header\'s checkpoint differs from what its signature covers (it was altered)', { checkpoint: stored });
-  const cp = signed.payload;
-  const from = cp.archived_through - cp.count + 1;
-  const verifier = new ChainVerifier(from - 1, cp.prev_hash);
+  let ranges: ArchiveRange[];
+  let count: number;
+  let manifest: ArchiveVerdict['manifest'];
+  if (header?.writ_receipt_archive === 2 && typeof header.manifest?.jws === 'string' && Array.isArray(header.ranges)) {
+    const signed = verifyJws(header.manifest.jws);
+    manifest = { at: header.manifest.at, count: header.manifest.count };
+    if ('problem' in signed) return broken(signed.problem, { manifest });
+    if (!isArchivePayload(signed.payload) || !samePayload(header.manifest, signed.payload)) return broken('the header\'s manifest differs from what its signature covers (it was altered)', { manifest });
+    if (rangesHash(header.ranges) !== signed.payload.ranges_hash) return broken('the header\'s chain ranges are not the ones its manifest signed (they were altered)', { manifest });
+    ranges = header.ranges;
+    count = signed.payload.count;
+  } else if (header?.writ_receipt_archive === 1 && typeof header.checkpoint?.jws === 'string') {
+    const signed = verifyJws(header.checkpoint.jws);
+    manifest = { at: header.checkpoint.at, count: header.checkpoint.count };
+    if ('problem' in signed) return broken(signed.problem, { manifest });
+    if (!isLegacyCheckpoint(signed.payload) || !samePayload(header.checkpoint, signed.payload)) return broken('the header\'s checkpoint differs from what its signature covers (it was altered)', { manifest });
+    const cp = signed.payload;
+    ranges = [{ chain: LEGACY_CHAIN, from: cp.archived_through - cp.count + 1, prev_hash: cp.prev_hash, to: cp.archived_through, hash: cp.hash }];
+    count = cp.count;
+  } else {
+    return broken('the first line is not a Writ receipt archive header');
+  }
+  const legacy = header.writ_receipt_archive === 1;
+  let entries = 0;
+  const out = (bad: ChainBreak): ArchiveVerdict => ({ ok: false, entries, ranges, manifest, chain: bad.chain, firstBadPos: bad.pos, problem: bad.problem });
   let n = 1;
-  for (const line of lines) {
-    n += 1;
-    const e = entryOf(line);
-    if (!e) return { ...verifier.broken(verifier.verified + 1, `line ${n} is not an entry`), checkpoint: stored, from };
-    const bad = verifier.feed([e]);
-    if (bad) return { ...bad, checkpoint: stored, from };
+  for (const r of ranges) {
+    const v = new ChainVerifier(r.chain, r.from - 1, r.prev_hash);
+    while (v.verified < r.to) {
+      const next = lines.next();
+      if (next.done) return out(v.bad(v.verified + 1, `the archive ends before entry ${v.verified + 1} of chain ${JSON.stringify(r.chain)} (its manifest says the range ends at ${r.to}: entries were removed at its end)`));
+      n += 1;
+      const e = entryOf(next.value, legacy);
+      if (!e) return out(v.bad(v.verified + 1, `line ${n} is not an entry`));
+      const bad = v.feed([e]);
+      if (bad) return out(bad);
+      entries += 1;
+    }
+    if (v.headHash !== r.hash) return out(v.bad(r.to, `chain ${JSON.stringify(r.chain)}: the range ends at a hash other than its manifest's`));
   }
-  const end = verifier.finish(0);
-  if (verifier.verified !== cp.archived_through || end.head !== cp.hash) {
-    return { ...verifier.broken(verifier.verified + 1, `the archive ends at entry ${verifier.verified}, its checkpoint says ${cp.archived_through} (entries were removed or added at its end)`), checkpoint: stored, from };
-  }
-  return { ...end, checkpoint: stored, from };
+  if (!lines.next().done) return out({ chain: '', pos: 0, problem: `line ${n + 1}: the archive holds more than its manifest's ranges (entries were added at its end)` });
+  if (entries !== count) return out({ chain: '', pos: 0, problem: `the archive holds ${entries} entries, its manifest says ${count}` });
+  return { ok: true, entries, ranges, manifest };
 }
 
 /** The file's lines (without the last one when empty), read in 1 MiB pieces: an archive may be larger than a string can be. */
@@ -122,7 +162,8 @@ function* readLines(file: string): Generator<string, undefined> {
   return undefined;
 }
 
-function entryOf(line: string): StoredEntry | undefined {
+/** One entry line; a version-1 line has no chain and pos: it is in the legacy chain at its seq. */
+function entryOf(line: string, legacy: boolean): StoredEntry | undefined {
   let v: Record<string, unknown>;
   try {
     v = JSON.parse(line) as Record<string, unknown>;
@@ -131,7 +172,9 @@ function entryOf(line: string): StoredEntry | undefined {
   }
   if (typeof v !== 'object' || v === null) return undefined;
   const { seq, receipt_id, kind, body, prev_hash, hash } = v;
-  if (typeof seq !== 'number' || typeof receipt_id !== 'string' || typeof body !== 'string' || typeof prev_hash !== 'string' || typeof hash !== 'string') return undefined;
+  const chain = legacy ? LEGACY_CHAIN : v.chain;
+  const pos = legacy ? seq : v.pos;
+  if (typeof seq !== 'number' || typeof chain !== 'string' || typeof pos !== 'number' || typeof receipt_id !== 'string' || typeof body !== 'string' || typeof prev_hash !== 'string' || typeof hash !== 'string') return undefined;
   if (!(ENTRY_KINDS as readonly unknown[]).includes(kind)) return undefined;
-  return { seq, receipt_id, kind: kind as StoredEntry['kind'], body, prev_hash, hash };
+  return { seq, chain, pos, receipt_id, kind: kind as StoredEntry['kind'], body, prev_hash, hash };
 }

@@ -1,47 +1,160 @@
+import { createHash } from 'node:crypto';
+import { canonicalJson } from './canonical-json.js';
+import type { ChainId } from './hash-chain.js';
+
 /**
- * Checkpoints of the receipt chain. Archiving cuts the oldest entries out of the store; a checkpoint
- * records where (the seq and hash of the last archived entry), signed with the decision signing keys,
- * so that the remaining chain verifies from it and an archive file verifies offline against it.
+ * Signed checkpoints of the receipt log, signed with the decision signing keys (compact JWS, typ
+ * CHECKPOINT_TYP). Three payloads share that envelope:
+ *
+ * - `CheckpointPayload` (version 2): a Merkle root over the heads of ALL chains (one leaf per chain:
+ *   its head position and hash, and its archive floor). Taken periodically by every server (the first
+ *   to record a number wins) and by `writ audit archive`. An entry altered, removed, moved or reordered
+ *   at or below a signed head breaks that chain; a tail cut below a signed head is a missing entry.
+ * - `ArchivePayload`: the manifest of an archive file (its chain ranges, by hash), checked offline.
+ * - `LegacyCheckpointPayload` (version 1): the cut points of the single global chain before per-key
+ *   chains; kept verifiable: the legacy chain's floor comes from the latest one until a version-2
+ *   checkpoint carries it over.
  */
 
-/** What a checkpoint's JWS signs (its payload, canonical JSON). Times are ms. */
+/** What a checkpoint over the chain heads signs (its payload, canonical JSON). Times are ms. */
 export interface CheckpointPayload {
+  v: 2;
   /** The checkpoint's own number: 1, 2, … */
   seq: number;
-  /** The last archived entry: the chain remaining in the store starts at archived_through + 1. */
-  archived_through: number;
-  /** Hash of entry `archived_through`: prev_hash of the first remaining entry. */
-  hash: string;
-  /** prev_hash of the first entry of this archive (the previous checkpoint's hash, or the genesis hash). */
-  prev_hash: string;
-  /** Entries this archive holds (archived_through − the previous checkpoint's archived_through). */
-  count: number;
   at: number;
+  /** Leaves (chains) under the root. */
+  chains: number;
+  /** `headsRoot` of the leaves, sorted by chain. */
+  root: string;
+  /** Entries this checkpoint archived (0 for a periodic one). */
+  archived: number;
 }
 
-/** A checkpoint as stored: its payload and the compact JWS over it. */
+/** One leaf: a chain's head as of the checkpoint, and its floor (the last archived entry; 0 and the genesis hash when none). */
+export interface CheckpointLeaf {
+  chain: ChainId;
+  pos: number;
+  hash: string;
+  floor_pos: number;
+  floor_hash: string;
+}
+
+/** A checkpoint as stored: its payload and the compact JWS over it. Its leaves are stored beside it (only those that changed). */
 export interface StoredCheckpoint extends CheckpointPayload {
   jws: string;
 }
 
+/** One chain's entries in an archive file: positions from..to, linked from prev_hash to hash. */
+export interface ArchiveRange {
+  chain: ChainId;
+  from: number;
+  prev_hash: string;
+  to: number;
+  hash: string;
+}
+
+/** What an archive file's manifest signs. */
+export interface ArchivePayload {
+  v: 2;
+  kind: 'archive';
+  at: number;
+  /** Entries in the file. */
+  count: number;
+  /** sha256 hex of the canonical JSON of the file's ranges (in file order). */
+  ranges_hash: string;
+}
+
+/** Version 1: a cut point of the single global chain (now the legacy chain). */
+export interface LegacyCheckpointPayload {
+  seq: number;
+  archived_through: number;
+  hash: string;
+  prev_hash: string;
+  count: number;
+  at: number;
+}
+
+export interface StoredLegacyCheckpoint extends LegacyCheckpointPayload {
+  jws: string;
+}
+
+export type SignedPayload = CheckpointPayload | ArchivePayload | LegacyCheckpointPayload;
+
 /** Signs and checks checkpoints (the KeyRing, wired where the service is opened). */
 export interface CheckpointSigner {
-  sign(payload: CheckpointPayload): string;
+  sign(payload: SignedPayload): string;
   /** The payload the JWS signs if its signature verifies with a published key, else the problem in words. */
-  verify(jws: string): { payload: CheckpointPayload } | { problem: string };
+  verify(jws: string): { payload: SignedPayload } | { problem: string };
 }
 
 export const CHECKPOINT_TYP = 'writ-checkpoint+jws';
 
-/** The payload's members in a fixed shape, or undefined when `p` is not one. */
-export function checkpointPayloadOf(p: Record<string, unknown>): CheckpointPayload | undefined {
-  const int = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-  const hex = (v: unknown): v is string => typeof v === 'string' && /^[0-9a-f]{64}$/.test(v);
+const int = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const hex = (v: unknown): v is string => typeof v === 'string' && /^[0-9a-f]{64}$/.test(v);
+
+/** The payload's members in a fixed shape, or undefined when `p` is none of the three. */
+export function signedPayloadOf(p: Record<string, unknown>): SignedPayload | undefined {
+  if (p.v === 2 && p.kind === 'archive') {
+    if (!int(p.at) || !int(p.count) || !hex(p.ranges_hash)) return undefined;
+    return { v: 2, kind: 'archive', at: p.at, count: p.count, ranges_hash: p.ranges_hash };
+  }
+  if (p.v === 2) {
+    if (!int(p.seq) || !int(p.at) || !int(p.chains) || !hex(p.root) || !int(p.archived)) return undefined;
+    return { v: 2, seq: p.seq, at: p.at, chains: p.chains, root: p.root, archived: p.archived };
+  }
   if (!int(p.seq) || !int(p.archived_through) || !hex(p.hash) || !hex(p.prev_hash) || !int(p.count) || !int(p.at)) return undefined;
   return { seq: p.seq, archived_through: p.archived_through, hash: p.hash, prev_hash: p.prev_hash, count: p.count, at: p.at };
 }
 
-/** Whether the stored columns say what the JWS signs. */
-export function sameCheckpoint(a: CheckpointPayload, b: CheckpointPayload): boolean {
-  return a.seq === b.seq && a.archived_through === b.archived_through && a.hash === b.hash && a.prev_hash === b.prev_hash && a.count === b.count && a.at === b.at;
+/** Whether the stored columns (or header members) say exactly what the JWS signs. */
+export function samePayload(stored: object, signed: SignedPayload): boolean {
+  const s = signedPayloadOf(stored as Record<string, unknown>);
+  return s !== undefined && canonicalJson(s) === canonicalJson(signed);
+}
+
+export function isHeadsCheckpoint(p: SignedPayload): p is CheckpointPayload {
+  return 'v' in p && p.v === 2 && !('kind' in p);
+}
+
+export function isArchivePayload(p: SignedPayload): p is ArchivePayload {
+  return 'kind' in p && p.kind === 'archive';
+}
+
+export function isLegacyCheckpoint(p: SignedPayload): p is LegacyCheckpointPayload {
+  return !('v' in p);
+}
+
+/** Chains in code-unit order: the order of the leaves under a root. */
+export function compareChains(a: ChainId, b: ChainId): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+const sha256 = (...parts: (Buffer | string)[]) => {
+  const h = createHash('sha256');
+  for (const p of parts) h.update(p);
+  return h.digest();
+};
+
+/**
+ * Merkle root (RFC 6962 shape: leaf = sha256(0x00 ‖ canonical JSON of [chain, pos, hash, floor_pos,
+ * floor_hash]), node = sha256(0x01 ‖ left ‖ right), split at the largest power of two below n) over the
+ * leaves sorted by chain; sha256 of nothing for no leaf. Hex.
+ */
+export function headsRoot(leaves: readonly CheckpointLeaf[]): string {
+  const sorted = [...leaves].sort((a, b) => compareChains(a.chain, b.chain));
+  let level: Buffer[] = sorted.map((l) => sha256(Buffer.from([0]), canonicalJson([l.chain, l.pos, l.hash, l.floor_pos, l.floor_hash])));
+  if (level.length === 0) return sha256().toString('hex');
+  // Bottom-up pairing with the odd node promoted gives the same tree as RFC 6962's recursive split.
+  while (level.length > 1) {
+    const next: Buffer[] = [];
+    for (let i = 0; i + 1 < level.length; i += 2) next.push(sha256(Buffer.from([1]), level[i]!, level[i + 1]!));
+    if (level.length % 2 === 1) next.push(level[level.length - 1]!);
+    level = next;
+  }
+  return level[0]!.toString('hex');
+}
+
+/** What an archive manifest's ranges_hash is for these ranges. */
+export function rangesHash(ranges: readonly ArchiveRange[]): string {
+  return sha256(canonicalJson(ranges)).toString('hex');
 }

@@ -37,13 +37,14 @@ export function foldReceipt(entries: readonly StoredEntry[]): Receipt {
     created_at: start.at,
     completed_at: first.kind === 'rejected' ? start.at : null,
     reconciled: false,
+    hash_chain: first.chain,
     prev_hash: first.prev_hash,
     hash: first.hash,
     entries: [],
   };
   for (const e of entries) {
     const body = e === first ? start : (JSON.parse(e.body) as Body);
-    receipt.entries.push({ seq: e.seq, kind: e.kind, at: body.at, prev_hash: e.prev_hash, hash: e.hash });
+    receipt.entries.push({ seq: e.seq, pos: e.pos, kind: e.kind, at: body.at, prev_hash: e.prev_hash, hash: e.hash });
     receipt.hash = e.hash;
     if (e.kind === 'intent' || e.kind === 'rejected') continue;
     receipt.status = (e.kind === 'completed' ? 'COMPLETED' : e.kind === 'failed' ? 'FAILED' : body.status) as ReceiptStatus;

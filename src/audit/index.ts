@@ -1,10 +1,23 @@
 /** Receipts and audit: the hash-chained receipt log, its storage port and restart reconciliation. */
 export { ReceiptLog, type ArchiveResult, type ReceiptLogOptions, type ReceiptTx } from './receipt-log.js';
 export { verifyArchiveFile, type ArchiveHeader, type ArchiveVerdict } from './archive-file.js';
-export { CHECKPOINT_TYP, type CheckpointPayload, type CheckpointSigner, type StoredCheckpoint } from './checkpoint.js';
+export {
+  CHECKPOINT_TYP,
+  headsRoot,
+  signedPayloadOf,
+  type ArchivePayload,
+  type ArchiveRange,
+  type CheckpointLeaf,
+  type CheckpointPayload,
+  type CheckpointSigner,
+  type LegacyCheckpointPayload,
+  type SignedPayload,
+  type StoredCheckpoint,
+  type StoredLegacyCheckpoint,
+} from './checkpoint.js';
 export { reconcilePending, type ReconcileReport, type UpstreamLookup } from './reconcile.js';
 export { canonicalJson } from './canonical-json.js';
-export { GENESIS_HASH, entryHash, requestHash, type ReceiptChainVerdict } from './hash-chain.js';
+export { GENESIS_HASH, LEGACY_CHAIN, chainEntryHash, chainOf, entryHash, hashOf, linkEntry, requestHash, type ChainHead, type ChainId, type ReceiptChainVerdict } from './hash-chain.js';
 export { foldReceipt } from './fold.js';
 export {
   ENTRY_KINDS,

@@ -4,11 +4,25 @@ import type { TxRunner } from '../transactions.js';
 import { WritError } from '../errors.js';
 import { ArchiveWriter } from './archive-file.js';
 import { canonicalJson } from './canonical-json.js';
-import { sameCheckpoint, type CheckpointPayload, type CheckpointSigner, type StoredCheckpoint } from './checkpoint.js';
+import {
+  headsRoot,
+  isHeadsCheckpoint,
+  isLegacyCheckpoint,
+  rangesHash,
+  samePayload,
+  type ArchivePayload,
+  type ArchiveRange,
+  type CheckpointLeaf,
+  type CheckpointPayload,
+  type CheckpointSigner,
+  type SignedPayload,
+  type StoredCheckpoint,
+} from './checkpoint.js';
 import { foldReceipt } from './fold.js';
-import { ChainVerifier, GENESIS_HASH, type ReceiptChainVerdict } from './hash-chain.js';
+import { ChainVerifier, chainOf, GENESIS_HASH, LEGACY_CHAIN, type ChainBreak, type ChainHead, type ReceiptChainVerdict } from './hash-chain.js';
 import { checkIndexRows } from './index-check.js';
-import type { Receipt, ReceiptCompletion, ReceiptIntent, ReceiptPage, ReceiptQuery, ReceiptRejection, ReconcileOutcome } from './receipt.js';
+import { LogWalk } from './log-walk.js';
+import type { Receipt, ReceiptCompletion, ReceiptIntent, ReceiptPage, ReceiptQuery, ReceiptRejection, ReconcileOutcome, StoredEntry } from './receipt.js';
 import type { ReceiptFilter, ReceiptRepository, SettlementAppend } from './repository.js';
 
 /** Entries read and checked per step of a chain verification (8–15 ms of work on these machines). */
@@ -28,16 +42,17 @@ export interface ReceiptLogOptions {
   checkpoints?: CheckpointSigner;
 }
 
-/** What `archive` did: nothing (no receipt old and settled enough), or the checkpoint it recorded. */
+/** What `archive` did: nothing (no receipt old and settled enough), or the chain ranges it moved and the checkpoint it recorded. */
 export type ArchiveResult =
-  | { archived: false; reason: string; archived_through: number }
-  | { archived: true; file: string; checkpoint: StoredCheckpoint; entries: number; receipts: number };
+  | { archived: false; reason: string }
+  | { archived: true; file: string; checkpoint: StoredCheckpoint; ranges: ArchiveRange[]; entries: number; receipts: number };
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 1000;
 
 /**
- * The append-only, hash-chained receipt log. An intent is written before a write is forwarded and
+ * The append-only receipt log: one hash chain per coordination key, under periodic signed checkpoints
+ * over all chain heads. An intent is written before a write is forwarded and
  * settled after it, so a crash leaves a visible PENDING receipt, never a silent gap. Refused requests
  * are recorded too, as one REJECTED entry. Each write runs in its own transaction, or in the caller's
  * (`tx`), so that it commits together with the caller's other writes (e.g. the spent decision).
@@ -66,7 +81,7 @@ export class ReceiptLog {
     const receiptId = intent.receipt_id ?? this.newId();
     const body = { at, ...normalizedIntent(intent) };
     const result = await tx.receipts.appendIntent(
-      { receipt_id: receiptId, kind: 'intent', body: canonicalJson(body) },
+      { chain: chainOf(intent.resource_key), receipt_id: receiptId, kind: 'intent', body: canonicalJson(body) },
       {
         receipt_id: receiptId,
         principal: intent.principal,
@@ -99,7 +114,7 @@ export class ReceiptLog {
       conflicts: completion.conflicts ?? [],
     };
     const kind = completion.status === 'COMPLETED' ? 'completed' : 'failed';
-    return this.settle(tx, receiptId, await tx.receipts.appendSettlement({ receipt_id: receiptId, kind, body: canonicalJson(body) }, completion.status, at));
+    return this.settle(tx, receiptId, await tx.receipts.appendSettlement({ chain: '', receipt_id: receiptId, kind, body: canonicalJson(body) }, completion.status, at));
   }
 
   /** Settles a PENDING receipt from what the upstream says (after a crash or a timeout). Same first-wins rule. */
@@ -110,7 +125,7 @@ export class ReceiptLog {
       outcome.status === 'COMPLETED'
         ? { at, status: outcome.status, final_version: outcome.final_version, upstream_status: outcome.upstream_status ?? null, error: null, note: outcome.note }
         : { at, status: outcome.status, error: outcome.error, upstream_status: outcome.upstream_status ?? null, note: outcome.note };
-    return this.settle(tx, receiptId, await tx.receipts.appendSettlement({ receipt_id: receiptId, kind: 'reconciled', body: canonicalJson(body) }, outcome.status, at));
+    return this.settle(tx, receiptId, await tx.receipts.appendSettlement({ chain: '', receipt_id: receiptId, kind: 'reconciled', body: canonicalJson(body) }, outcome.status, at));
   }
 
   /** Records a refused request as a single REJECTED entry. */
@@ -126,7 +141,7 @@ export class ReceiptLog {
       upstream_status: rejection.upstream_status ?? null,
     };
     const entry = await tx.receipts.appendRejection(
-      { receipt_id: receiptId, kind: 'rejected', body: canonicalJson(body) },
+      { chain: chainOf(rejection.resource_key), receipt_id: receiptId, kind: 'rejected', body: canonicalJson(body) },
       {
         receipt_id: receiptId,
         principal: rejection.principal,
@@ -176,149 +191,252 @@ export class ReceiptLog {
   }
 
   /**
-   * Walks the whole chain from the store, in chunks of VERIFY_CHUNK entries, and reports the first
-   * entry that is missing, altered or out of place; awaits `pause()` between chunks (default: one turn
-   * of the event loop) so a server keeps answering other requests. A cut tail is detected against the
-   * receipts index; compare `head` with a previously published head to detect a cut of both. Entries
-   * appended meanwhile are checked too.
+   * Verifies the whole log from the store, in chunks of VERIFY_CHUNK entries, awaiting `pause()` between
+   * them (default: one turn of the event loop) so a server keeps answering other requests: the latest
+   * signed checkpoint (its signature, and that its stored leaves add up to its signed root), then every
+   * chain in (chain, pos) order from its archive floor (log-walk.ts: links, hashes, positions, the signed
+   * and the kept heads reached), then the receipts index against the hashed entries both ways (what
+   * queries show must be what was hashed, and no row may name an entry that is not its receipt's).
+   * Reports the first problem. Entries appended meanwhile may or may not be checked.
    */
   async verifyChain(pause: () => Promise<void> = () => new Promise((resolve) => setImmediate(resolve))): Promise<ReceiptChainVerdict> {
-    // Read the index first: entries and index are written together, so a later scan sees at least this much.
-    const indexedHead = await this.store.read((tx) => tx.receipts.indexedHead());
-    const checkpoint = await this.store.read((tx) => tx.receipts.latestCheckpoint());
-    let verifier = new ChainVerifier();
-    let from: ReceiptChainVerdict['checkpoint'];
-    if (checkpoint) {
-      // Entries up to the checkpoint are archived: the chain in the store starts from its signed hash.
-      from = { seq: checkpoint.seq, archived_through: checkpoint.archived_through, hash: checkpoint.hash, at: checkpoint.at };
-      const problem = this.checkpointProblem(checkpoint);
-      if (problem) return { ...verifier.broken(checkpoint.archived_through, `checkpoint ${checkpoint.seq}: ${problem}`), checkpoint: from };
-      verifier = new ChainVerifier(checkpoint.archived_through, checkpoint.hash);
-    }
-    const verdict = await this.walk(verifier, indexedHead, pause);
-    return from ? { ...verdict, checkpoint: from } : verdict;
+    const first = await this.verifyOnce(pause);
+    if (first.ok) return first;
+    // An archive that recorded a checkpoint meanwhile deleted entries below its new floors: once more from it.
+    const latest = await this.store.read((tx) => tx.receipts.latestCheckpoint());
+    return (latest?.seq ?? 0) !== (first.checkpoint?.seq ?? 0) ? this.verifyOnce(pause) : first;
   }
 
-  private checkpointProblem(checkpoint: StoredCheckpoint): string | undefined {
-    if (!this.checkpoints) return 'there is no key to check its signature with';
-    const signed = this.checkpoints.verify(checkpoint.jws);
-    if ('problem' in signed) return signed.problem;
-    if (!sameCheckpoint(signed.payload, checkpoint)) return 'its row differs from what its signature covers (the checkpoint was altered)';
-    return undefined;
-  }
-
-  private async walk(verifier: ChainVerifier, indexedHead: number, pause: () => Promise<void>): Promise<ReceiptChainVerdict> {
-    let opened = 0;
-    let settled = 0;
+  private async verifyOnce(pause: () => Promise<void>): Promise<ReceiptChainVerdict> {
+    const signed = await this.signedState();
+    const checkpoint = signed.checkpoint ? checkpointSummary(signed.checkpoint) : undefined;
+    const verdict = (bad: ChainBreak, walk?: LogWalk): ReceiptChainVerdict => ({
+      ok: false, entries: walk?.sound ?? 0, chains: walk?.verified.length ?? 0, head: headsRoot(walk?.verified ?? []),
+      chain: bad.chain, firstBadPos: bad.pos, ...(bad.seq !== undefined ? { firstBadSeq: bad.seq } : {}), problem: bad.problem, ...(checkpoint ? { checkpoint } : {}),
+    });
+    if ('problem' in signed) return verdict({ chain: LEGACY_CHAIN, pos: 0, problem: signed.problem });
+    // The heads before the entries: entries and heads are written together, so the walk sees at least these.
+    const heads = new Map((await this.store.read((tx) => tx.receipts.heads())).map((h) => [h.chain, h]));
+    const walk = new LogWalk(signed.leaves, heads);
+    let after: { chain: string; pos: number } | null = null;
     for (;;) {
-      const chunk = await this.store.read((tx) => tx.receipts.entriesAfter(verifier.verified, VERIFY_CHUNK));
-      const bad = verifier.feed(chunk);
-      if (bad) return bad;
-      // The index rows of the receipts this chunk opens: what queries show must be what was hashed.
-      const firsts = chunk.filter((e) => e.kind === 'intent' || e.kind === 'rejected');
-      opened += firsts.length;
-      settled += chunk.length - firsts.length;
-      if (firsts.length > 0) {
-        const rows = await this.store.read((tx) => tx.receipts.indexOf(firsts.map((e) => e.receipt_id)));
-        const wrong = checkIndexRows(firsts, rows, verifier.verified);
-        if (wrong) return verifier.broken(wrong.seq, wrong.problem);
+      const chunk: StoredEntry[] = await this.store.read((tx) => tx.receipts.entriesFrom(after, VERIFY_CHUNK));
+      const fed = walk.feed(chunk);
+      if ('bad' in fed) return verdict(fed.bad, walk);
+      if (fed.checked.length > 0) {
+        const rows = await this.store.read((tx) => tx.receipts.indexOf([...new Set(fed.checked.map((e) => e.receipt_id))]));
+        const wrong = checkIndexRows(fed.checked, rows);
+        if (wrong) return verdict({ chain: wrong.entry.chain, pos: wrong.entry.pos, seq: wrong.entry.seq, problem: wrong.problem }, walk);
       }
       if (chunk.length < VERIFY_CHUNK) break;
+      const last = chunk[chunk.length - 1]!;
+      after = { chain: last.chain, pos: last.pos };
       await pause();
     }
-    const end = verifier.finish(indexedHead);
-    if (!end.ok) return end;
-    // No row more or less than the chain's receipts, and no settlement the index does not point at.
-    const counts = await this.store.read((tx) => tx.receipts.indexCounts(verifier.verified));
-    if (counts.receipts !== opened) {
-      return verifier.broken(verifier.verified, `the receipts index has ${counts.receipts} receipts up to entry ${verifier.verified}, the chain opens ${opened} (the receipts index was altered)`);
+    const end = walk.finish();
+    if (end) return verdict(end, walk);
+    const [orphan] = await this.store.read((tx) => tx.receipts.indexOrphans(1));
+    if (orphan) {
+      return verdict({
+        chain: '', pos: 0,
+        problem: `receipt ${orphan.receipt_id}: its index row names entry seq ${orphan.first_seq}${orphan.last_seq !== orphan.first_seq ? ` and seq ${orphan.last_seq}` : ''}, which ${orphan.last_seq !== orphan.first_seq ? 'are' : 'is'} not its own (a row was added or repointed, or the entries it names were cut: the receipts index was altered)`,
+      }, walk);
     }
-    if (counts.settled !== settled) {
-      return verifier.broken(verifier.verified, `the receipts index points at ${counts.settled} settlements up to entry ${verifier.verified}, the chain has ${settled} (a settled receipt is shown as pending, or the reverse: the receipts index was altered)`);
-    }
-    return end;
+    return { ok: true, entries: walk.entries, chains: walk.verified.length, head: headsRoot(walk.verified), ...(checkpoint ? { checkpoint } : {}) };
   }
 
   /**
-   * Archives the oldest receipts: those whose every entry is older than `olderThanMs` and that are
-   * settled (never a PENDING one, nor one opened after it), whole (a receipt's intent and settlement go
-   * together), up to the entry before the head (the head stays: appends link to it). Writes the entries
-   * from the latest checkpoint to the cut to `file` (JSON lines, a header holding the new signed
-   * checkpoint), checking their chain as it goes, syncs and renames it into place, then records the
-   * checkpoint and deletes those entries and their receipts' index rows in one transaction. If that
+   * Takes a signed checkpoint over the heads of all chains now: every server does it periodically
+   * (`writ serve`, WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS) and `writ audit checkpoint` on demand. Null when
+   * no chain moved since the latest (unless `force`: `writ keys rotate` signs the same heads again with
+   * the new key), or when another server recorded the same number first. The latest checkpoint must
+   * verify: a new signature never vouches for a forgery.
+   */
+  async checkpoint(options: { force?: boolean } = {}): Promise<StoredCheckpoint | null> {
+    const signer = this.signer('taking a checkpoint');
+    const signed = await this.signedState();
+    if ('problem' in signed) throw new WritError('UNPROCESSABLE', `the latest checkpoint does not verify, so no checkpoint is built on it: ${signed.problem}`);
+    const next = await this.nextLeaves(signed);
+    const changed = [...next.values()].filter((l) => !sameLeaf(l, signed.leaves.get(l.chain)));
+    if (changed.length === 0 && !options.force) return null;
+    const payload: CheckpointPayload = { v: 2, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: headsRoot([...next.values()]), archived: 0 };
+    const stored: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
+    const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed));
+    return done ? stored : null;
+  }
+
+  /**
+   * The leaves of the next checkpoint: every chain's head now, with its floor from the latest one. A
+   * checkpoint signs whatever heads the store holds, so first it checks that no chain went back on what
+   * the latest checkpoint signed (a head below or beside a signed one, a signed head entry gone or
+   * changed, a signed chain gone): signing a cut or rewritten chain would launder it. Such a chain is
+   * UNPROCESSABLE (`writ serve` logs it every interval) until `writ audit verify` is looked at.
+   */
+  private async nextLeaves(latest: { checkpoint: StoredCheckpoint | null; leaves: Map<string, CheckpointLeaf> }): Promise<Map<string, CheckpointLeaf>> {
+    const heads = new Map((await this.store.read((tx) => tx.receipts.heads())).map((h) => [h.chain, h]));
+    const wentBack = (chain: string, what: string) =>
+      new WritError('UNPROCESSABLE', `chain ${JSON.stringify(chain)} went back on checkpoint ${latest.checkpoint?.seq ?? '(legacy)'}: ${what}; no checkpoint is signed over it (run writ audit verify)`);
+    const next = new Map(latest.leaves);
+    const toCheck: CheckpointLeaf[] = [];
+    for (const leaf of latest.leaves.values()) {
+      const h = heads.get(leaf.chain);
+      if (!h && leaf.pos > leaf.floor_pos) throw wentBack(leaf.chain, `it has no head any more, the checkpoint signed ${leaf.pos}`);
+      if (h && (h.pos < leaf.pos || (h.pos === leaf.pos && h.hash !== leaf.hash))) throw wentBack(leaf.chain, `its head is entry ${h.pos}, the checkpoint signed entry ${leaf.pos}${h.pos === leaf.pos ? ' with another hash' : ''}`);
+      if (h && h.pos > leaf.pos && leaf.pos > leaf.floor_pos) toCheck.push(leaf);
+    }
+    if (toCheck.length > 0) {
+      const found = new Map((await this.store.read((tx) => tx.receipts.entriesAt(toCheck))).map((e) => [e.chain, e]));
+      for (const leaf of toCheck) {
+        if (found.get(leaf.chain)?.hash !== leaf.hash) throw wentBack(leaf.chain, `its entry ${leaf.pos} is not the head the checkpoint signed`);
+      }
+    }
+    for (const h of heads.values()) {
+      const before = latest.leaves.get(h.chain);
+      next.set(h.chain, { chain: h.chain, pos: h.pos, hash: h.hash, floor_pos: before?.floor_pos ?? 0, floor_hash: before?.floor_hash ?? GENESIS_HASH });
+    }
+    return next;
+  }
+
+  /** The latest checkpoint, checked, with every chain's leaf; the legacy chain's floor from a version-1 checkpoint before the first. */
+  private async signedState(): Promise<{ checkpoint: StoredCheckpoint | null; leaves: Map<string, CheckpointLeaf> } | { checkpoint: StoredCheckpoint | null; problem: string }> {
+    const checkpoint = await this.store.read((tx) => tx.receipts.latestCheckpoint());
+    if (checkpoint) {
+      const problem = this.signatureProblem(checkpoint, isHeadsCheckpoint);
+      if (problem) return { checkpoint, problem: `checkpoint ${checkpoint.seq}: ${problem}` };
+      const leaves = await this.store.read((tx) => tx.receipts.checkpointLeaves(checkpoint.seq));
+      if (leaves.length !== checkpoint.chains || headsRoot(leaves) !== checkpoint.root) {
+        return { checkpoint, problem: `checkpoint ${checkpoint.seq}: its ${leaves.length} stored leaves do not add up to the root it signed over ${checkpoint.chains} chains (a chain's head or floor was altered, added or removed)` };
+      }
+      return { checkpoint, leaves: new Map(leaves.map((l) => [l.chain, l])) };
+    }
+    const legacy = await this.store.read((tx) => tx.receipts.legacyCheckpoint());
+    if (!legacy) return { checkpoint: null, leaves: new Map() };
+    const problem = this.signatureProblem(legacy, isLegacyCheckpoint);
+    if (problem) return { checkpoint: null, problem: `legacy checkpoint ${legacy.seq}: ${problem}` };
+    const floor = { pos: legacy.archived_through, hash: legacy.hash };
+    return { checkpoint: null, leaves: new Map([[LEGACY_CHAIN, { chain: LEGACY_CHAIN, ...floor, floor_pos: floor.pos, floor_hash: floor.hash }]]) };
+  }
+
+  private signatureProblem(stored: { jws: string }, is: (p: SignedPayload) => boolean): string | undefined {
+    if (!this.checkpoints) return 'there is no key to check its signature with';
+    const signed = this.checkpoints.verify(stored.jws);
+    if ('problem' in signed) return signed.problem;
+    if (!is(signed.payload) || !samePayload(stored, signed.payload)) return 'its row differs from what its signature covers (the checkpoint was altered)';
+    return undefined;
+  }
+
+  private signer(what: string): CheckpointSigner {
+    if (!this.checkpoints) throw new WritError('INTERNAL', `${what} needs a checkpoint signer`);
+    return this.checkpoints;
+  }
+
+  /**
+   * Archives the oldest receipts of every chain: in each chain, the longest run above its floor of whole
+   * receipts (intent and settlement together), all settled, every entry older than `olderThanMs`, short
+   * of the chain's head (never a PENDING receipt, nor anything after one). Writes those runs to `file`
+   * (JSON lines: a header with the signed manifest of the chain ranges, then the entries), checking each
+   * chain as it goes, syncs and renames it into place, then records a checkpoint whose leaves raise those
+   * chains' floors and deletes the entries and their receipts' index rows, in one transaction. If that
    * transaction fails, the file exists but nothing was deleted (archiving again writes a new file).
    */
   async archive(options: { olderThanMs: number; file: string }): Promise<ArchiveResult> {
-    if (!this.checkpoints) throw new WritError('INTERNAL', 'archiving needs a checkpoint signer');
+    const signer = this.signer('archiving');
     const now = this.clock.now();
     const before = now - options.olderThanMs;
-    const plan = await this.store.read(async (tx) => {
-      const last = await tx.receipts.latestCheckpoint();
-      const start = last?.archived_through ?? 0;
-      let cut = (await tx.receipts.indexedHead()) - 1;
-      const blocked = await tx.receipts.firstUnarchivable(before);
-      if (blocked !== null) cut = Math.min(cut, blocked - 1);
-      for (let straddling = await tx.receipts.firstStraddling(cut); straddling !== null && cut > start; straddling = await tx.receipts.firstStraddling(cut)) {
-        cut = straddling - 1;
-      }
-      const end = cut > start ? (await tx.receipts.entriesAfter(cut - 1, 1))[0] : undefined;
-      return { last, start, cut, end };
-    });
-    const { last, start, cut, end } = plan;
+    const signed = await this.signedState();
     // Never build on a checkpoint that does not verify: the new signature would vouch for it.
-    const problem = last ? this.checkpointProblem(last) : undefined;
-    if (problem) throw new WritError('UNPROCESSABLE', `checkpoint ${last!.seq} does not verify, so nothing is archived after it: ${problem}`);
-    if (cut <= start || !end || end.seq !== cut) {
-      return { archived: false, reason: `no receipt from entry ${start + 1} on is both settled and older than ${new Date(before).toISOString()} (or only the head is)`, archived_through: start };
-    }
-    const payload: CheckpointPayload = { seq: (last?.seq ?? 0) + 1, archived_through: cut, hash: end.hash, prev_hash: last?.hash ?? GENESIS_HASH, count: cut - start, at: now };
-    const checkpoint: StoredCheckpoint = { ...payload, jws: this.checkpoints.sign(payload) };
-    const writer = new ArchiveWriter(options.file, { writ_receipt_archive: 1, checkpoint });
+    if ('problem' in signed) throw new WritError('UNPROCESSABLE', `the latest checkpoint does not verify, so nothing is archived after it: ${signed.problem}`);
+    const heads = new Map((await this.store.read((tx) => tx.receipts.heads())).map((h) => [h.chain, h]));
+    const ranges = await this.archivableRanges(signed.leaves, heads, before);
+    if (ranges.length === 0) return { archived: false, reason: `no chain has a settled receipt older than ${new Date(before).toISOString()} before its head` };
+    const count = ranges.reduce((n, r) => n + r.to - r.from + 1, 0);
+    const manifest: ArchivePayload = { v: 2, kind: 'archive', at: now, count, ranges_hash: rangesHash(ranges) };
+    const writer = new ArchiveWriter(options.file, { writ_receipt_archive: 2, manifest: { ...manifest, jws: signer.sign(manifest) }, ranges });
     try {
-      const verifier = new ChainVerifier(start, payload.prev_hash);
-      while (verifier.verified < cut) {
-        const chunk = await this.store.read((tx) => tx.receipts.entriesAfter(verifier.verified, Math.min(VERIFY_CHUNK, cut - verifier.verified)));
-        const bad = verifier.feed(chunk) ?? (chunk.length === 0 ? verifier.broken(verifier.verified + 1, `entry ${verifier.verified + 1} is missing`) : undefined);
-        if (bad) throw new WritError('UNPROCESSABLE', `the chain is broken at entry ${bad.firstBadSeq}: ${bad.problem}; nothing was archived (run writ audit verify)`);
-        writer.append(chunk);
+      for (const r of ranges) {
+        const v = new ChainVerifier(r.chain, r.from - 1, r.prev_hash);
+        while (v.verified < r.to) {
+          const chunk = await this.store.read((tx) => tx.receipts.entriesFrom({ chain: r.chain, pos: v.verified }, Math.min(VERIFY_CHUNK, r.to - v.verified)));
+          const bad = v.feed(chunk) ?? (chunk.length === 0 ? v.bad(v.verified + 1, `chain ${JSON.stringify(r.chain)}: entry ${v.verified + 1} is missing`) : undefined);
+          if (bad) throw new WritError('UNPROCESSABLE', `${bad.problem}; nothing was archived (run writ audit verify)`);
+          writer.append(chunk);
+        }
+        if (v.headHash !== r.hash) throw new WritError('UNPROCESSABLE', `chain ${JSON.stringify(r.chain)}: entry ${r.to} changed while it was archived; nothing was archived`);
       }
-      if (verifier.headHash !== end.hash) throw new WritError('UNPROCESSABLE', `entry ${cut} changed while it was archived; nothing was archived`);
       writer.commit();
     } catch (e) {
       writer.abort();
       throw e;
     }
-    const deleted = await this.store.readWrite(async (tx) => {
-      const now = await tx.receipts.latestCheckpoint();
-      if ((now?.seq ?? 0) !== (last?.seq ?? 0)) {
-        throw new WritError('UNPROCESSABLE', `another archive recorded checkpoint ${now?.seq} meanwhile; ${options.file} holds entries it archived too, nothing more was deleted`);
+    // The checkpoint that raises the floors is built on the latest one now (periodic ones may have been
+    // taken meanwhile); only another archive of the same chains makes this one give up.
+    for (let attempt = 0; ; attempt++) {
+      const latest = await this.signedState();
+      if ('problem' in latest) throw new WritError('UNPROCESSABLE', `${latest.problem}; ${options.file} was written but nothing was deleted`);
+      const raced = ranges.find((r) => (latest.leaves.get(r.chain)?.floor_pos ?? 0) !== r.from - 1);
+      if (raced) throw new WritError('UNPROCESSABLE', `another archive moved chain ${JSON.stringify(raced.chain)} meanwhile; ${options.file} holds entries it archived too, nothing more was deleted`);
+      const next = await this.nextLeaves(latest);
+      for (const r of ranges) next.set(r.chain, { ...next.get(r.chain)!, floor_pos: r.to, floor_hash: r.hash });
+      const changed = [...next.values()].filter((l) => !sameLeaf(l, latest.leaves.get(l.chain)));
+      const payload: CheckpointPayload = { v: 2, seq: (latest.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: headsRoot([...next.values()]), archived: count };
+      const checkpoint: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
+      const deleted = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint, changed));
+      if (deleted) return { archived: true, file: options.file, checkpoint, ranges, ...deleted };
+      if (attempt >= 4) throw new WritError('UNPROCESSABLE', `checkpoints kept being recorded meanwhile; ${options.file} was written but nothing was deleted`);
+    }
+  }
+
+  /** Pass one of `archive`: per chain, the last position up to which every receipt is whole, settled and old. */
+  private async archivableRanges(floors: ReadonlyMap<string, CheckpointLeaf>, heads: ReadonlyMap<string, ChainHead>, before: number): Promise<ArchiveRange[]> {
+    const ranges: ArchiveRange[] = [];
+    let chain: string | undefined;
+    let open = new Set<string>();
+    let stopped = false;
+    let cut: { to: number; hash: string } | undefined;
+    const close = () => {
+      if (chain === undefined || !cut) return;
+      const floor = floors.get(chain);
+      ranges.push({ chain, from: (floor?.floor_pos ?? 0) + 1, prev_hash: floor?.floor_hash ?? GENESIS_HASH, to: cut.to, hash: cut.hash });
+    };
+    let after: { chain: string; pos: number } | null = null;
+    for (;;) {
+      const chunk: StoredEntry[] = await this.store.read((tx) => tx.receipts.entriesFrom(after, VERIFY_CHUNK));
+      for (const e of chunk) {
+        if (e.chain !== chain) {
+          close();
+          chain = e.chain;
+          open = new Set();
+          stopped = false;
+          cut = undefined;
+        }
+        if (stopped || e.pos <= (floors.get(e.chain)?.floor_pos ?? 0)) continue;
+        if (e.pos >= (heads.get(e.chain)?.pos ?? 0) || (JSON.parse(e.body) as { at: number }).at >= before) {
+          stopped = true;
+          continue;
+        }
+        if (e.kind === 'intent') open.add(e.receipt_id);
+        else if (e.kind !== 'rejected') open.delete(e.receipt_id);
+        if (open.size === 0) cut = { to: e.pos, hash: e.hash };
       }
-      const done = await tx.receipts.archiveThrough(checkpoint);
-      if (!done) throw new WritError('UNPROCESSABLE', `another archive recorded checkpoint ${checkpoint.seq} meanwhile; ${options.file} holds entries it archived too, nothing more was deleted`);
-      return done;
-    });
-    return { archived: true, file: options.file, checkpoint, ...deleted };
+      if (chunk.length < VERIFY_CHUNK) break;
+      const last = chunk[chunk.length - 1]!;
+      after = { chain: last.chain, pos: last.pos };
+    }
+    close();
+    return ranges;
   }
 
   /**
-   * Signs the latest checkpoint again with the current key, as a new checkpoint that archives nothing
-   * (count 0, the same archived_through and hash): after a key rotation, before the old key leaves the
-   * JWKS, so that verification from the checkpoint keeps working. The latest checkpoint must verify
-   * first (a forged one is never re-signed). Null when there is no checkpoint.
+   * Signs the chain heads again with the current key, as a new checkpoint (archiving nothing): after a
+   * key rotation, before the old key leaves the JWKS, so that verification keeps working. The latest
+   * checkpoint must verify first (a forged one is never re-signed). Null when there is nothing to sign.
    */
   async resignCheckpoint(): Promise<StoredCheckpoint | null> {
-    if (!this.checkpoints) throw new WritError('INTERNAL', 're-signing needs a checkpoint signer');
-    const signer = this.checkpoints;
-    return this.store.readWrite(async (tx) => {
-      const last = await tx.receipts.latestCheckpoint();
-      if (!last) return null;
-      const problem = this.checkpointProblem(last);
-      if (problem) throw new WritError('UNPROCESSABLE', `checkpoint ${last.seq} does not verify, so it is not signed again: ${problem}`);
-      const payload: CheckpointPayload = { seq: last.seq + 1, archived_through: last.archived_through, hash: last.hash, prev_hash: last.hash, count: 0, at: this.clock.now() };
-      const checkpoint = { ...payload, jws: signer.sign(payload) };
-      if (!(await tx.receipts.archiveThrough(checkpoint))) throw new WritError('UNPROCESSABLE', `checkpoint ${payload.seq} was recorded meanwhile: not signed again`);
-      return checkpoint;
-    });
+    const latest = await this.store.read(async (tx) => ((await tx.receipts.latestCheckpoint()) ?? (await tx.receipts.legacyCheckpoint())) !== null);
+    if (!latest) return null;
+    const taken = await this.checkpoint({ force: true });
+    if (!taken) throw new WritError('UNPROCESSABLE', 'another checkpoint was recorded meanwhile: not signed again (run writ audit checkpoint)');
+    return taken;
   }
 
   private async settle(tx: ReceiptTx, receiptId: string, result: SettlementAppend): Promise<Receipt> {
@@ -364,4 +482,12 @@ function checkSameRequest(idempotencyKey: string, first: { receipt_id: string; r
   if (first.request_hash !== requestHash) {
     throw new WritError('IDEMPOTENCY_MISMATCH', `Idempotency-Key '${idempotencyKey}' was already used for a different request`, { receipt_id: first.receipt_id });
   }
+}
+
+function sameLeaf(a: CheckpointLeaf, b: CheckpointLeaf | undefined): boolean {
+  return b !== undefined && a.pos === b.pos && a.hash === b.hash && a.floor_pos === b.floor_pos && a.floor_hash === b.floor_hash;
+}
+
+function checkpointSummary(c: StoredCheckpoint): NonNullable<ReceiptChainVerdict['checkpoint']> {
+  return { seq: c.seq, at: c.at, chains: c.chains, root: c.root, archived: c.archived };
 }

@@ -1,6 +1,7 @@
 /**
- * Coordination receipts. The log is a hash chain of append-only entries; a receipt is the fold of
- * its entries (intent → completed | failed | reconciled, or a single rejected entry). Times are ms.
+ * Coordination receipts. The log is one hash chain of append-only entries per coordination key (the
+ * resource key; see hash-chain.ts); a receipt is the fold of its entries (intent → completed | failed |
+ * reconciled, or a single rejected entry), all in one chain. Times are ms.
  */
 
 export const RECEIPT_STATUSES = ['PENDING', 'COMPLETED', 'FAILED', 'REJECTED'] as const;
@@ -72,9 +73,13 @@ export type ReconcileOutcome =
   | { status: 'COMPLETED'; final_version: number | null; upstream_status?: number | null; note?: string }
   | { status: 'FAILED'; error: ReceiptError; upstream_status?: number | null; note?: string };
 
-/** One row of the chain, exactly as stored. `body` is canonical JSON and includes `at`. */
+/** One row of the log, exactly as stored. `body` is canonical JSON and includes `at`. */
 export interface StoredEntry {
+  /** Store-wide number: the order entries were drawn in (pages of receipts follow it); gaps are allowed. */
   seq: number;
+  /** The chain (coordination key) it extends, and its place there: 1, 2, … with no gap. */
+  chain: string;
+  pos: number;
   receipt_id: string;
   kind: EntryKind;
   body: string;
@@ -84,6 +89,8 @@ export interface StoredEntry {
 
 export interface ReceiptEntryRef {
   seq: number;
+  /** Place in the receipt's chain. */
+  pos: number;
   kind: EntryKind;
   at: number;
   prev_hash: string;
@@ -119,6 +126,8 @@ export interface Receipt {
   completed_at: number | null;
   /** True when a 'reconciled' entry settled it (after a crash or timeout), not the writer itself. */
   reconciled: boolean;
+  /** The hash chain its entries are in: its coordination key ('' for the legacy chain of older receipts). */
+  hash_chain: string;
   /** prev_hash of the first entry and hash of the last one. */
   prev_hash: string;
   hash: string;

@@ -1,22 +1,26 @@
-import type { StoredCheckpoint } from './checkpoint.js';
+import type { CheckpointLeaf, StoredCheckpoint, StoredLegacyCheckpoint } from './checkpoint.js';
+import type { ChainHead, ChainId } from './hash-chain.js';
 import type { EntryKind, ReceiptStatus, StoredEntry } from './receipt.js';
 
 /**
  * Storage port of the receipt log, used inside a transaction of the datastore contract
- * (src/store/contract.ts). Every append assigns the next seq, links prev_hash to the current head and
- * computes the hash (hash-chain.ts `entryHash`) in the transaction it is given, so several processes
- * appending to the same store cannot fork the chain. The receipts index (one row per receipt: what
- * queries filter on, and the idempotency key) is updated in the same transaction.
+ * (src/store/contract.ts). The log is one hash chain per coordination key: every append locks only
+ * its chain's head (so appends on different keys never wait on each other), draws the next store-wide
+ * seq, links to the head (hash-chain.ts `linkEntry`) and writes the entry, the receipts index row
+ * (what queries filter on, and the idempotency key) and the new head in the transaction it is given.
  */
 export interface ReceiptRepository {
   /**
-   * Appends an intent unless (index.principal, index.idempotency_key) already names a receipt, in
-   * which case nothing is written and that receipt is returned. Check and insert are atomic.
+   * Appends an intent to `entry.chain` unless (index.principal, index.idempotency_key) already names a
+   * receipt, in which case nothing is written and that receipt is returned. Check and insert are atomic.
    */
   appendIntent(entry: NewEntry, index: ReceiptIndexRow): Promise<IntentAppend>;
   /** Appends a single-entry receipt (status REJECTED). Rejections never occupy an idempotency key. */
   appendRejection(entry: NewEntry, index: ReceiptIndexRow): Promise<StoredEntry>;
-  /** Appends a settling entry only while the receipt is PENDING (first settlement wins). */
+  /**
+   * Appends a settling entry to the chain of the receipt's first entry, only while the receipt is
+   * PENDING (first settlement wins). `entry.chain` is ignored.
+   */
   appendSettlement(entry: NewEntry, status: Exclude<ReceiptStatus, 'PENDING' | 'REJECTED'>, completedAt: number): Promise<SettlementAppend>;
   /** The receipt this principal's idempotency key names, if any. */
   findByIdempotencyKey(principal: string, idempotencyKey: string): Promise<{ receipt_id: string; request_hash: string | null } | null>;
@@ -24,36 +28,36 @@ export interface ReceiptRepository {
   entriesOf(receiptId: string): Promise<StoredEntry[]>;
   /** Receipts matching the filter, ordered by the seq of their first entry, each with its entries. */
   find(filter: ReceiptFilter): Promise<FoundReceipt[]>;
-  /** Up to `limit` entries with seq > `afterSeq`, in seq order (the chain is read in chunks). */
-  entriesAfter(afterSeq: number, limit: number): Promise<StoredEntry[]>;
-  /** Highest seq the receipts index refers to (0 when empty): a cut tail shows up against it. */
-  indexedHead(): Promise<number>;
+  /** Up to `limit` entries after (chain, pos) `after` (from the first when null), in (chain, pos) order: the log read in chunks. */
+  entriesFrom(after: { chain: ChainId; pos: number } | null, limit: number): Promise<StoredEntry[]>;
+  /** The entries at these places (those that exist), in no particular order. */
+  entriesAt(places: readonly { chain: ChainId; pos: number }[]): Promise<StoredEntry[]>;
+  /** Every chain's head as the engine keeps it (the row appends lock, or on SQLite the last entry). */
+  heads(): Promise<ChainHead[]>;
   /**
    * The index rows of these receipts (those that have one), each with the entries its first_seq and
    * last_seq name, in seq order: what `writ audit verify` compares with the hashed entries.
    */
   indexOf(receiptIds: readonly string[]): Promise<IndexedReceipt[]>;
   /**
-   * Index rows whose first entry is at or below `upToSeq`, and how many of them name a settling
-   * entry at or below it: they must match the intents/rejections and settlements of the chain.
+   * Up to `limit` index rows that name no entry of theirs: a first_seq that is not that receipt's
+   * intent or rejection, or a last_seq (other than first_seq) that is not a settlement of it.
    */
-  indexCounts(upToSeq: number): Promise<{ receipts: number; settled: number }>;
-  /** The newest checkpoint (the one the chain in the store starts after), or null before any archive. */
+  indexOrphans(limit: number): Promise<{ receipt_id: string; first_seq: number; last_seq: number }[]>;
+  /** The newest checkpoint over the chain heads, or null before the first. */
   latestCheckpoint(): Promise<StoredCheckpoint | null>;
+  /** Every chain's leaf as of checkpoint `seq` (its latest leaf recorded at or before it). */
+  checkpointLeaves(seq: number): Promise<CheckpointLeaf[]>;
+  /** The newest checkpoint of the single global chain from before per-key chains, or null. */
+  legacyCheckpoint(): Promise<StoredLegacyCheckpoint | null>;
   /**
-   * The smallest first_seq of a receipt that may not be archived yet: PENDING, or with an entry at or
-   * after `before` (created_at, or completed_at, at or after it). Null when there is none.
+   * Records the checkpoint and its `changed` leaves (those that differ from the previous checkpoint's)
+   * and deletes, for each leaf whose floor rose, the entries of that chain up to the floor and the index
+   * rows of the receipts they open, in this transaction: the only way entries ever leave the store (the
+   * engines' triggers refuse a delete above a chain's latest floor). Returns the rows deleted, or null
+   * (and does nothing) when a checkpoint with that seq exists already: another server won.
    */
-  firstUnarchivable(before: number): Promise<number | null>;
-  /** The smallest first_seq of a receipt that starts at or below `seq` and ends after it (null if none). */
-  firstStraddling(seq: number): Promise<number | null>;
-  /**
-   * Records the checkpoint and deletes the entries up to `checkpoint.archived_through` and the index
-   * rows of the receipts they open, in this transaction: the only way entries ever leave the store
-   * (the engines' triggers refuse a delete above the latest checkpoint). Returns the rows deleted, or
-   * null (and does nothing) when a checkpoint with that seq exists already: another archive won.
-   */
-  archiveThrough(checkpoint: StoredCheckpoint): Promise<{ entries: number; receipts: number } | null>;
+  recordCheckpoint(checkpoint: StoredCheckpoint, changed: readonly CheckpointLeaf[]): Promise<{ entries: number; receipts: number } | null>;
 }
 
 /** A receipts index row as stored, with the entries it names. */
@@ -63,6 +67,8 @@ export interface IndexedReceipt {
 }
 
 export interface NewEntry {
+  /** The chain to extend: hash-chain.ts `chainOf(resource_key)` (ignored for a settlement). */
+  chain: ChainId;
   receipt_id: string;
   kind: EntryKind;
   /** Canonical JSON. */

@@ -64,14 +64,19 @@ function duration(s: string): number {
   return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
 }
 
-/** A checkpoint's `at` as an RFC 3339 string, as everywhere on the wire. */
-function withWireCheckpoint(v: { checkpoint?: { at: number } }): unknown {
-  return v.checkpoint ? { ...v, checkpoint: { ...v.checkpoint, at: toWireTime(v.checkpoint.at) } } : v;
+/** A checkpoint's (or manifest's) `at` as an RFC 3339 string, as everywhere on the wire. */
+function withWireCheckpoint(v: { checkpoint?: { at: number }; manifest?: { at: number } }): unknown {
+  const out: Record<string, unknown> = { ...v };
+  if (v.checkpoint) out.checkpoint = { ...v.checkpoint, at: toWireTime(v.checkpoint.at) };
+  if (v.manifest) out.manifest = { ...v.manifest, at: toWireTime(v.manifest.at) };
+  return out;
 }
 
 function formatVerdict(v: ReceiptChainVerdict): string {
-  const from = v.checkpoint ? ` from checkpoint ${v.checkpoint.seq} (entries up to ${v.checkpoint.archived_through} archived)` : '';
-  return v.ok ? `OK: ${v.entries} entries${from}, head ${v.head}` : `BROKEN at seq ${v.firstBadSeq}: ${v.problem} (${v.entries} sound entries before it${from})`;
+  const against = v.checkpoint ? ` against checkpoint ${v.checkpoint.seq} of ${toWireTime(v.checkpoint.at)} (${v.checkpoint.chains} chains)` : ' (no checkpoint yet)';
+  return v.ok
+    ? `OK: ${v.entries} entries in ${v.chains} chains${against}, heads root ${v.head}`
+    : `BROKEN in chain ${JSON.stringify(v.chain ?? '')} at ${v.firstBadPos}${v.firstBadSeq !== undefined ? ` (seq ${v.firstBadSeq})` : ''}: ${v.problem} (${v.entries} sound entries before it${against})`;
 }
 
 /** `writ audit verify --archive FILE`: offline, with the keys of --jwks FILE or else the data directory's key files. */
@@ -90,7 +95,7 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
     return jwk ? publicKeyFromJwk(jwk as Parameters<typeof publicKeyFromJwk>[0]) : undefined;
   };
   const v = verifyArchiveFile(file, (jws) => verifyCheckpoint(jws, keyFor));
-  print(withWireCheckpoint(v), values.json, () => (v.ok ? `OK: ${file} holds entries ${v.from}..${v.checkpoint!.archived_through} (${v.entries}), checkpoint ${v.checkpoint!.seq} signature verified, head ${v.head}` : `BROKEN${v.firstBadSeq !== undefined ? ` at seq ${v.firstBadSeq}` : ''}: ${v.problem}`));
+  print(withWireCheckpoint(v), values.json, () => (v.ok ? `OK: ${file} holds ${v.entries} entries of ${v.ranges!.length} chain(s), its signed manifest verified` : `BROKEN${v.chain !== undefined ? ` in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}` : ''}: ${v.problem}`));
   return v.ok ? 0 : 1;
 }
 
@@ -168,7 +173,7 @@ export const COMMANDS: Command[] = [
       console.log(`signing key is now ${next.kid}; JWKS has ${ring.jwks().keys.length} key(s)`);
       // The receipt chain's latest checkpoint must verify once the old key leaves the JWKS: sign it again now.
       const resigned = await withWrit(values, (w) => w.ctx.receipts.resignCheckpoint());
-      if (resigned) console.log(`receipt checkpoint signed again with the new key as checkpoint ${resigned.seq} (entries up to ${resigned.archived_through} archived)`);
+      if (resigned) console.log(`receipt chain heads signed again with the new key as checkpoint ${resigned.seq} (${resigned.chains} chains)`);
       return 0;
     },
   },
@@ -418,11 +423,24 @@ export const COMMANDS: Command[] = [
         const r = await w.ctx.receipts.archive({ olderThanMs, file });
         print(r.archived ? withWireCheckpoint(r) : r, values.json, () =>
           r.archived
-            ? `archived entries ${r.checkpoint.archived_through - r.checkpoint.count + 1}..${r.checkpoint.archived_through} (${r.entries} entries, ${r.receipts} receipts) to ${r.file}; checkpoint ${r.checkpoint.seq} hash ${r.checkpoint.hash}`
+            ? `archived ${r.entries} entries (${r.receipts} receipts) of ${r.ranges.length} chain(s) to ${r.file}; checkpoint ${r.checkpoint.seq} raised their floors, heads root ${r.checkpoint.root}`
             : `nothing archived: ${r.reason}`);
         return 0;
       });
     },
+  },
+  {
+    name: 'audit checkpoint',
+    summary: 'sign a checkpoint over all receipt chain heads now (servers take one every WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS)',
+    usage: '[--json]',
+    options: { json: { type: 'boolean' } },
+    run: ({ values }) =>
+      withWrit(values, async (w) => {
+        const c = await w.ctx.receipts.checkpoint();
+        print(c ? withWireCheckpoint({ checkpoint: c }) : { checkpoint: null }, values.json, () =>
+          c ? `checkpoint ${c.seq}: ${c.chains} chains, heads root ${c.root}` : 'no chain moved since the latest checkpoint: none taken');
+        return 0;
+      }),
   },
   {
     name: 'backup',
@@ -563,6 +581,6 @@ function formatBump(b: EpochBump): string {
 function formatRestore(b: EpochBump): string {
   const head = b.detail.backup_receipt_head as { seq?: number; hash?: string | null } | undefined;
   const seq = head?.seq ?? 0;
-  const held = seq === 0 ? 'the backup held no receipt entries' : `receipt entries 1..${seq} are the chain the backup held (head ${head?.hash ?? '—'})`;
+  const held = seq === 0 ? 'the backup held no receipt entries' : `the backup held the receipt log up to entry seq ${seq} (hash ${head?.hash ?? '—'})`;
   return `#${b.seq} ${new Date(b.at).toISOString()} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
 }

@@ -52,8 +52,31 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     stopped = true;
     clearTimeout(sweep);
   });
+  // A signed checkpoint over all receipt chain heads, every interval (only when a chain moved; when
+  // several replicas race for the same number, one records it and the others skip): what bounds how
+  // much of the log a rewrite can hide (README "Receipts and audit").
+  let checkpointTimer: NodeJS.Timeout | undefined;
+  const checkpoint = async (): Promise<void> => {
+    try {
+      await w.ctx.receipts.checkpoint();
+    } catch (e) {
+      say(`[writ] receipt checkpoint failed: ${(e as Error).message} (will retry)`);
+    }
+    if (!stopped && config.receiptCheckpointIntervalMs > 0) {
+      checkpointTimer = setTimeout(() => void checkpoint(), config.receiptCheckpointIntervalMs);
+      checkpointTimer.unref();
+    }
+  };
+  closers.push(async () => {
+    stopped = true;
+    clearTimeout(checkpointTimer);
+  });
   await app.listen({ port: config.port, host: config.host });
   void reconcile();
+  if (config.receiptCheckpointIntervalMs > 0) {
+    checkpointTimer = setTimeout(() => void checkpoint(), config.receiptCheckpointIntervalMs);
+    checkpointTimer.unref();
+  }
   const url = `http://${config.host}:${config.port}`;
   say(`[writ] listening on ${url}  (graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision})`);
   say(`[writ] try:  curl ${url}/healthz   ·   curl ${url}/.well-known/jwks.json   ·   curl ${url}/openapi.json`);

@@ -32,6 +32,8 @@ export interface WritConfig {
   maxInflightWrites: number;
   /** On SIGTERM/SIGINT, `writ serve` waits this long for admitted requests to finish (new ones get OVERLOADED) before it closes. */
   drainTimeoutMs: number;
+  /** How often a server signs a checkpoint over all receipt chain heads (when a chain moved); 0: never. */
+  receiptCheckpointIntervalMs: number;
   /** Governed priority per priority class; the lease queue uses these, never a caller's claim. */
   priorities: Record<string, number>;
   lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number; maxWaitersPerKey: number };
@@ -148,6 +150,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     },
     maxInflightWrites: int('WRIT_MAX_INFLIGHT_WRITES', env.WRIT_MAX_INFLIGHT_WRITES, 256),
     drainTimeoutMs: int('WRIT_DRAIN_TIMEOUT_MS', env.WRIT_DRAIN_TIMEOUT_MS, 15_000),
+    receiptCheckpointIntervalMs: int('WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS', env.WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS, 60_000),
     priorities: DEFAULT_PRIORITIES,
     lease: {
       minTtlMs: int('WRIT_LEASE_MIN_TTL_MS', env.WRIT_LEASE_MIN_TTL_MS, 500),

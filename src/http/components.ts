@@ -229,7 +229,7 @@ const Receipt = {
   $id: 'Receipt',
   type: 'object',
   description: 'A coordination receipt: the fold of its hash-chained entries (their stored bodies keep ms times; this view shows RFC 3339).',
-  required: ['receipt_id', 'coordination_id', 'status', 'principal', 'action', 'resource_key', 'fields', 'owners', 'authority_epoch', 'ownership_epoch', 'decision_id', 'policy_revision', 'graph_revision', 'chain', 'lease_id', 'lease_epoch', 'expected_version', 'final_version', 'conflicts', 'upstream_status', 'error', 'idempotency_key', 'request_hash', 'created_at', 'completed_at', 'reconciled', 'prev_hash', 'hash', 'entries'],
+  required: ['receipt_id', 'coordination_id', 'status', 'principal', 'action', 'resource_key', 'fields', 'owners', 'authority_epoch', 'ownership_epoch', 'decision_id', 'policy_revision', 'graph_revision', 'chain', 'lease_id', 'lease_epoch', 'expected_version', 'final_version', 'conflicts', 'upstream_status', 'error', 'idempotency_key', 'request_hash', 'created_at', 'completed_at', 'reconciled', 'hash_chain', 'prev_hash', 'hash', 'entries'],
   properties: {
     receipt_id: { type: 'string' },
     coordination_id: { type: 'string' },
@@ -260,13 +260,14 @@ const Receipt = {
     created_at: iso,
     completed_at: isoOrNull,
     reconciled: { type: 'boolean' },
+    hash_chain: { type: 'string', description: 'the hash chain its entries are in: its coordination key (the resource key); "" for the legacy chain of receipts written before per-key chains' },
     prev_hash: { type: 'string' },
     hash: { type: 'string' },
     entries: {
       type: 'array',
       items: {
-        type: 'object', required: ['seq', 'kind', 'at', 'prev_hash', 'hash'],
-        properties: { seq: { type: 'integer' }, kind: { type: 'string', enum: ['intent', 'completed', 'failed', 'rejected', 'reconciled'] }, at: iso, prev_hash: { type: 'string' }, hash: { type: 'string' } },
+        type: 'object', required: ['seq', 'pos', 'kind', 'at', 'prev_hash', 'hash'],
+        properties: { seq: { type: 'integer', description: 'store-wide order (pages follow it; gaps allowed)' }, pos: { type: 'integer', description: 'place in the hash chain (1, 2, … with no gap)' }, kind: { type: 'string', enum: ['intent', 'completed', 'failed', 'rejected', 'reconciled'] }, at: iso, prev_hash: { type: 'string' }, hash: { type: 'string' } },
       },
     },
     replayed: { type: 'boolean', description: 'set when the call wrote nothing and answers with the receipt as it already was' },

@@ -1,11 +1,11 @@
 import { sign, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../audit/canonical-json.js';
-import { CHECKPOINT_TYP, checkpointPayloadOf, type CheckpointPayload, type CheckpointSigner } from '../audit/checkpoint.js';
+import { CHECKPOINT_TYP, signedPayloadOf, type CheckpointSigner, type SignedPayload } from '../audit/checkpoint.js';
 import { decodeCompactJws, verifyJwsSignature } from '../decision/jws.js';
 import type { KeyRing } from '../decision/key-ring.js';
 
 /**
- * Receipt chain checkpoints signed with the decision signing keys: a compact JWS, header
+ * Receipt log checkpoints (and archive manifests) signed with the decision signing keys: a compact JWS, header
  * `{ alg: 'EdDSA', kid, typ: 'writ-checkpoint+jws' }`, payload the checkpoint (canonical JSON), so an
  * auditor checks one offline with the key of that kid from /.well-known/jwks.json.
  */
@@ -16,7 +16,7 @@ export function keyRingCheckpointSigner(ring: KeyRing): CheckpointSigner {
   };
 }
 
-export function signCheckpoint(key: { kid: string; privateKey: KeyObject }, payload: CheckpointPayload): string {
+export function signCheckpoint(key: { kid: string; privateKey: KeyObject }, payload: SignedPayload): string {
   const header = Buffer.from(JSON.stringify({ alg: 'EdDSA', kid: key.kid, typ: CHECKPOINT_TYP })).toString('base64url');
   const body = Buffer.from(canonicalJson(payload)).toString('base64url');
   const input = `${header}.${body}`;
@@ -24,7 +24,7 @@ export function signCheckpoint(key: { kid: string; privateKey: KeyObject }, payl
 }
 
 /** The checkpoint a JWS signs, if it is one and verifies with the key `keyFor` gives for its kid. */
-export function verifyCheckpoint(jws: string, keyFor: (kid: string) => KeyObject | undefined): { payload: CheckpointPayload } | { problem: string } {
+export function verifyCheckpoint(jws: string, keyFor: (kid: string) => KeyObject | undefined): { payload: SignedPayload } | { problem: string } {
   let decoded;
   try {
     decoded = decodeCompactJws(jws);
@@ -38,7 +38,7 @@ export function verifyCheckpoint(jws: string, keyFor: (kid: string) => KeyObject
   const key = keyFor(header.kid);
   if (!key) return { problem: `the checkpoint was signed by key ${header.kid}, which is not among the published keys` };
   if (!verifyJwsSignature(decoded, 'EdDSA', key)) return { problem: `the checkpoint's signature does not verify with key ${header.kid} (it was forged or altered)` };
-  const payload = checkpointPayloadOf(decoded.payload);
-  if (!payload) return { problem: 'the checkpoint\'s payload lacks seq, archived_through, hash, prev_hash, count or at' };
+  const payload = signedPayloadOf(decoded.payload);
+  if (!payload) return { problem: 'the checkpoint\'s payload is none of a checkpoint over the chain heads, an archive manifest or a legacy checkpoint' };
   return { payload };
 }

@@ -104,7 +104,10 @@ export interface LeaseRenewal {
 
 /** One entry of a receipt's hash chain. */
 export interface ReceiptEntry {
+  /** Store-wide order (pages follow it; gaps allowed). */
   seq: number;
+  /** Place in the receipt's hash chain: 1, 2, … with no gap. */
+  pos: number;
   kind: 'intent' | 'completed' | 'failed' | 'rejected' | 'reconciled';
   at: WireTime;
   prev_hash: string;
@@ -139,6 +142,8 @@ export interface Receipt {
   created_at: WireTime;
   completed_at: WireTime | null;
   reconciled: boolean;
+  /** The hash chain its entries are in: its coordination key (resource key); '' for the legacy chain. */
+  hash_chain: string;
   prev_hash: string;
   hash: string;
   entries: ReceiptEntry[];

@@ -67,7 +67,7 @@ function freshFile(): string {
 }
 
 describe('receipt log shared by several OS processes', () => {
-  it('4 processes × 200 concurrent appends give one unforked chain of 800 entries', { timeout: 120_000 }, async () => {
+  it('4 processes × 200 concurrent appends on 200 keys give 200 unforked chains of 4 entries, 800 seqs', { timeout: 120_000 }, async () => {
     const file = freshFile();
     const summaries = await runWorkers(file, 200, 'append');
     expect(summaries.map((s) => s.created)).toEqual([200, 200, 200, 200]);
@@ -75,11 +75,12 @@ describe('receipt log shared by several OS processes', () => {
     const db = openDatabase(file);
     try {
       const log = new ReceiptLog({ store: sqliteStoreOn(db), clock: new ManualClock() });
-      expect(await log.verifyChain()).toMatchObject({ ok: true, entries: 800 });
+      expect(await log.verifyChain()).toMatchObject({ ok: true, entries: 800, chains: 200 });
       const stats = db
-        .prepare('SELECT COUNT(*) AS n, COUNT(DISTINCT seq) AS seqs, COUNT(DISTINCT prev_hash) AS prevs, MIN(seq) AS lo, MAX(seq) AS hi FROM receipt_entries')
+        .prepare(`SELECT COUNT(*) AS n, COUNT(DISTINCT seq) AS seqs, COUNT(DISTINCT chain) AS chains, COUNT(DISTINCT chain || ' ' || pos) AS places,
+                         COUNT(DISTINCT chain || ' ' || prev_hash) AS links, MIN(seq) AS lo, MAX(seq) AS hi, MAX(pos) AS longest FROM receipt_entries`)
         .get();
-      expect(stats).toEqual({ n: 800, seqs: 800, prevs: 800, lo: 1, hi: 800 });
+      expect(stats).toEqual({ n: 800, seqs: 800, chains: 200, places: 800, links: 800, lo: 1, hi: 800, longest: 4 });
       const perWorker = db.prepare('SELECT principal, COUNT(*) AS n FROM receipts GROUP BY principal ORDER BY principal').all();
       expect(perWorker).toEqual([1, 2, 3, 4].map((w) => ({ principal: `worker-${w}`, n: 200 })));
       // How often consecutive entries came from different processes (shows the appends really interleaved).

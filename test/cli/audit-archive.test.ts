@@ -35,18 +35,18 @@ describe('writ audit archive and writ audit verify --archive', () => {
     const a = await writ('audit', 'archive', '--older-than', '30s', '--out', file, '--json');
     expect(a.code).toBe(0);
     const archived = JSON.parse(a.stdout);
-    expect(archived).toMatchObject({ archived: true, entries: 3, receipts: 2, checkpoint: { seq: 1, archived_through: 3 } });
+    expect(archived).toMatchObject({ archived: true, entries: 3, receipts: 2, ranges: [{ chain: 'wp:post:1024', from: 1, to: 3 }], checkpoint: { seq: 1, archived: 3, chains: 1 } });
     expect(misplacedTimes(archived)).toEqual([]);
 
     const v = await writ('audit', 'verify');
     expect(v.code).toBe(0);
-    expect(v.stdout).toMatch(/^OK: 2 entries from checkpoint 1 \(entries up to 3 archived\)/);
+    expect(v.stdout).toMatch(/^OK: 2 entries in 1 chains against checkpoint 1 of .* \(1 chains\), heads root [0-9a-f]{64}/);
     const http = await h.call('seo-agent-7', { method: 'GET', url: '/v1/audit/verify' });
-    expect(http.body).toMatchObject({ ok: true, entries: 2, checkpoint: { seq: 1, archived_through: 3 } });
+    expect(http.body).toMatchObject({ ok: true, entries: 2, chains: 1, checkpoint: { seq: 1, archived: 3, chains: 1 } });
     expect(typeof http.body.checkpoint.at).toBe('string');
 
     // Offline: with the data directory's keys, or with a saved JWKS.
-    expect((await writ('audit', 'verify', '--archive', file)).stdout).toMatch(/^OK: .* holds entries 1\.\.3 \(3\), checkpoint 1 signature verified/);
+    expect((await writ('audit', 'verify', '--archive', file)).stdout).toMatch(/^OK: .* holds 3 entries of 1 chain\(s\), its signed manifest verified/);
     const jwks = join(h.dataDir, 'jwks.json');
     writeFileSync(jwks, JSON.stringify((await h.call(null, { method: 'GET', url: '/.well-known/jwks.json' })).body));
     expect((await writ('audit', 'verify', '--archive', file, '--jwks', jwks)).code).toBe(0);
@@ -56,8 +56,8 @@ describe('writ audit archive and writ audit verify --archive', () => {
 
     // A key rotation signs the checkpoint again with the new key.
     const rotated = await writ('keys', 'rotate');
-    expect(rotated).toMatchObject({ code: 0, stdout: expect.stringContaining('receipt checkpoint signed again with the new key as checkpoint 2') });
-    expect((await writ('audit', 'verify')).stdout).toMatch(/^OK: 2 entries from checkpoint 2 \(entries up to 3 archived\)/);
+    expect(rotated).toMatchObject({ code: 0, stdout: expect.stringContaining('receipt chain heads signed again with the new key as checkpoint 2') });
+    expect((await writ('audit', 'verify')).stdout).toMatch(/^OK: 2 entries in 1 chains against checkpoint 2 /);
 
     // Tampered: one entry's body changed.
     const lines = readFileSync(file, 'utf8').split('\n');
@@ -66,6 +66,6 @@ describe('writ audit archive and writ audit verify --archive', () => {
     lines[2] = JSON.stringify({ ...second, body: second.body.replace('"COMPLETED"', '"FAILED"') });
     writeFileSync(file, lines.join('\n'));
     const broken = await writ('audit', 'verify', '--archive', file);
-    expect(broken).toMatchObject({ code: 1, stdout: expect.stringMatching(/^BROKEN at seq 2: entry 2 does not match its hash/) });
+    expect(broken).toMatchObject({ code: 1, stdout: expect.stringMatching(/^BROKEN in chain "wp:post:1024" at 2: chain "wp:post:1024": entry 2 does not match its hash/) });
   });
 });

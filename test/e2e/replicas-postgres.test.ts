@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI, freePort, REPO, requireDist, spawnListening } from '../../scripts/server-process.js';
-import { startPrivatePostgres, type PrivatePostgres } from '../support/private-postgres.js';
+import { startPrivatePostgres, type PrivatePostgres } from '../../scripts/private-postgres.js';
 
 /**
  * Three `writ serve` replicas on one PostgreSQL, eight agent processes sending every request to a

@@ -151,17 +151,20 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
 
   app.get('/v1/audit/verify', {
     schema: {
-      operationId: 'verifyAuditChain', tags: ['Audit'], summary: 'Check the receipt hash chain',
+      operationId: 'verifyAuditChain', tags: ['Audit'], summary: 'Check every receipt hash chain, the receipts index and the latest signed checkpoint',
       response: {
         200: {
-          type: 'object', description: 'The verdict on the chain in the store (from the latest signed checkpoint when older entries were archived)', required: ['ok', 'entries', 'head'],
+          type: 'object', description: 'The verdict on the receipt log in the store: one hash chain per coordination key, checked from its archive floor against the latest signed checkpoint over all chain heads', required: ['ok', 'entries', 'chains', 'head'],
           properties: {
-            ok: { type: 'boolean' }, entries: { type: 'integer', description: 'entries checked and found sound (after the checkpoint, when there is one)' }, head: { type: 'string', description: 'hash of the last sound entry' },
-            firstBadSeq: { type: 'integer' }, problem: { type: 'string' },
+            ok: { type: 'boolean' }, entries: { type: 'integer', description: 'entries checked and found sound (above the archive floors)' },
+            chains: { type: 'integer', description: 'chains checked' },
+            head: { type: 'string', description: 'Merkle root over the chain heads as verified (publish it to detect a later rewrite)' },
+            chain: { type: 'string', description: 'the chain (coordination key) where the log breaks' },
+            firstBadPos: { type: 'integer', description: 'the position in that chain' }, firstBadSeq: { type: 'integer', description: 'the store-wide seq of the entry at fault, when one is' }, problem: { type: 'string' },
             checkpoint: {
-              type: 'object', description: 'the signed checkpoint the chain was verified from: entries up to archived_through were archived (`writ audit archive`)',
-              required: ['seq', 'archived_through', 'hash', 'at'],
-              properties: { seq: { type: 'integer' }, archived_through: { type: 'integer' }, hash: { type: 'string' }, at: { type: 'string', format: 'date-time', description: 'RFC 3339 time' } },
+              type: 'object', description: 'the latest signed checkpoint over all chain heads, which the log was verified against (and archived chains from)',
+              required: ['seq', 'at', 'chains', 'root', 'archived'],
+              properties: { seq: { type: 'integer' }, at: { type: 'string', format: 'date-time', description: 'RFC 3339 time' }, chains: { type: 'integer' }, root: { type: 'string' }, archived: { type: 'integer', description: 'entries this checkpoint archived' } },
             },
           },
         },

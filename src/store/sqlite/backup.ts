@@ -11,7 +11,7 @@ export interface BackupSummary {
   file: string;
   bytes: number;
   schema_version: number;
-  /** The receipt chain's head in the copy: a restore of it continues the chain from here. */
+  /** The newest receipt entry in the copy (its store-wide seq and hash): what the copy holds of the log ends there. */
   receipt_head: { seq: number; hash: string | null };
   graph_revision: number;
   lease_keys: number;

@@ -1,5 +1,5 @@
-import { entryHash, GENESIS_HASH } from '../../audit/hash-chain.js';
-import type { StoredCheckpoint } from '../../audit/checkpoint.js';
+import { GENESIS_HASH, linkEntry, type ChainHead, type ChainId } from '../../audit/hash-chain.js';
+import type { CheckpointLeaf, StoredCheckpoint, StoredLegacyCheckpoint } from '../../audit/checkpoint.js';
 import type { StoredEntry } from '../../audit/receipt.js';
 import type {
   FoundReceipt,
@@ -15,95 +15,120 @@ import { WritError } from '../../errors.js';
 import type { Statement } from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
 
-const ENTRY_COLUMNS = 'seq, receipt_id, kind, body, prev_hash, hash';
+const ENTRY_COLUMNS = 'seq, chain, pos, receipt_id, kind, body, prev_hash, hash';
 /** The same columns from `receipt_entries e` joined to the receipts index. */
 const E_COLUMNS = ENTRY_COLUMNS.split(', ').map((c) => `e.${c}`).join(', ');
 
+/**
+ * The receipt log on SQLite: one hash chain per coordination key, as on PostgreSQL (same hashing, so
+ * `writ audit verify` reads both alike). SQLite has one writer at a time, so a chain's head is simply
+ * its last entry (read through the (chain, pos) index inside the immediate transaction) and no head
+ * row is kept: a receipt commit writes the entry and the index row, nothing more.
+ */
 export class SqliteReceiptRepository implements ReceiptRepository {
-  private readonly headStmt;
-  private readonly insertEntryStmt;
-  private readonly insertIndexStmt;
-  private readonly byIdempotencyStmt;
-  private readonly statusStmt;
-  private readonly settleStmt;
-  private readonly entriesOfStmt;
-  private readonly afterStmt;
-  private readonly indexedHeadStmt;
-  private readonly indexRowStmt;
-  private readonly namedEntriesStmt;
-  private readonly indexCountsStmt;
-  private readonly appendIntentTx;
-  private readonly appendRejectionTx;
-  private readonly appendSettlementTx;
-  private retentionStmts: Record<'latest' | 'unarchivable' | 'straddling' | 'insertCheckpoint' | 'deleteIndex' | 'deleteEntries', Statement> | undefined;
+  private s: ReturnType<SqliteReceiptRepository['prepare']> | undefined;
   /** One prepared statement per combination of filters (at most 32). */
   private readonly findStmts = new Map<string, Statement>();
 
-  constructor(private readonly db: SqliteDatabase) {
-    this.headStmt = db.prepare('SELECT seq, hash FROM receipt_entries ORDER BY seq DESC LIMIT 1');
-    this.insertEntryStmt = db.prepare(`INSERT INTO receipt_entries (${ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)`);
-    this.insertIndexStmt = db.prepare(`
+  constructor(private readonly db: SqliteDatabase) {}
+
+  /** Prepared on first use: a repository may be opened on a file not yet migrated (tests of older migrations do). */
+  private get stmts() {
+    return (this.s ??= this.prepare());
+  }
+
+  private prepare() {
+    const db = this.db;
+    const headOf = db.prepare('SELECT pos, hash FROM receipt_entries WHERE chain = ? ORDER BY pos DESC LIMIT 1');
+    const nextSeq = db.prepare('SELECT COALESCE(MAX(seq), 0) + 1 FROM receipt_entries').pluck();
+    const insertEntry = db.prepare(`INSERT INTO receipt_entries (${ENTRY_COLUMNS}) VALUES (@seq, @chain, @pos, @receipt_id, @kind, @body, @prev_hash, @hash)`);
+    const insertIndex = db.prepare(`
       INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq)
       VALUES (@receipt_id, @principal, @resource_key, @status, @idempotency_key, @request_hash, @created_at, @completed_at, @seq, @seq)`);
-    this.byIdempotencyStmt = db.prepare('SELECT receipt_id, request_hash FROM receipts WHERE principal = ? AND idempotency_key = ?');
-    this.statusStmt = db.prepare('SELECT status FROM receipts WHERE receipt_id = ?').pluck();
-    this.settleStmt = db.prepare('UPDATE receipts SET status = ?, completed_at = ?, last_seq = ? WHERE receipt_id = ?');
-    // A receipt has at most two entries, its first and its settlement, and its row names both.
-    this.entriesOfStmt = db.prepare(`
-      SELECT ${E_COLUMNS}
-        FROM receipts r JOIN receipt_entries e ON e.seq IN (r.first_seq, r.last_seq)
-       WHERE r.receipt_id = ? ORDER BY e.seq`);
-    this.afterStmt = db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE seq > ? ORDER BY seq LIMIT ?`);
-    this.indexedHeadStmt = db.prepare('SELECT COALESCE(MAX(last_seq), 0) FROM receipts').pluck();
-    this.indexRowStmt = db.prepare(`SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq
-      FROM receipts WHERE receipt_id = ?`);
-    this.namedEntriesStmt = db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE seq IN (?, ?) ORDER BY seq`);
-    this.indexCountsStmt = db.prepare(`SELECT COUNT(*) AS receipts, COALESCE(SUM(last_seq <> first_seq AND last_seq <= ?), 0) AS settled
-      FROM receipts WHERE first_seq <= ?`);
-    this.appendIntentTx = db.transaction((entry: NewEntry, index: ReceiptIndexRow): IntentAppend => {
-      if (index.idempotency_key !== null) {
-        const existing = this.byIdempotencyStmt.get(index.principal, index.idempotency_key) as
-          | { receipt_id: string; request_hash: string | null }
-          | undefined;
-        if (existing) return { appended: false, existing };
-      }
-      const stored = this.appendEntry(entry);
-      this.insertIndexStmt.run({ ...index, seq: stored.seq });
-      return { appended: true, entry: stored };
-    });
-    this.appendRejectionTx = db.transaction((entry: NewEntry, index: ReceiptIndexRow): StoredEntry => {
-      const stored = this.appendEntry(entry);
-      this.insertIndexStmt.run({ ...index, idempotency_key: null, seq: stored.seq });
+    const byIdempotency = db.prepare('SELECT receipt_id, request_hash FROM receipts WHERE principal = ? AND idempotency_key = ?');
+    const statusAndChain = db.prepare('SELECT r.status, e.chain FROM receipts r LEFT JOIN receipt_entries e ON e.seq = r.first_seq WHERE r.receipt_id = ?');
+    const settle = db.prepare('UPDATE receipts SET status = ?, completed_at = ?, last_seq = ? WHERE receipt_id = ?');
+    const append = (entry: NewEntry, chain: ChainId): StoredEntry => {
+      const head = (headOf.get(chain) as { pos: number; hash: string } | undefined) ?? { pos: 0, hash: GENESIS_HASH };
+      const stored = linkEntry(head, nextSeq.get() as number, { ...entry, chain });
+      insertEntry.run(stored);
       return stored;
-    });
-    this.appendSettlementTx = db.transaction((entry: NewEntry, status: string, completedAt: number): SettlementAppend => {
-      const current = this.statusStmt.get(entry.receipt_id) as string | undefined;
-      if (current === undefined) return { appended: false, reason: 'unknown' };
-      if (current !== 'PENDING') return { appended: false, reason: 'settled' };
-      const stored = this.appendEntry(entry);
-      this.settleStmt.run(status, completedAt, stored.seq, entry.receipt_id);
-      return { appended: true, entry: stored };
-    });
+    };
+    return {
+      byIdempotency,
+      // A receipt has at most two entries, its first and its settlement, and its row names both.
+      entriesOf: db.prepare(`SELECT ${E_COLUMNS} FROM receipts r JOIN receipt_entries e ON e.seq IN (r.first_seq, r.last_seq) WHERE r.receipt_id = ? ORDER BY e.seq`),
+      from: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE (chain, pos) > (?, ?) ORDER BY chain, pos LIMIT ?`),
+      fromStart: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries ORDER BY chain, pos LIMIT ?`),
+      heads: db.prepare('SELECT chain, MAX(pos) AS pos, hash FROM receipt_entries GROUP BY chain'),
+      at: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE chain = ? AND pos = ?`),
+      indexRow: db.prepare(`SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq
+        FROM receipts WHERE receipt_id = ?`),
+      namedEntries: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE seq IN (?, ?) ORDER BY seq`),
+      orphans: db.prepare(`SELECT r.receipt_id, r.first_seq, r.last_seq FROM receipts r
+        WHERE NOT EXISTS (SELECT 1 FROM receipt_entries e WHERE e.seq = r.first_seq AND e.receipt_id = r.receipt_id AND e.kind IN ('intent', 'rejected'))
+           OR (r.last_seq <> r.first_seq AND NOT EXISTS (SELECT 1 FROM receipt_entries e WHERE e.seq = r.last_seq AND e.receipt_id = r.receipt_id AND e.kind IN ('completed', 'failed', 'reconciled')))
+        LIMIT ?`),
+      latest: db.prepare('SELECT 2 AS v, seq, at, chains, root, archived, jws FROM receipt_head_checkpoints ORDER BY seq DESC LIMIT 1'),
+      // One probe per chain (a skip scan over the primary key), not a pass over every leaf ever stored.
+      leaves: db.prepare(`WITH RECURSIVE c(chain) AS (
+          SELECT MIN(chain) FROM receipt_checkpoint_leaves
+          UNION ALL
+          SELECT (SELECT MIN(chain) FROM receipt_checkpoint_leaves WHERE chain > c.chain) FROM c WHERE c.chain IS NOT NULL)
+        SELECT l.chain, l.pos, l.hash, l.floor_pos, l.floor_hash FROM c
+          JOIN receipt_checkpoint_leaves l ON l.chain = c.chain
+           AND l.checkpoint = (SELECT MAX(m.checkpoint) FROM receipt_checkpoint_leaves m WHERE m.chain = c.chain AND m.checkpoint <= ?)`),
+      legacy: db.prepare('SELECT seq, archived_through, hash, prev_hash, count, at, jws FROM receipt_checkpoints ORDER BY seq DESC LIMIT 1'),
+      insertCheckpoint: db.prepare(`INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws)
+        VALUES (@seq, @at, @chains, @root, @archived, @jws) ON CONFLICT (seq) DO NOTHING`),
+      insertLeaf: db.prepare(`INSERT INTO receipt_checkpoint_leaves (chain, checkpoint, pos, hash, floor_pos, floor_hash)
+        VALUES (@chain, @checkpoint, @pos, @hash, @floor_pos, @floor_hash)`),
+      deleteIndex: db.prepare("DELETE FROM receipts WHERE receipt_id IN (SELECT receipt_id FROM receipt_entries WHERE chain = ? AND pos <= ? AND kind IN ('intent', 'rejected'))"),
+      deleteEntries: db.prepare('DELETE FROM receipt_entries WHERE chain = ? AND pos <= ?'),
+      appendIntent: db.transaction((entry: NewEntry, index: ReceiptIndexRow): IntentAppend => {
+        if (index.idempotency_key !== null) {
+          const existing = byIdempotency.get(index.principal, index.idempotency_key) as { receipt_id: string; request_hash: string | null } | undefined;
+          if (existing) return { appended: false, existing };
+        }
+        const stored = append(entry, entry.chain);
+        insertIndex.run({ ...index, seq: stored.seq });
+        return { appended: true, entry: stored };
+      }),
+      appendRejection: db.transaction((entry: NewEntry, index: ReceiptIndexRow): StoredEntry => {
+        const stored = append(entry, entry.chain);
+        insertIndex.run({ ...index, idempotency_key: null, seq: stored.seq });
+        return stored;
+      }),
+      appendSettlement: db.transaction((entry: NewEntry, status: string, completedAt: number): SettlementAppend => {
+        const current = statusAndChain.get(entry.receipt_id) as { status: string; chain: string | null } | undefined;
+        if (current === undefined) return { appended: false, reason: 'unknown' };
+        if (current.status !== 'PENDING') return { appended: false, reason: 'settled' };
+        if (current.chain === null) throw new WritError('INTERNAL', `receipt ${entry.receipt_id} has no first entry (run writ audit verify)`);
+        const stored = append(entry, current.chain);
+        settle.run(status, completedAt, stored.seq, entry.receipt_id);
+        return { appended: true, entry: stored };
+      }),
+    };
   }
 
   async findByIdempotencyKey(principal: string, idempotencyKey: string): Promise<{ receipt_id: string; request_hash: string | null } | null> {
-    return (this.byIdempotencyStmt.get(principal, idempotencyKey) as { receipt_id: string; request_hash: string | null } | undefined) ?? null;
+    return (this.stmts.byIdempotency.get(principal, idempotencyKey) as { receipt_id: string; request_hash: string | null } | undefined) ?? null;
   }
 
   async appendIntent(entry: NewEntry, index: ReceiptIndexRow): Promise<IntentAppend> {
-    return this.immediately(() => this.appendIntentTx.immediate(entry, index), entry.receipt_id);
+    return this.immediately(() => this.stmts.appendIntent.immediate(entry, index), entry.receipt_id);
   }
 
   async appendRejection(entry: NewEntry, index: ReceiptIndexRow): Promise<StoredEntry> {
-    return this.immediately(() => this.appendRejectionTx.immediate(entry, index), entry.receipt_id);
+    return this.immediately(() => this.stmts.appendRejection.immediate(entry, index), entry.receipt_id);
   }
 
   async appendSettlement(entry: NewEntry, status: 'COMPLETED' | 'FAILED', completedAt: number): Promise<SettlementAppend> {
-    return this.appendSettlementTx.immediate(entry, status, completedAt);
+    return this.stmts.appendSettlement.immediate(entry, status, completedAt);
   }
 
   async entriesOf(receiptId: string): Promise<StoredEntry[]> {
-    return this.entriesOfStmt.all(receiptId) as StoredEntry[];
+    return this.stmts.entriesOf.all(receiptId) as StoredEntry[];
   }
 
   async find(filter: ReceiptFilter): Promise<FoundReceipt[]> {
@@ -131,69 +156,55 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     return found;
   }
 
-  async entriesAfter(afterSeq: number, limit: number): Promise<StoredEntry[]> {
-    return this.afterStmt.all(afterSeq, limit) as StoredEntry[];
+  async entriesFrom(after: { chain: ChainId; pos: number } | null, limit: number): Promise<StoredEntry[]> {
+    return (after ? this.stmts.from.all(after.chain, after.pos, limit) : this.stmts.fromStart.all(limit)) as StoredEntry[];
   }
 
-  async indexedHead(): Promise<number> {
-    return this.indexedHeadStmt.get() as number;
+  async entriesAt(places: readonly { chain: ChainId; pos: number }[]): Promise<StoredEntry[]> {
+    return places.map((p) => this.stmts.at.get(p.chain, p.pos) as StoredEntry | undefined).filter((e): e is StoredEntry => e !== undefined);
+  }
+
+  async heads(): Promise<ChainHead[]> {
+    return this.stmts.heads.all() as ChainHead[];
   }
 
   async indexOf(receiptIds: readonly string[]): Promise<IndexedReceipt[]> {
     const out: IndexedReceipt[] = [];
     for (const id of receiptIds) {
-      const row = this.indexRowStmt.get(id) as IndexedReceipt['row'] | undefined;
-      if (row) out.push({ row, entries: this.namedEntriesStmt.all(row.first_seq, row.last_seq) as StoredEntry[] });
+      const row = this.stmts.indexRow.get(id) as IndexedReceipt['row'] | undefined;
+      if (row) out.push({ row, entries: this.stmts.namedEntries.all(row.first_seq, row.last_seq) as StoredEntry[] });
     }
     return out;
   }
 
-  async indexCounts(upToSeq: number): Promise<{ receipts: number; settled: number }> {
-    return this.indexCountsStmt.get(upToSeq, upToSeq) as { receipts: number; settled: number };
+  async indexOrphans(limit: number): Promise<{ receipt_id: string; first_seq: number; last_seq: number }[]> {
+    return this.stmts.orphans.all(limit) as { receipt_id: string; first_seq: number; last_seq: number }[];
   }
 
   async latestCheckpoint(): Promise<StoredCheckpoint | null> {
-    return (this.retention().latest.get() as StoredCheckpoint | undefined) ?? null;
+    return (this.stmts.latest.get() as StoredCheckpoint | undefined) ?? null;
   }
 
-  async firstUnarchivable(before: number): Promise<number | null> {
-    return this.retention().unarchivable.get({ before }) as number | null;
+  async checkpointLeaves(seq: number): Promise<CheckpointLeaf[]> {
+    return this.stmts.leaves.all(seq) as CheckpointLeaf[];
   }
 
-  async firstStraddling(seq: number): Promise<number | null> {
-    return this.retention().straddling.get(seq, seq) as number | null;
+  async legacyCheckpoint(): Promise<StoredLegacyCheckpoint | null> {
+    return (this.stmts.legacy.get() as StoredLegacyCheckpoint | undefined) ?? null;
   }
 
-  async archiveThrough(checkpoint: StoredCheckpoint): Promise<{ entries: number; receipts: number } | null> {
-    const r = this.retention();
-    if (r.insertCheckpoint.run(checkpoint).changes === 0) return null;
-    const receipts = r.deleteIndex.run(checkpoint.archived_through).changes;
-    const entries = r.deleteEntries.run(checkpoint.archived_through).changes;
+  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[]): Promise<{ entries: number; receipts: number } | null> {
+    const s = this.stmts;
+    if (s.insertCheckpoint.run({ seq: c.seq, at: c.at, chains: c.chains, root: c.root, archived: c.archived, jws: c.jws }).changes === 0) return null;
+    let entries = 0;
+    let receipts = 0;
+    for (const leaf of changed) {
+      s.insertLeaf.run({ ...leaf, checkpoint: c.seq });
+      if (leaf.floor_pos === 0) continue;
+      receipts += s.deleteIndex.run(leaf.chain, leaf.floor_pos).changes;
+      entries += s.deleteEntries.run(leaf.chain, leaf.floor_pos).changes;
+    }
     return { entries, receipts };
-  }
-
-  /** Prepared on first use: a repository may be opened on a file not yet migrated to version 10 (tests of older migrations do). */
-  private retention() {
-    return (this.retentionStmts ??= {
-      latest: this.db.prepare('SELECT seq, archived_through, hash, prev_hash, count, at, jws FROM receipt_checkpoints ORDER BY seq DESC LIMIT 1'),
-      unarchivable: this.db.prepare(`SELECT MIN(first_seq) FROM receipts
-        WHERE status = 'PENDING' OR created_at >= @before OR COALESCE(completed_at, created_at) >= @before`).pluck(),
-      straddling: this.db.prepare('SELECT MIN(first_seq) FROM receipts WHERE first_seq <= ? AND last_seq > ?').pluck(),
-      insertCheckpoint: this.db.prepare(`INSERT INTO receipt_checkpoints (seq, archived_through, hash, prev_hash, count, at, jws)
-        VALUES (@seq, @archived_through, @hash, @prev_hash, @count, @at, @jws) ON CONFLICT (seq) DO NOTHING`),
-      deleteIndex: this.db.prepare('DELETE FROM receipts WHERE first_seq <= ?'),
-      deleteEntries: this.db.prepare('DELETE FROM receipt_entries WHERE seq <= ?'),
-    });
-  }
-
-  /** Inside a transaction: the next seq, linked to the current head. */
-  private appendEntry(entry: NewEntry): StoredEntry {
-    const head = this.headStmt.get() as { seq: number; hash: string } | undefined;
-    const seq = (head?.seq ?? 0) + 1;
-    const prevHash = head?.hash ?? GENESIS_HASH;
-    const stored: StoredEntry = { seq, ...entry, prev_hash: prevHash, hash: entryHash(prevHash, entry.body, seq, entry.kind, entry.receipt_id) };
-    this.insertEntryStmt.run(stored.seq, stored.receipt_id, stored.kind, stored.body, stored.prev_hash, stored.hash);
-    return stored;
   }
 
   private immediately<T>(fn: () => T, receiptId: string): T {

@@ -1,12 +1,12 @@
 import { expect, it } from 'vitest';
 import { canonicalJson } from '../../../src/audit/canonical-json.js';
-import { ChainVerifier, entryHash, GENESIS_HASH } from '../../../src/audit/hash-chain.js';
+import { ChainVerifier, chainEntryHash, GENESIS_HASH, type ChainBreak } from '../../../src/audit/hash-chain.js';
 import type { EntryKind, ReceiptStatus } from '../../../src/audit/receipt.js';
 import type { NewEntry, ReceiptIndexRow } from '../../../src/audit/repository.js';
 import type { WritStore } from '../../../src/store/contract.js';
 import { describeEngines } from './engines.js';
 
-const entry = (receipt_id: string, kind: EntryKind, at = 1_000): NewEntry => ({ receipt_id, kind, body: canonicalJson({ at, kind, receipt_id }) });
+const entry = (receipt_id: string, kind: EntryKind, at = 1_000, chain = 'wp:post:100'): NewEntry => ({ chain, receipt_id, kind, body: canonicalJson({ at, kind, receipt_id }) });
 const index = (receipt_id: string, over: Partial<ReceiptIndexRow> = {}): ReceiptIndexRow => ({
   receipt_id,
   principal: 'seo-agent-7',
@@ -18,40 +18,70 @@ const index = (receipt_id: string, over: Partial<ReceiptIndexRow> = {}): Receipt
   completed_at: null,
   ...over,
 });
-const intent = (s: WritStore, id: string, over: Partial<ReceiptIndexRow> = {}) => s.readWrite((tx) => tx.receipts.appendIntent(entry(id, 'intent'), index(id, over)));
+const intent = (s: WritStore, id: string, over: Partial<ReceiptIndexRow> = {}) =>
+  s.readWrite((tx) => tx.receipts.appendIntent(entry(id, 'intent', 1_000, over.resource_key ?? 'wp:post:100'), index(id, over)));
 const settle = (s: WritStore, id: string, status: 'COMPLETED' | 'FAILED' = 'COMPLETED', kind: EntryKind = 'completed') =>
   s.readWrite((tx) => tx.receipts.appendSettlement(entry(id, kind, 2_000), status, 2_000));
 
-async function verify(s: WritStore) {
+/** Every chain walked in (chain, pos) order in chunks of 7, each linked with hash-chain.ts hashes and reaching its kept head. */
+async function verify(s: WritStore): Promise<{ ok: true; entries: number; chains: number } | (ChainBreak & { ok: false })> {
   return s.read(async (tx) => {
-    const head = await tx.receipts.indexedHead();
-    const v = new ChainVerifier();
-    for (let after = 0; ; ) {
-      const chunk = await tx.receipts.entriesAfter(after, 7);
+    const heads = new Map((await tx.receipts.heads()).map((h) => [h.chain, h]));
+    let v: ChainVerifier | undefined;
+    let entries = 0;
+    const seen = new Set<string>();
+    const close = () => {
+      if (v && v.verified < (heads.get(v.chain)?.pos ?? 0)) return v.bad(v.verified + 1, 'tail missing');
+      if (v && heads.get(v.chain)?.hash !== v.headHash) return v.bad(v.verified, 'head differs');
+      entries += v?.count ?? 0;
+      return undefined;
+    };
+    for (let after: { chain: string; pos: number } | null = null; ; ) {
+      const chunk = await tx.receipts.entriesFrom(after, 7);
       if (chunk.length === 0) break;
-      const bad = v.feed(chunk);
-      if (bad) return bad;
-      after = chunk[chunk.length - 1]!.seq;
+      for (const e of chunk) {
+        if (e.chain !== v?.chain) {
+          const bad = close();
+          if (bad) return { ok: false as const, ...bad };
+          v = new ChainVerifier(e.chain);
+          seen.add(e.chain);
+        }
+        const bad = v.feed([e]);
+        if (bad) return { ok: false as const, ...bad };
+      }
+      after = { chain: chunk[chunk.length - 1]!.chain, pos: chunk[chunk.length - 1]!.pos };
     }
-    return v.finish(head);
+    const bad = close();
+    if (bad) return { ok: false as const, ...bad };
+    if (seen.size !== heads.size) return { ok: false as const, chain: '', pos: 0, problem: 'a chain has a head and no entries' };
+    return { ok: true as const, entries, chains: seen.size };
   });
 }
 
 describeEngines('receipts', (fresh) => {
-  it('chains every entry to the one before it, with hash-chain.ts hashes', async () => {
+  it('chains every entry to the one before it in its key\'s chain, with hash-chain.ts hashes; a settlement goes to its receipt\'s chain', async () => {
     const { store } = await fresh();
     const a = await intent(store, 'r1');
-    expect(a).toMatchObject({ appended: true, entry: { seq: 1, receipt_id: 'r1', kind: 'intent', prev_hash: GENESIS_HASH } });
+    expect(a).toMatchObject({ appended: true, entry: { seq: 1, chain: 'wp:post:100', pos: 1, receipt_id: 'r1', kind: 'intent', prev_hash: GENESIS_HASH } });
     if (!a.appended) return;
-    expect(a.entry.hash).toBe(entryHash(GENESIS_HASH, a.entry.body, 1, 'intent', 'r1'));
+    expect(a.entry.hash).toBe(chainEntryHash(GENESIS_HASH, a.entry.body, 'wp:post:100', 1, 1, 'intent', 'r1'));
+    // Another key: its own chain from the genesis; the store-wide seq goes on.
+    const b = await intent(store, 'r9', { resource_key: 'wp:post:9' });
+    expect(b).toMatchObject({ appended: true, entry: { chain: 'wp:post:9', pos: 1, prev_hash: GENESIS_HASH } });
     const done = await settle(store, 'r1');
-    expect(done).toMatchObject({ appended: true, entry: { seq: 2, prev_hash: a.entry.hash } });
+    expect(done).toMatchObject({ appended: true, entry: { chain: 'wp:post:100', pos: 2, prev_hash: a.entry.hash } });
     const rej = await store.readWrite((tx) => tx.receipts.appendRejection(entry('r2', 'rejected'), index('r2', { status: 'REJECTED', completed_at: 1_000 })));
-    expect(rej).toMatchObject({ seq: 3, kind: 'rejected' });
+    expect(rej).toMatchObject({ chain: 'wp:post:100', pos: 3, kind: 'rejected' });
+    const seqs = [a.entry.seq, (b as { entry: { seq: number } }).entry.seq, (done as { entry: { seq: number } }).entry.seq, rej.seq];
+    expect([...seqs].sort((x, y) => x - y)).toEqual(seqs);
     expect(await store.read((tx) => tx.receipts.entriesOf('r1'))).toEqual([a.entry, (done as { entry: unknown }).entry]);
     expect(await store.read((tx) => tx.receipts.entriesOf('nope'))).toEqual([]);
-    expect(await verify(store)).toMatchObject({ ok: true, entries: 3 });
-    expect(await store.read((tx) => tx.receipts.indexedHead())).toBe(3);
+    expect(await verify(store)).toMatchObject({ ok: true, entries: 4, chains: 2 });
+    expect(await store.read((tx) => tx.receipts.heads())).toEqual(expect.arrayContaining([
+      { chain: 'wp:post:100', pos: 3, hash: rej.hash },
+      { chain: 'wp:post:9', pos: 1, hash: (b as { entry: { hash: string } }).entry.hash },
+    ]));
+    expect(await store.read((tx) => tx.receipts.indexOrphans(10))).toEqual([]);
   });
 
   it('an idempotency key names one receipt: a second intent writes nothing and returns the first', async () => {
@@ -61,7 +91,7 @@ describeEngines('receipts', (fresh) => {
     expect(again).toEqual({ appended: false, existing: { receipt_id: 'r1', request_hash: 'req-r1' } });
     expect(await store.read((tx) => tx.receipts.findByIdempotencyKey('seo-agent-7', 'k'))).toEqual({ receipt_id: 'r1', request_hash: 'req-r1' });
     expect(await store.read((tx) => tx.receipts.findByIdempotencyKey('someone-else', 'k'))).toBeNull();
-    expect(await store.read((tx) => tx.receipts.entriesAfter(0, 100))).toHaveLength(1);
+    expect(await store.read((tx) => tx.receipts.entriesFrom(null, 100))).toHaveLength(1);
     // Another principal may use the same key; rejections never occupy one.
     expect((await intent(store, 'r3', { idempotency_key: 'k', principal: 'other-agent' })).appended).toBe(true);
     await store.readWrite((tx) => tx.receipts.appendRejection(entry('r4', 'rejected'), index('r4', { status: 'REJECTED', idempotency_key: 'k2' })));
@@ -130,17 +160,18 @@ describeEngines('receipts', (fresh) => {
     expect(await verify(store)).toMatchObject({ ok: true, entries: 1 });
   });
 
-  it('concurrent appenders on two connections never fork the chain', async () => {
+  it('concurrent appenders on two connections never fork a chain, on one key or on several', async () => {
     const { store, another } = await fresh();
     const other = await another();
     await Promise.all(
       Array.from({ length: 40 }, async (_, i) => {
         const s = i % 2 ? other : store;
-        await intent(s, `r${i}`);
+        await intent(s, `r${i}`, { resource_key: i < 20 ? 'wp:post:100' : `wp:post:${i % 4}` });
         await settle(s, `r${i}`);
       }),
     );
-    expect(await verify(store)).toMatchObject({ ok: true, entries: 80 });
-    expect(await store.read((tx) => tx.receipts.indexedHead())).toBe(80);
+    expect(await verify(store)).toMatchObject({ ok: true, entries: 80, chains: 5 });
+    expect((await store.read((tx) => tx.receipts.heads())).find((h) => h.chain === 'wp:post:100')?.pos).toBe(40);
+    expect(await store.read((tx) => tx.receipts.indexOrphans(10))).toEqual([]);
   });
 });

@@ -27,7 +27,7 @@ describeEngines('transactions', (fresh, engine) => {
         await tx.leaseAuthority.record('lease_x', 'agent-a', [], now);
         await tx.incidents.declare({ id: 'i1', declared_by: 'ic', reason: 'r', decision_id: 'd', declared_at: now, ends_at: now + 60_000 });
         await tx.receipts.appendIntent(
-          { receipt_id: 'r1', kind: 'intent', body: canonicalJson({ at: now }) },
+          { chain: 'k:1', receipt_id: 'r1', kind: 'intent', body: canonicalJson({ at: now }) },
           { receipt_id: 'r1', principal: 'agent-a', resource_key: 'k:1', status: 'PENDING', idempotency_key: 'idem', request_hash: 'h', created_at: now, completed_at: null },
         );
         throw boom;
@@ -41,8 +41,8 @@ describeEngines('transactions', (fresh, engine) => {
       expect(await tx.leaseAuthority.get('lease_x')).toBeUndefined();
       expect(await tx.incidents.get('i1')).toBeUndefined();
       expect(await tx.receipts.findByIdempotencyKey('agent-a', 'idem')).toBeNull();
-      expect(await tx.receipts.entriesAfter(0, 10)).toEqual([]);
-      expect(await tx.receipts.indexedHead()).toBe(0);
+      expect(await tx.receipts.entriesFrom(null, 10)).toEqual([]);
+      expect(await tx.receipts.heads()).toEqual([]);
     });
     // And the store is fine afterwards: the same writes commit.
     expect(await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-1', now + 60_000, Date.now()))).toBe(true);

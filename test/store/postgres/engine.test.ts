@@ -154,16 +154,18 @@ describe('PostgreSQL engine errors', () => {
     const other = new pg.Client(db.url);
     await other.connect();
     cleanups.push(() => other.end());
+    // The head row of chain 'k' (what an append to that key locks), held by another session.
+    await other.query("INSERT INTO receipt_chains (chain, pos, hash) VALUES ('k', 0, repeat('0', 64))");
     await other.query('BEGIN');
-    await other.query('SELECT * FROM receipt_chain_head FOR UPDATE');
+    await other.query("SELECT * FROM receipt_chains WHERE chain = 'k' FOR UPDATE");
     const started = Date.now();
     const err = await store
-      .readWrite((tx) => tx.receipts.appendRejection({ receipt_id: 'r', kind: 'rejected', body: '{}' }, { receipt_id: 'r', principal: 'p', resource_key: 'k', status: 'REJECTED', idempotency_key: null, request_hash: null, created_at: 1, completed_at: 1 }))
+      .readWrite((tx) => tx.receipts.appendRejection({ chain: 'k', receipt_id: 'r', kind: 'rejected', body: '{}' }, { receipt_id: 'r', principal: 'p', resource_key: 'k', status: 'REJECTED', idempotency_key: null, request_hash: null, created_at: 1, completed_at: 1 }))
       .catch((e) => e);
     expect(err).toMatchObject({ name: 'WritError', code: 'OVERLOADED', details: { retry_after_ms: expect.any(Number) } });
     expect(Date.now() - started).toBeLessThan(5_000);
     await other.query('ROLLBACK');
-    expect((await store.readWrite((tx) => tx.receipts.appendRejection({ receipt_id: 'r', kind: 'rejected', body: '{}' }, { receipt_id: 'r', principal: 'p', resource_key: 'k', status: 'REJECTED', idempotency_key: null, request_hash: null, created_at: 1, completed_at: 1 }))).seq).toBe(1);
+    expect((await store.readWrite((tx) => tx.receipts.appendRejection({ chain: 'k', receipt_id: 'r', kind: 'rejected', body: '{}' }, { receipt_id: 'r', principal: 'p', resource_key: 'k', status: 'REJECTED', idempotency_key: null, request_hash: null, created_at: 1, completed_at: 1 }))).seq).toBe(1);
   });
 
   it("a callback's own errors come out as they are, whatever their message says", async () => {
@@ -279,7 +281,7 @@ describe('PostgreSQL round trips', () => {
     expect(await count(() => store.readWrite(async () => 'nothing'))).toBe(0);
   });
 
-  it('receipts: an intent or a settlement is three round trips (lock the chain head with BEGIN, write, COMMIT); the gateway intent transaction five', async () => {
+  it("receipts: an intent or a settlement is three round trips (lock the key's chain head with BEGIN, write, COMMIT); the gateway intent transaction five", async () => {
     const db = await database();
     const store = await open(db.url);
     const count = async (fn: () => Promise<unknown>) => {
@@ -289,14 +291,14 @@ describe('PostgreSQL round trips', () => {
     };
     await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-0', Date.now() + 60_000, Date.now())); // the process's first purge
     const index = (id: string) => ({ receipt_id: id, principal: 'p', resource_key: 'k', status: 'PENDING' as const, idempotency_key: null, request_hash: 'h', created_at: 1, completed_at: null });
-    expect(await count(() => store.readWrite((tx) => tx.receipts.appendIntent({ receipt_id: 'r1', kind: 'intent', body: '{}' }, index('r1'))))).toBe(3);
-    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ receipt_id: 'r1', kind: 'completed', body: '{}' }, 'COMPLETED', 2)))).toBe(3);
+    expect(await count(() => store.readWrite((tx) => tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r1', kind: 'intent', body: '{}' }, index('r1'))))).toBe(3);
+    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: 'r1', kind: 'completed', body: '{}' }, 'COMPLETED', 2)))).toBe(3);
     // Spend the caller's assertion, record the intent, spend the decision: one transaction.
     expect(
       await count(() =>
         store.readWrite(async (tx) => {
           await tx.singleUse.spend('assertion', 'jti-2', Date.now() + 60_000, Date.now());
-          await tx.receipts.appendIntent({ receipt_id: 'r2', kind: 'intent', body: '{}' }, index('r2'));
+          await tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r2', kind: 'intent', body: '{}' }, index('r2'));
           await tx.singleUse.spend('decision', 'dec-2', Date.now() + 60_000, Date.now());
         }),
       ),

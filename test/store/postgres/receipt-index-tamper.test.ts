@@ -34,8 +34,9 @@ async function logWithReceipts() {
 describe('receipts index tampering on PostgreSQL', () => {
   it.each([
     ["UPDATE receipts SET principal = 'someone-else' WHERE receipt_id = 'rcpt_2'", /rcpt_2: its index row says principal "someone-else"/],
-    ["UPDATE receipts SET status = 'PENDING', completed_at = NULL, last_seq = first_seq WHERE receipt_id = 'rcpt_1'", /settlements/],
-    ["DELETE FROM receipts WHERE receipt_id = 'rcpt_4'", /rcpt_4: its entry \d+ has no row in the receipts index/],
+    ["UPDATE receipts SET status = 'PENDING', completed_at = NULL, last_seq = first_seq WHERE receipt_id = 'rcpt_1'", /rcpt_1: its settlement is entry seq \d+, its index row names none/],
+    ["DELETE FROM receipts WHERE receipt_id = 'rcpt_4'", /rcpt_4: its entry seq \d+ has no row in the receipts index/],
+    ["INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq) VALUES ('rcpt_fake', 'x', 'wp:post:1', 'COMPLETED', NULL, NULL, 0, 0, 1, 1)", /rcpt_fake: its index row names entry seq 1, which is not its own/],
   ])('%s is reported', async (statement, problem) => {
     const { log, sql } = await logWithReceipts();
     expect(await log.verifyChain()).toMatchObject({ ok: true, entries: 6 });

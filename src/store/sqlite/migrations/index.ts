@@ -8,7 +8,8 @@ import { leaseWritePath } from './007-lease-write-path.js';
 import { receiptWritePath } from './008-receipt-write-path.js';
 import { epochBumps } from './009-epoch-bumps.js';
 import { receiptCheckpoints } from './010-receipt-checkpoints.js';
+import { receiptChains } from './011-receipt-chains.js';
 import type { Migration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath, receiptWritePath, epochBumps, receiptCheckpoints];
+export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath, receiptWritePath, epochBumps, receiptCheckpoints, receiptChains];

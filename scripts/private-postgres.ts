@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../../scripts/server-process.js';
+import { freePort } from './server-process.js';
 
 /**
  * A PostgreSQL server of the test's own (initdb in a temporary directory, its own port), for tests
