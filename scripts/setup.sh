@@ -34,3 +34,9 @@ npx tsc -p tsconfig.json
 
 say "building the policy bundle"
 node dist/src/cli/main.js policy build >&2
+
+say "building the web console (esbuild)"
+node scripts/build-console.mjs
+
+# Debian's chromium, for the console's browser tests (playwright-core drives it; no browser download).
+bash scripts/ensure-chromium.sh >/dev/null

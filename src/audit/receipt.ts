@@ -133,6 +133,9 @@ export interface ReceiptQuery {
   status?: ReceiptStatus;
   /** Receipts whose first entry has a seq greater than this (the `next` of the previous page). */
   after?: number;
+  /** Receipts created at or after / at or before these times (ms). */
+  since?: number;
+  until?: number;
   /** Default 100, at most 1000. */
   limit?: number;
 }

@@ -92,6 +92,7 @@ export interface ReceiptFilter {
   status?: ReceiptStatus;
   after?: number;
   createdAtOrBefore?: number;
+  createdAtOrAfter?: number;
   limit: number;
 }
 

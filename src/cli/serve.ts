@@ -1,7 +1,14 @@
 import type { WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
-import { applyManifest, openWrit, readManifest, reconcileReceipts } from '../service/index.js';
+import { applyManifest, issueLoginToken, openWrit, readManifest, reconcileReceipts, type WritContext } from '../service/index.js';
+
+/** A one-time console login link: the token rides in the fragment, so it reaches no server log nor Referer. */
+export async function consoleLoginLink(ctx: WritContext, principal: string, base?: string): Promise<{ url: string; expires_at: number; auditor: boolean }> {
+  const t = await issueLoginToken(ctx, principal);
+  const origin = (base ?? `http://${ctx.config.host}:${ctx.config.port}`).replace(/\/+$/, '');
+  return { url: `${origin}/console/#login=${t.token}`, expires_at: t.expires_at, auditor: t.auditor };
+}
 
 export interface ServeOptions {
   graphFile?: string | undefined;
@@ -56,6 +63,8 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   void reconcile();
   const url = `http://${config.host}:${config.port}`;
   say(`[writ] listening on ${url}  (graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision})`);
+  const link = await consoleLoginLink(w.ctx, GOVERNANCE_ID, url);
+  say(`[writ] console (one-time login link for governance, valid 10 min; \`writ console\` prints another): ${link.url}`);
   say(`[writ] try:  curl ${url}/healthz   ·   curl ${url}/.well-known/jwks.json   ·   curl ${url}/openapi.json`);
   say(`[writ]       node bin/writ trace seo-agent-7 update_post wp:post:1024 --fields title,meta_description`);
   say(`[writ]       node bin/writ graph export --format dot`);

@@ -111,6 +111,7 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     if (filter.status !== undefined) add('status = ?', filter.status);
     if (filter.after !== undefined) add('first_seq > ?', filter.after);
     if (filter.createdAtOrBefore !== undefined) add('created_at <= ?', filter.createdAtOrBefore);
+    if (filter.createdAtOrAfter !== undefined) add('created_at >= ?', filter.createdAtOrAfter);
     params.push(filter.limit);
     const rows = await this.sql.query<StoredEntry & { first_seq: number }>(
       `SELECT r.first_seq, ${E_COLUMNS}

@@ -114,6 +114,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     if (filter.status !== undefined) (where.push('status = ?'), params.push(filter.status));
     if (filter.after !== undefined) (where.push('first_seq > ?'), params.push(filter.after));
     if (filter.createdAtOrBefore !== undefined) (where.push('created_at <= ?'), params.push(filter.createdAtOrBefore));
+    if (filter.createdAtOrAfter !== undefined) (where.push('created_at >= ?'), params.push(filter.createdAtOrAfter));
     const sql = `SELECT r.first_seq, ${E_COLUMNS}
          FROM (SELECT receipt_id, first_seq, last_seq FROM receipts ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
                ORDER BY first_seq LIMIT ?) r
