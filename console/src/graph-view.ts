@@ -9,7 +9,7 @@ import type { Edge } from './api.js';
 
 cytoscape.use(dagre);
 
-export type EdgeMark = 'added' | 'revoked' | 'expired' | 'chain' | null;
+export type EdgeMark = 'added' | 'revoked' | 'expired' | 'chain' | 'unchanged' | null;
 
 export interface DrawnEdge { edge: Edge; mark?: EdgeMark; label?: string }
 
@@ -29,7 +29,7 @@ export function drawGraph(container: HTMLElement, nodes: { id: string; kind?: st
       }
     }
     elements.push({
-      data: { id: `e:${edge.id}`, source: `p:${edge.from}`, target: `p:${edge.to}`, label: label ?? edge.id, colour: mark ? MARK_COLOUR[mark] : KIND_COLOUR[edge.kind] ?? '#475569', edgeId: edge.id },
+      data: { id: `e:${edge.id}`, source: `p:${edge.from}`, target: `p:${edge.to}`, label: label ?? edge.id, colour: (mark && MARK_COLOUR[mark]) || KIND_COLOUR[edge.kind] || '#475569', edgeId: edge.id },
       classes: [mark ?? '', edge.revoked_at ? 'was-revoked' : '', edge.kind].join(' '),
     });
   }
@@ -52,6 +52,7 @@ export function drawGraph(container: HTMLElement, nodes: { id: string; kind?: st
       { selector: 'edge.was-revoked', style: { 'line-style': 'dashed', opacity: 0.6 } },
       { selector: 'edge.added, edge.revoked, edge.expired, edge.chain', style: { width: 3.5, 'font-weight': 'bold', opacity: 1 } },
       { selector: 'edge.revoked', style: { 'line-style': 'dashed' } },
+      { selector: 'edge.unchanged', style: { opacity: 0.3 } },
       { selector: 'edge.expired', style: { 'line-style': 'dotted' } },
       { selector: ':selected', style: { 'overlay-color': '#1d4ed8', 'overlay-opacity': 0.15 } },
     ],

@@ -59,12 +59,13 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     stopped = true;
     clearTimeout(sweep);
   });
+  // Printed before "listening on" (which tools wait for), so whoever reads that line has the link too.
+  const link = await consoleLoginLink(w.ctx, GOVERNANCE_ID, `http://${config.host}:${config.port}`);
+  say(`[writ] console (one-time login link for governance, valid 10 min; \`writ console\` prints another): ${link.url}`);
   await app.listen({ port: config.port, host: config.host });
   void reconcile();
   const url = `http://${config.host}:${config.port}`;
   say(`[writ] listening on ${url}  (graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision})`);
-  const link = await consoleLoginLink(w.ctx, GOVERNANCE_ID, url);
-  say(`[writ] console (one-time login link for governance, valid 10 min; \`writ console\` prints another): ${link.url}`);
   say(`[writ] try:  curl ${url}/healthz   ·   curl ${url}/.well-known/jwks.json   ·   curl ${url}/openapi.json`);
   say(`[writ]       node bin/writ trace seo-agent-7 update_post wp:post:1024 --fields title,meta_description`);
   say(`[writ]       node bin/writ graph export --format dot`);

@@ -57,7 +57,7 @@ export function graphPage(route: Route, ctx: PageContext): HTMLElement {
       }
       const shown: DrawnEdge[] = g.edges
         .filter((e) => marks.has(e.id) || e.revoked_at === null)
-        .map((e) => ({ edge: e, mark: marks.get(e.id) ?? null, label: `${e.id}` }));
+        .map((e) => ({ edge: e, mark: marks.get(e.id) ?? (diff ? 'unchanged' as const : null), label: `${e.id}` }));
       fill(info, h('p', {}, `Graph revision ${g.revision}: ${g.principals.length} principals, ${shown.length} edges shown${diff ? ` (diff from revision ${diff.from.revision} to ${diff.to.revision}: ${diff.added.length} added, ${diff.revoked.length} revoked, ${diff.expired.length} expired)` : ''}.`),
         h('ul', { class: 'legend', 'aria-label': 'Legend' },
           diff ? [h('li', { class: 'lg-added' }, 'added'), h('li', { class: 'lg-revoked' }, 'revoked'), h('li', { class: 'lg-expired' }, 'expired')]
@@ -75,7 +75,7 @@ export function graphPage(route: Route, ctx: PageContext): HTMLElement {
     }
   })();
   return h('div', {}, h('h1', {}, 'Authority graph'),
-    section('View', h('p', { class: 'muted', id: 'graph-hint' }, 'A revision number (see a principal\'s time slider) or an RFC 3339 time; empty means now.'), atForm, diffForm),
+    section('View', h('p', { class: 'muted', id: 'graph-hint' }, 'A revision number (see a principal\'s time slider) or an RFC 3339 time; empty means now.'), h('div', { class: 'view-forms' }, atForm, diffForm)),
     section(diffing ? 'Diff' : 'Graph', info, exportButtons(() => cy, 'authority-graph'), box, detail, diffing ? diffBox : null));
 }
 
