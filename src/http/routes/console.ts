@@ -69,11 +69,12 @@ export async function registerConsoleRoutes(app: FastifyInstance): Promise<void>
   };
 
   app.get('/console', {
-    schema: { ...page, operationId: 'consoleEntry', summary: 'The auditor\'s console (the same page as /console/)', response: { 200: html, ...errorResponses(['NOT_FOUND']) } },
+    schema: { ...page, operationId: 'consoleEntry', summary: 'The auditor\'s console: a single page (also served at /console/) whose views are deep links in the fragment: #/receipts, #/receipt/ID, #/principal/ID, #/graph, #/edge/ID, #/coordination', response: { 200: html, ...errorResponses(['NOT_FOUND']) } },
   }, async (_request, reply) => sendAsset('index.html', reply));
 
   app.get('/console/', {
-    schema: { ...page, operationId: 'consolePage', summary: 'The auditor\'s console (a single page; its views are deep links in the fragment: #/receipts, #/receipt/ID, #/principal/ID, #/graph, #/coordination)', response: { 200: html, ...errorResponses(['NOT_FOUND']) } },
+    // The same page as /console; left out of the document, whose paths carry no trailing slash.
+    schema: { ...page, hide: true, operationId: 'consolePage', response: { 200: html, ...errorResponses(['NOT_FOUND']) } },
   }, async (_request, reply) => sendAsset('index.html', reply));
 
   app.get<{ Params: { file: string } }>('/console/:file', {
