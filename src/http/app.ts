@@ -84,6 +84,8 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
       if (!session.auditor && !OWN_READS.has(route)) {
         throw new WritError('FORBIDDEN', `${session.principal} holds no audit grant (audit_read on audit:principal:*): its console shows only its own receipts and capabilities`);
       }
+      // A session is held to its principal's rate like the principal's signed calls.
+      if (limiter && session.principal !== GOVERNANCE_ID) limiter.admit(session.principal);
       request.consoleSession = session;
       return session.principal;
     }

@@ -14,6 +14,10 @@ import { CLI, startServerProcess, type ServerProcess } from '../support/server-p
  * graph, with receipts written by agents through the SDK. Screenshots of every view, wide and narrow,
  * go to build/console-screenshots/.
  */
+// Run inside the page by page.evaluate (this program's types are Node's, not the DOM's).
+declare const document: any;
+declare const getComputedStyle: (el: unknown) => { outlineStyle: string };
+
 const CHROMIUM = process.env.WRIT_CHROMIUM ?? '/usr/bin/chromium';
 const SHOTS = join(REPO, 'build/console-screenshots');
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -224,7 +228,7 @@ describe('the console in a real browser', () => {
     await page.keyboard.press('Shift+Tab');
     for (let i = 0; i < 8; i++) {
       const f = await page.evaluate(() => {
-        const el = document.activeElement as HTMLElement;
+        const el = document.activeElement;
         return { name: el.id || el.getAttribute('aria-label') || el.textContent?.trim() || el.tagName, outline: getComputedStyle(el).outlineStyle };
       });
       expect(f.outline, `${f.name} shows where the focus is`).not.toBe('none');
@@ -238,7 +242,7 @@ describe('the console in a real browser', () => {
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
     expect(page.url()).toMatch(/#\/coordination$/);
     // Every control is labelled.
-    const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select')].filter((el) => !(el as HTMLInputElement).labels?.length && !el.getAttribute('aria-label')).map((el) => el.outerHTML));
+    const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select')].filter((el: any) => !el.labels?.length && !el.getAttribute('aria-label')).map((el: any) => el.outerHTML));
     expect(unlabelled).toEqual([]);
     expect(cspViolations).toEqual([]);
   });

@@ -170,3 +170,18 @@ describe('the auditor\'s reads', () => {
     expect((await h.call(null, { method: 'GET', url: '/console/..%2F..%2Fpackage.json' })).status).toBe(404);
   });
 });
+
+describe('across processes sharing the store', () => {
+  it('a link spent through one Writ is refused by another on the same store, and a session from one is honoured by the other', async () => {
+    const { openWrit, exchangeLoginToken, consoleSession } = await import('../../src/service/index.js');
+    const other = await openWrit(h.config, { clock });
+    try {
+      const { token } = await issueLoginToken(other.ctx, GOVERNANCE_ID);
+      const session = await exchangeLoginToken(h.ctx, token);
+      await expect(exchangeLoginToken(other.ctx, token)).rejects.toMatchObject({ code: 'LOGIN_LINK_SPENT' });
+      expect((await consoleSession(other.ctx, session.token)).principal).toBe(GOVERNANCE_ID);
+    } finally {
+      await other.close();
+    }
+  });
+});

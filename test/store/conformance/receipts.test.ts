@@ -111,6 +111,8 @@ describeEngines('receipts', (fresh) => {
     expect(ids(await store.read((tx) => tx.receipts.find({ principal: 'b', limit: 100 })))).toEqual(['r4', 'r5', 'r6']);
     expect(ids(await store.read((tx) => tx.receipts.find({ status: 'PENDING' as ReceiptStatus, limit: 100 })))).toEqual(['r2', 'r3', 'r5', 'r6']);
     expect(ids(await store.read((tx) => tx.receipts.find({ createdAtOrBefore: 2_000, limit: 100 })))).toEqual(['r1', 'r2']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ createdAtOrAfter: 5_000, limit: 100 })))).toEqual(['r5', 'r6']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ createdAtOrAfter: 2_000, createdAtOrBefore: 4_000, principal: 'a', limit: 100 })))).toEqual(['r2', 'r3']);
     const page1 = await store.read((tx) => tx.receipts.find({ limit: 2 }));
     expect(ids(page1)).toEqual(['r1', 'r2']);
     expect(page1[0]!.entries.map((e) => e.kind)).toEqual(['intent', 'completed']);
