@@ -39,4 +39,7 @@ say "building the web console (esbuild)"
 node scripts/build-console.mjs
 
 # Debian's chromium, for the console's browser tests (playwright-core drives it; no browser download).
-bash scripts/ensure-chromium.sh >/dev/null
+# Only those tests need it: without it the service still runs, and the tests fail saying what to install.
+if ! bash scripts/ensure-chromium.sh >/dev/null; then
+  say "WARNING: no chromium (see above): test/e2e/console-browser.test.ts will fail until it is installed"
+fi
