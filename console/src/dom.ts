@@ -54,7 +54,7 @@ export function table(caption: string, head: string[], rows: Child[][], opts: { 
     h('table', {},
       h('caption', { class: 'sr-only' }, caption),
       h('thead', {}, h('tr', {}, head.map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c) => h('td', {}, c)))))));
+      h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c, i) => h('td', { 'data-label': head[i] || null }, c)))))));
 }
 
 export function section(title: string, ...children: Child[]): HTMLElement {

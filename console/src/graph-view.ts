@@ -13,6 +13,9 @@ export type EdgeMark = 'added' | 'revoked' | 'expired' | 'chain' | 'unchanged' |
 
 export interface DrawnEdge { edge: Edge; mark?: EdgeMark; label?: string }
 
+/** Below this zoom, labels are too small to read (they are hidden below 7 px). */
+const READABLE_ZOOM = 0.55;
+
 const KIND_COLOUR: Record<string, string> = { grant: '#1d4ed8', delegate: '#0f766e', owns: '#7c3aed', approves: '#b45309', preempts: '#be123c' };
 const MARK_COLOUR: Record<string, string> = { added: '#15803d', revoked: '#dc2626', expired: '#d97706', chain: '#1d4ed8' };
 
@@ -30,7 +33,8 @@ export function drawGraph(container: HTMLElement, nodes: { id: string; kind?: st
     }
     elements.push({
       data: { id: `e:${edge.id}`, source: `p:${edge.from}`, target: `p:${edge.to}`, label: label ?? edge.id, colour: (mark && MARK_COLOUR[mark]) || KIND_COLOUR[edge.kind] || '#475569', edgeId: edge.id },
-      classes: [mark ?? '', edge.revoked_at ? 'was-revoked' : '', edge.kind].join(' '),
+      // On a large graph edge labels are shown only where they matter (marked or selected edges).
+      classes: [mark ?? '', edge.revoked_at ? 'was-revoked' : '', edge.kind, edges.length > 120 && (!mark || mark === 'unchanged') ? 'quiet' : ''].join(' '),
     });
   }
   const cy = cytoscape({
@@ -41,23 +45,36 @@ export function drawGraph(container: HTMLElement, nodes: { id: string; kind?: st
     maxZoom: 3,
     boxSelectionEnabled: false,
     style: [
-      { selector: 'node', style: { 'background-color': '#e2e8f0', 'border-color': '#64748b', 'border-width': 1, label: 'data(label)', 'font-size': 11, 'font-family': 'system-ui, sans-serif', color: '#0f172a', 'text-valign': 'center', 'text-halign': 'center', shape: 'round-rectangle', width: 'label', height: 26, padding: '8px', 'text-wrap': 'none' } },
+      { selector: 'node', style: { 'min-zoomed-font-size': 7, 'background-color': '#e2e8f0', 'border-color': '#64748b', 'border-width': 1, label: 'data(label)', 'font-size': 11, 'font-family': 'system-ui, sans-serif', color: '#0f172a', 'text-valign': 'center', 'text-halign': 'center', shape: 'round-rectangle', width: 'label', height: 26, padding: '8px', 'text-wrap': 'none' } },
       { selector: 'node.governance', style: { 'background-color': '#1e293b', color: '#ffffff', 'border-color': '#0f172a' } },
       { selector: 'node.agent', style: { 'background-color': '#ecfeff', 'border-color': '#0e7490' } },
       { selector: 'node.human', style: { 'background-color': '#fef9c3', 'border-color': '#a16207' } },
       { selector: 'node.state', style: { 'background-color': '#f5f3ff', 'border-color': '#7c3aed', shape: 'tag', 'border-style': 'dashed' } },
       { selector: 'node.focus', style: { 'border-width': 3, 'border-color': '#1d4ed8' } },
       { selector: 'node.revoked', style: { 'background-color': '#fee2e2', 'border-color': '#dc2626', 'text-decoration': 'line-through' } as cytoscape.Css.Node },
-      { selector: 'edge', style: { width: 1.6, 'line-color': 'data(colour)', 'target-arrow-color': 'data(colour)', 'target-arrow-shape': 'triangle', 'curve-style': 'bezier', label: 'data(label)', 'font-size': 9, color: '#334155', 'text-background-color': '#ffffff', 'text-background-opacity': 0.85, 'text-background-padding': '2px', 'text-rotation': 'autorotate' } },
+      { selector: 'edge', style: { 'min-zoomed-font-size': 9, width: 1.6, 'line-color': 'data(colour)', 'target-arrow-color': 'data(colour)', 'target-arrow-shape': 'triangle', 'curve-style': 'bezier', label: 'data(label)', 'font-size': 9, color: '#334155', 'text-background-color': '#ffffff', 'text-background-opacity': 0.85, 'text-background-padding': '2px', 'text-rotation': 'autorotate' } },
+      { selector: 'edge.quiet', style: { label: '' } },
+      { selector: 'edge.quiet:selected', style: { label: 'data(label)' } },
       { selector: 'edge.was-revoked', style: { 'line-style': 'dashed', opacity: 0.6 } },
       { selector: 'edge.added, edge.revoked, edge.expired, edge.chain', style: { width: 3.5, 'font-weight': 'bold', opacity: 1 } },
       { selector: 'edge.revoked', style: { 'line-style': 'dashed' } },
       { selector: 'edge.unchanged', style: { opacity: 0.3 } },
       { selector: 'edge.expired', style: { 'line-style': 'dotted' } },
       { selector: ':selected', style: { 'overlay-color': '#1d4ed8', 'overlay-opacity': 0.15 } },
+      { selector: '.faded', style: { opacity: 0.12 } },
+      { selector: 'node.picked', style: { 'border-width': 3, 'border-color': '#f59e0b' } },
     ],
-    layout: { name: 'dagre', rankDir: 'LR', nodeSep: 18, rankSep: 90, edgeSep: 8, padding: 16 } as cytoscape.LayoutOptions,
   });
+  const layout = cy.layout({ name: 'dagre', rankDir: 'LR', nodeSep: 18, rankSep: 90, edgeSep: 8, padding: 16, fit: true } as cytoscape.LayoutOptions);
+  // A large graph fitted whole is a smudge: start at a readable zoom on governance, then pan and zoom.
+  layout.one('layoutstop', () => {
+    if (cy.zoom() < READABLE_ZOOM) {
+      const root = cy.$id('p:governance');
+      cy.zoom(0.75);
+      if (root.nonempty()) cy.center(root);
+    }
+  });
+  layout.run();
   if (onEdge) cy.on('tap', 'edge', (evt) => { const id = evt.target.data('edgeId') as string; const e = edges.find((x) => x.edge.id === id); if (e) onEdge(e.edge); });
   if (onNode) cy.on('tap', 'node', (evt) => onNode((evt.target.id() as string).slice(2)));
   return cy;
@@ -132,5 +149,45 @@ export function exportButtons(cy: () => cytoscape.Core | null, base: string): HT
     setTimeout(() => URL.revokeObjectURL(url), 10_000);
   });
   wrap.append(svg, png);
+  return wrap;
+}
+
+/** Shows a principal and the principals it is linked to (in both directions, transitively), fading the rest. */
+export function focusOn(cy: cytoscape.Core, principal: string): boolean {
+  const node = cy.$id(`p:${principal}`);
+  cy.elements().removeClass('faded picked');
+  if (node.empty()) return false;
+  const near = node.union(node.predecessors()).union(node.successors());
+  cy.elements().not(near).addClass('faded');
+  node.addClass('picked');
+  cy.fit(near, 40);
+  if (cy.zoom() < READABLE_ZOOM) {
+    cy.zoom(0.75);
+    cy.center(node);
+  }
+  return true;
+}
+
+export function clearFocus(cy: cytoscape.Core): void {
+  cy.elements().removeClass('faded picked');
+}
+
+/** Zoom and fit controls, for a keyboard (the drawing itself is a canvas). */
+export function viewButtons(cy: () => cytoscape.Core | null): HTMLElement {
+  const wrap = document.createElement('div');
+  wrap.className = 'toolbar';
+  const button = (label: string, title: string, fn: (c: cytoscape.Core) => void) => {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.textContent = label;
+    b.title = title;
+    b.setAttribute('aria-label', title);
+    b.addEventListener('click', () => { const c = cy(); if (c) fn(c); });
+    wrap.append(b);
+  };
+  const zoomBy = (c: cytoscape.Core, f: number) => c.zoom({ level: c.zoom() * f, renderedPosition: { x: c.width() / 2, y: c.height() / 2 } });
+  button('+', 'Zoom in', (c) => zoomBy(c, 1.25));
+  button('−', 'Zoom out', (c) => zoomBy(c, 0.8));
+  button('Fit', 'Fit the whole graph', (c) => { clearFocus(c); c.fit(undefined, 20); });
   return wrap;
 }

@@ -3,7 +3,13 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readAdminCredential } from '../../src/service/index.js';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { loadConfig } from '../../src/config/index.js';
+import { GOVERNANCE_ID } from '../../src/graph/model.js';
+import { openWrit, readAdminCredential } from '../../src/service/index.js';
+import { generateImpactGraph } from '../../bench/impact-graph.js';
+import { freePort, spawnListening } from '../../scripts/server-process.js';
 import { WritClient } from '../../src/sdk/index.js';
 import { fixtureKey, REPO } from '../support/harness.js';
 import { CLI, startServerProcess, type ServerProcess } from '../support/server-process.js';
@@ -32,9 +38,10 @@ let beforeTemp: number;
 let head: number;
 const cspViolations: string[] = [];
 
-async function shoot(name: string, p: Page = page): Promise<void> {
+async function shoot(name: string, p: Page = page, scrollTo?: string): Promise<void> {
   await p.setViewportSize({ width: 1280, height: 800 });
   await p.waitForTimeout(300);
+  if (scrollTo) await p.locator(scrollTo).evaluate((el: any) => el.scrollIntoView({ block: 'center' }));
   await p.screenshot({ path: join(SHOTS, `${name}-1280x800.png`), fullPage: false });
   await p.setViewportSize({ width: 400, height: 860 });
   await p.waitForTimeout(300);
@@ -196,7 +203,7 @@ describe('the console in a real browser', () => {
     expect(changes.some((t) => t.startsWith('added') && t.includes('d-orch-seo-staging'))).toBe(true);
     expect(changes.some((t) => t.startsWith('revoked') && t.includes('d-orch-seo-staging'))).toBe(true);
     expect(await page.locator('#authority-graph canvas').count()).toBeGreaterThan(0);
-    await shoot('graph-diff');
+    await shoot('graph-diff', page, '#authority-graph');
     await page.goto(`${server.url}/console/#/graph`);
     await expect.poll(() => page.locator('#graph-info').textContent()).toContain(`Graph revision ${head}`);
     await shoot('graph');
@@ -246,4 +253,47 @@ describe('the console in a real browser', () => {
     expect(unlabelled).toEqual([]);
     expect(cspViolations).toEqual([]);
   });
+});
+
+describe('the graph view with hundreds of principals', () => {
+  it('lays out 500 generated principals (dagre) and stays usable', async () => {
+    // A data directory holding a generated organisation (leads → managers → agents), then `writ serve` on it.
+    const dataDir = mkdtempSync(join(tmpdir(), 'writ-e2e-big-'));
+    const w = await openWrit(loadConfig({ dataDir }, {}));
+    const now = Date.now();
+    await w.ctx.store.readWrite((tx) => tx.graph.append(generateImpactGraph(500, now).events, GOVERNANCE_ID, now));
+    await w.close();
+    // Without the example graph (its owners would clash with the generated ones) and without an upstream.
+    const port = await freePort();
+    const big = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), '--no-upstream'], process.env);
+    const bigUrl = `http://127.0.0.1:${port}`;
+    try {
+      const link = /(http:\/\/\S+\/console\/#login=\S+)/.exec(big.output())![1]!;
+      const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      const p = await ctx.newPage();
+      watch(p);
+      await p.goto(link);
+      await p.locator('.session').waitFor();
+      const started = Date.now();
+      await p.goto(`${bigUrl}/console/#/graph`);
+      await expect.poll(() => p.locator('#graph-info').textContent(), { timeout: 30_000 }).toMatch(/\d{3} principals/);
+      await p.locator('#authority-graph canvas').first().waitFor();
+      const ms = Date.now() - started;
+      const principals = Number(/(\d+) principals/.exec((await p.locator('#graph-info').textContent())!)![1]);
+      expect(principals).toBeGreaterThanOrEqual(500);
+      console.log(`[console] graph view: ${principals} principals fetched, laid out and drawn in ${ms} ms`);
+      expect(ms).toBeLessThan(20_000);
+      await shoot('graph-500-principals', p, '#authority-graph');
+      // Focus on one manager: it, its lead and agents stay, the rest fades (a deep link too).
+      await p.goto(`${bigUrl}/console/#/graph?focus=manager-3`);
+      await expect.poll(() => p.locator('#graph-edge-detail').textContent(), { timeout: 30_000 }).toContain('manager-3 and every principal above or below it');
+      await p.waitForTimeout(400);
+      await shoot('graph-500-focus', p, '#authority-graph');
+      await ctx.close();
+    } finally {
+      big.proc.kill('SIGTERM');
+      await big.exited;
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 90_000);
 });

@@ -1,7 +1,7 @@
 import type cytoscape from 'cytoscape';
 import { api, q, type Edge, type Principal } from '../api.js';
 import { dl, edgeLink, errorBox, fill, h, principalLink, section, table, time } from '../dom.js';
-import { drawGraph, exportButtons, type DrawnEdge, type EdgeMark } from '../graph-view.js';
+import { clearFocus, drawGraph, exportButtons, focusOn, viewButtons, type DrawnEdge, type EdgeMark } from '../graph-view.js';
 import { impactSection } from '../impact.js';
 import { navigate, type PageContext, type Route } from '../router.js';
 import { scopeText } from './receipt.js';
@@ -42,8 +42,22 @@ export function graphPage(route: Route, ctx: PageContext): HTMLElement {
   const box = h('div', { class: 'graph-box', id: 'authority-graph', role: 'img', 'aria-label': 'The authority graph; the edge lists below carry the same information' });
   const detail = h('div', { id: 'graph-edge-detail', 'aria-live': 'polite' });
   const diffBox = h('div', { id: 'graph-diff' });
+  const listBox = h('div', { id: 'graph-edges' });
   let cy: cytoscape.Core | null = null;
   ctx.onLeave(() => cy?.destroy());
+  const focus = p.get('focus') ?? '';
+  const focusForm = h('form', { class: 'filters', 'aria-label': 'Focus on a principal' },
+    h('label', { class: 'field' }, h('span', {}, 'Focus on principal'), h('input', { name: 'focus', value: focus, placeholder: 'seo-agent-7', autocomplete: 'off' })),
+    h('div', { class: 'field actions' }, h('button', { type: 'submit' }, 'Focus'), h('button', { type: 'reset' }, 'Show all')));
+  const showFocus = (id: string) => {
+    if (!cy) return;
+    if (!id) return clearFocus(cy);
+    fill(detail, focusOn(cy, id)
+      ? h('p', {}, 'Showing ', principalLink(id), ' and every principal above or below it. ', h('a', { href: `#/principal/${encodeURIComponent(id)}` }, 'Open its page →'))
+      : h('p', { class: 'error' }, `No principal “${id}” in this graph.`));
+  };
+  focusForm.addEventListener('submit', (ev) => { ev.preventDefault(); showFocus(String(new FormData(focusForm).get('focus') ?? '').trim()); });
+  focusForm.addEventListener('reset', () => { if (cy) clearFocus(cy); fill(detail); });
 
   void (async () => {
     try {
@@ -62,8 +76,14 @@ export function graphPage(route: Route, ctx: PageContext): HTMLElement {
         h('ul', { class: 'legend', 'aria-label': 'Legend' },
           diff ? [h('li', { class: 'lg-added' }, 'added'), h('li', { class: 'lg-revoked' }, 'revoked'), h('li', { class: 'lg-expired' }, 'expired')]
             : [h('li', { class: 'lg-grant' }, 'grant'), h('li', { class: 'lg-delegate' }, 'delegate'), h('li', { class: 'lg-owns' }, 'owns'), h('li', { class: 'lg-approves' }, 'approves'), h('li', { class: 'lg-preempts' }, 'preempts')]));
+      // The same edges as a list: for the keyboard, screen readers and searching the page.
+      fill(listBox, h('details', {}, h('summary', {}, `All ${shown.length} edges as a list`),
+        table('Edges', ['Edge', 'Kind', 'From → to', 'Scope', 'Reason', 'Expires'], shown.map(({ edge: e }) => [
+          edgeLink(e.id), e.kind, h('span', {}, principalLink(e.from), ' → ', e.kind === 'owns' ? h('code', {}, e.to) : principalLink(e.to)), scopeText(e), e.reason, time(e.expires_at),
+        ]))));
       cy = drawGraph(box, g.principals.map((x) => ({ id: x.id, kind: x.kind, revoked: x.revoked_at !== null })), shown,
-        (e) => fill(detail, edgeDetails(e)), (id) => { location.hash = `#/principal/${encodeURIComponent(id)}`; });
+        (e) => fill(detail, edgeDetails(e)), (id) => showFocus(id));
+      if (focus) showFocus(focus);
       if (diff) {
         const rows = (list: Edge[], what: string) => list.map((e) => [what, edgeLink(e.id), e.kind, h('span', {}, principalLink(e.from), ' → ', principalLink(e.to)), e.reason, time(what === 'revoked' ? e.revoked_at : what === 'expired' ? e.expires_at : e.created_at)]);
         fill(diffBox, table('Changes', ['Change', 'Edge', 'Kind', 'From → to', 'Reason', 'When'], [...rows(diff.added, 'added'), ...rows(diff.revoked, 'revoked'), ...rows(diff.expired, 'expired')], { empty: 'No edge changed between these revisions.', id: 'diff-table' }),
@@ -76,7 +96,7 @@ export function graphPage(route: Route, ctx: PageContext): HTMLElement {
   })();
   return h('div', {}, h('h1', {}, 'Authority graph'),
     section('View', h('p', { class: 'muted', id: 'graph-hint' }, 'A revision number (see a principal\'s time slider) or an RFC 3339 time; empty means now.'), h('div', { class: 'view-forms' }, atForm, diffForm)),
-    section(diffing ? 'Diff' : 'Graph', info, exportButtons(() => cy, 'authority-graph'), box, detail, diffing ? diffBox : null));
+    section(diffing ? 'Diff' : 'Graph', info, focusForm, h('div', { class: 'toolbar-row' }, viewButtons(() => cy), exportButtons(() => cy, 'authority-graph')), box, detail, diffing ? diffBox : null, listBox));
 }
 
 export function edgePage(route: Route, _ctx: PageContext): HTMLElement {
