@@ -93,6 +93,10 @@ export interface ReceiptFilter {
   after?: number;
   createdAtOrBefore?: number;
   createdAtOrAfter?: number;
+  /** Receipts whose first entry has a seq below this (paging newest first). */
+  before?: number;
+  /** Newest first (descending first seq) instead of chain order. */
+  newestFirst?: boolean;
   limit: number;
 }
 

@@ -149,7 +149,17 @@ describe('the console in a real browser', () => {
   it('opens a receipt from the timeline and shows its chain with the right edges', async () => {
     await page.goto(`${server.url}/console/#/receipts`);
     await expect.poll(() => page.locator('#receipt-list tbody tr').count()).toBe(2);
+    const [newest, oldest] = await page.locator('#receipt-list tbody tr td:nth-child(5)').allTextContents();
+    expect([newest, oldest]).toEqual(['wp:post:2048', 'wp:post:1024']);
     expect(await page.locator('#live-status').textContent()).toContain('Live');
+    // Live: an agent writes while the auditor watches; the receipt appears at the top, marked.
+    const seo = new WritClient({ baseUrl: server.url, principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7') });
+    const d = await seo.decide({ action: 'update_post', resource: 'wp:post:4096', environment: 'production', fields: ['meta_description'] });
+    const live = await seo.withLease([d], ({ act }) => act({ decision: d, action: 'update_post', resource: 'wp:post:4096', fields: ['meta_description'], payload: { meta_description: 'Live' }, expected_version: 0 }));
+    await expect.poll(() => page.locator('#receipt-list tbody tr').count(), { timeout: 10_000 }).toBe(3);
+    expect(await page.locator('#receipt-list tbody tr').first().getAttribute('class')).toBe('fresh');
+    expect(await page.locator('#receipt-list tbody tr').first().textContent()).toContain(live.receipt_id.slice(0, 13));
+    expect(await page.locator('#live-status').textContent()).toContain('1 new receipt');
     // Times are the viewer's, with UTC on hover.
     const title = await page.locator('#receipt-list time').first().getAttribute('title');
     expect(title).toMatch(/UTC$/);

@@ -257,6 +257,8 @@ describe('the OpenAPI document', () => {
     await call('governance', 'GET', '/v1/receipts/{id}/why', { url: `/v1/receipts/${written.body.receipt.receipt_id}/why` });
     await call('governance', 'GET', '/v1/receipts/{id}/why', { url: '/v1/receipts/nope/why' });
     await call('governance', 'GET', '/v1/receipts', { url: `/v1/receipts?since=${encodeURIComponent(new Date(h.clock.now() - 60_000).toISOString())}` });
+    await call('governance', 'GET', '/v1/receipts', { url: '/v1/receipts?order=newest&limit=1' });
+    await call('governance', 'GET', '/v1/receipts', { url: '/v1/receipts?order=newest&after=1' });
     await call('governance', 'GET', '/v1/graph/events', { url: '/v1/graph/events?limit=5' });
     await call('governance', 'GET', '/v1/graph/events', { url: '/v1/graph/events?limit=0' });
     await call('governance', 'GET', '/v1/graph/diff', { url: '/v1/graph/diff?from=3&to=10' });

@@ -5,16 +5,16 @@ import { navigate, type Route, type PageContext } from '../router.js';
 const POLL_MS = 2000;
 
 /**
- * The receipts timeline, oldest first in pages of 50 (the API's order; `after` is the cursor). Live:
- * while the last page is shown, it is asked for again every 2 s (GET /v1/receipts?after=…), so new
- * receipts appear without a reload. Polling rather than SSE: it is the public read the agents' tools
+ * The receipts timeline, newest first in pages of 50 (GET /v1/receipts?order=newest, `before` is the
+ * cursor). Live: while the newest page is shown, it is asked for again every 2 s, so new receipts
+ * appear at the top, marked, without a reload. Polling rather than SSE: it is the public read the agents' tools
  * use already, through the same authentication, rate limits and drain as every request, and it holds
  * no connection open across a server's graceful shutdown.
  */
 export function receiptsPage(route: Route, ctx: PageContext): HTMLElement {
   const p = route.params;
   const filters = { resource: p.get('resource') ?? '', principal: p.get('principal') ?? '', status: p.get('status') ?? '', since: p.get('since') ?? '', until: p.get('until') ?? '' };
-  const after = Number(p.get('after') ?? '0') || 0;
+  const before = Number(p.get('before') ?? '0') || 0;
   const input = (name: keyof typeof filters, label: string, type = 'text', placeholder = '') =>
     h('label', { class: 'field' }, h('span', {}, label), h('input', { name, type, value: type === 'datetime-local' ? toLocalInput(filters[name]) : filters[name], placeholder }));
   const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter receipts' },
@@ -41,26 +41,29 @@ export function receiptsPage(route: Route, ctx: PageContext): HTMLElement {
   const status = h('p', { class: 'muted live', id: 'live-status' });
   const pager = h('nav', { class: 'pager', 'aria-label': 'Pages' });
   let timer: number | undefined;
-  let lastCount = -1;
+  let seen: Set<string> | null = null;
   let left = false;
 
   const load = async () => {
     try {
-      const page = await api<{ receipts: Receipt[]; next: number | null }>(`/v1/receipts${q({ ...filters, after: after || undefined, limit: 50 })}`);
+      const page = await api<{ receipts: Receipt[]; next: number | null }>(`/v1/receipts${q({ ...filters, order: 'newest', before: before || undefined, limit: 50 })}`);
       if (left) return;
-      if (lastCount >= 0 && page.receipts.length > lastCount) status.textContent = `${page.receipts.length - lastCount} new receipt(s) just arrived`;
-      lastCount = page.receipts.length;
-      fill(list, table('Receipts', ['Created', 'Status', 'Principal', 'Action', 'Resource', 'Fields', 'Receipt'], page.receipts.map((r) => [
+      const fresh = seen ? page.receipts.filter((r) => !seen!.has(r.receipt_id)) : [];
+      if (fresh.length) status.textContent = `${fresh.length} new receipt(s) just arrived (marked).`;
+      seen = new Set([...(seen ?? []), ...page.receipts.map((r) => r.receipt_id)]);
+      const freshIds = new Set(fresh.map((r) => r.receipt_id));
+      const rendered = table('Receipts', ['Created', 'Status', 'Principal', 'Action', 'Resource', 'Fields', 'Receipt'], page.receipts.map((r) => [
         time(r.created_at), badge(r.status, r.status), principalLink(r.principal), r.action, h('code', {}, r.resource_key), r.fields.join(', '), receiptLink(r.receipt_id, r.receipt_id.slice(0, 13)),
-      ]), { empty: 'No receipt matches.' }));
-      const prevAfter = p.get('prev');
+      ]), { empty: 'No receipt matches.' });
+      rendered.querySelectorAll('tbody tr').forEach((tr, i) => { if (freshIds.has(page.receipts[i]!.receipt_id)) tr.classList.add('fresh'); });
+      fill(list, rendered);
       fill(pager,
-        after > 0 ? h('a', { href: hrefWith(route, { after: prevAfter ?? '', prev: '' }), class: 'button' }, '← Earlier') : null,
-        page.next !== null ? h('a', { href: hrefWith(route, { after: String(page.next), prev: after ? String(after) : '' }), class: 'button' }, 'Later →') : null);
-      if (page.next === null) {
-        if (!status.textContent) status.textContent = 'Live: new receipts appear here as they are written.';
+        before > 0 ? h('a', { href: hrefWith(route, { before: '' }), class: 'button' }, '← Newest') : null,
+        page.next !== null ? h('a', { href: hrefWith(route, { before: String(page.next) }), class: 'button' }, 'Older →') : null);
+      if (before === 0) {
+        if (!status.textContent) status.textContent = 'Live: new receipts appear at the top as they are written.';
         timer = window.setTimeout(load, POLL_MS);
-      } else status.textContent = '';
+      }
     } catch (e) {
       fill(list, errorBox(e));
     }
