@@ -21,7 +21,10 @@ export async function api<T>(path: string, init: { method?: string; body?: unkno
   }
   if (!res.ok) {
     const p = (body ?? {}) as { code?: string; detail?: string };
-    throw new ApiError(res.status, p.code ?? `HTTP_${res.status}`, p.detail ?? res.statusText);
+    const err = new ApiError(res.status, p.code ?? `HTTP_${res.status}`, p.detail ?? res.statusText);
+    // The session ended (expired, signed out elsewhere, principal revoked): back to the sign-in page.
+    if (res.status === 401 && !path.startsWith('/v1/console/session')) window.dispatchEvent(new CustomEvent('writ:session-ended', { detail: err }));
+    throw err;
   }
   return body as T;
 }

@@ -92,6 +92,11 @@ async function start(): Promise<void> {
   });
   fill(who, principalForm, h('span', { class: 'session' }, h('span', { class: 'muted' }, 'Signed in as '), h('strong', {}, session.principal), session.auditor ? ' (auditor)' : ' (own records only)'), signOut);
   window.addEventListener('hashchange', () => { if (location.hash.startsWith('#/')) render(session); });
+  window.addEventListener('writ:session-ended', (ev) => {
+    for (const fn of leaving) fn();
+    leaving = [];
+    signedOut((ev as CustomEvent).detail);
+  });
   if (!location.hash || location.hash === '#' || location.hash === '#/') history.replaceState(null, '', `${location.pathname}#/receipts`);
   render(session);
 }

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -178,6 +178,14 @@ describe('the console in a real browser', () => {
     await tab.goto(url);
     await expect.poll(() => tab.locator('#chain-edges').textContent()).toContain('g-orchestrator');
     await tab.close();
+    // One click exports the chain for an incident report.
+    const [svg] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export SVG' }).click()]);
+    expect(svg.suggestedFilename()).toMatch(/^receipt-rcpt_.*-chain\.svg$/);
+    const svgText = readFileSync((await svg.path())!, 'utf8');
+    expect(svgText).toMatch(/^<svg xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+    for (const label of ['governance', 'orchestrator', 'seo-agent-7', 'g-orchestrator (grant)', 'd-orch-seo (delegate)']) expect(svgText).toContain(label);
+    const [png] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export PNG' }).click()]);
+    expect(readFileSync((await png.path())!).subarray(1, 4).toString()).toBe('PNG');
     await shoot('receipt');
   });
 
@@ -262,6 +270,15 @@ describe('the console in a real browser', () => {
     const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select')].filter((el: any) => !el.labels?.length && !el.getAttribute('aria-label')).map((el: any) => el.outerHTML));
     expect(unlabelled).toEqual([]);
     expect(cspViolations).toEqual([]);
+  });
+
+  it('signing out returns to the sign-in page and the cookie no longer reads', async () => {
+    await page.goto(`${server.url}/console/#/receipts`);
+    await page.locator('#sign-out').click();
+    await expect.poll(() => page.locator('.signin h1').textContent()).toContain('Sign in');
+    const status = await page.evaluate(async () => (await fetch('/v1/receipts')).status);
+    expect(status).toBe(401);
+    await shoot('signed-out');
   });
 });
 
