@@ -12,7 +12,8 @@ const SESSION_WRITES = new Set(['POST /v1/impact', 'POST /v1/console/session', '
 
 /** Routes a non-auditor's session may call; each narrows its answer to the session's principal. */
 export const OWN_READS = new Set([
-  'GET /v1/receipts', 'GET /v1/receipts/:id', 'GET /v1/receipts/:id/why', 'GET /v1/principals/:id/capabilities', 'GET /v1/principals/:id',
+  'GET /v1/receipts', 'GET /v1/receipts/:id', 'GET /v1/receipts/:id/why', 'GET /v1/principals/:id/capabilities',
+  'GET /v1/audit/expiring', 'GET /v1/audit/orphans',
   'POST /v1/impact', 'GET /v1/console/session', 'DELETE /v1/console/session',
 ]);
 

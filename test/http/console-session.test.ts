@@ -107,9 +107,12 @@ describe('the session cookie as a credential of the public API', () => {
     expect((await get(seo, '/v1/receipts?principal=content-agent-3')).body.code).toBe('NOT_FOUND');
     expect((await get(seo, '/v1/principals/seo-agent-7/capabilities')).status).toBe(200);
     expect((await get(seo, '/v1/principals/content-agent-3/capabilities')).body.code).toBe('FORBIDDEN');
-    for (const url of ['/v1/graph', '/v1/graph/events', '/v1/leases', '/v1/audit/verify', '/v1/audit/orphans', '/v1/edges/d-orch-seo']) {
+    for (const url of ['/v1/graph', '/v1/graph/events', '/v1/graph/diff?from=1', '/v1/leases', '/v1/leases/queues', '/v1/incidents', '/v1/audit/verify', '/v1/edges/d-orch-seo', '/v1/principals/seo-agent-7']) {
       expect((await get(seo, url)).body.code, url).toBe('FORBIDDEN');
     }
+    // Its own delegations only: orphans and expiring edges are narrowed to it.
+    expect((await get(seo, '/v1/audit/orphans')).status).toBe(200);
+    expect((await get(seo, '/v1/audit/expiring?principal=editor-alice')).body.code).toBe('NOT_FOUND');
     // The same principal with a signed assertion (an agent's credential) is not narrowed: the narrowing is the console's.
     expect((await h.call('seo-agent-7', { method: 'GET', url: '/v1/receipts' })).body.receipts).toHaveLength(2);
   });

@@ -103,7 +103,9 @@ export function principalPage(route: Route, ctx: PageContext): HTMLElement {
       const e = events[initial]!;
       void loadAt(e.at, h('span', {}, 'Just after revision ', String(e.revision), ' (', time(e.at), ')'));
     } catch (e) {
-      fill(sliderBox, errorBox(e));
+      fill(sliderBox, (e as { code?: string }).code === 'FORBIDDEN'
+        ? h('p', { class: 'notice' }, 'The time slider reads the whole graph\'s event log: it needs an audit grant (audit_read on audit:principal:*).')
+        : errorBox(e));
     }
     const edgeRows = (edges: Edge[]) => edges.map((e) => [edgeLink(e.id), e.kind, h('span', {}, principalLink(e.from), ' → ', principalLink(e.to)), time(e.expires_at), e.reason]);
     try {

@@ -17,10 +17,18 @@ const isoOrNull = { type: ['string', 'null'], format: 'date-time', description: 
 const strings = { type: 'array', items: { type: 'string' } } as const;
 const edges = (description: string) => ({ type: 'array', items: ref('Edge'), description });
 
-/** A console session of a principal without an audit grant reads only what is its own (receipts, capabilities). */
+/** A console session of a principal without an audit grant reads only what is its own (receipts, capabilities, its delegations). */
 export function checkOwn(request: FastifyRequest, principal: string, what: string): void {
   const s = request.consoleSession;
   if (s && !s.auditor && s.principal !== principal) throw new WritError('NOT_FOUND', `no ${what} of ${s.principal}'s own here`);
+}
+
+/** The `principal` filter of a list: a non-auditor's session may only ask about itself, and asks about itself when it names nobody. */
+function ownFilter(request: FastifyRequest, principal: string | undefined): string | undefined {
+  const s = request.consoleSession;
+  if (!s || s.auditor) return principal;
+  if (principal !== undefined) checkOwn(request, principal, 'delegations');
+  return s.principal;
 }
 
 export function registerAuditReadRoutes(app: FastifyInstance): void {
@@ -163,11 +171,11 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
         type: 'object', additionalProperties: false,
         properties: { within_ms: { type: 'integer', minimum: 1, description: 'the window, default 7 days' }, principal: { type: 'string', description: 'only edges from or to this principal' } },
       },
-      response: { 200: { type: 'object', description: 'The edges', required: ['edges'], properties: { edges: edges('soonest first') } }, ...errorResponses([...WITH_INPUT, ...AUTHENTICATED]) },
+      response: { 200: { type: 'object', description: 'The edges', required: ['edges'], properties: { edges: edges('soonest first') } }, ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'NOT_FOUND']) },
     },
   }, async (request) => {
     await app.caller(request);
-    const p = request.query.principal;
+    const p = ownFilter(request, request.query.principal);
     const found = await expiringEdges(ctx, request.query.within_ms ?? 7 * 86_400_000);
     return { edges: found.filter((e) => p === undefined || e.from === p || e.to === p).map(edgeToWire) };
   });
@@ -181,12 +189,12 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
           type: 'object', description: 'The orphans, by edge id', required: ['orphans'],
           properties: { orphans: { type: 'array', items: { type: 'object', required: ['edge', 'violations'], properties: { edge: ref('Edge'), violations: strings } } } },
         },
-        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED']),
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED', 'NOT_FOUND']),
       },
     },
   }, async (request) => {
     await app.caller(request);
-    const p = request.query.principal;
+    const p = ownFilter(request, request.query.principal);
     const found = await orphanedDelegations(ctx);
     return { orphans: found.filter((o) => p === undefined || o.edge.from === p || o.edge.to === p).map((o) => ({ edge: edgeToWire(o.edge), violations: o.violations })) };
   });
