@@ -67,14 +67,21 @@ export function drawGraph(container: HTMLElement, nodes: { id: string; kind?: st
   });
   const layout = cy.layout({ name: 'dagre', rankDir: 'LR', nodeSep: 18, rankSep: 90, edgeSep: 8, padding: 16, fit: true } as cytoscape.LayoutOptions);
   // A large graph fitted whole is a smudge: start at a readable zoom on governance, then pan and zoom.
-  layout.one('layoutstop', () => {
+  // A small one (a receipt's chain) is not blown up past its natural size.
+  const frame = () => {
     if (cy.zoom() < READABLE_ZOOM) {
       const root = cy.$id('p:governance');
       cy.zoom(0.75);
       if (root.nonempty()) cy.center(root);
+    } else if (cy.zoom() > 1.25) {
+      cy.zoom(1.25);
+      cy.center();
     }
-  });
+  };
+  layout.one('layoutstop', frame);
   layout.run();
+  // A small drawing follows its box (a phone turned, a window narrowed); a large one keeps where the reader panned.
+  if (cy.nodes().length <= 40) cy.on('resize', () => { cy.fit(undefined, 16); frame(); });
   if (onEdge) cy.on('tap', 'edge', (evt) => { const id = evt.target.data('edgeId') as string; const e = edges.find((x) => x.edge.id === id); if (e) onEdge(e.edge); });
   if (onNode) cy.on('tap', 'node', (evt) => onNode((evt.target.id() as string).slice(2)));
   return cy;
