@@ -8,7 +8,9 @@ import { WritError } from '../errors.js';
  *   parser (prototype-poisoning keys refused);
  * - every string of the body, the query, the path parameters and the headers must be well-formed
  *   Unicode: a lone UTF-16 surrogate (`"\ud800"`) is refused here, since the policy engine, the
- *   store and the hash chain all expect strings that encode to UTF-8 and back unchanged.
+ *   store and the hash chain all expect strings that encode to UTF-8 and back unchanged;
+ * - no string may hold U+0000 (NUL): PostgreSQL's text cannot store it, and a request must be
+ *   taken, or refused, the same way whichever engine is behind the service.
  */
 export function guardInput(app: FastifyInstance, options: { maxDepth: number; bodyLimit: number }): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
@@ -38,18 +40,30 @@ function assertWellFormedRequest(request: FastifyRequest): void {
   assertWellFormed(request.body, 'body');
 }
 
-/** Throws MALFORMED_REQUEST naming the first string (value or key) that is not well-formed UTF-16. */
+/** Throws MALFORMED_REQUEST naming the first string (value or key) that is not well-formed UTF-16 or holds a NUL. */
 export function assertWellFormed(value: unknown, where: string): void {
   const bad = firstIllFormed(value, '');
-  if (bad !== null) throw new WritError('MALFORMED_REQUEST', `${where}${bad}: contains a lone UTF-16 surrogate (not well-formed Unicode)`);
+  if (bad === null) return;
+  const what = bad.nul ? 'contains U+0000 (NUL), which Writ does not accept in any string' : 'contains a lone UTF-16 surrogate (not well-formed Unicode)';
+  throw new WritError('MALFORMED_REQUEST', `${where}${bad.path}: ${what}`);
 }
 
 // With the u flag a surrogate pair is one code point, so only an unpaired half matches.
-const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+const REFUSED = /[\uD800-\uDFFF]|\u0000/u;
+
+interface IllFormed {
+  path: string;
+  nul: boolean;
+}
+
+function illFormed(s: string, path: string): IllFormed | null {
+  const m = REFUSED.exec(s);
+  return m === null ? null : { path, nul: m[0] === '\u0000' };
+}
 
 // The body's depth is bounded before this runs (the parser), the query, params and headers are flat.
-function firstIllFormed(value: unknown, path: string): string | null {
-  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? path : null;
+function firstIllFormed(value: unknown, path: string): IllFormed | null {
+  if (typeof value === 'string') return illFormed(value, path);
   if (value === null || typeof value !== 'object') return null;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
@@ -59,7 +73,8 @@ function firstIllFormed(value: unknown, path: string): string | null {
     return null;
   }
   for (const [key, v] of Object.entries(value)) {
-    if (LONE_SURROGATE.test(key)) return `${path}/${JSON.stringify(key).slice(1, -1)}`;
+    const badKey = illFormed(key, `${path}/${JSON.stringify(key).slice(1, -1)}`);
+    if (badKey !== null) return badKey;
     const bad = firstIllFormed(v, `${path}/${key}`);
     if (bad !== null) return bad;
   }

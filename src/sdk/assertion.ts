@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, SignJWT, type CryptoKey, type JWK } from 'jose';
+import { importJWK, SignJWT, type CryptoKey, type JWK } from 'jose';
+export { generatePrincipalKeyPair, type PrincipalKeyPair } from '../wire/principal-keys.js';
 
 /**
  * Caller assertions: the short-lived JWT a caller sends as `Authorization: Bearer …` to prove it is
@@ -21,11 +22,6 @@ export interface CallerAssertionOptions {
   now?: number;
   /** Extra claims (e.g. `approve` in an approval assertion). */
   claims?: Record<string, unknown>;
-}
-
-export interface PrincipalKeyPair {
-  publicJwk: JWK & { kid: string };
-  privateJwk: JWK & { kid: string };
 }
 
 /** The JWS algorithm a key signs assertions with: EdDSA for OKP Ed25519, ES256 for EC P-256. */
@@ -60,18 +56,6 @@ export async function createCallerAssertion(options: CallerAssertionOptions): Pr
     .setExpirationTime(iat + Math.ceil(ttlSeconds))
     .setJti(options.jti ?? randomUUID())
     .sign(await key);
-}
-
-/** A new Ed25519 key pair for a principal; `kid` defaults to the RFC 7638 thumbprint. */
-export async function generatePrincipalKeyPair(kid?: string): Promise<PrincipalKeyPair> {
-  const { privateKey } = await generateKeyPair('Ed25519', { extractable: true });
-  const full = await exportJWK(privateKey);
-  const id = kid ?? (await calculateJwkThumbprint(full));
-  const { kty, crv, x } = full;
-  return {
-    publicJwk: { kty, crv, x, kid: id, alg: 'EdDSA', use: 'sig' },
-    privateJwk: { ...full, kid: id, alg: 'EdDSA', use: 'sig' },
-  };
 }
 
 /** What an approver signs off: this principal may do this action on this resource in this environment. */

@@ -1,6 +1,6 @@
 import { chmodSync, existsSync, readFileSync, writeFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { generatePrincipalKeyPair } from '../sdk/assertion.js';
+import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
 import { GOVERNANCE_ID, type PublicJwk } from '../graph/model.js';
 import { commitGraphChange } from './graph-changes.js';
 import type { WritContext } from './context.js';

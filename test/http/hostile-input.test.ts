@@ -80,6 +80,17 @@ describe('lone UTF-16 surrogates are refused at the edge', () => {
   });
 });
 
+describe('U+0000 (NUL) is refused at the edge, whichever engine is behind (PostgreSQL text cannot hold it)', () => {
+  it('in a write payload', async () => {
+    const r = await refused('seo-agent-7', post('/v1/actions', '{"action":"update_post","resource":"wp:post:1024","fields":["title"],"payload":{"title":"a\\u0000b"}}'), 400, 'MALFORMED_REQUEST');
+    expect(r.body.detail).toMatch(/body\/payload\/title: contains U\+0000/);
+  });
+  it('in a delegation reason', () =>
+    refused('governance', post('/v1/delegations', '{"from":"orchestrator","to":"seo-agent-7","reason":"bad \\u0000 reason","scope":{"actions":["update_post"],"resources":["wp:post:*"]}}'), 400, 'MALFORMED_REQUEST'));
+  it('in an object key', () =>
+    refused('governance', post('/v1/principals', '{"id":"p-nul","kind":"agent","keys":[],"attributes":{"te\\u0000am":1}}'), 400, 'MALFORMED_REQUEST'));
+});
+
 describe('JSON nesting depth is limited (WRIT_JSON_MAX_DEPTH, 64 by default)', () => {
   it('a write payload nested 4,100 deep (~25 KB, under the body limit) is 400 NESTING_TOO_DEEP', async () => {
     const text = `{"action":"update_post","resource":"wp:post:1024","fields":["title"],"payload":{"title":${nested(4100)}}}`;
