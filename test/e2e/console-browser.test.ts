@@ -37,6 +37,8 @@ let loginLink: string;
 let beforeTemp: number;
 let head: number;
 const cspViolations: string[] = [];
+/** Waits for the page (10 s: the machines are shared and slow at times). */
+const poll = <T>(fn: () => T | Promise<T>) => expect.poll(fn, { timeout: 10_000, interval: 100 });
 
 async function shoot(name: string, p: Page = page, scrollTo?: string): Promise<void> {
   await p.setViewportSize({ width: 1280, height: 800 });
@@ -104,7 +106,7 @@ describe('the console in a real browser', () => {
     expect(csp).toContain("style-src 'self'");
     expect(csp).not.toContain('unsafe-inline');
     expect(csp).not.toMatch(/https?:/);
-    await expect.poll(() => page.locator('.session').textContent()).toContain('governance');
+    await poll(() => page.locator('.session').textContent()).toContain('governance');
     // The token left the address bar at once.
     expect(page.url()).not.toContain('login=');
     expect(page.url()).toMatch(/#\/receipts$/);
@@ -118,7 +120,7 @@ describe('the console in a real browser', () => {
     const p2 = await other.newPage();
     watch(p2);
     await p2.goto(loginLink);
-    await expect.poll(() => p2.locator('.error').textContent()).toContain('LOGIN_LINK_SPENT');
+    await poll(() => p2.locator('.error').textContent()).toContain('LOGIN_LINK_SPENT');
     await shoot('sign-in-refused', p2);
     await other.close();
 
@@ -129,11 +131,11 @@ describe('the console in a real browser', () => {
     const agent = await browser.newContext();
     const p3 = await agent.newPage();
     await p3.goto(cliLink.url);
-    await expect.poll(() => p3.locator('.session').textContent()).toContain('seo-agent-7');
+    await poll(() => p3.locator('.session').textContent()).toContain('seo-agent-7');
     // Without an audit grant: its own receipts only, and no whole-graph view.
-    await expect.poll(() => p3.locator('#receipt-list').textContent()).toContain('seo-agent-7');
+    await poll(() => p3.locator('#receipt-list').textContent()).toContain('seo-agent-7');
     await p3.goto(`${server.url}/console/#/graph`);
-    await expect.poll(() => p3.locator('.error').first().textContent()).toContain('FORBIDDEN');
+    await poll(() => p3.locator('.error').first().textContent()).toContain('FORBIDDEN');
     await agent.close();
   });
 
@@ -148,7 +150,7 @@ describe('the console in a real browser', () => {
 
   it('opens a receipt from the timeline and shows its chain with the right edges', async () => {
     await page.goto(`${server.url}/console/#/receipts`);
-    await expect.poll(() => page.locator('#receipt-list tbody tr').count()).toBe(2);
+    await poll(() => page.locator('#receipt-list tbody tr').count()).toBe(2);
     const [newest, oldest] = await page.locator('#receipt-list tbody tr td:nth-child(5)').allTextContents();
     expect([newest, oldest]).toEqual(['wp:post:2048', 'wp:post:1024']);
     expect(await page.locator('#live-status').textContent()).toContain('Live');
@@ -165,18 +167,18 @@ describe('the console in a real browser', () => {
     expect(title).toMatch(/UTC$/);
     await shoot('receipts');
     await page.locator('#receipt-list tbody tr').first().locator('a[href^="#/receipt/"]').click();
-    await expect.poll(() => page.locator('#chain-edges').textContent()).toContain('d-orch-seo');
+    await poll(() => page.locator('#chain-edges').textContent()).toContain('d-orch-seo');
     const edges = await page.locator('#chain-edges tbody tr td:first-child').allTextContents();
     expect(edges).toEqual(['g-orchestrator', 'd-orch-seo']);
     expect(await page.locator('#chain-graph canvas').count()).toBeGreaterThan(0);
-    await expect.poll(() => page.locator('#chain-verdict').textContent()).toContain('Verified');
+    await poll(() => page.locator('#chain-verdict').textContent()).toContain('Verified');
     expect(await page.locator('#versions').textContent()).toBe('0 → 1');
     // The deep link opens the same view in a fresh tab.
     const url = page.url();
     expect(url).toMatch(/#\/receipt\/rcpt_[0-9a-f-]+$/);
     const tab = await context.newPage();
     await tab.goto(url);
-    await expect.poll(() => tab.locator('#chain-edges').textContent()).toContain('g-orchestrator');
+    await poll(() => tab.locator('#chain-edges').textContent()).toContain('g-orchestrator');
     await tab.close();
     // One click exports the chain for an incident report.
     const [svg] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export SVG' }).click()]);
@@ -198,15 +200,15 @@ describe('the console in a real browser', () => {
     // Keyboard only: focus the slider, End = the latest event (the revocation).
     await slider.focus();
     await page.keyboard.press('End');
-    await expect.poll(() => page.locator('#slider-label').textContent()).toContain(`Revision ${head}`);
-    await expect.poll(() => page.locator('#caps-at').textContent()).toContain(`revision ${head}`);
+    await poll(() => page.locator('#slider-label').textContent()).toContain(`Revision ${head}`);
+    await poll(() => page.locator('#caps-at').textContent()).toContain(`revision ${head}`);
     expect(await validRow()).toBe(false);
     await page.keyboard.press('ArrowLeft');
-    await expect.poll(() => page.locator('#caps-at').textContent()).toContain(`revision ${head - 1}`);
-    await expect.poll(validRow).toBe(true);
+    await poll(() => page.locator('#caps-at').textContent()).toContain(`revision ${head - 1}`);
+    await poll(validRow).toBe(true);
     await shoot('principal-at-delegation');
     await page.keyboard.press('ArrowLeft');
-    await expect.poll(() => page.locator('#caps-at').textContent()).toContain(`revision ${beforeTemp}`);
+    await poll(() => page.locator('#caps-at').textContent()).toContain(`revision ${beforeTemp}`);
     expect(await row().count()).toBe(0);
     // Now (not at a past time) it is gone as well.
     expect(await page.locator('#caps-now-table').textContent()).not.toMatch(/d-orch-seo-staging[^]*\bvalid\b(?! )/);
@@ -216,14 +218,14 @@ describe('the console in a real browser', () => {
 
   it('opens the graph diff between two revisions: the delegation added and revoked', async () => {
     await page.goto(`${server.url}/console/#/graph?from=${beforeTemp}&to=${head}`);
-    await expect.poll(() => page.locator('#diff-table').textContent()).toContain('d-orch-seo-staging');
+    await poll(() => page.locator('#diff-table').textContent()).toContain('d-orch-seo-staging');
     const changes = await page.locator('#diff-table tbody tr').allTextContents();
     expect(changes.some((t) => t.startsWith('added') && t.includes('d-orch-seo-staging'))).toBe(true);
     expect(changes.some((t) => t.startsWith('revoked') && t.includes('d-orch-seo-staging'))).toBe(true);
     expect(await page.locator('#authority-graph canvas').count()).toBeGreaterThan(0);
     await shoot('graph-diff', page, '#authority-graph');
     await page.goto(`${server.url}/console/#/graph`);
-    await expect.poll(() => page.locator('#graph-info').textContent()).toContain(`Graph revision ${head}`);
+    await poll(() => page.locator('#graph-info').textContent()).toContain(`Graph revision ${head}`);
     await shoot('graph');
   });
 
@@ -247,13 +249,14 @@ describe('the console in a real browser', () => {
     const waiting = alice.acquireLease([await alice.decide({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'] })], { ttlMs: 5_000, waitMs: 15_000 });
     waiting.catch(() => undefined); // awaited below; a failure must not surface as an unhandled rejection first
     await page.goto(`${server.url}/console/#/coordination`);
-    await expect.poll(() => page.locator('#leases').textContent()).toContain('seo-agent-7');
+    await poll(() => page.locator('#leases').textContent()).toContain('seo-agent-7');
     const row = await page.locator('#leases tbody tr', { hasText: 'wp:post:1024#title' }).textContent();
     expect(row).toContain('HELD');
     expect(row).toContain(String(held.epochs['wp:post:1024#title']));
-    await expect.poll(() => page.locator('#queues').textContent()).toContain('editor-alice');
+    // The view refreshes every 3 s; the waiter may join the queue just after a refresh.
+    await expect.poll(() => page.locator('#queues').textContent(), { timeout: 10_000 }).toContain('editor-alice');
     await page.locator('#show-free').check();
-    await expect.poll(() => page.locator('#leases').textContent()).toContain('wp:post:2048#title');
+    await expect.poll(() => page.locator('#leases').textContent(), { timeout: 10_000 }).toContain('wp:post:2048#title');
     await shoot('coordination');
     await seo.releaseLease(held);
     const next = await waiting;
@@ -290,7 +293,7 @@ describe('the console in a real browser', () => {
   it('signing out returns to the sign-in page and the cookie no longer reads', async () => {
     await page.goto(`${server.url}/console/#/receipts`);
     await page.locator('#sign-out').click();
-    await expect.poll(() => page.locator('.signin h1').textContent()).toContain('Sign in');
+    await poll(() => page.locator('.signin h1').textContent()).toContain('Sign in');
     const status = await page.evaluate(async () => (await fetch('/v1/receipts')).status);
     expect(status).toBe(401);
     await shoot('signed-out');
