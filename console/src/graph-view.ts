@@ -65,7 +65,10 @@ export function drawGraph(container: HTMLElement, nodes: { id: string; kind?: st
       { selector: 'node.picked', style: { 'border-width': 3, 'border-color': '#f59e0b' } },
     ],
   });
-  const layout = cy.layout({ name: 'dagre', rankDir: 'LR', nodeSep: 18, rankSep: 90, edgeSep: 8, padding: 16, fit: true } as cytoscape.LayoutOptions);
+  // Ranks far enough apart for the edge labels between them (where labels are shown at all).
+  const longest = edges.length > 120 ? 0 : Math.max(0, ...edges.map((e) => (e.label ?? e.edge.id).length));
+  const rankSep = Math.max(90, longest * 6 + 40);
+  const layout = cy.layout({ name: 'dagre', rankDir: 'LR', nodeSep: 18, rankSep, edgeSep: 8, padding: 16, fit: true } as cytoscape.LayoutOptions);
   // A large graph fitted whole is a smudge: start at a readable zoom on governance, then pan and zoom.
   // A small one (a receipt's chain) is not blown up past its natural size.
   const frame = () => {

@@ -189,6 +189,7 @@ describe('the console in a real browser', () => {
     const [png] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export PNG' }).click()]);
     expect(readFileSync((await png.path())!).subarray(1, 4).toString()).toBe('PNG');
     await shoot('receipt');
+    await shoot('receipt-chain', page, '#chain-graph');
   });
 
   it('moves the time slider across a revocation: the capability appears, then disappears', async () => {
