@@ -34,3 +34,12 @@ npx tsc -p tsconfig.json
 
 say "building the policy bundle"
 node dist/src/cli/main.js policy build >&2
+
+say "building the web console (esbuild)"
+node scripts/build-console.mjs
+
+# Debian's chromium, for the console's browser tests (playwright-core drives it; no browser download).
+# Only those tests need it: without it the service still runs, and the tests fail saying what to install.
+if ! bash scripts/ensure-chromium.sh >/dev/null; then
+  say "WARNING: no chromium (see above): test/e2e/console-browser.test.ts will fail until it is installed"
+fi

@@ -17,6 +17,7 @@ echo "$rego_out" | tail -n 2
 rego_passed="$(echo "$rego_out" | sed -n 's/^PASS: \([0-9]*\)\/.*/\1/p')"
 echo "== tsc (sources and tests)"
 npx tsc -p tsconfig.test.json
+npx tsc -p console/tsconfig.json
 echo "== OpenAPI lint (spectral, .spectral.yaml; warnings fail)"
 mkdir -p build
 node dist/scripts/openapi-document.js > build/openapi.json

@@ -24,6 +24,9 @@ export const ERROR_CATALOGUE = {
   ALREADY_EXISTS: { status: 409, title: 'Already exists', meaning: 'An object with that id exists with different content (manifests are applied idempotently only for identical objects).' },
   // callers
   UNAUTHENTICATED: { status: 401, title: 'Unauthenticated', meaning: 'The caller assertion is missing, malformed, expired, replayed, not signed by a key of its principal, or its principal is revoked.' },
+  LOGIN_LINK_INVALID: { status: 401, title: 'Login link invalid', meaning: 'The console login link (`writ console`) is malformed, expired, not signed by a Writ key, or names a principal that is unknown or revoked. Ask for a new link.' },
+  LOGIN_LINK_SPENT: { status: 401, title: 'Login link already used', meaning: 'A console login link signs in once; this one was already exchanged for a session (by you, or by whoever else saw the link). Ask for a new link with `writ console`.' },
+  SESSION_READ_ONLY: { status: 403, title: 'Console session is read-only', meaning: 'A console session cookie authenticates reads only (GET, and POST /v1/impact, which computes without changing anything). Anything that changes state needs a signed caller assertion. Nothing was changed.' },
   FORBIDDEN: { status: 403, title: 'Forbidden', meaning: 'The authenticated caller may not perform this administrative act (e.g. only governance may create grants).' },
   // authority
   ATTENUATION_VIOLATION: { status: 403, title: 'Attenuation violation', meaning: 'A delegation would give more than its delegator holds; the message names the dimension and the values that exceed.' },

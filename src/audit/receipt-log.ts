@@ -174,7 +174,9 @@ export class ReceiptLog {
   }
 
   query(q: ReceiptQuery = {}): Promise<ReceiptPage> {
-    return this.page({ resource: q.resource, principal: q.principal, status: q.status, after: q.after }, q.limit ?? DEFAULT_LIMIT);
+    return this.page({
+      resource: q.resource, principal: q.principal, status: q.status, after: q.after, before: q.before, newestFirst: q.newestFirst, createdAtOrAfter: q.since, createdAtOrBefore: q.until,
+    }, q.limit ?? DEFAULT_LIMIT);
   }
 
   /** Receipts still PENDING, oldest first; `createdAtOrBefore` leaves out writes that may still be in flight. */

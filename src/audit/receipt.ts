@@ -142,6 +142,12 @@ export interface ReceiptQuery {
   status?: ReceiptStatus;
   /** Receipts whose first entry has a seq greater than this (the `next` of the previous page). */
   after?: number;
+  /** Newest first: then `before` (the `next` of the previous page) pages back in time, and `after` is not allowed. */
+  newestFirst?: boolean;
+  before?: number;
+  /** Receipts created at or after / at or before these times (ms). */
+  since?: number;
+  until?: number;
   /** Default 100, at most 1000. */
   limit?: number;
 }

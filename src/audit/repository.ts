@@ -98,6 +98,11 @@ export interface ReceiptFilter {
   status?: ReceiptStatus;
   after?: number;
   createdAtOrBefore?: number;
+  createdAtOrAfter?: number;
+  /** Receipts whose first entry has a seq below this (paging newest first). */
+  before?: number;
+  /** Newest first (descending first seq) instead of chain order. */
+  newestFirst?: boolean;
   limit: number;
 }
 

@@ -10,7 +10,7 @@ import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { findOpa } from './opa.js';
 import { formatCapabilities, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
-import { serve } from './serve.js';
+import { consoleLoginLink, serve } from './serve.js';
 import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, receiptToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
@@ -116,6 +116,22 @@ export const COMMANDS: Command[] = [
       });
       return 0;
     },
+  },
+  {
+    name: 'console',
+    summary: 'print a one-time login link to the web console (for governance, or --principal ID)',
+    usage: '[--principal ID] [--url BASE] [--port N] [--host H] [--json]',
+    options: { principal: { type: 'string' }, url: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, json: { type: 'boolean' } },
+    run: ({ values }) =>
+      withWrit(values, async (w) => {
+        const principal = (values.principal as string | undefined) ?? GOVERNANCE_ID;
+        const link = await consoleLoginLink(w.ctx, principal, values.url as string | undefined);
+        print({ principal, url: link.url, expires_at: toWireTime(link.expires_at), auditor: link.auditor }, values.json, () => [
+          `console login link for ${principal} (works once, until ${toWireTime(link.expires_at)}${link.auditor ? '' : '; no audit grant: shows only its own receipts and capabilities'}):`,
+          `  ${link.url}`,
+        ].join('\n'));
+        return 0;
+      }),
   },
   {
     name: 'graph apply',

@@ -1,7 +1,14 @@
 import type { WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
-import { applyManifest, openWrit, readManifest, reconcileReceipts } from '../service/index.js';
+import { applyManifest, issueLoginToken, openWrit, readManifest, reconcileReceipts, type WritContext } from '../service/index.js';
+
+/** A one-time console login link: the token rides in the fragment, so it reaches no server log nor Referer. */
+export async function consoleLoginLink(ctx: WritContext, principal: string, base?: string): Promise<{ url: string; expires_at: number; auditor: boolean }> {
+  const t = await issueLoginToken(ctx, principal);
+  const origin = (base ?? `http://${ctx.config.host}:${ctx.config.port}`).replace(/\/+$/, '');
+  return { url: `${origin}/console/#login=${t.token}`, expires_at: t.expires_at, auditor: t.auditor };
+}
 
 export interface ServeOptions {
   graphFile?: string | undefined;
@@ -71,6 +78,9 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     stopped = true;
     clearTimeout(checkpointTimer);
   });
+  // Printed before "listening on" (which tools wait for), so whoever reads that line has the link too.
+  const link = await consoleLoginLink(w.ctx, GOVERNANCE_ID, `http://${config.host}:${config.port}`);
+  say(`[writ] console (one-time login link for governance, valid 10 min; \`writ console\` prints another): ${link.url}`);
   await app.listen({ port: config.port, host: config.host });
   void reconcile();
   if (config.receiptCheckpointIntervalMs > 0) {

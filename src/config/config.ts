@@ -17,6 +17,8 @@ export interface WritConfig {
   /** Rego sources and the directory the built bundle (policy.wasm, data.json, revision) is written to. */
   policiesDir: string;
   bundleDir: string;
+  /** The console's built static assets (scripts/build-console.mjs writes them; `writ serve` serves them at /console). */
+  consoleDir: string;
   /** Audience of caller assertions (who they are addressed to). */
   audience: string;
   /** Audience of decisions (the enforcement point that accepts them). */
@@ -138,6 +140,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     port: int('WRIT_PORT', env.WRIT_PORT, 4000),
     policiesDir: resolve(env.WRIT_POLICIES_DIR ?? 'policies'),
     bundleDir: resolve(env.WRIT_BUNDLE_DIR ?? 'build/policy'),
+    consoleDir: resolve(env.WRIT_CONSOLE_DIR ?? 'build/console'),
     audience: env.WRIT_AUDIENCE ?? 'writ',
     gatewayAudience: env.WRIT_GATEWAY_AUDIENCE ?? 'writ-gateway',
     decisionTtlMs: int('WRIT_DECISION_TTL_MS', env.WRIT_DECISION_TTL_MS, 30_000),

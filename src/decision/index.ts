@@ -25,3 +25,4 @@ export {
   type CallerAuthDeps,
 } from './caller-auth.js';
 export { ReplayGuard, PresentedIds, type SingleUseStore, type SingleUseTx } from './single-use.js';
+export { newConsoleTokenId, signConsoleToken, verifyConsoleToken, type ConsoleClaims, type ConsoleTokenKind } from './console-token.js';

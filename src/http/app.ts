@@ -3,13 +3,16 @@ import swagger from '@fastify/swagger';
 import { releaseAssertion, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/index.js';
-import type { WritContext } from '../service/index.js';
+import { consoleSession, type ConsoleSession, type WritContext } from '../service/index.js';
 import { registerComponents } from './components.js';
 import { guardInput } from './input-guard.js';
 import { createMetrics } from './metrics.js';
 import { boundInflightWrites, claimedPrincipal, drainGate, PrincipalRateLimiter, type Drain } from './overload.js';
 import { queryCoercingValidator } from './query-coercion.js';
 import { sendProblem } from './problem.js';
+import { OWN_READS, sessionCookieOf, sessionMayCall } from './console-auth.js';
+import { registerConsoleRoutes } from './routes/console.js';
+import { registerAuditReadRoutes } from './routes/audit-reads.js';
 import { registerAuthzenRoutes } from './routes/authzen.js';
 import { registerCoordinationRoutes } from './routes/coordination.js';
 import { registerDecisionRoutes } from './routes/decisions.js';
@@ -26,6 +29,10 @@ declare module 'fastify' {
     unspentCaller(request: FastifyRequest): Promise<AuthenticatedCaller>;
     /** Graceful shutdown: refuse new requests (503 OVERLOADED), wait for the admitted ones. */
     writDrain: Drain;
+  }
+  interface FastifyRequest {
+    /** Set when the request was authenticated by the console's session cookie (not a caller assertion). */
+    consoleSession?: ConsoleSession;
   }
 }
 
@@ -70,6 +77,18 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     return caller;
   };
   app.decorate('caller', async (request: FastifyRequest) => {
+    const cookie = request.headers.authorization === undefined ? sessionCookieOf(request.headers.cookie) : undefined;
+    if (cookie !== undefined) {
+      const session = await consoleSession(ctx, cookie);
+      const route = `${request.method} ${request.routeOptions.url ?? ''}`;
+      if (!session.auditor && !OWN_READS.has(route)) {
+        throw new WritError('FORBIDDEN', `${session.principal} holds no audit grant (audit_read on audit:principal:*): its console shows only its own receipts and capabilities`);
+      }
+      // A session is held to its principal's rate like the principal's signed calls.
+      if (limiter && session.principal !== GOVERNANCE_ID) limiter.admit(session.principal);
+      request.consoleSession = session;
+      return session.principal;
+    }
     const deps = await authDeps();
     const caller = await admitted(request, deps);
     await deps.replay.store.readWrite((tx) => spendAssertion(deps.replay, tx, caller, deps.now));
@@ -90,6 +109,13 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
       if (refusal) throw refusal;
     });
   }
+  // A console session reads: anything else is refused before its body is read or anything is done.
+  app.addHook('onRequest', async (request) => {
+    if (request.headers.authorization !== undefined || sessionCookieOf(request.headers.cookie) === undefined) return;
+    if (!sessionMayCall(request.method, request.routeOptions.url)) {
+      throw new WritError('SESSION_READ_ONLY', `a console session may only read (GET, and POST /v1/impact); ${request.method} ${request.routeOptions.url ?? request.url} needs a signed caller assertion`);
+    }
+  });
   boundInflightWrites(app, ctx.config.maxInflightWrites);
   app.setErrorHandler((error, request, reply) => sendProblem(error, request, reply));
   app.setNotFoundHandler((request, reply) =>
@@ -119,17 +145,22 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
         { name: 'Audit', description: 'Receipts and their hash chain; impact analysis' },
         { name: 'Incidents', description: 'Incidents, during which preemption is possible' },
         { name: 'Operations', description: 'Health, readiness, metrics, keys and this document' },
+        { name: 'Console', description: 'The auditor\'s read-only web console at /console and its sign-in with a one-time link (`writ console`)' },
         { name: 'AuthZEN', description: 'The OpenID AuthZEN Authorization API 1.0 front door: evaluations and searches, answered by the same decision use case as POST /v1/decisions' },
       ],
       components: {
         securitySchemes: {
+          consoleSession: {
+            type: 'apiKey', in: 'cookie', name: 'writ_console',
+            description: 'The console\'s session cookie (HttpOnly, SameSite=Strict; from POST /v1/console/session with a one-time link of `writ console`). Reads only: GET routes and POST /v1/impact; anything else answers SESSION_READ_ONLY. A principal without audit_read on audit:principal:* reads only its own receipts and capabilities (FORBIDDEN elsewhere).',
+          },
           callerAssertion: {
             type: 'http', scheme: 'bearer', bearerFormat: 'JWT',
             description: 'A short-lived (at most 5 minutes), single-use JWT signed by one of the caller principal\'s registered keys (EdDSA or ES256): iss = sub = principal id, aud = the Writ audience (default `writ`), a unique jti.',
           },
         },
       },
-      security: [{ callerAssertion: [] }],
+      security: [{ callerAssertion: [] }, { consoleSession: [] }],
     },
     // DELETE bodies are optional everywhere (fastify-swagger marks every body required).
     transformObject: (document) => {
@@ -143,6 +174,8 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   registerOpsRoutes(app, metrics.registry);
   registerGraphRoutes(app);
   registerImpactRoutes(app);
+  registerAuditReadRoutes(app);
+  await registerConsoleRoutes(app);
   registerDecisionRoutes(app);
   registerCoordinationRoutes(app);
   await registerAuthzenRoutes(app);

@@ -38,6 +38,9 @@ function define<C extends ErrorCode>(code: C) {
 }
 
 export const MalformedRequestError = define('MALFORMED_REQUEST');
+export const LoginLinkInvalidError = define('LOGIN_LINK_INVALID');
+export const LoginLinkSpentError = define('LOGIN_LINK_SPENT');
+export const SessionReadOnlyError = define('SESSION_READ_ONLY');
 export const NestingTooDeepError = define('NESTING_TOO_DEEP');
 export const UnsupportedMediaTypeError = define('UNSUPPORTED_MEDIA_TYPE');
 export const PayloadTooLargeError = define('PAYLOAD_TOO_LARGE');
@@ -118,12 +121,16 @@ export type UpstreamTimeoutError = InstanceType<typeof UpstreamTimeoutError>;
 export type NoUpstreamError = InstanceType<typeof NoUpstreamError>;
 export type OverloadedError = InstanceType<typeof OverloadedError>;
 export type InternalError = InstanceType<typeof InternalError>;
+export type LoginLinkInvalidError = InstanceType<typeof LoginLinkInvalidError>;
+export type LoginLinkSpentError = InstanceType<typeof LoginLinkSpentError>;
+export type SessionReadOnlyError = InstanceType<typeof SessionReadOnlyError>;
 
 /** code → class; a test checks that every catalogued code has its class. */
 export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   MALFORMED_REQUEST: MalformedRequestError, NESTING_TOO_DEEP: NestingTooDeepError, UNSUPPORTED_MEDIA_TYPE: UnsupportedMediaTypeError, PAYLOAD_TOO_LARGE: PayloadTooLargeError, UNPROCESSABLE: UnprocessableError,
   UNKNOWN_PRINCIPAL: UnknownPrincipalError, UNKNOWN_RESOURCE: UnknownResourceError, UNKNOWN_EDGE: UnknownEdgeError,
   NOT_FOUND: NotFoundError, ALREADY_EXISTS: AlreadyExistsError, UNAUTHENTICATED: UnauthenticatedError, FORBIDDEN: ForbiddenError,
+  LOGIN_LINK_INVALID: LoginLinkInvalidError, LOGIN_LINK_SPENT: LoginLinkSpentError, SESSION_READ_ONLY: SessionReadOnlyError,
   ATTENUATION_VIOLATION: AttenuationViolationError, OWNERSHIP_CONFLICT: OwnershipConflictError,
   BUDGET_EXCEEDED: BudgetExceededError, POLICY_UNAVAILABLE: PolicyUnavailableError, DECISION_INVALID: DecisionInvalidError,
   DECISION_EXPIRED: DecisionExpiredError, DECISION_MISMATCH: DecisionMismatchError, DECISION_REPLAYED: DecisionReplayedError,

@@ -9,12 +9,12 @@ export {
 export { decide, explain, type DecisionRequestInput, type DecisionOutcome, type DecideOptions, type Explanation } from './decide.js';
 export { evaluateAccess, evaluateAccessBatch, toDecisionRequest } from './authzen.js';
 export { searchSubjects, searchResources, searchActions } from './authzen-search.js';
-export { mayAskAbout, AUDIT_READ, auditKey } from './ask-about.js';
+export { mayAskAbout, checkMayAskAbout, AUDIT_READ, auditKey } from './ask-about.js';
 export { applyManifest, readManifest, type GraphManifest, type ApplyReport } from './manifest.js';
-export { exportGraph, graphAt } from './graph-queries.js';
+export { exportGraph, graphAt, graphEvents, graphDiff, type GraphEventSummary, type GraphDiff } from './graph-queries.js';
 export { canonicalResource, checkResourceType, resourceTypeOf } from './resources.js';
 export { parseTime } from './time.js';
-export { acquireLeases, renewLease, releaseLease, listLeases, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome } from './leases.js';
+export { acquireLeases, renewLease, releaseLease, listLeases, waitQueues, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome } from './leases.js';
 export { declareIncident, resolveIncident, activeIncidents, type Incident } from './incidents.js';
 export { reconcileReceipts } from './reconcile.js';
 export { performAction, type ActionInput, type ActionCredentials, type ActionOutcome, type ActionTimings } from './actions.js';
@@ -22,3 +22,4 @@ export { policyImpact, type PolicyImpactReport, type PolicyImpactOptions, type P
 export { analyseImpact, type ImpactChange, type ImpactReport, type PrincipalImpact, type CapabilityDelta, type LeaseImpact, type EdgeImpact } from './impact.js';
 export { whyReceipt, capabilitiesOf, capabilitiesIn, orphansIn, expiringEdges, orphanedDelegations, type WhyReport, type Capability, type Orphan } from './audit-queries.js';
 export { keyRingCheckpointSigner, signCheckpoint, verifyCheckpoint } from './checkpoint-signer.js';
+export { issueLoginToken, exchangeLoginToken, consoleSession, endConsoleSession, isAuditor, LOGIN_LINK_TTL_MS, CONSOLE_SESSION_TTL_MS, type ConsoleSession } from './console-sessions.js';

@@ -3,7 +3,7 @@ import { callerOf, checkDecisionBinding, isReplayedAssertion, spendAssertion, ve
 import { isEdgeLive } from '../graph/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
-import type { LeaseGrant, LeaseRecord } from '../lease/index.js';
+import type { LeaseGrant, LeaseRecord, WaiterRow } from '../lease/index.js';
 import type { StoreTx } from '../store/contract.js';
 import type { WritContext } from './context.js';
 import { activeIncidents } from './incidents.js';
@@ -179,4 +179,14 @@ export async function releaseLease(ctx: WritContext, who: string | Authenticated
 
 export function listLeases(ctx: WritContext, filter: { key?: string; holder?: string }): Promise<LeaseRecord[]> {
   return ctx.leases.list(filter);
+}
+
+/** The wait queues: every key with live waiters, each in service order (governed priority, then age). */
+export async function waitQueues(ctx: WritContext): Promise<{ key: string; waiters: WaiterRow[] }[]> {
+  const out: { key: string; waiters: WaiterRow[] }[] = [];
+  for (const lease of await ctx.leases.list()) {
+    const waiters = await ctx.leases.waiters(lease.key);
+    if (waiters.length > 0) out.push({ key: lease.key, waiters });
+  }
+  return out;
 }

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CATALOGUE } from '../../src/errors.js';
 import { buildApp } from '../../src/http/index.js';
+import { issueLoginToken } from '../../src/service/index.js';
 import { decideOk, fencing } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { misdeclaredTimes, misplacedTimes, WIRE_TIME } from '../support/wire-times.js';
@@ -248,8 +249,43 @@ describe('the OpenAPI document', () => {
     await call('seo-agent-7', 'POST', '/access/v1/search/action', { payload: { subject: seo, resource: post1 } });
     await call(null, 'POST', '/access/v1/search/action', { payload: { subject: seo, resource: post1 } });
 
+    // The auditor's reads and the console (its pages, its sign-in with a one-time link, the session cookie).
+    await call('governance', 'GET', '/v1/principals/{id}/capabilities', { url: '/v1/principals/seo-agent-7/capabilities' });
+    await call('governance', 'GET', '/v1/principals/{id}/capabilities', { url: `/v1/principals/seo-agent-7/capabilities?at=${encodeURIComponent(new Date(h.clock.now()).toISOString())}` });
+    await call('content-agent-3', 'GET', '/v1/principals/{id}/capabilities', { url: '/v1/principals/seo-agent-7/capabilities' });
+    await call('governance', 'GET', '/v1/principals/{id}/capabilities', { url: '/v1/principals/nobody/capabilities' });
+    await call('governance', 'GET', '/v1/receipts/{id}/why', { url: `/v1/receipts/${written.body.receipt.receipt_id}/why` });
+    await call('governance', 'GET', '/v1/receipts/{id}/why', { url: '/v1/receipts/nope/why' });
+    await call('governance', 'GET', '/v1/receipts', { url: `/v1/receipts?since=${encodeURIComponent(new Date(h.clock.now() - 60_000).toISOString())}` });
+    await call('governance', 'GET', '/v1/receipts', { url: '/v1/receipts?order=newest&limit=1' });
+    await call('governance', 'GET', '/v1/receipts', { url: '/v1/receipts?order=newest&after=1' });
+    await call('governance', 'GET', '/v1/graph/events', { url: '/v1/graph/events?limit=5' });
+    await call('governance', 'GET', '/v1/graph/events', { url: '/v1/graph/events?limit=0' });
+    await call('governance', 'GET', '/v1/graph/diff', { url: '/v1/graph/diff?from=3&to=10' });
+    await call('governance', 'GET', '/v1/graph/diff', { url: '/v1/graph/diff?from=10&to=3' });
+    await call('governance', 'GET', '/v1/graph/diff');
+    await call('governance', 'GET', '/v1/audit/expiring', { url: '/v1/audit/expiring?within_ms=86400000' });
+    await call('governance', 'GET', '/v1/audit/expiring', { url: '/v1/audit/expiring?within_ms=soon' });
+    await call('governance', 'GET', '/v1/audit/orphans');
+    await call(null, 'GET', '/v1/audit/orphans');
+    await call('governance', 'GET', '/v1/leases/queues');
+    await call(null, 'GET', '/v1/leases/queues');
+    await call(null, 'GET', '/console');
+    await call(null, 'GET', '/console/{file}', { url: '/console/app.js' });
+    await call(null, 'GET', '/console/{file}', { url: '/console/..%2Fpackage.json' });
+    const link = await issueLoginToken(h.ctx, 'governance');
+    const opened = await call(null, 'POST', '/v1/console/session', { payload: { token: link.token } });
+    expect(opened.status).toBe(201);
+    await call(null, 'POST', '/v1/console/session', { payload: { token: link.token } });
+    const cookie = { cookie: String(opened.headers['set-cookie']).split(';')[0]! };
+    await call(null, 'GET', '/v1/console/session', { headers: cookie });
+    await call(null, 'GET', '/v1/console/session');
+    await call(null, 'POST', '/v1/grants', { headers: cookie, payload: { id: 'g-by-cookie', to: 'seo-agent-7', reason: 'test', scope } });
+    await call(null, 'DELETE', '/v1/console/session', { headers: cookie });
+    await call(null, 'DELETE', '/v1/console/session', { headers: cookie });
+
     // Every documented operation was called, to a success and to a refusal (the ops endpoints have none to give).
-    const noRefusal = new Set(['GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /.well-known/jwks.json', 'GET /openapi.json', 'GET /.well-known/authzen-configuration']);
+    const noRefusal = new Set(['GET /console', 'GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /.well-known/jwks.json', 'GET /openapi.json', 'GET /.well-known/authzen-configuration']);
     for (const [path, item] of Object.entries<any>(doc.paths)) {
       for (const method of Object.keys(item)) {
         const key = `${method.toUpperCase()} ${path}`;

@@ -3,6 +3,8 @@ import { WritError } from '../../errors.js';
 import { performAction, type ActionInput } from '../../service/index.js';
 import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
+import { parseTime } from '../../service/index.js';
+import { checkOwn } from './audit-reads.js';
 import { toWireTime } from '../../wire/time.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
 import { incidentToWire, leaseGrantToWire, leaseRecordToWire, leaseRenewalToWire, receiptToWire } from '../wire.js';
@@ -125,27 +127,45 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     await app.caller(request);
     const r = await ctx.receipts.get(request.params.id);
     if (!r) throw new WritError('NOT_FOUND', `no receipt ${request.params.id}`);
+    checkOwn(request, r.principal, 'receipt');
     return { receipt: receiptToWire(r) };
   });
 
-  app.get<{ Querystring: { resource?: string; principal?: string; status?: string; after?: number; limit?: number } }>('/v1/receipts', {
+  app.get<{ Querystring: { resource?: string; principal?: string; status?: string; after?: number; before?: number; order?: 'oldest' | 'newest'; limit?: number; since?: string; until?: string } }>('/v1/receipts', {
     schema: {
-      operationId: 'listReceipts', tags: ['Audit'], summary: 'Receipts by resource and/or principal',
+      operationId: 'listReceipts', tags: ['Audit'], summary: 'Receipts by resource, principal, status and creation time, oldest or newest first. A console session without an audit grant sees only its own',
       querystring: {
         type: 'object', additionalProperties: false,
         properties: {
           resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string', enum: ['PENDING', 'COMPLETED', 'FAILED', 'REJECTED'] },
           after: { type: 'integer', minimum: 0, description: 'the `next` of the previous page' }, limit: { type: 'integer', minimum: 1, maximum: 1000, description: 'default 100' },
+          order: { type: 'string', enum: ['oldest', 'newest'], description: 'oldest first (chain order, the default; page with `after`) or newest first (page with `before`)' },
+          before: { type: 'integer', minimum: 0, description: 'with order=newest: the `next` of the previous page' },
+          since: { type: 'string', format: 'date-time', description: 'receipts created at or after this RFC 3339 time' },
+          until: { type: 'string', format: 'date-time', description: 'receipts created at or before this RFC 3339 time' },
         },
       },
       response: {
-        200: { type: 'object', description: 'A page of receipts, oldest first', required: ['receipts', 'next'], properties: { receipts: { type: 'array', items: ref('Receipt') }, next: { type: ['integer', 'null'], description: 'pass as `after` for the next page; null on the last' } } },
-        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNKNOWN_PRINCIPAL']),
+        200: { type: 'object', description: 'A page of receipts, oldest first', required: ['receipts', 'next'], properties: { receipts: { type: 'array', items: ref('Receipt') }, next: { type: ['integer', 'null'], description: 'pass as `after` (as `before` with order=newest) for the next page; null on the last' } } },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'NOT_FOUND']),
       },
     },
   }, async (request) => {
-    await app.caller(request);
-    const page = await ctx.receipts.query(request.query as Parameters<typeof ctx.receipts.query>[0]);
+    const caller = await app.caller(request);
+    const { since, until, order, ...q } = request.query;
+    if (order === 'newest' && q.after !== undefined) throw new WritError('UNPROCESSABLE', 'order=newest pages with `before`, not `after`');
+    if (order !== 'newest' && q.before !== undefined) throw new WritError('UNPROCESSABLE', '`before` pages receipts newest first: add order=newest');
+    const session = request.consoleSession;
+    if (session && !session.auditor) {
+      if (q.principal !== undefined && q.principal !== caller) checkOwn(request, q.principal, 'receipts');
+      q.principal = caller;
+    }
+    const page = await ctx.receipts.query({
+      ...(q as Omit<Parameters<typeof ctx.receipts.query>[0], 'since' | 'until'>),
+      ...(order === 'newest' ? { newestFirst: true } : {}),
+      ...(since !== undefined ? { since: parseTime(since, 'since')! } : {}),
+      ...(until !== undefined ? { until: parseTime(until, 'until')! } : {}),
+    });
     return { ...page, receipts: page.receipts.map(receiptToWire) };
   });
 

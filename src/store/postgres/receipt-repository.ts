@@ -122,13 +122,16 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     if (filter.status !== undefined) add('status = ?', filter.status);
     if (filter.after !== undefined) add('first_seq > ?', filter.after);
     if (filter.createdAtOrBefore !== undefined) add('created_at <= ?', filter.createdAtOrBefore);
+    if (filter.createdAtOrAfter !== undefined) add('created_at >= ?', filter.createdAtOrAfter);
+    if (filter.before !== undefined) add('first_seq < ?', filter.before);
+    const order = filter.newestFirst ? 'DESC' : 'ASC';
     params.push(filter.limit);
     const rows = await this.sql.query<StoredEntry & { first_seq: number }>(
       `SELECT r.first_seq, ${E_COLUMNS}
          FROM (SELECT receipt_id, first_seq, last_seq FROM receipts ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-               ORDER BY first_seq LIMIT $${params.length}) r
+               ORDER BY first_seq ${order} LIMIT $${params.length}) r
          JOIN receipt_entries e ON e.seq IN (r.first_seq, r.last_seq)
-        ORDER BY r.first_seq, e.seq`,
+        ORDER BY r.first_seq ${order}, e.seq`,
       params,
     );
     const found: FoundReceipt[] = [];

@@ -139,11 +139,14 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     if (filter.status !== undefined) (where.push('status = ?'), params.push(filter.status));
     if (filter.after !== undefined) (where.push('first_seq > ?'), params.push(filter.after));
     if (filter.createdAtOrBefore !== undefined) (where.push('created_at <= ?'), params.push(filter.createdAtOrBefore));
+    if (filter.createdAtOrAfter !== undefined) (where.push('created_at >= ?'), params.push(filter.createdAtOrAfter));
+    if (filter.before !== undefined) (where.push('first_seq < ?'), params.push(filter.before));
+    const order = filter.newestFirst ? 'DESC' : 'ASC';
     const sql = `SELECT r.first_seq, ${E_COLUMNS}
          FROM (SELECT receipt_id, first_seq, last_seq FROM receipts ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-               ORDER BY first_seq LIMIT ?) r
+               ORDER BY first_seq ${order} LIMIT ?) r
          JOIN receipt_entries e ON e.seq IN (r.first_seq, r.last_seq)
-         ORDER BY r.first_seq, e.seq`;
+         ORDER BY r.first_seq ${order}, e.seq`;
     let stmt = this.findStmts.get(sql);
     if (!stmt) this.findStmts.set(sql, (stmt = this.db.prepare(sql)));
     const rows = stmt.all(...params, filter.limit) as (StoredEntry & { first_seq: number })[];

@@ -141,6 +141,8 @@ describeEngines('receipts', (fresh) => {
     expect(ids(await store.read((tx) => tx.receipts.find({ principal: 'b', limit: 100 })))).toEqual(['r4', 'r5', 'r6']);
     expect(ids(await store.read((tx) => tx.receipts.find({ status: 'PENDING' as ReceiptStatus, limit: 100 })))).toEqual(['r2', 'r3', 'r5', 'r6']);
     expect(ids(await store.read((tx) => tx.receipts.find({ createdAtOrBefore: 2_000, limit: 100 })))).toEqual(['r1', 'r2']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ createdAtOrAfter: 5_000, limit: 100 })))).toEqual(['r5', 'r6']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ createdAtOrAfter: 2_000, createdAtOrBefore: 4_000, principal: 'a', limit: 100 })))).toEqual(['r2', 'r3']);
     const page1 = await store.read((tx) => tx.receipts.find({ limit: 2 }));
     expect(ids(page1)).toEqual(['r1', 'r2']);
     expect(page1[0]!.entries.map((e) => e.kind)).toEqual(['intent', 'completed']);
@@ -148,6 +150,13 @@ describeEngines('receipts', (fresh) => {
     expect(ids(page2)).toEqual(['r3', 'r4']);
     expect(page2[1]!.entries.map((e) => e.kind)).toEqual(['intent', 'failed']);
     expect(ids(await store.read((tx) => tx.receipts.find({ principal: 'a', status: 'COMPLETED', limit: 100 })))).toEqual(['r1']);
+    // Newest first, paging back in time with `before`; each receipt's entries still in chain order.
+    const newest = await store.read((tx) => tx.receipts.find({ newestFirst: true, limit: 2 }));
+    expect(ids(newest)).toEqual(['r6', 'r5']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ newestFirst: true, before: newest[1]!.first_seq, limit: 3 })))).toEqual(['r4', 'r3', 'r2']);
+    const r4 = (await store.read((tx) => tx.receipts.find({ newestFirst: true, principal: 'b', status: 'FAILED', limit: 5 })))[0]!;
+    expect(r4.entries.map((e) => e.kind)).toEqual(['intent', 'failed']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ newestFirst: true, resource: 'wp:post:1', createdAtOrBefore: 4_000, limit: 5 })))).toEqual(['r3', 'r1']);
   });
 
   it('refuses a second receipt with the same id (ALREADY_EXISTS)', async () => {

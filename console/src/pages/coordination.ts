@@ -1,0 +1,48 @@
+import { api } from '../api.js';
+import { badge, errorBox, fill, h, principalLink, section, table, time } from '../dom.js';
+import type { PageContext, Route } from '../router.js';
+
+interface LeaseRecord { key: string; holderIdentity: string | null; leaseDurationSeconds: number | null; acquireTime: string | null; renewTime: string | null; leaseTransitions: number; epoch: number; expiresAt: string | null; leaseId: string | null; priority: number | null; state: string; preemptedBy: string | null }
+interface Queue { key: string; waiters: { ticket: number; holder: string; priority: number; enqueued_at: string; deadline: string }[] }
+interface Incident { id: string; declared_by: string; reason: string; declared_at: string; ends_at: string; resolved_at: string | null }
+
+const REFRESH_MS = 3000;
+
+/** Live leases, wait queues and incidents, refreshed every 3 s. */
+export function coordinationPage(_route: Route, ctx: PageContext): HTMLElement {
+  const leases = h('div', { id: 'leases' }, h('p', { class: 'muted' }, 'Loading…'));
+  const queues = h('div', { id: 'queues' });
+  const incidents = h('div', { id: 'incidents' });
+  const showAll = h('input', { type: 'checkbox', id: 'show-free' }) as HTMLInputElement;
+  let timer: number | undefined;
+  let left = false;
+  const load = async () => {
+    try {
+      const [l, qs, inc] = await Promise.all([
+        api<{ leases: LeaseRecord[] }>('/v1/leases'), api<{ queues: Queue[] }>('/v1/leases/queues'), api<{ incidents: Incident[] }>('/v1/incidents'),
+      ]);
+      if (left) return;
+      const rows = l.leases.filter((x) => showAll.checked || x.state === 'HELD');
+      fill(leases, table('Leases', ['Key', 'State', 'Holder', 'Fencing epoch', 'Expires', 'Renewed', 'Transitions', 'Lease'], rows.map((x) => [
+        h('code', {}, x.key), badge(x.state, x.state === 'HELD' ? 'completed' : x.state === 'EXPIRED' ? 'failed' : 'pending'),
+        x.holderIdentity ? principalLink(x.holderIdentity) : '—', String(x.epoch), time(x.expiresAt), time(x.renewTime), String(x.leaseTransitions),
+        x.leaseId ? h('code', {}, x.leaseId.slice(0, 12)) : '—',
+      ]), { empty: showAll.checked ? 'No key was ever leased.' : 'No lease is held right now.' }));
+      fill(queues, table('Wait queues', ['Key', 'Position', 'Waiter', 'Priority', 'Waiting since', 'Deadline'], qs.queues.flatMap((k) => k.waiters.map((w, i) => [
+        h('code', {}, k.key), String(i + 1), principalLink(w.holder), String(w.priority), time(w.enqueued_at), time(w.deadline),
+      ])), { empty: 'Nobody is waiting.' }));
+      fill(incidents, table('Incidents', ['Incident', 'Declared by', 'Reason', 'Declared', 'Ends'], inc.incidents.map((i) => [
+        i.id, principalLink(i.declared_by), i.reason, time(i.declared_at), time(i.ends_at),
+      ]), { empty: 'No active incident.' }));
+    } catch (e) {
+      fill(leases, errorBox(e));
+    }
+    if (!left) timer = window.setTimeout(load, REFRESH_MS);
+  };
+  showAll.addEventListener('change', () => { window.clearTimeout(timer); void load(); });
+  void load();
+  ctx.onLeave(() => { left = true; window.clearTimeout(timer); });
+  return h('div', {}, h('h1', {}, 'Coordination'),
+    section('Leases', h('label', { class: 'check' }, showAll, ' Show free and expired keys too'), leases),
+    section('Wait queues', queues), section('Incidents', incidents));
+}

@@ -1,0 +1,235 @@
+/**
+ * The auditor's reads that the CLI had and the API lacked (`writ can --at`, `why`, `expiring`,
+ * `orphans`), plus the graph's event log and a diff between two points of it, and the lease wait
+ * queues. The console calls these, and nothing else but the public API.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { WritError } from '../../errors.js';
+import {
+  capabilitiesOf, checkMayAskAbout, expiringEdges, graphDiff, graphEvents, orphanedDelegations, parseTime, waitQueues, whyReceipt,
+} from '../../service/index.js';
+import { toWireTime } from '../../wire/time.js';
+import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
+import { chainEdgeToWire, edgeToWire, principalToWire, receiptToWire } from '../wire.js';
+
+const iso = { type: 'string', format: 'date-time', description: 'RFC 3339 time' } as const;
+const isoOrNull = { type: ['string', 'null'], format: 'date-time', description: 'RFC 3339 time, or null' } as const;
+const strings = { type: 'array', items: { type: 'string' } } as const;
+const edges = (description: string) => ({ type: 'array', items: ref('Edge'), description });
+
+/** A console session of a principal without an audit grant reads only what is its own (receipts, capabilities, its delegations). */
+export function checkOwn(request: FastifyRequest, principal: string, what: string): void {
+  const s = request.consoleSession;
+  if (s && !s.auditor && s.principal !== principal) throw new WritError('NOT_FOUND', `no ${what} of ${s.principal}'s own here`);
+}
+
+/** The `principal` filter of a list: a non-auditor's session may only ask about itself, and asks about itself when it names nobody. */
+function ownFilter(request: FastifyRequest, principal: string | undefined): string | undefined {
+  const s = request.consoleSession;
+  if (!s || s.auditor) return principal;
+  if (principal !== undefined) checkOwn(request, principal, 'delegations');
+  return s.principal;
+}
+
+export function registerAuditReadRoutes(app: FastifyInstance): void {
+  const ctx = app.writ;
+
+  app.get<{ Params: { id: string }; Querystring: { at?: string } }>('/v1/principals/:id/capabilities', {
+    schema: {
+      operationId: 'principalCapabilities', tags: ['Audit'],
+      summary: 'What a principal can do now or at a past time (`writ can --at`): every candidate chain to it, judged by the policy. The principal itself, governance, or a holder of audit_read on audit:principal:<id> may ask',
+      querystring: { type: 'object', additionalProperties: false, properties: { at: { ...iso, description: 'RFC 3339 time (default now): the graph as it was then, judged at that instant' } } },
+      response: {
+        200: {
+          type: 'object', description: 'The chains and whether each counts', required: ['principal', 'at', 'graph_revision', 'capabilities'],
+          properties: {
+            principal: { type: 'string' }, at: iso, graph_revision: { type: 'integer', description: 'the revision the graph had at `at`' },
+            capabilities: {
+              type: 'array',
+              items: {
+                type: 'object', required: ['chain', 'valid', 'scope', 'problems'],
+                properties: { chain: { type: 'array', items: ref('ChainEdge'), description: 'governance first' }, valid: { type: 'boolean' }, scope: ref('Scope'), problems: { ...strings, description: 'why the chain does not count (empty when valid)' } },
+              },
+            },
+          },
+        },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED']),
+      },
+    },
+  }, async (request) => {
+    const caller = await app.caller(request);
+    await checkMayAskAbout(ctx, caller, request.params.id);
+    const at = request.query.at === undefined ? undefined : parseTime(request.query.at, 'at') ?? undefined;
+    const r = await capabilitiesOf(ctx, request.params.id, at);
+    return {
+      principal: request.params.id, at: toWireTime(r.at), graph_revision: r.graph_revision,
+      capabilities: r.capabilities.map((c) => ({ chain: c.chain.map(chainEdgeToWire), valid: c.valid, scope: c.scope, problems: c.problems })),
+    };
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/receipts/:id/why', {
+    schema: {
+      operationId: 'explainReceipt', tags: ['Audit'], summary: 'Why this write was allowed (`writ why`): the receipt, and each edge of its chain as it was when the decision was made, with what became of it since',
+      response: {
+        200: {
+          type: 'object', description: 'The receipt and its chain', required: ['receipt', 'graph_revision', 'chain'],
+          properties: {
+            receipt: ref('Receipt'), graph_revision: { type: ['integer', 'null'], description: 'the revision the decision was made at' },
+            chain: {
+              type: 'array', description: 'governance first',
+              items: {
+                type: 'object', required: ['edge', 'now'],
+                properties: { edge: ref('ChainEdge'), now: { type: ['object', 'null'], required: ['revoked_at'], properties: { revoked_at: isoOrNull }, description: 'the edge now, when it was revoked since (null: unchanged)' } },
+              },
+            },
+          },
+        },
+        ...errorResponses([...AUTHENTICATED, 'NOT_FOUND']),
+      },
+    },
+  }, async (request) => {
+    await app.caller(request);
+    const why = await whyReceipt(ctx, request.params.id);
+    checkOwn(request, why.receipt.principal, 'receipt');
+    return {
+      receipt: receiptToWire(why.receipt), graph_revision: why.graph_revision,
+      chain: why.chain.map((l) => ({ edge: chainEdgeToWire(l.edge), now: l.now && { revoked_at: l.now.revoked_at === null ? null : toWireTime(l.now.revoked_at) } })),
+    };
+  });
+
+  app.get<{ Querystring: { after?: number; limit?: number } }>('/v1/graph/events', {
+    schema: {
+      operationId: 'graphEvents', tags: ['Graph'], summary: 'The graph\'s event log (every change, with its revision, time, actor and reason), oldest first: the stops of a time slider',
+      querystring: {
+        type: 'object', additionalProperties: false,
+        properties: { after: { type: 'integer', minimum: 0, description: 'events after this revision (default 0)' }, limit: { type: 'integer', minimum: 1, maximum: 5000, description: 'default 1000' } },
+      },
+      response: {
+        200: {
+          type: 'object', description: 'A page of events', required: ['events', 'next', 'head'],
+          properties: {
+            events: {
+              type: 'array',
+              items: {
+                type: 'object', required: ['revision', 'at', 'actor', 'type', 'subject', 'kind', 'from', 'to', 'reason'],
+                properties: {
+                  revision: { type: 'integer' }, at: iso, actor: { type: 'string' },
+                  type: { type: 'string', enum: ['principal.created', 'principal.keys_set', 'principal.revoked', 'edge.created', 'edge.revoked'] },
+                  subject: { type: 'string', description: 'the principal or edge id' },
+                  kind: { type: ['string', 'null'] }, from: { type: ['string', 'null'] }, to: { type: ['string', 'null'] }, reason: { type: ['string', 'null'] },
+                },
+              },
+            },
+            next: { type: ['integer', 'null'], description: 'pass as `after` for the next page; null on the last' },
+            head: { type: 'integer', description: 'the graph\'s head revision' },
+          },
+        },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED]),
+      },
+    },
+  }, async (request) => {
+    await app.caller(request);
+    const page = await graphEvents(ctx, request.query.after ?? 0, request.query.limit ?? 1000);
+    return { ...page, events: page.events.map((e) => ({ ...e, at: toWireTime(e.at) })) };
+  });
+
+  app.get<{ Querystring: { from: string; to?: string } }>('/v1/graph/diff', {
+    schema: {
+      operationId: 'graphDiff', tags: ['Graph'], summary: 'What changed in the authority graph between two revisions or times: edges added, revoked and expired; principals added and revoked',
+      querystring: {
+        type: 'object', additionalProperties: false, required: ['from'],
+        properties: { from: { type: 'string', description: 'a graph revision or an RFC 3339 time' }, to: { type: 'string', description: 'a graph revision or an RFC 3339 time (default: now)' } },
+      },
+      response: {
+        200: {
+          type: 'object', description: 'The difference, each list sorted by id', required: ['from', 'to', 'added', 'revoked', 'expired', 'principals_added', 'principals_revoked'],
+          properties: {
+            from: { type: 'object', required: ['revision', 'at'], properties: { revision: { type: 'integer' }, at: iso } },
+            to: { type: 'object', required: ['revision', 'at'], properties: { revision: { type: 'integer' }, at: iso } },
+            added: edges('edges created between the two points'), revoked: edges('edges revoked between them'),
+            expired: edges('edges not revoked whose window closed between them'),
+            principals_added: { type: 'array', items: ref('Principal') }, principals_revoked: { type: 'array', items: ref('Principal') },
+          },
+        },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNPROCESSABLE']),
+      },
+    },
+  }, async (request) => {
+    await app.caller(request);
+    const d = await graphDiff(ctx, request.query.from, request.query.to);
+    return {
+      from: { ...d.from, at: toWireTime(d.from.at) }, to: { ...d.to, at: toWireTime(d.to.at) },
+      added: d.added.map(edgeToWire), revoked: d.revoked.map(edgeToWire), expired: d.expired.map(edgeToWire),
+      principals_added: d.principals_added.map(principalToWire), principals_revoked: d.principals_revoked.map(principalToWire),
+    };
+  });
+
+  app.get<{ Querystring: { within_ms?: number; principal?: string } }>('/v1/audit/expiring', {
+    schema: {
+      operationId: 'expiringEdges', tags: ['Audit'], summary: 'Live grants and delegations that expire soon (`writ expiring`), soonest first',
+      querystring: {
+        type: 'object', additionalProperties: false,
+        properties: { within_ms: { type: 'integer', minimum: 1, description: 'the window, default 7 days' }, principal: { type: 'string', description: 'only edges from or to this principal' } },
+      },
+      response: { 200: { type: 'object', description: 'The edges', required: ['edges'], properties: { edges: edges('soonest first') } }, ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'NOT_FOUND']) },
+    },
+  }, async (request) => {
+    await app.caller(request);
+    const p = ownFilter(request, request.query.principal);
+    const found = await expiringEdges(ctx, request.query.within_ms ?? 7 * 86_400_000);
+    return { edges: found.filter((e) => p === undefined || e.from === p || e.to === p).map(edgeToWire) };
+  });
+
+  app.get<{ Querystring: { principal?: string } }>('/v1/audit/orphans', {
+    schema: {
+      operationId: 'orphanedDelegations', tags: ['Audit'], summary: 'Live delegations whose delegator no longer holds what it gave (`writ orphans`), with the policy\'s reasons',
+      querystring: { type: 'object', additionalProperties: false, properties: { principal: { type: 'string', description: 'only delegations from or to this principal' } } },
+      response: {
+        200: {
+          type: 'object', description: 'The orphans, by edge id', required: ['orphans'],
+          properties: { orphans: { type: 'array', items: { type: 'object', required: ['edge', 'violations'], properties: { edge: ref('Edge'), violations: strings } } } },
+        },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED', 'NOT_FOUND']),
+      },
+    },
+  }, async (request) => {
+    await app.caller(request);
+    const p = ownFilter(request, request.query.principal);
+    const found = await orphanedDelegations(ctx);
+    return { orphans: found.filter((o) => p === undefined || o.edge.from === p || o.edge.to === p).map((o) => ({ edge: edgeToWire(o.edge), violations: o.violations })) };
+  });
+
+  app.get('/v1/leases/queues', {
+    schema: {
+      operationId: 'leaseQueues', tags: ['Coordination'], summary: 'The lease wait queues: every coordination key with live waiters, each in service order (governed priority, then age)',
+      response: {
+        200: {
+          type: 'object', description: 'Keys with waiters, in key order', required: ['queues'],
+          properties: {
+            queues: {
+              type: 'array',
+              items: {
+                type: 'object', required: ['key', 'waiters'],
+                properties: {
+                  key: { type: 'string' },
+                  waiters: {
+                    type: 'array',
+                    items: {
+                      type: 'object', required: ['ticket', 'holder', 'instance', 'priority', 'enqueued_at', 'deadline'],
+                      properties: { ticket: { type: 'integer' }, holder: { type: 'string' }, instance: { type: ['string', 'null'] }, priority: { type: 'integer' }, enqueued_at: iso, deadline: iso },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        },
+        ...errorResponses([...AUTHENTICATED]),
+      },
+    },
+  }, async (request) => {
+    await app.caller(request);
+    const queues = await waitQueues(ctx);
+    return { queues: queues.map((q) => ({ key: q.key, waiters: q.waiters.map((w) => ({ ...w, enqueued_at: toWireTime(w.enqueued_at), deadline: toWireTime(w.deadline) })) })) };
+  });
+}

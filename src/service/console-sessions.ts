@@ -1,0 +1,91 @@
+/**
+ * Console sign-in without a private key in the browser: `writ console` signs a one-time login token
+ * with the service key; the console exchanges it once (its id is spent in the single-use store that
+ * every process and replica sharing the store sees) for a short-lived session token, which the HTTP
+ * layer keeps in an HttpOnly cookie. Sessions read: the HTTP layer refuses them anything else.
+ *
+ * Why signed tokens and the existing single-use store rather than a table of login-token hashes: the
+ * single-use store already is the durable, cross-process "spent once, remembered until expiry" port
+ * on both engines (with its conformance tests), so no new table, migration or port is needed, and a
+ * link expires by itself. The cost: a key rotation ends links and sessions signed by the retired key
+ * once that key leaves the JWKS (5 minutes), which is what one wants of a rotation anyway.
+ */
+import { newConsoleTokenId, signConsoleToken, verifyConsoleToken } from '../decision/index.js';
+import { WritError } from '../errors.js';
+import { patternCovers } from '../graph/index.js';
+import { GOVERNANCE_ID } from '../graph/model.js';
+import { AUDIT_READ, auditKey, liveScopes } from './ask-about.js';
+import type { WritContext } from './context.js';
+
+/** How long a printed login link may wait to be used. */
+export const LOGIN_LINK_TTL_MS = 10 * 60_000;
+/** How long a console session lasts (then sign in again with a new link). */
+export const CONSOLE_SESSION_TTL_MS = 30 * 60_000;
+
+const LOGIN_NAMESPACE = 'console-login';
+const SESSION_NAMESPACE = 'console-session';
+
+export interface ConsoleSession {
+  principal: string;
+  /** Governance, or a holder of audit_read on every principal: sees everything; others see their own receipts and capabilities. */
+  auditor: boolean;
+  expires_at: number;
+  /** The session token (the cookie's value). */
+  token: string;
+}
+
+/** A one-time login token for `principal` (any live principal; what it will see depends on its audit grant). */
+export async function issueLoginToken(ctx: WritContext, principal: string, ttlMs = LOGIN_LINK_TTL_MS): Promise<{ token: string; expires_at: number; auditor: boolean }> {
+  await livePrincipal(ctx, principal, 'UNKNOWN_PRINCIPAL');
+  const now = ctx.clock.now();
+  const expires_at = now + ttlMs;
+  const token = signConsoleToken(ctx.keys, { kind: 'login', principal, jti: newConsoleTokenId(), issuedAt: now, expiresAt: expires_at }, ctx.config.audience);
+  return { token, expires_at, auditor: await isAuditor(ctx, principal) };
+}
+
+/** Exchanges a login token for a session, once: LOGIN_LINK_SPENT the second time, LOGIN_LINK_INVALID if it is not a live link. */
+export async function exchangeLoginToken(ctx: WritContext, token: string): Promise<ConsoleSession> {
+  const now = ctx.clock.now();
+  const claims = verifyConsoleToken(token, 'login', { keys: ctx.keys, audience: ctx.config.audience, now });
+  if ('refused' in claims) throw new WritError('LOGIN_LINK_INVALID', `console login link refused: ${claims.refused}`);
+  await livePrincipal(ctx, claims.principal, 'LOGIN_LINK_INVALID');
+  const spent = await ctx.store.readWrite((tx) => tx.singleUse.spend(LOGIN_NAMESPACE, claims.jti, claims.expiresAt, now));
+  if (!spent) throw new WritError('LOGIN_LINK_SPENT', 'this console login link was already used; ask for a new one with `writ console`');
+  const expires_at = now + CONSOLE_SESSION_TTL_MS;
+  const session = signConsoleToken(ctx.keys, { kind: 'session', principal: claims.principal, jti: newConsoleTokenId(), issuedAt: now, expiresAt: expires_at }, ctx.config.audience);
+  return { principal: claims.principal, auditor: await isAuditor(ctx, claims.principal), expires_at, token: session };
+}
+
+/** The session a cookie carries, or UNAUTHENTICATED (expired, signed out, forged, or its principal revoked since). */
+export async function consoleSession(ctx: WritContext, token: string): Promise<ConsoleSession> {
+  const now = ctx.clock.now();
+  const claims = verifyConsoleToken(token, 'session', { keys: ctx.keys, audience: ctx.config.audience, now });
+  if ('refused' in claims) throw new WritError('UNAUTHENTICATED', `console session refused: ${claims.refused}; sign in again with a link from \`writ console\``);
+  if (await ctx.replay.isSpent(SESSION_NAMESPACE, claims.jti, now)) throw new WritError('UNAUTHENTICATED', 'console session was signed out');
+  await livePrincipal(ctx, claims.principal, 'UNAUTHENTICATED');
+  return { principal: claims.principal, auditor: await isAuditor(ctx, claims.principal), expires_at: claims.expiresAt, token };
+}
+
+/** Signs a session out: its id is spent, so the cookie is refused from now on by every process. */
+export async function endConsoleSession(ctx: WritContext, session: ConsoleSession): Promise<void> {
+  const claims = verifyConsoleToken(session.token, 'session', { keys: ctx.keys, audience: ctx.config.audience, now: ctx.clock.now() });
+  if ('refused' in claims) return;
+  await ctx.store.readWrite((tx) => tx.singleUse.spend(SESSION_NAMESPACE, claims.jti, claims.expiresAt, ctx.clock.now()));
+}
+
+/**
+ * Whether `principal` may read about every principal: governance, or a valid chain whose scope gives
+ * `audit_read` on a pattern covering `audit:principal:*`.
+ */
+export async function isAuditor(ctx: WritContext, principal: string): Promise<boolean> {
+  if (principal === GOVERNANCE_ID) return true;
+  const every = auditKey('*');
+  return (await liveScopes(ctx, principal)).some(({ scope }) =>
+    (scope.actions.includes('*') || scope.actions.includes(AUDIT_READ)) && scope.resources.some((r) => patternCovers(r, every)));
+}
+
+async function livePrincipal(ctx: WritContext, id: string, code: 'UNKNOWN_PRINCIPAL' | 'LOGIN_LINK_INVALID' | 'UNAUTHENTICATED'): Promise<void> {
+  const p = (await ctx.graph.current()).principal(id);
+  if (!p) throw new WritError(code, `no principal "${id}"`);
+  if (p.revoked_at !== null && p.revoked_at <= ctx.clock.now()) throw new WritError(code, `principal ${id} is revoked`);
+}

@@ -1,0 +1,345 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { loadConfig } from '../../src/config/index.js';
+import { GOVERNANCE_ID } from '../../src/graph/model.js';
+import { openWrit, readAdminCredential } from '../../src/service/index.js';
+import { generateImpactGraph } from '../../bench/impact-graph.js';
+import { freePort, spawnListening } from '../../scripts/server-process.js';
+import { WritClient } from '../../src/sdk/index.js';
+import { fixtureKey, REPO } from '../support/harness.js';
+import { CLI, startServerProcess, type ServerProcess } from '../support/server-process.js';
+
+/**
+ * The console in a real headless browser: Debian's chromium (scripts/ensure-chromium.sh installs it),
+ * driven by playwright-core (never a downloaded browser), against a real `writ serve` on the example
+ * graph, with receipts written by agents through the SDK. Screenshots of every view, wide and narrow,
+ * go to build/console-screenshots/.
+ */
+// Run inside the page by page.evaluate (this program's types are Node's, not the DOM's).
+declare const document: any;
+declare const getComputedStyle: (el: unknown) => { outlineStyle: string };
+
+const CHROMIUM = process.env.WRIT_CHROMIUM ?? '/usr/bin/chromium';
+const SHOTS = join(REPO, 'build/console-screenshots');
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+let server: ServerProcess;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+let loginLink: string;
+/** The graph revisions around the delegation that is created and then revoked. */
+let beforeTemp: number;
+let head: number;
+const cspViolations: string[] = [];
+/** Waits for the page (10 s: the machines are shared and slow at times). */
+const poll = <T>(fn: () => T | Promise<T>) => expect.poll(fn, { timeout: 10_000, interval: 100 });
+
+async function shoot(name: string, p: Page = page, scrollTo?: string): Promise<void> {
+  await p.setViewportSize({ width: 1280, height: 800 });
+  await p.waitForTimeout(300);
+  if (scrollTo) await p.locator(scrollTo).evaluate((el: any) => el.scrollIntoView({ block: 'center' }));
+  await p.screenshot({ path: join(SHOTS, `${name}-1280x800.png`), fullPage: false });
+  await p.setViewportSize({ width: 400, height: 860 });
+  await p.waitForTimeout(300);
+  await p.screenshot({ path: join(SHOTS, `${name}-400.png`), fullPage: true });
+  await p.setViewportSize({ width: 1280, height: 800 });
+}
+
+function watch(p: Page): void {
+  p.on('console', (m) => {
+    if (/Content Security Policy|Refused to/i.test(m.text())) cspViolations.push(m.text());
+  });
+}
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) execFileSync('bash', [join(REPO, 'scripts/ensure-chromium.sh')], { stdio: 'inherit' });
+  if (!existsSync(join(REPO, 'build/console/app.js'))) execFileSync(process.execPath, [join(REPO, 'scripts/build-console.mjs')], { stdio: 'inherit' });
+  rmSync(SHOTS, { recursive: true, force: true });
+  mkdirSync(SHOTS, { recursive: true });
+  server = await startServerProcess();
+  const link = /(http:\/\/\S+\/console\/#login=\S+)/.exec(server.log());
+  expect(link, 'writ serve prints the console login link').not.toBeNull();
+  loginLink = link![1]!;
+
+  // Agents write through the gateway, as in production: receipts for the timeline.
+  const seo = new WritClient({ baseUrl: server.url, principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7') });
+  for (const post of ['wp:post:1024', 'wp:post:2048']) {
+    const d = await seo.decide({ action: 'update_post', resource: post, environment: 'production', fields: ['title'] });
+    const receipt = await seo.withLease([d], ({ act }) => act({ decision: d, action: 'update_post', resource: post, fields: ['title'], payload: { title: `New title of ${post}` }, expected_version: 0 }));
+    expect(receipt.status).toBe('COMPLETED');
+  }
+  // A delegation given and then revoked: the time slider crosses both.
+  const gov = new WritClient({ baseUrl: server.url, principal: 'governance', privateJwk: readAdminCredential(server.dataDir).privateJwk as never });
+  const orchestrator = new WritClient({ baseUrl: server.url, principal: 'orchestrator', privateJwk: fixtureKey('orchestrator') });
+  beforeTemp = (await (await fetch(`${server.url}/readyz`)).json() as { graph_revision: number }).graph_revision;
+  await new Promise((r) => setTimeout(r, 20));
+  await orchestrator.request('POST', '/v1/delegations', { id: 'd-orch-seo-staging', from: 'orchestrator', to: 'seo-agent-7', reason: 'staging rehearsal', max_depth: 0, scope: { actions: ['read_post'], resources: ['wp:post:*'], environments: ['staging'], fields: ['*'], risk_max: 1 } });
+  await new Promise((r) => setTimeout(r, 20));
+  await gov.request('DELETE', '/v1/edges/d-orch-seo-staging', { reason: 'rehearsal over' });
+  head = (await (await fetch(`${server.url}/readyz`)).json() as { graph_revision: number }).graph_revision;
+  expect(head).toBe(beforeTemp + 2);
+
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
+  context = await browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: 'Europe/Paris', locale: 'en-GB' });
+  page = await context.newPage();
+  watch(page);
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+  if (server) rmSync(server.dataDir, { recursive: true, force: true });
+});
+
+describe('the console in a real browser', () => {
+  it('signs in with the one-time link; the link fails the second time with LOGIN_LINK_SPENT', async () => {
+    const res = await page.goto(loginLink);
+    const csp = res!.headers()['content-security-policy']!;
+    expect(csp).toContain("default-src 'self'");
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).toContain("style-src 'self'");
+    expect(csp).not.toContain('unsafe-inline');
+    expect(csp).not.toMatch(/https?:/);
+    await poll(() => page.locator('.session').textContent()).toContain('governance');
+    // The token left the address bar at once.
+    expect(page.url()).not.toContain('login=');
+    expect(page.url()).toMatch(/#\/receipts$/);
+    const cookies = await context.cookies();
+    const session = cookies.find((c) => c.name === 'writ_console')!;
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/' });
+    expect(await page.evaluate(() => document.cookie)).not.toContain('writ_console');
+
+    // Someone else opens the same link: refused, with the stable code.
+    const other = await browser.newContext();
+    const p2 = await other.newPage();
+    watch(p2);
+    await p2.goto(loginLink);
+    await poll(() => p2.locator('.error').textContent()).toContain('LOGIN_LINK_SPENT');
+    await shoot('sign-in-refused', p2);
+    await other.close();
+
+    // A link printed by the CLI, a different process sharing the store, works too (once).
+    const out = execFileSync(process.execPath, [CLI, 'console', '--data-dir', server.dataDir, '--url', server.url, '--principal', 'seo-agent-7', '--json'], { cwd: REPO, encoding: 'utf8' });
+    const cliLink = JSON.parse(out) as { url: string; auditor: boolean };
+    expect(cliLink.auditor).toBe(false);
+    const agent = await browser.newContext();
+    const p3 = await agent.newPage();
+    await p3.goto(cliLink.url);
+    await poll(() => p3.locator('.session').textContent()).toContain('seo-agent-7');
+    // Without an audit grant: its own receipts only, and no whole-graph view.
+    await poll(() => p3.locator('#receipt-list').textContent()).toContain('seo-agent-7');
+    await p3.goto(`${server.url}/console/#/graph`);
+    await poll(() => p3.locator('.error').first().textContent()).toContain('FORBIDDEN');
+    await agent.close();
+  });
+
+  it('the session cookie reads the public API but is refused any change (SESSION_READ_ONLY)', async () => {
+    const r = await page.evaluate(async () => {
+      const write = await fetch('/v1/delegations', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ from: 'orchestrator', to: 'seo-agent-7', reason: 'x', scope: { actions: ['read_post'], resources: ['wp:post:*'] } }) });
+      const read = await fetch('/v1/receipts');
+      return { write: write.status, code: ((await write.json()) as { code: string }).code, read: read.status };
+    });
+    expect(r).toEqual({ write: 403, code: 'SESSION_READ_ONLY', read: 200 });
+  });
+
+  it('opens a receipt from the timeline and shows its chain with the right edges', async () => {
+    await page.goto(`${server.url}/console/#/receipts`);
+    await poll(() => page.locator('#receipt-list tbody tr').count()).toBe(2);
+    const [newest, oldest] = await page.locator('#receipt-list tbody tr td:nth-child(5)').allTextContents();
+    expect([newest, oldest]).toEqual(['wp:post:2048', 'wp:post:1024']);
+    expect(await page.locator('#live-status').textContent()).toContain('Live');
+    // Live: an agent writes while the auditor watches; the receipt appears at the top, marked.
+    const seo = new WritClient({ baseUrl: server.url, principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7') });
+    const d = await seo.decide({ action: 'update_post', resource: 'wp:post:4096', environment: 'production', fields: ['meta_description'] });
+    const live = await seo.withLease([d], ({ act }) => act({ decision: d, action: 'update_post', resource: 'wp:post:4096', fields: ['meta_description'], payload: { meta_description: 'Live' }, expected_version: 0 }));
+    await expect.poll(() => page.locator('#receipt-list tbody tr').count(), { timeout: 10_000 }).toBe(3);
+    expect(await page.locator('#receipt-list tbody tr').first().getAttribute('class')).toBe('fresh');
+    expect(await page.locator('#receipt-list tbody tr').first().textContent()).toContain(live.receipt_id.slice(0, 13));
+    expect(await page.locator('#live-status').textContent()).toContain('1 new receipt');
+    // Times are the viewer's, with UTC on hover.
+    const title = await page.locator('#receipt-list time').first().getAttribute('title');
+    expect(title).toMatch(/UTC$/);
+    await shoot('receipts');
+    await page.locator('#receipt-list tbody tr').first().locator('a[href^="#/receipt/"]').click();
+    await poll(() => page.locator('#chain-edges').textContent()).toContain('d-orch-seo');
+    const edges = await page.locator('#chain-edges tbody tr td:first-child').allTextContents();
+    expect(edges).toEqual(['g-orchestrator', 'd-orch-seo']);
+    expect(await page.locator('#chain-graph canvas').count()).toBeGreaterThan(0);
+    await poll(() => page.locator('#chain-verdict').textContent()).toContain('Verified');
+    expect(await page.locator('#versions').textContent()).toBe('0 → 1');
+    // The deep link opens the same view in a fresh tab.
+    const url = page.url();
+    expect(url).toMatch(/#\/receipt\/rcpt_[0-9a-f-]+$/);
+    const tab = await context.newPage();
+    await tab.goto(url);
+    await poll(() => tab.locator('#chain-edges').textContent()).toContain('g-orchestrator');
+    await tab.close();
+    // One click exports the chain for an incident report.
+    const [svg] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export SVG' }).click()]);
+    expect(svg.suggestedFilename()).toMatch(/^receipt-rcpt_.*-chain\.svg$/);
+    const svgText = readFileSync((await svg.path())!, 'utf8');
+    expect(svgText).toMatch(/^<svg xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+    for (const label of ['governance', 'orchestrator', 'seo-agent-7', 'g-orchestrator (grant)', 'd-orch-seo (delegate)']) expect(svgText).toContain(label);
+    const [png] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export PNG' }).click()]);
+    expect(readFileSync((await png.path())!).subarray(1, 4).toString()).toBe('PNG');
+    await shoot('receipt');
+    await shoot('receipt-chain', page, '#chain-graph');
+  });
+
+  it('moves the time slider across a revocation: the capability appears, then disappears', async () => {
+    await page.goto(`${server.url}/console/#/principal/seo-agent-7`);
+    const slider = page.locator('#time-slider');
+    await slider.waitFor();
+    const row = () => page.locator('#caps-at-table tbody tr', { hasText: 'd-orch-seo-staging' });
+    const validRow = async () => (await row().count()) > 0 && (await row().locator('.badge').textContent()) === 'valid';
+    // Keyboard only: focus the slider, End = the latest event (the revocation).
+    await slider.focus();
+    await page.keyboard.press('End');
+    await poll(() => page.locator('#slider-label').textContent()).toContain(`Revision ${head}`);
+    await poll(() => page.locator('#caps-at').textContent()).toContain(`revision ${head}`);
+    expect(await validRow()).toBe(false);
+    await page.keyboard.press('ArrowLeft');
+    await poll(() => page.locator('#caps-at').textContent()).toContain(`revision ${head - 1}`);
+    await poll(validRow).toBe(true);
+    await shoot('principal-at-delegation');
+    await page.keyboard.press('ArrowLeft');
+    await poll(() => page.locator('#caps-at').textContent()).toContain(`revision ${beforeTemp}`);
+    expect(await row().count()).toBe(0);
+    // Now (not at a past time) it is gone as well.
+    expect(await page.locator('#caps-now-table').textContent()).not.toMatch(/d-orch-seo-staging[^]*\bvalid\b(?! )/);
+    // The slider's position is a deep link.
+    expect(decodeURIComponent(page.url())).toMatch(/#\/principal\/seo-agent-7\?at=\d{4}-/);
+  });
+
+  it('opens the graph diff between two revisions: the delegation added and revoked', async () => {
+    await page.goto(`${server.url}/console/#/graph?from=${beforeTemp}&to=${head}`);
+    await poll(() => page.locator('#diff-table').textContent()).toContain('d-orch-seo-staging');
+    const changes = await page.locator('#diff-table tbody tr').allTextContents();
+    expect(changes.some((t) => t.startsWith('added') && t.includes('d-orch-seo-staging'))).toBe(true);
+    expect(changes.some((t) => t.startsWith('revoked') && t.includes('d-orch-seo-staging'))).toBe(true);
+    expect(await page.locator('#authority-graph canvas').count()).toBeGreaterThan(0);
+    await shoot('graph-diff', page, '#authority-graph');
+    await page.goto(`${server.url}/console/#/graph`);
+    await poll(() => page.locator('#graph-info').textContent()).toContain(`Graph revision ${head}`);
+    await shoot('graph');
+  });
+
+  it('runs impact analysis on d-orch-seo and lists seo-agent-7\'s capabilities', async () => {
+    await page.goto(`${server.url}/console/#/edge/d-orch-seo`);
+    await page.locator('#impact-button').click();
+    await expect.poll(() => page.locator('#impact-lost').textContent(), { timeout: 15_000 }).toContain('seo-agent-7');
+    const lost = await page.locator('#impact-lost tbody tr').allTextContents();
+    expect(lost.some((t) => t.includes('seo-agent-7') && t.includes('update_post') && t.includes('wp:post:*') && t.includes('production'))).toBe(true);
+    // Computed only: the edge is still live.
+    const edge = await page.evaluate(async () => ((await (await fetch('/v1/edges/d-orch-seo')).json()) as { edge: { revoked_at: string | null } }).edge.revoked_at);
+    expect(edge).toBeNull();
+    await shoot('impact');
+  });
+
+  it('shows coordination and is keyboard navigable, with no CSP violation anywhere', async () => {
+    // seo-agent-7 holds a title lease while editor-alice waits in the queue for it.
+    const seo = new WritClient({ baseUrl: server.url, principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7') });
+    const alice = new WritClient({ baseUrl: server.url, principal: 'editor-alice', privateJwk: fixtureKey('editor-alice') });
+    const held = await seo.acquireLease([await seo.decide({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'] })], { ttlMs: 20_000 });
+    const waiting = alice.acquireLease([await alice.decide({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'] })], { ttlMs: 5_000, waitMs: 15_000 });
+    waiting.catch(() => undefined); // awaited below; a failure must not surface as an unhandled rejection first
+    await page.goto(`${server.url}/console/#/coordination`);
+    await poll(() => page.locator('#leases').textContent()).toContain('seo-agent-7');
+    const row = await page.locator('#leases tbody tr', { hasText: 'wp:post:1024#title' }).textContent();
+    expect(row).toContain('HELD');
+    expect(row).toContain(String(held.epochs['wp:post:1024#title']));
+    // The view refreshes every 3 s; the waiter may join the queue just after a refresh.
+    await expect.poll(() => page.locator('#queues').textContent(), { timeout: 10_000 }).toContain('editor-alice');
+    await page.locator('#show-free').check();
+    await expect.poll(() => page.locator('#leases').textContent(), { timeout: 10_000 }).toContain('wp:post:2048#title');
+    await shoot('coordination');
+    await seo.releaseLease(held);
+    const next = await waiting;
+    expect(next.holder).toBe('editor-alice');
+    await expect.poll(() => page.locator('#queues').textContent(), { timeout: 10_000 }).toContain('Nobody is waiting');
+    await alice.releaseLease(next);
+    // Tab from the top: the skip link first, then the header's links, each with a visible focus ring.
+    const order: string[] = [];
+    // Start at the first focusable element, by keyboard (so the browser shows focus as it would to a keyboard user).
+    await page.focus('a.skip');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Shift+Tab');
+    for (let i = 0; i < 8; i++) {
+      const f = await page.evaluate(() => {
+        const el = document.activeElement;
+        return { name: el.id || el.getAttribute('aria-label') || el.textContent?.trim() || el.tagName, outline: getComputedStyle(el).outlineStyle };
+      });
+      expect(f.outline, `${f.name} shows where the focus is`).not.toBe('none');
+      order.push(f.name);
+      await page.keyboard.press('Tab');
+    }
+    expect(order).toEqual(['Skip to content', 'W Writ console', 'Receipts', 'Graph', 'Coordination', 'jump-principal', 'Open', 'sign-out']);
+    // The skip link moves the focus to the view and leaves the deep link alone.
+    await page.focus('a.skip');
+    await page.keyboard.press('Enter');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
+    expect(page.url()).toMatch(/#\/coordination$/);
+    // Every control is labelled.
+    const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select')].filter((el: any) => !el.labels?.length && !el.getAttribute('aria-label')).map((el: any) => el.outerHTML));
+    expect(unlabelled).toEqual([]);
+    expect(cspViolations).toEqual([]);
+  });
+
+  it('signing out returns to the sign-in page and the cookie no longer reads', async () => {
+    await page.goto(`${server.url}/console/#/receipts`);
+    await page.locator('#sign-out').click();
+    await poll(() => page.locator('.signin h1').textContent()).toContain('Sign in');
+    const status = await page.evaluate(async () => (await fetch('/v1/receipts')).status);
+    expect(status).toBe(401);
+    await shoot('signed-out');
+  });
+});
+
+describe('the graph view with hundreds of principals', () => {
+  it('lays out 500 generated principals (dagre) and stays usable', async () => {
+    // A data directory holding a generated organisation (leads → managers → agents), then `writ serve` on it.
+    const dataDir = mkdtempSync(join(tmpdir(), 'writ-e2e-big-'));
+    const w = await openWrit(loadConfig({ dataDir }, {}));
+    const now = Date.now();
+    await w.ctx.store.readWrite((tx) => tx.graph.append(generateImpactGraph(500, now).events, GOVERNANCE_ID, now));
+    await w.close();
+    // Without the example graph (its owners would clash with the generated ones) and without an upstream.
+    const port = await freePort();
+    const big = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), '--no-upstream'], process.env);
+    const bigUrl = `http://127.0.0.1:${port}`;
+    try {
+      const link = /(http:\/\/\S+\/console\/#login=\S+)/.exec(big.output())![1]!;
+      const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      const p = await ctx.newPage();
+      watch(p);
+      await p.goto(link);
+      await p.locator('.session').waitFor();
+      const started = Date.now();
+      await p.goto(`${bigUrl}/console/#/graph`);
+      await expect.poll(() => p.locator('#graph-info').textContent(), { timeout: 30_000 }).toMatch(/\d{3} principals/);
+      await p.locator('#authority-graph canvas').first().waitFor();
+      const ms = Date.now() - started;
+      const principals = Number(/(\d+) principals/.exec((await p.locator('#graph-info').textContent())!)![1]);
+      expect(principals).toBeGreaterThanOrEqual(500);
+      console.log(`[console] graph view: ${principals} principals fetched, laid out and drawn in ${ms} ms`);
+      expect(ms).toBeLessThan(30_000); // measured 2.4–4.4 s on this (shared, loaded) machine; a hang or a quadratic layout would blow it
+      await shoot('graph-500-principals', p, '#authority-graph');
+      // Focus on one manager: it, its lead and agents stay, the rest fades (a deep link too).
+      await p.goto(`${bigUrl}/console/#/graph?focus=manager-3`);
+      await expect.poll(() => p.locator('#graph-edge-detail').textContent(), { timeout: 30_000 }).toContain('manager-3 and every principal above or below it');
+      await p.waitForTimeout(400);
+      await shoot('graph-500-focus', p, '#authority-graph');
+      await ctx.close();
+    } finally {
+      big.proc.kill('SIGTERM');
+      await big.exited;
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 90_000);
+});
