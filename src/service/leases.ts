@@ -58,26 +58,28 @@ export async function acquireLeases(ctx: WritContext, who: string | Authenticate
 
 /**
  * Runs a lease operation for a caller whose assertion may still be unspent: the operation spends it
- * in its own transaction (`alsoCommit`), and a refused one spends it afterwards (if it is spent
- * already, the operation's own answer stands: a replay that lost the race got UNAUTHENTICATED there).
+ * in its own transaction (`alsoCommit`), and a refused one spends it afterwards. If that later spend
+ * finds it spent by someone else (the assertion is a replay: nothing read it from the store before),
+ * the answer is the replay's 401, never the operation's refusal, which would tell a replayer who holds
+ * a key; if this operation spent it itself (e.g. with the release that ends a revoked lease), the
+ * operation's own answer stands.
  */
 async function spendingAssertion<T>(ctx: WritContext, who: string | AuthenticatedCaller, op: (caller: string, spend: (tx: StoreTx) => Promise<void>) => Promise<T>): Promise<T> {
   const { principal, spend } = callerOf(who, ctx.replay, () => ctx.clock.now());
-  let done = false;
+  let spentByOp = false;
+  const spendInOp = async (tx: StoreTx) => {
+    spentByOp = true;
+    await spend(tx);
+  };
   try {
-    const out = await op(principal, spend);
-    done = true;
-    return out;
-  } finally {
-    if (!done) {
-      try {
-        await ctx.store.readWrite(spend);
-      } catch (e) {
-        // Spent already (by a commit of this operation, or by a replay that got there first): the
-        // operation's own refusal stands. Any other failure to spend is the answer.
-        if (!isReplayedAssertion(e)) throw e;
-      }
+    return await op(principal, spendInOp);
+  } catch (refusal) {
+    try {
+      await ctx.store.readWrite(spend);
+    } catch (e) {
+      throw isReplayedAssertion(e) && spentByOp ? refusal : e;
     }
+    throw refusal;
   }
 }
 
