@@ -36,8 +36,9 @@ export interface PostgresStoreOptions {
    */
   idleInTransactionTimeoutMs?: number;
   /**
-   * Send BEGIN with a transaction's first statement, values inlined as literals (default true: one
-   * round trip less per transaction). False: BEGIN on its own and every statement with bound parameters.
+   * Send BEGIN with a transaction's first statement, values inlined as literals, and statements nobody
+   * reads with the next one or the COMMIT (Sql.defer) (default true: fewer round trips per transaction).
+   * False: BEGIN on its own, every statement alone with bound parameters, nothing deferred.
    */
   beginWithFirstStatement?: boolean;
 }
@@ -131,7 +132,7 @@ class PgStore implements PostgresStore {
   }
 
   read<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
-    return this.run('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', fn);
+    return this.run('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', fn, true);
   }
 
   readWrite<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
@@ -144,7 +145,7 @@ class PgStore implements PostgresStore {
     await this.pool.end();
   }
 
-  private async run<T>(begin: string, fn: (tx: StoreTx) => Promise<T>): Promise<T> {
+  private async run<T>(begin: string, fn: (tx: StoreTx) => Promise<T>, readOnly = false): Promise<T> {
     if (this.closed) throw new Error('the PostgreSQL store is closed');
     // Deferred statements (Sql.defer) are on until one of them refuses; then the callback runs again
     // with every statement sent on its own, so the refusal surfaces as the repository's own outcome.
@@ -176,6 +177,15 @@ class PgStore implements PostgresStore {
         committing = true;
         // A callback that caught an engine error and went on must not be reported as committed.
         if (session.failure !== undefined) throw session.failure;
+        if (readOnly) {
+          // A read-only snapshot's answer is whole once its statements have answered: its COMMIT
+          // changes nothing, so nobody waits for it (the connection goes back to the pool once it is done).
+          session.commit(false).then(
+            () => giveBack(),
+            (e: unknown) => giveBack(e instanceof Error ? e : new Error(String(e))),
+          );
+          return result;
+        }
         // Deferred statements go with the COMMIT; readWrite resolves only once it is acknowledged.
         if (await session.commit()) this.counters.commits += 1;
         giveBack();

@@ -25,7 +25,10 @@ export interface Sql {
 
 /** Counters the store keeps (tests and the benchmark read them; nothing decides on them). */
 export interface PostgresStoreStats {
-  /** Messages sent that wait for the server's answer (BEGIN and COMMIT included): network round trips. */
+  /**
+   * Messages sent whose answer is waited for (BEGIN and COMMIT included): network round trips. A
+   * read-only transaction's COMMIT is sent but not waited for, and not counted.
+   */
   roundTrips: number;
   /** Transactions run again after a serialization failure or deadlock. */
   retries: number;
@@ -105,14 +108,14 @@ export class TxSession implements Sql {
    * Sends what is still queued with COMMIT (after the callback returned and its statements were
    * answered). Returns whether a transaction was committed (false: it never began, nothing was sent).
    */
-  async commit(): Promise<boolean> {
+  async commit(waited = true): Promise<boolean> {
     await this.drain();
     if (this.failure !== undefined) throw this.failure;
     const rest = this.queued.splice(0);
     for (const q of rest) q.answer?.reject(new Error('a store transaction handle was used after its callback returned'));
     const deferred = rest.filter((q) => !q.answer);
     if (!this.begun && deferred.length === 0) return false;
-    await this.send(deferred, true);
+    await this.send(deferred, true, waited);
     return true;
   }
 
@@ -148,7 +151,8 @@ export class TxSession implements Sql {
     }
   }
 
-  private async send(batch: Queued[], commit: boolean): Promise<void> {
+  /** `waited` false: nobody waits for the answer (a read-only transaction's COMMIT), so it is no round trip in the stats. */
+  private async send(batch: Queued[], commit: boolean, waited = true): Promise<void> {
     const reject = (e: unknown) => {
       for (const q of batch) q.answer?.reject(e);
     };
@@ -173,7 +177,7 @@ export class TxSession implements Sql {
       }
       const statements = [...(withBegin ? [this.begin] : []), ...batch.map((q) => (this.beginWithFirstStatement ? inlineValues(q.text, q.values) : q.text)), ...(commit ? ['COMMIT'] : [])];
       if (statements.length === 0) return;
-      this.stats.roundTrips += 1;
+      if (waited) this.stats.roundTrips += 1;
       const raw = (await this.client.query(statements.join(';\n'))) as unknown as pg.QueryResult | pg.QueryResult[];
       const results = Array.isArray(raw) ? raw : [raw];
       const offset = withBegin ? 1 : 0;
