@@ -178,7 +178,8 @@ export class TxSession implements Sql {
       const statements = [...(withBegin ? [this.begin] : []), ...batch.map((q) => (this.beginWithFirstStatement ? inlineValues(q.text, q.values) : q.text)), ...(commit ? ['COMMIT'] : [])];
       if (statements.length === 0) return;
       if (waited) this.stats.roundTrips += 1;
-      const raw = (await this.client.query(statements.join(';\n'))) as unknown as pg.QueryResult | pg.QueryResult[];
+      // The newline before each semicolon ends a statement's trailing line comment, if it has one.
+      const raw = (await this.client.query(statements.join('\n;\n'))) as unknown as pg.QueryResult | pg.QueryResult[];
       const results = Array.isArray(raw) ? raw : [raw];
       const offset = withBegin ? 1 : 0;
       batch.forEach((q, i) => q.answer?.resolve(results[offset + i]!.rows));
