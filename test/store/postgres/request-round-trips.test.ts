@@ -8,7 +8,7 @@ import { UpstreamRouter } from '../../../src/gateway/index.js';
 import { GOVERNANCE_ID } from '../../../src/graph/model.js';
 import { buildApp } from '../../../src/http/index.js';
 import { createCallerAssertion } from '../../../src/sdk/assertion.js';
-import { applyManifest, openWrit, readManifest, type OpenedWrit } from '../../../src/service/index.js';
+import { applyManifest, openWrit, readAdminCredential, readManifest, type OpenedWrit } from '../../../src/service/index.js';
 import type { PostgresStore } from '../../../src/store/postgres/index.js';
 import { startSampleUpstream } from '../../../src/upstream/index.js';
 import { BUNDLE_DIR, EXAMPLE_GRAPH, REPO, fixtureKey } from '../../support/harness.js';
@@ -28,11 +28,12 @@ afterAll(async () => {
 let writ: OpenedWrit;
 let app: FastifyInstance;
 let store: PostgresStore;
+let dataDir: string;
 
 beforeAll(async () => {
   const db = await createTestDatabase('writ_request_trips');
   cleanups.push(db.drop);
-  const dataDir = mkdtempSync(join(tmpdir(), 'writ-trips-'));
+  dataDir = mkdtempSync(join(tmpdir(), 'writ-trips-'));
   cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
   const upstream = await startSampleUpstream({ port: 0, host: '127.0.0.1', dbFile: join(dataDir, 'upstream.sqlite') });
   cleanups.push(() => upstream.app.close());
@@ -53,7 +54,7 @@ async function call(method: 'POST' | 'DELETE', url: string, payload: unknown, he
   return { status: res.statusCode, body: res.json(), roundTrips: store.stats().roundTrips - before };
 }
 
-const decide = (fields: string[]) => call('POST', '/v1/decisions', { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields });
+const decide = (fields: string[], resource = 'wp:post:1024') => call('POST', '/v1/decisions', { action: 'update_post', resource, environment: 'production', fields });
 
 describe('round trips to PostgreSQL per request', () => {
   it('a decision 1, a lease acquisition 2, a renewal or release 2, a gateway write 7 (intent 3 + settlement 4)', async () => {
@@ -113,5 +114,28 @@ describe('round trips to PostgreSQL per request', () => {
     expect(await store.read((tx) => tx.receipts.indexedHead())).toBe(head);
     const fresh = await inject('POST', '/v1/actions', body, { authorization: await token(), 'writ-decision': w.body.token });
     expect(fresh.status, JSON.stringify(fresh.body)).toBe(201);
+  }, 60_000);
+
+  // Last: it revokes part of the example graph.
+  it('a renewal or release by someone else, and a renewal after the chain was revoked: refused with nothing renewed, the revoked lease released', async () => {
+    const d = await decide(['title'], 'wp:post:2048');
+    const lease = await call('POST', '/v1/leases', { decisions: [d.body.token], ttl_ms: 10_000 });
+    expect(lease.status, JSON.stringify(lease.body)).toBe(201);
+    const asOther = async (url: string, method: 'POST' | 'DELETE') => {
+      const authorization = `Bearer ${await createCallerAssertion({ principal: 'content-agent-3', privateJwk: fixtureKey('content-agent-3'), now: Date.now() })}`;
+      const r = await app.inject({ method, url, payload: { token: lease.body.token }, headers: { authorization } });
+      return r.json().code;
+    };
+    const before = await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' }));
+    expect(await asOther(`/v1/leases/${lease.body.lease_id}/renew`, 'POST')).toBe('LEASE_TOKEN_MISMATCH');
+    expect(await asOther(`/v1/leases/${lease.body.lease_id}`, 'DELETE')).toBe('LEASE_TOKEN_MISMATCH');
+    expect(await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' }))).toEqual(before);
+    const admin = readAdminCredential(dataDir);
+    const governance = `Bearer ${await createCallerAssertion({ principal: GOVERNANCE_ID, privateJwk: admin.privateJwk as never, now: Date.now() })}`;
+    const revoked = await app.inject({ method: 'DELETE', url: '/v1/edges/d-orch-seo', headers: { authorization: governance } });
+    expect(revoked.statusCode, revoked.body).toBeLessThan(300);
+    const renewed = await call('POST', `/v1/leases/${lease.body.lease_id}/renew`, { token: lease.body.token, ttl_ms: 300_000 });
+    expect([renewed.status, renewed.body.code]).toEqual([403, 'AUTHORITY_REVOKED']);
+    expect((await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' })))[0]).toMatchObject({ holder: null });
   }, 60_000);
 });
