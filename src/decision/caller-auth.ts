@@ -126,10 +126,10 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
 
 /**
  * Spends a verified assertion's jti, or fails the transaction with UNAUTHENTICATED: replayed (already
- * spent) or expired (past the time its spend would be remembered). Call it inside a transaction to make
- * the spend part of it; the unique row decides between racing requests, at the latest at the commit. Afterwards the in-memory mark of
- * `verifyCallerAssertion` is dropped: the row answers for it from now on, or, if the spend failed,
- * nothing was spent and the assertion may be tried again.
+ * spent) or expired (past the time its spend would be remembered). Call it inside a transaction to
+ * make the spend part of it; the unique row decides between racing requests, at the latest at the
+ * commit. Afterwards the in-memory mark of `verifyCallerAssertion` is dropped: the row answers for it
+ * from now on, or, if the spend failed, nothing was spent and the assertion may be tried again.
  */
 export async function spendAssertion(replay: ReplayGuard, tx: SingleUseTx, caller: AuthenticatedCaller, now: number): Promise<void> {
   try {
