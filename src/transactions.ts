@@ -7,8 +7,9 @@ export interface TxRunner<Tx> {
   read<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /**
    * One atomic, durable transaction: resolves only after its commit is durable. The callback may be
-   * run again when the engine retries a transaction that lost a serialization race, so it does
-   * nothing but calls on `tx` (no network, no timers, no effects outside the store).
+   * run again when the engine retries a transaction that lost a serialization race, or that learned
+   * at its commit that a write sent with it refuses (a spent single-use id), so it does nothing but
+   * calls on `tx` (no network, no timers, no effects outside the store).
    */
   readWrite<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
 }

@@ -20,6 +20,14 @@ export interface CallerAuthDeps {
    * until `exp + tolerance`, so it cannot be replayed inside that window either.
    */
   clockToleranceMs?: number;
+  /**
+   * Whether verifying reads the store for a jti spent already (default true). Off where the request
+   * spends the jti anyway (authenticateCaller; the use cases that spend it with their effect): that
+   * spend decides across processes, a replay fails its transaction and nothing of it lands, and the read
+   * would cost a transaction of its own (two round trips on PostgreSQL). A replay to the same process
+   * is still refused at once (the in-memory mark).
+   */
+  readSpent?: boolean;
 }
 
 export interface AuthenticatedCaller {
@@ -45,7 +53,7 @@ const REPLAY_NAMESPACE = 'assertion';
  * `UNAUTHENTICATED` with a message naming the check that failed; no message contains key material.
  */
 export async function authenticateCaller(authorizationHeader: string | undefined, deps: CallerAuthDeps): Promise<AuthenticatedCaller> {
-  const caller = await verifyCallerAssertion(authorizationHeader, deps);
+  const caller = await verifyCallerAssertion(authorizationHeader, { ...deps, readSpent: false });
   await deps.replay.store.readWrite((tx) => spendAssertion(deps.replay, tx, caller, deps.now));
   return caller;
 }
@@ -111,22 +119,23 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   // Accepted only while its spend is remembered (whole-second exp checks alone leave up to 1 s more).
   if (now >= caller.spendUntil) throw refuse('assertion expired');
   // Spent already (durably), or shown to this process before and not yet spent: either way a replay.
-  if (await deps.replay.isSpent(REPLAY_NAMESPACE, replayId(caller), now)) throw replayed();
+  if (deps.readSpent !== false && (await deps.replay.isSpent(REPLAY_NAMESPACE, replayId(caller), now))) throw replayed();
   if (!deps.replay.present(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
   return caller;
 }
 
 /**
- * Spends a verified assertion's jti, or throws UNAUTHENTICATED: replayed (already spent) or expired
- * (past the time its spend would be remembered). Call it inside a transaction to make the spend part
- * of it; the unique row decides between racing requests. Afterwards the in-memory mark of
- * `verifyCallerAssertion` is dropped: the row answers for it from now on, or, if the spend failed,
- * nothing was spent and the assertion may be tried again.
+ * Spends a verified assertion's jti, or fails the transaction with UNAUTHENTICATED: replayed (already
+ * spent) or expired (past the time its spend would be remembered). Call it inside a transaction to
+ * make the spend part of it; the unique row decides between racing requests, at the latest at the
+ * commit. Afterwards the in-memory mark of `verifyCallerAssertion` is dropped: the row answers for it
+ * from now on, or, if the spend failed, nothing was spent and the assertion may be tried again.
  */
 export async function spendAssertion(replay: ReplayGuard, tx: SingleUseTx, caller: AuthenticatedCaller, now: number): Promise<void> {
   try {
     if (now >= caller.spendUntil) throw refuse('assertion expired before its request took effect');
-    if (!(await tx.singleUse.spend(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now))) throw replayed();
+    // The outcome may be known only at commit (SingleUseStore.spendOrRefuse): a replay fails the whole transaction.
+    await tx.singleUse.spendOrRefuse(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now, replayed);
   } finally {
     replay.forget(REPLAY_NAMESPACE, replayId(caller));
   }

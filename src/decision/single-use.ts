@@ -10,6 +10,13 @@ export interface SingleUseStore {
    * an id already expired at `now` (it could not be remembered, so it is never spent).
    */
   spend(namespace: string, id: string, expiresAt: number, now: number): Promise<boolean>;
+  /**
+   * Spends the id as `spend` does, but where `spend` would return false the transaction fails with
+   * `refusal()`: nothing of it lands, and readWrite rejects with that error. The outcome may be known
+   * only at commit (an engine may send the spend with the COMMIT, PostgreSQL does: no round trip of
+   * its own), so the callback must not count on the spend having happened before it returns.
+   */
+  spendOrRefuse(namespace: string, id: string, expiresAt: number, now: number, refusal: () => Error): Promise<void>;
   /** Whether `spend` would refuse this id now (a read: it records nothing). */
   isSpent(namespace: string, id: string, now: number): Promise<boolean>;
 }

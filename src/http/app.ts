@@ -60,7 +60,8 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   app.decorate('writ', ctx);
   const authDeps = async () => {
     const graph = await ctx.graph.current();
-    return { principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs };
+    // Every route spends the jti (at once, or with the request's effect): that spend is the durable check.
+    return { principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs, readSpent: false };
   };
   const limiter = ctx.config.rateLimit.perSecond > 0 ? new PrincipalRateLimiter(ctx.clock, ctx.config.rateLimit.perSecond, ctx.config.rateLimit.burst) : null;
   /** A verified caller within its rate; a limited one's assertion is left unspent (usable once it may call again). */

@@ -46,6 +46,22 @@ export interface LeaseTx {
 /** The caller's own writes, in the lease operation's transaction, only when the operation succeeds. */
 export type AlsoCommit<Tx> = (tx: Tx) => Promise<void>;
 
+export interface LeaseCallOptions<Tx> {
+  alsoCommit?: AlsoCommit<Tx>;
+  /**
+   * The caller's own check, in the operation's transaction and asked together with it (one message on
+   * engines that batch): if it throws, the operation is rolled back and its error is the answer.
+   */
+  check?: (tx: Tx) => Promise<void>;
+}
+
+/** Runs `op` with the caller's check beside it; the check's refusal wins. */
+async function withCheck<Tx, T>(tx: Tx, options: LeaseCallOptions<Tx>, op: () => Promise<T>): Promise<T> {
+  if (!options.check) return op();
+  const [, o] = await Promise.all([options.check(tx), op()]);
+  return o;
+}
+
 /**
  * Coordination: who may write a key right now. Leases, tokens, fencing epochs, the wait queue and
  * preemption. It never consults the authority graph: the caller (the service layer) has already
@@ -143,13 +159,14 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
 
   /**
    * Extends the lease (all its keys) by `ttlMs` (default: its current duration) from now. `alsoCommit`
-   * runs in the renewing transaction when the renewal succeeds (see AcquireRequest.alsoCommit).
+   * runs in the renewing transaction when the renewal succeeds (see AcquireRequest.alsoCommit);
+   * `check` beside the renewal, whose refusal rolls it back.
    */
-  async renew(leaseId: string, token: string, ttlMs?: number, options: { alsoCommit?: AlsoCommit<Tx> } = {}): Promise<RenewedLease> {
+  async renew(leaseId: string, token: string, ttlMs?: number, options: LeaseCallOptions<Tx> = {}): Promise<RenewedLease> {
     const ttl = ttlMs === undefined ? null : checkTtl(ttlMs, this.options);
     const command = { leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), ttlMs: ttl, now: this.clock.now() };
     const outcome = await this.store.readWrite(async (tx) => {
-      const o = await tx.leases.renew(command);
+      const o = await withCheck(tx, options, () => tx.leases.renew(command));
       if (o.ok && options.alsoCommit) await options.alsoCommit(tx);
       return o;
     });
@@ -157,11 +174,11 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
     return { lease_id: leaseId, epochs: outcome.epochs, expires_at: outcome.expiresAt };
   }
 
-  /** Frees every key of the lease; their epochs stay (the next holder gets epoch + 1). `alsoCommit` as for renew. */
-  async release(leaseId: string, token: string, options: { alsoCommit?: AlsoCommit<Tx> } = {}): Promise<ReleasedLease> {
+  /** Frees every key of the lease; their epochs stay (the next holder gets epoch + 1). `alsoCommit` and `check` as for renew. */
+  async release(leaseId: string, token: string, options: LeaseCallOptions<Tx> = {}): Promise<ReleasedLease> {
     const command = { leaseId: String(leaseId), tokenHash: hashLeaseToken(String(token)), now: this.clock.now() };
     const outcome = await this.store.readWrite(async (tx) => {
-      const o = await tx.leases.release(command);
+      const o = await withCheck(tx, options, () => tx.leases.release(command));
       if (o.ok && options.alsoCommit) await options.alsoCommit(tx);
       return o;
     });

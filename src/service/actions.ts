@@ -188,7 +188,9 @@ async function checkFences(ctx: WritContext, w: IdentifiedWrite, claims: Decisio
 /**
  * One transaction, one sync: the assertion and the decision are spent exactly when the intent is on
  * record (a concurrent retry under the same Idempotency-Key spends nothing), and no edge or principal
- * of the chain was revoked in the store since the decision, whichever replica revoked it.
+ * of the chain was revoked in the store since the decision, whichever replica revoked it. On
+ * PostgreSQL three round trips: the assertion's spend, the receipt log's lock and the graph re-read in
+ * one message; the intent's append; the decision's spend with the COMMIT.
  */
 async function recordIntent(ctx: WritContext, w: IdentifiedWrite, input: ActionInput, creds: ActionCredentials, c: CheckedWrite, spend: (tx: StoreTx) => Promise<void>): Promise<Receipt> {
   const { claims, fence } = c;
@@ -201,16 +203,18 @@ async function recordIntent(ctx: WritContext, w: IdentifiedWrite, input: ActionI
     expected_version: input.expected_version ?? null, idempotency_key: creds.idempotencyKey ?? null, request_hash: w.hash,
   };
   return ctx.store.readWrite(async (tx) => {
+    // The spends' outcomes are known at the commit (a replay fails the transaction); the graph is
+    // re-read in the same message as the intent's first statement (asked together), after it in order,
+    // so it sees every revocation committed before the intent took the receipt log's lock.
     await spend(tx);
-    const recorded = await ctx.receipts.recordIntent(intent, tx);
+    const [recorded, sinceDecision] = await Promise.all([ctx.receipts.recordIntent(intent, tx), tx.graph.read(claims.graph_revision)]);
     if (recorded.replayed) return recorded;
-    checkNotRevokedSince(await tx.graph.read(claims.graph_revision), claims, c.principals);
+    checkNotRevokedSince(sinceDecision, claims, c.principals);
     // Checked again at the commit: a decision spent after it expired could be spent twice.
     const now = ctx.clock.now();
     if (now >= claims.expires_at) throw new WritError('DECISION_EXPIRED', `decision ${claims.decision_id} expired before the write was recorded`);
-    if (!(await tx.singleUse.spend('decision', claims.decision_id, claims.expires_at, now))) {
-      throw new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write; a decision authorizes one write`);
-    }
+    await tx.singleUse.spendOrRefuse('decision', claims.decision_id, claims.expires_at, now, () =>
+      new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write; a decision authorizes one write`));
     return recorded;
   });
 }

@@ -22,10 +22,9 @@ export async function declareIncident(ctx: WritContext, caller: string, input: {
   const incident: Incident = { id: input.id, declared_by: caller, reason: input.reason, decision_id: claims.decision_id, declared_at: now, ends_at: now + ttl, resolved_at: null };
   // The decision is spent with the declaration, or not at all.
   return ctx.store.readWrite(async (tx) => {
-    // (spend() refuses an id already expired at `now`; verifyDecision has just checked it is not.)
-    if (!(await tx.singleUse.spend('decision', claims.decision_id, claims.expires_at, now))) {
-      throw new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used`);
-    }
+    // (An id already expired at `now` is refused too; verifyDecision has just checked it is not.)
+    await tx.singleUse.spendOrRefuse('decision', claims.decision_id, claims.expires_at, now, () =>
+      new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used`));
     if (!(await tx.incidents.declare(incident))) throw new WritError('ALREADY_EXISTS', `incident ${input.id} was already declared`);
     return incident;
   });

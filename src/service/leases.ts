@@ -1,6 +1,6 @@
 import { WritError } from '../errors.js';
 import { callerOf, checkDecisionBinding, isReplayedAssertion, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
-import { isEdgeLive } from '../graph/index.js';
+import { isEdgeLive, type AuthorityGraph } from '../graph/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
 import type { LeaseGrant, LeaseRecord, WaiterRow } from '../lease/index.js';
@@ -58,26 +58,28 @@ export async function acquireLeases(ctx: WritContext, who: string | Authenticate
 
 /**
  * Runs a lease operation for a caller whose assertion may still be unspent: the operation spends it
- * in its own transaction (`alsoCommit`), and a refused one spends it afterwards (if it is spent
- * already, the operation's own answer stands: a replay that lost the race got UNAUTHENTICATED there).
+ * in its own transaction (`alsoCommit`), and a refused one spends it afterwards. If that later spend
+ * finds it spent by someone else (the assertion is a replay: nothing read it from the store before),
+ * the answer is the replay's 401, never the operation's refusal, which would tell a replayer who holds
+ * a key; if this operation spent it itself (e.g. with the release that ends a revoked lease), the
+ * operation's own answer stands.
  */
 async function spendingAssertion<T>(ctx: WritContext, who: string | AuthenticatedCaller, op: (caller: string, spend: (tx: StoreTx) => Promise<void>) => Promise<T>): Promise<T> {
   const { principal, spend } = callerOf(who, ctx.replay, () => ctx.clock.now());
-  let done = false;
+  let spentByOp = false;
+  const spendInOp = async (tx: StoreTx) => {
+    spentByOp = true;
+    await spend(tx);
+  };
   try {
-    const out = await op(principal, spend);
-    done = true;
-    return out;
-  } finally {
-    if (!done) {
-      try {
-        await ctx.store.readWrite(spend);
-      } catch (e) {
-        // Spent already (by a commit of this operation, or by a replay that got there first): the
-        // operation's own refusal stands. Any other failure to spend is the answer.
-        if (!isReplayedAssertion(e)) throw e;
-      }
+    return await op(principal, spendInOp);
+  } catch (refusal) {
+    try {
+      await ctx.store.readWrite(spend);
+    } catch (e) {
+      throw isReplayedAssertion(e) && spentByOp ? refusal : e;
     }
+    throw refusal;
   }
 }
 
@@ -140,41 +142,50 @@ function noLeaseNeeded(claims: DecisionClaims): string {
     + 'the SDK\'s withLease does this by itself.';
 }
 
-/** Who took the lease and with which decisions (recorded at acquisition). */
-function leaseAuthorityOf(ctx: WritContext, leaseId: string): Promise<{ holder: string; decisions: DecisionClaims[] } | undefined> {
-  return ctx.store.read((tx) => tx.leaseAuthority.get(leaseId));
+/**
+ * The check a renewal or release makes in its own transaction, beside the lease statement: the lease
+ * is the caller's (LEASE_TOKEN_MISMATCH otherwise), and, for a renewal, the authority it was taken
+ * with still holds in `graph` (else `revoked` is told the error, which is thrown too).
+ */
+function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph?: AuthorityGraph, revoked?: (e: unknown) => void) {
+  return async (tx: StoreTx): Promise<void> => {
+    const lease = await tx.leaseAuthority.get(leaseId);
+    if (!lease) return;
+    if (lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
+    if (!graph) return;
+    try {
+      for (const claims of lease.decisions) checkAuthorityStillValid(graph, claims, ctx.clock.now());
+    } catch (e) {
+      revoked?.(e);
+      throw e;
+    }
+  };
 }
 
 /**
  * Renewal keeps a lease only while its holder still has the authority it was taken with: a revoked
  * chain (or owner change) ends the lease at the next renewal instead of letting it lock the resource
- * for as long as someone keeps renewing. Only the holder renews.
+ * for as long as someone keeps renewing. Only the holder renews. The authority is read in the
+ * renewing transaction, beside the renewal (which it rolls back when it refuses).
  */
 export async function renewLease(ctx: WritContext, who: string | AuthenticatedCaller, leaseId: string, token: string, ttlMs?: number) {
   return spendingAssertion(ctx, who, async (caller, spend) => {
-    const lease = await leaseAuthorityOf(ctx, leaseId);
-    if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
-    if (lease) {
-      try {
-        const graph = await ctx.graph.current();
-        for (const claims of lease.decisions) checkAuthorityStillValid(graph, claims, ctx.clock.now());
-      } catch (e) {
-        // The token proves the caller holds it: give the keys back (spending the assertion with
-        // that release) before refusing.
-        await ctx.leases.release(leaseId, token, { alsoCommit: spend }).catch(() => undefined);
-        throw e;
-      }
+    const graph = await ctx.graph.current();
+    let revocation: unknown;
+    try {
+      return await ctx.leases.renew(leaseId, token, ttlMs, { alsoCommit: spend, check: authorityCheck(ctx, caller, leaseId, graph, (e) => (revocation = e)) });
+    } catch (e) {
+      if (revocation === undefined || e !== revocation) throw e;
+      // The token proves the caller holds it: give the keys back (spending the assertion with that
+      // release) before refusing.
+      await ctx.leases.release(leaseId, token, { alsoCommit: spend }).catch(() => undefined);
+      throw e;
     }
-    return ctx.leases.renew(leaseId, token, ttlMs, { alsoCommit: spend });
   });
 }
 
 export async function releaseLease(ctx: WritContext, who: string | AuthenticatedCaller, leaseId: string, token: string) {
-  return spendingAssertion(ctx, who, async (caller, spend) => {
-    const lease = await leaseAuthorityOf(ctx, leaseId);
-    if (lease && lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
-    return ctx.leases.release(leaseId, token, { alsoCommit: spend });
-  });
+  return spendingAssertion(ctx, who, (caller, spend) => ctx.leases.release(leaseId, token, { alsoCommit: spend, check: authorityCheck(ctx, caller, leaseId) }));
 }
 
 export function listLeases(ctx: WritContext, filter: { key?: string; holder?: string }): Promise<LeaseRecord[]> {

@@ -15,14 +15,19 @@ export type { TxRunner };
  * Atomicity is explicit: what must commit together runs in one `readWrite` callback, e.g. "spend the
  * caller's assertion + record the intent + spend the decision" or "take the lease + record its
  * authority + spend the assertion". The callback may run more than once when the engine retries a
- * transaction that lost a serialization race, so it must do nothing but store calls on `tx` (no
+ * transaction that lost a serialization race (or, see below, learns a refusal at the commit), so it must do nothing but store calls on `tx` (no
  * network, no timers, no side effects outside the store); it must not keep `tx` after it returns.
  *
  * Engine errors (busy, serialization failure, lost connection) never leave an adapter as driver
  * errors: an adapter retries where that is safe, and otherwise throws WritError `OVERLOADED` (503,
- * with `retry_after_ms`). *
+ * with `retry_after_ms`).
  * An engine error inside a callback dooms its transaction (PostgreSQL aborts it; SQLite rolls back the
  * callback's savepoint): a callback never catches one and carries on, it lets it propagate.
+ *
+ * Some port methods learn their outcome only at the commit (SingleUseStore.spendOrRefuse: PostgreSQL
+ * sends the spend with the COMMIT, no round trip of its own). Their refusal fails the whole transaction
+ * with the domain's own error, which readWrite rejects with, the same on every engine; nothing of the
+ * transaction lands. A callback must not count on such a write having happened before it returns.
  *
  * Lease time: on engines that keep it themselves (PostgreSQL: the database's clock), every `now` a
  * lease method is given is ignored, and the times it returns (expiry, FenceState.now, a refusal's

@@ -207,7 +207,8 @@ describe('the window between verifying an assertion and spending it', () => {
     const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 });
     const caller = await verifyCallerAssertion(bearer(token), w.deps());
     const guard = w.deps().replay;
-    const broken: SingleUseTx = { singleUse: { spend: () => Promise.reject(new Error('SQLITE_IOERR')), isSpent: () => Promise.resolve(false) } };
+    const ioError = () => Promise.reject(new Error('SQLITE_IOERR'));
+    const broken: SingleUseTx = { singleUse: { spend: ioError, spendOrRefuse: ioError, isSpent: () => Promise.resolve(false) } };
     await expect(spendAssertion(guard, broken, caller, T0)).rejects.toThrow('SQLITE_IOERR');
     // Nothing was spent: the same assertion verifies again and is then spent for good.
     const again = await verifyCallerAssertion(bearer(token), w.deps());

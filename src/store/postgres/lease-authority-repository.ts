@@ -5,13 +5,12 @@ import type { Sql } from './session.js';
 export class PostgresLeaseAuthorityRepository implements LeaseAuthorityRepository {
   constructor(private readonly sql: Sql) {}
 
+  /** Deferred where it can be (Sql.defer): nothing reads its answer, and a duplicate id fails the transaction either way. */
   async record(leaseId: string, holder: string, decisions: DecisionClaims[], at: number): Promise<void> {
-    await this.sql.query('INSERT INTO lease_authority (lease_id, holder, decisions, created_at) VALUES ($1, $2, $3::jsonb, $4)', [
-      leaseId,
-      holder,
-      JSON.stringify(decisions),
-      at,
-    ]);
+    const text = 'INSERT INTO lease_authority (lease_id, holder, decisions, created_at) VALUES ($1, $2, $3::jsonb, $4)';
+    const values = [leaseId, holder, JSON.stringify(decisions), at];
+    if (this.sql.deferring) this.sql.defer(text, values);
+    else await this.sql.query(text, values);
   }
 
   async get(leaseId: string): Promise<{ holder: string; decisions: DecisionClaims[] } | undefined> {

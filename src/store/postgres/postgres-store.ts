@@ -36,8 +36,9 @@ export interface PostgresStoreOptions {
    */
   idleInTransactionTimeoutMs?: number;
   /**
-   * Send BEGIN with a transaction's first statement, values inlined as literals (default true: one
-   * round trip less per transaction). False: BEGIN on its own and every statement with bound parameters.
+   * Send BEGIN with a transaction's first statement, values inlined as literals, and statements nobody
+   * reads with the next one or the COMMIT (Sql.defer) (default true: fewer round trips per transaction).
+   * False: BEGIN on its own, every statement alone with bound parameters, nothing deferred.
    */
   beginWithFirstStatement?: boolean;
 }
@@ -106,7 +107,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 
 class PgStore implements PostgresStore {
   readonly engine = 'postgres' as const;
-  private readonly counters: PostgresStoreStats = { roundTrips: 0, retries: 0, commits: 0 };
+  private readonly counters: PostgresStoreStats = { roundTrips: 0, retries: 0, eagerRuns: 0, commits: 0 };
   private readonly purge = new PurgeSchedule();
   private closed = false;
 
@@ -131,7 +132,7 @@ class PgStore implements PostgresStore {
   }
 
   read<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
-    return this.run('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', fn);
+    return this.run('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', fn, true);
   }
 
   readWrite<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
@@ -144,8 +145,11 @@ class PgStore implements PostgresStore {
     await this.pool.end();
   }
 
-  private async run<T>(begin: string, fn: (tx: StoreTx) => Promise<T>): Promise<T> {
+  private async run<T>(begin: string, fn: (tx: StoreTx) => Promise<T>, readOnly = false): Promise<T> {
     if (this.closed) throw new Error('the PostgreSQL store is closed');
+    // Deferred statements (Sql.defer) are on until one of them refuses; then the callback runs again
+    // with every statement sent on its own, so the refusal surfaces as the repository's own outcome.
+    let deferring = this.beginWithFirstStatement;
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient;
       try {
@@ -153,7 +157,7 @@ class PgStore implements PostgresStore {
       } catch (e) {
         throw overloaded(`no database connection (${(e as Error).message})`, this.retryAfterMs, e);
       }
-      const session = new TxSession(client, begin, this.counters, this.beginWithFirstStatement);
+      const session = new TxSession(client, begin, this.counters, this.beginWithFirstStatement, deferring);
       // A checked-out connection that breaks emits 'error' on itself (the pool only listens to idle
       // ones); unheard, it would end the process. The failing statement rejects as well.
       const onError = (e: unknown) => (session.failure ??= e);
@@ -173,11 +177,17 @@ class PgStore implements PostgresStore {
         committing = true;
         // A callback that caught an engine error and went on must not be reported as committed.
         if (session.failure !== undefined) throw session.failure;
-        if (session.begun) {
-          this.counters.roundTrips += 1;
-          await client.query('COMMIT');
-          this.counters.commits += 1;
+        if (readOnly) {
+          // A read-only snapshot's answer is whole once its statements have answered: its COMMIT
+          // changes nothing, so nobody waits for it (the connection goes back to the pool once it is done).
+          session.commit(false).then(
+            () => giveBack(),
+            (e: unknown) => giveBack(e instanceof Error ? e : new Error(String(e))),
+          );
+          return result;
         }
+        // Deferred statements go with the COMMIT; readWrite resolves only once it is acknowledged.
+        if (await session.commit()) this.counters.commits += 1;
         giveBack();
         return result;
       } catch (e) {
@@ -189,6 +199,12 @@ class PgStore implements PostgresStore {
               (rollbackError: unknown) => (rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError))),
             );
         giveBack(broken);
+        if (session.deferredRefused && deferring) {
+          deferring = false;
+          this.counters.eagerRuns += 1;
+          attempt -= 1;
+          continue;
+        }
         if (isRetryable(session.failure ?? e) && attempt < this.maxAttempts) {
           this.counters.retries += 1;
           await sleep(Math.random() * Math.min(50, 2 ** attempt));

@@ -18,7 +18,7 @@ export class PostgresSingleUseStore implements SingleUseStore {
 
   async spend(namespace: string, id: string, expiresAt: number, now: number): Promise<boolean> {
     if (expiresAt <= now) return false;
-    if (this.purge.due(now)) await this.sql.query('DELETE FROM single_use_ids WHERE expires_at <= writ_now_ms()');
+    await this.purgeIfDue(now);
     // A live row makes this a no-op (no row returned); an expired one is replaced; an id already
     // expired is never inserted (spending it late would let a second late spend succeed too).
     const rows = await this.sql.query(
@@ -30,6 +30,35 @@ export class PostgresSingleUseStore implements SingleUseStore {
       [namespace, storedId(id), expiresAt, now],
     );
     return rows.length === 1;
+  }
+
+  /**
+   * Deferred (Sql.defer: sent with the next statement or the COMMIT), so a refusal must fail: the id's
+   * expired row is deleted, then a plain INSERT meets a live row's primary key (unique violation), and
+   * an id already past by the database's clock is inserted with a NULL expiry (not-null violation).
+   * Either fails the transaction, which the store then runs again without deferring, where `spend`
+   * answers and the refusal is thrown.
+   */
+  async spendOrRefuse(namespace: string, id: string, expiresAt: number, now: number, refusal: () => Error): Promise<void> {
+    if (!this.sql.deferring) {
+      if (!(await this.spend(namespace, id, expiresAt, now))) throw refusal();
+      return;
+    }
+    if (expiresAt <= now) throw refusal();
+    await this.purgeIfDue(now);
+    this.sql.defer('DELETE FROM single_use_ids WHERE namespace = $1 AND id = $2 AND expires_at <= greatest($3::bigint, writ_now_ms())', [namespace, storedId(id), now]);
+    this.sql.defer(
+      'INSERT INTO single_use_ids (namespace, id, expires_at) VALUES ($1, $2, CASE WHEN $3::bigint > greatest($4::bigint, writ_now_ms()) THEN $3::bigint END)',
+      [namespace, storedId(id), expiresAt, now],
+    );
+  }
+
+  /** Deletes expired ids (by the database's clock) when this process's schedule says so; nobody reads the answer. */
+  private async purgeIfDue(now: number): Promise<void> {
+    if (!this.purge.due(now)) return;
+    const purge = 'DELETE FROM single_use_ids WHERE expires_at <= writ_now_ms()';
+    if (this.sql.deferring) this.sql.defer(purge);
+    else await this.sql.query(purge);
   }
 
   async isSpent(namespace: string, id: string, now: number): Promise<boolean> {

@@ -27,6 +27,10 @@ export class SqliteSingleUseStore implements SingleUseStore {
     return this.insert.run(namespace, id, expiresAt, now).changes === 1;
   }
 
+  async spendOrRefuse(namespace: string, id: string, expiresAt: number, now: number, refusal: () => Error): Promise<void> {
+    if (!(await this.spend(namespace, id, expiresAt, now))) throw refusal();
+  }
+
   async isSpent(namespace: string, id: string, now: number): Promise<boolean> {
     return this.live.get(namespace, id, now) !== undefined;
   }

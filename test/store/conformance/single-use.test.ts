@@ -1,5 +1,9 @@
 import { expect, it } from 'vitest';
 import { describeEngines, sleep } from './engines.js';
+import { acquireCommand, leaseView, take } from './helpers.js';
+
+class Replayed extends Error {}
+const replayed = () => new Replayed('replayed');
 
 describeEngines('single-use ids', (fresh) => {
   it('spends an id once until it expires; isSpent reads without recording; namespaces are separate', async () => {
@@ -60,5 +64,77 @@ describeEngines('single-use ids', (fresh) => {
       }),
     ).rejects.toThrow('the write failed');
     expect(await store.readWrite((tx) => tx.singleUse.spend('decision', 'r', now + 60_000, Date.now()))).toBe(true);
+  });
+
+  it('spendOrRefuse: spends once; a spent or expired id fails the transaction with the given refusal, whenever the engine learns it', async () => {
+    const { store } = await fresh();
+    const now = Date.now();
+    await store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'once', now + 60_000, now, replayed));
+    expect(await store.read((tx) => tx.singleUse.isSpent('assertion', 'once', Date.now()))).toBe(true);
+    await expect(store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'once', now + 60_000, Date.now(), replayed))).rejects.toBeInstanceOf(Replayed);
+    await expect(store.readWrite((tx) => tx.singleUse.spendOrRefuse('decision', 'late', now - 1, now, replayed))).rejects.toBeInstanceOf(Replayed);
+    expect(await store.read((tx) => tx.singleUse.isSpent('decision', 'late', now))).toBe(false);
+    // Several in one transaction, an expired row replaced, other namespaces apart.
+    await store.readWrite(async (tx) => {
+      await tx.singleUse.spendOrRefuse('assertion', 'a1', now + 60_000, now, replayed);
+      await tx.singleUse.spendOrRefuse('decision', 'once', now + 60_000, now, replayed);
+    });
+    expect(await store.readWrite((tx) => tx.singleUse.spend('decision', 'once', now + 60_000, Date.now()))).toBe(false);
+  });
+
+  it('a replayed id in a transaction with other writes: nothing of it lands (the lease, its authority, the other spend)', async () => {
+    const { store } = await fresh();
+    const now = Date.now();
+    await store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'jti-spent', now + 60_000, now, replayed));
+    const before = await leaseView(store, ['k:replay']);
+    const cmd = acquireCommand(['k:replay'], 'agent');
+    await expect(
+      store.readWrite(async (tx) => {
+        await tx.singleUse.spendOrRefuse('decision', 'dec-fresh', now + 60_000, now, replayed);
+        const o = await tx.leases.acquire(cmd);
+        expect(o.granted).toBe(true);
+        await tx.leaseAuthority.record(cmd.leaseId, 'agent', [], now);
+        await tx.singleUse.spendOrRefuse('assertion', 'jti-spent', now + 60_000, now, replayed);
+        return o;
+      }),
+    ).rejects.toBeInstanceOf(Replayed);
+    expect(await leaseView(store, ['k:replay'])).toEqual(before);
+    expect(await store.read((tx) => tx.leaseAuthority.get(cmd.leaseId))).toBeUndefined();
+    expect(await store.read((tx) => tx.singleUse.isSpent('decision', 'dec-fresh', Date.now()))).toBe(false);
+    // The key is free: the next acquisition takes it at epoch 1.
+    expect((await take(store, ['k:replay'], 'agent')).outcome).toMatchObject({ granted: true, epochs: { 'k:replay': 1 } });
+  });
+
+  it('a refused acquisition with spends and its authority record queued before it: nothing of them lands', async () => {
+    const { store } = await fresh();
+    const now = Date.now();
+    const held = await take(store, ['k:busy'], 'holder');
+    expect(held.outcome.granted).toBe(true);
+    const cmd = acquireCommand(['k:busy'], 'agent');
+    await expect(
+      store.readWrite(async (tx) => {
+        await tx.singleUse.spendOrRefuse('assertion', 'jti-queued', now + 60_000, now, replayed);
+        await tx.leaseAuthority.record(cmd.leaseId, 'agent', [], now);
+        const o = await tx.leases.acquire(cmd);
+        if (!o.granted) throw new Error(`busy: ${o.key} held by ${o.holder}`);
+        return o;
+      }),
+    ).rejects.toThrow('busy: k:busy held by holder');
+    expect(await store.read((tx) => tx.singleUse.isSpent('assertion', 'jti-queued', Date.now()))).toBe(false);
+    expect(await store.read((tx) => tx.leaseAuthority.get(cmd.leaseId))).toBeUndefined();
+    expect((await store.read((tx) => tx.leases.listKeys({ key: 'k:busy' })))[0]).toMatchObject({ holder: 'holder', epoch: 1 });
+  });
+
+  it('spendOrRefuse of the same id racing from two connections: exactly one transaction commits', async () => {
+    const { store, another } = await fresh();
+    const other = await another();
+    const ids = Array.from({ length: 20 }, (_, i) => `race-${i}`);
+    const spend = (s: typeof store, id: string) =>
+      s.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', id, Date.now() + 60_000, Date.now(), replayed)).then(() => true, (e: unknown) => {
+        if (!(e instanceof Replayed)) throw e;
+        return false;
+      });
+    const results = await Promise.all(ids.map((id) => Promise.all([spend(store, id), spend(other, id), spend(store, id), spend(other, id)])));
+    for (const r of results) expect(r.filter(Boolean)).toHaveLength(1);
   });
 });

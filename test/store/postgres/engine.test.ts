@@ -251,58 +251,105 @@ describe('PostgreSQL single-use ids', () => {
 });
 
 describe('PostgreSQL round trips', () => {
-  it('a lease acquisition, renewal and release are two round trips each (statement with BEGIN, then COMMIT)', async () => {
+  const refused = () => new WritError('UNAUTHENTICATED', 'replayed');
+  const counter = (store: PostgresStore) => async (fn: () => Promise<unknown>) => {
+    const before = store.stats().roundTrips;
+    await fn();
+    return store.stats().roundTrips - before;
+  };
+
+  it('leases: acquire, renew and release two each; the service\'s acquisition with its authority and the spent assertion two; a spend alone one', async () => {
     const db = await database();
     const store = await open(db.url);
-    const count = async (fn: () => Promise<unknown>) => {
-      const before = store.stats().roundTrips;
-      await fn();
-      return store.stats().roundTrips - before;
-    };
+    const count = counter(store);
     let t!: Awaited<ReturnType<typeof take>>;
     expect(await count(async () => (t = await take(store, ['k:1', 'k:2', 'k:3'], 'a')))).toBe(2);
     expect(await count(() => take(store, ['k:2'], 'b'))).toBe(2); // a refusal too
     expect(await count(() => renew(store, t))).toBe(2);
     expect(await count(() => release(store, t))).toBe(2);
-    expect(await count(() => store.read((tx) => tx.leases.fenceState('k:1', t.tokenHash, t.leaseId)))).toBe(2);
-    // The first spend of a process also purges expired ids (then at most once a minute): not counted here.
-    await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-0', Date.now() + 60_000, Date.now()));
+    expect(await count(() => store.read((tx) => tx.leases.fenceState('k:1', t.tokenHash, t.leaseId)))).toBe(1); // a read: its COMMIT is not waited for
+    // The first spend of a process also purges expired ids (then at most once a minute); deferred, it costs nothing more.
+    expect(await count(() => store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'jti-0', Date.now() + 60_000, Date.now(), refused)))).toBe(1);
+    // A decision's spend of the caller's assertion: BEGIN, the spend and COMMIT in one message.
+    expect(await count(() => store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'jti-d', Date.now() + 60_000, Date.now(), refused)))).toBe(1);
     // The service's acquisition: lease + its authority + the caller's assertion spent, in one transaction.
+    let lease!: ReturnType<typeof acquireCommand>;
     expect(
       await count(() =>
         store.readWrite(async (tx) => {
-          const cmd = acquireCommand(['k:9'], 'c');
-          await tx.leases.acquire(cmd);
-          await tx.leaseAuthority.record(cmd.leaseId, 'c', [], Date.now());
-          await tx.singleUse.spend('assertion', 'jti-1', Date.now() + 60_000, Date.now());
+          lease = acquireCommand(['k:9'], 'c');
+          await tx.leases.acquire(lease);
+          await tx.leaseAuthority.record(lease.leaseId, 'c', [], Date.now());
+          await tx.singleUse.spendOrRefuse('assertion', 'jti-1', Date.now() + 60_000, Date.now(), refused);
         }),
       ),
-    ).toBe(4);
+    ).toBe(2);
+    // A renewal (or release) with the caller's assertion spent.
+    expect(
+      await count(() =>
+        store.readWrite(async (tx) => {
+          await tx.leases.renew({ leaseId: lease.leaseId, tokenHash: lease.tokenHash, ttlMs: null, now: Date.now() });
+          await tx.singleUse.spendOrRefuse('assertion', 'jti-2', Date.now() + 60_000, Date.now(), refused);
+        }),
+      ),
+    ).toBe(2);
     expect(await count(() => store.readWrite(async () => 'nothing'))).toBe(0);
+    expect(store.stats().eagerRuns).toBe(0);
   });
 
-  it("receipts: an intent or a settlement is three round trips (lock the key's chain head with BEGIN, write, COMMIT); the gateway intent transaction five", async () => {
+  it("receipts: an intent or a settlement three (lock the key's chain head with BEGIN, write, COMMIT); the gateway's intent transaction three, its write six in all", async () => {
     const db = await database();
     const store = await open(db.url);
-    const count = async (fn: () => Promise<unknown>) => {
-      const before = store.stats().roundTrips;
-      await fn();
-      return store.stats().roundTrips - before;
-    };
+    const count = counter(store);
     await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-0', Date.now() + 60_000, Date.now())); // the process's first purge
     const index = (id: string) => ({ receipt_id: id, principal: 'p', resource_key: 'k', status: 'PENDING' as const, idempotency_key: null, request_hash: 'h', created_at: 1, completed_at: null });
     expect(await count(() => store.readWrite((tx) => tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r1', kind: 'intent', body: '{}' }, index('r1'))))).toBe(3);
     expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: 'r1', kind: 'completed', body: '{}' }, 'COMPLETED', 2)))).toBe(3);
-    // Spend the caller's assertion, record the intent, spend the decision: one transaction.
-    expect(
-      await count(() =>
-        store.readWrite(async (tx) => {
-          await tx.singleUse.spend('assertion', 'jti-2', Date.now() + 60_000, Date.now());
-          await tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r2', kind: 'intent', body: '{}' }, index('r2'));
-          await tx.singleUse.spend('decision', 'dec-2', Date.now() + 60_000, Date.now());
-        }),
-      ),
-    ).toBe(5);
+    // As service/actions.ts records an intent: spend the caller's assertion, lock the head and re-read
+    // the graph since the decision (one message), append, spend the decision with the COMMIT.
+    const intent = () =>
+      store.readWrite(async (tx) => {
+        await tx.singleUse.spendOrRefuse('assertion', 'jti-2', Date.now() + 60_000, Date.now(), refused);
+        const [appended] = await Promise.all([tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r2', kind: 'intent', body: '{}' }, index('r2')), tx.graph.read(0)]);
+        await tx.singleUse.spendOrRefuse('decision', 'dec-2', Date.now() + 60_000, Date.now(), refused);
+        return appended;
+      });
+    expect(await count(intent)).toBe(3);
+    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: 'r2', kind: 'completed', body: '{}' }, 'COMPLETED', 2)))).toBe(3);
+  });
+
+  it('a replayed id in a deferred batch: the transaction runs once more without deferring, refuses with the domain\'s error, and nothing lands', async () => {
+    const db = await database();
+    const store = await open(db.url);
+    const now = Date.now();
+    await store.readWrite((tx) => tx.singleUse.spendOrRefuse('decision', 'dec-used', now + 60_000, now, refused));
+    const index = { receipt_id: 'r-replay', principal: 'p', resource_key: 'k', status: 'PENDING' as const, idempotency_key: null, request_hash: 'h', created_at: 1, completed_at: null };
+    let runs = 0;
+    const err = await store
+      .readWrite(async (tx) => {
+        runs += 1;
+        await tx.singleUse.spendOrRefuse('assertion', 'jti-fresh', now + 60_000, now, refused);
+        await tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r-replay', kind: 'intent', body: '{}' }, index);
+        await tx.singleUse.spendOrRefuse('decision', 'dec-used', now + 60_000, now, () => new WritError('DECISION_REPLAYED', 'used'));
+      })
+      .catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'WritError', code: 'DECISION_REPLAYED' });
+    expect([runs, store.stats().eagerRuns, store.stats().retries]).toEqual([2, 1, 0]);
+    expect(await store.read((tx) => tx.receipts.entriesOf('r-replay'))).toEqual([]);
+    expect(await store.read((tx) => tx.receipts.heads())).toEqual([]);
+    expect(await store.read((tx) => tx.singleUse.isSpent('assertion', 'jti-fresh', Date.now()))).toBe(false);
+    // The next transaction defers again.
+    const before = store.stats().roundTrips;
+    await store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'jti-fresh', now + 60_000, now, refused));
+    expect([store.stats().roundTrips - before, store.stats().eagerRuns]).toEqual([1, 1]);
+  });
+
+  it('an id already past by the database\'s clock is refused, though the replica\'s clock says it is live', async () => {
+    const db = await database();
+    const store = await open(db.url);
+    const slow = Date.now() - 60_000; // a replica a minute behind
+    await expect(store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'jti-late', slow + 30_000, slow, refused))).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+    expect(await sql(db.url, "SELECT 1 FROM single_use_ids WHERE id = 'jti-late'")).toEqual([]);
   });
 
   it('inlines values as literals that PostgreSQL reads back exactly', async () => {
