@@ -291,7 +291,7 @@ const RETRY_AFTER: readonly ErrorCode[] = ['RESOURCE_BUSY', 'LEASE_WAIT_TIMEOUT'
 const retryAfter = { 'Retry-After': { type: 'integer', minimum: 1, description: 'seconds to wait before retrying' } } as const;
 
 /** Codes every authenticated route may answer, besides its own. */
-export const AUTHENTICATED: readonly ErrorCode[] = ['UNAUTHENTICATED', 'RATE_LIMITED', 'OVERLOADED', 'INTERNAL'];
+export const AUTHENTICATED: readonly ErrorCode[] = ['UNAUTHENTICATED', 'RATE_LIMITED', 'OVERLOADED', 'STORE_FAILED', 'INTERNAL'];
 /** Codes every route with a JSON body (or query) may answer. */
 export const WITH_INPUT: readonly ErrorCode[] = ['MALFORMED_REQUEST', 'PAYLOAD_TOO_LARGE', 'NESTING_TOO_DEEP', 'UNSUPPORTED_MEDIA_TYPE'];
 
