@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import type { JSONWebKeySet } from 'jose';
 import { WritError } from '../errors.js';
 import { DECISION_ALG, DECISION_ISSUER, DECISION_TYP, payloadToClaims, type DecisionClaims } from './decision-claims.js';
-import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignature, type DecodedJws } from './jws.js';
+import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureOffThread, type DecodedJws } from './jws.js';
 
 /**
  * The verifier. It imports only node:crypto, the JWS helpers and the error catalogue, so an offline
@@ -42,9 +42,9 @@ const REQUIRED_CLAIMS = ['jti', 'sub', 'aud', 'iat', 'exp'] as const;
 const verifiedTokens = new Map<string, KeyObject>();
 const VERIFIED_TOKENS_LIMIT = 1_024;
 
-function signatureVerifies(token: string, jws: DecodedJws, key: KeyObject): boolean {
+async function signatureVerifies(token: string, jws: DecodedJws, key: KeyObject): Promise<boolean> {
   if (verifiedTokens.get(token) === key) return true;
-  if (!verifyJwsSignature(jws, DECISION_ALG, key)) return false;
+  if (!(await verifyJwsSignatureOffThread(jws, DECISION_ALG, key))) return false;
   if (verifiedTokens.size >= VERIFIED_TOKENS_LIMIT) verifiedTokens.delete(verifiedTokens.keys().next().value!);
   verifiedTokens.set(token, key);
   return true;
@@ -73,7 +73,7 @@ export async function verifyDecision(token: string, options: VerifyDecisionOptio
 
   const key = isJwks(options.keys) ? jwksKey(options.keys, kid) : options.keys.verificationKey(kid);
   if (!key) throw invalid(`signing key ${kid} is not a known Writ key`);
-  if (!signatureVerifies(token, jws, key)) throw invalid(`signature does not verify with key ${kid}`);
+  if (!(await signatureVerifies(token, jws, key))) throw invalid(`signature does not verify with key ${kid}`);
 
   const payload = jws.payload;
   for (const claim of REQUIRED_CLAIMS) {
