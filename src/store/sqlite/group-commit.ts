@@ -98,7 +98,12 @@ export class GroupCommit {
       if (this.queue.length >= this.maxBatch && !this.flushing) void this.commitQueued();
       else if (!this.scheduled && this.syncing === 0) {
         this.scheduled = true;
-        setImmediate(() => void this.commitQueued());
+        // Idle (no sync in flight): commit as soon as the code that queued this has yielded, so the
+        // sync starts while the caller goes on computing (a decision is judged and signed meanwhile);
+        // operations queued in the same synchronous run still share the transaction. Under load a sync
+        // is nearly always in flight, and what arrives waits for it and forms the next batch.
+        if (this.wal) queueMicrotask(() => void this.commitQueued());
+        else setImmediate(() => void this.commitQueued());
       }
     });
   }
