@@ -25,8 +25,8 @@ declare module 'fastify' {
     /** Verifies the caller assertion but leaves its jti for the use case to spend in its own transaction. */
     unspentCaller(request: FastifyRequest): Promise<AuthenticatedCaller>;
     /**
-     * Verifies the caller assertion and starts its durable spend without waiting for it: the use case
-     * computes meanwhile and awaits `spent` before anything leaves (see DecideOptions.spent).
+     * Verifies the caller assertion and queues its durable spend without waiting for it: the use case
+     * computes without waiting and awaits `spent` before anything leaves (see DecideOptions.spent).
      */
     callerSpending(request: FastifyRequest): Promise<{ principal: string; spent: Promise<void> }>;
     /** Graceful shutdown: refuse new requests (503 OVERLOADED), wait for the admitted ones. */

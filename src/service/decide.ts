@@ -28,9 +28,10 @@ export interface DecideOptions {
   /** The remote address of the request, for the decision log's `requested_by`. */
   requestedBy?: string;
   /**
-   * The durable spend of the caller's assertion, started but not awaited by the caller: the decision
-   * is judged and signed while its commit syncs, and nothing (answer, approval spend, log event)
-   * leaves before it has succeeded; if it fails, its error is the answer.
+   * The durable spend of the caller's assertion, queued but not awaited by the caller: the decision is
+   * judged and signed without waiting for it (the group commit runs it at its next turn), and nothing
+   * (answer, approval spend, log event) leaves before it has succeeded; if it fails, its error is the
+   * answer.
    */
   spent?: Promise<void>;
 }
