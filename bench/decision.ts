@@ -1,6 +1,6 @@
 /**
  * Decision in-process: resolve chains + evaluate Rego (wasm) + sign the JWS, on the example graph.
- * Target p99 < 500 µs. `node dist/bench/decision.js --write` replaces its section of bench/RESULTS.md.
+ * Target p99 < 200 µs (issue 10). `node dist/bench/decision.js --write` replaces its section of bench/RESULTS.md.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,12 +24,18 @@ async function main(): Promise<void> {
   const request = { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title', 'meta_description'] };
 
   const whole: number[] = [];
+  const cpu: number[] = [];
   for (let i = 0; i < N + WARMUP; i++) {
+    const c0 = process.cpuUsage();
     const t = process.hrtime.bigint();
     const d = await decide(ctx, 'seo-agent-7', request);
     const us = Number(process.hrtime.bigint() - t) / 1000;
+    const c = process.cpuUsage(c0);
     if (!d.allow) throw new Error('expected allow');
-    if (i >= WARMUP) whole.push(us);
+    if (i >= WARMUP) {
+      whole.push(us);
+      cpu.push(c.user + c.system);
+    }
   }
   // The same work in its parts, to show where the time goes.
   const resolve: number[] = [];
@@ -64,6 +70,7 @@ async function main(): Promise<void> {
 
   const row = (name: string, s: ReturnType<typeof summarize>) => `| ${name} | ${s.n.toLocaleString('en')} | ${s.p50.toFixed(1)} | ${s.p90.toFixed(1)} | ${s.p99.toFixed(1)} | ${s.max.toFixed(0)} |`;
   const all = summarize(whole);
+  const cpuS = summarize(cpu);
   const section = [
     '## Decision in-process (bench/decision.ts)',
     '',
@@ -78,11 +85,12 @@ async function main(): Promise<void> {
     '| what | calls | p50 | p90 | p99 | max |',
     '|---|---:|---:|---:|---:|---:|',
     row('decide (resolve + evaluate + sign)', all),
+    row('  the same, CPU time of the process (user + system)', cpuS),
     row('  resolve chains + owners', summarize(resolve)),
     row('  evaluate Rego (opa-wasm)', summarize(evaluate)),
     row('  sign (node:crypto Ed25519, compact JWS)', summarize(sign)),
     '',
-    `Target p99 < 500 µs: ${all.p99 < 500 ? 'met' : 'MISSED'} (p99 ${all.p99.toFixed(0)} µs).`,
+    `Target p99 < 200 µs: wall clock ${all.p99 < 200 ? 'met' : 'MISSED'} (p99 ${all.p99.toFixed(0)} µs); CPU time ${cpuS.p99 < 200 ? 'met' : 'MISSED'} (p99 ${cpuS.p99.toFixed(0)} µs). On 2 shared cores a wall-clock tail above the CPU-time one is the process waiting for a core (see the load average); CPU time is counted in the kernel's ticks of accounting (getrusage), so single calls read coarsely and its p50 is rough.`,
   ].join('\n');
   console.log(section);
   if (process.argv.includes('--write')) writeResultsSection('decision', section);

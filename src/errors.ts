@@ -60,6 +60,7 @@ export const ERROR_CATALOGUE = {
   RATE_LIMITED: { status: 429, title: 'Rate limited', meaning: 'The calling principal is over its request rate (`WRIT_RATE_LIMIT_PER_S`); retry after `Retry-After`. Governance is not limited. Nothing was changed and the caller assertion was not spent.' },
   OVERLOADED: { status: 503, title: 'Overloaded', meaning: 'The service is shedding load; retry after `Retry-After`.' },
   SCHEMA_TOO_NEW: { status: 503, title: 'Store schema too new', meaning: 'The store was migrated by a newer Writ than this one; this server refuses to start on it (run that version or a newer one). Nothing was changed.' },
+  STORE_FAILED: { status: 503, title: 'Store failed', meaning: 'The disk reported an error while making writes durable (a failed sync). The outcome of the writes in flight is unknown, and the process refuses every request that touches the store until it is restarted (crash recovery then keeps exactly what reached the disk).' },
   STORE_IN_USE: { status: 409, title: 'Store in use', meaning: 'A restore was refused because another process (a running Writ) has the store file open; stop it first. Nothing was changed.' },
   INTERNAL: { status: 500, title: 'Internal error', meaning: 'A bug or an unexpected failure; the log has the details.' },
 } as const satisfies Record<string, ErrorSpec>;

@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import type { JSONWebKeySet } from 'jose';
 import { WritError } from '../errors.js';
 import { DECISION_ALG, DECISION_ISSUER, DECISION_TYP, payloadToClaims, type DecisionClaims } from './decision-claims.js';
-import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignature, type DecodedJws } from './jws.js';
+import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureOffThread, type DecodedJws } from './jws.js';
 
 /**
  * The verifier. It imports only node:crypto, the JWS helpers and the error catalogue, so an offline
@@ -32,6 +32,25 @@ const jwksKeys = new WeakMap<JSONWebKeySet, Map<string, KeyObject>>();
 const REQUIRED_CLAIMS = ['jti', 'sub', 'aud', 'iat', 'exp'] as const;
 
 /**
+ * Tokens whose signature already verified, each with the key it verified with. A lease holder
+ * presents the same decision on every acquisition (it lives up to 30 s), so the Ed25519 check — one
+ * of the three a lease acquire+release pair costs — is done once per token. Keyed by the whole token
+ * (any changed byte is another key, so a tampered token is always checked), and used only while the
+ * resolver still maps the kid to that very key object (a retired or rotated-out key is never
+ * reused). Every claim is checked again on each call. Bounded: the oldest entries go first.
+ */
+const verifiedTokens = new Map<string, KeyObject>();
+const VERIFIED_TOKENS_LIMIT = 1_024;
+
+async function signatureVerifies(token: string, jws: DecodedJws, key: KeyObject): Promise<boolean> {
+  if (verifiedTokens.get(token) === key) return true;
+  if (!(await verifyJwsSignatureOffThread(jws, DECISION_ALG, key))) return false;
+  if (verifiedTokens.size >= VERIFIED_TOKENS_LIMIT) verifiedTokens.delete(verifiedTokens.keys().next().value!);
+  verifiedTokens.set(token, key);
+  return true;
+}
+
+/**
  * Verifies a decision token and returns its claims. Accepts only EdDSA, typ `writ-decision+jwt`,
  * iss `writ`, a known kid and `aud` equal to `audience`.
  * Throws WritError `DECISION_EXPIRED` when expired at `now`, `DECISION_INVALID` (saying why) for
@@ -54,7 +73,7 @@ export async function verifyDecision(token: string, options: VerifyDecisionOptio
 
   const key = isJwks(options.keys) ? jwksKey(options.keys, kid) : options.keys.verificationKey(kid);
   if (!key) throw invalid(`signing key ${kid} is not a known Writ key`);
-  if (!verifyJwsSignature(jws, DECISION_ALG, key)) throw invalid(`signature does not verify with key ${kid}`);
+  if (!(await signatureVerifies(token, jws, key))) throw invalid(`signature does not verify with key ${kid}`);
 
   const payload = jws.payload;
   for (const claim of REQUIRED_CLAIMS) {

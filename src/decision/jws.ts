@@ -2,11 +2,13 @@ import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 
 /**
  * Compact JWS (RFC 7515) for the two token kinds Writ verifies on every write: caller assertions and
- * decisions. Decoding is strict and the signature check is node:crypto's one-shot `verify`, on the
- * main thread. jose 6 verifies through WebCrypto, an asynchronous job on libuv's thread pool: measured
- * in this process, p50 ~150 µs and p99 ~1.6 ms per token against ~80 µs and ~0.15 ms here, and a write
- * verifies two tokens in a row (bench/RESULTS.md, gateway section). jose still makes keys and signs
- * assertions (SDK); the claim checks live with each verifier, which words its own refusals.
+ * decisions. Decoding is strict and the signature check is node:crypto's one-shot `verify`. The server
+ * verifies on libuv's thread pool (`verifyJwsSignatureOffThread`, node:crypto's `verify` with a
+ * callback, not jose's WebCrypto, which measured p50 ~150 µs and p99 ~1.6 ms per token here): under
+ * concurrent load the main thread keeps parsing and committing meanwhile, and lease pairs over HTTP
+ * went from 267–540 to 513–765 pairs/s in alternated runs on the busy 2-core machine (bench/side-by-side.ts,
+ * issue 10). jose still makes keys and signs assertions (SDK); the claim checks live with each
+ * verifier, which words its own refusals.
  */
 export type JwsAlgorithm = 'EdDSA' | 'ES256';
 
@@ -72,6 +74,20 @@ export function verifyJwsSignature(jws: DecodedJws, alg: JwsAlgorithm, key: KeyO
   if (alg === 'EdDSA') return jws.signature.length === 64 && verify(null, data, key, jws.signature);
   // ES256 signatures are R || S, 64 bytes (RFC 7518 §3.4), not DER.
   return jws.signature.length === 64 && verify('sha256', data, { key, dsaEncoding: 'ieee-p1363' }, jws.signature);
+}
+
+/**
+ * `verifyJwsSignature` on libuv's thread pool (node:crypto's `verify` with a callback): the same
+ * answer, but the main thread parses, evaluates and commits other requests meanwhile.
+ */
+export function verifyJwsSignatureOffThread(jws: DecodedJws, alg: JwsAlgorithm, key: KeyObject): Promise<boolean> {
+  if (algorithmOf(key) !== alg || jws.signature.length !== 64) return Promise.resolve(false);
+  const data = Buffer.from(jws.signingInput, 'ascii');
+  return new Promise((resolve) => {
+    const done = (error: Error | null, ok: boolean) => resolve(error === null && ok);
+    if (alg === 'EdDSA') verify(null, data, key, jws.signature, done);
+    else verify('sha256', data, { key, dsaEncoding: 'ieee-p1363' }, jws.signature, done);
+  });
 }
 
 /** A public KeyObject from the public members of a JWK (anything private is ignored); throws if unusable. */

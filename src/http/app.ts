@@ -27,6 +27,11 @@ declare module 'fastify' {
     caller(request: FastifyRequest): Promise<string>;
     /** Verifies the caller assertion but leaves its jti for the use case to spend in its own transaction. */
     unspentCaller(request: FastifyRequest): Promise<AuthenticatedCaller>;
+    /**
+     * Verifies the caller assertion and queues its durable spend without waiting for it: the use case
+     * computes without waiting and awaits `spent` before anything leaves (see DecideOptions.spent).
+     */
+    callerSpending(request: FastifyRequest): Promise<{ principal: string; spent: Promise<void> }>;
     /** Graceful shutdown: refuse new requests (503 OVERLOADED), wait for the admitted ones. */
     writDrain: Drain;
   }
@@ -96,6 +101,14 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     return caller.principal;
   });
   app.decorate('unspentCaller', async (request: FastifyRequest) => admitted(request, await authDeps()));
+  app.decorate('callerSpending', async (request: FastifyRequest) => {
+    const deps = await authDeps();
+    const caller = await admitted(request, deps);
+    const spent = deps.replay.store.readWrite((tx) => spendAssertion(deps.replay, tx, caller, deps.now));
+    // The use case awaits it; this only keeps a failure that comes before it does from going unhandled.
+    spent.catch(() => {});
+    return { principal: caller.principal, spent };
+  });
   app.decorate('writDrain', drainGate(app));
   if (limiter) {
     // Shedding is cheap or it is no shedding: a request whose claimed principal is out of requests is

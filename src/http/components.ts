@@ -295,7 +295,7 @@ const retryAfter = { 'Retry-After': { type: 'integer', minimum: 1, description: 
  * Codes every authenticated route may answer, besides its own. A console session (cookie) gets
  * SESSION_READ_ONLY from anything but a read, and FORBIDDEN from a whole-graph read when it is no auditor.
  */
-export const AUTHENTICATED: readonly ErrorCode[] = ['UNAUTHENTICATED', 'RATE_LIMITED', 'OVERLOADED', 'INTERNAL', 'SESSION_READ_ONLY', 'FORBIDDEN'];
+export const AUTHENTICATED: readonly ErrorCode[] = ['UNAUTHENTICATED', 'RATE_LIMITED', 'OVERLOADED', 'STORE_FAILED', 'INTERNAL', 'SESSION_READ_ONLY', 'FORBIDDEN'];
 /** Codes every route with a JSON body (or query) may answer. */
 export const WITH_INPUT: readonly ErrorCode[] = ['MALFORMED_REQUEST', 'PAYLOAD_TOO_LARGE', 'NESTING_TOO_DEEP', 'UNSUPPORTED_MEDIA_TYPE'];
 

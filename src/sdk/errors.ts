@@ -80,6 +80,7 @@ export const NoUpstreamError = define('NO_UPSTREAM');
 export const RateLimitedError = define('RATE_LIMITED');
 export const OverloadedError = define('OVERLOADED');
 export const SchemaTooNewError = define('SCHEMA_TOO_NEW');
+export const StoreFailedError = define('STORE_FAILED');
 export const StoreInUseError = define('STORE_IN_USE');
 export const InternalError = define('INTERNAL');
 
@@ -120,6 +121,7 @@ export type UpstreamFailedError = InstanceType<typeof UpstreamFailedError>;
 export type UpstreamTimeoutError = InstanceType<typeof UpstreamTimeoutError>;
 export type NoUpstreamError = InstanceType<typeof NoUpstreamError>;
 export type OverloadedError = InstanceType<typeof OverloadedError>;
+export type StoreFailedError = InstanceType<typeof StoreFailedError>;
 export type InternalError = InstanceType<typeof InternalError>;
 export type LoginLinkInvalidError = InstanceType<typeof LoginLinkInvalidError>;
 export type LoginLinkSpentError = InstanceType<typeof LoginLinkSpentError>;
@@ -140,7 +142,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
   NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
   UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError,
-  SCHEMA_TOO_NEW: SchemaTooNewError, STORE_IN_USE: StoreInUseError, INTERNAL: InternalError,
+  SCHEMA_TOO_NEW: SchemaTooNewError, STORE_FAILED: StoreFailedError, STORE_IN_USE: StoreInUseError, INTERNAL: InternalError,
 };
 
 /** Builds the typed error for a problem+json body. Unknown codes (a newer server) become WritApiError with INTERNAL. */

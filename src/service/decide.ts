@@ -27,6 +27,13 @@ export interface DecideOptions {
   askedBy?: string;
   /** The remote address of the request, for the decision log's `requested_by`. */
   requestedBy?: string;
+  /**
+   * The durable spend of the caller's assertion, queued but not awaited by the caller: the decision is
+   * judged and signed without waiting for it (the group commit runs it at its next turn), and nothing
+   * (answer, approval spend, log event) leaves before it has succeeded; if it fails, its error is the
+   * answer.
+   */
+  spent?: Promise<void>;
 }
 
 /** A decision as the use case returns it: the v1 wire shape with times in ms (the HTTP layer renders them RFC 3339). */
@@ -188,9 +195,15 @@ function ownersOf(input: DecisionInput): Record<string, string | null> {
 export async function decide(ctx: WritContext, caller: string, body: DecisionRequestInput, options: DecideOptions = {}): Promise<DecisionOutcome> {
   const started = process.hrtime.bigint();
   try {
-    const j = await judge(ctx, caller, body, 'decide');
+    let j: Judged;
+    try {
+      j = await judge(ctx, caller, body, 'decide');
+    } catch (e) {
+      // Authentication answers first: a replayed assertion is refused as such.
+      await options.spent;
+      throw e;
+    }
     const { result, input } = j;
-    await settleApproval(ctx, j, result.allow);
     const chainEdges = result.allow && result.chain_index !== null ? input.chains[result.chain_index]!.edges : [];
     const outcome: DecisionOutcome = {
       decision_id: randomUUID(),
@@ -230,6 +243,13 @@ export async function decide(ctx: WritContext, caller: string, body: DecisionReq
       };
       outcome.token = await signDecision(ctx.keys, claims);
     }
+    try {
+      await options.spent;
+    } catch (e) {
+      if (j.approvalAssertion) releaseAssertion(ctx.replay, j.approvalAssertion);
+      throw e;
+    }
+    await settleApproval(ctx, j, result.allow);
     const elapsed = process.hrtime.bigint() - started;
     ctx.observer.decision(result.allow ? 'allow' : 'deny', Number(elapsed) / 1e9);
     ctx.decisionLog.record(decisionRecord(outcome, input, result, { ...options, via: options.via ?? 'v1', askedBy: options.askedBy ?? caller, elapsedNs: Number(elapsed) }));

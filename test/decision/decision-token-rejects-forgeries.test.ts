@@ -173,4 +173,21 @@ describe('decision tokens', () => {
       await expectRejected(bad, [ring, jwks], 'DECISION_INVALID', /./);
     }
   });
+
+  it('check the signature again for a token verified before when one byte differs, and when its key left the ring', async () => {
+    const { clock, ring, jwks, token } = await setup();
+    await verifyBoth(token, [ring, jwks]); // verified once: remembered with its key
+    const [h, p, sig] = token.split('.') as [string, string, string];
+    const payload = JSON.parse(Buffer.from(p, 'base64url').toString()) as Record<string, unknown>;
+    await expectRejected(`${h}.${encode({ ...payload, sub: 'impostor-agent' })}.${sig}`, [ring, jwks], 'DECISION_INVALID', /signature/);
+    // The remembered signature is not reused for another key under the same kid (a JWKS that changed it).
+    const other = await KeyRing.open(tempDir(), clock);
+    const swapped = { keys: [{ ...(other.jwks().keys[0] as object), kid: ring.current().kid }] };
+    await expectRejected(token, [swapped as DecisionKeys], 'DECISION_INVALID', /signature/);
+    // Retired past the grace period: unknown, although its signature was verified before.
+    await ring.rotate();
+    clock.advance(ring.maxTokenTtlMs + 1);
+    await expectRejected(token, [ring], 'DECISION_INVALID', /not a known Writ key|expired/, clock.now());
+  });
 });
+

@@ -9,6 +9,7 @@ import { LeaseManager } from '../../src/lease/index.js';
 import { WritError } from '../../src/errors.js';
 import { backupSqliteStore, openForBackup, restoreSqliteStore, summarize } from '../../src/store/sqlite/backup.js';
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { syncNow } from '../support/sync-now.js';
 
 const dirs: string[] = [];
 afterAll(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -49,7 +50,8 @@ describe('online backup of the SQLite store', () => {
   it('copies a consistent store while writes continue on it, and never overwrites a file', async () => {
     const dir = tempDir();
     const file = join(dir, 'writ.sqlite');
-    const store = await openSqliteStore(file);
+    // Commits settle in the turn they are made (synced on this thread), so writes land between backup steps.
+    const store = await openSqliteStore(file, { sync: syncNow });
     const s = services(store);
     // Enough pages that the copy takes several steps, so writes land between them.
     for (let i = 0; i < 400; i++) await writeOnce(s, `wp:post:${i % 40}`, i);
@@ -92,7 +94,8 @@ describe('online backup from the serving connection itself', () => {
   it('copies a consistent store from SqliteStore.writer while the same store keeps committing', async () => {
     const dir = tempDir();
     const file = join(dir, 'writ.sqlite');
-    const store = await openSqliteStore(file);
+    // Commits settle in the turn they are made (synced on this thread), so writes land between backup steps.
+    const store = await openSqliteStore(file, { sync: syncNow });
     const s = services(store);
     for (let i = 0; i < 400; i++) await writeOnce(s, `wp:post:${i % 40}`, i);
     let writes = 0;

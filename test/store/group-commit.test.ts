@@ -133,21 +133,6 @@ describe('group commit', () => {
     expect(group.stats.commits).toBe(1);
   });
 
-  it('runs an atomic operation (a transaction function) without a savepoint of its own, with the same outcomes', async () => {
-    const { group, db, insert, seen } = setup();
-    const tx = insertsThenMaybeFails(db, insert);
-    const results = await Promise.all([
-      outcome(group.run(() => tx.immediate([1, 2], false), { atomic: true })),
-      outcome(group.run(() => tx.immediate([3, 4], true), { atomic: true })),
-      outcome(group.run(() => insert.run(1), { atomic: true })), // one statement: SQLite undoes it alone
-      outcome(group.run(() => tx.immediate([5], false), { atomic: true })),
-    ]);
-    expect(results).toMatchObject([{ ok: true, value: 2 }, { ok: false, error: 'inner' }, { ok: false, error: /UNIQUE/ }, { ok: true, value: 1 }]);
-    expect(seen()).toEqual([1, 2, 5]);
-    expect(group.stats).toMatchObject({ commits: 1, committedOperations: 2, failedOperations: 2 });
-    expect(db.inTransaction).toBe(false);
-  });
-
   it('rejects every operation of a batch whose COMMIT fails, and commits none of it', async () => {
     const { group, db, insert, seen } = setup();
     const child = db.prepare('INSERT INTO child (id, parent) VALUES (?, ?)');

@@ -11,6 +11,7 @@ import { createCallerAssertion } from '../../src/sdk/assertion.js';
 import { UpstreamRouter, type UpstreamRouteConfig } from '../../src/gateway/index.js';
 import { startSampleUpstream } from '../../src/upstream/index.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { SyncFn } from '../../src/store/sqlite/wal-sync.js';
 import type { SqliteDatabase } from '../../src/store/sqlite/database.js';
 import { applyManifest, openWrit, readAdminCredential, readManifest, type OpenedWrit, type WritContext } from '../../src/service/index.js';
 
@@ -50,6 +51,8 @@ export interface HarnessOptions {
   upstream?: boolean;
   /** Or route to these upstreams instead. */
   upstreamRoutes?: UpstreamRouteConfig[];
+  /** How the store syncs its WAL (default fdatasync on libuv's thread pool): a test injects a failing one. */
+  sync?: SyncFn;
 }
 
 /** A Writ with a fresh data directory, the example graph applied, and the fastify app (no socket). */
@@ -64,7 +67,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     upstreams = UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: upstream.url, timeoutMs: 5000, environment: 'production' }]);
   }
   if (options.upstreamRoutes) upstreams = UpstreamRouter.fromConfig(options.upstreamRoutes);
-  const store = await openSqliteStore(config.dbFile);
+  const store = await openSqliteStore(config.dbFile, options.sync ? { sync: options.sync } : {});
   const writ = await openWrit(config, { clock, store, ...(upstreams ? { upstreams } : {}) });
   if (options.example !== false) {
     const { manifest, baseDir } = readManifest(EXAMPLE_GRAPH);

@@ -14,8 +14,9 @@ export function registerDecisionRoutes(app: FastifyInstance): void {
       response: { 200: { ...ref('Decision'), description: 'The decision: an allow carries the signed token, a deny the reasons' }, ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNKNOWN_RESOURCE', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'FORBIDDEN', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED']) },
     },
   }, async (request): Promise<Decision> => {
-    const caller = await app.caller(request);
-    return decisionToWire(await decide(ctx, caller, request.body, { requestedBy: request.ip }));
+    // The assertion's spend is queued, the decision judged and signed without waiting for it; decide() awaits it before answering.
+    const { principal, spent } = await app.callerSpending(request);
+    return decisionToWire(await decide(ctx, principal, request.body, { requestedBy: request.ip, spent }));
   });
 
   app.post<{ Body: DecisionRequestInput & { principal?: string } }>('/v1/explain', {

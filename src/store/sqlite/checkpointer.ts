@@ -16,7 +16,7 @@ import type { SqliteDatabase } from './database.js';
  */
 export interface Checkpointer {
   /** Ends the worker (its connection closes with it) and gives checkpoints back to the connection. */
-  stop(): void;
+  stop(): Promise<void>;
 }
 
 export interface CheckpointerOptions {
@@ -32,6 +32,9 @@ const { workerData } = require('node:worker_threads');
 const Database = require(workerData.library);
 const db = new Database(workerData.file, { fileMustExist: true });
 db.pragma('busy_timeout = 0');
+// A checkpoint syncs the WAL before copying it into the database file, and the database file before
+// the WAL may restart: the write connection commits with synchronous=NORMAL and relies on that.
+db.pragma('synchronous = FULL');
 setInterval(() => {
   try { db.pragma('wal_checkpoint(PASSIVE)'); } catch (e) { /* busy: the next tick tries again */ }
 }, workerData.intervalMs);
@@ -39,7 +42,7 @@ setInterval(() => {
 
 /** Starts the checkpoint worker for `db` (a file database in WAL mode); does not wait for it. */
 export function startCheckpointer(db: SqliteDatabase, options: CheckpointerOptions = {}): Checkpointer {
-  if (db.memory) return { stop: () => {} };
+  if (db.memory) return { stop: async () => {} };
   const worker = new Worker(WORKER_SOURCE, {
     eval: true,
     workerData: { library: createRequire(import.meta.url).resolve('better-sqlite3'), file: db.name, intervalMs: options.intervalMs ?? 100 },
@@ -55,10 +58,10 @@ export function startCheckpointer(db: SqliteDatabase, options: CheckpointerOptio
   worker.on('exit', () => stopping || giveBack());
   db.pragma(`wal_autocheckpoint = ${options.fallbackPages ?? 10_000}`);
   return {
-    stop() {
+    async stop() {
       stopping = true;
-      void worker.terminate();
       giveBack();
+      await worker.terminate();
     },
   };
 }

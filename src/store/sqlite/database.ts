@@ -8,8 +8,10 @@ export type SqliteDatabase = Database.Database;
 
 /**
  * Opens (creating if needed) the Writ SQLite file: WAL, synchronous=FULL (coordination state must
- * survive a crash and `synchronous` is per connection, so the whole file gets it), a busy timeout so
- * that several processes can share it, and all numbered migrations applied.
+ * survive a crash, and `synchronous` is per connection: migrations and tools that commit directly sync
+ * in COMMIT), a busy timeout so that several processes can share it, and all numbered migrations
+ * applied. The store's group commit then switches its write connection to NORMAL and syncs the WAL
+ * itself, off the event loop, before it answers (see wal-sync.ts).
  */
 export function openDatabase(file: string, options: { busyTimeoutMs?: number } = {}): SqliteDatabase {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });

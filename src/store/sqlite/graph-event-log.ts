@@ -15,8 +15,19 @@ export class SqliteGraphEventStore implements GraphEventStore {
   private readonly readStmt;
   private readonly readUpToStmt;
   private readonly atStmt;
+  /** The head as last read, and the change tag read just before that query. */
+  private cachedHead = 0;
+  private cachedTag: string | null = null;
 
-  constructor(private readonly db: SqliteDatabase) {
+  /**
+   * `changeTag`: a value that changes whenever any connection commits to the file (the WAL-index
+   * header, see WalSync): `head()` queries the log only when it moved. Only for a read connection:
+   * the write connection sees its own uncommitted appends.
+   */
+  constructor(
+    private readonly db: SqliteDatabase,
+    private readonly changeTag?: () => string | null,
+  ) {
     this.headStmt = db.prepare('SELECT COALESCE(MAX(revision), 0) AS head FROM graph_events').pluck();
     this.insertStmt = db.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (?, ?, ?, ?, ?)');
     this.readStmt = db.prepare('SELECT revision, at, actor, payload FROM graph_events WHERE revision > ? ORDER BY revision');
@@ -43,7 +54,13 @@ export class SqliteGraphEventStore implements GraphEventStore {
   }
 
   async head(): Promise<number> {
-    return this.headStmt.get() as number;
+    if (!this.changeTag) return this.headStmt.get() as number;
+    // The tag before the query: a commit between the two leaves a newer tag, and the next call asks again.
+    const tag = this.changeTag();
+    if (tag !== null && tag === this.cachedTag) return this.cachedHead;
+    this.cachedHead = this.headStmt.get() as number;
+    this.cachedTag = tag;
+    return this.cachedHead;
   }
 
   async revisionAt(time: number): Promise<number> {

@@ -1,9 +1,17 @@
 import type { Statement } from 'better-sqlite3';
 import type { SqliteDatabase } from './database.js';
+import type { WalSync } from './wal-sync.js';
 
 export interface GroupCommitOptions {
-  /** Operations per transaction; a full queue is flushed at once instead of waiting for the next turn. */
+  /** Operations per transaction; a full queue is committed at once instead of waiting. */
   maxBatch?: number;
+  /**
+   * Makes commits durable off the event loop: the connection then commits with `synchronous=NORMAL`
+   * (no sync inside COMMIT) and every operation is answered only after `wal` has synced the WAL past
+   * its commit (see WalSync). Without it the connection's own `synchronous` decides (FULL: COMMIT
+   * syncs on the main thread; `:memory:` has nothing to sync).
+   */
+  wal?: WalSync;
 }
 
 /** Counters since the GroupCommit was made (a benchmark reads them; nothing depends on them). */
@@ -14,24 +22,13 @@ export interface GroupCommitStats {
   committedOperations: number;
   /** Operations that threw: their own writes were rolled back, their promise rejected with their error. */
   failedOperations: number;
-  /** Transactions that could not begin or commit: every operation in them was rejected. */
+  /** Transactions that could not begin, commit or be synced: every operation in them was rejected. */
   failedCommits: number;
   largestBatch: number;
 }
 
-/** How `run` treats an operation. */
-export interface GroupOperationOptions {
-  /**
-   * The operation is all-or-nothing by itself: a `db.transaction(...)` function (a savepoint of its
-   * own inside the batch, rolled back by better-sqlite3 before it throws), a single statement, or
-   * reads after either. It then runs without the per-operation savepoint (two statements fewer).
-   */
-  atomic?: boolean;
-}
-
 interface Pending {
   fn: () => unknown;
-  atomic: boolean;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -39,38 +36,51 @@ interface Pending {
 type Settled = { op: Pending; ok: true; value: unknown } | { op: Pending; ok: false; error: unknown };
 
 /**
- * Group commit on one SQLite connection: write operations that arrive in the same turn of the event
- * loop share one `BEGIN IMMEDIATE … COMMIT`, so one sync of the WAL makes them all durable. Each
- * operation runs in its own savepoint (a throwing one rolls back only its own writes and rejects only
- * its own promise), and every promise settles after the COMMIT has returned: nothing is acknowledged
- * before it is durable. If the transaction cannot begin or commit (SQLITE_BUSY after the busy timeout,
- * an I/O error), every operation of that batch is rejected.
+ * Group commit on one SQLite connection: write operations that arrive together share one
+ * `BEGIN IMMEDIATE … COMMIT`, so one sync of the WAL makes them all durable. Each operation runs in
+ * its own savepoint (a throwing one rolls back only its own writes and rejects only its own promise),
+ * and every promise settles after the transaction is durable: nothing is acknowledged before. If the
+ * transaction cannot begin, commit or be synced (SQLITE_BUSY after the busy timeout, an I/O error, a
+ * failed fdatasync), every operation of that batch is rejected.
+ *
+ * With a WalSync (what the store wires) the sync runs on libuv's thread pool, not in COMMIT: while it
+ * runs, the main thread keeps serving requests and new operations queue up; when it completes, its
+ * batch is answered and everything queued meanwhile is committed as the next batch and synced in turn
+ * (one sync in flight at a time, so a batch grows with the sync's duration: the classic group commit).
  *
  * An operation may be async (the datastore contract's callbacks are), but it must only await calls on
  * this connection, which better-sqlite3 runs synchronously: the batch then runs within microtasks, and
  * no timer or I/O callback runs between its BEGIN and COMMIT. Operations run one after another, never
- * interleaved. One that is all-or-nothing by itself can say so (`atomic`) and skip its savepoint. A
- * `db.transaction(...)` function called inside one (even with `.immediate()`) becomes a savepoint in
- * better-sqlite3, so repositories work unchanged inside a batch. Nothing but the GroupCommit may use
- * this connection (reads go to another connection): it would see a batch's uncommitted writes.
+ * interleaved. A `db.transaction(...)` function called inside one (even with `.immediate()`) becomes a
+ * savepoint in better-sqlite3, so repositories work unchanged inside a batch. Nothing but the
+ * GroupCommit may use this connection (reads go to another connection): it would see a batch's
+ * uncommitted writes, and with a WalSync its commits would not be synced.
  */
 export class GroupCommit {
   readonly stats: GroupCommitStats = { commits: 0, committedOperations: 0, failedOperations: 0, failedCommits: 0, largestBatch: 0 };
   private readonly maxBatch: number;
+  private readonly wal: WalSync | null;
   private readonly s: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>;
   private queue: Pending[] = [];
   private scheduled = false;
   private flushing = false;
   private idle: Promise<void> = Promise.resolve();
+  /** Committed batches waiting for their sync; while any does, new operations wait in the queue. */
+  private syncing = 0;
+  private syncWaiters: (() => void)[] = [];
 
   constructor(
     private readonly db: SqliteDatabase,
     options: GroupCommitOptions = {},
   ) {
     this.maxBatch = Math.max(1, options.maxBatch ?? 256);
+    this.wal = options.wal ?? null;
     // Savepoints inside a transaction that already dirtied pages keep those pages in a sub-journal;
     // in a temp file that cost three times the operation itself (measured: bench/lease.ts).
     db.pragma('temp_store = MEMORY');
+    // NORMAL, not OFF: checkpoints on this connection (the fallback autocheckpoint) must still sync the
+    // WAL before copying it into the database file, and the database file before the WAL restarts.
+    if (this.wal) db.pragma('synchronous = NORMAL');
     this.s = {
       begin: db.prepare('BEGIN IMMEDIATE'),
       commit: db.prepare('COMMIT'),
@@ -81,20 +91,32 @@ export class GroupCommit {
     };
   }
 
-  /** Queues `fn` for the next group transaction; resolves with its result once that transaction has committed. */
-  run<T>(fn: () => T | Promise<T>, options: GroupOperationOptions = {}): Promise<T> {
+  /** Queues `fn` for the next group transaction; resolves with its result once that transaction is durable. */
+  run<T>(fn: () => T | Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ fn, atomic: options.atomic === true, resolve: resolve as (value: unknown) => void, reject });
-      if (this.queue.length >= this.maxBatch && !this.flushing) void this.flush();
-      else if (!this.scheduled) {
+      this.queue.push({ fn, resolve: resolve as (value: unknown) => void, reject });
+      if (this.queue.length >= this.maxBatch && !this.flushing) void this.commitQueued();
+      else if (!this.scheduled && this.syncing === 0) {
         this.scheduled = true;
-        setImmediate(() => void this.flush());
+        // The next turn, not a microtask: a batch awaits between its BEGIN and COMMIT, and another
+        // GroupCommit on the same file in this process (a test's second store) must not begin its
+        // transaction in those gaps (its BEGIN IMMEDIATE would wait out the busy timeout on this thread).
+        // Measured: committing at the next microtask gained nothing above this machine's noise.
+        setImmediate(() => void this.commitQueued());
       }
     });
   }
 
-  /** Runs and commits everything queued now (e.g. before the connection is closed); resolves when the queue is empty. */
+  /** Commits everything queued now (e.g. before the connection closes); resolves once all of it is settled (durable or rejected). */
   async flush(): Promise<void> {
+    await this.commitQueued();
+    while (this.syncing > 0 || this.queue.length > 0) {
+      if (this.syncing > 0) await new Promise<void>((resolve) => this.syncWaiters.push(resolve));
+      await this.commitQueued();
+    }
+  }
+
+  private async commitQueued(): Promise<void> {
     this.scheduled = false;
     if (this.flushing) return this.idle;
     this.flushing = true;
@@ -116,6 +138,8 @@ export class GroupCommit {
           }
           this.fail(batch, e);
         }
+        // While a sync runs, what arrives waits for it and is committed as one batch when it ends.
+        if (this.syncing > 0 && this.queue.length < this.maxBatch) break;
       }
     } finally {
       this.flushing = false;
@@ -124,6 +148,10 @@ export class GroupCommit {
   }
 
   private async commitBatch(batch: Pending[]): Promise<void> {
+    if (this.wal?.failed) {
+      this.fail(batch, this.wal.failed);
+      return;
+    }
     try {
       this.s.begin.run();
     } catch (e) {
@@ -135,11 +163,10 @@ export class GroupCommit {
     const settled: Settled[] = [];
     for (let i = 0; i < batch.length; i++) {
       const op = batch[i]!;
-      const savepoint = !alone && !op.atomic;
-      if (savepoint) this.s.savepoint.run();
+      if (!alone) this.s.savepoint.run();
       try {
         const value = await op.fn();
-        if (savepoint) this.s.release.run();
+        if (!alone) this.s.release.run();
         settled.push({ op, ok: true, value });
       } catch (error) {
         if (!this.db.inTransaction) {
@@ -151,16 +178,19 @@ export class GroupCommit {
           return;
         }
         if (alone) this.s.rollback.run();
-        else if (savepoint) {
+        else {
           this.s.rollbackTo.run();
           this.s.release.run();
         }
-        // else: an atomic operation has already undone its own writes.
         settled.push({ op, ok: false, error });
       }
     }
     if (alone && !settled[0]!.ok) {
-      this.settle(settled);
+      // Nothing was written, but the refusal may tell what this connection saw (a holder, a version):
+      // it is answered once that state is durable.
+      const wait = this.wal?.visibleIsDurable();
+      if (wait) wait.then(() => this.settle(settled), (e: unknown) => this.fail(batch, e, settled));
+      else this.settle(settled);
       return;
     }
     try {
@@ -178,7 +208,22 @@ export class GroupCommit {
     }
     this.stats.commits += 1;
     this.stats.largestBatch = Math.max(this.stats.largestBatch, batch.length);
-    this.settle(settled);
+    if (!this.wal) {
+      this.settle(settled);
+      return;
+    }
+    this.syncing += 1;
+    this.wal.syncNext().then(
+      () => this.settle(settled),
+      // fsyncgate: the pages may be lost although SQLite has them; never answered as if fine (and
+      // WalSync refuses everything after this).
+      (e: unknown) => this.fail(batch, e, settled),
+    ).finally(() => {
+      this.syncing -= 1;
+      if (this.syncing > 0) return;
+      for (const wake of this.syncWaiters.splice(0)) wake();
+      if (this.queue.length > 0) void this.commitQueued();
+    });
   }
 
   private settle(settled: Settled[]): void {
@@ -193,7 +238,7 @@ export class GroupCommit {
     }
   }
 
-  /** Nothing of `batch` was committed: an operation that threw keeps its own error, the others get `error`. */
+  /** Nothing of `batch` is acknowledged: an operation that threw keeps its own error, the others get `error`. */
   private fail(batch: Pending[], error: unknown, settled: Settled[] = []): void {
     this.stats.failedCommits += 1;
     const own = new Map(settled.filter((s) => !s.ok).map((s) => [s.op, (s as { error: unknown }).error]));

@@ -10,6 +10,7 @@ import { SqliteLeaseAuthorityRepository } from './lease-authority-repository.js'
 import { SqliteLeaseRepository } from './lease-repository.js';
 import { SqliteReceiptRepository } from './receipt-repository.js';
 import { SqliteSingleUseStore } from './single-use-store.js';
+import { WalSync, type SyncFn } from './wal-sync.js';
 
 export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
@@ -17,12 +18,16 @@ export interface SqliteStoreOptions {
   maxBatch?: number;
   /** WAL checkpoints in a worker thread (default true; a `:memory:` database has none). */
   checkpointer?: boolean;
+  /** How the WAL is synced (default `fs.fdatasync` on libuv's thread pool): a test injects a failing one. */
+  sync?: SyncFn;
 }
 
 /** The SQLite engine, with what a benchmark or a test may look at. */
 export interface SqliteStore extends WritStore {
   readonly engine: 'sqlite';
   readonly stats: GroupCommitStats;
+  /** WAL syncs completed (a benchmark reads it); 0 for `:memory:`. */
+  readonly syncs: () => number;
   /**
    * The write connection, for the engine's own tools and tests (online backup, tampering tests).
    * Never for Writ's use cases: they go through `readWrite`.
@@ -31,13 +36,18 @@ export interface SqliteStore extends WritStore {
 }
 
 /**
- * The embedded engine: one SQLite file in WAL mode with `synchronous=FULL`. Every `readWrite`
- * callback goes through one group commit on the write connection: callbacks that arrive together
- * share one `BEGIN IMMEDIATE … COMMIT` (one sync of the WAL), each in its own savepoint, in arrival
- * order, so each sees the effects of those before it exactly as if they had committed one by one; each
- * promise resolves only once the commit is durable. Reads go to a second connection, which sees only
- * committed data and never waits for the writer. Several processes may share the file: writers are
- * serialized by SQLite's lock (a busy timeout, then OVERLOADED).
+ * The embedded engine: one SQLite file in WAL mode. Every `readWrite` callback goes through one group
+ * commit on the write connection: callbacks that arrive together share one `BEGIN IMMEDIATE … COMMIT`,
+ * each in its own savepoint, in arrival order, so each sees the effects of those before it exactly as
+ * if they had committed one by one; each promise resolves only once the commit is durable — synced by
+ * `fdatasync` of the WAL on libuv's thread pool, never on the event loop (WalSync). Reads go to a
+ * second connection, which sees only committed data and never waits for the writer's lock; a read
+ * answers only once what it could see is durable (it waits for the sync in flight when a commit is
+ * visible but not yet synced). Several processes may share the file: writers are serialized by
+ * SQLite's lock (a busy timeout, then OVERLOADED).
+ *
+ * Freshness without a query: the graph head is read from the log only when the WAL-index header (a
+ * pread of `-shm` that changes with every commit of any process) changed since the last read.
  */
 export async function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
   const writer = openDatabase(file, options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs });
@@ -56,25 +66,35 @@ export async function openSqliteStore(file: string, options: SqliteStoreOptions 
  * The store over a database opened (and migrated) by the caller, on that one connection for reads
  * and writes: for the engine's own tests and tools. Closing the store closes the database.
  */
-export function sqliteStoreOn(db: SqliteDatabase, options: Pick<SqliteStoreOptions, 'maxBatch'> = {}): SqliteStore {
+export function sqliteStoreOn(db: SqliteDatabase, options: Pick<SqliteStoreOptions, 'maxBatch' | 'sync'> = {}): SqliteStore {
   return storeOver(db, db, null, options);
 }
 
-function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpointer: { stop(): void } | null, options: Pick<SqliteStoreOptions, 'maxBatch'>): SqliteStore {
-  const group = new GroupCommit(writer, options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch });
-  const writeTx = storeTx(writer);
-  const readTx = reader === writer ? writeTx : storeTx(reader);
+function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpointer: { stop(): Promise<void> } | null, options: Pick<SqliteStoreOptions, 'maxBatch' | 'sync'>): SqliteStore {
+  // A file in WAL mode is synced off the event loop; anything else (`:memory:`) keeps its own `synchronous`.
+  const wal = !writer.memory && writer.pragma('journal_mode', { simple: true }) === 'wal' ? new WalSync(writer.name, options.sync) : null;
+  const group = new GroupCommit(writer, { ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }), ...(wal ? { wal } : {}) });
+  const writeTx = storeTx(writer, null);
+  const readTx = reader === writer ? writeTx : storeTx(reader, wal);
   let closed = false;
   return {
     engine: 'sqlite',
     stats: group.stats,
+    syncs: () => wal?.syncs ?? 0,
     writer,
     async read(fn) {
+      if (wal?.failed) throw wal.failed;
+      let value: Awaited<ReturnType<typeof fn>>;
       try {
-        return await fn(readTx);
+        value = await fn(readTx);
       } catch (e) {
+        // A refusal may tell what the read saw, too: answered once that is durable.
+        await wal?.visibleIsDurable();
         throw engineError(e);
       }
+      const durable = wal?.visibleIsDurable();
+      if (durable) await durable;
+      return value;
     },
     async readWrite(fn) {
       try {
@@ -86,10 +106,13 @@ function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpointer:
     async close() {
       if (closed) return;
       closed = true;
-      await group.flush();
-      checkpointer?.stop();
+      await group.flush().catch(() => {});
+      await wal?.drain();
+      await checkpointer?.stop();
       if (reader !== writer) reader.close();
       writer.close();
+      // Only now: closing a descriptor of `-shm` would drop the locks SQLite holds on it.
+      wal?.close();
     },
   };
 }
@@ -100,9 +123,10 @@ function openReader(file: string, busyTimeoutMs: number): SqliteDatabase {
   return db;
 }
 
-function storeTx(db: SqliteDatabase): StoreTx {
+/** `changes`: on the read connection, what tells the graph log that nothing was committed since its last head read. */
+function storeTx(db: SqliteDatabase, changes: WalSync | null): StoreTx {
   return {
-    graph: new SqliteGraphEventStore(db),
+    graph: new SqliteGraphEventStore(db, changes ? () => changes.changeTag() : undefined),
     singleUse: new SqliteSingleUseStore(db),
     leases: new SqliteLeaseRepository(db),
     leaseAuthority: new SqliteLeaseAuthorityRepository(db),

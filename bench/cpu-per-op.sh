@@ -1,0 +1,32 @@
+#!/bin/bash
+# Throughput and server CPU per operation of one `writ serve` build, driven by bench/loadgen: for
+# before/after comparisons of a change, run alternately against two compiled trees (e.g. a
+# `git archive <commit>` export with node_modules linked and `npx tsc -p tsconfig.json` run in it).
+#
+#   bash bench/cpu-per-op.sh ROOT writ-lease|writ-decide CLIENTS SECONDS
+#
+# Prints ops/s and the server process's CPU (user + system, all its threads) per operation, measured
+# from /proc/<pid>/stat around the timed run (after a 2 s warm-up), and the 1-minute load average.
+set -euo pipefail
+ROOT=$1; MODE=$2; CLIENTS=$3; SECS=$4
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$HERE/bench/tmp"
+LOADGEN="$HERE/bench/tmp/loadgen"
+[ -x "$LOADGEN" ] || (cd "$HERE/bench/loadgen" && /usr/local/go/bin/go build -o "$LOADGEN" .)
+cd "$ROOT"
+D=$(mktemp -d "$HERE/bench/tmp/cpu-per-op-XXXX")
+PORT=$((20000 + RANDOM % 10000))
+WRIT_UPSTREAM_URL=http://127.0.0.1:9 node dist/src/cli/main.js serve --data-dir "$D/data" --port $PORT --no-upstream --graph graph/example.yaml > "$D/log" 2>&1 &
+PID=$!
+for _ in $(seq 150); do curl -s "localhost:$PORT/healthz" >/dev/null && break; sleep 0.2; done
+echo '{"action":"update_post","resource":"wp:post:1024","environment":"production","fields":["meta_description","title"]}' > "$D/req"
+A="-mode $MODE -url http://127.0.0.1:$PORT -body $D/req -key $HERE/fixtures/keys/seo-agent-7.jwk -principal seo-agent-7 -clients $CLIENTS"
+$LOADGEN $A -seconds 2 >/dev/null
+T0=$(awk '{print $14+$15}' /proc/$PID/stat)
+R=$($LOADGEN $A -seconds "$SECS")
+T1=$(awk '{print $14+$15}' /proc/$PID/stat)
+kill -TERM $PID; wait $PID 2>/dev/null || true
+OPS=$(echo "$R" | sed 's/.*"ops":\([0-9]*\).*/\1/'); PS=$(echo "$R" | sed 's/.*"per_second":\([0-9.]*\).*/\1/')
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+echo "$MODE clients=$CLIENTS ops/s=${PS%.*} cpu_us/op=$(( (T1 - T0) * TICK_US / OPS )) load=$(cut -d' ' -f1 /proc/loadavg)"
+rm -rf "$D"

@@ -1,0 +1,333 @@
+// One load generator for Writ and its peers (bench/side-by-side.ts drives it), so that every side
+// of a comparison is measured by the same client code: closed loops (a client sends its next request
+// when the previous one is answered), one keep-alive connection per client, latencies per operation.
+//
+//	loadgen -mode writ-decide|opa|writ-lease|pg-lease|redis-lease -clients 16 -seconds 5 [...]
+//
+// Prints one JSON object: ops, seconds, per_second, p50_us, p99_us, errors.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+type result struct {
+	Ops       int64   `json:"ops"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"per_second"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	Errors    int64   `json:"errors"`
+	FirstErr  string  `json:"first_error,omitempty"`
+}
+
+var (
+	mode      = flag.String("mode", "", "writ-decide | opa | writ-lease | pg-lease | redis-lease")
+	clients   = flag.Int("clients", 16, "concurrent closed-loop clients")
+	seconds   = flag.Float64("seconds", 5, "measured duration")
+	url       = flag.String("url", "", "Writ base URL, or OPA's full data URL")
+	keyFile   = flag.String("key", "", "the principal's private Ed25519 JWK (Writ modes)")
+	principal = flag.String("principal", "", "the principal (Writ modes)")
+	body      = flag.String("body", "", "request body file (writ-decide: the decision request; opa: {\"input\": …})")
+	base      = flag.Int("base", 1, "writ-lease/pg-lease/redis-lease: client c uses key number base+c")
+	dsn       = flag.String("dsn", "", "pg-lease: connection string of a database the caller created")
+	addr      = flag.String("addr", "", "redis-lease: host:port of the private redis-server")
+)
+
+func main() {
+	flag.Parse()
+	var op func(c int) (func() error, error)
+	switch *mode {
+	case "writ-decide":
+		op = writDecide()
+	case "opa":
+		op = opa()
+	case "writ-lease":
+		op = writLease()
+	case "pg-lease":
+		op = pgLease()
+	case "redis-lease":
+		op = redisLease()
+	default:
+		fail(fmt.Errorf("unknown -mode %q", *mode))
+	}
+	fmt.Println(string(must(json.Marshal(measure(op)))))
+}
+
+func measure(setup func(c int) (func() error, error)) result {
+	ops := make([]func() error, *clients)
+	for c := range ops {
+		ops[c] = must(setup(c))
+	}
+	lats := make([][]float64, *clients)
+	var errs atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	until := start.Add(time.Duration(*seconds * float64(time.Second)))
+	for c := range ops {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for time.Now().Before(until) {
+				t := time.Now()
+				if err := ops[c](); err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				lats[c] = append(lats[c], float64(time.Since(t).Microseconds()))
+			}
+		}(c)
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	var all []float64
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	sort.Float64s(all)
+	r := result{Ops: int64(len(all)), Seconds: elapsed, PerSecond: float64(len(all)) / elapsed, Errors: errs.Load()}
+	if len(all) > 0 {
+		r.P50us = all[len(all)*50/100]
+		r.P99us = all[len(all)*99/100]
+	}
+	if s, ok := firstErr.Load().(string); ok {
+		r.FirstErr = s
+	}
+	return r
+}
+
+// --- Writ over HTTP -------------------------------------------------------------------------------
+
+type signer struct {
+	key       ed25519.PrivateKey
+	kid       string
+	principal string
+}
+
+func loadSigner() *signer {
+	var jwk struct{ Kid, D string }
+	fail(json.Unmarshal(must(os.ReadFile(*keyFile)), &jwk))
+	seed := must(base64.RawURLEncoding.DecodeString(jwk.D))
+	return &signer{key: ed25519.NewKeyFromSeed(seed), kid: jwk.Kid, principal: *principal}
+}
+
+var b64 = base64.RawURLEncoding
+
+// assertion: a caller assertion as the SDK makes it (compact JWS, EdDSA, fresh jti, 60 s).
+func (s *signer) assertion() string {
+	now := time.Now().Unix()
+	jti := make([]byte, 16)
+	_, _ = rand.Read(jti)
+	header := must(json.Marshal(map[string]string{"alg": "EdDSA", "kid": s.kid, "typ": "JWT"}))
+	claims := must(json.Marshal(map[string]any{"iss": s.principal, "sub": s.principal, "aud": "writ", "iat": now, "exp": now + 60, "jti": hex.EncodeToString(jti)}))
+	input := b64.EncodeToString(header) + "." + b64.EncodeToString(claims)
+	return input + "." + b64.EncodeToString(ed25519.Sign(s.key, []byte(input)))
+}
+
+func httpClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true}}
+}
+
+// call sends one request and decodes a 2xx JSON answer into out (any other status is an error).
+func call(h *http.Client, method, u, bearer string, payload []byte, out any) error {
+	req := must(http.NewRequest(method, u, bytes.NewReader(payload)))
+	req.Header.Set("content-type", "application/json")
+	if bearer != "" {
+		req.Header.Set("authorization", "Bearer "+bearer)
+	}
+	res, err := h.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, u, res.StatusCode, truncate(data))
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func writDecide() func(c int) (func() error, error) {
+	s := loadSigner()
+	payload := must(os.ReadFile(*body))
+	return func(c int) (func() error, error) {
+		h := httpClient()
+		return func() error {
+			var d struct{ Allow bool }
+			if err := call(h, "POST", *url+"/v1/decisions", s.assertion(), payload, &d); err != nil {
+				return err
+			}
+			if !d.Allow {
+				return fmt.Errorf("decision denied")
+			}
+			return nil
+		}, nil
+	}
+}
+
+func opa() func(c int) (func() error, error) {
+	payload := must(os.ReadFile(*body))
+	return func(c int) (func() error, error) {
+		h := httpClient()
+		return func() error {
+			var r struct {
+				Result *struct{ Allow bool } `json:"result"`
+			}
+			if err := call(h, "POST", *url, "", payload, &r); err != nil {
+				return err
+			}
+			if r.Result == nil || !r.Result.Allow {
+				return fmt.Errorf("opa: no allow in the answer")
+			}
+			return nil
+		}, nil
+	}
+}
+
+// writLease: acquire + release of wp:post:(base+c)#title with a decision refetched every 20 s (decisions live 30 s).
+func writLease() func(c int) (func() error, error) {
+	s := loadSigner()
+	return func(c int) (func() error, error) {
+		h := httpClient()
+		decide := []byte(fmt.Sprintf(`{"action":"update_post","resource":"wp:post:%d","environment":"production","fields":["title"]}`, *base+c))
+		var token string
+		var fetched time.Time
+		return func() error {
+			if time.Since(fetched) > 20*time.Second {
+				var d struct {
+					Allow bool
+					Token string
+				}
+				if err := call(h, "POST", *url+"/v1/decisions", s.assertion(), decide, &d); err != nil {
+					return err
+				}
+				if !d.Allow {
+					return fmt.Errorf("decision denied")
+				}
+				token, fetched = d.Token, time.Now()
+			}
+			var lease struct {
+				LeaseID string `json:"lease_id"`
+				Token   string `json:"token"`
+			}
+			if err := call(h, "POST", *url+"/v1/leases", s.assertion(), must(json.Marshal(map[string]any{"decisions": []string{token}, "ttl_ms": 10000})), &lease); err != nil {
+				return err
+			}
+			return call(h, "DELETE", *url+"/v1/leases/"+lease.LeaseID, s.assertion(), must(json.Marshal(map[string]string{"token": lease.Token})), nil)
+		}, nil
+	}
+}
+
+// --- PostgreSQL: one row per key, compare-and-set in one autocommitted statement each way -------------
+
+func pgLease() func(c int) (func() error, error) {
+	ctx := context.Background()
+	cfg := must(pgxpool.ParseConfig(*dsn))
+	cfg.MaxConns = int32(*clients)
+	cfg.MinConns = int32(*clients)
+	pool := must(pgxpool.NewWithConfig(ctx, cfg))
+	_, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS leases (key text PRIMARY KEY, holder text, epoch bigint NOT NULL DEFAULT 0, expires_at timestamptz)`)
+	fail(err)
+	return func(c int) (func() error, error) {
+		key := "wp:post:" + strconv.Itoa(*base+c) + "#title"
+		holder := "client-" + strconv.Itoa(c)
+		if _, err := pool.Exec(ctx, `INSERT INTO leases (key) VALUES ($1) ON CONFLICT DO NOTHING`, key); err != nil {
+			return nil, err
+		}
+		return func() error {
+			var epoch int64
+			err := pool.QueryRow(ctx, `UPDATE leases SET holder = $2, epoch = epoch + 1, expires_at = now() + interval '10 seconds'
+				WHERE key = $1 AND (holder IS NULL OR expires_at < now()) RETURNING epoch`, key, holder).Scan(&epoch)
+			if err != nil {
+				return fmt.Errorf("acquire: %w", err)
+			}
+			tag, err := pool.Exec(ctx, `UPDATE leases SET holder = NULL, expires_at = NULL WHERE key = $1 AND holder = $2 AND epoch = $3`, key, holder, epoch)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() != 1 {
+				return fmt.Errorf("release changed %d rows", tag.RowsAffected())
+			}
+			return nil
+		}, nil
+	}
+}
+
+// --- Redis: SET NX PX, released by a Lua compare-and-delete ---------------------------------------
+
+var release = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`)
+
+func redisLease() func(c int) (func() error, error) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: *clients, MinIdleConns: *clients})
+	fail(release.Load(ctx, rdb).Err())
+	return func(c int) (func() error, error) {
+		key := "wp:post:" + strconv.Itoa(*base+c) + "#title"
+		n := 0
+		return func() error {
+			n++
+			token := strconv.Itoa(c) + "-" + strconv.Itoa(n)
+			ok, err := rdb.SetNX(ctx, key, token, 10*time.Second).Result()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%s is held", key)
+			}
+			deleted, err := release.Run(ctx, rdb, []string{key}, token).Int()
+			if err != nil {
+				return err
+			}
+			if deleted != 1 {
+				return fmt.Errorf("release deleted %d", deleted)
+			}
+			return nil
+		}, nil
+	}
+}
+
+func truncate(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
+	}
+	return string(b)
+}
+
+func must[T any](v T, err error) T {
+	fail(err)
+	return v
+}
+
+func fail(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}

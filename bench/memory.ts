@@ -1,0 +1,126 @@
+/**
+ * RSS of `writ serve` under sustained decision + lease load, then idle: does it plateau, and does it
+ * give memory back? The same Go load generator as bench/side-by-side.ts drives it (decisions and lease
+ * pairs at once, closed loops); RSS is read from /proc/<pid>/status every `--sample` seconds.
+ *
+ *   npx tsc -p tsconfig.json && node dist/bench/memory.js [--write] [--minutes 10] [--idle 120] [--clients 8]
+ *
+ * Target (issue 10): over a 10-minute run the last 5 minutes grow < 5 MB, and most is returned when idle.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { CLI, freePort, REPO, spawnListening } from '../scripts/server-process.js';
+import { machineLine, writeResultsSection } from './results-file.js';
+
+const TMP = join(REPO, 'bench', 'tmp');
+const arg = (name: string, fallback: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1]! : fallback;
+};
+const MINUTES = Number(arg('minutes', '10'));
+const IDLE_S = Number(arg('idle', '120'));
+const CLIENTS = Number(arg('clients', '8'));
+const SAMPLE_S = Number(arg('sample', '10'));
+
+const rssMb = (pid: number) => {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+};
+
+function loadgen(bin: string, args: string[]): Promise<{ ops: number; per_second: number; errors: number; first_error?: string }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    p.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`loadgen exited ${code}`))));
+  });
+}
+
+async function main(): Promise<void> {
+  mkdirSync(TMP, { recursive: true });
+  const work = mkdtempSync(join(TMP, 'memory-'));
+  const bin = join(work, 'loadgen');
+  execFileSync('/usr/local/go/bin/go', ['build', '-o', bin, '.'], { cwd: join(REPO, 'bench/loadgen'), stdio: 'inherit' });
+  const port = await freePort();
+  const writ = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', join(work, 'writ'), '--port', String(port), '--no-upstream', '--graph', 'graph/example.yaml'], {
+    ...process.env,
+    WRIT_UPSTREAM_URL: 'http://127.0.0.1:9',
+  });
+  const pid = writ.proc.pid!;
+  const url = `http://127.0.0.1:${port}`;
+  const samples: { t: number; mb: number; phase: 'load' | 'idle' }[] = [];
+  const t0 = Date.now();
+  const sample = (phase: 'load' | 'idle') => {
+    samples.push({ t: (Date.now() - t0) / 1000, mb: rssMb(pid), phase });
+    const s = samples.at(-1)!;
+    console.log(`${s.t.toFixed(0)} s ${phase}: RSS ${s.mb.toFixed(1)} MB (load ${loadavg()[0]!.toFixed(1)})`);
+  };
+  const loads: number[] = [];
+  let results: Awaited<ReturnType<typeof loadgen>>[];
+  try {
+    sample('load');
+    const startMb = samples[0]!.mb;
+    const common = ['-key', join(REPO, 'fixtures/keys/seo-agent-7.jwk'), '-principal', 'seo-agent-7', '-url', url, '-clients', String(CLIENTS), '-seconds', String(MINUTES * 60)];
+    const body = join(work, 'decision.json');
+    (await import('node:fs')).writeFileSync(body, JSON.stringify({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['meta_description', 'title'] }));
+    const running = Promise.all([loadgen(bin, ['-mode', 'writ-decide', '-body', body, ...common]), loadgen(bin, ['-mode', 'writ-lease', '-base', '100', ...common])]);
+    const timer = setInterval(() => {
+      sample('load');
+      loads.push(loadavg()[0]!);
+    }, SAMPLE_S * 1000);
+    results = await running;
+    clearInterval(timer);
+    sample('load');
+    const endLoad = samples.length;
+    for (let s = 0; s < IDLE_S; s += SAMPLE_S) {
+      await new Promise((r) => setTimeout(r, SAMPLE_S * 1000));
+      sample('idle');
+    }
+    const load = samples.slice(0, endLoad);
+    const at = (sec: number) => load.reduce((best, s) => (Math.abs(s.t - sec) < Math.abs(best.t - sec) ? s : best));
+    const half = at((MINUTES * 60) / 2);
+    const end = load.at(-1)!;
+    const peak = Math.max(...load.map((s) => s.mb));
+    const idle = samples.at(-1)!;
+    const secondHalf = load.filter((s) => s.t >= half.t).map((s) => s.mb);
+    const section = [
+      '## Memory under sustained load (bench/memory.ts)',
+      '',
+      '```',
+      `npx tsc -p tsconfig.json && node dist/bench/memory.js --write --minutes ${MINUTES} --idle ${IDLE_S} --clients ${CLIENTS}`,
+      '```',
+      '',
+      machineLine(),
+      `1-minute load average while loaded: ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)}.`,
+      '',
+      `\`writ serve\` (SQLite, graph/example.yaml) under ${MINUTES} min of decisions (${CLIENTS} clients) and lease acquire+release pairs (${CLIENTS} clients on their own keys) at once, from bench/loadgen; then ${IDLE_S} s idle. RSS from /proc every ${SAMPLE_S} s. Served: ${results.map((r) => `${r.ops.toLocaleString('en-US')} ${r === results[0] ? 'decisions' : 'lease pairs'} (${Math.round(r.per_second)}/s)`).join(', ')}.`,
+      '',
+      '| point | RSS MB |',
+      '|---|---:|',
+      `| start (idle, after the graph loaded) | ${startMb.toFixed(1)} |`,
+      `| after 1 min of load | ${at(60).mb.toFixed(1)} |`,
+      `| half-way (${half.t.toFixed(0)} s) | ${half.mb.toFixed(1)} |`,
+      `| end of load (${end.t.toFixed(0)} s) | ${end.mb.toFixed(1)} |`,
+      `| peak under load | ${peak.toFixed(1)} |`,
+      `| second half: min / max | ${Math.min(...secondHalf).toFixed(1)} / ${Math.max(...secondHalf).toFixed(1)} |`,
+      `| after ${IDLE_S} s idle | ${idle.mb.toFixed(1)} |`,
+      '',
+      `Growth over the second half of the load: ${(end.mb - half.mb).toFixed(1)} MB (target < 5 MB over the last 5 minutes of a 10-minute run: ${MINUTES >= 10 ? (end.mb - half.mb < 5 ? 'met' : 'MISSED') : 'run shorter than 10 min, not judged'}). Idle returned ${(end.mb - idle.mb).toFixed(1)} MB of the ${(end.mb - startMb).toFixed(1)} MB gained under load (${Math.round((100 * (end.mb - idle.mb)) / Math.max(0.1, end.mb - startMb))}%).`,
+      '',
+      'Samples (s: MB): ' + samples.map((s) => `${s.t.toFixed(0)}: ${s.mb.toFixed(0)}${s.phase === 'idle' ? ' (idle)' : ''}`).join(', '),
+    ].join('\n');
+    console.log(section);
+    if (process.argv.includes('--write')) writeResultsSection('memory', section);
+  } finally {
+    writ.proc.kill('SIGTERM');
+    await writ.exited;
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+void main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,254 @@
+/**
+ * Writ next to its peers, in one run, measured by one load generator (bench/loadgen, Go), rounds
+ * alternated (who goes first flips every round), ratios per round:
+ *
+ *  (a) signed decisions over HTTP (`POST /v1/decisions`, a fresh Ed25519 caller assertion each) vs
+ *      `opa run --server` (tools/bin/opa) on the same policies and data, given the exact input
+ *      document Writ's policy engine evaluates for that request (captured in-process), 16 and 1
+ *      clients; OPA's answer is checked equal to Writ's unsigned result first;
+ *  (b) durable lease acquire+release pairs over HTTP vs a PostgreSQL single-row compare-and-set (the
+ *      shared local server, synchronous_commit on, a database of its own created and dropped) and vs
+ *      a private redis-server (its own port and dir, `--appendonly yes --appendfsync always`,
+ *      SET NX PX + a Lua compare-and-delete), 16 and 64 clients, each client on its own key.
+ *
+ *   npx tsc -p tsconfig.json && node dist/bench/side-by-side.js [--write] [--seconds 5] [--rounds 3] [--only decisions|leases]
+ *
+ * Files go to bench/tmp (git-ignored). `--write` replaces this benchmark's section of bench/RESULTS.md.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { isDeepStrictEqual } from 'node:util';
+import { join } from 'node:path';
+import { loadConfig } from '../src/config/index.js';
+import { GOVERNANCE_ID } from '../src/graph/model.js';
+import type { DecisionInput } from '../src/policy/types.js';
+import { applyManifest, decide, openWrit, readManifest } from '../src/service/index.js';
+import { createTestDatabase } from '../scripts/test-database.js';
+import { CLI, freePort, REPO, spawnListening } from '../scripts/server-process.js';
+import { machineLine, writeResultsSection } from './results-file.js';
+
+const TMP = join(REPO, 'bench', 'tmp');
+const arg = (name: string, fallback: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1]! : fallback;
+};
+const SECONDS = Number(arg('seconds', '5'));
+const ROUNDS = Number(arg('rounds', '3'));
+const ONLY = arg('only', 'all');
+const PRINCIPAL = 'seo-agent-7';
+const KEY_FILE = join(REPO, 'fixtures/keys/seo-agent-7.jwk');
+const REQUEST = { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['meta_description', 'title'] };
+
+interface Load {
+  ops: number;
+  seconds: number;
+  per_second: number;
+  p50_us: number;
+  p99_us: number;
+  errors: number;
+  first_error?: string;
+}
+
+function loadgen(bin: string, args: string[]): Load {
+  const out = execFileSync(bin, args, { encoding: 'utf8', maxBuffer: 1 << 20 });
+  const r = JSON.parse(out) as Load;
+  if (r.errors > 0) throw new Error(`loadgen ${args.join(' ')}: ${r.errors} errors, first: ${r.first_error}`);
+  return r;
+}
+
+async function listeningProcess(name: string, cmd: string, args: string[], port: number): Promise<ChildProcess> {
+  const proc = spawn(cmd, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  proc.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  proc.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  for (let i = 0; ; i++) {
+    if (proc.exitCode !== null) throw new Error(`${name} exited: ${output}`);
+    const ok = await fetch(`http://127.0.0.1:${port}/health`).then(() => true, () => false);
+    if (ok) return proc;
+    if (i > 300) throw new Error(`${name} did not listen: ${output}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The exact input Writ's policy engine evaluates for REQUEST (and its result), from an in-process Writ on the same graph. */
+async function capturedInput(): Promise<{ input: DecisionInput; result: unknown }> {
+  const dataDir = mkdtempSync(join(TMP, 'capture-'));
+  const w = await openWrit(loadConfig({ dataDir, bundleDir: join(REPO, 'build/policy') }));
+  try {
+    const { manifest, baseDir } = readManifest(join(REPO, 'graph/example.yaml'));
+    await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
+    let captured: { input: DecisionInput; result: unknown } | null = null;
+    const engine = w.ctx.policy;
+    const original = engine.decide.bind(engine);
+    (engine as { decide: typeof engine.decide }).decide = (input) => {
+      const result = original(input);
+      captured ??= { input: JSON.parse(JSON.stringify(input)) as DecisionInput, result };
+      return result;
+    };
+    const d = await decide(w.ctx, PRINCIPAL, REQUEST);
+    if (!d.allow || !captured) throw new Error('expected an allow for the benchmark request');
+    return captured;
+  } finally {
+    await w.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+const ratioCell = (xs: number[]) => `**${median(xs).toFixed(2)}×** (${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})`;
+
+interface Row {
+  measure: string;
+  clients: number;
+  writ: Load[];
+  peers: Record<string, Load[]>;
+}
+
+async function main(): Promise<void> {
+  mkdirSync(TMP, { recursive: true });
+  const work = mkdtempSync(join(TMP, 'side-by-side-'));
+  const bin = join(work, 'loadgen');
+  execFileSync('/usr/local/go/bin/go', ['build', '-o', bin, '.'], { cwd: join(REPO, 'bench/loadgen'), stdio: 'inherit' });
+  const procs: ChildProcess[] = [];
+  const cleanups: (() => Promise<void>)[] = [];
+  const loads: number[] = [loadavg()[0]!];
+  const rows: Row[] = [];
+  let check = '';
+  try {
+    // Writ: a real `writ serve` on the example graph, data dir on this disk (WAL synced before every answer).
+    const writPort = await freePort();
+    const writDir = join(work, 'writ');
+    const writ = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', writDir, '--port', String(writPort), '--no-upstream', '--graph', 'graph/example.yaml'], {
+      ...process.env,
+      WRIT_UPSTREAM_URL: 'http://127.0.0.1:9',
+    });
+    procs.push(writ.proc);
+    const writUrl = `http://127.0.0.1:${writPort}`;
+    const common = ['-key', KEY_FILE, '-principal', PRINCIPAL];
+
+    if (ONLY !== 'leases') {
+      // OPA on the same policies and data the bundle is built from, given the input Writ evaluates.
+      const { input, result } = await capturedInput();
+      const opaPort = await freePort();
+      const opa = await listeningProcess('opa', join(REPO, 'tools/bin/opa'), ['run', '--server', '--addr', `127.0.0.1:${opaPort}`, '--log-level', 'error', '--ignore', '*_test.rego', 'policies'], opaPort);
+      procs.push(opa);
+      const opaUrl = `http://127.0.0.1:${opaPort}/v1/data/writ/authz/decision`;
+      const opaBody = join(work, 'opa-input.json');
+      writeFileSync(opaBody, JSON.stringify({ input }));
+      const writBody = join(work, 'decision-request.json');
+      writeFileSync(writBody, JSON.stringify(REQUEST));
+      const opaAnswer = ((await (await fetch(opaUrl, { method: 'POST', body: JSON.stringify({ input }) })).json()) as { result: unknown }).result;
+      if (!isDeepStrictEqual(opaAnswer, result)) throw new Error(`OPA's answer differs from Writ's wasm result:\n${JSON.stringify(opaAnswer)}\n${JSON.stringify(result)}`);
+      // And from Writ's own answer over HTTP (the unsigned fields of the decision).
+      const { createCallerAssertion } = await import('../src/sdk/index.js');
+      const { readFileSync } = await import('node:fs');
+      const assertion = await createCallerAssertion({ principal: PRINCIPAL, privateJwk: JSON.parse(readFileSync(KEY_FILE, 'utf8')) as never });
+      const http = (await (await fetch(`${writUrl}/v1/decisions`, { method: 'POST', headers: { authorization: `Bearer ${assertion}`, 'content-type': 'application/json' }, body: JSON.stringify(REQUEST) })).json()) as Record<string, unknown>;
+      const o = opaAnswer as Record<string, unknown>;
+      for (const k of ['allow', 'reasons', 'obligations', 'risk']) {
+        if (!isDeepStrictEqual(http[k], o[k])) throw new Error(`Writ over HTTP and OPA differ on ${k}: ${JSON.stringify(http[k])} vs ${JSON.stringify(o[k])}`);
+      }
+      check = `OPA's answer for the captured input equals Writ's wasm result (whole object) and Writ's HTTP answer (allow, reasons, obligations, risk): allow=${String(o.allow)}, ${(o.reasons as unknown[]).length} reasons, obligations ${JSON.stringify(o.obligations)}.`;
+      for (const clients of [16, 1]) {
+        const row: Row = { measure: 'signed decisions/s over HTTP', clients, writ: [], peers: { OPA: [] } };
+        rows.push(row);
+        // warm-up
+        loadgen(bin, ['-mode', 'writ-decide', '-url', writUrl, '-body', writBody, '-clients', String(clients), '-seconds', '1', ...common]);
+        loadgen(bin, ['-mode', 'opa', '-url', opaUrl, '-body', opaBody, '-clients', String(clients), '-seconds', '1']);
+        for (let r = 0; r < ROUNDS; r++) {
+          const runs = [
+            () => row.writ.push(loadgen(bin, ['-mode', 'writ-decide', '-url', writUrl, '-body', writBody, '-clients', String(clients), '-seconds', String(SECONDS), ...common])),
+            () => row.peers.OPA!.push(loadgen(bin, ['-mode', 'opa', '-url', opaUrl, '-body', opaBody, '-clients', String(clients), '-seconds', String(SECONDS)])),
+          ];
+          for (const run of r % 2 === 0 ? runs : runs.reverse()) run();
+          loads.push(loadavg()[0]!);
+          console.log(`decisions ${clients} clients round ${r}: writ ${fmt(row.writ.at(-1)!.per_second)}/s, opa ${fmt(row.peers.OPA!.at(-1)!.per_second)}/s`);
+        }
+      }
+    }
+
+    if (ONLY !== 'decisions') {
+      const pg = await createTestDatabase('writ_bench_cas');
+      cleanups.push(() => pg.drop());
+      const redisPort = await freePort();
+      const redisDir = join(work, 'redis');
+      mkdirSync(redisDir);
+      const redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--dir', redisDir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '', '--daemonize', 'no'], { stdio: 'ignore' });
+      procs.push(redis);
+      for (let i = 0; ; i++) {
+        try {
+          execFileSync('redis-cli', ['-p', String(redisPort), 'ping'], { stdio: 'pipe' });
+          break;
+        } catch (e) {
+          if (i > 100) throw e;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+      const peers = {
+        'PostgreSQL CAS': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'pg-lease', '-dsn', pg.url, '-clients', String(clients), '-seconds', String(seconds)]),
+        'Redis AOF always': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'redis-lease', '-addr', `127.0.0.1:${redisPort}`, '-clients', String(clients), '-seconds', String(seconds)]),
+      };
+      const writLease = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common]);
+      for (const clients of [16, 64]) {
+        const row: Row = { measure: 'durable lease acquire+release pairs/s', clients, writ: [], peers: { 'PostgreSQL CAS': [], 'Redis AOF always': [] } };
+        rows.push(row);
+        writLease(clients, 1);
+        for (const p of Object.values(peers)) p(clients, 1);
+        for (let r = 0; r < ROUNDS; r++) {
+          const runs = [() => row.writ.push(writLease(clients, SECONDS)), ...Object.entries(peers).map(([name, p]) => () => row.peers[name]!.push(p(clients, SECONDS)))];
+          for (const run of r % 2 === 0 ? runs : runs.reverse()) run();
+          loads.push(loadavg()[0]!);
+          console.log(`leases ${clients} clients round ${r}: writ ${fmt(row.writ.at(-1)!.per_second)}/s, ${Object.entries(row.peers).map(([n, l]) => `${n} ${fmt(l.at(-1)!.per_second)}/s`).join(', ')}`);
+        }
+      }
+    }
+  } finally {
+    for (const p of procs) {
+      if (p.exitCode === null && p.signalCode === null) {
+        p.kill('SIGTERM');
+        await new Promise((r) => p.once('exit', r));
+      }
+    }
+    for (const c of cleanups) await c();
+    rmSync(work, { recursive: true, force: true });
+  }
+
+  const lines: string[] = [];
+  for (const row of rows) {
+    for (const [peer, runs] of Object.entries(row.peers)) {
+      const ratios = row.writ.map((w, i) => w.per_second / runs[i]!.per_second);
+      lines.push(`| ${row.measure}, ${row.clients} client${row.clients > 1 ? 's' : ''} | ${fmt(median(row.writ.map((l) => l.per_second)))} (p50 ${fmt(median(row.writ.map((l) => l.p50_us)))} µs, p99 ${fmt(median(row.writ.map((l) => l.p99_us)))} µs) | ${peer} ${fmt(median(runs.map((l) => l.per_second)))} (p50 ${fmt(median(runs.map((l) => l.p50_us)))} µs, p99 ${fmt(median(runs.map((l) => l.p99_us)))} µs) | ${ratioCell(ratios)} | ${ratios.map((x) => x.toFixed(2)).join(', ')} |`);
+    }
+  }
+  const section = [
+    '## Side by side: Writ vs OPA, PostgreSQL and Redis (bench/side-by-side.ts)',
+    '',
+    '```',
+    `npx tsc -p tsconfig.json && node dist/bench/side-by-side.js --write --seconds ${SECONDS} --rounds ${ROUNDS}`,
+    '```',
+    '',
+    machineLine(),
+    `1-minute load average during the run: ${loads.map((l) => l.toFixed(1)).join(' → ')} (2 shared cores: the load generator, the server under test and other sessions share them).`,
+    '',
+    `One load generator for every side (bench/loadgen, Go: closed loops, one keep-alive connection per client, Ed25519 caller assertions signed with the standard library exactly as the SDK makes them), so no side is measured by a slower client. ${SECONDS} s per measurement after a 1 s warm-up, ${ROUNDS} rounds, the order flipped every round; the ratio is Writ/peer within a round, reported as median (range) with each round's value.`,
+    '',
+    `- Decisions: \`POST /v1/decisions\` (${PRINCIPAL} ${REQUEST.action} ${REQUEST.resource} [${REQUEST.fields.join(', ')}] in production on graph/example.yaml; the caller assertion verified and its jti spent durably, chains resolved, Rego evaluated, the decision signed) vs \`opa run --server\` on policies/ (the same Rego and data.json the bundle is built from) answering \`POST /v1/data/writ/authz/decision\` with the exact input document Writ evaluates for that request (captured from Writ's policy engine in-process). ${check}`,
+    '- Leases: Writ `POST /v1/leases` + `DELETE /v1/leases/{id}` (a decision fetched per client every 20 s, outside the pair count; each call a fresh assertion whose jti is spent in the lease\'s own commit; WAL synced before each answer) vs PostgreSQL 15 (the shared local server, synchronous_commit on, a database of its own): `UPDATE … SET holder, epoch = epoch + 1 … WHERE key = $1 AND (holder IS NULL OR expired) RETURNING epoch`, then a conditional `UPDATE` release, each autocommitted (pgx pool, one connection per client), vs a private `redis-server --appendonly yes --appendfsync always`: `SET key token NX PX 10000`, then a Lua compare-and-delete. Each client on its own key.',
+    '',
+    '| measure | Writ /s | peer /s | ratio Writ/peer: median (range) | per round |',
+    '|---|---:|---:|---:|---|',
+    ...lines,
+  ].join('\n');
+  console.log(section);
+  if (process.argv.includes('--write')) writeResultsSection('side-by-side', section);
+}
+
+void main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

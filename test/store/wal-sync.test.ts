@@ -1,0 +1,140 @@
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { SyncFn } from '../../src/store/sqlite/wal-sync.js';
+
+const dirs: string[] = [];
+afterAll(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+const FAR = Date.now() + 3_600_000;
+const now = () => Date.now();
+
+/** A sync the test completes by hand: each call waits in `pending` until the test calls it back. */
+function manualSync() {
+  const pending: ((error: NodeJS.ErrnoException | null) => void)[] = [];
+  const sync: SyncFn = (_fd, done) => pending.push(done);
+  const until = async (n: number) => {
+    for (let i = 0; pending.length < n; i++) {
+      if (i > 1_000) throw new Error(`expected ${n} syncs, saw ${pending.length}`);
+      await new Promise((r) => setImmediate(r));
+    }
+  };
+  return { sync, pending, until };
+}
+
+async function open(sync?: SyncFn): Promise<{ store: SqliteStore; file: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'writ-wal-sync-'));
+  dirs.push(dir);
+  const file = join(dir, 'writ.db');
+  return { store: await openSqliteStore(file, { checkpointer: false, ...(sync ? { sync } : {}) }), file };
+}
+
+/** Settles to 'pending' if `p` has not settled after a few turns of the event loop. */
+async function state(p: Promise<unknown>): Promise<string> {
+  const s = p.then(() => 'resolved', () => 'rejected');
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+  return Promise.race([s, Promise.resolve('pending')]);
+}
+
+const spend = (store: SqliteStore, id: string) => store.readWrite((tx) => tx.singleUse.spend('jti', id, FAR, now()));
+const spent = (store: SqliteStore, id: string) => store.read((tx) => tx.singleUse.isSpent('jti', id, now()));
+
+describe('the SQLite store syncs the WAL off the event loop', () => {
+  it('acknowledges a write only after the WAL sync that follows its commit; writes made during a sync ride the next one', async () => {
+    const { sync, pending, until } = manualSync();
+    const { store } = await open(sync);
+    const a = spend(store, 'a');
+    await until(1);
+    expect(await state(a)).toBe('pending'); // committed (the reader can see it) but not synced: not acknowledged
+    const b = spend(store, 'b');
+    const c = spend(store, 'c');
+    expect(await state(b)).toBe('pending');
+    expect(pending).toHaveLength(1); // b and c wait for the sync in flight
+    pending[0]!(null);
+    expect(await a).toBe(true);
+    await until(2); // b and c: one batch, one sync
+    expect(store.stats).toMatchObject({ commits: 2, largestBatch: 2 });
+    expect(await state(Promise.all([b, c]))).toBe('pending');
+    pending[1]!(null);
+    expect(await Promise.all([b, c])).toEqual([true, true]);
+    expect(store.syncs()).toBe(2);
+    await store.close();
+  });
+
+  it('a read that can see a committed but unsynced write answers only after that write is durable', async () => {
+    const { sync, pending, until } = manualSync();
+    const { store } = await open(sync);
+    const a = spend(store, 'a');
+    await until(1);
+    const read = spent(store, 'a');
+    expect(await state(read)).toBe('pending');
+    pending[0]!(null);
+    expect(await read).toBe(true);
+    await a;
+    // Nothing unsynced is visible now: reads answer without a sync.
+    expect(await spent(store, 'a')).toBe(true);
+    expect(pending).toHaveLength(1);
+    await store.close();
+  });
+
+  it('a batch whose fsync fails rejects every callback (STORE_FAILED), refuses everything after it, and changes nothing acknowledged', async () => {
+    const { sync, pending, until } = manualSync();
+    const { store, file } = await open(sync);
+    const first = spend(store, 'acked');
+    await until(1);
+    pending[0]!(null);
+    expect(await first).toBe(true);
+
+    const doomed = [spend(store, 'x'), spend(store, 'y')];
+    await until(2);
+    const later = spend(store, 'z'); // queued behind the failing sync
+    const eio = Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+    pending[1]!(eio);
+    for (const p of [...doomed, later]) await expect(p).rejects.toMatchObject({ code: 'STORE_FAILED' });
+    expect(pending).toHaveLength(2); // never retried as if the failed sync had been fine
+    // The process refuses every store operation from now on (a later sync could succeed without the lost pages).
+    await expect(spend(store, 'w')).rejects.toMatchObject({ code: 'STORE_FAILED', message: /EIO/ });
+    await expect(spent(store, 'acked')).rejects.toMatchObject({ code: 'STORE_FAILED' });
+    expect(pending).toHaveLength(2);
+    await store.close();
+
+    // Restarted: what was acknowledged is there and still refuses a second spend.
+    const again = await openSqliteStore(file, { checkpointer: false });
+    try {
+      expect(await spent(again, 'acked')).toBe(true);
+      expect(await spend(again, 'acked')).toBe(false);
+    } finally {
+      await again.close();
+    }
+  });
+
+  it('sees a graph append made by another connection, and reads the head from the log only when something was committed', async () => {
+    const { store, file } = await open();
+    const other = new Database(file);
+    const statement = Object.getPrototypeOf(other.prepare('SELECT 1')) as { get: (...args: unknown[]) => unknown };
+    const get = vi.spyOn(statement, 'get');
+    const headQueries = () => get.mock.contexts.filter((s) => (s as { source: string }).source.includes('MAX(revision)')).length;
+    const head = () => store.read((tx) => tx.graph.head());
+    const append = (revision: number) => other.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (?, 0, ?, ?, ?)').run(revision, 'x', 'noop', '{}');
+    try {
+      expect(await head()).toBe(0);
+      expect(await head()).toBe(0);
+      expect(headQueries()).toBe(1);
+      append(1);
+      expect(await head()).toBe(1);
+      expect(await head()).toBe(1);
+      expect(await head()).toBe(1);
+      expect(headQueries()).toBe(2);
+      append(2);
+      expect(await head()).toBe(2);
+      expect(headQueries()).toBe(3);
+    } finally {
+      get.mockRestore();
+      other.close();
+      await store.close();
+    }
+  });
+});
