@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
@@ -136,5 +136,30 @@ describe('the SQLite store syncs the WAL off the event loop', () => {
       other.close();
       await store.close();
     }
+  });
+});
+
+describe('two stores on one file in one process', () => {
+  /** The POSIX locks this process holds on a file, from /proc/locks (Linux): closing any descriptor of a file drops them all. */
+  const locksOn = (path: string): number => {
+    const st = statSync(path);
+    const dev = `${(Math.floor(st.dev / 256) & 0xfff).toString(16).padStart(2, '0')}:${(st.dev & 0xff).toString(16).padStart(2, '0')}:${st.ino}`;
+    return readFileSync('/proc/locks', 'utf8')
+      .split('\n')
+      .filter((line) => line.includes(' POSIX ') && line.includes(` ${process.pid} `) && line.includes(dev)).length;
+  };
+
+  it("closing one leaves the other's SQLite locks on -shm in place (the -shm descriptor is shared and closed with the last store)", async () => {
+    const { store: first, file } = await open();
+    await first.readWrite((tx) => tx.singleUse.spend('assertion', 'a', FAR, now()));
+    const second = await openSqliteStore(file, { checkpointer: false });
+    await second.read((tx) => tx.singleUse.isSpent('assertion', 'a', now()));
+    const held = locksOn(`${file}-shm`);
+    expect(held).toBeGreaterThan(0);
+    await first.close();
+    expect(locksOn(`${file}-shm`)).toBeGreaterThan(0);
+    await second.readWrite((tx) => tx.singleUse.spend('assertion', 'b', FAR, now()));
+    expect(await second.read((tx) => tx.singleUse.isSpent('assertion', 'b', now()))).toBe(true);
+    await second.close();
   });
 });

@@ -1,5 +1,5 @@
 import { closeSync, fdatasync, fstatSync, fsyncSync, openSync, readSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { WritError } from '../../errors.js';
 
 /** How a WAL descriptor is synced: `fs.fdatasync` (libuv's thread pool); a test may inject a failing one. */
@@ -44,8 +44,31 @@ const WAL_INDEX_HEADER_BYTES = 48;
  *
  * The descriptors are closed only after every connection of this process to the file is closed: on
  * Linux, closing any descriptor of a file drops the process's POSIX locks on it, which SQLite holds
- * on `-shm`.
+ * on `-shm`. Several stores on one file in one process share one `-shm` descriptor, closed with the
+ * last of them (`sharedShm`), so one store closing never pulls the locks from under another. (A bare
+ * better-sqlite3 connection on the file must still be closed before the last store on it.)
  */
+/** One `-shm` descriptor per file per process, shared by the WalSyncs on it and closed with the last one. */
+const sharedShm = new Map<string, { fd: number; users: number }>();
+
+function openSharedShm(path: string): number {
+  const open = sharedShm.get(path);
+  if (open) {
+    open.users += 1;
+    return open.fd;
+  }
+  const fd = openSync(path, 'r');
+  sharedShm.set(path, { fd, users: 1 });
+  return fd;
+}
+
+function releaseSharedShm(path: string): void {
+  const open = sharedShm.get(path);
+  if (!open || --open.users > 0) return;
+  sharedShm.delete(path);
+  closeSync(open.fd);
+}
+
 export class WalSync {
   /** Syncs completed (a benchmark reads it). */
   syncs = 0;
@@ -60,10 +83,14 @@ export class WalSync {
   private failure: WritError | null = null;
   private closed = false;
 
+  private readonly shmPath: string;
+
   constructor(
     private readonly file: string,
     private readonly sync: SyncFn = fdatasync,
-  ) {}
+  ) {
+    this.shmPath = resolve(`${file}-shm`);
+  }
 
   /** The error every operation gets once a sync has failed, or null. */
   get failed(): WritError | null {
@@ -77,8 +104,9 @@ export class WalSync {
    */
   changeTag(): string | null {
     if (this.shmFd === null) {
+      if (this.closed) return null;
       try {
-        this.shmFd = openSync(`${this.file}-shm`, 'r');
+        this.shmFd = openSharedShm(this.shmPath);
       } catch {
         return null;
       }
@@ -119,8 +147,10 @@ export class WalSync {
 
   /** Closes the descriptors: only after every connection of this process to the file is closed. */
   close(): void {
+    if (this.closed) return;
     this.closed = true;
-    for (const fd of [this.walFd, this.shmFd]) if (fd !== null) closeSync(fd);
+    if (this.walFd !== null) closeSync(this.walFd);
+    if (this.shmFd !== null) releaseSharedShm(this.shmPath);
     this.walFd = this.shmFd = null;
   }
 
