@@ -42,7 +42,11 @@ export class LogWalk {
         this.seen.add(e.chain);
       }
       const v = this.current;
-      if (e.pos <= v.startPos) continue; // archived; its deletion just has not been seen yet
+      // The checkpoint that raised a floor deleted the entries at or below it in the same transaction,
+      // and the floors were read before the walk: an entry there was put back (a backdated forgery).
+      if (e.pos <= v.startPos) {
+        return { bad: v.bad(e.pos, `chain ${JSON.stringify(e.chain)}: entry ${e.pos} is at or below the chain's archive floor ${v.startPos} (archived entries are deleted with the checkpoint that archives them: this one was put back)`, e.seq) };
+      }
       const bad = v.feed([e]);
       if (bad) return { bad };
       if (e.chain !== LEGACY_CHAIN && (e.kind === 'intent' || e.kind === 'rejected')) {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { chainEntryHash, GENESIS_HASH, headsRoot, ReceiptLog } from '../../src/audit/index.js';
+import { hashOf } from '../../src/audit/hash-chain.js';
 import { KeyRing } from '../../src/decision/index.js';
 import { keyRingCheckpointSigner, signCheckpoint } from '../../src/service/checkpoint-signer.js';
 import { openDatabase } from '../../src/store/sqlite/database.js';
@@ -110,6 +111,27 @@ describe('receipt chains: one per coordination key', () => {
     await expect(t.log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringMatching(/chain "wp:post:1" went back on checkpoint 1: its head is entry 4, the checkpoint signed entry 6/) });
     for (let i = 0; i < 3; i++) await t.log.recordIntent(intent({ resource_key: 'wp:post:1', expected_version: 10 + i }));
     await expect(t.log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringMatching(/its entry 6 is not the head the checkpoint signed/) });
+  });
+
+  it('detects a receipt put back into a chain\'s archived range (an INSERT at or below the archive floor, with its index row)', async () => {
+    const t = await setUp();
+    const DAY = 86_400_000;
+    for (let i = 0; i < 3; i++) {
+      const a = await t.log.recordIntent(intent({ resource_key: 'wp:post:100', expected_version: i }));
+      await t.log.complete(a.receipt_id, { status: 'COMPLETED', final_version: i + 1 });
+    }
+    t.clock.advance(40 * DAY);
+    await t.log.recordIntent(intent({ resource_key: 'wp:post:100', expected_version: 9 }));
+    await t.log.archive({ olderThanMs: 30 * DAY, file: join(t.dir, 'archive.jsonl') });
+    expect(await t.log.verifyChain()).toMatchObject({ ok: true });
+    dropGuards(t.db);
+    const forged = { seq: 1000, chain: 'wp:post:100', pos: 2, receipt_id: 'rcpt_forged', kind: 'rejected' as const, body: JSON.stringify({ at: 1, principal: 'victim', action: 'post.delete', resource_key: 'wp:post:100' }), prev_hash: GENESIS_HASH };
+    const entry = { ...forged, hash: hashOf(forged) };
+    t.db.prepare('INSERT INTO receipt_entries (seq, chain, pos, receipt_id, kind, body, prev_hash, hash) VALUES (@seq, @chain, @pos, @receipt_id, @kind, @body, @prev_hash, @hash)').run(entry);
+    t.db.prepare("INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq) VALUES ('rcpt_forged', 'victim', 'wp:post:100', 'REJECTED', NULL, NULL, 1, 1, 1000, 1000)").run();
+    const v = await t.log.verifyChain();
+    expect(v).toMatchObject({ ok: false, chain: 'wp:post:100', firstBadPos: 2 });
+    expect(v.problem).toMatch(/entry 2 is at or below the chain's archive floor 6/);
   });
 
   it('detects a whole chain removed with its index rows when a checkpoint signed it', async () => {
