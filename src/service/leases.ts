@@ -64,15 +64,17 @@ export async function acquireLeases(ctx: WritContext, who: string | Authenticate
  * a key; if this operation spent it itself (e.g. with the release that ends a revoked lease), the
  * operation's own answer stands.
  */
-async function spendingAssertion<T>(ctx: WritContext, who: string | AuthenticatedCaller, op: (caller: string, spend: (tx: StoreTx) => Promise<void>) => Promise<T>): Promise<T> {
+async function spendingAssertion<T>(
+  ctx: WritContext,
+  who: string | AuthenticatedCaller,
+  op: (caller: string, spend: (tx: StoreTx) => Promise<void>, spentWith: () => void) => Promise<T>,
+): Promise<T> {
   const { principal, spend } = callerOf(who, ctx.replay, () => ctx.clock.now());
+  // Set only once a transaction carrying the spend has COMMITTED (`spentWith`): a callback that ran the
+  // spend may still roll back (a retry, a deferred refusal rerun), and then the spend did not happen.
   let spentByOp = false;
-  const spendInOp = async (tx: StoreTx) => {
-    spentByOp = true;
-    await spend(tx);
-  };
   try {
-    return await op(principal, spendInOp);
+    return await op(principal, spend, () => (spentByOp = true));
   } catch (refusal) {
     try {
       await ctx.store.readWrite(spend);
@@ -169,7 +171,7 @@ function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph
  * renewing transaction, beside the renewal (which it rolls back when it refuses).
  */
 export async function renewLease(ctx: WritContext, who: string | AuthenticatedCaller, leaseId: string, token: string, ttlMs?: number) {
-  return spendingAssertion(ctx, who, async (caller, spend) => {
+  return spendingAssertion(ctx, who, async (caller, spend, spentWith) => {
     const graph = await ctx.graph.current();
     let revocation: unknown;
     try {
@@ -178,7 +180,7 @@ export async function renewLease(ctx: WritContext, who: string | AuthenticatedCa
       if (revocation === undefined || e !== revocation) throw e;
       // The token proves the caller holds it: give the keys back (spending the assertion with that
       // release) before refusing.
-      await ctx.leases.release(leaseId, token, { alsoCommit: spend }).catch(() => undefined);
+      await ctx.leases.release(leaseId, token, { alsoCommit: spend }).then(spentWith, () => undefined);
       throw e;
     }
   });

@@ -134,6 +134,13 @@ describe('round trips to PostgreSQL per request', () => {
     const governance = `Bearer ${await createCallerAssertion({ principal: GOVERNANCE_ID, privateJwk: admin.privateJwk as never, now: Date.now() })}`;
     const revoked = await app.inject({ method: 'DELETE', url: '/v1/edges/d-orch-seo', headers: { authorization: governance } });
     expect(revoked.statusCode, revoked.body).toBeLessThan(300);
+    // A replayed assertion on that renewal: 401, not the revocation, and the lease is not released by
+    // it (the release that would have carried its spend rolled back, so nothing was spent by the call).
+    const used = `Bearer ${await createCallerAssertion({ principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7'), now: Date.now() })}`;
+    expect((await app.inject({ method: 'POST', url: '/v1/decisions', payload: { action: 'read_post', resource: 'wp:post:1', environment: 'production', fields: [] }, headers: { authorization: used } })).statusCode).toBeLessThan(500);
+    const replayed = await app.inject({ method: 'POST', url: `/v1/leases/${lease.body.lease_id}/renew`, payload: { token: lease.body.token, ttl_ms: 300_000 }, headers: { authorization: used } });
+    expect([replayed.statusCode, replayed.json().code]).toEqual([401, 'UNAUTHENTICATED']);
+    expect((await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' })))[0]).toMatchObject({ holder: 'seo-agent-7' });
     const renewed = await call('POST', `/v1/leases/${lease.body.lease_id}/renew`, { token: lease.body.token, ttl_ms: 300_000 });
     expect([renewed.status, renewed.body.code]).toEqual([403, 'AUTHORITY_REVOKED']);
     expect((await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' })))[0]).toMatchObject({ holder: null });
