@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { SyncFn } from '../../src/store/sqlite/wal-sync.js';
+import { WritError } from '../../src/errors.js';
 
 const dirs: string[] = [];
 afterAll(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -88,7 +89,12 @@ describe('the SQLite store syncs the WAL off the event loop', () => {
     pending[0]!(null);
     expect(await first).toBe(true);
 
-    const doomed = [spend(store, 'x'), spend(store, 'y')];
+    // A refusal in the same batch (it saw state that the failing sync may lose) is STORE_FAILED too.
+    const refusal = store.readWrite(async (tx) => {
+      await tx.singleUse.spend('assertion', 'r', FAR, now());
+      throw new WritError('RESOURCE_BUSY', 'held by what this connection saw');
+    });
+    const doomed = [spend(store, 'x'), spend(store, 'y'), refusal];
     await until(2);
     const later = spend(store, 'z'); // queued behind the failing sync
     const eio = Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });

@@ -189,7 +189,8 @@ export class GroupCommit {
       // Nothing was written, but the refusal may tell what this connection saw (a holder, a version):
       // it is answered once that state is durable.
       const wait = this.wal?.visibleIsDurable();
-      if (wait) wait.then(() => this.settle(settled), (e: unknown) => this.fail(batch, e, settled));
+      // If that sync fails, the refusal's reason may never reach the disk: STORE_FAILED, not the refusal.
+      if (wait) wait.then(() => this.settle(settled), (e: unknown) => this.fail(batch, e));
       else this.settle(settled);
       return;
     }
@@ -216,8 +217,9 @@ export class GroupCommit {
     this.wal.syncNext().then(
       () => this.settle(settled),
       // fsyncgate: the pages may be lost although SQLite has them; never answered as if fine (and
-      // WalSync refuses everything after this).
-      (e: unknown) => this.fail(batch, e, settled),
+      // WalSync refuses everything after this). A refusal in the batch gets STORE_FAILED too: what it
+      // saw may be lost with them.
+      (e: unknown) => this.fail(batch, e),
     ).finally(() => {
       this.syncing -= 1;
       if (this.syncing > 0) return;
