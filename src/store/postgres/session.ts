@@ -187,6 +187,10 @@ export class TxSession implements Sql {
       if (isEngineError(e)) {
         this.failure ??= e;
         if (hasDeferred && e instanceof pg.DatabaseError && (e.code ?? '').startsWith('23')) this.deferredRefused = true;
+      } else if (hasDeferred) {
+        // Deferred statements were in this message and never ran (building it failed): the transaction
+        // must not commit without them, whatever the callback does with its own statement's error.
+        this.failure ??= e;
       }
       reject(e);
       if (commit) throw e;
