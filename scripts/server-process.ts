@@ -56,6 +56,8 @@ export interface ServerProcessOptions {
   separateUpstream?: boolean;
   /** Start no sample upstream: route wp:post:* to this URL (an upstream the caller runs). */
   upstreamUrl?: string;
+  /** `writ serve --console-link`: print a one-time console login link at start. */
+  consoleLink?: boolean;
 }
 
 interface Spawned {
@@ -99,7 +101,7 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
     ? await spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(upstreamPort), '--db', join(dataDir, 'upstream.sqlite')], env)
     : null;
   const upstreamArgs = upstream || options.upstreamUrl ? ['--no-upstream'] : ['--upstream-port', String(upstreamPort)];
-  const writ = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), ...upstreamArgs, '--graph', 'graph/example.yaml'], env);
+  const writ = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), ...upstreamArgs, '--graph', 'graph/example.yaml', ...(options.consoleLink ? ['--console-link'] : [])], env);
   const stopAll = async (signal: NodeJS.Signals) => {
     for (const p of [writ, upstream]) {
       if (p && p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill(signal);

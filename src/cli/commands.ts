@@ -107,12 +107,13 @@ export const COMMANDS: Command[] = [
   {
     name: 'serve',
     summary: 'run the Writ service (and apply --graph FILE first)',
-    usage: '[--graph FILE] [--port N] [--host H] [--upstream-port N] [--no-upstream]',
-    options: { graph: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'upstream-port': { type: 'string' }, 'no-upstream': { type: 'boolean' } },
+    usage: '[--graph FILE] [--port N] [--host H] [--upstream-port N] [--no-upstream] [--console-link]',
+    options: { graph: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'upstream-port': { type: 'string' }, 'no-upstream': { type: 'boolean' }, 'console-link': { type: 'boolean' } },
     run: async ({ values }) => {
       await serve(configFrom(values), {
         graphFile: values.graph as string | undefined,
         upstreamPort: values['no-upstream'] ? null : Number(values['upstream-port'] ?? 4100),
+        consoleLink: values['console-link'] === true,
       });
       return 0;
     },

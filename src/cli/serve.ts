@@ -14,6 +14,12 @@ export interface ServeOptions {
   graphFile?: string | undefined;
   /** Port of the sample upstream started beside Writ (null: don't start it). */
   upstreamPort: number | null;
+  /**
+   * Print a one-time console login link for governance at start (`--console-link`, as `npm start` does;
+   * also when stderr is a terminal). Not by default: the link is a bearer credential for ten minutes,
+   * and a server's output often goes to logs others read; `writ console` prints one on demand.
+   */
+  consoleLink?: boolean;
 }
 
 /** `writ serve`: open the store, bootstrap governance, apply the example graph, listen; on SIGINT/SIGTERM drain (answered requests only), then close and exit 0. */
@@ -79,8 +85,12 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     clearTimeout(checkpointTimer);
   });
   // Printed before "listening on" (which tools wait for), so whoever reads that line has the link too.
-  const link = await consoleLoginLink(w.ctx, GOVERNANCE_ID, `http://${config.host}:${config.port}`);
-  say(`[writ] console (one-time login link for governance, valid 10 min; \`writ console\` prints another): ${link.url}`);
+  if (options.consoleLink || process.stderr.isTTY) {
+    const link = await consoleLoginLink(w.ctx, GOVERNANCE_ID, `http://${config.host}:${config.port}`);
+    say(`[writ] console (one-time login link for governance, valid 10 min; \`writ console\` prints another): ${link.url}`);
+  } else {
+    say(`[writ] console at http://${config.host}:${config.port}/console/ (\`writ console\` prints a one-time login link)`);
+  }
   await app.listen({ port: config.port, host: config.host });
   void reconcile();
   if (config.receiptCheckpointIntervalMs > 0) {

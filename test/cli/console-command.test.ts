@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exchangeLoginToken } from '../../src/service/index.js';
 import { startHarness, type Harness } from '../support/harness.js';
-import { requireDist } from '../support/server-process.js';
+import { requireDist, startServerProcess } from '../support/server-process.js';
 import { runWrit } from '../support/cli.js';
 import { ManualClock } from '../../src/clock.js';
 
@@ -34,4 +34,16 @@ describe('writ console', () => {
     expect(unknown.code).toBe(1);
     expect(unknown.stdout).toContain('UNKNOWN_PRINCIPAL');
   });
+});
+
+describe('writ serve and the login link', () => {
+  it('prints no login link unless asked (--console-link), since a server log is read by others; it says where the console is', async () => {
+    const server = await startServerProcess();
+    try {
+      expect(server.log()).not.toContain('login=');
+      expect(server.log()).toContain('/console/ (`writ console` prints a one-time login link)');
+    } finally {
+      await server.stop();
+    }
+  }, 60_000);
 });

@@ -62,7 +62,7 @@ beforeAll(async () => {
   if (!existsSync(join(REPO, 'build/console/app.js'))) execFileSync(process.execPath, [join(REPO, 'scripts/build-console.mjs')], { stdio: 'inherit' });
   rmSync(SHOTS, { recursive: true, force: true });
   mkdirSync(SHOTS, { recursive: true });
-  server = await startServerProcess();
+  server = await startServerProcess({ consoleLink: true });
   const link = /(http:\/\/\S+\/console\/#login=\S+)/.exec(server.log());
   expect(link, 'writ serve prints the console login link').not.toBeNull();
   loginLink = link![1]!;
@@ -311,7 +311,7 @@ describe('the graph view with hundreds of principals', () => {
     await w.close();
     // Without the example graph (its owners would clash with the generated ones) and without an upstream.
     const port = await freePort();
-    const big = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), '--no-upstream'], process.env);
+    const big = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), '--no-upstream', '--console-link'], process.env);
     const bigUrl = `http://127.0.0.1:${port}`;
     try {
       const link = /(http:\/\/\S+\/console\/#login=\S+)/.exec(big.output())![1]!;
