@@ -86,7 +86,8 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     const cookie = request.headers.authorization === undefined ? sessionCookieOf(request.headers.cookie) : undefined;
     if (cookie !== undefined) {
       const session = await consoleSession(ctx, cookie);
-      const route = `${request.method} ${request.routeOptions.url ?? ''}`;
+      // HEAD is the GET route's (fastify answers it with the GET handler).
+      const route = `${request.method === 'HEAD' ? 'GET' : request.method} ${request.routeOptions.url ?? ''}`;
       if (!session.auditor && !OWN_READS.has(route)) {
         throw new WritError('FORBIDDEN', `${session.principal} holds no audit grant (audit_read on audit:principal:*): its console shows only its own receipts and capabilities`);
       }

@@ -88,7 +88,7 @@ export async function registerConsoleRoutes(app: FastifyInstance): Promise<void>
       body: { type: 'object', additionalProperties: false, required: ['token'], properties: { token: { type: 'string', minLength: 1, maxLength: 4096, description: 'the token of the link' } } },
       response: {
         201: { ...sessionReply, headers: { 'Set-Cookie': { type: 'string', description: 'writ_console=…; Path=/; HttpOnly; SameSite=Strict' } } },
-        ...errorResponses([...WITH_INPUT, 'LOGIN_LINK_INVALID', 'LOGIN_LINK_SPENT', 'SESSION_READ_ONLY', 'OVERLOADED', 'INTERNAL']),
+        ...errorResponses([...WITH_INPUT, 'LOGIN_LINK_INVALID', 'LOGIN_LINK_SPENT', 'OVERLOADED', 'STORE_FAILED', 'INTERNAL']),
       },
     },
   }, async (request, reply) => {

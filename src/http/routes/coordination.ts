@@ -146,7 +146,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
         },
       },
       response: {
-        200: { type: 'object', description: 'A page of receipts, oldest first', required: ['receipts', 'next'], properties: { receipts: { type: 'array', items: ref('Receipt') }, next: { type: ['integer', 'null'], description: 'pass as `after` (as `before` with order=newest) for the next page; null on the last' } } },
+        200: { type: 'object', description: 'A page of receipts, in the order asked (oldest first by default)', required: ['receipts', 'next'], properties: { receipts: { type: 'array', items: ref('Receipt') }, next: { type: ['integer', 'null'], description: 'pass as `after` (as `before` with order=newest) for the next page; null on the last' } } },
         ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'NOT_FOUND']),
       },
     },
