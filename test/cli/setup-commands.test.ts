@@ -1,25 +1,17 @@
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO } from '../support/harness.js';
-import { CLI, requireDist } from '../support/server-process.js';
+import { requireDist } from '../support/server-process.js';
+import { runWrit } from '../support/cli.js';
 import { createTestDatabase } from '../../scripts/test-database.js';
 
-const run = promisify(execFile);
 let dataDir: string;
 
-async function writ(...args: string[]): Promise<{ out: string; code: number }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args, '--data-dir', dataDir], { cwd: REPO });
-    return { out: stdout + stderr, code: 0 };
-  } catch (e) {
-    const err = e as { stdout: string; stderr: string; code: number };
-    return { out: err.stdout + err.stderr, code: err.code };
-  }
-}
+const writ = async (...args: string[]) => {
+  const r = await runWrit(dataDir, ...args);
+  return { out: r.output, code: r.code };
+};
 
 beforeAll(() => {
   requireDist();

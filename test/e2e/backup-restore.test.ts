@@ -1,26 +1,20 @@
 import Database from 'better-sqlite3';
-import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WritApiError, WritClient, type Lease } from '../../src/sdk/index.js';
 import { readAdminCredential } from '../../src/service/index.js';
-import { fixtureKey, REPO } from '../support/harness.js';
-import { CLI, startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { fixtureKey } from '../support/harness.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { runWrit } from '../support/cli.js';
 
-const run = promisify(execFile);
+const writ = async (dataDir: string, ...args: string[]) => {
+  const r = await runWrit(dataDir, ...args);
+  return { out: r.output, code: r.code };
+};
+
 let server: ServerProcess | undefined;
 afterAll(async () => server?.stop());
 
-async function writ(dataDir: string, ...args: string[]): Promise<{ out: string; code: number }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args, '--data-dir', dataDir], { cwd: REPO });
-    return { out: stdout + stderr, code: 0 };
-  } catch (e) {
-    const err = e as { stdout: string; stderr: string; code: number };
-    return { out: err.stdout + err.stderr, code: err.code };
-  }
-}
 
 const alice = (url: string) => new WritClient({ baseUrl: url, principal: 'editor-alice', privateJwk: fixtureKey('editor-alice') });
 
