@@ -2,7 +2,7 @@ import { decodeJwt, decodeProtectedHeader, type JWK, type JSONWebKeySet } from '
 import { ERROR_CATALOGUE, WritError } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
-import type { Decision, DecisionRequest, LeaseRenewal, Receipt, WireTime } from '../wire/v1.js';
+import type { Decision, DecisionRequest, LeaseGrant, LeaseRenewal, Receipt } from '../wire/v1.js';
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
@@ -26,16 +26,8 @@ export interface WritClientOptions {
 
 export type { ChainEdge, Decision, DecisionRequest, Incident, LeaseGrant, LeaseRecord, LeaseRenewal, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
 
-/** A lease as POST /v1/leases grants it (what renew and release need). */
-export interface Lease {
-  lease_id: string;
-  token: string;
-  epochs: Record<string, number>;
-  keys: string[];
-  /** RFC 3339; kept current by withLease's renewals. */
-  expires_at: WireTime;
-  holder: string;
-}
+/** A lease as POST /v1/leases grants it (what renew and release need); withLease keeps `expires_at` current. */
+export type Lease = Omit<LeaseGrant, 'preempted'>;
 
 export interface ActRequest {
   decision: Decision | string;

@@ -9,21 +9,16 @@ import { readFile } from 'node:fs/promises';
 import { WritError } from '../errors.js';
 import { approvalEdges, resolveChains, type AuthorityGraph } from '../graph/index.js';
 import type { DecisionLogEvent } from '../decision-log/index.js';
-import type { DecisionResult, PolicyEngine, RequestProperties, VerifiedApproval } from '../policy/types.js';
+import type { DecisionInput, DecisionResult, PolicyEngine, RequestProperties, VerifiedApproval } from '../policy/types.js';
 import type { Receipt } from '../audit/index.js';
 import type { WritContext } from './context.js';
 import { decisionInputFor } from './decide.js';
 
-export interface ReplayedRequest {
-  principal: string;
-  action: string;
-  resource: string;
-  environment: string;
-  fields: string[];
-  risk: number | null;
-}
+/** The request of a replayed decision: the policy input's own request. */
+export type ReplayedRequest = DecisionInput['request'];
 
-export interface PolicyFlip {
+/** A recorded decision as it is replayed. */
+interface ReplayedDecision {
   decision_id: string;
   /** Where the decision was read from. */
   source: 'decision_log' | 'receipt';
@@ -32,6 +27,9 @@ export interface PolicyFlip {
   at: number;
   graph_revision: number;
   request: ReplayedRequest;
+}
+
+export interface PolicyFlip extends ReplayedDecision {
   flip: 'allow→deny' | 'deny→allow';
   /** Why the candidate decides as it does: its reasons when it denies, the chain that allows when it allows. */
   reasons: string[];
@@ -65,13 +63,7 @@ export interface PolicyImpactOptions {
   limit?: number;
 }
 
-interface Replay {
-  decision_id: string;
-  source: 'decision_log' | 'receipt';
-  receipt_id: string | null;
-  at: number;
-  graph_revision: number;
-  request: ReplayedRequest;
+interface Replay extends ReplayedDecision {
   properties: RequestProperties;
   context: Record<string, unknown>;
   approvedBy: string | null;
