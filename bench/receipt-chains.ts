@@ -27,6 +27,7 @@ import { ReceiptLog } from '../src/audit/index.js';
 import { systemClock } from '../src/clock.js';
 import { openPostgresStore } from '../src/store/postgres/index.js';
 import { machineLine, summarize, writeResultsSection } from './results-file.js';
+import { startReplicas, type Replicas } from './replicas.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TMP = join(ROOT, 'bench', 'tmp');
@@ -35,34 +36,11 @@ const ROUNDS = Number(process.env['CHAINS_ROUNDS'] ?? 3);
 const CLIENTS = Number(process.env['CHAINS_CLIENTS'] ?? 32);
 const { values } = parseArgs({ options: { before: { type: 'string' }, write: { type: 'boolean', default: false } } });
 
-interface Variant {
-  name: string;
-  urls: string[];
-  stop(): Promise<void>;
-}
+type Variant = Replicas;
 
-async function variant(name: string, cli: string, replicas: number, databaseUrl: string, upstreamUrl: string): Promise<Variant> {
-  const dir = mkdtempSync(join(TMP, 'chains-'));
+function variant(name: string, cli: string, replicas: number, databaseUrl: string, upstreamUrl: string): Promise<Variant> {
   // No periodic checkpoint during the measurement (the after build would take one a minute): appends only.
-  const env = { ...process.env, WRIT_UPSTREAM_URL: upstreamUrl, WRIT_DATABASE_URL: databaseUrl, WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS: '0' };
-  const procs: Awaited<ReturnType<typeof spawnListening>>[] = [];
-  const urls: string[] = [];
-  for (let i = 0; i < replicas; i++) {
-    const port = await freePort();
-    procs.push(await spawnListening(`${name} ${i}`, [cli, 'serve', '--data-dir', dir, '--port', String(port), '--no-upstream', ...(i === 0 ? ['--graph', join(REPO, 'graph/example.yaml')] : [])], env));
-    urls.push(`http://127.0.0.1:${port}`);
-  }
-  return {
-    name,
-    urls,
-    async stop() {
-      for (const p of procs) {
-        p.proc.kill('SIGTERM');
-        await p.exited;
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return startReplicas(name, { cli, count: replicas, tmp: TMP, env: { ...process.env, WRIT_UPSTREAM_URL: upstreamUrl, WRIT_DATABASE_URL: databaseUrl, WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS: '0' } });
 }
 
 /** `CLIENTS` agents, each writing its own post (decide + an optimistic write through the gateway), requests spread over the replicas. */

@@ -17,6 +17,7 @@ import { createTestDatabase } from '../scripts/test-database.js';
 import { CLI, freePort, REPO, spawnListening } from '../scripts/server-process.js';
 import { WritClient, type Decision } from '../src/sdk/index.js';
 import { machineLine, summarize, writeResultsSection } from './results-file.js';
+import { startReplicas, type Replicas } from './replicas.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TMP = join(ROOT, 'bench', 'tmp');
@@ -25,33 +26,10 @@ const ROUNDS = Number(process.env['ENGINES_ROUNDS'] ?? 3);
 const CLIENTS = Number(process.env['ENGINES_CLIENTS'] ?? 16);
 const PRINCIPAL = 'seo-agent-7';
 
-interface Variant {
-  name: string;
-  urls: string[];
-  stop(): Promise<void>;
-}
+type Variant = Replicas;
 
-async function variant(name: string, replicas: number, databaseUrl: string | null, upstreamUrl: string): Promise<Variant> {
-  const dir = mkdtempSync(join(TMP, 'engines-'));
-  const env = { ...process.env, WRIT_UPSTREAM_URL: upstreamUrl, ...(databaseUrl ? { WRIT_DATABASE_URL: databaseUrl } : {}) };
-  const procs: Awaited<ReturnType<typeof spawnListening>>[] = [];
-  const urls: string[] = [];
-  for (let i = 0; i < replicas; i++) {
-    const port = await freePort();
-    procs.push(await spawnListening(`${name} ${i}`, [CLI, 'serve', '--data-dir', dir, '--port', String(port), '--no-upstream', ...(i === 0 ? ['--graph', 'graph/example.yaml'] : [])], env));
-    urls.push(`http://127.0.0.1:${port}`);
-  }
-  return {
-    name,
-    urls,
-    async stop() {
-      for (const p of procs) {
-        p.proc.kill('SIGTERM');
-        await p.exited;
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+function variant(name: string, replicas: number, databaseUrl: string | null, upstreamUrl: string): Promise<Variant> {
+  return startReplicas(name, { cli: CLI, count: replicas, tmp: TMP, env: { ...process.env, WRIT_UPSTREAM_URL: upstreamUrl, ...(databaseUrl ? { WRIT_DATABASE_URL: databaseUrl } : {}) } });
 }
 
 /** `clients` loops, each on its own keys, each request to the next replica: lease pairs, or optimistic writes. */
