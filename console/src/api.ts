@@ -43,13 +43,13 @@ export interface Edge {
   created_at: string; not_before: string | null; expires_at: string | null; revoked_at: string | null; revision?: number;
 }
 export interface Principal { id: string; kind: string; priority_class: string; created_at: string; revoked_at: string | null }
-export interface ReceiptEntry { seq: number; kind?: string; at: string; hash?: string; prev_hash?: string; [k: string]: unknown }
+export interface ReceiptEntry { seq: number; pos: number; kind?: string; at: string; hash?: string; prev_hash?: string; [k: string]: unknown }
 export interface Receipt {
   receipt_id: string; coordination_id: string; status: string; principal: string; action: string; resource_key: string; fields: string[]; owners: string[];
   authority_epoch: number | null; ownership_epoch: number | null; decision_id: string | null; policy_revision: string | null; graph_revision: number | null;
   chain: string[]; lease_id: string | null; lease_epoch: number | null; expected_version: number | null; final_version: number | null;
   conflicts: { kind: string; detail?: string; expected?: unknown; actual?: unknown }[]; upstream_status: number | null; error: { code: string; message: string } | null;
-  created_at: string; completed_at: string | null; prev_hash: string; hash: string; entries: ReceiptEntry[];
+  created_at: string; completed_at: string | null; prev_hash: string; hash: string; hash_chain: string; entries: ReceiptEntry[];
 }
 export interface Session { principal: string; auditor: boolean; expires_at: string }
 export interface Capability { chain: Edge[]; valid: boolean; scope: Scope; problems: string[] }

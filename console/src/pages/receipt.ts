@@ -5,7 +5,8 @@ import { drawGraph, exportButtons } from '../graph-view.js';
 import type { PageContext, Route } from '../router.js';
 
 interface Why { receipt: Receipt; graph_revision: number | null; chain: { edge: Edge; now: { revoked_at: string | null } | null }[] }
-interface Verdict { ok: boolean; entries: number; head: string; firstBadSeq?: number; problem?: string; checkpoint?: { seq: number; archived_through: number } }
+/** GET /v1/audit/verify: every per-key chain, the index, the latest signed checkpoint. */
+interface Verdict { ok: boolean; entries: number; chains: number; head: string; chain?: string; firstBadPos?: number; problem?: string; checkpoint?: { seq: number; archived: number } }
 
 export function scopeText(e: Edge): string {
   const s = e.scope;
@@ -59,7 +60,7 @@ export function receiptPage(route: Route, ctx: PageContext): HTMLElement {
         section('Hash chain',
           h('p', { class: 'muted' }, 'Where this receipt sits in the tamper-evident receipt log.'),
           verdictBox,
-          table('Entries', ['Seq', 'Kind', 'At', 'Previous hash', 'Hash'], r.entries.map((e) => [String(e.seq), String(e.kind ?? ''), time(e.at), h('code', { title: String(e.prev_hash) }, String(e.prev_hash ?? '').slice(0, 16)), h('code', { title: String(e.hash) }, String(e.hash ?? '').slice(0, 16))]))),
+          table('Entries', ['Position', 'Seq', 'Kind', 'At', 'Previous hash', 'Hash'], r.entries.map((e) => [String(e.pos), String(e.seq), String(e.kind ?? ''), time(e.at), h('code', { title: String(e.prev_hash) }, String(e.prev_hash ?? '').slice(0, 16)), h('code', { title: String(e.hash) }, String(e.hash ?? '').slice(0, 16))]))),
       );
       if (why.chain.length) {
         const show = (e: Edge) => fill(edgeDetail, h('div', { class: 'edge-card' }, h('h3', {}, 'Edge ', edgeLink(e.id)), dl([
@@ -71,11 +72,12 @@ export function receiptPage(route: Route, ctx: PageContext): HTMLElement {
       } else graphBox.remove();
       try {
         const v = await api<Verdict>('/v1/audit/verify');
-        const last = Math.max(...r.entries.map((e) => e.seq));
-        const from = v.checkpoint ? ` from checkpoint ${v.checkpoint.seq} (entries up to ${v.checkpoint.archived_through} archived)` : '';
+        const positions = r.entries.map((e) => e.pos);
+        const against = v.checkpoint ? ` against signed checkpoint ${v.checkpoint.seq}` : ' (no signed checkpoint yet)';
+        const mine = v.chain === r.hash_chain;
         fill(verdictBox, v.ok
-          ? h('p', { class: 'good' }, `Verified: the chain is sound${from}; ${v.entries} entries checked, head ${v.head.slice(0, 16)}…; this receipt's entries ${r.entries.map((e) => e.seq).join(', ')} are in it${last > 0 ? '' : ''}.`)
-          : h('p', { class: 'bad' }, `The chain is BROKEN at entry ${v.firstBadSeq}: ${v.problem}. ${v.firstBadSeq !== undefined && v.firstBadSeq <= last ? 'This receipt is at or after the break: do not trust it.' : 'This receipt is before the break.'}`));
+          ? h('p', { class: 'good' }, `Verified${against}: ${v.chains} chains, ${v.entries} entries sound, heads root ${v.head.slice(0, 16)}…; this receipt is entries ${positions.join(', ')} of the chain of ${r.hash_chain}.`)
+          : h('p', { class: 'bad' }, `The log is BROKEN in the chain of ${v.chain ?? '?'} at entry ${v.firstBadPos ?? '?'}: ${v.problem}. ${!mine ? 'This receipt is in another chain.' : v.firstBadPos !== undefined && v.firstBadPos <= Math.max(...positions) ? 'This receipt is at or after the break in its chain: do not trust it.' : 'This receipt is before the break in its chain.'}`));
       } catch (e) {
         fill(verdictBox, errorBox(e));
       }
