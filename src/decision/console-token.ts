@@ -1,7 +1,7 @@
-import { randomBytes, sign } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { DecisionKeyResolver } from './decision-verify.js';
 import type { DecisionSigner } from './decision-token.js';
-import { audienceIncludes, decodeCompactJws, verifyJwsSignature } from './jws.js';
+import { audienceIncludes, decodeCompactJws, signEdDsaJws, verifyJwsSignature } from './jws.js';
 
 /**
  * The console's two tokens, signed by the service key ring (the decision keys), each with its own
@@ -30,14 +30,10 @@ export function newConsoleTokenId(): string {
 }
 
 export function signConsoleToken(keys: DecisionSigner, claims: ConsoleClaims, audience: string): string {
-  const { kid, privateKey } = keys.current();
-  const header = Buffer.from(JSON.stringify({ alg: ALG, kid, typ: TYP[claims.kind] })).toString('base64url');
-  const payload = Buffer.from(JSON.stringify({
+  return signEdDsaJws(keys.current(), TYP[claims.kind], JSON.stringify({
     iss: ISSUER, sub: claims.principal, aud: audience, jti: claims.jti,
     iat: Math.floor(claims.issuedAt / 1000), exp: Math.ceil(claims.expiresAt / 1000),
-  })).toString('base64url');
-  const input = `${header}.${payload}`;
-  return `${input}.${sign(null, Buffer.from(input), privateKey).toString('base64url')}`;
+  }));
 }
 
 /**

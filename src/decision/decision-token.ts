@@ -1,6 +1,6 @@
-import { sign } from 'node:crypto';
+import { signEdDsaJws } from './jws.js';
 import { WritError } from '../errors.js';
-import { claimsToPayload, DECISION_ALG, DECISION_TYP, type DecisionClaims } from './decision-claims.js';
+import { claimsToPayload, DECISION_TYP, type DecisionClaims } from './decision-claims.js';
 import type { SigningKey } from './key-ring.js';
 
 /** Whatever hands out the current signing key (the KeyRing). */
@@ -23,11 +23,7 @@ export async function signDecision(keyRing: DecisionSigner, claims: DecisionClai
   if (!(claims.expires_at > claims.issued_at)) {
     throw new WritError('INTERNAL', `decision ${claims.decision_id} would expire before it is issued`);
   }
-  const { kid, privateKey } = keyRing.current();
-  const header = Buffer.from(JSON.stringify({ alg: DECISION_ALG, kid, typ: DECISION_TYP })).toString('base64url');
-  const payload = Buffer.from(JSON.stringify(claimsToPayload(claims))).toString('base64url');
-  const signingInput = `${header}.${payload}`;
-  return `${signingInput}.${sign(null, Buffer.from(signingInput), privateKey).toString('base64url')}`;
+  return signEdDsaJws(keyRing.current(), DECISION_TYP, JSON.stringify(claimsToPayload(claims)));
 }
 
 export { verifyDecision, type DecisionKeys, type DecisionKeyResolver, type VerifyDecisionOptions } from './decision-verify.js';

@@ -1,4 +1,4 @@
-import { createPublicKey, verify, type KeyObject } from 'node:crypto';
+import { createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 
 /**
  * Compact JWS (RFC 7515) for the two token kinds Writ verifies on every write: caller assertions and
@@ -21,6 +21,17 @@ export interface DecodedJws {
 }
 
 const SEGMENT = /^[A-Za-z0-9_-]*$/;
+
+/**
+ * Signs a compact JWS with an Ed25519 key (what Writ issues: decisions, console tokens, receipt
+ * checkpoints): header `{ alg: 'EdDSA', kid, typ }`, the payload's JSON text as given (a caller that
+ * needs canonical JSON passes it).
+ */
+export function signEdDsaJws(key: { kid: string; privateKey: KeyObject }, typ: string, payloadJson: string): string {
+  const header = Buffer.from(JSON.stringify({ alg: 'EdDSA', kid: key.kid, typ })).toString('base64url');
+  const input = `${header}.${Buffer.from(payloadJson).toString('base64url')}`;
+  return `${input}.${sign(null, Buffer.from(input), key.privateKey).toString('base64url')}`;
+}
 
 /**
  * Splits and decodes a compact JWS. Throws (a plain Error: callers word the refusal) unless it is

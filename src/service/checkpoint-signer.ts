@@ -1,7 +1,7 @@
-import { sign, type KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import { canonicalJson } from '../audit/canonical-json.js';
 import { CHECKPOINT_TYP, signedPayloadOf, type CheckpointSigner, type SignedPayload } from '../audit/checkpoint.js';
-import { decodeCompactJws, verifyJwsSignature } from '../decision/jws.js';
+import { decodeCompactJws, signEdDsaJws, verifyJwsSignature } from '../decision/jws.js';
 import type { KeyRing } from '../decision/key-ring.js';
 
 /**
@@ -17,10 +17,7 @@ export function keyRingCheckpointSigner(ring: KeyRing): CheckpointSigner {
 }
 
 export function signCheckpoint(key: { kid: string; privateKey: KeyObject }, payload: SignedPayload): string {
-  const header = Buffer.from(JSON.stringify({ alg: 'EdDSA', kid: key.kid, typ: CHECKPOINT_TYP })).toString('base64url');
-  const body = Buffer.from(canonicalJson(payload)).toString('base64url');
-  const input = `${header}.${body}`;
-  return `${input}.${sign(null, Buffer.from(input), key.privateKey).toString('base64url')}`;
+  return signEdDsaJws(key, CHECKPOINT_TYP, canonicalJson(payload));
 }
 
 /** The checkpoint a JWS signs, if it is one and verifies with the key `keyFor` gives for its kid. */
