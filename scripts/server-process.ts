@@ -19,15 +19,39 @@ export function requireDist(): void {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run the README's test command (it compiles TypeScript first) or 'npx tsc -p tsconfig.json'`);
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
+/**
+ * A port that is free now, picked at random below Linux's ephemeral range (32768–60999): a port the
+ * kernel hands out for `listen(0)` is also handed to outgoing connections, so under a parallel test
+ * run another process's client socket could take it before the server binds it. Still a probe, not a
+ * reservation: spawn with `spawnOnFreePort` (or retry on EADDRINUSE) to close the remaining window.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; ; attempt++) {
+    const port = attempt < 50 ? 20_000 + Math.floor(Math.random() * 12_000) : 0;
+    const got = await new Promise<number | null>((resolve, reject) => {
+      const s = createServer();
+      s.once('error', (e: NodeJS.ErrnoException) => (e.code === 'EADDRINUSE' || e.code === 'EACCES' ? resolve(null) : reject(e)));
+      s.listen(port, '127.0.0.1', () => {
+        const bound = (s.address() as { port: number }).port;
+        s.close(() => resolve(bound));
+      });
     });
-  });
+    if (got !== null) return got;
+  }
+}
+
+const addressInUse = (e: unknown): boolean => /EADDRINUSE/.test((e as Error).message);
+
+/** Runs `start(port)` on a free port, and again on another one when the port was taken between the probe and the bind. */
+export async function onFreePort<T extends object>(start: (port: number) => Promise<T>, tries = 5): Promise<T & { port: number }> {
+  for (let i = 1; ; i++) {
+    const port = await freePort();
+    try {
+      return Object.assign(await start(port), { port });
+    } catch (e) {
+      if (i >= tries || !addressInUse(e)) throw e;
+    }
+  }
 }
 
 export interface ServerProcess {
@@ -72,7 +96,10 @@ export async function spawnListening(name: string, args: string[], env: NodeJS.P
   let output = '';
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name} did not start in 30 s:\n${output}`)), 30_000);
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`${name} did not start in 30 s:\n${output}`));
+    }, 30_000);
     const take = (b: Buffer) => {
       output += b.toString();
       if (output.includes('listening on')) {
@@ -94,14 +121,30 @@ export async function spawnListening(name: string, args: string[], env: NodeJS.P
 export async function startServerProcess(options: ServerProcessOptions = {}): Promise<ServerProcess> {
   requireDist();
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'writ-e2e-'));
-  const port = options.port ?? (await freePort());
-  const upstreamPort = options.upstreamUrl ? Number(new URL(options.upstreamUrl).port) : (options.upstreamPort ?? (await freePort()));
+  // Ports the caller did not fix are probed, and probed again when one was taken before the bind.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOn(options, dataDir, options.port ?? (await freePort()), options.upstreamUrl ? Number(new URL(options.upstreamUrl).port) : (options.upstreamPort ?? (await freePort())));
+    } catch (e) {
+      if (attempt >= 5 || !addressInUse(e) || (options.port !== undefined && (options.upstreamPort !== undefined || options.upstreamUrl))) throw e;
+    }
+  }
+}
+
+async function startOn(options: ServerProcessOptions, dataDir: string, port: number, upstreamPort: number): Promise<ServerProcess> {
   const env = { ...process.env, WRIT_UPSTREAM_URL: options.upstreamUrl ?? `http://127.0.0.1:${upstreamPort}`, ...options.env };
   const upstream = options.separateUpstream && !options.upstreamUrl
     ? await spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(upstreamPort), '--db', join(dataDir, 'upstream.sqlite')], env)
     : null;
   const upstreamArgs = upstream || options.upstreamUrl ? ['--no-upstream'] : ['--upstream-port', String(upstreamPort)];
-  const writ = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), ...upstreamArgs, '--graph', 'graph/example.yaml', ...(options.consoleLink ? ['--console-link'] : [])], env);
+  let writ: Spawned;
+  try {
+    writ = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), ...upstreamArgs, '--graph', 'graph/example.yaml', ...(options.consoleLink ? ['--console-link'] : [])], env);
+  } catch (e) {
+    upstream?.proc.kill('SIGKILL');
+    await upstream?.exited;
+    throw e;
+  }
   const stopAll = async (signal: NodeJS.Signals) => {
     for (const p of [writ, upstream]) {
       if (p && p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill(signal);

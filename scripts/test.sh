@@ -30,7 +30,9 @@ node -e '
   const fs = require("fs");
   const v = JSON.parse(fs.readFileSync("build/vitest-results.json", "utf8"));
   const rego = Number(process.argv[1]) || 0;
-  const failed = v.numFailedTests + (v.numTotalTests === 0 ? 1 : 0);
-  console.log(`tests: ${v.numPassedTests + rego} passed, ${failed} failed, ${v.numPendingTests + v.numTodoTests} skipped`);
+  // A file whose set-up (beforeAll) failed reports its tests as skipped, not failed: count such files too.
+  const brokenFiles = v.testResults.filter((f) => f.status === "failed" && f.assertionResults.every((a) => a.status !== "failed")).length;
+  const failed = v.numFailedTests + brokenFiles + (v.numTotalTests === 0 ? 1 : 0);
+  console.log(`tests: ${v.numPassedTests + rego} passed, ${failed} failed, ${v.numPendingTests + v.numTodoTests} skipped` + (brokenFiles ? ` (${brokenFiles} test file(s) failed before their tests ran)` : ""));
 ' "$rego_passed"
 exit "$status"

@@ -91,7 +91,15 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   } else {
     say(`[writ] console at http://${config.host}:${config.port}/console/ (\`writ console\` prints a one-time login link)`);
   }
-  await app.listen({ port: config.port, host: config.host });
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (e) {
+    // E.g. EADDRINUSE: close what was opened (the sample upstream would keep the process alive) and fail.
+    await app.close().catch(() => undefined);
+    for (const c of closers) await c().catch(() => undefined);
+    await w.close().catch(() => undefined);
+    throw e;
+  }
   void reconcile();
   if (config.receiptCheckpointIntervalMs > 0) {
     checkpointTimer = setTimeout(() => void checkpoint(), config.receiptCheckpointIntervalMs);

@@ -9,7 +9,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { openWrit, readAdminCredential } from '../../src/service/index.js';
 import { generateImpactGraph } from '../../bench/impact-graph.js';
-import { freePort, spawnListening } from '../../scripts/server-process.js';
+import { onFreePort, spawnListening } from '../../scripts/server-process.js';
 import { WritClient } from '../../src/sdk/index.js';
 import { fixtureKey, REPO } from '../support/harness.js';
 import { CLI, startServerProcess, type ServerProcess } from '../support/server-process.js';
@@ -312,9 +312,8 @@ describe('the graph view with hundreds of principals', () => {
     await w.ctx.store.readWrite((tx) => tx.graph.append(generateImpactGraph(500, now).events, GOVERNANCE_ID, now));
     await w.close();
     // Without the example graph (its owners would clash with the generated ones) and without an upstream.
-    const port = await freePort();
-    const big = await spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), '--no-upstream', '--console-link'], process.env);
-    const bigUrl = `http://127.0.0.1:${port}`;
+    const big = await onFreePort((port) => spawnListening('writ serve', [CLI, 'serve', '--data-dir', dataDir, '--port', String(port), '--no-upstream', '--console-link'], process.env));
+    const bigUrl = `http://127.0.0.1:${big.port}`;
     try {
       const link = /(http:\/\/\S+\/console\/#login=\S+)/.exec(big.output())![1]!;
       const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CLI, freePort, REPO, requireDist, spawnListening } from '../../scripts/server-process.js';
+import { CLI, onFreePort, REPO, requireDist, spawnListening } from '../../scripts/server-process.js';
 import { startPrivatePostgres, type PrivatePostgres } from '../../scripts/private-postgres.js';
 
 /**
@@ -48,18 +48,18 @@ describe('three writ serve replicas on one PostgreSQL', () => {
 
     const dir = mkdtempSync(join(tmpdir(), 'writ-replicas-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const upstreamPort = await freePort();
-    const upstream = await spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(upstreamPort), '--db', join(dir, 'upstream.sqlite')], process.env);
+    const upstream = await onFreePort((port) => spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(port), '--db', join(dir, 'upstream.sqlite')], process.env));
     cleanups.push(() => void upstream.proc.kill('SIGKILL'));
-    const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
+    const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
     const env = { ...process.env, WRIT_DATABASE_URL: url, WRIT_UPSTREAM_URL: upstreamUrl, WRIT_UPSTREAM_TIMEOUT_MS: '1000' };
-    const ports = [await freePort(), await freePort(), await freePort()];
     const skew = join(REPO, 'test/e2e/fixtures/skew-clock.mjs');
     // All replicas share the data directory's signing keys and governance credential (a deployment's secrets).
-    const startReplica = (i: number, graph: boolean) =>
-      spawnListening(`replica ${i}`, [...(i === 2 ? ['--import', skew] : []), CLI, 'serve', '--data-dir', dir, '--port', String(ports[i]), '--no-upstream', ...(graph ? ['--graph', 'graph/example.yaml'] : [])],
+    const spawnReplica = (i: number, graph: boolean, port: number) =>
+      spawnListening(`replica ${i}`, [...(i === 2 ? ['--import', skew] : []), CLI, 'serve', '--data-dir', dir, '--port', String(port), '--no-upstream', ...(graph ? ['--graph', 'graph/example.yaml'] : [])],
         i === 2 ? { ...env, WRIT_TEST_CLOCK_SKEW_MS: '30000' } : env);
+    const startReplica = (i: number, graph: boolean) => onFreePort((port) => spawnReplica(i, graph, port));
     const replicas = [await startReplica(0, true), await startReplica(1, false), await startReplica(2, false)];
+    const ports = replicas.map((r) => r.port);
     cleanups.push(() => replicas.forEach((r) => r.proc.exitCode === null && r.proc.kill('SIGKILL')));
     const urls = ports.map((p) => `http://127.0.0.1:${p}`);
 
@@ -96,7 +96,8 @@ describe('three writ serve replicas on one PostgreSQL', () => {
       events.push(`replica 1 killed at ${holdsSoFar()} holds`);
     }
     if (await at(0.4)) {
-      replicas[1] = await startReplica(1, false);
+      // On its old port: the agents and the load balancer know the replica by its address.
+      replicas[1] = Object.assign(await spawnReplica(1, false, ports[1]!), { port: ports[1]! });
       events.push(`replica 1 started again at ${holdsSoFar()} holds`);
     }
     if (await at(0.6)) {
