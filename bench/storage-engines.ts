@@ -4,7 +4,10 @@
  * and on PostgreSQL (3 replicas, requests spread round-robin), the same SDK load and concurrency for
  * each.
  *
- *   npx tsc -p tsconfig.json && node dist/bench/storage-engines.js [--write]
+ *   npx tsc -p tsconfig.json && node dist/bench/storage-engines.js [--write] [--base-cli PATH]
+ *
+ * `--base-cli PATH`: also runs another build's `dist/src/cli/main.js` (e.g. a worktree of an earlier
+ * commit) on PostgreSQL, one replica, in the same rounds: a before/after of an engine change.
  *
  * PostgreSQL: the shared server on 127.0.0.1:5432 (WRIT_TEST_DATABASE_URL to change), a fresh
  * database per variant, dropped at the end. Files go to bench/tmp (git-ignored).
@@ -28,8 +31,8 @@ const PRINCIPAL = 'seo-agent-7';
 
 type Variant = Replicas;
 
-function variant(name: string, replicas: number, databaseUrl: string | null, upstreamUrl: string): Promise<Variant> {
-  return startReplicas(name, { cli: CLI, count: replicas, tmp: TMP, env: { ...process.env, WRIT_UPSTREAM_URL: upstreamUrl, ...(databaseUrl ? { WRIT_DATABASE_URL: databaseUrl } : {}) } });
+function variant(name: string, replicas: number, databaseUrl: string | null, upstreamUrl: string, cli = CLI): Promise<Variant> {
+  return startReplicas(name, { cli, count: replicas, tmp: TMP, env: { ...process.env, WRIT_UPSTREAM_URL: upstreamUrl, ...(databaseUrl ? { WRIT_DATABASE_URL: databaseUrl } : {}) } });
 }
 
 /** `clients` loops, each on its own keys, each request to the next replica: lease pairs, or optimistic writes. */
@@ -80,10 +83,14 @@ async function main(): Promise<void> {
   const upstreamUrl = `http://127.0.0.1:${upPort}`;
   const db1 = await createTestDatabase('writ_bench_one');
   const db3 = await createTestDatabase('writ_bench_three');
+  const baseAt = process.argv.indexOf('--base-cli');
+  const baseCli = baseAt > 0 ? process.argv[baseAt + 1] : undefined;
+  const dbBase = baseCli ? await createTestDatabase('writ_bench_base') : null;
   const variants = [
     await variant('SQLite, 1 process', 1, null, upstreamUrl),
     await variant('PostgreSQL, 1 replica', 1, db1.url, upstreamUrl),
     await variant('PostgreSQL, 3 replicas', 3, db3.url, upstreamUrl),
+    ...(baseCli && dbBase ? [await variant('PostgreSQL, 1 replica, base build', 1, dbBase.url, upstreamUrl, baseCli)] : []),
   ];
   const results = new Map<string, { leases: number[]; writes: number[]; leaseP99: number[]; writeP99: number[]; decisions: number[]; decisionP50: number[]; decisionP99: number[] }>();
   try {
@@ -113,6 +120,7 @@ async function main(): Promise<void> {
     rmSync(upDir, { recursive: true, force: true });
     await db1.drop();
     await db3.drop();
+    await dbBase?.drop();
   }
   const sqlite = results.get(variants[0]!.name)!;
   const ratio = (a: number[], b: number[]) => {
@@ -140,12 +148,13 @@ async function main(): Promise<void> {
     '',
     'Round trips to PostgreSQL per HTTP request, counted by the engine and pinned by test/store/postgres/request-round-trips.test.ts',
     '(transactions alone: test/store/postgres/engine.test.ts): a decision 1 (before: 4), a lease acquisition 2 (6), a renewal or a',
-    'release 2 (7), so a lease pair 4 (13), and an optimistic gateway write 7 (12): its intent 3 and its settlement 4. BEGIN travels',
+    'release 2 (7), so a lease pair 4 (13), and an optimistic gateway write 3 (12): its intent 2 and its settlement 1. BEGIN travels',
     'with the first statement; statements nobody reads (spending the caller\'s assertion or the decision, recording the lease\'s',
     'authority) travel with the next statement or the COMMIT (`BEGIN; …; COMMIT` is one message for a decision); statements asked for',
     'together share a message; a read\'s COMMIT is not waited for; the caller\'s assertion is no longer read from the store before it',
-    'is spent. The issue\'s target for a gateway write (≤ 3) is not met: each receipt append reads the chain head under lock and',
-    'hashes in the process, and the settlement reads the receipt back (README, "Round trips on PostgreSQL").',
+    'is spent; a receipt append is one statement (the database hashes the entry, migration 005), and the settlement is its own',
+    'implicit transaction answering with the receipt\'s intent too (README, "Round trips on PostgreSQL").',
+    ...(baseCli ? ['', `Base build: \`${baseCli}\` (a gateway write 7 round trips there: intent 3, settlement 4).`] : []),
     '',
     'Reading these figures: the load generator is the Node SDK in one process (16 clients signing an Ed25519 caller assertion',
     'per request) on the same 2 cores as the servers and PostgreSQL, so absolute rates are this machine\'s and the ratios are the',

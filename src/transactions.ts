@@ -11,5 +11,16 @@ export interface TxRunner<Tx> {
    * at its commit that a write sent with it refuses (a spent single-use id), so it does nothing but
    * calls on `tx` (no network, no timers, no effects outside the store).
    */
-  readWrite<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  readWrite<T>(fn: (tx: Tx) => Promise<T>, options?: ReadWriteOptions): Promise<T>;
+}
+
+export interface ReadWriteOptions {
+  /**
+   * The callback's whole work is ONE statement whose answer it reads, as its last call (calls whose
+   * outcome is known only at the commit may come before it), and it commits whatever that answer is.
+   * An engine may then run the transaction as that one message (PostgreSQL: the statements as one
+   * implicit transaction, no BEGIN and no COMMIT of their own: one round trip). A second answered call
+   * fails, and a callback that throws after it cannot roll it back: use it only where that is so.
+   */
+  oneStatement?: boolean;
 }

@@ -23,7 +23,7 @@ import { ChainVerifier, chainOf, GENESIS_HASH, LEGACY_CHAIN, type ChainBreak, ty
 import { checkIndexRows } from './index-check.js';
 import { LogWalk } from './log-walk.js';
 import type { Receipt, ReceiptCompletion, ReceiptIntent, ReceiptPage, ReceiptQuery, ReceiptRejection, ReconcileOutcome, StoredEntry } from './receipt.js';
-import type { ReceiptFilter, ReceiptRepository, SettlementAppend } from './repository.js';
+import type { NewEntry, ReceiptFilter, ReceiptRepository } from './repository.js';
 
 /** Entries read and checked per step of a chain verification (8–15 ms of work on these machines). */
 export const VERIFY_CHUNK = 1_000;
@@ -103,7 +103,6 @@ export class ReceiptLog {
    * settled (e.g. reconciled by another process) nothing is written and it is returned with `replayed: true`.
    */
   async complete(receiptId: string, completion: ReceiptCompletion, tx?: ReceiptTx): Promise<Receipt> {
-    if (!tx) return this.store.readWrite((t) => this.complete(receiptId, completion, t));
     const at = this.clock.now();
     const body = {
       at,
@@ -114,18 +113,17 @@ export class ReceiptLog {
       conflicts: completion.conflicts ?? [],
     };
     const kind = completion.status === 'COMPLETED' ? 'completed' : 'failed';
-    return this.settle(tx, receiptId, await tx.receipts.appendSettlement({ chain: '', receipt_id: receiptId, kind, body: canonicalJson(body) }, completion.status, at));
+    return this.settle(receiptId, { chain: '', receipt_id: receiptId, kind, body: canonicalJson(body) }, completion.status, at, tx);
   }
 
   /** Settles a PENDING receipt from what the upstream says (after a crash or a timeout). Same first-wins rule. */
   async reconcile(receiptId: string, outcome: ReconcileOutcome, tx?: ReceiptTx): Promise<Receipt> {
-    if (!tx) return this.store.readWrite((t) => this.reconcile(receiptId, outcome, t));
     const at = this.clock.now();
     const body =
       outcome.status === 'COMPLETED'
         ? { at, status: outcome.status, final_version: outcome.final_version, upstream_status: outcome.upstream_status ?? null, error: null, note: outcome.note }
         : { at, status: outcome.status, error: outcome.error, upstream_status: outcome.upstream_status ?? null, note: outcome.note };
-    return this.settle(tx, receiptId, await tx.receipts.appendSettlement({ chain: '', receipt_id: receiptId, kind: 'reconciled', body: canonicalJson(body) }, outcome.status, at));
+    return this.settle(receiptId, { chain: '', receipt_id: receiptId, kind: 'reconciled', body: canonicalJson(body) }, outcome.status, at, tx);
   }
 
   /** Records a refused request as a single REJECTED entry. */
@@ -441,10 +439,19 @@ export class ReceiptLog {
     return taken;
   }
 
-  private async settle(tx: ReceiptTx, receiptId: string, result: SettlementAppend): Promise<Receipt> {
-    if (!result.appended && result.reason === 'unknown') throw new WritError('NOT_FOUND', `no receipt '${receiptId}'`);
-    const receipt = await this.mustGet(tx, receiptId);
-    return result.appended ? receipt : { ...receipt, replayed: true };
+  /**
+   * One settling entry appended (`tx`: in the caller's transaction; without, in a transaction of its
+   * own that is that one statement, so on PostgreSQL one round trip). The receipt is folded from the
+   * entries the append returned; only a receipt settled before is read back (replayed).
+   */
+  private async settle(receiptId: string, entry: NewEntry, status: 'COMPLETED' | 'FAILED', at: number, tx?: ReceiptTx): Promise<Receipt> {
+    const result = tx
+      ? await tx.receipts.appendSettlement(entry, status, at)
+      : await this.store.readWrite((t) => t.receipts.appendSettlement(entry, status, at), { oneStatement: true });
+    if (result.appended) return foldReceipt([result.first, result.entry]);
+    if (result.reason === 'unknown') throw new WritError('NOT_FOUND', `no receipt '${receiptId}'`);
+    const receipt = tx ? await this.mustGet(tx, receiptId) : await this.store.read((t) => this.mustGet(t, receiptId));
+    return { ...receipt, replayed: true };
   }
 
   private async mustGet(tx: ReceiptTx, receiptId: string): Promise<Receipt> {

@@ -90,7 +90,8 @@ export type IntentAppend =
   | { appended: true; entry: StoredEntry }
   | { appended: false; existing: { receipt_id: string; request_hash: string | null } };
 
-export type SettlementAppend = { appended: true; entry: StoredEntry } | { appended: false; reason: 'unknown' | 'settled' };
+/** `first`: the receipt's first entry (its intent), so the settled receipt is known without reading it back. */
+export type SettlementAppend = { appended: true; entry: StoredEntry; first: StoredEntry } | { appended: false; reason: 'unknown' | 'settled' };
 
 export interface ReceiptFilter {
   resource?: string;

@@ -189,8 +189,8 @@ async function checkFences(ctx: WritContext, w: IdentifiedWrite, claims: Decisio
  * One transaction, one sync: the assertion and the decision are spent exactly when the intent is on
  * record (a concurrent retry under the same Idempotency-Key spends nothing), and no edge or principal
  * of the chain was revoked in the store since the decision, whichever replica revoked it. On
- * PostgreSQL three round trips: the assertion's spend, the receipt log's lock and the graph re-read in
- * one message; the intent's append; the decision's spend with the COMMIT.
+ * PostgreSQL two round trips: the assertion's spend, the intent's append (one statement) and the graph
+ * re-read in one message; the decision's spend with the COMMIT. The settlement is one more (ReceiptLog.complete).
  */
 async function recordIntent(ctx: WritContext, w: IdentifiedWrite, input: ActionInput, creds: ActionCredentials, c: CheckedWrite, spend: (tx: StoreTx) => Promise<void>): Promise<Receipt> {
   const { claims, fence } = c;

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { listenForGraphHeads, listenForLeaseReleases } from './graph-notifications.js';
 import type { StoreTx, WritStore } from '../contract.js';
+import type { ReadWriteOptions } from '../../transactions.js';
 import { isRetryable, mapEngineError, overloaded } from './errors.js';
 import { PostgresGraphEventStore } from './graph-event-store.js';
 import { PostgresIncidentRepository } from './incident-repository.js';
@@ -135,8 +136,8 @@ class PgStore implements PostgresStore {
     return this.run('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', fn, true);
   }
 
-  readWrite<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
-    return this.run('BEGIN ISOLATION LEVEL READ COMMITTED', fn);
+  readWrite<T>(fn: (tx: StoreTx) => Promise<T>, options: ReadWriteOptions = {}): Promise<T> {
+    return this.run('BEGIN ISOLATION LEVEL READ COMMITTED', fn, false, options.oneStatement === true);
   }
 
   async close(): Promise<void> {
@@ -145,7 +146,8 @@ class PgStore implements PostgresStore {
     await this.pool.end();
   }
 
-  private async run<T>(begin: string, fn: (tx: StoreTx) => Promise<T>, readOnly = false): Promise<T> {
+  /** `oneStatement`: see ReadWriteOptions; a run again without deferring is an ordinary transaction. */
+  private async run<T>(begin: string, fn: (tx: StoreTx) => Promise<T>, readOnly = false, oneStatement = false): Promise<T> {
     if (this.closed) throw new Error('the PostgreSQL store is closed');
     // Deferred statements (Sql.defer) are on until one of them refuses; then the callback runs again
     // with every statement sent on its own, so the refusal surfaces as the repository's own outcome.
@@ -157,7 +159,7 @@ class PgStore implements PostgresStore {
       } catch (e) {
         throw overloaded(`no database connection (${(e as Error).message})`, this.retryAfterMs, e);
       }
-      const session = new TxSession(client, begin, this.counters, this.beginWithFirstStatement, deferring);
+      const session = new TxSession(client, begin, this.counters, this.beginWithFirstStatement, deferring, oneStatement && deferring);
       // A checked-out connection that breaks emits 'error' on itself (the pool only listens to idle
       // ones); unheard, it would end the process. The failing statement rejects as well.
       const onError = (e: unknown) => (session.failure ??= e);

@@ -1,4 +1,4 @@
-import { GENESIS_HASH, linkEntry, type ChainHead, type ChainId } from '../../audit/hash-chain.js';
+import { GENESIS_HASH, type ChainHead, type ChainId } from '../../audit/hash-chain.js';
 import type { CheckpointLeaf, StoredCheckpoint, StoredLegacyCheckpoint } from '../../audit/checkpoint.js';
 import type { StoredEntry } from '../../audit/receipt.js';
 import type {
@@ -16,81 +16,99 @@ import type { Sql } from './session.js';
 
 const ENTRY_COLUMNS = 'seq, receipt_id, kind, body, prev_hash, hash, chain, pos';
 const E_COLUMNS = ENTRY_COLUMNS.split(', ').map((c) => `e.${c}`).join(', ');
-/** Locks a chain's head row (creating it at the genesis the first time) until the transaction ends, and draws the next seq. */
-const LOCK_HEAD = `INSERT INTO receipt_chains (chain, pos, hash) SELECT c.chain, 0, '${GENESIS_HASH}' FROM c
-  ON CONFLICT (chain) DO UPDATE SET pos = receipt_chains.pos RETURNING chain, pos, hash`;
+
+/**
+ * `head`: the upsert that takes the chain's head row lock (until the transaction ends), moves it one
+ * place on and hashes the new entry (migration 005 `writ_receipt_hash`), creating the row at the
+ * genesis the first time; `ent`: the entry itself. Both read the CTE `n` (chain, seq: the entry to add,
+ * no row when nothing is to be appended) and the parameters $1 receipt_id, $2 kind, $3 body.
+ */
+const APPEND = `
+  head AS (INSERT INTO receipt_chains AS rc (chain, pos, hash, prev_hash)
+             SELECT n.chain, 1, writ_receipt_hash('${GENESIS_HASH}', $3, n.chain, 1, n.seq, $2, $1), '${GENESIS_HASH}' FROM n
+           ON CONFLICT (chain) DO UPDATE
+             SET pos = rc.pos + 1, prev_hash = rc.hash, hash = writ_receipt_hash(rc.hash, $3, rc.chain, rc.pos + 1, (SELECT seq FROM n), $2, $1)
+           RETURNING rc.chain, rc.pos, rc.hash, rc.prev_hash),
+  ent AS (INSERT INTO receipt_entries (${ENTRY_COLUMNS})
+            SELECT n.seq, $1, $2, $3, head.prev_hash, head.hash, head.chain, head.pos FROM n, head
+          RETURNING ${ENTRY_COLUMNS})`;
 
 /**
  * The receipt log on PostgreSQL: one hash chain per coordination key, as on SQLite (same hashing, so
- * `writ audit verify` reads both alike). Every append first locks ITS chain's head row (an upsert that
- * takes the row lock and draws the next store-wide seq from a sequence, one round trip), computes the
- * entry's hash here with hash-chain.ts `linkEntry`, then writes the entry, the index row and the new
- * head in one statement: two round trips per append, as before.
+ * `writ audit verify` reads both alike). An append is ONE statement: it locks its chain's head row,
+ * advances it, writes the entry the database hashed (`writ_receipt_hash`, byte for byte hash-chain.ts
+ * `hashOf`) and the index row, and returns the entry; a settlement also returns the receipt's first
+ * entry, so the caller has the whole receipt without reading it back.
  *
  * The head lock is held to the end of the appending transaction, so a chain cannot fork and its
  * positions commit in order with no gap; appends on other keys lock other rows and never wait for it.
- * Seqs (the store-wide order pages follow) may commit out of order and have gaps (a rolled-back append).
+ * Seqs (the store-wide order pages follow) are drawn before the head lock: they may commit out of
+ * order, also within a chain, and have gaps (a rolled-back append).
  */
 export class PostgresReceiptRepository implements ReceiptRepository {
   constructor(private readonly sql: Sql) {}
 
   async appendIntent(entry: NewEntry, index: ReceiptIndexRow): Promise<IntentAppend> {
-    const stored = await this.next(entry, entry.chain);
-    // Two intents with one idempotency key: on the same key they queue on its head; on two keys the
-    // unique index makes the second wait for the first to commit, then insert nothing (ON CONFLICT),
-    // and on a conflict nothing at all is written.
-    const [row] = await this.sql.query<{ written: boolean; duplicate_id: boolean }>(
-      `WITH dup AS (SELECT 1 FROM receipts WHERE receipt_id = $2),
+    // Two intents with one idempotency key: the unique index makes the second wait for the first to
+    // commit, then insert nothing (ON CONFLICT), and then nothing at all is written (no index row: no
+    // head move, no entry).
+    const [row] = await this.sql.query<EntryRow & { duplicate_id: boolean }>(
+      `WITH s AS (SELECT nextval('receipt_entry_seq') AS seq),
+            dup AS (SELECT 1 FROM receipts WHERE receipt_id = $1),
             idx AS (INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq)
-                    SELECT $2, $9, $10, $11, $12, $13, $14, $15, $1, $1 WHERE NOT EXISTS (SELECT 1 FROM dup)
+                    SELECT $1, $5, $6, $7, $8, $9, $10, $11, s.seq, s.seq FROM s WHERE NOT EXISTS (SELECT 1 FROM dup)
                     ON CONFLICT (principal, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-                    RETURNING 1),
-            ent AS (INSERT INTO receipt_entries (${ENTRY_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE EXISTS (SELECT 1 FROM idx)),
-            head AS (UPDATE receipt_chains SET pos = $8, hash = $6 WHERE chain = $7 AND EXISTS (SELECT 1 FROM idx))
-       SELECT EXISTS (SELECT 1 FROM idx) AS written, EXISTS (SELECT 1 FROM dup) AS duplicate_id`,
-      [...entryParams(stored), index.principal, index.resource_key, index.status, index.idempotency_key, index.request_hash, index.created_at, index.completed_at],
+                    RETURNING first_seq AS seq),
+            n AS (SELECT $4::text COLLATE "C" AS chain, idx.seq FROM idx),
+            ${APPEND}
+       SELECT EXISTS (SELECT 1 FROM dup) AS duplicate_id, ${E_COLUMNS} FROM (SELECT 1) one LEFT JOIN ent e ON true`,
+      [entry.receipt_id, entry.kind, entry.body, entry.chain, index.principal, index.resource_key, index.status, index.idempotency_key, index.request_hash, index.created_at, index.completed_at],
     );
     if (row!.duplicate_id) throw alreadyExists(entry.receipt_id);
-    if (row!.written) return { appended: true, entry: stored };
+    if (row!.seq !== null) return { appended: true, entry: entryOf(row!) };
     const existing = await this.findByIdempotencyKey(index.principal, index.idempotency_key!);
     if (!existing) throw new Error(`receipt idempotency conflict for ${index.principal} without a receipt`);
     return { appended: false, existing };
   }
 
   async appendRejection(entry: NewEntry, index: ReceiptIndexRow): Promise<StoredEntry> {
-    const stored = await this.next(entry, entry.chain);
-    const [row] = await this.sql.query<{ duplicate_id: boolean }>(
-      `WITH dup AS (SELECT 1 FROM receipts WHERE receipt_id = $2),
+    const [row] = await this.sql.query<EntryRow & { duplicate_id: boolean }>(
+      `WITH s AS (SELECT nextval('receipt_entry_seq') AS seq),
+            dup AS (SELECT 1 FROM receipts WHERE receipt_id = $1),
             idx AS (INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq)
-                    SELECT $2, $9, $10, $11, NULL, $12, $13, $14, $1, $1 WHERE NOT EXISTS (SELECT 1 FROM dup) RETURNING 1),
-            ent AS (INSERT INTO receipt_entries (${ENTRY_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE EXISTS (SELECT 1 FROM idx)),
-            head AS (UPDATE receipt_chains SET pos = $8, hash = $6 WHERE chain = $7 AND EXISTS (SELECT 1 FROM idx))
-       SELECT EXISTS (SELECT 1 FROM dup) AS duplicate_id`,
-      [...entryParams(stored), index.principal, index.resource_key, index.status, index.request_hash, index.created_at, index.completed_at],
+                    SELECT $1, $5, $6, $7, NULL, $8, $9, $10, s.seq, s.seq FROM s WHERE NOT EXISTS (SELECT 1 FROM dup) RETURNING first_seq AS seq),
+            n AS (SELECT $4::text COLLATE "C" AS chain, idx.seq FROM idx),
+            ${APPEND}
+       SELECT EXISTS (SELECT 1 FROM dup) AS duplicate_id, ${E_COLUMNS} FROM (SELECT 1) one LEFT JOIN ent e ON true`,
+      [entry.receipt_id, entry.kind, entry.body, entry.chain, index.principal, index.resource_key, index.status, index.request_hash, index.created_at, index.completed_at],
     );
     if (row!.duplicate_id) throw alreadyExists(entry.receipt_id);
-    return stored;
+    return entryOf(row!);
   }
 
   async appendSettlement(entry: NewEntry, status: 'COMPLETED' | 'FAILED', completedAt: number): Promise<SettlementAppend> {
-    // The chain of the receipt's first entry; its head lock also queues the settlements of one receipt,
-    // so the PENDING check below sees the latest status.
-    const [head] = await this.sql.query<{ chain: string; pos: number; hash: string; seq: number }>(
-      `WITH c AS (SELECT e.chain FROM receipts r JOIN receipt_entries e ON e.seq = r.first_seq WHERE r.receipt_id = $1),
-            h AS (${LOCK_HEAD})
-       SELECT h.chain, h.pos, h.hash, nextval('receipt_entry_seq') AS seq FROM h`,
-      [entry.receipt_id],
+    // ReadWriteOptions.oneStatement: this is the settling transaction's one statement (ReceiptLog.settle).
+    // Only while PENDING: the receipt's row lock queues the settlements of one receipt, and the one
+    // that waited re-checks the status on the row as the first one committed it (first settlement
+    // wins). The entry goes to the chain of the receipt's first entry.
+    const [row] = await this.sql.query<EntryRow & { status: string | null; has_first: boolean; first: StoredEntry | null }>(
+      `WITH r AS (UPDATE receipts SET status = $4, completed_at = $5, last_seq = nextval('receipt_entry_seq')
+                   WHERE receipt_id = $1 AND status = 'PENDING' AND EXISTS (SELECT 1 FROM receipt_entries e WHERE e.seq = receipts.first_seq)
+                   RETURNING first_seq, last_seq AS seq),
+            f AS (SELECT ${E_COLUMNS} FROM receipt_entries e JOIN r ON e.seq = r.first_seq),
+            n AS (SELECT f.chain, r.seq FROM r, f),
+            ${APPEND}
+       SELECT (SELECT status FROM receipts WHERE receipt_id = $1) AS status,
+              EXISTS (SELECT 1 FROM receipts x JOIN receipt_entries e ON e.seq = x.first_seq WHERE x.receipt_id = $1) AS has_first,
+              (SELECT row_to_json(f) FROM f) AS first, ${E_COLUMNS}
+         FROM (SELECT 1) one LEFT JOIN ent e ON true`,
+      [entry.receipt_id, entry.kind, entry.body, status, completedAt],
     );
-    if (!head) return { appended: false, reason: 'unknown' };
-    const stored = linkEntry(head, head.seq, { ...entry, chain: head.chain });
-    const [row] = await this.sql.query<{ settled: boolean; status: string | null }>(
-      `WITH r AS (UPDATE receipts SET status = $9, completed_at = $10, last_seq = $1 WHERE receipt_id = $2 AND status = 'PENDING' RETURNING 1),
-            ent AS (INSERT INTO receipt_entries (${ENTRY_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE EXISTS (SELECT 1 FROM r)),
-            head AS (UPDATE receipt_chains SET pos = $8, hash = $6 WHERE chain = $7 AND EXISTS (SELECT 1 FROM r))
-       SELECT EXISTS (SELECT 1 FROM r) AS settled, (SELECT status FROM receipts WHERE receipt_id = $2) AS status`,
-      [...entryParams(stored), status, completedAt],
-    );
-    if (row!.settled) return { appended: true, entry: stored };
+    if (row!.seq !== null) return { appended: true, entry: entryOf(row!), first: row!.first! };
+    // Nothing written: unknown, or settled already (also when this statement waited for the settlement
+    // that won: its status, read on the statement's snapshot, may still say PENDING), or a PENDING
+    // receipt without its first entry, which is a broken log.
+    if (row!.status === 'PENDING' && !row!.has_first) throw new WritError('INTERNAL', `receipt ${entry.receipt_id} has no first entry (run writ audit verify)`);
     return { appended: false, reason: row!.status === null ? 'unknown' : 'settled' };
   }
 
@@ -241,19 +259,13 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     );
     return { entries: ent!.entries, receipts: row!.receipts };
   }
-
-  /** Locks the chain's head (until the transaction ends) and builds the entry that extends it. */
-  private async next(entry: NewEntry, chain: ChainId): Promise<StoredEntry> {
-    const [head] = await this.sql.query<{ pos: number; hash: string; seq: number }>(
-      `WITH c AS (SELECT $1::text COLLATE "C" AS chain), h AS (${LOCK_HEAD}) SELECT h.pos, h.hash, nextval('receipt_entry_seq') AS seq FROM h`,
-      [chain],
-    );
-    return linkEntry(head!, head!.seq, { ...entry, chain });
-  }
 }
 
-function entryParams(e: StoredEntry): unknown[] {
-  return [e.seq, e.receipt_id, e.kind, e.body, e.prev_hash, e.hash, e.chain, e.pos];
+/** The entry columns of a statement's answer row: all null when nothing was appended. */
+type EntryRow = { [K in keyof StoredEntry]: StoredEntry[K] | null };
+
+function entryOf(row: EntryRow): StoredEntry {
+  return { seq: row.seq!, receipt_id: row.receipt_id!, kind: row.kind!, body: row.body!, prev_hash: row.prev_hash!, hash: row.hash!, chain: row.chain!, pos: row.pos! };
 }
 
 function alreadyExists(receiptId: string): WritError {

@@ -77,17 +77,29 @@ export class TxSession implements Sql {
   failure: unknown = undefined;
   /** Set when a message carrying deferred statements failed with an integrity error (see Sql.defer). */
   deferredRefused = false;
+  /** One-statement mode: the message carrying the answered statement was sent, and with it the transaction committed. */
+  private committedImplicitly = false;
 
+  /**
+   * `implicit` (readWrite `oneStatement`, only with deferring on): no BEGIN and no COMMIT; the first
+   * answered statement goes with what was deferred before it as one message, which PostgreSQL runs as
+   * one implicit transaction (a simple query of several statements is one transaction); a second
+   * answered statement is refused.
+   */
   constructor(
     private readonly client: pg.PoolClient,
     private readonly begin: string,
     private readonly stats: PostgresStoreStats,
     private readonly beginWithFirstStatement = true,
     readonly deferring = beginWithFirstStatement,
+    private readonly implicit = false,
   ) {}
 
   query<R>(text: string, values: readonly unknown[] = []): Promise<R[]> {
     if (this.closed) return Promise.reject(new Error('a store transaction handle was used after its callback returned'));
+    if (this.implicit && (this.committedImplicitly || this.queued.some((q) => q.answer))) {
+      return Promise.reject(new Error('a one-statement transaction (readWrite oneStatement) sent a second statement whose answer it reads'));
+    }
     return new Promise<R[]>((resolve, reject) => {
       this.queued.push({ text, values, answer: { resolve: resolve as (rows: unknown[]) => void, reject } });
       this.schedule();
@@ -114,6 +126,11 @@ export class TxSession implements Sql {
     const rest = this.queued.splice(0);
     for (const q of rest) q.answer?.reject(new Error('a store transaction handle was used after its callback returned'));
     const deferred = rest.filter((q) => !q.answer);
+    if (this.implicit) {
+      if (this.committedImplicitly && deferred.length > 0) throw new Error('a one-statement transaction (readWrite oneStatement) deferred a statement after its answered one');
+      if (!this.committedImplicitly && deferred.length > 0) await this.send(deferred, true, waited);
+      return this.committedImplicitly || deferred.length > 0;
+    }
     if (!this.begun && deferred.length === 0) return false;
     await this.send(deferred, true, waited);
     return true;
@@ -160,6 +177,7 @@ export class TxSession implements Sql {
     // Nothing goes out after the callback returned or threw, but its COMMIT: the store may be rolling back.
     if (this.closed && !commit) return reject(new Error('a store transaction handle was used after its callback returned'));
     const hasDeferred = batch.some((q) => !q.answer);
+    if (this.implicit) return this.sendImplicit(batch, hasDeferred, reject, commit);
     try {
       if (!this.begun && !this.beginWithFirstStatement) {
         this.begun = true;
@@ -190,6 +208,33 @@ export class TxSession implements Sql {
       } else if (hasDeferred) {
         // Deferred statements were in this message and never ran (building it failed): the transaction
         // must not commit without them, whatever the callback does with its own statement's error.
+        this.failure ??= e;
+      }
+      reject(e);
+      if (commit) throw e;
+    }
+  }
+
+  /** One-statement mode: the batch is the whole transaction, committed by PostgreSQL when it answers. */
+  private async sendImplicit(batch: Queued[], hasDeferred: boolean, reject: (e: unknown) => void, commit: boolean): Promise<void> {
+    try {
+      this.stats.roundTrips += 1;
+      if (batch.length === 1) {
+        const result = await this.client.query(batch[0]!.text, batch[0]!.values as unknown[]);
+        this.committedImplicitly = true;
+        batch[0]!.answer?.resolve(result.rows);
+        return;
+      }
+      const raw = (await this.client.query(batch.map((q) => inlineValues(q.text, q.values)).join('\n;\n'))) as unknown as pg.QueryResult | pg.QueryResult[];
+      this.committedImplicitly = true;
+      const results = Array.isArray(raw) ? raw : [raw];
+      batch.forEach((q, i) => q.answer?.resolve(results[i]!.rows));
+    } catch (e) {
+      // Nothing of the message landed (one implicit transaction): the same bookkeeping as any message.
+      if (isEngineError(e)) {
+        this.failure ??= e;
+        if (hasDeferred && e instanceof pg.DatabaseError && (e.code ?? '').startsWith('23')) this.deferredRefused = true;
+      } else if (hasDeferred) {
         this.failure ??= e;
       }
       reject(e);

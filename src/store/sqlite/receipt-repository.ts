@@ -46,7 +46,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
       INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq)
       VALUES (@receipt_id, @principal, @resource_key, @status, @idempotency_key, @request_hash, @created_at, @completed_at, @seq, @seq)`);
     const byIdempotency = db.prepare('SELECT receipt_id, request_hash FROM receipts WHERE principal = ? AND idempotency_key = ?');
-    const statusAndChain = db.prepare('SELECT r.status, e.chain FROM receipts r LEFT JOIN receipt_entries e ON e.seq = r.first_seq WHERE r.receipt_id = ?');
+    const statusAndFirst = db.prepare(`SELECT r.status, ${E_COLUMNS} FROM receipts r LEFT JOIN receipt_entries e ON e.seq = r.first_seq WHERE r.receipt_id = ?`);
     const settle = db.prepare('UPDATE receipts SET status = ?, completed_at = ?, last_seq = ? WHERE receipt_id = ?');
     const append = (entry: NewEntry, chain: ChainId): StoredEntry => {
       const head = (headOf.get(chain) as { pos: number; hash: string } | undefined) ?? { pos: 0, hash: GENESIS_HASH };
@@ -100,13 +100,14 @@ export class SqliteReceiptRepository implements ReceiptRepository {
         return stored;
       }),
       appendSettlement: db.transaction((entry: NewEntry, status: string, completedAt: number): SettlementAppend => {
-        const current = statusAndChain.get(entry.receipt_id) as { status: string; chain: string | null } | undefined;
+        const current = statusAndFirst.get(entry.receipt_id) as ({ status: string } & { [K in keyof StoredEntry]: StoredEntry[K] | null }) | undefined;
         if (current === undefined) return { appended: false, reason: 'unknown' };
         if (current.status !== 'PENDING') return { appended: false, reason: 'settled' };
-        if (current.chain === null) throw new WritError('INTERNAL', `receipt ${entry.receipt_id} has no first entry (run writ audit verify)`);
-        const stored = append(entry, current.chain);
+        const { status: _status, ...first } = current;
+        if (first.chain === null) throw new WritError('INTERNAL', `receipt ${entry.receipt_id} has no first entry (run writ audit verify)`);
+        const stored = append(entry, first.chain);
         settle.run(status, completedAt, stored.seq, entry.receipt_id);
-        return { appended: true, entry: stored };
+        return { appended: true, entry: stored, first: first as StoredEntry };
       }),
     };
   }

@@ -3,6 +3,8 @@ import { WritError } from '../../../src/errors.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openPostgresStore, POSTGRES_MIGRATIONS, type PostgresStore } from '../../../src/store/postgres/index.js';
 import { inlineValues } from '../../../src/store/postgres/session.js';
+import type { StoreTx } from '../../../src/store/contract.js';
+import { hashOf } from '../../../src/audit/hash-chain.js';
 import { createTestDatabase, sleep } from '../conformance/engines.js';
 import { acquireCommand, release, renew, take } from '../conformance/helpers.js';
 
@@ -165,7 +167,7 @@ describe('PostgreSQL engine errors', () => {
     expect(err).toMatchObject({ name: 'WritError', code: 'OVERLOADED', details: { retry_after_ms: expect.any(Number) } });
     expect(Date.now() - started).toBeLessThan(5_000);
     await other.query('ROLLBACK');
-    expect((await store.readWrite((tx) => tx.receipts.appendRejection({ chain: 'k', receipt_id: 'r', kind: 'rejected', body: '{}' }, { receipt_id: 'r', principal: 'p', resource_key: 'k', status: 'REJECTED', idempotency_key: null, request_hash: null, created_at: 1, completed_at: 1 }))).seq).toBe(1);
+    expect((await store.readWrite((tx) => tx.receipts.appendRejection({ chain: 'k', receipt_id: 'r', kind: 'rejected', body: '{}' }, { receipt_id: 'r', principal: 'p', resource_key: 'k', status: 'REJECTED', idempotency_key: null, request_hash: null, created_at: 1, completed_at: 1 }))).pos).toBe(1);
   });
 
   it("a callback's own errors come out as they are, whatever their message says", async () => {
@@ -297,25 +299,72 @@ describe('PostgreSQL round trips', () => {
     expect(store.stats().eagerRuns).toBe(0);
   });
 
-  it("receipts: an intent or a settlement three (lock the key's chain head with BEGIN, write, COMMIT); the gateway's intent transaction three, its write six in all", async () => {
+  it("receipts: an append is one statement (lock, advance and hash the key's chain head, write): two round trips in a transaction, one alone (oneStatement); the gateway's intent transaction two", async () => {
     const db = await database();
     const store = await open(db.url);
     const count = counter(store);
     await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-0', Date.now() + 60_000, Date.now())); // the process's first purge
     const index = (id: string) => ({ receipt_id: id, principal: 'p', resource_key: 'k', status: 'PENDING' as const, idempotency_key: null, request_hash: 'h', created_at: 1, completed_at: null });
-    expect(await count(() => store.readWrite((tx) => tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r1', kind: 'intent', body: '{}' }, index('r1'))))).toBe(3);
-    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: 'r1', kind: 'completed', body: '{}' }, 'COMPLETED', 2)))).toBe(3);
-    // As service/actions.ts records an intent: spend the caller's assertion, lock the head and re-read
-    // the graph since the decision (one message), append, spend the decision with the COMMIT.
+    expect(await count(() => store.readWrite((tx) => tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r1', kind: 'intent', body: '{"resource_key":"k"}' }, index('r1'))))).toBe(2);
+    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: 'r1', kind: 'completed', body: '{}' }, 'COMPLETED', 2)))).toBe(2);
+    // As service/actions.ts records an intent: spend the caller's assertion, append and re-read the
+    // graph since the decision (one message), spend the decision with the COMMIT.
     const intent = () =>
       store.readWrite(async (tx) => {
         await tx.singleUse.spendOrRefuse('assertion', 'jti-2', Date.now() + 60_000, Date.now(), refused);
-        const [appended] = await Promise.all([tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r2', kind: 'intent', body: '{}' }, index('r2')), tx.graph.read(0)]);
+        const [appended] = await Promise.all([tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r2', kind: 'intent', body: '{"resource_key":"k"}' }, index('r2')), tx.graph.read(0)]);
         await tx.singleUse.spendOrRefuse('decision', 'dec-2', Date.now() + 60_000, Date.now(), refused);
         return appended;
       });
-    expect(await count(intent)).toBe(3);
-    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: 'r2', kind: 'completed', body: '{}' }, 'COMPLETED', 2)))).toBe(3);
+    expect(await count(intent)).toBe(2);
+    // The gateway's settlement: the append is the whole transaction, so it is one implicit transaction.
+    const settled = await store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: 'r2', kind: 'completed', body: '{}' }, 'COMPLETED', 2), { oneStatement: true });
+    expect(settled).toMatchObject({ appended: true, first: { receipt_id: 'r2', kind: 'intent', chain: 'k', pos: 3 }, entry: { receipt_id: 'r2', kind: 'completed', chain: 'k', pos: 4 } });
+    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: 'r2', kind: 'completed', body: '{}' }, 'COMPLETED', 3), { oneStatement: true }))).toBe(1);
+    expect(await store.read((tx) => tx.receipts.entriesOf('r2'))).toEqual([settled.appended && settled.first, settled.appended && settled.entry]);
+    // The database hashed them as hash-chain.ts does, each linked to the one before.
+    const entries = await store.read((tx) => tx.receipts.entriesFrom(null, 10));
+    expect(entries.map((e) => [e.pos, e.hash === hashOf(e)])).toEqual([[1, true], [2, true], [3, true], [4, true]]);
+    expect(entries.slice(1).every((e, i) => e.prev_hash === entries[i]!.hash)).toBe(true);
+  });
+
+  it('hashes in the database byte for byte as hash-chain.ts does, for keys with quotes, backslashes, newlines, control characters and non-ASCII', async () => {
+    const db = await database();
+    const store = await open(db.url);
+    const keys = ['wp:post:"quoted"', 'back\\slash', 'new\nline\ttab\r', 'ctl\u0001\u001f\u007f', 'é中文😀', 'sep\u2028\u2029', ' '];
+    for (const [i, key] of keys.entries()) {
+      const index = { receipt_id: `r${i}`, principal: 'p', resource_key: key, status: 'PENDING' as const, idempotency_key: null, request_hash: 'h', created_at: 1, completed_at: null };
+      await store.readWrite((tx) => tx.receipts.appendIntent({ chain: key, receipt_id: `r${i}`, kind: 'intent', body: JSON.stringify({ resource_key: key, note: 'ü\n"' }) }, index));
+      await store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: `r${i}`, kind: 'completed', body: '{"status":"COMPLETED"}' }, 'COMPLETED', 2), { oneStatement: true });
+    }
+    const entries = await store.read((tx) => tx.receipts.entriesFrom(null, 100));
+    expect(entries).toHaveLength(keys.length * 2);
+    expect(entries.filter((e) => e.hash !== hashOf(e)).map((e) => e.chain)).toEqual([]);
+  });
+
+  it('a one-statement transaction: deferred statements ride its message (one implicit transaction, nothing lands when it fails); a second answered statement is refused', async () => {
+    const db = await database();
+    const store = await open(db.url);
+    const count = counter(store);
+    await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-0', Date.now() + 60_000, Date.now())); // the process's first purge
+    const index = (id: string) => ({ receipt_id: id, principal: 'p', resource_key: 'k', status: 'REJECTED' as const, idempotency_key: null, request_hash: 'h', created_at: 1, completed_at: 1 });
+    const reject = (id: string, jti: string) => async (tx: StoreTx) => {
+      await tx.singleUse.spendOrRefuse('assertion', jti, Date.now() + 60_000, Date.now(), refused);
+      return tx.receipts.appendRejection({ chain: 'k', receipt_id: id, kind: 'rejected', body: '{}' }, index(id));
+    };
+    expect(await count(() => store.readWrite(reject('r1', 'jti-1'), { oneStatement: true }))).toBe(1);
+    // The assertion replayed: the message fails as a whole (no rejection written), the transaction runs
+    // again as an ordinary one, and refuses with the domain's error.
+    const err = await store.readWrite(reject('r2', 'jti-1'), { oneStatement: true }).catch((e) => e);
+    expect(err).toMatchObject({ code: 'UNAUTHENTICATED', message: 'replayed' });
+    expect(await store.read((tx) => tx.receipts.entriesOf('r2'))).toEqual([]);
+    const twice = await store
+      .readWrite(async (tx) => {
+        await tx.receipts.appendRejection({ chain: 'k', receipt_id: 'r3', kind: 'rejected', body: '{}' }, index('r3'));
+        return tx.receipts.entriesOf('r3');
+      }, { oneStatement: true })
+      .catch((e) => e);
+    expect(String(twice)).toMatch(/one-statement transaction/);
   });
 
   it('a replayed id in a deferred batch: the transaction runs once more without deferring, refuses with the domain\'s error, and nothing lands', async () => {

@@ -18,7 +18,8 @@ import { createTestDatabase } from '../conformance/engines.js';
  * Round trips to PostgreSQL per HTTP request, counted by the engine while a Writ on PostgreSQL answers
  * the requests an agent makes: what a request costs end to end, reads included, not only its
  * transactions (test/store/postgres/engine.test.ts pins those). Before the deferred statements
- * (Sql.defer) these were: a decision 4, an acquisition 6, a renewal or release 7, a gateway write 12.
+ * (Sql.defer) these were: a decision 4, an acquisition 6, a renewal or release 7, a gateway write 12;
+ * before the hash in SQL (migration 005) and one-statement settlements, a gateway write 7.
  */
 const cleanups: (() => Promise<unknown> | void)[] = [];
 afterAll(async () => {
@@ -57,7 +58,7 @@ async function call(method: 'POST' | 'DELETE', url: string, payload: unknown, he
 const decide = (fields: string[], resource = 'wp:post:1024') => call('POST', '/v1/decisions', { action: 'update_post', resource, environment: 'production', fields });
 
 describe('round trips to PostgreSQL per request', () => {
-  it('a decision 1, a lease acquisition 2, a renewal or release 2, a gateway write 7 (intent 3 + settlement 4)', async () => {
+  it('a decision 1, a lease acquisition 2, a renewal or release 2, a gateway write 3 (intent 2 + settlement 1)', async () => {
     await decide(['title']); // the process's first spend also purges expired ids
     const d = await decide(['title']);
     expect(d.status, JSON.stringify(d.body)).toBe(200);
@@ -77,9 +78,11 @@ describe('round trips to PostgreSQL per request', () => {
     const w = await decide(['meta_description']);
     const write = await call('POST', '/v1/actions', { action: 'update_post', resource: 'wp:post:1024', fields: ['meta_description'], payload: { meta_description: 'm' }, expected_version: 0 }, { 'writ-decision': w.body.token });
     expect(write.status, JSON.stringify(write.body)).toBe(201);
-    // Intent 3 (the assertion's spend, the receipt log's lock and the graph re-read; the append; the
-    // decision's spend with the COMMIT); settlement 4 (the lock, the append, the receipt read back, COMMIT).
-    expect(write.roundTrips).toBe(7);
+    // Intent 2 (the assertion's spend, the append and the graph re-read in one message; the decision's
+    // spend with the COMMIT); settlement 1 (the append, its own implicit transaction, answering with the
+    // receipt's intent too, so nothing is read back).
+    expect(write.roundTrips).toBe(3);
+    expect(write.body).toMatchObject({ receipt: { status: 'COMPLETED', final_version: 1 } });
     expect(store.stats().eagerRuns).toBe(0);
   }, 60_000);
 
