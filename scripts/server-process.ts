@@ -126,7 +126,9 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
     try {
       return await startOn(options, dataDir, options.port ?? (await freePort()), options.upstreamUrl ? Number(new URL(options.upstreamUrl).port) : (options.upstreamPort ?? (await freePort())));
     } catch (e) {
-      if (attempt >= 5 || !addressInUse(e) || (options.port !== undefined && (options.upstreamPort !== undefined || options.upstreamUrl))) throw e;
+      // A port the caller fixed that is taken stays taken: only a probed one is worth probing again.
+      const fixedPortTaken = options.port !== undefined && (e as Error).message.includes(`:${options.port}\n`);
+      if (attempt >= 5 || !addressInUse(e) || fixedPortTaken || (options.port !== undefined && (options.upstreamPort !== undefined || options.upstreamUrl))) throw e;
     }
   }
 }

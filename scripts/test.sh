@@ -32,7 +32,7 @@ node -e '
   const rego = Number(process.argv[1]) || 0;
   // A file whose set-up (beforeAll) failed reports its tests as skipped, not failed: count such files too.
   const brokenFiles = v.testResults.filter((f) => f.status === "failed" && f.assertionResults.every((a) => a.status !== "failed")).length;
-  const failed = v.numFailedTests + brokenFiles + (v.numTotalTests === 0 ? 1 : 0);
-  console.log(`tests: ${v.numPassedTests + rego} passed, ${failed} failed, ${v.numPendingTests + v.numTodoTests} skipped` + (brokenFiles ? ` (${brokenFiles} test file(s) failed before their tests ran)` : ""));
+  const failed = v.numFailedTests + brokenFiles + (v.numTotalTests === 0 && brokenFiles === 0 ? 1 : 0);
+  console.log(`tests: ${v.numPassedTests + rego} passed, ${failed} failed, ${v.numPendingTests + v.numTodoTests} skipped` + (brokenFiles ? ` (${brokenFiles} test file(s) failed outside their tests: set-up, import or tear-down)` : ""));
 ' "$rego_passed"
 exit "$status"

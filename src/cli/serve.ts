@@ -28,18 +28,39 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   const say = (s: string) => process.stderr.write(`${s}\n`);
   if (w.credentialCreated) say(`[writ] created the governance admin credential at ${w.credentialPath} (mode 0600) — keep it secret`);
   else say(`[writ] governance admin credential: ${w.credentialPath}`);
-  if (options.graphFile) {
-    const { manifest, baseDir } = readManifest(options.graphFile);
-    const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
-    say(`[writ] applied ${options.graphFile}: ${r.created.length} created, ${r.unchanged.length} unchanged; graph revision ${r.graph_revision}`);
-  }
-  const app = await buildApp(w.ctx, { logger: process.env.WRIT_LOG === '1' ? { level: 'info' } : false });
   const closers: (() => Promise<void>)[] = [];
-  if (options.upstreamPort !== null) {
-    const { startSampleUpstream } = await import('../upstream/index.js');
-    const upstream = await startSampleUpstream({ port: options.upstreamPort, host: config.host, dbFile: `${config.dataDir}/upstream.sqlite` });
+  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
+  /**
+   * Runs a start-up step; if it fails (a graph file that does not apply, EADDRINUSE on either port),
+   * closes what was opened and fails: the sample upstream or a PostgreSQL listener would otherwise
+   * keep the process alive.
+   */
+  const starting = async <T>(step: () => Promise<T>): Promise<T> => {
+    try {
+      return await step();
+    } catch (e) {
+      await app?.close().catch(() => undefined);
+      for (const c of closers) await c().catch(() => undefined);
+      await w.close().catch(() => undefined);
+      throw e;
+    }
+  };
+  if (options.graphFile) {
+    const graphFile = options.graphFile;
+    const r = await starting(() => {
+      const { manifest, baseDir } = readManifest(graphFile);
+      return applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
+    });
+    say(`[writ] applied ${graphFile}: ${r.created.length} created, ${r.unchanged.length} unchanged; graph revision ${r.graph_revision}`);
+  }
+  const upstreamPort = options.upstreamPort;
+  if (upstreamPort !== null) {
+    const upstream = await starting(async () => {
+      const { startSampleUpstream } = await import('../upstream/index.js');
+      return startSampleUpstream({ port: upstreamPort, host: config.host, dbFile: `${config.dataDir}/upstream.sqlite` });
+    });
     closers.push(async () => { await upstream.app.close(); });
-    say(`[writ] sample upstream (a stand-in for a real CMS) on http://${config.host}:${options.upstreamPort}`);
+    say(`[writ] sample upstream (a stand-in for a real CMS) on http://${config.host}:${upstreamPort}`);
   }
   // PENDING receipts (a crash or a timeout between intent and completion) are settled against the
   // upstream in the background once they are past twice the upstream timeout: every write is sent with
@@ -86,20 +107,16 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   });
   // Printed before "listening on" (which tools wait for), so whoever reads that line has the link too.
   if (options.consoleLink || process.stderr.isTTY) {
-    const link = await consoleLoginLink(w.ctx, GOVERNANCE_ID, `http://${config.host}:${config.port}`);
+    const link = await starting(() => consoleLoginLink(w.ctx, GOVERNANCE_ID, `http://${config.host}:${config.port}`));
     say(`[writ] console (one-time login link for governance, valid 10 min; \`writ console\` prints another): ${link.url}`);
   } else {
     say(`[writ] console at http://${config.host}:${config.port}/console/ (\`writ console\` prints a one-time login link)`);
   }
-  try {
+  const server = await starting(async () => {
+    app = await buildApp(w.ctx, { logger: process.env.WRIT_LOG === '1' ? { level: 'info' } : false });
     await app.listen({ port: config.port, host: config.host });
-  } catch (e) {
-    // E.g. EADDRINUSE: close what was opened (the sample upstream would keep the process alive) and fail.
-    await app.close().catch(() => undefined);
-    for (const c of closers) await c().catch(() => undefined);
-    await w.close().catch(() => undefined);
-    throw e;
-  }
+    return app;
+  });
   void reconcile();
   if (config.receiptCheckpointIntervalMs > 0) {
     checkpointTimer = setTimeout(() => void checkpoint(), config.receiptCheckpointIntervalMs);
@@ -114,17 +131,17 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    say(`[writ] ${signal}: draining (new requests get 503 OVERLOADED); ${app.writDrain.inflight()} request(s) in flight, waiting up to ${config.drainTimeoutMs} ms`);
+    say(`[writ] ${signal}: draining (new requests get 503 OVERLOADED); ${server.writDrain.inflight()} request(s) in flight, waiting up to ${config.drainTimeoutMs} ms`);
     // Queued lease acquisitions may wait far longer than a drain: they are told to retry instead.
-    const drain = app.writDrain.drain(config.drainTimeoutMs);
+    const drain = server.writDrain.drain(config.drainTimeoutMs);
     w.ctx.leases.stopWaiting();
     const drained = await drain;
     if (drained.drained) say('[writ] drained: every admitted request has been answered');
     else {
       say(`[writ] drain timed out with ${drained.inflight} request(s) still running; closing their connections`);
-      app.server.closeAllConnections();
+      server.server.closeAllConnections();
     }
-    await app.close();
+    await server.close();
     await w.ctx.decisionLog.close();
     for (const c of closers) await c();
     await w.close();

@@ -28,4 +28,23 @@ describe('writ serve on a port already taken', () => {
       await new Promise((r) => taken.close(r));
     }
   }, 30_000);
+
+  it('and the same when the sample upstream cannot listen on --upstream-port', async () => {
+    requireDist();
+    const taken: Server = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', () => r()));
+    const port = (taken.address() as { port: number }).port;
+    const dataDir = mkdtempSync(join(tmpdir(), 'writ-port-'));
+    dirs.push(dataDir);
+    try {
+      const started = Date.now();
+      const r = await runWrit(dataDir, 'serve', '--port', String(await freePort()), '--upstream-port', String(port), '--graph', 'graph/example.yaml');
+      expect(r.code).not.toBe(0);
+      expect(r.output).toContain('EADDRINUSE');
+      expect(r.output).not.toContain('listening on');
+      expect(Date.now() - started).toBeLessThan(20_000);
+    } finally {
+      await new Promise((r) => taken.close(r));
+    }
+  }, 30_000);
 });

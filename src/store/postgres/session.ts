@@ -79,6 +79,8 @@ export class TxSession implements Sql {
   deferredRefused = false;
   /** One-statement mode: the message carrying the answered statement was sent, and with it the transaction committed. */
   private committedImplicitly = false;
+  /** One-statement mode: the answered statement was asked for (nothing may be asked or deferred after it). */
+  private answerTaken = false;
 
   /**
    * `implicit` (readWrite `oneStatement`, only with deferring on): no BEGIN and no COMMIT; the first
@@ -97,8 +99,9 @@ export class TxSession implements Sql {
 
   query<R>(text: string, values: readonly unknown[] = []): Promise<R[]> {
     if (this.closed) return Promise.reject(new Error('a store transaction handle was used after its callback returned'));
-    if (this.implicit && (this.committedImplicitly || this.queued.some((q) => q.answer))) {
-      return Promise.reject(new Error('a one-statement transaction (readWrite oneStatement) sent a second statement whose answer it reads'));
+    if (this.implicit) {
+      if (this.answerTaken) return Promise.reject(new Error('a one-statement transaction (readWrite oneStatement) sent a second statement whose answer it reads'));
+      this.answerTaken = true;
     }
     return new Promise<R[]>((resolve, reject) => {
       this.queued.push({ text, values, answer: { resolve: resolve as (rows: unknown[]) => void, reject } });
@@ -109,6 +112,8 @@ export class TxSession implements Sql {
   defer(text: string, values: readonly unknown[] = []): void {
     if (this.closed) throw new Error('a store transaction handle was used after its callback returned');
     if (!this.deferring) throw new Error('deferred statements are off in this transaction; send the checked statement');
+    // Refused when asked, not at the commit: by then the answered statement has committed without it.
+    if (this.implicit && this.answerTaken) throw new Error('a one-statement transaction (readWrite oneStatement) deferred a statement after its answered one');
     this.queued.push({ text, values });
   }
 
@@ -127,7 +132,6 @@ export class TxSession implements Sql {
     for (const q of rest) q.answer?.reject(new Error('a store transaction handle was used after its callback returned'));
     const deferred = rest.filter((q) => !q.answer);
     if (this.implicit) {
-      if (this.committedImplicitly && deferred.length > 0) throw new Error('a one-statement transaction (readWrite oneStatement) deferred a statement after its answered one');
       if (!this.committedImplicitly && deferred.length > 0) await this.send(deferred, true, waited);
       return this.committedImplicitly || deferred.length > 0;
     }
@@ -202,21 +206,28 @@ export class TxSession implements Sql {
       const offset = withBegin ? 1 : 0;
       batch.forEach((q, i) => q.answer?.resolve(results[offset + i]!.rows));
     } catch (e) {
-      if (isEngineError(e)) {
-        this.failure ??= e;
-        if (hasDeferred && e instanceof pg.DatabaseError && (e.code ?? '').startsWith('23')) this.deferredRefused = true;
-      } else if (hasDeferred) {
-        // Deferred statements were in this message and never ran (building it failed): the transaction
-        // must not commit without them, whatever the callback does with its own statement's error.
-        this.failure ??= e;
-      }
-      reject(e);
-      if (commit) throw e;
+      this.failed(e, hasDeferred, reject, commit);
     }
+  }
+
+  /** A message failed: nothing of it landed. Remembers what dooms the transaction, answers its statements, and throws at the commit. */
+  private failed(e: unknown, hasDeferred: boolean, reject: (e: unknown) => void, commit: boolean): void {
+    if (isEngineError(e)) {
+      this.failure ??= e;
+      if (hasDeferred && e instanceof pg.DatabaseError && (e.code ?? '').startsWith('23')) this.deferredRefused = true;
+    } else if (hasDeferred) {
+      // Deferred statements were in this message and never ran (building it failed): the transaction
+      // must not commit without them, whatever the callback does with its own statement's error.
+      this.failure ??= e;
+    }
+    reject(e);
+    if (commit) throw e;
   }
 
   /** One-statement mode: the batch is the whole transaction, committed by PostgreSQL when it answers. */
   private async sendImplicit(batch: Queued[], hasDeferred: boolean, reject: (e: unknown) => void, commit: boolean): Promise<void> {
+    // Never a second implicit transaction (query and defer refuse anything after the answered statement).
+    if (this.committedImplicitly) return this.failed(new Error('a one-statement transaction (readWrite oneStatement) sent a second message'), hasDeferred, reject, commit);
     try {
       this.stats.roundTrips += 1;
       if (batch.length === 1) {
@@ -230,15 +241,8 @@ export class TxSession implements Sql {
       const results = Array.isArray(raw) ? raw : [raw];
       batch.forEach((q, i) => q.answer?.resolve(results[i]!.rows));
     } catch (e) {
-      // Nothing of the message landed (one implicit transaction): the same bookkeeping as any message.
-      if (isEngineError(e)) {
-        this.failure ??= e;
-        if (hasDeferred && e instanceof pg.DatabaseError && (e.code ?? '').startsWith('23')) this.deferredRefused = true;
-      } else if (hasDeferred) {
-        this.failure ??= e;
-      }
-      reject(e);
-      if (commit) throw e;
+      // Nothing of the message landed (one implicit transaction).
+      this.failed(e, hasDeferred, reject, commit);
     }
   }
 }

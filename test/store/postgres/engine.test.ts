@@ -365,6 +365,25 @@ describe('PostgreSQL round trips', () => {
       }, { oneStatement: true })
       .catch((e) => e);
     expect(String(twice)).toMatch(/one-statement transaction/);
+    // Also when the second is asked while the first is still in flight, and a deferral after it:
+    // refused when asked, so nothing goes out as a transaction of its own.
+    const inFlight = await store
+      .readWrite(async (tx) => {
+        const first = tx.receipts.appendRejection({ chain: 'k', receipt_id: 'r4', kind: 'rejected', body: '{}' }, index('r4'));
+        await Promise.resolve();
+        const second = tx.receipts.appendRejection({ chain: 'k', receipt_id: 'r5', kind: 'rejected', body: '{}' }, index('r5'));
+        return Promise.all([first, second]);
+      }, { oneStatement: true })
+      .catch((e) => e);
+    expect(String(inFlight)).toMatch(/one-statement transaction/);
+    expect(await store.read((tx) => tx.receipts.entriesOf('r5'))).toEqual([]);
+    const deferredAfter = await store
+      .readWrite(async (tx) => {
+        await tx.receipts.appendRejection({ chain: 'k', receipt_id: 'r6', kind: 'rejected', body: '{}' }, index('r6'));
+        await tx.singleUse.spendOrRefuse('assertion', 'jti-6', Date.now() + 60_000, Date.now(), refused);
+      }, { oneStatement: true })
+      .catch((e) => e);
+    expect(String(deferredAfter)).toMatch(/one-statement transaction/);
   });
 
   it('a replayed id in a deferred batch: the transaction runs once more without deferring, refuses with the domain\'s error, and nothing lands', async () => {
