@@ -25,7 +25,7 @@ import { GOVERNANCE_ID } from '../src/graph/model.js';
 import type { DecisionInput } from '../src/policy/types.js';
 import { applyManifest, decide, openWrit, readManifest } from '../src/service/index.js';
 import { createTestDatabase } from '../scripts/test-database.js';
-import { CLI, freePort, REPO, spawnListening } from '../scripts/server-process.js';
+import { CLI, freePort, onFreePort, REPO, spawnListening } from '../scripts/server-process.js';
 import { machineLine, writeResultsSection } from './results-file.js';
 
 const TMP = join(REPO, 'bench', 'tmp');
@@ -189,13 +189,20 @@ async function main(): Promise<void> {
           await new Promise((r) => setTimeout(r, 100));
         }
       }
+      // The same CAS behind the least an authenticated HTTP front must do (bench/authed-cas-front.ts), on a database of its own.
+      const frontDb = await createTestDatabase('writ_bench_front');
+      cleanups.push(() => frontDb.drop());
+      const front = await onFreePort((port) => spawnListening('the authenticated CAS front', [join(REPO, 'dist/bench/authed-cas-front.js'), '--port', String(port), '--database', frontDb.url, '--key', KEY_FILE], process.env));
+      procs.push(front.proc);
+      const frontUrl = `http://127.0.0.1:${front.port}`;
       const peers = {
         'PostgreSQL CAS': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'pg-lease', '-dsn', pg.url, '-clients', String(clients), '-seconds', String(seconds)]),
         'Redis AOF always': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'redis-lease', '-addr', `127.0.0.1:${redisPort}`, '-clients', String(clients), '-seconds', String(seconds)]),
+        'PostgreSQL CAS behind an authenticated HTTP front': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', frontUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common]),
       };
       const writLease = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common]);
       for (const clients of [16, 64]) {
-        const row: Row = { measure: 'durable lease acquire+release pairs/s', clients, writ: [], peers: { 'PostgreSQL CAS': [], 'Redis AOF always': [] } };
+        const row: Row = { measure: 'durable lease acquire+release pairs/s', clients, writ: [], peers: Object.fromEntries(Object.keys(peers).map((name) => [name, []])) };
         rows.push(row);
         writLease(clients, 1);
         for (const p of Object.values(peers)) p(clients, 1);
@@ -238,7 +245,7 @@ async function main(): Promise<void> {
     `One load generator for every side (bench/loadgen, Go: closed loops, one keep-alive connection per client, Ed25519 caller assertions signed with the standard library exactly as the SDK makes them), so no side is measured by a slower client. ${SECONDS} s per measurement after a 1 s warm-up, ${ROUNDS} rounds, the order flipped every round; the ratio is Writ/peer within a round, reported as median (range) with each round's value.`,
     '',
     `- Decisions: \`POST /v1/decisions\` (${PRINCIPAL} ${REQUEST.action} ${REQUEST.resource} [${REQUEST.fields.join(', ')}] in production on graph/example.yaml; the caller assertion verified and its jti spent durably, chains resolved, Rego evaluated, the decision signed) vs \`opa run --server\` on policies/ (the same Rego and data.json the bundle is built from) answering \`POST /v1/data/writ/authz/decision\` with the exact input document Writ evaluates for that request (captured from Writ's policy engine in-process). ${check}`,
-    '- Leases: Writ `POST /v1/leases` + `DELETE /v1/leases/{id}` (a decision fetched per client every 20 s, outside the pair count; each call a fresh assertion whose jti is spent in the lease\'s own commit; WAL synced before each answer) vs PostgreSQL 15 (the shared local server, synchronous_commit on, a database of its own): `UPDATE … SET holder, epoch = epoch + 1 … WHERE key = $1 AND (holder IS NULL OR expired) RETURNING epoch`, then a conditional `UPDATE` release, each autocommitted (pgx pool, one connection per client), vs a private `redis-server --appendonly yes --appendfsync always`: `SET key token NX PX 10000`, then a Lua compare-and-delete. Each client on its own key.',
+    '- Leases: Writ `POST /v1/leases` + `DELETE /v1/leases/{id}` (a decision fetched per client every 20 s, outside the pair count; each call a fresh assertion whose jti is spent in the lease\'s own commit; WAL synced before each answer) vs PostgreSQL 15 (the shared local server, synchronous_commit on, a database of its own): `UPDATE … SET holder, epoch = epoch + 1 … WHERE key = $1 AND (holder IS NULL OR expired) RETURNING epoch`, then a conditional `UPDATE` release, each autocommitted (pgx pool, one connection per client), vs a private `redis-server --appendonly yes --appendfsync always`: `SET key token NX PX 10000`, then a Lua compare-and-delete, vs the same PostgreSQL CAS behind the least an authenticated HTTP lease service must do (bench/authed-cas-front.ts: fastify, the same routes and load-generator mode as Writ, the caller\'s Ed25519 assertion verified on the thread pool, its jti spent and the key compare-and-set in one autocommitted statement; no policy, decision, graph, receipts or queue). Each client on its own key.',
     '',
     '| measure | Writ /s | peer /s | ratio Writ/peer: median (range) | per round |',
     '|---|---:|---:|---:|---|',
