@@ -13,12 +13,8 @@ import { createPublicKey, randomUUID, verify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import Fastify from 'fastify';
 import pg from 'pg';
+import { argValue as arg } from './results-file.js';
 
-const arg = (name: string): string => {
-  const i = process.argv.indexOf(`--${name}`);
-  if (i < 0) throw new Error(`--${name} is required`);
-  return process.argv[i + 1]!;
-};
 const jwk = JSON.parse(readFileSync(arg('key'), 'utf8')) as { kty: string; crv: string; x: string };
 const publicKey = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x }, format: 'jwk' });
 const pool = new pg.Pool({ connectionString: arg('database'), max: 64 });

@@ -25,7 +25,7 @@ import { PlainHttpClient } from '../src/upstream/http-request.js';
 import { parseServerTiming, type ServerTiming } from '../src/wire/server-timing.js';
 import { spawnListening, startServerProcess } from '../scripts/server-process.js';
 import { pacedSyncProbe } from './disk-probe.js';
-import { machineLine, summarize, writeResultsSection } from './results-file.js';
+import { machineLine, median, ratioSummary, summarize, writeResultsSection } from './results-file.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TMP = join(ROOT, 'bench', 'tmp');
@@ -306,10 +306,6 @@ async function main(): Promise<void> {
   const own = (m: 'optimistic' | 'exclusive') => inServer(m, (t) => t.total! - t.upstream!);
   const budget = 2 * sync.p99 + 1000;
   const ownP99 = Math.max(own('optimistic').p99, own('exclusive').p99);
-  const median = (xs: number[]) => {
-    const o = [...xs].sort((a, b) => a - b);
-    return o.length % 2 ? o[(o.length - 1) / 2]! : (o[o.length / 2 - 1]! + o[o.length / 2]!) / 2;
-  };
   const ratios = saturation.gateway.map((g, i) => g / saturation.direct[i]!);
   const fmt = (xs: number[]) => xs.map((x) => Math.round(x).toLocaleString('en-US')).join(', ');
   const section = [
@@ -359,7 +355,7 @@ async function main(): Promise<void> {
     `| direct to the upstream | ${fmt(saturation.direct)} | ${fmt([median(saturation.direct)])} |`,
     `| gateway ÷ direct, same round | ${ratios.map((r) => r.toFixed(2)).join(', ')} | ${median(ratios).toFixed(2)} |`,
     '',
-    `**Target: ≥ 0.5× the upstream's writes/s: ${median(ratios) >= 0.5 ? 'met' : 'NOT met'} (median ${median(ratios).toFixed(2)}×, range ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}).**${saturation.exhausted ? ` ${saturation.exhausted} agent-rounds ran out of pooled decisions before the round ended (they stopped early: the gateway figure is then a lower bound).` : ''}${saturation.errors.length ? ` Failures: ${saturation.errors.join('; ')}.` : ''} The load generator shares the 2 cores with both servers; the upstream's own rate is bound by its one SQLite commit per write at synchronous=FULL, which the gateway's writes make too.`,
+    `**Target: ≥ 0.5× the upstream's writes/s: ${median(ratios) >= 0.5 ? 'met' : 'NOT met'} (${ratioSummary(ratios)}).**${saturation.exhausted ? ` ${saturation.exhausted} agent-rounds ran out of pooled decisions before the round ended (they stopped early: the gateway figure is then a lower bound).` : ''}${saturation.errors.length ? ` Failures: ${saturation.errors.join('; ')}.` : ''} The load generator shares the 2 cores with both servers; the upstream's own rate is bound by its one SQLite commit per write at synchronous=FULL, which the gateway's writes make too.`,
   ].join('\n');
   console.log(section);
   if (process.argv.includes('--write')) writeResultsSection('gateway', section);

@@ -12,13 +12,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { CLI, freePort, REPO, spawnListening } from '../scripts/server-process.js';
-import { machineLine, writeResultsSection } from './results-file.js';
+import { argValue as arg, machineLine, writeResultsSection } from './results-file.js';
 
 const TMP = join(REPO, 'bench', 'tmp');
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1]! : fallback;
-};
 const MINUTES = Number(arg('minutes', '10'));
 const IDLE_S = Number(arg('idle', '120'));
 const CLIENTS = Number(arg('clients', '8'));

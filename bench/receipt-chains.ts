@@ -21,12 +21,12 @@ import { parseArgs } from 'node:util';
 import type { JWK } from 'jose';
 import pg from 'pg';
 import { startPrivatePostgres } from '../scripts/private-postgres.js';
-import { CLI, freePort, REPO, spawnListening } from '../scripts/server-process.js';
+import { CLI, REPO, startSampleUpstream } from '../scripts/server-process.js';
 import { WritClient } from '../src/sdk/index.js';
 import { ReceiptLog } from '../src/audit/index.js';
 import { systemClock } from '../src/clock.js';
 import { openPostgresStore } from '../src/store/postgres/index.js';
-import { machineLine, summarize, writeResultsSection } from './results-file.js';
+import { machineLine, median, ratioSummary, summarize, writeResultsSection } from './results-file.js';
 import { startReplicas, type Replicas } from './replicas.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -97,7 +97,6 @@ async function appends(log: Log, seconds: number, base: number): Promise<{ perSe
 }
 
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
   if (!values.before) throw new Error('--before DIR: a compiled build of the code before per-key chains');
@@ -105,9 +104,8 @@ async function main(): Promise<void> {
   mkdirSync(TMP, { recursive: true });
   const jwk = JSON.parse(readFileSync(join(REPO, 'fixtures/keys/seo-agent-7.jwk'), 'utf8')) as JWK;
   const upDir = mkdtempSync(join(TMP, 'chains-up-'));
-  const upPort = await freePort();
-  const upstream = await spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(upPort), '--db', join(upDir, 'upstream.sqlite')], process.env);
-  const upstreamUrl = `http://127.0.0.1:${upPort}`;
+  const upstream = await startSampleUpstream(upDir);
+  const upstreamUrl = upstream.url;
   const server = await startPrivatePostgres();
   const admin = new pg.Client({ connectionString: server.url });
   await admin.connect();
@@ -166,10 +164,7 @@ async function main(): Promise<void> {
     rmSync(upDir, { recursive: true, force: true });
     server.stop();
   }
-  const ratio = (a: number[], b: number[]) => {
-    const rs = a.map((x, i) => x / b[i]!);
-    return `${median(rs).toFixed(2)}× (${Math.min(...rs).toFixed(2)}–${Math.max(...rs).toFixed(2)})`;
-  };
+  const ratio = (a: number[], b: number[]) => ratioSummary(a.map((x, i) => x / b[i]!));
   const row = (v: Variant, against?: Variant) => {
     const r = results.get(v.name)!;
     return `| ${v.name} | ${fmt(median(r.rate))} | ${fmt(median(r.p50))} | ${fmt(median(r.p99))} | ${against ? ratio(r.rate, results.get(against.name)!.rate) : '—'} |`;

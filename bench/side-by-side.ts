@@ -26,13 +26,9 @@ import type { DecisionInput } from '../src/policy/types.js';
 import { applyManifest, decide, openWrit, readManifest } from '../src/service/index.js';
 import { createTestDatabase } from '../scripts/test-database.js';
 import { CLI, freePort, onFreePort, REPO, spawnListening } from '../scripts/server-process.js';
-import { machineLine, writeResultsSection } from './results-file.js';
+import { argValue as arg, machineLine, median, ratioSummary, writeResultsSection } from './results-file.js';
 
 const TMP = join(REPO, 'bench', 'tmp');
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1]! : fallback;
-};
 const SECONDS = Number(arg('seconds', '5'));
 const ROUNDS = Number(arg('rounds', '3'));
 const ONLY = arg('only', 'all');
@@ -95,12 +91,8 @@ async function capturedInput(): Promise<{ input: DecisionInput; result: unknown 
   }
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
-const ratioCell = (xs: number[]) => `**${median(xs).toFixed(2)}×** (${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})`;
+const ratioCell = (xs: number[]) => ratioSummary(xs).replace(/^(\S+)/, '**$1**');
 
 interface Row {
   measure: string;

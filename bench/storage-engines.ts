@@ -17,9 +17,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { JWK } from 'jose';
 import { createTestDatabase } from '../scripts/test-database.js';
-import { CLI, freePort, REPO, spawnListening } from '../scripts/server-process.js';
+import { CLI, REPO, startSampleUpstream } from '../scripts/server-process.js';
 import { WritClient, type Decision } from '../src/sdk/index.js';
-import { machineLine, summarize, writeResultsSection } from './results-file.js';
+import { argValue, machineLine, median, ratioSummary, summarize, writeResultsSection } from './results-file.js';
 import { startReplicas, type Replicas } from './replicas.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -72,19 +72,16 @@ async function load(v: Variant, jwk: JWK, kind: 'leases' | 'writes' | 'decisions
 }
 
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
   mkdirSync(TMP, { recursive: true });
   const jwk = JSON.parse(readFileSync(join(REPO, 'fixtures/keys/seo-agent-7.jwk'), 'utf8')) as JWK;
   const upDir = mkdtempSync(join(TMP, 'engines-up-'));
-  const upPort = await freePort();
-  const upstream = await spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(upPort), '--db', join(upDir, 'upstream.sqlite')], process.env);
-  const upstreamUrl = `http://127.0.0.1:${upPort}`;
+  const upstream = await startSampleUpstream(upDir);
+  const upstreamUrl = upstream.url;
   const db1 = await createTestDatabase('writ_bench_one');
   const db3 = await createTestDatabase('writ_bench_three');
-  const baseAt = process.argv.indexOf('--base-cli');
-  const baseCli = baseAt > 0 ? process.argv[baseAt + 1] : undefined;
+  const baseCli = argValue('base-cli', '') || undefined;
   const dbBase = baseCli ? await createTestDatabase('writ_bench_base') : null;
   const variants = [
     await variant('SQLite, 1 process', 1, null, upstreamUrl),
@@ -123,10 +120,7 @@ async function main(): Promise<void> {
     await dbBase?.drop();
   }
   const sqlite = results.get(variants[0]!.name)!;
-  const ratio = (a: number[], b: number[]) => {
-    const rs = a.map((x, i) => x / b[i]!);
-    return `${median(rs).toFixed(2)}× (${Math.min(...rs).toFixed(2)}–${Math.max(...rs).toFixed(2)})`;
-  };
+  const ratio = (a: number[], b: number[]) => ratioSummary(a.map((x, i) => x / b[i]!));
   const rows = variants.map((v) => {
     const r = results.get(v.name)!;
     return `| ${v.name} | ${fmt(median(r.leases))} | ${fmt(median(r.leaseP99))} | ${ratio(r.leases, sqlite.leases)} | ${fmt(median(r.writes))} | ${fmt(median(r.writeP99))} | ${ratio(r.writes, sqlite.writes)} | ${fmt(median(r.decisions))} | ${fmt(median(r.decisionP50))} / ${fmt(median(r.decisionP99))} | ${ratio(r.decisions, sqlite.decisions)} |`;

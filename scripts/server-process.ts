@@ -117,6 +117,17 @@ export async function spawnListening(name: string, args: string[], env: NodeJS.P
   return { proc, output: () => output, exited };
 }
 
+/** The sample upstream (dist/src/upstream/main.js) as a process of its own on `port`, its SQLite file in `dir`. */
+export function spawnSampleUpstream(port: number, dir: string, env: NodeJS.ProcessEnv = process.env): Promise<Spawned> {
+  return spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(port), '--db', join(dir, 'upstream.sqlite')], env);
+}
+
+/** The same on a free port; `url` is where it listens. */
+export async function startSampleUpstream(dir: string, env: NodeJS.ProcessEnv = process.env): Promise<Spawned & { port: number; url: string }> {
+  const upstream = await onFreePort((port) => spawnSampleUpstream(port, dir, env));
+  return { ...upstream, url: `http://127.0.0.1:${upstream.port}` };
+}
+
 /** Starts `writ serve` from dist/ as a real process (graph/example.yaml, the sample upstream inside or beside it) and waits until it listens. */
 export async function startServerProcess(options: ServerProcessOptions = {}): Promise<ServerProcess> {
   requireDist();
@@ -136,7 +147,7 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
 async function startOn(options: ServerProcessOptions, dataDir: string, port: number, upstreamPort: number): Promise<ServerProcess> {
   const env = { ...process.env, WRIT_UPSTREAM_URL: options.upstreamUrl ?? `http://127.0.0.1:${upstreamPort}`, ...options.env };
   const upstream = options.separateUpstream && !options.upstreamUrl
-    ? await spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(upstreamPort), '--db', join(dataDir, 'upstream.sqlite')], env)
+    ? await spawnSampleUpstream(upstreamPort, dataDir, env)
     : null;
   const upstreamArgs = upstream || options.upstreamUrl ? ['--no-upstream'] : ['--upstream-port', String(upstreamPort)];
   let writ: Spawned;

@@ -6,6 +6,7 @@
 import cytoscape from 'cytoscape';
 import dagre from 'cytoscape-dagre';
 import type { Edge } from './api.js';
+import { h } from './dom.js';
 
 cytoscape.use(dagre);
 
@@ -125,41 +126,34 @@ export function toSvg(cy: cytoscape.Core): string {
   return parts.join('\n');
 }
 
-export function download(name: string, href: string): void {
-  const a = document.createElement('a');
-  a.href = href;
-  a.download = name;
-  document.body.appendChild(a);
+/** Saves a blob as a file named `name` (the object URL is released once the download has started). */
+function save(name: string, blob: Blob): void {
+  const url = URL.createObjectURL(blob);
+  // In the document while clicked: some browsers ignore a click on a detached link.
+  const a = document.body.appendChild(h('a', { href: url, download: name }));
   a.click();
   a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+interface ToolButton {
+  label: string;
+  /** Tooltip and accessible name, when the label alone does not say it. */
+  title?: string;
+  run(c: cytoscape.Core): void;
+}
+
+/** A toolbar of buttons acting on the drawn graph (nothing happens before it is drawn). */
+function toolbar(cy: () => cytoscape.Core | null, buttons: ToolButton[]): HTMLElement {
+  return h('div', { class: 'toolbar' }, buttons.map((b) =>
+    h('button', { type: 'button', title: b.title, 'aria-label': b.title, onclick: () => { const c = cy(); if (c) b.run(c); } }, b.label)));
 }
 
 export function exportButtons(cy: () => cytoscape.Core | null, base: string): HTMLElement {
-  const wrap = document.createElement('div');
-  wrap.className = 'toolbar';
-  const svg = document.createElement('button');
-  svg.type = 'button';
-  svg.textContent = 'Export SVG';
-  svg.addEventListener('click', () => {
-    const c = cy();
-    if (!c) return;
-    const url = URL.createObjectURL(new Blob([toSvg(c)], { type: 'image/svg+xml' }));
-    download(`${base}.svg`, url);
-    setTimeout(() => URL.revokeObjectURL(url), 10_000);
-  });
-  const png = document.createElement('button');
-  png.type = 'button';
-  png.textContent = 'Export PNG';
-  png.addEventListener('click', () => {
-    const c = cy();
-    if (!c) return;
-    const blob = c.png({ output: 'blob', bg: '#ffffff', full: true, scale: 2 }) as unknown as Blob;
-    const url = URL.createObjectURL(blob);
-    download(`${base}.png`, url);
-    setTimeout(() => URL.revokeObjectURL(url), 10_000);
-  });
-  wrap.append(svg, png);
-  return wrap;
+  return toolbar(cy, [
+    { label: 'Export SVG', run: (c) => save(`${base}.svg`, new Blob([toSvg(c)], { type: 'image/svg+xml' })) },
+    { label: 'Export PNG', run: (c) => save(`${base}.png`, c.png({ output: 'blob', bg: '#ffffff', full: true, scale: 2 }) as unknown as Blob) },
+  ]);
 }
 
 /** Shows a principal and the principals it is linked to (in both directions, transitively), fading the rest. */
@@ -184,20 +178,10 @@ export function clearFocus(cy: cytoscape.Core): void {
 
 /** Zoom and fit controls, for a keyboard (the drawing itself is a canvas). */
 export function viewButtons(cy: () => cytoscape.Core | null): HTMLElement {
-  const wrap = document.createElement('div');
-  wrap.className = 'toolbar';
-  const button = (label: string, title: string, fn: (c: cytoscape.Core) => void) => {
-    const b = document.createElement('button');
-    b.type = 'button';
-    b.textContent = label;
-    b.title = title;
-    b.setAttribute('aria-label', title);
-    b.addEventListener('click', () => { const c = cy(); if (c) fn(c); });
-    wrap.append(b);
-  };
   const zoomBy = (c: cytoscape.Core, f: number) => c.zoom({ level: c.zoom() * f, renderedPosition: { x: c.width() / 2, y: c.height() / 2 } });
-  button('+', 'Zoom in', (c) => zoomBy(c, 1.25));
-  button('−', 'Zoom out', (c) => zoomBy(c, 0.8));
-  button('Fit', 'Fit the whole graph', (c) => { clearFocus(c); c.fit(undefined, 20); });
-  return wrap;
+  return toolbar(cy, [
+    { label: '+', title: 'Zoom in', run: (c) => zoomBy(c, 1.25) },
+    { label: '−', title: 'Zoom out', run: (c) => zoomBy(c, 0.8) },
+    { label: 'Fit', title: 'Fit the whole graph', run: (c) => { clearFocus(c); c.fit(undefined, 20); } },
+  ]);
 }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CLI, onFreePort, REPO, requireDist, spawnListening } from '../../scripts/server-process.js';
+import { CLI, onFreePort, REPO, requireDist, spawnListening, startSampleUpstream } from '../../scripts/server-process.js';
 import { startPrivatePostgres, type PrivatePostgres } from '../../scripts/private-postgres.js';
 
 /**
@@ -48,9 +48,9 @@ describe('three writ serve replicas on one PostgreSQL', () => {
 
     const dir = mkdtempSync(join(tmpdir(), 'writ-replicas-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const upstream = await onFreePort((port) => spawnListening('the sample upstream', [join(REPO, 'dist/src/upstream/main.js'), '--port', String(port), '--db', join(dir, 'upstream.sqlite')], process.env));
+    const upstream = await startSampleUpstream(dir);
     cleanups.push(() => void upstream.proc.kill('SIGKILL'));
-    const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
+    const upstreamUrl = upstream.url;
     const env = { ...process.env, WRIT_DATABASE_URL: url, WRIT_UPSTREAM_URL: upstreamUrl, WRIT_UPSTREAM_TIMEOUT_MS: '1000' };
     const skew = join(REPO, 'test/e2e/fixtures/skew-clock.mjs');
     // All replicas share the data directory's signing keys and governance credential (a deployment's secrets).
