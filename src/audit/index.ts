@@ -36,4 +36,4 @@ export {
   type ReconcileOutcome,
   type StoredEntry,
 } from './receipt.js';
-export type { FoundReceipt, IndexedReceipt, IntentAppend, NewEntry, ReceiptFilter, ReceiptIndexRow, ReceiptRepository, SettlementAppend } from './repository.js';
+export type { FoundReceipt, IndexedReceipt, IntentAppend, NewEntry, ReceiptFilter, ReceiptIndexRow, ReceiptRepository, SettlementAppend, SettlingEntry } from './repository.js';

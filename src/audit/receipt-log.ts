@@ -23,7 +23,7 @@ import { ChainVerifier, chainOf, GENESIS_HASH, LEGACY_CHAIN, type ChainBreak, ty
 import { checkIndexRows } from './index-check.js';
 import { LogWalk } from './log-walk.js';
 import type { Receipt, ReceiptCompletion, ReceiptIntent, ReceiptPage, ReceiptQuery, ReceiptRejection, ReconcileOutcome, StoredEntry } from './receipt.js';
-import type { NewEntry, ReceiptFilter, ReceiptRepository } from './repository.js';
+import type { ReceiptFilter, ReceiptRepository, SettlingEntry } from './repository.js';
 
 /** Entries read and checked per step of a chain verification (8–15 ms of work on these machines). */
 export const VERIFY_CHUNK = 1_000;
@@ -113,7 +113,7 @@ export class ReceiptLog {
       conflicts: completion.conflicts ?? [],
     };
     const kind = completion.status === 'COMPLETED' ? 'completed' : 'failed';
-    return this.settle(receiptId, { chain: '', receipt_id: receiptId, kind, body: canonicalJson(body) }, completion.status, at, tx);
+    return this.settle(receiptId, { receipt_id: receiptId, kind, body: canonicalJson(body) }, completion.status, at, tx);
   }
 
   /** Settles a PENDING receipt from what the upstream says (after a crash or a timeout). Same first-wins rule. */
@@ -123,7 +123,7 @@ export class ReceiptLog {
       outcome.status === 'COMPLETED'
         ? { at, status: outcome.status, final_version: outcome.final_version, upstream_status: outcome.upstream_status ?? null, error: null, note: outcome.note }
         : { at, status: outcome.status, error: outcome.error, upstream_status: outcome.upstream_status ?? null, note: outcome.note };
-    return this.settle(receiptId, { chain: '', receipt_id: receiptId, kind: 'reconciled', body: canonicalJson(body) }, outcome.status, at, tx);
+    return this.settle(receiptId, { receipt_id: receiptId, kind: 'reconciled', body: canonicalJson(body) }, outcome.status, at, tx);
   }
 
   /** Records a refused request as a single REJECTED entry. */
@@ -444,7 +444,7 @@ export class ReceiptLog {
    * own that is that one statement, so on PostgreSQL one round trip). The receipt is folded from the
    * entries the append returned; only a receipt settled before is read back (replayed).
    */
-  private async settle(receiptId: string, entry: NewEntry, status: 'COMPLETED' | 'FAILED', at: number, tx?: ReceiptTx): Promise<Receipt> {
+  private async settle(receiptId: string, entry: SettlingEntry, status: 'COMPLETED' | 'FAILED', at: number, tx?: ReceiptTx): Promise<Receipt> {
     const result = tx
       ? await tx.receipts.appendSettlement(entry, status, at)
       : await this.store.readWrite((t) => t.receipts.appendSettlement(entry, status, at), { oneStatement: true });

@@ -19,9 +19,9 @@ export interface ReceiptRepository {
   appendRejection(entry: NewEntry, index: ReceiptIndexRow): Promise<StoredEntry>;
   /**
    * Appends a settling entry to the chain of the receipt's first entry, only while the receipt is
-   * PENDING (first settlement wins). `entry.chain` is ignored.
+   * PENDING (first settlement wins).
    */
-  appendSettlement(entry: NewEntry, status: Exclude<ReceiptStatus, 'PENDING' | 'REJECTED'>, completedAt: number): Promise<SettlementAppend>;
+  appendSettlement(entry: SettlingEntry, status: Exclude<ReceiptStatus, 'PENDING' | 'REJECTED'>, completedAt: number): Promise<SettlementAppend>;
   /** The receipt this principal's idempotency key names, if any. */
   findByIdempotencyKey(principal: string, idempotencyKey: string): Promise<{ receipt_id: string; request_hash: string | null } | null>;
   /** The receipt's entries in seq order (empty when unknown). */
@@ -66,8 +66,11 @@ export interface IndexedReceipt {
   entries: StoredEntry[];
 }
 
+/** A settling entry: it goes to the chain of its receipt's first entry. */
+export type SettlingEntry = Omit<NewEntry, 'chain'>;
+
 export interface NewEntry {
-  /** The chain to extend: hash-chain.ts `chainOf(resource_key)` (ignored for a settlement). */
+  /** The chain to extend: hash-chain.ts `chainOf(resource_key)`. */
   chain: ChainId;
   receipt_id: string;
   kind: EntryKind;

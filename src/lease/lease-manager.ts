@@ -260,6 +260,19 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
   }
 
   /**
+   * Every key with live waiters, each in service order: one read (one snapshot; on PostgreSQL the
+   * per-key queries go in one message), not a transaction per key ever leased.
+   */
+  async queues(): Promise<{ key: string; waiters: WaiterRow[] }[]> {
+    const now = this.clock.now();
+    return this.store.read(async (tx) => {
+      const keys = await tx.leases.listKeys({});
+      const waiters = await Promise.all(keys.map((k) => tx.leases.waiters(k.key, now)));
+      return keys.map((k, i) => ({ key: k.key, waiters: waiters[i]! })).filter((q) => q.waiters.length > 0);
+    });
+  }
+
+  /**
    * Retention of the lease history: deletes events older than `olderThanMs` (each key keeps its
    * latest), returns how many. The fencing epochs themselves live on the keys and are never pruned.
    */

@@ -99,8 +99,8 @@ export interface Orphan {
  * `writ orphans`: live delegations whose delegator no longer holds what it gave (its parent was revoked,
  * expired or narrowed). The policy's delegation check — the same one that runs at write time — says why.
  */
-export async function orphanedDelegations(ctx: WritContext): Promise<Orphan[]> {
-  return orphansIn(ctx, await ctx.graph.current(), ctx.clock.now());
+export async function orphanedDelegations(ctx: WritContext, only?: (edge: Edge) => boolean): Promise<Orphan[]> {
+  return orphansIn(ctx, await ctx.graph.current(), ctx.clock.now(), only);
 }
 
 /** The orphaned delegations of a given graph (the live one or a what-if copy) at `now`; `only` narrows which delegations are judged. */

@@ -195,11 +195,6 @@ export function listLeases(ctx: WritContext, filter: { key?: string; holder?: st
 }
 
 /** The wait queues: every key with live waiters, each in service order (governed priority, then age). */
-export async function waitQueues(ctx: WritContext): Promise<{ key: string; waiters: WaiterRow[] }[]> {
-  const out: { key: string; waiters: WaiterRow[] }[] = [];
-  for (const lease of await ctx.leases.list()) {
-    const waiters = await ctx.leases.waiters(lease.key);
-    if (waiters.length > 0) out.push({ key: lease.key, waiters });
-  }
-  return out;
+export function waitQueues(ctx: WritContext): Promise<{ key: string; waiters: WaiterRow[] }[]> {
+  return ctx.leases.queues();
 }

@@ -195,8 +195,9 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
   }, async (request) => {
     await app.caller(request);
     const p = ownFilter(request, request.query.principal);
-    const found = await orphanedDelegations(ctx);
-    return { orphans: found.filter((o) => p === undefined || o.edge.from === p || o.edge.to === p).map((o) => ({ edge: edgeToWire(o.edge), violations: o.violations })) };
+    // Only the delegations asked about are judged (each is a policy evaluation).
+    const found = await orphanedDelegations(ctx, p === undefined ? undefined : (edge) => edge.from === p || edge.to === p);
+    return { orphans: found.map((o) => ({ edge: edgeToWire(o.edge), violations: o.violations })) };
   });
 
   app.get('/v1/leases/queues', {

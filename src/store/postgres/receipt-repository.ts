@@ -10,6 +10,7 @@ import type {
   ReceiptIndexRow,
   ReceiptRepository,
   SettlementAppend,
+  SettlingEntry,
 } from '../../audit/repository.js';
 import { WritError } from '../../errors.js';
 import type { Sql } from './session.js';
@@ -72,21 +73,13 @@ export class PostgresReceiptRepository implements ReceiptRepository {
   }
 
   async appendRejection(entry: NewEntry, index: ReceiptIndexRow): Promise<StoredEntry> {
-    const [row] = await this.sql.query<EntryRow & { duplicate_id: boolean }>(
-      `WITH s AS (SELECT nextval('receipt_entry_seq') AS seq),
-            dup AS (SELECT 1 FROM receipts WHERE receipt_id = $1),
-            idx AS (INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq)
-                    SELECT $1, $5, $6, $7, NULL, $8, $9, $10, s.seq, s.seq FROM s WHERE NOT EXISTS (SELECT 1 FROM dup) RETURNING first_seq AS seq),
-            n AS (SELECT $4::text COLLATE "C" AS chain, idx.seq FROM idx),
-            ${APPEND}
-       SELECT EXISTS (SELECT 1 FROM dup) AS duplicate_id, ${E_COLUMNS} FROM (SELECT 1) one LEFT JOIN ent e ON true`,
-      [entry.receipt_id, entry.kind, entry.body, entry.chain, index.principal, index.resource_key, index.status, index.request_hash, index.created_at, index.completed_at],
-    );
-    if (row!.duplicate_id) throw alreadyExists(entry.receipt_id);
-    return entryOf(row!);
+    // The intent's statement: a rejection occupies no idempotency key, so nothing can stop its append.
+    const r = await this.appendIntent(entry, { ...index, idempotency_key: null });
+    if (!r.appended) throw new Error(`rejection ${entry.receipt_id} was not appended`);
+    return r.entry;
   }
 
-  async appendSettlement(entry: NewEntry, status: 'COMPLETED' | 'FAILED', completedAt: number): Promise<SettlementAppend> {
+  async appendSettlement(entry: SettlingEntry, status: 'COMPLETED' | 'FAILED', completedAt: number): Promise<SettlementAppend> {
     // ReadWriteOptions.oneStatement: this is the settling transaction's one statement (ReceiptLog.settle).
     // Only while PENDING: the receipt's row lock queues the settlements of one receipt, and the one
     // that waited re-checks the status on the row as the first one committed it (first settlement

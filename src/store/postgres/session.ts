@@ -157,7 +157,7 @@ export class TxSession implements Sql {
   /** Sends queued messages one after another while some statement awaits an answer. */
   private async pump(): Promise<void> {
     for (;;) {
-      const last = findLastIndex(this.queued, (q) => q.answer !== undefined);
+      const last = this.queued.findLastIndex((q) => q.answer !== undefined);
       if (last < 0) return;
       // One at a time when statements go bound; else everything up to the last answered statement.
       const batch = this.beginWithFirstStatement ? this.queued.splice(0, last + 1) : this.queued.splice(0, 1);
@@ -245,11 +245,6 @@ export class TxSession implements Sql {
       this.failed(e, hasDeferred, reject, commit);
     }
   }
-}
-
-function findLastIndex<T>(xs: readonly T[], p: (x: T) => boolean): number {
-  for (let i = xs.length - 1; i >= 0; i--) if (p(xs[i]!)) return i;
-  return -1;
 }
 
 /** `text` with each `$n` replaced by the literal of values[n-1]. */

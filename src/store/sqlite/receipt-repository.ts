@@ -10,6 +10,7 @@ import type {
   ReceiptIndexRow,
   ReceiptRepository,
   SettlementAppend,
+  SettlingEntry,
 } from '../../audit/repository.js';
 import { WritError } from '../../errors.js';
 import type { Statement } from 'better-sqlite3';
@@ -48,7 +49,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     const byIdempotency = db.prepare('SELECT receipt_id, request_hash FROM receipts WHERE principal = ? AND idempotency_key = ?');
     const statusAndFirst = db.prepare(`SELECT r.status, ${E_COLUMNS} FROM receipts r LEFT JOIN receipt_entries e ON e.seq = r.first_seq WHERE r.receipt_id = ?`);
     const settle = db.prepare('UPDATE receipts SET status = ?, completed_at = ?, last_seq = ? WHERE receipt_id = ?');
-    const append = (entry: NewEntry, chain: ChainId): StoredEntry => {
+    const append = (entry: SettlingEntry, chain: ChainId): StoredEntry => {
       const head = (headOf.get(chain) as { pos: number; hash: string } | undefined) ?? { pos: 0, hash: GENESIS_HASH };
       const stored = linkEntry(head, nextSeq.get() as number, { ...entry, chain });
       insertEntry.run(stored);
@@ -60,7 +61,13 @@ export class SqliteReceiptRepository implements ReceiptRepository {
       entriesOf: db.prepare(`SELECT ${E_COLUMNS} FROM receipts r JOIN receipt_entries e ON e.seq IN (r.first_seq, r.last_seq) WHERE r.receipt_id = ? ORDER BY e.seq`),
       from: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE (chain, pos) > (?, ?) ORDER BY chain, pos LIMIT ?`),
       fromStart: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries ORDER BY chain, pos LIMIT ?`),
-      heads: db.prepare('SELECT chain, MAX(pos) AS pos, hash FROM receipt_entries GROUP BY chain'),
+      // One probe per chain (a skip scan over the (chain, pos) index) and its last entry, not a pass over every entry.
+      heads: db.prepare(`WITH RECURSIVE c(chain) AS (
+          SELECT MIN(chain) FROM receipt_entries
+          UNION ALL
+          SELECT (SELECT MIN(chain) FROM receipt_entries WHERE chain > c.chain) FROM c WHERE c.chain IS NOT NULL)
+        SELECT e.chain, e.pos, e.hash FROM c
+          JOIN receipt_entries e ON e.chain = c.chain AND e.pos = (SELECT MAX(pos) FROM receipt_entries m WHERE m.chain = c.chain)`),
       at: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE chain = ? AND pos = ?`),
       indexRow: db.prepare(`SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq
         FROM receipts WHERE receipt_id = ?`),
@@ -99,7 +106,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
         insertIndex.run({ ...index, idempotency_key: null, seq: stored.seq });
         return stored;
       }),
-      appendSettlement: db.transaction((entry: NewEntry, status: string, completedAt: number): SettlementAppend => {
+      appendSettlement: db.transaction((entry: SettlingEntry, status: string, completedAt: number): SettlementAppend => {
         const current = statusAndFirst.get(entry.receipt_id) as ({ status: string } & { [K in keyof StoredEntry]: StoredEntry[K] | null }) | undefined;
         if (current === undefined) return { appended: false, reason: 'unknown' };
         if (current.status !== 'PENDING') return { appended: false, reason: 'settled' };
@@ -124,7 +131,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     return this.immediately(() => this.stmts.appendRejection.immediate(entry, index), entry.receipt_id);
   }
 
-  async appendSettlement(entry: NewEntry, status: 'COMPLETED' | 'FAILED', completedAt: number): Promise<SettlementAppend> {
+  async appendSettlement(entry: SettlingEntry, status: 'COMPLETED' | 'FAILED', completedAt: number): Promise<SettlementAppend> {
     return this.stmts.appendSettlement.immediate(entry, status, completedAt);
   }
 

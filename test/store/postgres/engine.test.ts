@@ -306,7 +306,7 @@ describe('PostgreSQL round trips', () => {
     await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-0', Date.now() + 60_000, Date.now())); // the process's first purge
     const index = (id: string) => ({ receipt_id: id, principal: 'p', resource_key: 'k', status: 'PENDING' as const, idempotency_key: null, request_hash: 'h', created_at: 1, completed_at: null });
     expect(await count(() => store.readWrite((tx) => tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r1', kind: 'intent', body: '{"resource_key":"k"}' }, index('r1'))))).toBe(2);
-    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: 'r1', kind: 'completed', body: '{}' }, 'COMPLETED', 2)))).toBe(2);
+    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ receipt_id: 'r1', kind: 'completed', body: '{}' }, 'COMPLETED', 2)))).toBe(2);
     // As service/actions.ts records an intent: spend the caller's assertion, append and re-read the
     // graph since the decision (one message), spend the decision with the COMMIT.
     const intent = () =>
@@ -318,9 +318,9 @@ describe('PostgreSQL round trips', () => {
       });
     expect(await count(intent)).toBe(2);
     // The gateway's settlement: the append is the whole transaction, so it is one implicit transaction.
-    const settled = await store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: 'r2', kind: 'completed', body: '{}' }, 'COMPLETED', 2), { oneStatement: true });
+    const settled = await store.readWrite((tx) => tx.receipts.appendSettlement({ receipt_id: 'r2', kind: 'completed', body: '{}' }, 'COMPLETED', 2), { oneStatement: true });
     expect(settled).toMatchObject({ appended: true, first: { receipt_id: 'r2', kind: 'intent', chain: 'k', pos: 3 }, entry: { receipt_id: 'r2', kind: 'completed', chain: 'k', pos: 4 } });
-    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: 'r2', kind: 'completed', body: '{}' }, 'COMPLETED', 3), { oneStatement: true }))).toBe(1);
+    expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ receipt_id: 'r2', kind: 'completed', body: '{}' }, 'COMPLETED', 3), { oneStatement: true }))).toBe(1);
     expect(await store.read((tx) => tx.receipts.entriesOf('r2'))).toEqual([settled.appended && settled.first, settled.appended && settled.entry]);
     // The database hashed them as hash-chain.ts does, each linked to the one before.
     const entries = await store.read((tx) => tx.receipts.entriesFrom(null, 10));
@@ -335,7 +335,7 @@ describe('PostgreSQL round trips', () => {
     for (const [i, key] of keys.entries()) {
       const index = { receipt_id: `r${i}`, principal: 'p', resource_key: key, status: 'PENDING' as const, idempotency_key: null, request_hash: 'h', created_at: 1, completed_at: null };
       await store.readWrite((tx) => tx.receipts.appendIntent({ chain: key, receipt_id: `r${i}`, kind: 'intent', body: JSON.stringify({ resource_key: key, note: 'ü\n"' }) }, index));
-      await store.readWrite((tx) => tx.receipts.appendSettlement({ chain: '', receipt_id: `r${i}`, kind: 'completed', body: '{"status":"COMPLETED"}' }, 'COMPLETED', 2), { oneStatement: true });
+      await store.readWrite((tx) => tx.receipts.appendSettlement({ receipt_id: `r${i}`, kind: 'completed', body: '{"status":"COMPLETED"}' }, 'COMPLETED', 2), { oneStatement: true });
     }
     const entries = await store.read((tx) => tx.receipts.entriesFrom(null, 100));
     expect(entries).toHaveLength(keys.length * 2);
