@@ -83,6 +83,14 @@ describe('auditor commands tell what really happened', () => {
     expect(stdout).not.toContain('d-orch-seo');
   });
 
+  it('GET /v1/audit/orphans narrowed to a principal judges and lists only its delegations', async () => {
+    const ids = async (query: string) => ((await h.call('governance', { method: 'GET', url: `/v1/audit/orphans${query}` })).body as { orphans: { edge: { id: string } }[] }).orphans.map((o) => o.edge.id);
+    expect(await ids('')).toContain('d-alice-temp');
+    expect(await ids('?principal=publisher')).toEqual(['d-alice-temp']);
+    expect(await ids('?principal=editor-alice')).toEqual(['d-alice-temp']);
+    expect(await ids('?principal=seo-agent-7')).toEqual([]);
+  });
+
   it('writ audit verify and writ lease ls', async () => {
     const v = await writ('audit', 'verify');
     expect(v.code).toBe(0);
