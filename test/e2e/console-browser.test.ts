@@ -47,6 +47,8 @@ async function shoot(name: string, p: Page = page, scrollTo?: string): Promise<v
   await p.screenshot({ path: join(SHOTS, `${name}-1280x800.png`), fullPage: false });
   await p.setViewportSize({ width: 400, height: 860 });
   await p.waitForTimeout(300);
+  // A narrow screen reads the page without scrolling sideways: wide tables turn into cards.
+  expect(await p.evaluate(() => document.documentElement.scrollWidth), `${name}: no sideways scroll at 400 px`).toBeLessThanOrEqual(400);
   await p.screenshot({ path: join(SHOTS, `${name}-400.png`), fullPage: true });
   await p.setViewportSize({ width: 1280, height: 800 });
 }
