@@ -1,4 +1,4 @@
-import type { KeyObject } from 'node:crypto';
+import { createHash, type KeyObject } from 'node:crypto';
 import type { JSONWebKeySet } from 'jose';
 import { WritError } from '../errors.js';
 import { DECISION_ALG, DECISION_ISSUER, DECISION_TYP, payloadToClaims, type DecisionClaims } from './decision-claims.js';
@@ -32,21 +32,39 @@ const jwksKeys = new WeakMap<JSONWebKeySet, Map<string, KeyObject>>();
 const REQUIRED_CLAIMS = ['jti', 'sub', 'aud', 'iat', 'exp'] as const;
 
 /**
- * Tokens whose signature already verified, each with the key it verified with. A lease holder
- * presents the same decision on every acquisition (it lives up to 30 s), so the Ed25519 check — one
- * of the three a lease acquire+release pair costs — is done once per token. Keyed by the whole token
- * (any changed byte is another key, so a tampered token is always checked), and used only while the
- * resolver still maps the kid to that very key object (a retired or rotated-out key is never
- * reused). Every claim is checked again on each call. Bounded: the oldest entries go first.
+ * Tokens known to carry a good signature, each with the key it verifies with: tokens whose signature
+ * verified here, and tokens this process signed itself (`trustIssued`). A lease holder presents the
+ * same decision on every acquisition (it lives up to 30 s), and an agent presents to the gateway the
+ * decision this Writ just signed for it, so the Ed25519 check (~100 µs of CPU here) is done at most once
+ * per token, and never for a token signed here. Keyed by the SHA-256 of the whole token (any changed
+ * byte is another key, so a tampered token is always checked; 44 bytes an entry whatever the token's
+ * size), and used only while the resolver still maps the kid to that very key object (a retired or
+ * rotated-out key is never reused). Every claim is checked again on each call. Bounded: the oldest
+ * entries go first; 16,384 covers ~16 s of decisions at 1,000/s.
  */
-const verifiedTokens = new Map<string, KeyObject>();
-const VERIFIED_TOKENS_LIMIT = 1_024;
+const knownGood = new Map<string, KeyObject>();
+const KNOWN_GOOD_LIMIT = 16_384;
+
+const tokenDigest = (token: string) => createHash('sha256').update(token).digest('base64');
+
+function remember(digest: string, key: KeyObject): void {
+  if (knownGood.size >= KNOWN_GOOD_LIMIT) knownGood.delete(knownGood.keys().next().value!);
+  knownGood.set(digest, key);
+}
+
+/**
+ * Records a token this process has just signed with the private half of `key` (the published public
+ * key object the resolver returns for its kid): `verifyDecision` then skips its signature check.
+ */
+export function trustIssued(token: string, key: KeyObject): void {
+  remember(tokenDigest(token), key);
+}
 
 async function signatureVerifies(token: string, jws: DecodedJws, key: KeyObject): Promise<boolean> {
-  if (verifiedTokens.get(token) === key) return true;
+  const digest = tokenDigest(token);
+  if (knownGood.get(digest) === key) return true;
   if (!(await verifyJwsSignatureOffThread(jws, DECISION_ALG, key))) return false;
-  if (verifiedTokens.size >= VERIFIED_TOKENS_LIMIT) verifiedTokens.delete(verifiedTokens.keys().next().value!);
-  verifiedTokens.set(token, key);
+  remember(digest, key);
   return true;
 }
 

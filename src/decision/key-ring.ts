@@ -18,6 +18,8 @@ export interface KeyRingOptions {
 export interface SigningKey {
   kid: string;
   privateKey: KeyObject;
+  /** Its public half: the very object `verificationKey(kid)` returns while the key is published. */
+  publicKey: KeyObject;
 }
 
 interface LoadedKey {
@@ -74,7 +76,7 @@ export class KeyRing implements DecisionKeyResolver {
     else if (now - this.listedAt >= RELIST_EVERY_MS) this.relistIfChanged();
     const key = this.newestLive();
     if (!key) throw new WritError('INTERNAL', `no unretired signing key in ${this.dir}`);
-    return { kid: key.file.kid, privateKey: key.privateKey };
+    return { kid: key.file.kid, privateKey: key.privateKey, publicKey: key.publicKey };
   }
 
   /**

@@ -1,0 +1,58 @@
+import { describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { KeyRing, signDecision, verifyDecision } from '../../src/decision/index.js';
+import { AUDIENCE, claims, T0, tempDir } from './helpers.js';
+
+// Counts the Ed25519 checks verifyDecision asks for (the real check still runs).
+const checks = vi.hoisted(() => ({ n: 0 }));
+vi.mock('../../src/decision/jws.js', async (original) => {
+  const jws = await original<typeof import('../../src/decision/jws.js')>();
+  return {
+    ...jws,
+    verifyJwsSignatureOffThread: (...args: Parameters<typeof jws.verifyJwsSignatureOffThread>) => {
+      checks.n += 1;
+      return jws.verifyJwsSignatureOffThread(...args);
+    },
+  };
+});
+
+describe('a decision this process signed', () => {
+  it('is accepted by its own key ring without an Ed25519 check, and with every claim checked', async () => {
+    const clock = new ManualClock(T0);
+    const ring = await KeyRing.open(tempDir(), clock);
+    const token = await signDecision(ring, claims({ decision_id: 'dec-own' }));
+    checks.n = 0;
+    expect(await verifyDecision(token, { keys: ring, audience: AUDIENCE, now: T0 + 1000 })).toEqual(claims({ decision_id: 'dec-own' }));
+    expect(checks.n).toBe(0);
+    // The claims are still judged: expired, or for another audience, it is refused.
+    await expect(verifyDecision(token, { keys: ring, audience: AUDIENCE, now: T0 + 30_000 })).rejects.toMatchObject({ code: 'DECISION_EXPIRED' });
+    await expect(verifyDecision(token, { keys: ring, audience: 'another-gateway', now: T0 + 1000 })).rejects.toMatchObject({ code: 'DECISION_INVALID' });
+    expect(checks.n).toBe(0);
+  });
+
+  it('is checked when it comes through another key object (a client\'s JWKS), when one byte differs, and refused once its key is retired', async () => {
+    const clock = new ManualClock(T0);
+    const ring = await KeyRing.open(tempDir(), clock);
+    const token = await signDecision(ring, claims());
+    checks.n = 0;
+    const jwks = JSON.parse(JSON.stringify(ring.jwks()));
+    expect(await verifyDecision(token, { keys: jwks, audience: AUDIENCE, now: T0 + 1000 })).toEqual(claims());
+    expect(checks.n).toBe(1);
+
+    // The same signature over other claims: checked, and refused.
+    const [h, p, s] = token.split('.') as [string, string, string];
+    const forged = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(p, 'base64url').toString()), sub: 'impostor-agent' })).toString('base64url');
+    await expect(verifyDecision(`${h}.${forged}.${s}`, { keys: ring, audience: AUDIENCE, now: T0 + 1000 })).rejects.toMatchObject({ code: 'DECISION_INVALID', message: expect.stringMatching(/signature/) });
+    expect(checks.n).toBe(2);
+
+    // Another ring that signed with the same kid cannot lend its trust: its key object is not this ring's.
+    const other = await KeyRing.open(tempDir(), clock);
+    const alien = await signDecision(other, claims());
+    await expect(verifyDecision(alien, { keys: ring, audience: AUDIENCE, now: T0 + 1000 })).rejects.toMatchObject({ code: 'DECISION_INVALID' });
+
+    // Retired past the grace period, the key is no longer published: the remembered token is unknown.
+    await ring.rotate();
+    clock.advance(ring.maxTokenTtlMs + 1);
+    await expect(verifyDecision(token, { keys: ring, audience: AUDIENCE, now: clock.now() })).rejects.toMatchObject({ code: 'DECISION_INVALID', message: expect.stringMatching(/not a known Writ key/) });
+  });
+});
