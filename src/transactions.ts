@@ -3,8 +3,11 @@
  * one; a domain service takes a `TxRunner` of just the ports it needs, so it never sees the store.
  */
 export interface TxRunner<Tx> {
-  /** A read-only view: it sees only committed state (on SQLite it never waits for a writer). */
-  read<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  /**
+   * A read-only view: it sees only committed state (on SQLite it never waits for a writer), and it
+   * answers only once everything it could see is durable (see `ReadOptions.waitsFor`).
+   */
+  read<T>(fn: (tx: Tx) => Promise<T>, options?: ReadOptions<T>): Promise<T>;
   /**
    * One atomic, durable transaction: resolves only after its commit is durable. The callback may be
    * run again when the engine retries a transaction that lost a serialization race, or that learned
@@ -12,6 +15,19 @@ export interface TxRunner<Tx> {
    * calls on `tx` (no network, no timers, no effects outside the store).
    */
   readWrite<T>(fn: (tx: Tx) => Promise<T>, options?: ReadWriteOptions): Promise<T>;
+}
+
+export interface ReadOptions<T> {
+  /**
+   * Which answers must wait until the commits the read could see are durable; by default every answer
+   * does (and every refusal the callback throws still does). On SQLite a commit is visible to readers
+   * before the WAL sync that makes it durable completes, and while requests stream in a sync is nearly
+   * always in flight: a read on the request path would wait for it on each call. Return false only for
+   * an answer that says nothing a commit not yet durable decided — "nothing new since the head this
+   * process already holds", "no such row" where rows of that kind are only ever added — so a crash
+   * that lost those commits would leave it true. PostgreSQL reads see only durable commits and ignore it.
+   */
+  waitsFor?: (answer: T) => boolean;
 }
 
 export interface ReadWriteOptions {

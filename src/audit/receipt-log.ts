@@ -159,12 +159,15 @@ export class ReceiptLog {
    * receipt instead of writing again); IDEMPOTENCY_MISMATCH when the key was used for another request.
    */
   findReplay(principal: string, idempotencyKey: string, requestHash: string): Promise<Receipt | null> {
+    // "No receipt under this key" needs no commit in flight to be durable: the write then records its
+    // intent or its refusal in a transaction of its own, durable before anything follows from it (and
+    // which re-checks the key). A receipt found, or a mismatch, waits until what it saw is durable.
     return this.store.read(async (tx) => {
       const found = await tx.receipts.findByIdempotencyKey(principal, idempotencyKey);
       if (!found) return null;
       checkSameRequest(idempotencyKey, found, requestHash);
       return this.mustGet(tx, found.receipt_id);
-    });
+    }, { waitsFor: (first) => first !== null });
   }
 
   get(receiptId: string): Promise<Receipt | null> {

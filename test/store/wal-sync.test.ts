@@ -81,6 +81,29 @@ describe('the SQLite store syncs the WAL off the event loop', () => {
     await store.close();
   });
 
+  it('a read told which answers must wait (waitsFor) answers "nothing there" at once while a sync is in flight, and waits for the rest', async () => {
+    const { sync, pending, until } = manualSync();
+    const { store } = await open(sync);
+    const a = spend(store, 'a');
+    await until(1);
+    const onlyIfSpent = (id: string) => store.read((tx) => tx.singleUse.isSpent('jti', id, now()), { waitsFor: (isSpent) => isSpent });
+    // An id nobody spent: the answer owes nothing to the unsynced commit.
+    expect(await state(onlyIfSpent('b'))).toBe('resolved');
+    // The id the unsynced commit spent: answered only once that commit is durable.
+    const sawA = onlyIfSpent('a');
+    expect(await state(sawA)).toBe('pending');
+    // A refusal thrown by the callback waits too, whatever waitsFor says.
+    const refused = store.read(async () => {
+      throw new WritError('UNPROCESSABLE', 'refused from what it saw');
+    }, { waitsFor: () => false });
+    expect(await state(refused)).toBe('pending');
+    pending[0]!(null);
+    expect(await sawA).toBe(true);
+    await expect(refused).rejects.toMatchObject({ code: 'UNPROCESSABLE' });
+    await a;
+    await store.close();
+  });
+
   it('a batch whose fsync fails rejects every callback (STORE_FAILED), refuses everything after it, and changes nothing acknowledged', async () => {
     const { sync, pending, until } = manualSync();
     const { store, file } = await open(sync);

@@ -82,7 +82,7 @@ function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpointer:
     stats: group.stats,
     syncs: () => wal?.syncs ?? 0,
     writer,
-    async read(fn) {
+    async read(fn, options) {
       if (wal?.failed) throw wal.failed;
       let value: Awaited<ReturnType<typeof fn>>;
       try {
@@ -92,6 +92,7 @@ function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpointer:
         await wal?.visibleIsDurable();
         throw engineError(e);
       }
+      if (options?.waitsFor && !options.waitsFor(value)) return value;
       const durable = wal?.visibleIsDurable();
       if (durable) await durable;
       return value;
