@@ -17,7 +17,8 @@ import { argValue as arg } from './results-file.js';
 
 const jwk = JSON.parse(readFileSync(arg('key'), 'utf8')) as { kty: string; crv: string; x: string };
 const publicKey = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x }, format: 'jwk' });
-const pool = new pg.Pool({ connectionString: arg('database'), max: 64 });
+// Idle connections close at once: in side-by-side the bare PostgreSQL peer opens its own 64 right after this front's round, on a server of 100 connections.
+const pool = new pg.Pool({ connectionString: arg('database'), max: 64, idleTimeoutMillis: 100 });
 await pool.query(`CREATE TABLE IF NOT EXISTS front_leases (key text PRIMARY KEY, epoch bigint NOT NULL, token text, expires_at timestamptz);
   CREATE TABLE IF NOT EXISTS front_jti (jti text PRIMARY KEY, expires_at timestamptz NOT NULL)`);
 
