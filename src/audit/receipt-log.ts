@@ -383,7 +383,8 @@ export class ReceiptLog {
       const changed = [...next.values()].filter((l) => !sameLeaf(l, latest.leaves.get(l.chain)));
       const payload: CheckpointPayload = { v: 2, seq: (latest.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: headsRoot([...next.values()]), archived: count };
       const checkpoint: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
-      const deleted = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint, changed));
+      const raised = new Set(ranges.map((r) => r.chain));
+      const deleted = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint, changed, raised));
       if (deleted) return { archived: true, file: options.file, checkpoint, ranges, ...deleted };
       if (attempt >= 4) throw new WritError('UNPROCESSABLE', `checkpoints kept being recorded meanwhile; ${options.file} was written but nothing was deleted`);
     }

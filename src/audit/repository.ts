@@ -52,12 +52,13 @@ export interface ReceiptRepository {
   legacyCheckpoint(): Promise<StoredLegacyCheckpoint | null>;
   /**
    * Records the checkpoint and its `changed` leaves (those that differ from the previous checkpoint's)
-   * and deletes, for each leaf whose floor rose, the entries of that chain up to the floor and the index
-   * rows of the receipts they open, in this transaction: the only way entries ever leave the store (the
-   * engines' triggers refuse a delete above a chain's latest floor). Returns the rows deleted, or null
-   * (and does nothing) when a checkpoint with that seq exists already: another server won.
+   * and deletes, for each leaf whose floor rose (its chain in `raised`: an archive's chains; a periodic
+   * checkpoint raises none), the entries of that chain up to the floor and the index rows of the
+   * receipts they open, in this transaction: the only way entries ever leave the store (the engines'
+   * triggers refuse a delete above a chain's latest floor). Returns the rows deleted, or null (and does
+   * nothing) when a checkpoint with that seq exists already: another server won.
    */
-  recordCheckpoint(checkpoint: StoredCheckpoint, changed: readonly CheckpointLeaf[]): Promise<{ entries: number; receipts: number } | null>;
+  recordCheckpoint(checkpoint: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised?: ReadonlySet<string>): Promise<{ entries: number; receipts: number } | null>;
 }
 
 /** A receipts index row as stored, with the entries it names. */

@@ -221,7 +221,7 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     return row ?? null;
   }
 
-  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[]): Promise<{ entries: number; receipts: number } | null> {
+  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string> = new Set()): Promise<{ entries: number; receipts: number } | null> {
     // The checkpoint first: a concurrent one with the same seq waits for this to commit, then inserts nothing.
     const inserted = await this.sql.query(
       'INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (seq) DO NOTHING RETURNING 1',
@@ -236,19 +236,23 @@ export class PostgresReceiptRepository implements ReceiptRepository {
          FROM json_to_recordset($2::json) AS l(chain text, pos bigint, hash text, floor_pos bigint, floor_hash text)`,
       [c.seq, leaves],
     );
+    // A periodic checkpoint raises no floor: nothing to delete, two round trips fewer.
+    const floors = changed.filter((l) => l.floor_pos > 0 && raised.has(l.chain));
+    if (floors.length === 0) return { entries: 0, receipts: 0 };
+    const risen = JSON.stringify(floors);
     // The leaves first: the delete trigger reads the floors. Then the index rows, then the entries.
     const [row] = await this.sql.query<{ receipts: number; entries: number }>(
       `WITH f AS (SELECT l.chain COLLATE "C" AS chain, l.floor_pos FROM json_to_recordset($1::json) AS l(chain text, floor_pos bigint) WHERE l.floor_pos > 0),
             r AS (DELETE FROM receipts WHERE receipt_id IN (SELECT e.receipt_id FROM receipt_entries e JOIN f ON e.chain = f.chain AND e.pos <= f.floor_pos WHERE e.kind IN ('intent', 'rejected'))
                   RETURNING 1)
        SELECT (SELECT count(*) FROM r)::int8 AS receipts, 0::int8 AS entries`,
-      [leaves],
+      [risen],
     );
     const [ent] = await this.sql.query<{ entries: number }>(
       `WITH f AS (SELECT l.chain COLLATE "C" AS chain, l.floor_pos FROM json_to_recordset($1::json) AS l(chain text, floor_pos bigint) WHERE l.floor_pos > 0),
             e AS (DELETE FROM receipt_entries e USING f WHERE e.chain = f.chain AND e.pos <= f.floor_pos RETURNING 1)
        SELECT count(*)::int8 AS entries FROM e`,
-      [leaves],
+      [risen],
     );
     return { entries: ent!.entries, receipts: row!.receipts };
   }

@@ -204,14 +204,14 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     return (this.stmts.legacy.get() as StoredLegacyCheckpoint | undefined) ?? null;
   }
 
-  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[]): Promise<{ entries: number; receipts: number } | null> {
+  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string> = new Set()): Promise<{ entries: number; receipts: number } | null> {
     const s = this.stmts;
     if (s.insertCheckpoint.run({ seq: c.seq, at: c.at, chains: c.chains, root: c.root, archived: c.archived, jws: c.jws }).changes === 0) return null;
     let entries = 0;
     let receipts = 0;
     for (const leaf of changed) {
       s.insertLeaf.run({ ...leaf, checkpoint: c.seq });
-      if (leaf.floor_pos === 0) continue;
+      if (leaf.floor_pos === 0 || !raised.has(leaf.chain)) continue;
       receipts += s.deleteIndex.run(leaf.chain, leaf.floor_pos).changes;
       entries += s.deleteEntries.run(leaf.chain, leaf.floor_pos).changes;
     }
