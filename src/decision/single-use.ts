@@ -71,8 +71,8 @@ export class ReplayGuard {
   /**
    * Whether the id is spent durably (by any process sharing the store). "Not spent" is answered without
    * waiting for the commits in flight: a commit can only spend more (a purge removes only expired ids,
-   * which nobody may present), and the id is then spent in a transaction of its own that is durable
-   * before anything follows from it. "Spent" waits until the spend it saw is durable.
+   * which nobody may present), so a crash that lost them would leave it true. "Spent" waits until the
+   * spend it saw is durable.
    */
   isSpent(namespace: string, id: string, now: number): Promise<boolean> {
     return this.store.read((tx) => tx.singleUse.isSpent(namespace, id, now), { waitsFor: (spent) => spent });
