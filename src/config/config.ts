@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { WritError } from '../errors.js';
 
@@ -26,6 +27,13 @@ export interface WritConfig {
   decisionTtlMs: number;
   maxAssertionTtlMs: number;
   bodyLimitBytes: number;
+  /**
+   * The reverse proxies in front of Writ whose X-Forwarded-* headers are believed (fastify's
+   * `trustProxy`: addresses or CIDRs, `loopback`…, comma-separated), so that a request that reached
+   * the proxy over TLS counts as TLS (the console's session cookie is then `Secure`). Null: none (only a
+   * TLS socket into Writ itself counts).
+   */
+  trustProxy: string | null;
   /** Deepest nesting of objects and arrays a JSON body may have (the top-level value is depth 1). */
   jsonMaxDepth: number;
   /** Requests per second each principal may make (a token bucket of `burst`); 0 turns the limit off. Governance is exempt. */
@@ -128,6 +136,23 @@ export function checkDecisionLogConfig(c: DecisionLogConfig): void {
   if (c.flushMs < 1 || c.timeoutMs < 1 || c.retryMinMs < 1 || c.retryMaxMs < c.retryMinMs) throw bad('flush, timeout and retry times must be at least 1 ms, and retry max >= retry min');
 }
 
+/**
+ * WRIT_TRUST_PROXY: the proxies' addresses (IPv4/IPv6, with an optional /prefix) and the names
+ * `loopback`, `linklocal`, `uniquelocal`; never "everyone" (any client could then claim TLS).
+ */
+function trustProxyOf(value: string | undefined): string | null {
+  const v = value?.trim();
+  if (!v) return null;
+  const bad = v.split(',').map((p) => p.trim()).filter((p) => {
+    if (['loopback', 'linklocal', 'uniquelocal'].includes(p)) return false;
+    const [address = '', prefix, ...rest] = p.split('/');
+    const kind = isIP(address);
+    return kind === 0 || rest.length > 0 || (prefix !== undefined && !(/^\d+$/.test(prefix) && Number(prefix) <= (kind === 4 ? 32 : 128)));
+  });
+  if (bad.length > 0) throw new WritError('UNPROCESSABLE', `configuration WRIT_TRUST_PROXY must name the proxies in front of Writ (addresses or CIDRs, loopback, linklocal, uniquelocal; comma-separated), got "${bad.join(', ')}"`);
+  return v;
+}
+
 /** Reads configuration from environment variables (WRIT_*), with overrides from the caller (CLI flags). */
 export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.ProcessEnv = process.env): WritConfig {
   const dataDir = resolve(overrides.dataDir ?? env.WRIT_DATA_DIR ?? 'data');
@@ -146,6 +171,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     decisionTtlMs: int('WRIT_DECISION_TTL_MS', env.WRIT_DECISION_TTL_MS, 30_000),
     maxAssertionTtlMs: 5 * 60_000,
     bodyLimitBytes: int('WRIT_BODY_LIMIT', env.WRIT_BODY_LIMIT, 256 * 1024),
+    trustProxy: trustProxyOf(env.WRIT_TRUST_PROXY),
     jsonMaxDepth: int('WRIT_JSON_MAX_DEPTH', env.WRIT_JSON_MAX_DEPTH, 64),
     rateLimit: {
       perSecond: int('WRIT_RATE_LIMIT_PER_S', env.WRIT_RATE_LIMIT_PER_S, 0),

@@ -29,7 +29,7 @@ interface LoadedKey {
   publicJwk: JWK;
 }
 
-/** How often (by the injected clock) `current()` re-lists the directory even when its mtime looks unchanged. */
+/** How often (by the injected clock) the ring re-lists the directory even when its mtime looks unchanged. */
 const RELIST_EVERY_MS = 1000;
 
 /**
@@ -37,8 +37,9 @@ const RELIST_EVERY_MS = 1000;
  *
  * Several processes may share the directory. Each keeps the keys in memory and re-reads the directory
  * when its mtime changes, when a `kid` it does not know is asked for (another process rotated), and at
- * least once a second (by the clock) before signing — so a process never keeps signing with a key that
- * another process retired long enough ago for it to leave the JWKS.
+ * least once a second (by the clock) before signing or verifying — so a process never keeps signing
+ * with, or accepting tokens of, a key that another process retired long enough ago for it to leave the
+ * JWKS.
  * The current key is the newest one not retired. Two processes rotating at the very same moment can
  * leave two unretired keys; both stay valid and the newest signs, and the next rotation retires both.
  */
@@ -96,12 +97,15 @@ export class KeyRing implements DecisionKeyResolver {
 
   /** The public key for `kid` if it is published now; re-reads the directory once for an unknown kid. */
   verificationKey(kid: string): KeyObject | undefined {
-    if (!this.keys.has(kid)) {
+    const now = this.clock.now();
+    // A known kid too, once a second: another process's rotation retires it (and its grace period
+    // then ends) for a server that only verifies, never signs.
+    if (!this.keys.has(kid) || now - this.listedAt >= RELIST_EVERY_MS) {
       if (dirStamp(this.dir) !== this.stamp) this.reload();
       else this.relistIfChanged();
     }
     const key = this.keys.get(kid);
-    return key && this.published(key, this.clock.now()) ? key.publicKey : undefined;
+    return key && this.published(key, now) ? key.publicKey : undefined;
   }
 
   /**

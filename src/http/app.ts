@@ -54,6 +54,8 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     // Draining answers in the house format (drainGate); by close() nothing admitted is left.
     return503OnClosing: false,
     bodyLimit: ctx.config.bodyLimitBytes,
+    // Only the proxies named in WRIT_TRUST_PROXY are believed about the client's protocol and address.
+    ...(ctx.config.trustProxy === null ? {} : { trustProxy: ctx.config.trustProxy }),
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
     schemaController: { compilersFactory: { buildValidator: queryCoercingValidator() } },
     // A path that is not valid percent-encoded UTF-8 never reaches a route: answer it in the house format.
