@@ -264,7 +264,7 @@ export class ReceiptLog {
     if (changed.length === 0 && !options.force) return null;
     const payload: CheckpointPayload = { v: 2, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: headsRoot([...next.values()]), archived: 0 };
     const stored: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
-    const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed));
+    const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set()));
     return done ? stored : null;
   }
 

@@ -58,7 +58,7 @@ export interface ReceiptRepository {
    * triggers refuse a delete above a chain's latest floor). Returns the rows deleted, or null (and does
    * nothing) when a checkpoint with that seq exists already: another server won.
    */
-  recordCheckpoint(checkpoint: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised?: ReadonlySet<string>): Promise<{ entries: number; receipts: number } | null>;
+  recordCheckpoint(checkpoint: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string>): Promise<{ entries: number; receipts: number } | null>;
 }
 
 /** A receipts index row as stored, with the entries it names. */

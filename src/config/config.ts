@@ -30,8 +30,9 @@ export interface WritConfig {
   /**
    * The reverse proxies in front of Writ whose X-Forwarded-* headers are believed (fastify's
    * `trustProxy`: addresses or CIDRs, `loopback`…, comma-separated), so that a request that reached
-   * the proxy over TLS counts as TLS (the console's session cookie is then `Secure`). Null: none (only a
-   * TLS socket into Writ itself counts).
+   * the proxy over TLS counts as TLS (the console's session cookie is then `Secure`), and the client's
+   * address and host are the forwarded ones (the decision log's `requested_by`, the AuthZEN metadata's
+   * URLs). Null: none (only a TLS socket into Writ itself counts).
    */
   trustProxy: string | null;
   /** Deepest nesting of objects and arrays a JSON body may have (the top-level value is depth 1). */
@@ -137,8 +138,9 @@ export function checkDecisionLogConfig(c: DecisionLogConfig): void {
 }
 
 /**
- * WRIT_TRUST_PROXY: the proxies' addresses (IPv4/IPv6, with an optional /prefix) and the names
- * `loopback`, `linklocal`, `uniquelocal`; never "everyone" (any client could then claim TLS).
+ * WRIT_TRUST_PROXY: the proxies' addresses (IPv4/IPv6, with an optional /prefix of at least /8 or /16)
+ * and the names `loopback`, `linklocal`, `uniquelocal`; never "everyone" (any client could then claim
+ * TLS, another address in the decision log, another host in the AuthZEN metadata).
  */
 function trustProxyOf(value: string | undefined): string | null {
   const v = value?.trim();
@@ -147,9 +149,10 @@ function trustProxyOf(value: string | undefined): string | null {
     if (['loopback', 'linklocal', 'uniquelocal'].includes(p)) return false;
     const [address = '', prefix, ...rest] = p.split('/');
     const kind = isIP(address);
-    return kind === 0 || rest.length > 0 || (prefix !== undefined && !(/^\d+$/.test(prefix) && Number(prefix) <= (kind === 4 ? 32 : 128)));
+    // A prefix wider than /8 (IPv4) or /16 (IPv6) is "everyone" in all but name (0.0.0.0/0, ::/0).
+    return kind === 0 || rest.length > 0 || (prefix !== undefined && !(/^\d+$/.test(prefix) && Number(prefix) >= (kind === 4 ? 8 : 16) && Number(prefix) <= (kind === 4 ? 32 : 128)));
   });
-  if (bad.length > 0) throw new WritError('UNPROCESSABLE', `configuration WRIT_TRUST_PROXY must name the proxies in front of Writ (addresses or CIDRs, loopback, linklocal, uniquelocal; comma-separated), got "${bad.join(', ')}"`);
+  if (bad.length > 0) throw new WritError('UNPROCESSABLE', `configuration WRIT_TRUST_PROXY must name the proxies in front of Writ (addresses or CIDRs no wider than /8 for IPv4 or /16 for IPv6, loopback, linklocal, uniquelocal; comma-separated), got "${bad.join(', ')}"`);
   return v;
 }
 

@@ -80,8 +80,12 @@ export class LiveGraph {
     if (!Number.isSafeInteger(revision) || revision < 0) {
       throw new WritError('UNPROCESSABLE', `graph revision must be a non-negative integer, got ${revision}`, { revision });
     }
-    const head = await this.log.head();
-    if (revision > head) throw new WritError('UNPROCESSABLE', `graph revision ${revision} is beyond the head ${head}`, { revision, head });
+    if (revision > (await this.log.head())) {
+      // The head read may answer before the commits it saw are durable: a refusal names the head of the
+      // caught-up graph, whose events were read once durable.
+      const head = (await this.current()).revision;
+      if (revision > head) throw new WritError('UNPROCESSABLE', `graph revision ${revision} is beyond the head ${head}`, { revision, head });
+    }
     const cached = this.past.get(revision);
     if (cached !== undefined) {
       this.past.delete(revision);

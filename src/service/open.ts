@@ -33,8 +33,9 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
   const closers: (() => Promise<void>)[] = [];
   try {
     const graph = new LiveGraph({
-      // The head only decides whether to catch up, and the catch-up's own read waits until the events
-      // it applies are durable: the head need not wait for the commits in flight (receipts, spends).
+      // The head only decides whether to catch up (or, past it, to look again through a catch-up), and
+      // the catch-up's own read waits until the events it applies are durable: the head need not wait
+      // for the commits in flight (receipts, spends).
       head: () => store.read((tx) => tx.graph.head(), { waitsFor: () => false }),
       read: (after, upTo) => store.read((tx) => tx.graph.read(after, upTo)),
       revisionAt: (time) => store.read((tx) => tx.graph.revisionAt(time)),

@@ -45,10 +45,15 @@ describe('a decision this process signed', () => {
     await expect(verifyDecision(`${h}.${forged}.${s}`, { keys: ring, audience: AUDIENCE, now: T0 + 1000 })).rejects.toMatchObject({ code: 'DECISION_INVALID', message: expect.stringMatching(/signature/) });
     expect(checks.n).toBe(2);
 
-    // Another ring that signed with the same kid cannot lend its trust: its key object is not this ring's.
-    const other = await KeyRing.open(tempDir(), clock);
-    const alien = await signDecision(other, claims());
-    await expect(verifyDecision(alien, { keys: ring, audience: AUDIENCE, now: T0 + 1000 })).rejects.toMatchObject({ code: 'DECISION_INVALID' });
+    // Another process's ring on the same key folder: the same kid, another key object. What this ring
+    // signed is checked there (and accepted), not taken on trust.
+    const replica = await KeyRing.open(ring.dir, clock);
+    expect(replica.current().kid).toBe(ring.current().kid);
+    expect(replica.verificationKey(ring.current().kid)).not.toBe(ring.verificationKey(ring.current().kid));
+    const fresh = await signDecision(ring, claims({ decision_id: 'dec-for-the-replica' }));
+    const before = checks.n;
+    expect(await verifyDecision(fresh, { keys: replica, audience: AUDIENCE, now: T0 + 1000 })).toEqual(claims({ decision_id: 'dec-for-the-replica' }));
+    expect(checks.n).toBe(before + 1);
 
     // Retired past the grace period, the key is no longer published: the remembered token is unknown.
     await ring.rotate();

@@ -125,7 +125,7 @@ describe('the console session cookie: HttpOnly, SameSite=Strict, and Secure over
       await behindProxy.close();
     }
     // "Everyone" or a malformed address is refused at start, with the reason.
-    for (const bad of ['true', '*', '10.0.0.0/33', 'proxy.example.com']) {
+    for (const bad of ['true', '*', '0.0.0.0/0', '::/0', '10.0.0.0/7', '10.0.0.0/33', 'proxy.example.com']) {
       expect(() => loadConfig({}, { WRIT_TRUST_PROXY: bad })).toThrow(/WRIT_TRUST_PROXY must name the proxies/);
     }
   });

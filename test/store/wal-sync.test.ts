@@ -6,6 +6,8 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { SyncFn } from '../../src/store/sqlite/wal-sync.js';
 import { WritError } from '../../src/errors.js';
+import { LiveGraph } from '../../src/graph/live-graph.js';
+import type { GraphEvent } from '../../src/graph/model.js';
 
 const dirs: string[] = [];
 afterAll(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -101,6 +103,29 @@ describe('the SQLite store syncs the WAL off the event loop', () => {
     expect(await sawA).toBe(true);
     await expect(refused).rejects.toMatchObject({ code: 'UNPROCESSABLE' });
     await a;
+    await store.close();
+  });
+
+  it('the live graph: a head seen before it is durable is not applied, nor named in a refusal, until its sync completes', async () => {
+    const { sync, pending, until } = manualSync();
+    const { store } = await open(sync);
+    // Wired as openWrit wires it: the head read skips the durability wait, the catch-up read does not.
+    const graph = new LiveGraph({
+      head: () => store.read((tx) => tx.graph.head(), { waitsFor: () => false }),
+      read: (after, upTo) => store.read((tx) => tx.graph.read(after, upTo)),
+      revisionAt: (time) => store.read((tx) => tx.graph.revisionAt(time)),
+    });
+    const event: GraphEvent = { type: 'principal.created', principal: { id: 'agent-1', kind: 'agent', priority_class: 'agent', priority: 10, attributes: {}, keys: [], created_at: 1 } };
+    const appended = store.readWrite((tx) => tx.graph.append([event], 'governance', 1));
+    await until(1); // committed, visible, not synced
+    const current = graph.current();
+    const beyond = graph.atRevision(2).catch((e: unknown) => e);
+    expect(await state(current)).toBe('pending');
+    expect(await state(beyond)).toBe('pending');
+    pending[0]!(null);
+    expect((await current).revision).toBe(1);
+    expect(await beyond).toMatchObject({ code: 'UNPROCESSABLE', details: { revision: 2, head: 1 } });
+    expect(await appended).toBe(1);
     await store.close();
   });
 

@@ -221,7 +221,7 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     return row ?? null;
   }
 
-  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string> = new Set()): Promise<{ entries: number; receipts: number } | null> {
+  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string>): Promise<{ entries: number; receipts: number } | null> {
     // The checkpoint first: a concurrent one with the same seq waits for this to commit, then inserts nothing.
     const inserted = await this.sql.query(
       'INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (seq) DO NOTHING RETURNING 1',

@@ -204,7 +204,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     return (this.stmts.legacy.get() as StoredLegacyCheckpoint | undefined) ?? null;
   }
 
-  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string> = new Set()): Promise<{ entries: number; receipts: number } | null> {
+  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string>): Promise<{ entries: number; receipts: number } | null> {
     const s = this.stmts;
     if (s.insertCheckpoint.run({ seq: c.seq, at: c.at, chains: c.chains, root: c.root, archived: c.archived, jws: c.jws }).changes === 0) return null;
     let entries = 0;

@@ -50,13 +50,13 @@ describeEngines('receipt checkpoints and retention', (fresh) => {
     expect(await store.read((tx) => tx.receipts.latestCheckpoint())).toBeNull();
     const first = [await leafOf(store, A, 0), await leafOf(store, B, 0)];
     const c1 = checkpoint(1, first);
-    expect(await store.readWrite((tx) => tx.receipts.recordCheckpoint(c1, first))).toEqual({ entries: 0, receipts: 0 });
+    expect(await store.readWrite((tx) => tx.receipts.recordCheckpoint(c1, first, new Set()))).toEqual({ entries: 0, receipts: 0 });
     expect(await store.read((tx) => tx.receipts.latestCheckpoint())).toEqual(c1);
     await settle(store, 'r3', 6_000);
     // Only chain A moved: the second checkpoint stores its leaf alone, and still covers both chains.
     const movedA = await leafOf(store, A, 0);
     const c2 = checkpoint(2, [movedA, first[1]!]);
-    expect(await store.readWrite((tx) => tx.receipts.recordCheckpoint(c2, [movedA]))).toEqual({ entries: 0, receipts: 0 });
+    expect(await store.readWrite((tx) => tx.receipts.recordCheckpoint(c2, [movedA], new Set()))).toEqual({ entries: 0, receipts: 0 });
     const sorted = (l: CheckpointLeaf[]) => [...l].sort((x, y) => (x.chain < y.chain ? -1 : 1));
     expect(sorted(await store.read((tx) => tx.receipts.checkpointLeaves(2)))).toEqual([movedA, first[1]]);
     expect(sorted(await store.read((tx) => tx.receipts.checkpointLeaves(1)))).toEqual(first);
@@ -70,7 +70,7 @@ describeEngines('receipt checkpoints and retention', (fresh) => {
     const other = await leafOf(store, B, 0);
     const before = await entries(store);
     // A leaf that carries a floor without raising it (a periodic checkpoint after an archive) deletes nothing.
-    expect(await store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint(1, [leaf, other]), [leaf, other]))).toEqual({ entries: 0, receipts: 0 });
+    expect(await store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint(1, [leaf, other]), [leaf, other], new Set()))).toEqual({ entries: 0, receipts: 0 });
     expect(await entries(store)).toEqual(before);
     expect(await store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint(2, [leaf, other], 3), [leaf, other], new Set([A])))).toEqual({ entries: 3, receipts: 2 });
     expect((await entries(store)).map((e) => `${e.chain}#${e.pos}`)).toEqual([`${A}#4`, `${B}#1`, `${B}#2`]);
@@ -91,8 +91,8 @@ describeEngines('receipt checkpoints and retention', (fresh) => {
     const a = await leafOf(store, A, 3);
     const b = await leafOf(store, B, 2);
     const [x, y] = await Promise.all([
-      store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint(1, [a]), [a])),
-      other.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint(1, [b]), [b])),
+      store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint(1, [a]), [a], new Set([A]))),
+      other.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint(1, [b]), [b], new Set([B]))),
     ]);
     expect([x, y].filter((r) => r === null)).toHaveLength(1);
     expect((await store.read((tx) => tx.receipts.latestCheckpoint()))!.seq).toBe(1);
