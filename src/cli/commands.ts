@@ -110,11 +110,14 @@ export const COMMANDS: Command[] = [
     usage: '[--graph FILE] [--port N] [--host H] [--upstream-port N] [--no-upstream] [--console-link]',
     options: { graph: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'upstream-port': { type: 'string' }, 'no-upstream': { type: 'boolean' }, 'console-link': { type: 'boolean' } },
     run: async ({ values }) => {
-      await serve(configFrom(values), {
-        graphFile: values.graph as string | undefined,
-        upstreamPort: values['no-upstream'] ? null : Number(values['upstream-port'] ?? 4100),
-        consoleLink: values['console-link'] === true,
-      });
+      const config = configFrom(values);
+      const upstreamPort = values['no-upstream'] ? null : Number(values['upstream-port'] ?? 4100);
+      if (upstreamPort !== null && !process.env.WRIT_UPSTREAM_URL) {
+        // Unless WRIT_UPSTREAM_URL names another, wp:post:* goes to the sample upstream started here, on whichever port.
+        const sample = `http://${config.host}:${upstreamPort}`;
+        config.upstreams = config.upstreams.map((u) => (u.pattern === 'wp:post:*' ? { ...u, url: sample } : u));
+      }
+      await serve(config, { graphFile: values.graph as string | undefined, upstreamPort, consoleLink: values['console-link'] === true });
       return 0;
     },
   },

@@ -159,7 +159,7 @@ function trustProxyOf(value: string | undefined): string | null {
 /** Reads configuration from environment variables (WRIT_*), with overrides from the caller (CLI flags). */
 export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.ProcessEnv = process.env): WritConfig {
   const dataDir = resolve(overrides.dataDir ?? env.WRIT_DATA_DIR ?? 'data');
-  const upstreamUrl = env.WRIT_UPSTREAM_URL ?? 'http://127.0.0.1:4100';
+  const upstreamUrl = env.WRIT_UPSTREAM_URL || 'http://127.0.0.1:4100';
   const base: WritConfig = {
     dataDir,
     dbFile: resolve(dataDir, 'writ.sqlite'),
