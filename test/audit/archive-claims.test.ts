@@ -20,8 +20,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { legacyChain } from '../support/legacy-chain.js';
 import { ManualClock } from '../../src/clock.js';
-import { canonicalJson, CHECKPOINT_TYP, entryHash, GENESIS_HASH, ReceiptLog, verifyArchiveFile, type ReceiptTx } from '../../src/audit/index.js';
+import { canonicalJson, CHECKPOINT_TYP, GENESIS_HASH, ReceiptLog, verifyArchiveFile, type ReceiptTx } from '../../src/audit/index.js';
 import { COMMANDS } from '../../src/cli/commands.js';
 import { KeyRing } from '../../src/decision/index.js';
 import { keyRingCheckpointSigner } from '../../src/service/checkpoint-signer.js';
@@ -80,14 +81,7 @@ function v1Chain(): V1Entry[] {
     ['c', 'failed', canonicalJson({ at: 5_000, status: 'FAILED', final_version: null, upstream_status: 412, error: { code: 'VERSION_CONFLICT', message: 'x' }, conflicts: [] })],
     ['d', 'intent', intentBody('d', 6_000, 'wp:post:100')],
   ];
-  let prev = GENESIS_HASH;
-  return rows.map(([receipt_id, kind, body], i) => {
-    const seq = i + 1;
-    const hash = entryHash(prev, body, seq, kind, receipt_id);
-    const e = { seq, receipt_id, kind, body, prev_hash: prev, hash };
-    prev = hash;
-    return e;
-  });
+  return legacyChain(rows);
 }
 
 /** The old `signCheckpoint` (a64cfcd:src/service/checkpoint-signer.ts), reproduced: compact JWS, EdDSA, over the canonical JSON payload. */

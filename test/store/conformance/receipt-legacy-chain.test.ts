@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { canonicalJson, entryHash, GENESIS_HASH, ReceiptLog, type LegacyCheckpointPayload } from '../../../src/audit/index.js';
+import { canonicalJson, GENESIS_HASH, ReceiptLog, type LegacyCheckpointPayload } from '../../../src/audit/index.js';
+import { legacyChain } from '../../support/legacy-chain.js';
 import { ManualClock } from '../../../src/clock.js';
 import { KeyRing } from '../../../src/decision/index.js';
 import { keyRingCheckpointSigner, signCheckpoint } from '../../../src/service/checkpoint-signer.js';
@@ -106,14 +107,7 @@ function oldLog() {
     ['r4', 'intent', mk('r4', 1_400)],
     ['r4', 'completed', settled(1_500)],
   ];
-  let prev = GENESIS_HASH;
-  return raw.map(([receipt_id, kind, body], i) => {
-    const seq = i + 1;
-    const hash = entryHash(prev, body, seq, kind, receipt_id);
-    const e = { seq, receipt_id, kind, body, prev_hash: prev, hash };
-    prev = hash;
-    return e;
-  });
+  return legacyChain(raw);
 }
 
 for (const place of PLACES) {
