@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import { WritError } from '../errors.js';
 import type { PublicJwk } from '../graph/model.js';
 import type { ReplayGuard, SingleUseTx } from './single-use.js';
-import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureOffThread, type DecodedJws } from './jws.js';
+import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 export interface CallerAuthDeps {
   /** The registered principal, or undefined when there is none. */
@@ -95,7 +95,7 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   const jwk = principal.keys.find((k) => k.kid === header.kid);
   if (!jwk) throw refuse(`principal ${principalId} has no key with kid ${header.kid}`);
   const key = publicKey(jwk, alg, principalId);
-  if (!(await verifyJwsSignatureOffThread(jws, alg, key))) throw refuse('assertion signature does not verify with the named key');
+  if (!(await verifyJwsSignatureAsync(jws, alg, key))) throw refuse('assertion signature does not verify with the named key');
 
   // The claims, in the order jose checked them before (so a token broken twice is refused alike).
   for (const claim of REQUIRED_CLAIMS) {

@@ -2,7 +2,7 @@ import { createHash, type KeyObject } from 'node:crypto';
 import type { JSONWebKeySet } from 'jose';
 import { WritError } from '../errors.js';
 import { DECISION_ALG, DECISION_ISSUER, DECISION_TYP, payloadToClaims, type DecisionClaims } from './decision-claims.js';
-import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureOffThread, type DecodedJws } from './jws.js';
+import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 /**
  * The verifier. It imports only node:crypto, the JWS helpers and the error catalogue, so an offline
@@ -63,7 +63,7 @@ export function trustIssued(token: string, key: KeyObject): void {
 async function signatureVerifies(token: string, jws: DecodedJws, key: KeyObject): Promise<boolean> {
   const digest = tokenDigest(token);
   if (knownGood.get(digest) === key) return true;
-  if (!(await verifyJwsSignatureOffThread(jws, DECISION_ALG, key))) return false;
+  if (!(await verifyJwsSignatureAsync(jws, DECISION_ALG, key))) return false;
   remember(digest, key);
   return true;
 }

@@ -3,7 +3,7 @@ import { createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 /**
  * Compact JWS (RFC 7515) for the two token kinds Writ verifies on every write: caller assertions and
  * decisions. Decoding is strict and the signature check is node:crypto's one-shot `verify`. The server
- * verifies on libuv's thread pool (`verifyJwsSignatureOffThread`, node:crypto's `verify` with a
+ * verifies on libuv's thread pool (`verifyJwsSignatureAsync`, node:crypto's `verify` with a
  * callback, not jose's WebCrypto, which measured p50 ~150 µs and p99 ~1.6 ms per token here): under
  * concurrent load the main thread keeps parsing and committing meanwhile, and lease pairs over HTTP
  * went from 267–540 to 513–765 pairs/s in alternated runs on the busy 2-core machine (bench/side-by-side.ts,
@@ -88,10 +88,14 @@ export function verifyJwsSignature(jws: DecodedJws, alg: JwsAlgorithm, key: KeyO
 }
 
 /**
- * `verifyJwsSignature` on libuv's thread pool (node:crypto's `verify` with a callback): the same
- * answer, but the main thread parses, evaluates and commits other requests meanwhile.
+ * `verifyJwsSignature`, on libuv's thread pool when the event loop is busy (node:crypto's `verify` with
+ * a callback): the same answer, but the main thread parses, evaluates and commits other requests
+ * meanwhile. When the loop has been mostly idle lately there is nothing to overlap with, and the two
+ * hand-offs between threads (each a wake-up of an idle core) cost more than the check: it is done
+ * here, at once.
  */
-export function verifyJwsSignatureOffThread(jws: DecodedJws, alg: JwsAlgorithm, key: KeyObject): Promise<boolean> {
+export function verifyJwsSignatureAsync(jws: DecodedJws, alg: JwsAlgorithm, key: KeyObject): Promise<boolean> {
+  if (loopIsQuiet()) return Promise.resolve(verifyJwsSignature(jws, alg, key));
   if (algorithmOf(key) !== alg || jws.signature.length !== 64) return Promise.resolve(false);
   const data = Buffer.from(jws.signingInput, 'ascii');
   return new Promise((resolve) => {
@@ -137,4 +141,22 @@ const isNumericDate = (v: unknown): v is number => typeof v === 'number' && Numb
 /** `aud` is a string equal to `audience`, or an array that contains it (RFC 7519 §4.1.3). */
 export function audienceIncludes(aud: unknown, audience: string): boolean {
   return aud === audience || (Array.isArray(aud) && aud.includes(audience));
+}
+
+/** The event loop's utilization over the last window of at least this long decides `loopIsQuiet`. */
+const QUIET_WINDOW_MS = 20;
+let loopSample = performance.eventLoopUtilization();
+let loopSampledAt = performance.now();
+let quiet = true;
+
+/** Whether the event loop was busy less than a quarter of the last window (read at most once per window). */
+function loopIsQuiet(): boolean {
+  const now = performance.now();
+  if (now - loopSampledAt >= QUIET_WINDOW_MS) {
+    const sample = performance.eventLoopUtilization();
+    quiet = performance.eventLoopUtilization(sample, loopSample).utilization < 0.25;
+    loopSample = sample;
+    loopSampledAt = now;
+  }
+  return quiet;
 }

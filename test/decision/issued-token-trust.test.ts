@@ -9,9 +9,9 @@ vi.mock('../../src/decision/jws.js', async (original) => {
   const jws = await original<typeof import('../../src/decision/jws.js')>();
   return {
     ...jws,
-    verifyJwsSignatureOffThread: (...args: Parameters<typeof jws.verifyJwsSignatureOffThread>) => {
+    verifyJwsSignatureAsync: (...args: Parameters<typeof jws.verifyJwsSignatureAsync>) => {
       checks.n += 1;
-      return jws.verifyJwsSignatureOffThread(...args);
+      return jws.verifyJwsSignatureAsync(...args);
     },
   };
 });
