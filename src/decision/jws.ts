@@ -2,10 +2,11 @@ import { createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 
 /**
  * Compact JWS (RFC 7515) for the two token kinds Writ verifies on every write: caller assertions and
- * decisions. Decoding is strict and the signature check is node:crypto's one-shot `verify`. The server
- * verifies on libuv's thread pool (`verifyJwsSignatureAsync`, node:crypto's `verify` with a
- * callback, not jose's WebCrypto, which measured p50 ~150 µs and p99 ~1.6 ms per token here): under
- * concurrent load the main thread keeps parsing and committing meanwhile, and lease pairs over HTTP
+ * decisions. Decoding is strict and the signature check is node:crypto's one-shot `verify`. Under load
+ * the server verifies on libuv's thread pool (`verifyJwsSignatureAsync`, node:crypto's `verify` with a
+ * callback, not jose's WebCrypto, which measured p50 ~150 µs and p99 ~1.6 ms per token here), and on the
+ * event loop when that has been quiet: under concurrent load the main thread keeps parsing and committing
+ * meanwhile, and lease pairs over HTTP
  * went from 267–540 to 513–765 pairs/s in alternated runs on the busy 2-core machine (bench/side-by-side.ts,
  * issue 10). jose still makes keys and signs assertions (SDK); the claim checks live with each
  * verifier, which words its own refusals.
