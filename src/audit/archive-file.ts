@@ -73,6 +73,8 @@ export interface ArchiveVerdict {
   ranges?: ArchiveRange[];
   /** The manifest (or, in a version-1 file, the checkpoint) the header holds, and the key that signed it. */
   manifest?: { at: number; count: number; kid?: string };
+  /** The file's format, when its header could be read: 1 holds a checkpoint of the single global chain, 2 a manifest of chain ranges. */
+  version?: 1 | 2;
   chain?: string;
   firstBadPos?: number;
   problem?: string;
@@ -117,14 +119,17 @@ export function verifyArchiveFile(file: string, verifyJws: (jws: string) => { pa
     return broken('the first line is not a Writ receipt archive header');
   }
   const legacy = header.writ_receipt_archive === 1;
+  const version = header.writ_receipt_archive;
+  /** What signed the ranges, in the words of the file's own format. */
+  const signedBy = legacy ? 'checkpoint' : 'manifest';
   let entries = 0;
-  const out = (bad: ChainBreak): ArchiveVerdict => ({ ok: false, entries, ranges, manifest, chain: bad.chain, firstBadPos: bad.pos, problem: bad.problem });
+  const out = (bad: ChainBreak): ArchiveVerdict => ({ ok: false, entries, ranges, manifest, version, chain: bad.chain, firstBadPos: bad.pos, problem: bad.problem });
   let n = 1;
   for (const r of ranges) {
     const v = new ChainVerifier(r.chain, r.from - 1, r.prev_hash);
     while (v.verified < r.to) {
       const next = lines.next();
-      if (next.done) return out(v.bad(v.verified + 1, `the archive ends before entry ${v.verified + 1} of chain ${JSON.stringify(r.chain)} (its manifest says the range ends at ${r.to}: entries were removed at its end)`));
+      if (next.done) return out(v.bad(v.verified + 1, `the archive ends before entry ${v.verified + 1} of chain ${JSON.stringify(r.chain)} (its ${signedBy} says the range ends at ${r.to}: entries were removed at its end)`));
       n += 1;
       const e = entryOf(next.value, legacy);
       if (!e) return out(v.bad(v.verified + 1, `line ${n} is not an entry`));
@@ -132,11 +137,11 @@ export function verifyArchiveFile(file: string, verifyJws: (jws: string) => { pa
       if (bad) return out(bad);
       entries += 1;
     }
-    if (v.headHash !== r.hash) return out(v.bad(r.to, `chain ${JSON.stringify(r.chain)}: the range ends at a hash other than its manifest's`));
+    if (v.headHash !== r.hash) return out(v.bad(r.to, `chain ${JSON.stringify(r.chain)}: the range ends at a hash other than its ${signedBy}'s`));
   }
-  if (!lines.next().done) return out({ chain: '', pos: 0, problem: `line ${n + 1}: the archive holds more than its manifest's ranges (entries were added at its end)` });
-  if (entries !== count) return out({ chain: '', pos: 0, problem: `the archive holds ${entries} entries, its manifest says ${count}` });
-  return { ok: true, entries, ranges, manifest };
+  if (!lines.next().done) return out({ chain: '', pos: 0, problem: `line ${n + 1}: the archive holds more than its ${signedBy}'s ranges (entries were added at its end)` });
+  if (entries !== count) return out({ chain: '', pos: 0, problem: `the archive holds ${entries} entries, its ${signedBy} says ${count}` });
+  return { ok: true, entries, ranges, manifest, version };
 }
 
 /** The file's lines (without the last one when empty), read in 1 MiB pieces: an archive may be larger than a string can be. */

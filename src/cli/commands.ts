@@ -95,7 +95,7 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
     return jwk ? publicKeyFromJwk(jwk as Parameters<typeof publicKeyFromJwk>[0]) : undefined;
   };
   const v = verifyArchiveFile(file, (jws) => verifyCheckpoint(jws, keyFor));
-  print(withWireCheckpoint(v), values.json, () => (v.ok ? `OK: ${file} holds ${v.entries} entries of ${v.ranges!.length} chain(s), its signed manifest verified` : `BROKEN${v.chain !== undefined ? ` in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}` : ''}: ${v.problem}`));
+  print(withWireCheckpoint(v), values.json, () => (v.ok ? `OK: ${file} holds ${v.entries} entries of ${v.ranges!.length} chain(s), its signed ${v.version === 1 ? 'checkpoint' : 'manifest'} verified` : `BROKEN${v.chain !== undefined ? ` in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}` : ''}: ${v.problem}`));
   return v.ok ? 0 : 1;
 }
 

@@ -134,9 +134,9 @@ describe('README claim: "Version-1 archives (single chain) still verify"', () =>
     expect(JSON.parse(lines[0]!)).toMatchObject({ writ_receipt_archive: 1, checkpoint: { seq: 1, archived_through: 3, count: 3, prev_hash: GENESIS_HASH } });
     expect(Object.keys(JSON.parse(lines[1]!))).toEqual(['seq', 'receipt_id', 'kind', 'body', 'prev_hash', 'hash']);
 
-    expect(await auditVerifyArchive(t.first, t.jwks)).toEqual({ code: 0, stdout: `OK: ${t.first} holds 3 entries of 1 chain(s), its signed manifest verified` });
+    expect(await auditVerifyArchive(t.first, t.jwks)).toEqual({ code: 0, stdout: `OK: ${t.first} holds 3 entries of 1 chain(s), its signed checkpoint verified` });
     // The second archive starts where the first checkpoint ended (from = archived_through - count + 1 = 4), linked from its hash.
-    expect(await auditVerifyArchive(t.second, t.jwks)).toEqual({ code: 0, stdout: `OK: ${t.second} holds 2 entries of 1 chain(s), its signed manifest verified` });
+    expect(await auditVerifyArchive(t.second, t.jwks)).toEqual({ code: 0, stdout: `OK: ${t.second} holds 2 entries of 1 chain(s), its signed checkpoint verified` });
     const v = verifyArchiveFile(t.second, (jws) => t.signer.verify(jws));
     expect(v).toMatchObject({ ok: true, entries: 2, ranges: [{ chain: '', from: 4, prev_hash: t.cp1.hash, to: 5, hash: t.cp2.hash }], manifest: { count: 2 } });
   });

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { WritError } from '../../errors.js';
-import { endConsoleSession, exchangeLoginToken } from '../../service/index.js';
+import { CONSOLE_SESSION_TTL_MS, endConsoleSession, exchangeLoginToken } from '../../service/index.js';
 import { toWireTime } from '../../wire/time.js';
 import { AUTHENTICATED, errorResponses, WITH_INPUT } from '../components.js';
 import { clearedSessionCookie, sessionSetCookie } from '../console-auth.js';
@@ -87,7 +87,7 @@ export async function registerConsoleRoutes(app: FastifyInstance): Promise<void>
       summary: 'Exchanges a one-time login link of `writ console` (the token in its #login= fragment) for a session cookie: HttpOnly, SameSite=Strict, Secure over TLS. A link works once',
       body: { type: 'object', additionalProperties: false, required: ['token'], properties: { token: { type: 'string', minLength: 1, maxLength: 4096, description: 'the token of the link' } } },
       response: {
-        201: { ...sessionReply, headers: { 'Set-Cookie': { type: 'string', description: 'writ_console=…; Path=/; HttpOnly; SameSite=Strict' } } },
+        201: { ...sessionReply, headers: { 'Set-Cookie': { type: 'string', description: `writ_console=…; Path=/; Max-Age=${CONSOLE_SESSION_TTL_MS / 1000}; HttpOnly; SameSite=Strict, and Secure over TLS (a TLS connection into Writ, or X-Forwarded-Proto: https from a proxy named in WRIT_TRUST_PROXY)` } } },
         ...errorResponses([...WITH_INPUT, 'LOGIN_LINK_INVALID', 'LOGIN_LINK_SPENT', 'OVERLOADED', 'STORE_FAILED', 'INTERNAL']),
       },
     },
