@@ -72,8 +72,11 @@ export async function startFlakyUpstream(target: string): Promise<FlakyUpstream>
       for (const go of holds.splice(0)) go();
     },
     down: async () => {
-      await new Promise<void>((r) => server.close(() => r()));
+      // Sockets first: close() alone waits for the connections in use (a reconciliation read on a
+      // kept-alive one would still get its answer from an upstream that is "down").
+      const closed = new Promise<void>((r) => server.close(() => r()));
       for (const s of sockets) s.destroy();
+      await closed;
     },
     up: () => new Promise<void>((r) => server.listen(port, '127.0.0.1', () => r())),
     close: async () => {
