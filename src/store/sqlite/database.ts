@@ -16,17 +16,37 @@ export type SqliteDatabase = Database.Database;
 export function openDatabase(file: string, options: { busyTimeoutMs?: number } = {}): SqliteDatabase {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const db = new Database(file);
-  db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = FULL');
-  db.pragma('foreign_keys = ON');
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   try {
+    walMode(db, busyTimeoutMs);
+    db.pragma('synchronous = FULL');
+    db.pragma('foreign_keys = ON');
     migrate(db);
   } catch (e) {
     db.close();
     throw e;
   }
   return db;
+}
+
+/**
+ * `PRAGMA journal_mode = WAL` may answer SQLITE_BUSY at once, without waiting in the busy handler,
+ * while another process opens the same new file and switches it to WAL itself (seen with two processes
+ * starting together on a loaded machine): tried again every 10 ms until the busy timeout.
+ */
+function walMode(db: SqliteDatabase, busyTimeoutMs: number): void {
+  const until = Date.now() + busyTimeoutMs;
+  for (;;) {
+    try {
+      db.pragma('journal_mode = WAL');
+      return;
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() >= until) throw e;
+      // Start-up only, before the connection is used: a short synchronous pause is what the busy handler would do.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+    }
+  }
 }
 
 /** The newest schema version this code knows. */
