@@ -102,16 +102,16 @@ export function verifyArchiveFile(file: string, verifyJws: (jws: string) => { pa
   if (header?.writ_receipt_archive === 2 && typeof header.manifest?.jws === 'string' && Array.isArray(header.ranges)) {
     const signed = verifyJws(header.manifest.jws);
     manifest = { at: header.manifest.at, count: header.manifest.count };
-    if ('problem' in signed) return broken(signed.problem, { manifest });
-    if (!isArchivePayload(signed.payload) || !samePayload(header.manifest, signed.payload)) return broken('the header\'s manifest differs from what its signature covers (it was altered)', { manifest });
-    if (rangesHash(header.ranges) !== signed.payload.ranges_hash) return broken('the header\'s chain ranges are not the ones its manifest signed (they were altered)', { manifest });
+    if ('problem' in signed) return broken(signed.problem, { manifest, version: 2 });
+    if (!isArchivePayload(signed.payload) || !samePayload(header.manifest, signed.payload)) return broken('the header\'s manifest differs from what its signature covers (it was altered)', { manifest, version: 2 });
+    if (rangesHash(header.ranges) !== signed.payload.ranges_hash) return broken('the header\'s chain ranges are not the ones its manifest signed (they were altered)', { manifest, version: 2 });
     ranges = header.ranges;
     count = signed.payload.count;
   } else if (header?.writ_receipt_archive === 1 && typeof header.checkpoint?.jws === 'string') {
     const signed = verifyJws(header.checkpoint.jws);
     manifest = { at: header.checkpoint.at, count: header.checkpoint.count };
-    if ('problem' in signed) return broken(signed.problem, { manifest });
-    if (!isLegacyCheckpoint(signed.payload) || !samePayload(header.checkpoint, signed.payload)) return broken('the header\'s checkpoint differs from what its signature covers (it was altered)', { manifest });
+    if ('problem' in signed) return broken(signed.problem, { manifest, version: 1 });
+    if (!isLegacyCheckpoint(signed.payload) || !samePayload(header.checkpoint, signed.payload)) return broken('the header\'s checkpoint differs from what its signature covers (it was altered)', { manifest, version: 1 });
     const cp = signed.payload;
     ranges = [{ chain: LEGACY_CHAIN, from: cp.archived_through - cp.count + 1, prev_hash: cp.prev_hash, to: cp.archived_through, hash: cp.hash }];
     count = cp.count;

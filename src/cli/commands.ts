@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { loadConfig, type WritConfig } from '../config/index.js';
 import { buildPolicyBundle, loadCandidatePolicy } from '../policy/index.js';
 import { KeyRing } from '../decision/index.js';
@@ -103,6 +104,13 @@ function need(positionals: string[], n: number, usage: string): void {
   if (positionals.length < n) throw new Error(`usage: ${usage}`);
 }
 
+/** Where to connect to a server that listens on `host`: the loopback for a wildcard, IPv6 in brackets. */
+function connectHost(host: string): string {
+  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
+  if (host === '::') return '[::1]';
+  return isIP(host) === 6 ? `[${host}]` : host;
+}
+
 export const COMMANDS: Command[] = [
   {
     name: 'serve',
@@ -114,7 +122,7 @@ export const COMMANDS: Command[] = [
       const upstreamPort = values['no-upstream'] ? null : Number(values['upstream-port'] ?? 4100);
       if (upstreamPort !== null && !process.env.WRIT_UPSTREAM_URL) {
         // Unless WRIT_UPSTREAM_URL names another, wp:post:* goes to the sample upstream started here, on whichever port.
-        const sample = `http://${config.host}:${upstreamPort}`;
+        const sample = `http://${connectHost(config.host)}:${upstreamPort}`;
         config.upstreams = config.upstreams.map((u) => (u.pattern === 'wp:post:*' ? { ...u, url: sample } : u));
       }
       await serve(config, { graphFile: values.graph as string | undefined, upstreamPort, consoleLink: values['console-link'] === true });

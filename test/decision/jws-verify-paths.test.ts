@@ -41,7 +41,7 @@ describe('an Ed25519 check, on the event loop when it is quiet and on the thread
   it('gives the same answers either way: a good signature, another payload, another key, another algorithm', async () => {
     // Quiet: the loop slept through the last window (the first round closes the window the imports were in).
     await answers();
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 200));
     calls.pool = calls.inline = 0;
     expect(await answers()).toEqual([true, false, false, false]);
     expect(calls).toEqual({ pool: 0, inline: 3 });

@@ -42,7 +42,7 @@ function walMode(db: SqliteDatabase, busyTimeoutMs: number): void {
       db.pragma('journal_mode = WAL');
       return;
     } catch (e) {
-      if ((e as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() >= until) throw e;
+      if (!String((e as { code?: string }).code).startsWith('SQLITE_BUSY') || Date.now() >= until) throw e;
       // Start-up only, before the connection is used: a short synchronous pause is what the busy handler would do.
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
     }
