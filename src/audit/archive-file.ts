@@ -118,8 +118,8 @@ export function verifyArchiveFile(file: string, verifyJws: (jws: string) => { pa
   } else {
     return broken('the first line is not a Writ receipt archive header');
   }
-  const legacy = header.writ_receipt_archive === 1;
   const version = header.writ_receipt_archive;
+  const legacy = version === 1;
   /** What signed the ranges, in the words of the file's own format. */
   const signedBy = legacy ? 'checkpoint' : 'manifest';
   let entries = 0;

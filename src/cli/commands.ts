@@ -1,4 +1,3 @@
-import { isIP } from 'node:net';
 import { loadConfig, type WritConfig } from '../config/index.js';
 import { buildPolicyBundle, loadCandidatePolicy } from '../policy/index.js';
 import { KeyRing } from '../decision/index.js';
@@ -11,7 +10,7 @@ import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { findOpa } from './opa.js';
 import { formatCapabilities, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
-import { consoleLoginLink, serve } from './serve.js';
+import { consoleLoginLink, httpOrigin, serve } from './serve.js';
 import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, receiptToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
@@ -104,13 +103,6 @@ function need(positionals: string[], n: number, usage: string): void {
   if (positionals.length < n) throw new Error(`usage: ${usage}`);
 }
 
-/** Where to connect to a server that listens on `host`: the loopback for a wildcard, IPv6 in brackets. */
-function connectHost(host: string): string {
-  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
-  if (host === '::') return '[::1]';
-  return isIP(host) === 6 ? `[${host}]` : host;
-}
-
 export const COMMANDS: Command[] = [
   {
     name: 'serve',
@@ -122,7 +114,7 @@ export const COMMANDS: Command[] = [
       const upstreamPort = values['no-upstream'] ? null : Number(values['upstream-port'] ?? 4100);
       if (upstreamPort !== null && !process.env.WRIT_UPSTREAM_URL) {
         // Unless WRIT_UPSTREAM_URL names another, wp:post:* goes to the sample upstream started here, on whichever port.
-        const sample = `http://${connectHost(config.host)}:${upstreamPort}`;
+        const sample = httpOrigin(config.host, upstreamPort);
         config.upstreams = config.upstreams.map((u) => (u.pattern === 'wp:post:*' ? { ...u, url: sample } : u));
       }
       await serve(config, { graphFile: values.graph as string | undefined, upstreamPort, consoleLink: values['console-link'] === true });

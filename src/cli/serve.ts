@@ -1,12 +1,22 @@
+import { isIP } from 'node:net';
 import type { WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
 import { applyManifest, issueLoginToken, openWrit, readManifest, reconcileReceipts, type WritContext } from '../service/index.js';
 
+/**
+ * Where to reach a server that listens on `host`: the loopback for a wildcard, an IPv6 address in
+ * brackets (`http://:::4000` is no URL). For the links and routes Writ prints or follows itself.
+ */
+export function httpOrigin(host: string, port: number): string {
+  const h = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '[::1]' : isIP(host) === 6 ? `[${host}]` : host;
+  return `http://${h}:${port}`;
+}
+
 /** A one-time console login link: the token rides in the fragment, so it reaches no server log nor Referer. */
 export async function consoleLoginLink(ctx: WritContext, principal: string, base?: string): Promise<{ url: string; expires_at: number; auditor: boolean }> {
   const t = await issueLoginToken(ctx, principal);
-  const origin = (base ?? `http://${ctx.config.host}:${ctx.config.port}`).replace(/\/+$/, '');
+  const origin = (base ?? httpOrigin(ctx.config.host, ctx.config.port)).replace(/\/+$/, '');
   return { url: `${origin}/console/#login=${t.token}`, expires_at: t.expires_at, auditor: t.auditor };
 }
 
@@ -60,7 +70,7 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
       return startSampleUpstream({ port: upstreamPort, host: config.host, dbFile: `${config.dataDir}/upstream.sqlite` });
     });
     closers.push(async () => { await upstream.app.close(); });
-    say(`[writ] sample upstream (a stand-in for a real CMS) on http://${config.host}:${upstreamPort}`);
+    say(`[writ] sample upstream (a stand-in for a real CMS) on ${httpOrigin(config.host, upstreamPort)}`);
   }
   // PENDING receipts (a crash or a timeout between intent and completion) are settled against the
   // upstream in the background once they are past twice the upstream timeout: every write is sent with
@@ -107,10 +117,10 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   });
   // Printed before "listening on" (which tools wait for), so whoever reads that line has the link too.
   if (options.consoleLink || process.stderr.isTTY) {
-    const link = await starting(() => consoleLoginLink(w.ctx, GOVERNANCE_ID, `http://${config.host}:${config.port}`));
+    const link = await starting(() => consoleLoginLink(w.ctx, GOVERNANCE_ID));
     say(`[writ] console (one-time login link for governance, valid 10 min; \`writ console\` prints another): ${link.url}`);
   } else {
-    say(`[writ] console at http://${config.host}:${config.port}/console/ (\`writ console\` prints a one-time login link)`);
+    say(`[writ] console at ${httpOrigin(config.host, config.port)}/console/ (\`writ console\` prints a one-time login link)`);
   }
   const server = await starting(async () => {
     app = await buildApp(w.ctx, { logger: process.env.WRIT_LOG === '1' ? { level: 'info' } : false });
@@ -122,7 +132,7 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     checkpointTimer = setTimeout(() => void checkpoint(), config.receiptCheckpointIntervalMs);
     checkpointTimer.unref();
   }
-  const url = `http://${config.host}:${config.port}`;
+  const url = httpOrigin(config.host, config.port);
   say(`[writ] listening on ${url}  (graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision})`);
   say(`[writ] try:  curl ${url}/healthz   ·   curl ${url}/.well-known/jwks.json   ·   curl ${url}/openapi.json`);
   say(`[writ]       node bin/writ trace seo-agent-7 update_post wp:post:1024 --fields title,meta_description`);

@@ -72,9 +72,8 @@ export class KeyRing implements DecisionKeyResolver {
 
   /** The key that signs new decisions. */
   current(): SigningKey {
-    const now = this.clock.now();
     if (dirStamp(this.dir) !== this.stamp) this.reload();
-    else if (now - this.listedAt >= RELIST_EVERY_MS) this.relistIfChanged();
+    else if (this.clock.now() - this.listedAt >= RELIST_EVERY_MS) this.relistIfChanged();
     const key = this.newestLive();
     if (!key) throw new WritError('INTERNAL', `no unretired signing key in ${this.dir}`);
     return { kid: key.file.kid, privateKey: key.privateKey, publicKey: key.publicKey };
@@ -98,8 +97,8 @@ export class KeyRing implements DecisionKeyResolver {
   /** The public key for `kid` if it is published now; re-reads the directory once for an unknown kid. */
   verificationKey(kid: string): KeyObject | undefined {
     const now = this.clock.now();
-    // A known kid too, once a second: another process's rotation retires it (and its grace period
-    // then ends) for a server that only verifies, never signs.
+    // A known kid too, once a second (no stat per verification): another process's rotation retires
+    // it (and its grace period then ends) for a server that only verifies, never signs.
     if (!this.keys.has(kid) || now - this.listedAt >= RELIST_EVERY_MS) {
       if (dirStamp(this.dir) !== this.stamp) this.reload();
       else this.relistIfChanged();
