@@ -3,6 +3,7 @@ module writ.dev/bench/loadgen
 go 1.22
 
 require (
+	github.com/gorilla/websocket v1.5.3
 	github.com/jackc/pgx/v5 v5.7.2
 	github.com/redis/go-redis/v9 v9.7.0
 )

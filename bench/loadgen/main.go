@@ -2,7 +2,7 @@
 // of a comparison is measured by the same client code: closed loops (a client sends its next request
 // when the previous one is answered), one keep-alive connection per client, latencies per operation.
 //
-//	loadgen -mode writ-decide|opa|writ-lease|pg-lease|redis-lease -clients 16 -seconds 5 [...]
+//	loadgen -mode writ-decide|opa|writ-lease|writ-lease-stream|pg-lease|redis-lease -clients 16 -seconds 5 [...]
 //
 // Prints one JSON object: ops, seconds, per_second, p50_us, p99_us, errors.
 package main
@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"os"
 	"sort"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 )
@@ -41,7 +43,7 @@ type result struct {
 }
 
 var (
-	mode      = flag.String("mode", "", "writ-decide | opa | writ-lease | pg-lease | redis-lease")
+	mode      = flag.String("mode", "", "writ-decide | opa | writ-lease | writ-lease-stream | pg-lease | redis-lease")
 	clients   = flag.Int("clients", 16, "concurrent closed-loop clients")
 	seconds   = flag.Float64("seconds", 5, "measured duration")
 	url       = flag.String("url", "", "Writ base URL, or OPA's full data URL")
@@ -63,6 +65,8 @@ func main() {
 		op = opa()
 	case "writ-lease":
 		op = writLease()
+	case "writ-lease-stream":
+		op = writLeaseStream()
 	case "pg-lease":
 		op = pgLease()
 	case "redis-lease":
@@ -241,6 +245,80 @@ func writLease() func(c int) (func() error, error) {
 				return err
 			}
 			return call(h, "DELETE", *url+"/v1/leases/"+lease.LeaseID, s.assertion(), must(json.Marshal(map[string]string{"token": lease.Token})), nil)
+		}, nil
+	}
+}
+
+// writLeaseStream: the same pairs over one lease stream per client (GET /v1/leases/stream, a WebSocket
+// opened with one caller assertion); the decision is fetched over HTTP as in writLease.
+func writLeaseStream() func(c int) (func() error, error) {
+	s := loadSigner()
+	return func(c int) (func() error, error) {
+		h := httpClient()
+		decide := []byte(fmt.Sprintf(`{"action":"update_post","resource":"wp:post:%d","environment":"production","fields":["title"]}`, *base+c))
+		header := http.Header{}
+		header.Set("authorization", "Bearer "+s.assertion())
+		conn, res, err := websocket.DefaultDialer.Dial(strings.Replace(*url, "http", "ws", 1)+"/v1/leases/stream", header)
+		if err != nil {
+			if res != nil {
+				data, _ := io.ReadAll(res.Body)
+				return nil, fmt.Errorf("opening the lease stream: %d %s", res.StatusCode, truncate(data))
+			}
+			return nil, err
+		}
+		var token string
+		var fetched time.Time
+		next := 0
+		// roundTrip sends one request and reads its answer (one request in flight per client, so in order).
+		roundTrip := func(request map[string]any, out any) error {
+			next++
+			request["id"] = next
+			if err := conn.WriteMessage(websocket.TextMessage, must(json.Marshal(request))); err != nil {
+				return err
+			}
+			_, data, err := conn.ReadMessage()
+			if err != nil {
+				return err
+			}
+			var reply struct {
+				ID      int             `json:"id"`
+				OK      bool            `json:"ok"`
+				Result  json.RawMessage `json:"result"`
+				Problem json.RawMessage `json:"problem"`
+			}
+			if err := json.Unmarshal(data, &reply); err != nil {
+				return err
+			}
+			if !reply.OK || reply.ID != next {
+				return fmt.Errorf("lease stream %s: %s", request["op"], truncate(data))
+			}
+			if out != nil {
+				return json.Unmarshal(reply.Result, out)
+			}
+			return nil
+		}
+		return func() error {
+			if time.Since(fetched) > 20*time.Second {
+				var d struct {
+					Allow bool
+					Token string
+				}
+				if err := call(h, "POST", *url+"/v1/decisions", s.assertion(), decide, &d); err != nil {
+					return err
+				}
+				if !d.Allow {
+					return fmt.Errorf("decision denied")
+				}
+				token, fetched = d.Token, time.Now()
+			}
+			var lease struct {
+				LeaseID string `json:"lease_id"`
+				Token   string `json:"token"`
+			}
+			if err := roundTrip(map[string]any{"op": "acquire", "decisions": []string{token}, "ttl_ms": 10000}, &lease); err != nil {
+				return err
+			}
+			return roundTrip(map[string]any{"op": "release", "lease_id": lease.LeaseID, "token": lease.Token}, nil)
 		}, nil
 	}
 }

@@ -32,6 +32,8 @@ export interface CallerAuthDeps {
 
 export interface AuthenticatedCaller {
   principal: string;
+  /** The registered key (its kid) that signed the assertion. */
+  kid: string;
   jti: string;
   /** ms since the epoch. */
   expiresAt: number;
@@ -115,7 +117,7 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   if (typeof payload.aud !== 'string') throw refuse('assertion audience must be a single string');
   if (principal.revoked_at !== null && principal.revoked_at <= now) throw refuse(`principal ${principalId} is revoked`);
 
-  const caller = { principal: principalId, jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
+  const caller = { principal: principalId, kid: header.kid, jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
   // Accepted only while its spend is remembered (whole-second exp checks alone leave up to 1 s more).
   if (now >= caller.spendUntil) throw refuse('assertion expired');
   // Spent already (durably), or shown to this process before and not yet spent: either way a replay.

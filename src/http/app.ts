@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
+import websocket from '@fastify/websocket';
 import { releaseAssertion, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/index.js';
@@ -18,6 +19,7 @@ import { registerCoordinationRoutes } from './routes/coordination.js';
 import { registerDecisionRoutes } from './routes/decisions.js';
 import { registerGraphRoutes } from './routes/graph.js';
 import { registerImpactRoutes } from './routes/impact.js';
+import { LEASE_STREAM_PATH, registerLeaseStream } from './routes/lease-stream.js';
 import { registerOpsRoutes } from './routes/ops.js';
 
 declare module 'fastify' {
@@ -188,6 +190,14 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
       return api;
     },
   });
+  // WebSocket routes (the lease stream): the upgrade request runs the hooks above like any request.
+  await app.register(websocket, {
+    options: { maxPayload: ctx.config.bodyLimitBytes },
+    preClose(done) {
+      for (const client of this.websocketServer.clients) client.close(1001, 'Writ is shutting down');
+      done();
+    },
+  });
   registerOpsRoutes(app, metrics.registry);
   registerGraphRoutes(app);
   registerImpactRoutes(app);
@@ -195,6 +205,12 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   await registerConsoleRoutes(app);
   registerDecisionRoutes(app);
   registerCoordinationRoutes(app);
+  registerLeaseStream(app, {
+    admit: (principal) => {
+      if (limiter && principal !== GOVERNANCE_ID) limiter.admit(principal);
+    },
+    answered: (op, status) => metrics.httpRequests.inc({ route: `${LEASE_STREAM_PATH} ${op}`, status: String(status) }),
+  });
   await registerAuthzenRoutes(app);
   for (const plugin of options.plugins ?? []) await plugin(app);
   app.get('/openapi.json', { schema: { security: [], operationId: 'openapi', tags: ['Operations'], summary: 'This OpenAPI 3.1 document', response: { 200: { type: 'object', additionalProperties: true, description: 'OpenAPI 3.1' } } } }, async () => app.swagger());

@@ -82,6 +82,17 @@ export interface Drain {
   inflight(): number;
   /** From now on every new request but /healthz is OVERLOADED; resolves once nothing admitted is left, or after `timeoutMs`. */
   drain(timeoutMs: number): Promise<{ drained: boolean; inflight: number }>;
+  /** Whether `drain` has been called. */
+  draining(): boolean;
+  /**
+   * A request answered by a stream (a WebSocket upgrade) stops counting once upgraded: the stream
+   * counts each operation it runs with `hold` instead, and ends itself when told (`onDrain`).
+   */
+  upgraded(request: FastifyRequest): void;
+  /** Counts one unit of work in flight until the returned function is called (once; later calls do nothing). */
+  hold(): () => void;
+  /** `listener` runs once, when draining begins. */
+  onDrain(listener: () => void): void;
 }
 
 /**
@@ -97,10 +108,13 @@ export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
   let inflight = 0;
   const holding = new WeakSet<FastifyRequest>();
   let idle: (() => void) | null = null;
-  const done = (request: FastifyRequest) => {
-    if (!holding.delete(request)) return;
+  const listeners: (() => void)[] = [];
+  const release = () => {
     inflight--;
     if (inflight === 0) idle?.();
+  };
+  const done = (request: FastifyRequest) => {
+    if (holding.delete(request)) release();
   };
   app.addHook('onRequest', async (request, reply) => {
     if (draining && request.routeOptions.url !== '/healthz') {
@@ -119,8 +133,25 @@ export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
   app.addHook('onResponse', async (request) => done(request));
   return {
     inflight: () => inflight,
+    draining: () => draining,
+    upgraded: done,
+    hold() {
+      inflight++;
+      let held = true;
+      return () => {
+        if (!held) return;
+        held = false;
+        release();
+      };
+    },
+    onDrain(listener) {
+      listeners.push(listener);
+    },
     async drain(timeoutMs) {
-      draining = true;
+      if (!draining) {
+        draining = true;
+        for (const listener of listeners.splice(0)) listener();
+      }
       if (inflight > 0) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, timeoutMs);

@@ -7,6 +7,7 @@ import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { errorFromProblem, errorFromWritError, ForbiddenError, LeaseExpiredError, WritApiError } from './errors.js';
+import { LeaseStream } from './lease-stream.js';
 
 /**
  * The agent SDK: signs its own caller assertions, asks for decisions, takes leases and renews them
@@ -24,7 +25,7 @@ export interface WritClientOptions {
   fetch?: typeof fetch;
 }
 
-export type { ChainEdge, Decision, DecisionRequest, Incident, LeaseGrant, LeaseRecord, LeaseRenewal, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
+export type { ChainEdge, Decision, DecisionRequest, Incident, LeaseGrant, LeaseRecord, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
 
 /** A lease as POST /v1/leases grants it (what renew and release need); withLease keeps `expires_at` current. */
 export type Lease = Omit<LeaseGrant, 'preempted'>;
@@ -161,6 +162,14 @@ export class WritClient {
     const res = await this.doFetch(`${this.base}/.well-known/jwks.json`);
     if (!res.ok) throw new WritApiError('INTERNAL', res.status, `fetching the JWKS answered ${res.status}`);
     return (await res.json()) as JSONWebKeySet;
+  }
+
+  /**
+   * Opens a lease stream: acquire, renew and release over one WebSocket authenticated once, for a
+   * caller that takes many leases (see LeaseStream). Close it when done.
+   */
+  openLeaseStream(): Promise<LeaseStream> {
+    return LeaseStream.open({ baseUrl: this.base, principal: this.options.principal, privateJwk: this.options.privateJwk, ...(this.options.audience ? { audience: this.options.audience } : {}) });
   }
 
   /** Takes leases for these decisions once (no retry). */

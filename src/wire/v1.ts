@@ -102,6 +102,40 @@ export interface LeaseRenewal {
   expires_at: WireTime;
 }
 
+/** The answer of DELETE /v1/leases/{id}: the epochs stay as high-water marks. */
+export interface LeaseRelease {
+  lease_id: string;
+  epochs: Record<string, number>;
+}
+
+/**
+ * One request on the lease stream (`GET /v1/leases/stream`, a WebSocket authenticated once by the
+ * upgrade's caller assertion): one JSON text message each. `id` is the caller's, echoed in the answer;
+ * requests may be pipelined and their answers come as each one finishes, not in order.
+ */
+export type LeaseStreamRequest =
+  | { id: number; op: 'acquire'; decisions: string[]; ttl_ms?: number; wait_ms?: number; preempt?: boolean }
+  | { id: number; op: 'renew'; lease_id: string; token: string; ttl_ms?: number }
+  | { id: number; op: 'release'; lease_id: string; token: string };
+
+/** An RFC 9457 problem as Writ sends it (`code` is one of the error catalogue's). */
+export interface WireProblem {
+  type: string;
+  title: string;
+  status: number;
+  code: string;
+  detail: string;
+  [extension: string]: unknown;
+}
+
+/**
+ * One answer on the lease stream: the same body the HTTP route answers (LeaseGrant, LeaseRenewal,
+ * LeaseRelease), or the same problem. `id` is null only for a message whose id could not be read.
+ */
+export type LeaseStreamReply =
+  | { id: number; ok: true; result: LeaseGrant | LeaseRenewal | LeaseRelease }
+  | { id: number | null; ok: false; problem: WireProblem };
+
 /** One entry of a receipt's hash chain. */
 export interface ReceiptEntry {
   /** Store-wide order (pages follow it; gaps allowed). */

@@ -284,6 +284,14 @@ describe('the OpenAPI document', () => {
     await call(null, 'DELETE', '/v1/console/session', { headers: cookie });
     await call(null, 'DELETE', '/v1/console/session', { headers: cookie });
 
+    // The lease stream: a plain GET is refused as documented; the upgrade (101, which inject cannot
+    // answer) through @fastify/websocket's injectWS, and over a real socket in lease-stream.test.ts.
+    await call('seo-agent-7', 'GET', '/v1/leases/stream');
+    const stream = await app.injectWS('/v1/leases/stream', { headers: await h.auth('seo-agent-7') });
+    expect(doc.paths['/v1/leases/stream'].get.responses['101']).toBeDefined();
+    seen.get('GET /v1/leases/stream')!.add(101);
+    stream.terminate();
+
     // Every documented operation was called, to a success and to a refusal (the ops endpoints have none to give).
     const noRefusal = new Set(['GET /console', 'GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /.well-known/jwks.json', 'GET /openapi.json', 'GET /.well-known/authzen-configuration']);
     for (const [path, item] of Object.entries<any>(doc.paths)) {

@@ -1,0 +1,256 @@
+/**
+ * The lease stream: `GET /v1/leases/stream`, a WebSocket on which a caller takes, renews and releases
+ * leases without an HTTP request and a caller assertion per operation. The upgrade request carries
+ * the caller assertion (verified and its jti spent, as for any request); from then on the connection
+ * is the caller, as a PostgreSQL or Redis connection is its authenticated user. Each operation runs
+ * the same use case as its HTTP route (src/service/leases.ts), with the same checks, answers and
+ * error codes, and is answered only once what it did is durable.
+ *
+ * Messages are JSON text, one request or answer each (src/wire/v1.ts `LeaseStreamRequest`,
+ * `LeaseStreamReply`). Requests may be pipelined: each is answered when it finishes, with its `id`.
+ */
+import AjvCompiler from '@fastify/ajv-compiler';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { RawData, WebSocket } from 'ws';
+import { spendAssertion, type AuthenticatedCaller } from '../../decision/index.js';
+import { WritError, type ErrorCode } from '../../errors.js';
+import { acquireLeases, releaseLease, renewLease, type LeaseRequestInput } from '../../service/index.js';
+import type { LeaseStreamReply, LeaseStreamRequest } from '../../wire/v1.js';
+import { AUTHENTICATED, errorResponses } from '../components.js';
+import { assertWellFormed, jsonDepthExceeds } from '../input-guard.js';
+import { problemOf } from '../problem.js';
+import { leaseBody, releaseBody, renewBody } from '../schemas.js';
+import { leaseGrantToWire, leaseRenewalToWire } from '../wire.js';
+
+export const LEASE_STREAM_PATH = '/v1/leases/stream';
+/** Requests one stream may have in flight at once; one more is answered OVERLOADED at once. */
+export const LEASE_STREAM_MAX_INFLIGHT = 256;
+/** A peer that answers no ping for this long is cut off (its leases expire as they would anyway). */
+const PING_INTERVAL_MS = 30_000;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The lease stream's caller, authenticated by the upgrade request. */
+    leaseStreamCaller?: AuthenticatedCaller;
+  }
+}
+
+export interface LeaseStreamOptions {
+  /** Takes one request from the principal's rate (RATE_LIMITED otherwise), as an HTTP request would. */
+  admit(principal: string): void;
+  /** Counts one answered operation (metrics). */
+  answered(op: LeaseStreamRequest['op'] | 'invalid', status: number): void;
+}
+
+const id = { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'the caller\'s, echoed in the answer' } as const;
+const leaseId = { type: 'string', minLength: 1, maxLength: 256 } as const;
+const opSchemas = {
+  acquire: { ...leaseBody, required: ['id', 'op', ...leaseBody.required], properties: { id, op: { const: 'acquire' }, ...leaseBody.properties } },
+  renew: { ...renewBody, required: ['id', 'op', 'lease_id', ...renewBody.required], properties: { id, op: { const: 'renew' }, lease_id: leaseId, ...renewBody.properties } },
+  release: { ...releaseBody, type: 'object', required: ['id', 'op', 'lease_id', 'token'], properties: { id, op: { const: 'release' }, lease_id: leaseId, ...releaseBody.properties } },
+} as const;
+type Op = keyof typeof opSchemas;
+const OPS = Object.keys(opSchemas) as Op[];
+
+/** One validator per operation, compiled with the app's strict body options (no coercion, no defaults). */
+function compileValidators() {
+  const compile = AjvCompiler()({}, { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } });
+  return Object.fromEntries(OPS.map((op) => [op, compile({ schema: opSchemas[op], method: 'GET', url: LEASE_STREAM_PATH, httpPart: 'body' })])) as Record<Op, ReturnType<typeof compile>>;
+}
+
+export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOptions): void {
+  const ctx = app.writ;
+  const validators = compileValidators();
+  const streams = new Set<{ drain(): void; socket: WebSocket }>();
+  app.writDrain.onDrain(() => {
+    for (const s of streams) s.drain();
+  });
+  const alive = new WeakSet<WebSocket>();
+  const pinger = setInterval(() => {
+    for (const { socket } of streams) {
+      if (!alive.has(socket)) socket.terminate();
+      else {
+        alive.delete(socket);
+        socket.ping();
+      }
+    }
+  }, PING_INTERVAL_MS);
+  pinger.unref();
+  app.addHook('onClose', async () => clearInterval(pinger));
+
+  /** Refused before the upgrade (the answer is an HTTP problem): not a WebSocket, or no valid assertion. */
+  const authenticate = async (request: FastifyRequest) => {
+    if (!request.ws) throw new WritError('MALFORMED_REQUEST', `${LEASE_STREAM_PATH} is a WebSocket: open it with an upgrade request (Connection: Upgrade, Upgrade: websocket)`);
+    if (request.headers.authorization === undefined) throw new WritError('UNAUTHENTICATED', 'the lease stream is opened with a caller assertion (Authorization: Bearer …); a console session cannot open it');
+    const caller = await app.unspentCaller(request);
+    await ctx.store.readWrite((tx) => spendAssertion(ctx.replay, tx, caller, ctx.clock.now()));
+    request.leaseStreamCaller = caller;
+  };
+
+  app.route({
+    method: 'GET',
+    url: LEASE_STREAM_PATH,
+    schema: {
+      operationId: 'leaseStream', tags: ['Coordination'],
+      summary: 'Lease operations over one WebSocket, authenticated once by the upgrade request',
+      description: [
+        'Upgrade to a WebSocket with a caller assertion in `Authorization` (verified, its jti spent).',
+        'Then send JSON text messages, one request each: `{"id": 1, "op": "acquire", "decisions": […], "ttl_ms"?, "wait_ms"?, "preempt"?}`,',
+        '`{"id": 2, "op": "renew", "lease_id": …, "token": …, "ttl_ms"?}` or `{"id": 3, "op": "release", "lease_id": …, "token": …}`.',
+        'Each is answered `{"id", "ok": true, "result"}` with the body of POST /v1/leases, POST /v1/leases/{id}/renew or DELETE /v1/leases/{id},',
+        'or `{"id", "ok": false, "problem"}` with the same problem and code, once what it did is durable. Requests may be pipelined;',
+        `answers come as each finishes (at most ${LEASE_STREAM_MAX_INFLIGHT} in flight, one more is OVERLOADED). The stream stays authenticated while`,
+        'its principal and the key that signed the assertion stay registered and unrevoked (checked at every request; otherwise UNAUTHENTICATED and',
+        'the stream closes with 1008). A shutting-down server answers new requests OVERLOADED and closes with 1001 once the ones in flight are answered.',
+      ].join(' '),
+      response: {
+        101: { description: 'Switching Protocols: the stream is open', type: 'null' },
+        ...errorResponses(['MALFORMED_REQUEST', ...AUTHENTICATED, 'OVERLOADED']),
+      },
+    },
+    preHandler: authenticate,
+    // Reached only when the request was not an upgrade, which `authenticate` refuses first.
+    handler: async () => {
+      throw new WritError('MALFORMED_REQUEST', `${LEASE_STREAM_PATH} is a WebSocket`);
+    },
+    wsHandler: (socket: WebSocket, request: FastifyRequest) => {
+      app.writDrain.upgraded(request);
+      const caller = request.leaseStreamCaller!;
+      let inflight = 0;
+      let closing = false;
+      /** Set once the stream's authentication ended: every later request gets it, and the stream closes. */
+      let ended: WritError | null = null;
+      const send = (reply: LeaseStreamReply) => {
+        if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(reply));
+      };
+      const refuse = (requestId: number | null, op: Op | 'invalid', e: unknown) => {
+        const error = e instanceof WritError ? e : new WritError('INTERNAL', 'internal error');
+        if (error.code === 'INTERNAL') request.log.error({ err: e }, 'lease stream: internal error');
+        const problem = problemOf(error.code, error.message, error.details);
+        options.answered(op, problem.status);
+        send({ id: requestId, ok: false, problem });
+      };
+      const endIfIdle = () => {
+        if (closing && !ended && inflight === 0) socket.close(1001, 'Writ is shutting down');
+      };
+      const stream = {
+        socket,
+        drain() {
+          closing = true;
+          endIfIdle();
+        },
+      };
+      streams.add(stream);
+      alive.add(socket);
+      socket.on('pong', () => alive.add(socket));
+      socket.on('close', () => streams.delete(stream));
+      if (app.writDrain.draining()) stream.drain();
+
+      /** The principal and the key its stream was opened with, still registered and unrevoked. */
+      const stillAuthenticated = async () => {
+        const p = (await ctx.graph.current()).principal(caller.principal);
+        const why = !p ? `principal ${caller.principal} no longer exists`
+          : p.revoked_at !== null && p.revoked_at <= ctx.clock.now() ? `principal ${caller.principal} is revoked`
+          : !p.keys.some((k) => k.kid === caller.kid) ? `principal ${caller.principal} no longer has the key ${caller.kid} that opened this stream`
+          : null;
+        if (why) {
+          closing = true;
+          ended ??= new WritError('UNAUTHENTICATED', `${why}: the lease stream is closed`);
+          throw ended;
+        }
+      };
+
+      const run = async (req: LeaseStreamRequest) => {
+        await stillAuthenticated();
+        options.admit(caller.principal);
+        switch (req.op) {
+          case 'acquire': {
+            const input: LeaseRequestInput = { decisions: req.decisions };
+            if (req.ttl_ms !== undefined) input.ttl_ms = req.ttl_ms;
+            if (req.wait_ms !== undefined) input.wait_ms = req.wait_ms;
+            if (req.preempt !== undefined) input.preempt = req.preempt;
+            return leaseGrantToWire(await acquireLeases(ctx, caller.principal, input));
+          }
+          case 'renew':
+            return leaseRenewalToWire(await renewLease(ctx, caller.principal, req.lease_id, req.token, req.ttl_ms));
+          case 'release':
+            return releaseLease(ctx, caller.principal, req.lease_id, req.token);
+        }
+      };
+
+      socket.on('message', (data: RawData, isBinary: boolean) => {
+        let req: LeaseStreamRequest;
+        try {
+          req = parseRequest(data, isBinary, ctx.config.jsonMaxDepth, validators);
+        } catch (e) {
+          refuse(e instanceof StreamRequestError ? e.requestId : null, 'invalid', e instanceof StreamRequestError ? e.error : e);
+          return;
+        }
+        if (closing) {
+          refuse(req.id, req.op, ended ?? new WritError('OVERLOADED', 'this Writ is shutting down: the lease stream closes once its requests in flight are answered; open another (another replica, or this one once restarted)', { retry_after_ms: 1000 }));
+          return;
+        }
+        if (inflight >= LEASE_STREAM_MAX_INFLIGHT) {
+          refuse(req.id, req.op, new WritError('OVERLOADED', `${inflight} requests are in flight on this lease stream, the most it takes at once; wait for answers`, { retry_after_ms: 100 }));
+          return;
+        }
+        inflight++;
+        const release = app.writDrain.hold();
+        run(req).then(
+          (result) => {
+            options.answered(req.op, 200);
+            send({ id: req.id, ok: true, result });
+          },
+          (e: unknown) => refuse(req.id, req.op, e),
+        ).finally(() => {
+          inflight--;
+          release();
+          // An authentication that ended closes the stream once its answer is out.
+          if (ended && inflight === 0) socket.close(1008, 'the stream\'s authentication ended');
+          else endIfIdle();
+        });
+      });
+    },
+  });
+}
+
+/** A refusal of a message, with the id it named when that could be read. */
+class StreamRequestError extends Error {
+  constructor(readonly requestId: number | null, readonly error: WritError) {
+    super(error.message);
+  }
+}
+
+function malformed(requestId: number | null, message: string, code: ErrorCode = 'MALFORMED_REQUEST', details?: Record<string, unknown>): StreamRequestError {
+  return new StreamRequestError(requestId, new WritError(code, message, details));
+}
+
+/** One message → one valid request, or a StreamRequestError saying what is wrong with it. */
+function parseRequest(data: RawData, isBinary: boolean, maxDepth: number, validators: ReturnType<typeof compileValidators>): LeaseStreamRequest {
+  if (isBinary) throw malformed(null, 'lease stream messages are JSON text, not binary');
+  const text = (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data)).toString('utf8');
+  if (jsonDepthExceeds(text, maxDepth)) throw malformed(null, `the message nests objects and arrays more than ${maxDepth} deep`, 'NESTING_TOO_DEEP', { max_depth: maxDepth });
+  let message: unknown;
+  try {
+    message = JSON.parse(text);
+  } catch {
+    throw malformed(null, 'the message is not valid JSON');
+  }
+  if (typeof message !== 'object' || message === null || Array.isArray(message)) throw malformed(null, 'the message must be a JSON object');
+  const m = message as Record<string, unknown>;
+  const requestId = Number.isSafeInteger(m.id) && (m.id as number) >= 0 ? (m.id as number) : null;
+  if (requestId === null) throw malformed(null, 'message/id: must be a non-negative integer (the caller\'s, echoed in the answer)');
+  if (typeof m.op !== 'string' || !(OPS as string[]).includes(m.op)) throw malformed(requestId, `message/op: must be one of ${OPS.join(', ')}`);
+  try {
+    assertWellFormed(m, 'message');
+  } catch (e) {
+    throw new StreamRequestError(requestId, e as WritError);
+  }
+  const validate = validators[m.op as Op];
+  if (!validate(m)) {
+    const first = (validate as unknown as { errors?: { instancePath: string; message?: string; params?: Record<string, unknown> }[] }).errors?.[0];
+    const extra = first?.params && 'additionalProperty' in first.params ? ` "${String(first.params.additionalProperty)}"` : '';
+    throw malformed(requestId, `message${first?.instancePath ?? ''}: ${first?.message ?? 'invalid'}${extra}`);
+  }
+  return m as unknown as LeaseStreamRequest;
+}

@@ -1,0 +1,145 @@
+import type { IncomingMessage } from 'node:http';
+import type { JWK } from 'jose';
+import WebSocket from 'ws';
+import type { LeaseGrant, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest } from '../wire/v1.js';
+import { createCallerAssertion } from './assertion.js';
+import { errorFromProblem } from './errors.js';
+
+export interface LeaseStreamOptions {
+  /** e.g. http://127.0.0.1:4000 (the stream is ws:// or wss:// on the same host and port). */
+  baseUrl: string;
+  principal: string;
+  privateJwk: JWK;
+  audience?: string;
+}
+
+/** What renew and release need of a lease. */
+export interface LeaseHandle {
+  lease_id: string;
+  token: string;
+}
+
+/** Distributes Omit over a union (each request without its `id`, which the stream assigns). */
+type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never;
+
+/**
+ * Leases over one WebSocket (`GET /v1/leases/stream`), authenticated once when it opens: no HTTP
+ * request and no caller assertion per operation, which is what a controller taking and giving back
+ * many leases wants. Same answers and typed errors as the HTTP calls. Calls may overlap (they are
+ * pipelined on the connection). If the connection ends before a call is answered, that call rejects
+ * with LeaseStreamClosedError: its outcome is unknown, as after a dropped HTTP connection (an
+ * acquisition may have been granted and then lapses at its TTL).
+ */
+export class LeaseStream {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: unknown): void }>();
+  /** Resolves when the connection has ended, with its close code and reason. */
+  readonly closed: Promise<{ code: number; reason: string }>;
+
+  private constructor(private readonly socket: WebSocket) {
+    this.closed = new Promise((resolve) => {
+      socket.on('close', (code, reason) => {
+        const why = reason.toString('utf8');
+        for (const [id, p] of this.pending) p.reject(new LeaseStreamClosedError(code, why, id));
+        this.pending.clear();
+        resolve({ code, reason: why });
+      });
+    });
+    socket.on('message', (data) => this.answer(data.toString()));
+  }
+
+  /** Opens a stream; a refused upgrade (e.g. 401 UNAUTHENTICATED) rejects with its typed error. */
+  static async open(options: LeaseStreamOptions): Promise<LeaseStream> {
+    const assertion = await createCallerAssertion({ principal: options.principal, privateJwk: options.privateJwk, audience: options.audience ?? 'writ' });
+    const url = `${options.baseUrl.replace(/\/+$/, '').replace(/^http/, 'ws')}/v1/leases/stream`;
+    const socket = new WebSocket(url, { headers: { authorization: `Bearer ${assertion}` }, perMessageDeflate: false });
+    await new Promise<void>((resolve, reject) => {
+      socket.once('open', () => resolve());
+      socket.once('unexpected-response', (_req, res: IncomingMessage) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => {
+          let problem: Record<string, unknown> = {};
+          try {
+            problem = JSON.parse(body) as Record<string, unknown>;
+          } catch {
+            // Not a problem document (a proxy's page): still a typed error below.
+          }
+          const retry = typeof problem.retry_after_ms === 'number' ? problem.retry_after_ms : null;
+          reject(errorFromProblem(res.statusCode ?? 0, problem, retry));
+          socket.terminate();
+        });
+      });
+      socket.once('error', reject);
+    });
+    socket.on('error', () => undefined); // the 'close' that follows rejects what is pending
+    return new LeaseStream(socket);
+  }
+
+  /** Takes leases for these decision tokens (the body of POST /v1/leases, without `id`). */
+  acquire(decisions: string[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean } = {}): Promise<LeaseGrant> {
+    return this.call({
+      op: 'acquire', decisions,
+      ...(options.ttlMs !== undefined ? { ttl_ms: options.ttlMs } : {}),
+      ...(options.waitMs !== undefined ? { wait_ms: options.waitMs } : {}),
+      ...(options.preempt ? { preempt: true } : {}),
+    }) as Promise<LeaseGrant>;
+  }
+
+  renew(lease: LeaseHandle, ttlMs?: number): Promise<LeaseRenewal> {
+    return this.call({ op: 'renew', lease_id: lease.lease_id, token: lease.token, ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}) }) as Promise<LeaseRenewal>;
+  }
+
+  release(lease: LeaseHandle): Promise<LeaseRelease> {
+    return this.call({ op: 'release', lease_id: lease.lease_id, token: lease.token }) as Promise<LeaseRelease>;
+  }
+
+  /** Closes the connection; calls still unanswered reject with LeaseStreamClosedError. */
+  async close(): Promise<void> {
+    if (this.socket.readyState !== WebSocket.CLOSED) this.socket.close(1000);
+    await this.closed;
+  }
+
+  private call(request: WithoutId<LeaseStreamRequest>): Promise<unknown> {
+    if (this.socket.readyState !== WebSocket.OPEN) return Promise.reject(new LeaseStreamClosedError(1006, 'the lease stream is not open', null));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.socket.send(JSON.stringify({ id, ...request }));
+    });
+  }
+
+  private answer(text: string): void {
+    let reply: LeaseStreamReply;
+    try {
+      reply = JSON.parse(text) as LeaseStreamReply;
+    } catch {
+      return;
+    }
+    if (reply.id === null) {
+      // A message Writ could not read (this SDK never sends one): nothing to settle.
+      return;
+    }
+    const p = this.pending.get(reply.id);
+    if (!p) return;
+    this.pending.delete(reply.id);
+    if (reply.ok) p.resolve(reply.result);
+    else {
+      const retry = typeof reply.problem.retry_after_ms === 'number' ? reply.problem.retry_after_ms : null;
+      p.reject(errorFromProblem(reply.problem.status, reply.problem, retry));
+    }
+  }
+}
+
+/**
+ * The stream ended before this call was answered (a connection error, like fetch's on a dropped HTTP
+ * connection; not a WritApiError, since Writ answered nothing). `closeCode` 1001: Writ shut down
+ * (open a stream again, to another replica or once it has restarted).
+ */
+export class LeaseStreamClosedError extends Error {
+  constructor(readonly closeCode: number, readonly closeReason: string, readonly requestId: number | null) {
+    super(`the lease stream closed (${closeCode}${closeReason ? `: ${closeReason}` : ''})${requestId === null ? '' : ` before request ${requestId} was answered; its outcome is unknown`}`);
+    this.name = 'LeaseStreamClosedError';
+  }
+}
