@@ -193,16 +193,26 @@ async function main(): Promise<void> {
         'PostgreSQL CAS behind an authenticated HTTP front': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', frontUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common]),
       };
       const writLease = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common]);
+      // The same pairs on the lease stream (one WebSocket per client, authenticated once when it opens,
+      // as each PostgreSQL or Redis connection is): keys numbered apart from the HTTP clients'.
+      const writStream = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease-stream', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1001', ...common]);
       for (const clients of [16, 64]) {
         const row: Row = { measure: 'durable lease acquire+release pairs/s', clients, writ: [], peers: Object.fromEntries(Object.keys(peers).map((name) => [name, []])) };
-        rows.push(row);
+        // The stream is judged against the bare engines (the authenticated front authenticates every request).
+        const streamRow: Row = { measure: 'durable lease pairs/s on the lease stream', clients, writ: [], peers: { 'PostgreSQL CAS': row.peers['PostgreSQL CAS']!, 'Redis AOF always': row.peers['Redis AOF always']! } };
+        rows.push(row, streamRow);
         writLease(clients, 1);
+        writStream(clients, 1);
         for (const p of Object.values(peers)) p(clients, 1);
         for (let r = 0; r < ROUNDS; r++) {
-          const runs = [() => row.writ.push(writLease(clients, SECONDS)), ...Object.entries(peers).map(([name, p]) => () => row.peers[name]!.push(p(clients, SECONDS)))];
+          const runs = [
+            () => row.writ.push(writLease(clients, SECONDS)),
+            () => streamRow.writ.push(writStream(clients, SECONDS)),
+            ...Object.entries(peers).map(([name, p]) => () => row.peers[name]!.push(p(clients, SECONDS))),
+          ];
           for (const run of r % 2 === 0 ? runs : runs.reverse()) run();
           loads.push(loadavg()[0]!);
-          console.log(`leases ${clients} clients round ${r}: writ ${fmt(row.writ.at(-1)!.per_second)}/s, ${Object.entries(row.peers).map(([n, l]) => `${n} ${fmt(l.at(-1)!.per_second)}/s`).join(', ')}`);
+          console.log(`leases ${clients} clients round ${r}: writ ${fmt(row.writ.at(-1)!.per_second)}/s, writ stream ${fmt(streamRow.writ.at(-1)!.per_second)}/s, ${Object.entries(row.peers).map(([n, l]) => `${n} ${fmt(l.at(-1)!.per_second)}/s`).join(', ')}`);
         }
       }
     }
@@ -238,6 +248,7 @@ async function main(): Promise<void> {
     '',
     `- Decisions: \`POST /v1/decisions\` (${PRINCIPAL} ${REQUEST.action} ${REQUEST.resource} [${REQUEST.fields.join(', ')}] in production on graph/example.yaml; the caller assertion verified and its jti spent durably, chains resolved, Rego evaluated, the decision signed) vs \`opa run --server\` on policies/ (the same Rego and data.json the bundle is built from) answering \`POST /v1/data/writ/authz/decision\` with the exact input document Writ evaluates for that request (captured from Writ's policy engine in-process). ${check}`,
     '- Leases: Writ `POST /v1/leases` + `DELETE /v1/leases/{id}` (a decision fetched per client every 20 s, outside the pair count; each call a fresh assertion whose jti is spent in the lease\'s own commit; WAL synced before each answer) vs PostgreSQL 15 (the shared local server, synchronous_commit on, a database of its own): `UPDATE … SET holder, epoch = epoch + 1 … WHERE key = $1 AND (holder IS NULL OR expired) RETURNING epoch`, then a conditional `UPDATE` release, each autocommitted (pgx pool, one connection per client), vs a private `redis-server --appendonly yes --appendfsync always`: `SET key token NX PX 10000`, then a Lua compare-and-delete, vs the same PostgreSQL CAS behind the least an authenticated HTTP lease service must do (bench/authed-cas-front.ts: fastify, the same routes and load-generator mode as Writ, the caller\'s Ed25519 assertion verified on the thread pool, its jti spent and the key compare-and-set in one autocommitted statement; no policy, decision, graph, receipts or queue). Each client on its own key.',
+    '- Lease stream: the same pairs as `{"op": "acquire"}` and `{"op": "release"}` messages on `GET /v1/leases/stream`, one WebSocket per client opened with one caller assertion (as a PostgreSQL or Redis connection authenticates once), the same decision, checks, lease transaction and WAL sync before each answer; judged against the bare engines only.',
     '',
     '| measure | Writ /s | peer /s | ratio Writ/peer: median (range) | per round |',
     '|---|---:|---:|---:|---|',

@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import type { JWK } from 'jose';
 import WebSocket from 'ws';
 import type { LeaseGrant, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest } from '../wire/v1.js';
@@ -55,7 +54,7 @@ export class LeaseStream {
     const socket = new WebSocket(url, { headers: { authorization: `Bearer ${assertion}` }, perMessageDeflate: false });
     await new Promise<void>((resolve, reject) => {
       socket.once('open', () => resolve());
-      socket.once('unexpected-response', (_req, res: IncomingMessage) => {
+      socket.once('unexpected-response', (_req, res) => {
         let body = '';
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => (body += chunk));

@@ -8,7 +8,7 @@ import { startServerProcess, type ServerProcess } from '../support/server-proces
 
 /**
  * The SDK as an agent's project gets it: `npm pack` of packages/sdk, installed offline into a fresh
- * project (with jose, its one dependency, packed from this repository's node_modules: no registry),
+ * project (with jose and ws, its two dependencies, packed from this repository's node_modules: no registry),
  * a TypeScript file type-checked against the package's declarations and run against a live Writ.
  */
 const SDK_DIR = join(REPO, 'packages/sdk');
@@ -76,6 +76,19 @@ try {
 }
 await client.releaseLease(held);
 
+// The lease stream: the same lease and the same typed refusal over one WebSocket.
+const stream = await client.openLeaseStream();
+const streamed = await stream.acquire([(await client.decide({ action: 'update_post', resource, environment: 'production', fields: ['title'] })).token!], { ttlMs: 5_000 });
+let streamBusy: ResourceBusyError | null = null;
+try {
+  await stream.acquire([(await client.decide({ action: 'update_post', resource, environment: 'production', fields: ['title'] })).token!]);
+} catch (e) {
+  if (!(e instanceof ResourceBusyError)) throw e;
+  streamBusy = e;
+}
+const released = await stream.release(streamed);
+await stream.close();
+
 const keys = await generatePrincipalKeyPair();
 const assertion: string = await createCallerAssertion({ principal: 'someone', privateJwk: keys.privateJwk });
 const base: WritApiError | null = busy;
@@ -87,6 +100,7 @@ console.log(JSON.stringify({
   busy: busy && { code: busy.code, status: busy.status, holder: busy.holder, retryAfterMs: busy.retryAfterMs },
   assertionParts: assertion.split('.').length,
   isApiError: base instanceof WritApiError,
+  stream: { epochRose: released.epochs[\`\${resource}#title\`]! > held.epochs[\`\${resource}#title\`]!, busy: streamBusy?.code, closed: (await stream.closed).code },
 }));
 `;
 
@@ -98,13 +112,15 @@ describe('the SDK package', () => {
     expect(shipped).toContain('dist/sdk/index.js');
     for (const f of shipped) expect(f, f).not.toMatch(/(^|\/)(http|service|store|graph|policy|lease|gateway|audit|upstream|cli)\//);
     const manifest = JSON.parse(readFileSync(join(SDK_DIR, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
-    expect(Object.keys(manifest.dependencies)).toEqual(['jose']);
-    const jose = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', work, join(REPO, 'node_modules/jose')], { cwd: work, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })) as { filename: string }[];
+    expect(Object.keys(manifest.dependencies)).toEqual(['jose', 'ws']);
+    const pack = (dependency: string) => JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', work, join(REPO, 'node_modules', dependency)], { cwd: work, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })) as { filename: string }[];
+    const jose = pack('jose');
+    const ws = pack('ws');
 
     const project = join(work, 'agent-project');
     mkdirSync(project);
     writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'agent-project', private: true, type: 'module' }));
-    execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', join(work, packed[0]!.filename), join(work, jose[0]!.filename)], { cwd: project, stdio: ['ignore', 'pipe', 'pipe'] });
+    execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', join(work, packed[0]!.filename), join(work, jose[0]!.filename), join(work, ws[0]!.filename)], { cwd: project, stdio: ['ignore', 'pipe', 'pipe'] });
     const installed = files(join(project, 'node_modules/@writ/sdk')).map((f) => relative(join(project, 'node_modules/@writ/sdk'), f));
     expect(installed).toContain('dist/sdk/client.d.ts');
 
@@ -131,6 +147,7 @@ describe('the SDK package', () => {
       busy: { code: 'RESOURCE_BUSY', status: 423, holder: 'seo-agent-7', retryAfterMs: expect.any(Number) },
       assertionParts: 3,
       isApiError: true,
+      stream: { epochRose: true, busy: 'RESOURCE_BUSY', closed: 1000 },
     });
     expect(result.busy.retryAfterMs).toBeGreaterThan(0);
   });

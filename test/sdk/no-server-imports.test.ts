@@ -25,7 +25,7 @@ describe('the SDK', () => {
   it('imports no server code: no fastify, SQLite, graph, policy engine, nor server folders', () => {
     const { files, packages } = closure(join(REPO, 'src/sdk/index.ts'));
     expect([...packages].sort()).toEqual(expect.arrayContaining(['jose']));
-    for (const p of packages) expect(['jose', 'node:crypto']).toContain(p);
+    for (const p of packages) expect(['jose', 'node:crypto', 'ws']).toContain(p);
     for (const f of files) expect(f, f).not.toMatch(/src\/(http|service|store|graph|policy|lease|gateway|audit|upstream|cli)\//);
   });
 
