@@ -19,10 +19,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -215,37 +215,60 @@ func opa() func(c int) (func() error, error) {
 	}
 }
 
+// titleDecision: the allow decision for client c's key (wp:post:(base+c)#title), fetched again every
+// 20 s (decisions live 30 s).
+func titleDecision(h *http.Client, s *signer, c int) func() (string, error) {
+	decide := []byte(fmt.Sprintf(`{"action":"update_post","resource":"wp:post:%d","environment":"production","fields":["title"]}`, *base+c))
+	var token string
+	var fetched time.Time
+	return func() (string, error) {
+		if time.Since(fetched) > 20*time.Second {
+			var d struct {
+				Allow bool
+				Token string
+			}
+			if err := call(h, "POST", *url+"/v1/decisions", s.assertion(), decide, &d); err != nil {
+				return "", err
+			}
+			if !d.Allow {
+				return "", fmt.Errorf("decision denied")
+			}
+			token, fetched = d.Token, time.Now()
+		}
+		return token, nil
+	}
+}
+
+type grantedLease struct {
+	LeaseID string `json:"lease_id"`
+	Token   string `json:"token"`
+}
+
+// leasePair: one acquire + release of the client's key with the current decision.
+func leasePair(decision func() (string, error), acquire func(token string, out *grantedLease) error, release func(lease grantedLease) error) func() error {
+	return func() error {
+		token, err := decision()
+		if err != nil {
+			return err
+		}
+		var lease grantedLease
+		if err := acquire(token, &lease); err != nil {
+			return err
+		}
+		return release(lease)
+	}
+}
+
 // writLease: acquire + release of wp:post:(base+c)#title with a decision refetched every 20 s (decisions live 30 s).
 func writLease() func(c int) (func() error, error) {
 	s := loadSigner()
 	return func(c int) (func() error, error) {
 		h := httpClient()
-		decide := []byte(fmt.Sprintf(`{"action":"update_post","resource":"wp:post:%d","environment":"production","fields":["title"]}`, *base+c))
-		var token string
-		var fetched time.Time
-		return func() error {
-			if time.Since(fetched) > 20*time.Second {
-				var d struct {
-					Allow bool
-					Token string
-				}
-				if err := call(h, "POST", *url+"/v1/decisions", s.assertion(), decide, &d); err != nil {
-					return err
-				}
-				if !d.Allow {
-					return fmt.Errorf("decision denied")
-				}
-				token, fetched = d.Token, time.Now()
-			}
-			var lease struct {
-				LeaseID string `json:"lease_id"`
-				Token   string `json:"token"`
-			}
-			if err := call(h, "POST", *url+"/v1/leases", s.assertion(), must(json.Marshal(map[string]any{"decisions": []string{token}, "ttl_ms": 10000})), &lease); err != nil {
-				return err
-			}
+		return leasePair(titleDecision(h, s, c), func(token string, out *grantedLease) error {
+			return call(h, "POST", *url+"/v1/leases", s.assertion(), must(json.Marshal(map[string]any{"decisions": []string{token}, "ttl_ms": 10000})), out)
+		}, func(lease grantedLease) error {
 			return call(h, "DELETE", *url+"/v1/leases/"+lease.LeaseID, s.assertion(), must(json.Marshal(map[string]string{"token": lease.Token})), nil)
-		}, nil
+		}), nil
 	}
 }
 
@@ -255,7 +278,6 @@ func writLeaseStream() func(c int) (func() error, error) {
 	s := loadSigner()
 	return func(c int) (func() error, error) {
 		h := httpClient()
-		decide := []byte(fmt.Sprintf(`{"action":"update_post","resource":"wp:post:%d","environment":"production","fields":["title"]}`, *base+c))
 		header := http.Header{}
 		header.Set("authorization", "Bearer "+s.assertion())
 		conn, res, err := websocket.DefaultDialer.Dial(strings.Replace(*url, "http", "ws", 1)+"/v1/leases/stream", header)
@@ -266,8 +288,6 @@ func writLeaseStream() func(c int) (func() error, error) {
 			}
 			return nil, err
 		}
-		var token string
-		var fetched time.Time
 		next := 0
 		// roundTrip sends one request and reads its answer (one request in flight per client, so in order).
 		roundTrip := func(request map[string]any, out any) error {
@@ -297,29 +317,11 @@ func writLeaseStream() func(c int) (func() error, error) {
 			}
 			return nil
 		}
-		return func() error {
-			if time.Since(fetched) > 20*time.Second {
-				var d struct {
-					Allow bool
-					Token string
-				}
-				if err := call(h, "POST", *url+"/v1/decisions", s.assertion(), decide, &d); err != nil {
-					return err
-				}
-				if !d.Allow {
-					return fmt.Errorf("decision denied")
-				}
-				token, fetched = d.Token, time.Now()
-			}
-			var lease struct {
-				LeaseID string `json:"lease_id"`
-				Token   string `json:"token"`
-			}
-			if err := roundTrip(map[string]any{"op": "acquire", "decisions": []string{token}, "ttl_ms": 10000}, &lease); err != nil {
-				return err
-			}
+		return leasePair(titleDecision(h, s, c), func(token string, out *grantedLease) error {
+			return roundTrip(map[string]any{"op": "acquire", "decisions": []string{token}, "ttl_ms": 10000}, out)
+		}, func(lease grantedLease) error {
 			return roundTrip(map[string]any{"op": "release", "lease_id": lease.LeaseID, "token": lease.Token}, nil)
-		}, nil
+		}), nil
 	}
 }
 
