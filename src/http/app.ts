@@ -63,6 +63,16 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     // A path that is not valid percent-encoded UTF-8 never reaches a route: answer it in the house format.
     frameworkErrors: (error, request, reply) => sendProblem(new WritError('MALFORMED_REQUEST', error.message), request, reply),
   });
+  // WebSocket routes (the lease stream). Registered before every other hook: its onRequest hook marks an
+  // upgrade request (`request.ws`), and only a marked request's socket is destroyed after an HTTP answer,
+  // so an upgrade refused by a hook added later (draining, rate limit) must already be marked.
+  await app.register(websocket, {
+    options: { maxPayload: ctx.config.bodyLimitBytes },
+    preClose(done) {
+      for (const client of this.websocketServer.clients) client.close(1001, 'Writ is shutting down');
+      done();
+    },
+  });
   guardInput(app, { maxDepth: ctx.config.jsonMaxDepth, bodyLimit: ctx.config.bodyLimitBytes });
   const metrics = createMetrics(() => ctx.decisionLog.stats());
   ctx.observer = metrics.observer;
@@ -188,14 +198,6 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
         if (item.delete?.requestBody) item.delete.requestBody.required = false;
       }
       return api;
-    },
-  });
-  // WebSocket routes (the lease stream): the upgrade request runs the hooks above like any request.
-  await app.register(websocket, {
-    options: { maxPayload: ctx.config.bodyLimitBytes },
-    preClose(done) {
-      for (const client of this.websocketServer.clients) client.close(1001, 'Writ is shutting down');
-      done();
     },
   });
   registerOpsRoutes(app, metrics.registry);
