@@ -34,6 +34,8 @@ export interface AuthenticatedCaller {
   principal: string;
   /** The registered key (its kid) that signed the assertion. */
   kid: string;
+  /** That key's public material (`keyMaterial`): a key registered anew under the same kid is another key. */
+  key: string;
   jti: string;
   /** ms since the epoch. */
   expiresAt: number;
@@ -117,13 +119,31 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   if (typeof payload.aud !== 'string') throw refuse('assertion audience must be a single string');
   if (principal.revoked_at !== null && principal.revoked_at <= now) throw refuse(`principal ${principalId} is revoked`);
 
-  const caller = { principal: principalId, kid: header.kid, jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
+  const caller = { principal: principalId, kid: header.kid, key: keyMaterial(jwk), jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
   // Accepted only while its spend is remembered (whole-second exp checks alone leave up to 1 s more).
   if (now >= caller.spendUntil) throw refuse('assertion expired');
   // Spent already (durably), or shown to this process before and not yet spent: either way a replay.
   if (deps.readSpent !== false && (await deps.replay.isSpent(REPLAY_NAMESPACE, replayId(caller), now))) throw replayed();
   if (!deps.replay.present(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
   return caller;
+}
+
+/** A public key's identity: its type, curve and coordinates (not its kid, which a registration may reuse). */
+function keyMaterial(jwk: PublicJwk): string {
+  return `${jwk.kty}|${jwk.crv}|${jwk.x}|${jwk.y ?? ''}`;
+}
+
+/**
+ * Why a caller authenticated earlier (a lease stream's opening assertion) is no longer who it was, or
+ * null if it still is: its principal is gone or revoked, or no longer has the very key that signed the
+ * assertion (the same kid with other key material is another key: a rotation of a compromised key ends it).
+ */
+export function callerNoLongerValid(caller: AuthenticatedCaller, principal: CallerAuthDeps['principal'], now: number): string | null {
+  const p = principal(caller.principal);
+  if (!p) return `principal ${caller.principal} no longer exists`;
+  if (p.revoked_at !== null && p.revoked_at <= now) return `principal ${caller.principal} is revoked`;
+  if (!p.keys.some((k) => k.kid === caller.kid && keyMaterial(k) === caller.key)) return `principal ${caller.principal} no longer has the key ${caller.kid} that authenticated it`;
+  return null;
 }
 
 /**

@@ -16,6 +16,7 @@ export { checkDecisionBinding, type DecisionRequest } from './decision-binding.j
 export {
   ASSERTION_ALGORITHMS,
   authenticateCaller,
+  callerNoLongerValid,
   callerOf,
   isReplayedAssertion,
   releaseAssertion,

@@ -9,7 +9,7 @@ import { registerComponents } from './components.js';
 import { guardInput } from './input-guard.js';
 import { createMetrics } from './metrics.js';
 import { boundInflightWrites, claimedPrincipal, drainGate, PrincipalRateLimiter, type Drain } from './overload.js';
-import { queryCoercingValidator } from './query-coercion.js';
+import { queryCoercingValidator, STRICT_AJV_OPTIONS } from './query-coercion.js';
 import { sendProblem } from './problem.js';
 import { OWN_READS, sessionCookieOf, sessionMayCall } from './console-auth.js';
 import { registerConsoleRoutes } from './routes/console.js';
@@ -19,7 +19,7 @@ import { registerCoordinationRoutes } from './routes/coordination.js';
 import { registerDecisionRoutes } from './routes/decisions.js';
 import { registerGraphRoutes } from './routes/graph.js';
 import { registerImpactRoutes } from './routes/impact.js';
-import { LEASE_STREAM_PATH, registerLeaseStream } from './routes/lease-stream.js';
+import { LEASE_STREAM_PATH, registerLeaseStream, type LeaseStreams } from './routes/lease-stream.js';
 import { registerOpsRoutes } from './routes/ops.js';
 
 declare module 'fastify' {
@@ -27,6 +27,8 @@ declare module 'fastify' {
     writ: WritContext;
     /** Authenticates the caller assertion (Bearer JWT), spends its jti and returns the principal id. */
     caller(request: FastifyRequest): Promise<string>;
+    /** The same for a caller assertion only (no console session), returning the verified caller. */
+    spentCaller(request: FastifyRequest): Promise<AuthenticatedCaller>;
     /** Verifies the caller assertion but leaves its jti for the use case to spend in its own transaction. */
     unspentCaller(request: FastifyRequest): Promise<AuthenticatedCaller>;
     /**
@@ -58,7 +60,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     bodyLimit: ctx.config.bodyLimitBytes,
     // Only the proxies named in WRIT_TRUST_PROXY are believed about the client's protocol and address.
     ...(ctx.config.trustProxy === null ? {} : { trustProxy: ctx.config.trustProxy }),
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
+    ajv: { customOptions: STRICT_AJV_OPTIONS },
     schemaController: { compilersFactory: { buildValidator: queryCoercingValidator() } },
     // A path that is not valid percent-encoded UTF-8 never reaches a route: answer it in the house format.
     frameworkErrors: (error, request, reply) => sendProblem(new WritError('MALFORMED_REQUEST', error.message), request, reply),
@@ -66,11 +68,15 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   // WebSocket routes (the lease stream). Registered before every other hook: its onRequest hook marks an
   // upgrade request (`request.ws`), and only a marked request's socket is destroyed after an HTTP answer,
   // so an upgrade refused by a hook added later (draining, rate limit) must already be marked.
+  let leaseStreams: LeaseStreams | null = null;
   await app.register(websocket, {
     options: { maxPayload: ctx.config.bodyLimitBytes },
+    // As for HTTP requests, close() lets the operations in flight finish (the streams take no new ones).
     preClose(done) {
-      for (const client of this.websocketServer.clients) client.close(1001, 'Writ is shutting down');
-      done();
+      void (leaseStreams?.close() ?? Promise.resolve()).then(() => {
+        for (const client of this.websocketServer.clients) client.close(1001, 'Writ is shutting down');
+        done();
+      });
     },
   });
   guardInput(app, { maxDepth: ctx.config.jsonMaxDepth, bodyLimit: ctx.config.bodyLimitBytes });
@@ -83,17 +89,25 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     return { principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs, readSpent: false };
   };
   const limiter = ctx.config.rateLimit.perSecond > 0 ? new PrincipalRateLimiter(ctx.clock, ctx.config.rateLimit.perSecond, ctx.config.rateLimit.burst) : null;
+  /** Takes one request from the principal's rate (governance is not limited): RATE_LIMITED otherwise. */
+  const admit = (principal: string) => {
+    if (limiter && principal !== GOVERNANCE_ID) limiter.admit(principal);
+  };
   /** A verified caller within its rate; a limited one's assertion is left unspent (usable once it may call again). */
   const admitted = async (request: FastifyRequest, deps: Awaited<ReturnType<typeof authDeps>>): Promise<AuthenticatedCaller> => {
     const caller = await verifyCallerAssertion(request.headers.authorization, deps);
-    if (limiter && caller.principal !== GOVERNANCE_ID) {
-      try {
-        limiter.admit(caller.principal);
-      } catch (e) {
-        releaseAssertion(deps.replay, caller);
-        throw e;
-      }
+    try {
+      admit(caller.principal);
+    } catch (e) {
+      releaseAssertion(deps.replay, caller);
+      throw e;
     }
+    return caller;
+  };
+  const spentCaller = async (request: FastifyRequest) => {
+    const deps = await authDeps();
+    const caller = await admitted(request, deps);
+    await deps.replay.store.readWrite((tx) => spendAssertion(deps.replay, tx, caller, deps.now));
     return caller;
   };
   app.decorate('caller', async (request: FastifyRequest) => {
@@ -106,15 +120,13 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
         throw new WritError('FORBIDDEN', `${session.principal} holds no audit grant (audit_read on audit:principal:*): its console shows only its own receipts and capabilities`);
       }
       // A session is held to its principal's rate like the principal's signed calls.
-      if (limiter && session.principal !== GOVERNANCE_ID) limiter.admit(session.principal);
+      admit(session.principal);
       request.consoleSession = session;
       return session.principal;
     }
-    const deps = await authDeps();
-    const caller = await admitted(request, deps);
-    await deps.replay.store.readWrite((tx) => spendAssertion(deps.replay, tx, caller, deps.now));
-    return caller.principal;
+    return (await spentCaller(request)).principal;
   });
+  app.decorate('spentCaller', spentCaller);
   app.decorate('unspentCaller', async (request: FastifyRequest) => admitted(request, await authDeps()));
   app.decorate('callerSpending', async (request: FastifyRequest) => {
     const deps = await authDeps();
@@ -207,10 +219,8 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   await registerConsoleRoutes(app);
   registerDecisionRoutes(app);
   registerCoordinationRoutes(app);
-  registerLeaseStream(app, {
-    admit: (principal) => {
-      if (limiter && principal !== GOVERNANCE_ID) limiter.admit(principal);
-    },
+  leaseStreams = registerLeaseStream(app, {
+    admit,
     answered: (op, status) => metrics.httpRequests.inc({ route: `${LEASE_STREAM_PATH} ${op}`, status: String(status) }),
   });
   await registerAuthzenRoutes(app);

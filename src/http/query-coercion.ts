@@ -1,5 +1,8 @@
 import AjvCompiler from '@fastify/ajv-compiler';
 
+/** How request bodies are validated: exactly as sent (no coercion, no defaults, nothing removed). */
+export const STRICT_AJV_OPTIONS = { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } as const;
+
 /**
  * Fastify's validator factory, with one difference: a query string is text, so its schema coerces
  * (`?limit=10` is the integer 10, `?limit=ten` is still refused). Bodies, params and headers keep the

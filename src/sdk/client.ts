@@ -6,8 +6,9 @@ import type { Decision, DecisionRequest, LeaseGrant, LeaseRenewal, Receipt } fro
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
-import { errorFromProblem, errorFromWritError, ForbiddenError, LeaseExpiredError, WritApiError } from './errors.js';
+import { errorFromWritError, ForbiddenError, LeaseExpiredError, WritApiError } from './errors.js';
 import { LeaseStream } from './lease-stream.js';
+import { refusalError } from './refusal.js';
 
 /**
  * The agent SDK: signs its own caller assertions, asks for decisions, takes leases and renews them
@@ -122,18 +123,13 @@ export class WritClient {
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     const text = await res.text();
-    let parsed: Record<string, unknown> = {};
+    // A proxy's HTML error page or a truncated body: still a typed error, never a SyntaxError.
+    if (!res.ok) throw refusalError(res.status, text, res.headers.get('retry-after'));
     try {
-      parsed = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+      return (text ? JSON.parse(text) : {}) as T;
     } catch {
-      // A proxy's HTML error page or a truncated body: still a typed error below, never a SyntaxError.
-      if (res.ok) throw new WritApiError('INTERNAL', res.status, `${method} ${path} answered ${res.status} with a body that is not JSON`);
+      throw new WritApiError('INTERNAL', res.status, `${method} ${path} answered ${res.status} with a body that is not JSON`);
     }
-    if (!res.ok) {
-      const fromProblem = typeof parsed.retry_after_ms === 'number' ? parsed.retry_after_ms : null;
-      throw errorFromProblem(res.status, parsed, fromProblem ?? retryAfterHeaderMs(res.headers.get('retry-after')));
-    }
-    return parsed as T;
   }
 
   decide(request: DecisionRequest): Promise<Decision> {
@@ -168,8 +164,12 @@ export class WritClient {
    * Opens a lease stream: acquire, renew and release over one WebSocket authenticated once, for a
    * caller that takes many leases (see LeaseStream). Close it when done.
    */
-  openLeaseStream(): Promise<LeaseStream> {
-    return LeaseStream.open({ baseUrl: this.base, principal: this.options.principal, privateJwk: this.options.privateJwk, ...(this.options.audience ? { audience: this.options.audience } : {}) });
+  openLeaseStream(options: { handshakeTimeoutMs?: number } = {}): Promise<LeaseStream> {
+    return LeaseStream.open({
+      baseUrl: this.base, principal: this.options.principal, privateJwk: this.options.privateJwk,
+      ...(this.options.audience ? { audience: this.options.audience } : {}),
+      ...(options.handshakeTimeoutMs !== undefined ? { handshakeTimeoutMs: options.handshakeTimeoutMs } : {}),
+    });
   }
 
   /** Takes leases for these decisions once (no retry). */
@@ -351,14 +351,6 @@ export class WritClient {
       if (!refusedByWrit) await this.releaseLease(held).catch(() => undefined);
     }
   }
-}
-
-function retryAfterHeaderMs(value: string | null): number | null {
-  if (value === null || value.trim() === '') return null;
-  const seconds = Number(value);
-  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
 }
 
 function kidOf(token: string): string | null {

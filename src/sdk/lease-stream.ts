@@ -3,6 +3,7 @@ import WebSocket from 'ws';
 import type { LeaseGrant, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest } from '../wire/v1.js';
 import { createCallerAssertion } from './assertion.js';
 import { errorFromProblem } from './errors.js';
+import { refusalError } from './refusal.js';
 
 export interface LeaseStreamOptions {
   /** e.g. http://127.0.0.1:4000 (the stream is ws:// or wss:// on the same host and port). */
@@ -10,6 +11,8 @@ export interface LeaseStreamOptions {
   principal: string;
   privateJwk: JWK;
   audience?: string;
+  /** How long opening may take (connect, upgrade, Writ's checks) before it fails; default 10 000 ms. */
+  handshakeTimeoutMs?: number;
 }
 
 /** What renew and release need of a lease. */
@@ -51,7 +54,7 @@ export class LeaseStream {
   static async open(options: LeaseStreamOptions): Promise<LeaseStream> {
     const assertion = await createCallerAssertion({ principal: options.principal, privateJwk: options.privateJwk, audience: options.audience ?? 'writ' });
     const url = `${options.baseUrl.replace(/\/+$/, '').replace(/^http/, 'ws')}/v1/leases/stream`;
-    const socket = new WebSocket(url, { headers: { authorization: `Bearer ${assertion}` }, perMessageDeflate: false });
+    const socket = new WebSocket(url, { headers: { authorization: `Bearer ${assertion}` }, perMessageDeflate: false, handshakeTimeout: options.handshakeTimeoutMs ?? 10_000 });
     await new Promise<void>((resolve, reject) => {
       socket.once('open', () => resolve());
       socket.once('unexpected-response', (_req, res) => {
@@ -59,14 +62,8 @@ export class LeaseStream {
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => (body += chunk));
         res.on('end', () => {
-          let problem: Record<string, unknown> = {};
-          try {
-            problem = JSON.parse(body) as Record<string, unknown>;
-          } catch {
-            // Not a problem document (a proxy's page): still a typed error below.
-          }
-          const retry = typeof problem.retry_after_ms === 'number' ? problem.retry_after_ms : null;
-          reject(errorFromProblem(res.statusCode ?? 0, problem, retry));
+          const retryAfter = res.headers['retry-after'];
+          reject(refusalError(res.statusCode ?? 0, body, Array.isArray(retryAfter) ? retryAfter[0] : retryAfter));
           socket.terminate();
         });
       });
@@ -101,7 +98,10 @@ export class LeaseStream {
   }
 
   private call(request: WithoutId<LeaseStreamRequest>): Promise<unknown> {
-    if (this.socket.readyState !== WebSocket.OPEN) return Promise.reject(new LeaseStreamClosedError(1006, 'the lease stream is not open', null));
+    if (this.socket.readyState !== WebSocket.OPEN) {
+      // Closing or closed: refused with the code the connection ends with (1001 when Writ shuts down).
+      return this.closed.then(({ code, reason }) => Promise.reject(new LeaseStreamClosedError(code, reason, null)));
+    }
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
@@ -116,17 +116,17 @@ export class LeaseStream {
     } catch {
       return;
     }
-    if (reply.id === null) {
-      // A message Writ could not read (this SDK never sends one): nothing to settle.
-      return;
-    }
+    // Not an answer (a proxy's or a broken peer's message), or one to a message Writ could not read
+    // (this SDK never sends one): nothing to settle.
+    if (typeof reply !== 'object' || reply === null || typeof reply.id !== 'number') return;
     const p = this.pending.get(reply.id);
     if (!p) return;
     this.pending.delete(reply.id);
     if (reply.ok) p.resolve(reply.result);
     else {
-      const retry = typeof reply.problem.retry_after_ms === 'number' ? reply.problem.retry_after_ms : null;
-      p.reject(errorFromProblem(reply.problem.status, reply.problem, retry));
+      const problem = typeof reply.problem === 'object' && reply.problem !== null ? reply.problem : ({} as Record<string, unknown>);
+      const retry = typeof problem.retry_after_ms === 'number' ? problem.retry_after_ms : null;
+      p.reject(errorFromProblem(typeof problem.status === 'number' ? problem.status : 0, problem, retry));
     }
   }
 }

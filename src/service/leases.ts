@@ -70,6 +70,8 @@ async function spendingAssertion<T>(
   op: (caller: string, spend: (tx: StoreTx) => Promise<void>, spentWith: () => void) => Promise<T>,
 ): Promise<T> {
   const { principal, spend } = callerOf(who, ctx.replay, () => ctx.clock.now());
+  // An authenticated principal (the lease stream's) has nothing to spend: no transaction after a refusal.
+  if (typeof who === 'string') return op(principal, spend, () => {});
   // Set only once a transaction carrying the spend has COMMITTED (`spentWith`): a callback that ran the
   // spend may still roll back (a retry, a deferred refusal rerun), and then the spend did not happen.
   let spentByOp = false;

@@ -3,14 +3,16 @@
  * the SDK's LeaseStream and raw `ws` for the protocol's edges.
  */
 import { once } from 'node:events';
+import { fdatasync } from 'node:fs';
+import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config/index.js';
-import { GOVERNANCE_ID } from '../../src/graph/model.js';
-import { issueLoginToken } from '../../src/service/index.js';
-import { LeaseStream, LeaseStreamClosedError, UnauthenticatedError, WritApiError, WritClient, type LeaseGrant } from '../../src/sdk/index.js';
+import { GOVERNANCE_ID, type PublicJwk } from '../../src/graph/model.js';
+import { issueLoginToken, registerPrincipal } from '../../src/service/index.js';
+import { generatePrincipalKeyPair, LeaseStream, LeaseStreamClosedError, UnauthenticatedError, WritApiError, WritClient, type LeaseGrant } from '../../src/sdk/index.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
 import { fixtureKey, startHarness, type Harness, type HarnessOptions } from '../support/harness.js';
 
@@ -434,6 +436,26 @@ describe('the stream\'s authentication', () => {
     expect((await s.release(g).catch((e: unknown) => e))).toBeInstanceOf(LeaseStreamClosedError);
   });
 
+  it('ends when the key that opened it is replaced, even under the same kid (a rotated compromised key); another principal\'s decision is DECISION_MISMATCH as over HTTP', async () => {
+    const { h, url } = await listening();
+    const s = await openStream(url, SEO);
+    const aliceToken = await titleDecision(h, ALICE, 36);
+    const viaHttp = await h.call(SEO, { method: 'POST', url: '/v1/leases', payload: { decisions: [aliceToken] } });
+    expect(viaHttp.body.code).toBe('DECISION_MISMATCH');
+    expect(await codeOf(s.acquire([aliceToken]))).toBe('DECISION_MISMATCH');
+    const g = await s.acquire([await titleDecision(h, SEO, 37)]);
+    const p = (await h.ctx.graph.current()).principal(SEO)!;
+    const fresh = await generatePrincipalKeyPair();
+    expect(p.kind).toBe('agent');
+    await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: SEO, kind: 'agent', priority_class: p.priority_class, attributes: p.attributes, keys: [{ ...fresh.publicJwk, kid: p.keys[0]!.kid } as PublicJwk] });
+    // Over HTTP the old private key no longer authenticates; nor does the stream it opened.
+    expect(await codeOf(client(url, SEO).request('GET', '/v1/leases'))).toBe('UNAUTHENTICATED');
+    const err = await s.renew(g).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UnauthenticatedError);
+    expect((err as WritApiError).detail).toMatch(/no longer has the key/);
+    expect(await s.closed).toMatchObject({ code: 1008 });
+  });
+
   it('raw: requests pipelined behind the one that found the revocation are all UNAUTHENTICATED, then 1008', async () => {
     const { h, url } = await listening();
     const raw = await rawStream(url, await h.auth(SEO));
@@ -512,6 +534,57 @@ describe('draining', () => {
     expect(await closesWithin(h, 3_000)).toBe(true);
   });
 
+  /** An upgrade request over a raw socket (what `ws` would refuse, or a client that goes away). */
+  const rawUpgrade = async (url: string, authorization: string, key: string | null) => {
+    const socket = connect(Number(new URL(url).port), '127.0.0.1');
+    await once(socket, 'connect');
+    socket.write(`GET /v1/leases/stream HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n${key === null ? '' : `Sec-WebSocket-Key: ${key}\r\n`}Authorization: ${authorization}\r\n\r\n`);
+    return socket;
+  };
+
+  it('an upgrade that never becomes a stream stops counting for the drain: a handshake ws refuses, a client gone during the checks', async () => {
+    // Found by review: the upgrade request counted until the stream opened, for ever if it never did, and
+    // every later drain waited out its timeout.
+    let slow = false;
+    const { h, url } = await listening({ sync: (fd, done) => setTimeout(() => fdatasync(fd, done), slow ? 300 : 0) });
+    const badKey = await rawUpgrade(url, (await h.auth(SEO)).authorization!, null);
+    let answer = '';
+    badKey.on('data', (d) => (answer += String(d)));
+    await once(badKey, 'close');
+    expect(answer).toMatch(/^HTTP\/1\.1 400/);
+    slow = true; // the assertion's spend now takes 300 ms: the client hangs up meanwhile
+    const gone = await rawUpgrade(url, (await h.auth(SEO)).authorization!, 'dGhlIHNhbXBsZSBub25jZQ==');
+    await new Promise((r) => setTimeout(r, 100));
+    gone.destroy();
+    await new Promise((r) => setTimeout(r, 500));
+    slow = false;
+    expect(h.app.writDrain.inflight()).toBe(0);
+    expect(await h.app.writDrain.drain(1_000)).toEqual({ drained: true, inflight: 0 });
+  });
+
+  it('app.close() lets a request in flight finish and answers it before the stream closes', async () => {
+    // Found by review: close() closed every stream at once, and the store could close under a request.
+    const { h, url } = await listening();
+    const alice = await leaseOk(h, ALICE, [await titleDecision(h, ALICE, 46)]);
+    const s = await openStream(url, SEO);
+    const other = await titleDecision(h, SEO, 47);
+    const waiting = s.acquire([await titleDecision(h, SEO, 46)], { waitMs: 5_000 }).catch((e: unknown) => e);
+    const until = Date.now() + 5_000;
+    while ((await h.ctx.leases.queues()).length === 0) {
+      if (Date.now() > until) throw new Error('the stream acquisition never queued');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    let closed = false;
+    const closing = h.app.close().then(() => (closed = true));
+    expect(await codeOf(s.acquire([other]))).toBe('OVERLOADED');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(closed).toBe(false); // close() waits for the request in flight
+    await h.ctx.leases.release(alice.lease_id, alice.token);
+    expect(await waiting).toMatchObject({ holder: SEO });
+    await closing;
+    expect(await s.closed).toMatchObject({ code: 1001 });
+  });
+
   // Found by this test: drainGate's onRequest hook refused the upgrade before @fastify/websocket's own
   // onRequest hook had marked the request as a WebSocket one (request.ws), so the plugin's onResponse
   // hook never destroyed the upgrade's raw socket: the 503 was sent and the server kept its half of the
@@ -536,13 +609,16 @@ describe('draining', () => {
       if (Date.now() > until) throw new Error('the stream acquisition never queued');
       await new Promise((r) => setTimeout(r, 20));
     }
-    // app.close() runs @fastify/websocket's preClose: every client closed 1001, with the wait unanswered.
-    const closing = h.app.close();
+    // The connection is cut under the wait (as a proxy or a crash would): no answer will come.
+    for (const c of h.app.websocketServer.clients) c.terminate();
     const e = await waiting;
     expect(e).toBeInstanceOf(LeaseStreamClosedError);
-    expect((e as LeaseStreamClosedError).closeCode).toBe(1001);
+    expect((e as LeaseStreamClosedError).closeCode).toBe(1006);
+    expect((e as LeaseStreamClosedError).requestId).toBe(1);
+    // A call made after the close rejects with the same code.
+    const after = await s.acquire([await titleDecision(h, SEO, 48)]).catch((x: unknown) => x);
+    expect(after).toMatchObject({ closeCode: 1006, requestId: null });
     h.ctx.leases.stopWaiting();
-    await closing;
   });
 });
 
@@ -573,6 +649,13 @@ describe('the rate limit', () => {
     clock.advance(2_000);
     raw.send({ id: 6, op: 'acquire', decisions: [tokens[1]], ttl_ms: 5_000 });
     expect(await raw.next()).toMatchObject({ id: 6, ok: true });
+    // A message that cannot be read counts too: junk does not buy answers past the rate.
+    clock.advance(10_000); // full again: 4
+    for (let i = 0; i < 4; i++) raw.send('not json');
+    raw.send('not json either');
+    const junk: any[] = [];
+    for (let i = 0; i < 5; i++) junk.push(await raw.next());
+    expect(junk.map((r) => r.problem.code)).toEqual(['MALFORMED_REQUEST', 'MALFORMED_REQUEST', 'MALFORMED_REQUEST', 'MALFORMED_REQUEST', 'RATE_LIMITED']);
   });
 
   it('an upgrade refused for want of credentials leaves no socket open (so does one refused earlier, below)', async () => {

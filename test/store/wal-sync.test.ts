@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { WalSync, type SyncFn } from '../../src/store/sqlite/wal-sync.js';
+import type { SyncFn } from '../../src/store/sqlite/wal-sync.js';
 import { WritError } from '../../src/errors.js';
 import { LiveGraph } from '../../src/graph/live-graph.js';
 import type { GraphEvent } from '../../src/graph/model.js';
@@ -173,88 +173,21 @@ describe('the SQLite store syncs the WAL off the event loop', () => {
     const headQueries = () => get.mock.contexts.filter((s) => (s as { source: string }).source.includes('MAX(revision)')).length;
     const head = () => store.read((tx) => tx.graph.head());
     const append = (revision: number) => other.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (?, 0, ?, ?, ?)').run(revision, 'x', 'noop', '{}');
-    const nextTurn = () => new Promise((r) => setImmediate(r));
     try {
       expect(await head()).toBe(0);
       expect(await head()).toBe(0);
       expect(headQueries()).toBe(1);
       append(1);
-      // Another connection's commit is seen from the next turn of the event loop (see SqliteGraphEventStore.head).
-      await nextTurn();
       expect(await head()).toBe(1);
       expect(await head()).toBe(1);
-      await nextTurn();
       expect(await head()).toBe(1);
       expect(headQueries()).toBe(2);
       append(2);
-      await nextTurn();
       expect(await head()).toBe(2);
       expect(headQueries()).toBe(3);
     } finally {
       get.mockRestore();
       other.close();
-      await store.close();
-    }
-  });
-});
-
-describe('the graph head is read once per turn of the event loop', () => {
-  const event = (id: string): GraphEvent => ({ type: 'principal.created', principal: { id, kind: 'agent', priority_class: 'agent', priority: 10, attributes: {}, keys: [], created_at: 1 } });
-  const nextTurn = () => new Promise((r) => setImmediate(r));
-
-  it('reads -shm once per turn; another connection\'s commit is seen from the next turn', async () => {
-    const { store, file } = await open();
-    const other = new Database(file);
-    const reads = vi.spyOn(WalSync.prototype, 'changeTag');
-    const head = () => store.read((tx) => tx.graph.head(), { waitsFor: () => false });
-    try {
-      await head();
-      await nextTurn();
-      reads.mockClear();
-      expect(await head()).toBe(0);
-      expect(await head()).toBe(0);
-      expect(await head()).toBe(0);
-      expect(reads.mock.calls.length).toBe(1); // one pread of -shm (the change tag) for the three calls of this turn
-      other.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (1, 0, ?, ?, ?)').run('x', 'noop', '{}');
-      expect(await head()).toBe(0); // the same turn: concurrent with that commit
-      await nextTurn();
-      expect(await head()).toBe(1);
-    } finally {
-      reads.mockRestore();
-      other.close();
-      await store.close();
-    }
-  });
-
-  it('a commit of this process is seen in the same turn once it is durable (acknowledged): a revocation is never missed by the next request', async () => {
-    const { sync, pending, until } = manualSync();
-    const { store } = await open(sync);
-    // A second store on the file in this process (as a test's second Writ would be): its own syncs.
-    const reader = await openSqliteStore(store.writer.name, { checkpointer: false });
-    const head = (s: SqliteStore) => s.read((tx) => tx.graph.head(), { waitsFor: () => false });
-    /** Microtasks only (never a turn of the event loop) until `n` syncs were asked for. */
-    const microtasksUntil = async (n: number) => {
-      for (let i = 0; pending.length < n; i++) {
-        if (i > 1_000) throw new Error(`expected ${n} syncs within this turn`);
-        await Promise.resolve();
-      }
-    };
-    try {
-      const first = store.readWrite((tx) => tx.graph.append([event('agent-1')], 'governance', 1));
-      await until(1);
-      const second = store.readWrite((tx) => tx.graph.append([event('agent-2')], 'governance', 2));
-      await nextTurn();
-      // From here on, one turn of the event loop: no timer, no I/O, no setImmediate in between.
-      expect(await head(reader)).toBe(1); // the first append is committed (visible); the head is memoized for this turn
-      pending[0]!(null); // its sync completes: it is acknowledged, and the second append commits
-      await first;
-      await microtasksUntil(2);
-      pending[1]!(null); // the second append's sync completes
-      await second; // acknowledged: a request that follows must see it, in this turn too
-      expect(await head(reader)).toBe(2);
-      expect(await head(store)).toBe(2);
-    } finally {
-      await reader.close();
       await store.close();
     }
   });

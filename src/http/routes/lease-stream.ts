@@ -12,13 +12,14 @@
 import AjvCompiler from '@fastify/ajv-compiler';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
-import { spendAssertion, type AuthenticatedCaller } from '../../decision/index.js';
+import { callerNoLongerValid, type AuthenticatedCaller } from '../../decision/index.js';
 import { WritError, type ErrorCode } from '../../errors.js';
 import { acquireLeases, releaseLease, renewLease, type LeaseRequestInput } from '../../service/index.js';
 import type { LeaseStreamReply, LeaseStreamRequest } from '../../wire/v1.js';
 import { AUTHENTICATED, errorResponses } from '../components.js';
 import { assertWellFormed, jsonDepthExceeds } from '../input-guard.js';
 import { problemOf } from '../problem.js';
+import { STRICT_AJV_OPTIONS } from '../query-coercion.js';
 import { leaseBody, releaseBody, renewBody } from '../schemas.js';
 import { leaseGrantToWire, leaseRenewalToWire } from '../wire.js';
 
@@ -36,7 +37,7 @@ declare module 'fastify' {
 }
 
 export interface LeaseStreamOptions {
-  /** Takes one request from the principal's rate (RATE_LIMITED otherwise), as an HTTP request would. */
+  /** Takes one message from the principal's rate (RATE_LIMITED otherwise), as an HTTP request would. */
   admit(principal: string): void;
   /** Counts one answered operation (metrics). */
   answered(op: LeaseStreamRequest['op'] | 'invalid', status: number): void;
@@ -54,14 +55,23 @@ const OPS = Object.keys(opSchemas) as Op[];
 
 /** One validator per operation, compiled with the app's strict body options (no coercion, no defaults). */
 function compileValidators() {
-  const compile = AjvCompiler()({}, { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } });
+  const compile = AjvCompiler()({}, { customOptions: STRICT_AJV_OPTIONS });
   return Object.fromEntries(OPS.map((op) => [op, compile({ schema: opSchemas[op], method: 'GET', url: LEASE_STREAM_PATH, httpPart: 'body' })])) as Record<Op, ReturnType<typeof compile>>;
 }
 
-export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOptions): void {
+/** The open lease streams of an app. */
+export interface LeaseStreams {
+  /** Every stream takes no new request; resolves once the requests in flight on all of them are answered. */
+  close(): Promise<void>;
+}
+
+export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOptions): LeaseStreams {
   const ctx = app.writ;
   const validators = compileValidators();
   const streams = new Set<{ drain(): void; socket: WebSocket }>();
+  /** Requests in flight on every stream, and who waits for them to end (`close`). */
+  let inflightAll = 0;
+  const idleAll: (() => void)[] = [];
   app.writDrain.onDrain(() => {
     for (const s of streams) s.drain();
   });
@@ -81,10 +91,12 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
   /** Refused before the upgrade (the answer is an HTTP problem): not a WebSocket, or no valid assertion. */
   const authenticate = async (request: FastifyRequest) => {
     if (!request.ws) throw new WritError('MALFORMED_REQUEST', `${LEASE_STREAM_PATH} is a WebSocket: open it with an upgrade request (Connection: Upgrade, Upgrade: websocket)`);
+    // The upgrade's answer is hijacked: the request stops counting for the drain when the stream opens,
+    // or when its socket closes without one (a handshake `ws` refuses, a client gone during the checks).
+    // (An upgrade injected in a test, @fastify/websocket's injectWS, has no socket.)
+    (request.raw.socket as typeof request.raw.socket | undefined)?.once('close', () => app.writDrain.upgraded(request));
     if (request.headers.authorization === undefined) throw new WritError('UNAUTHENTICATED', 'the lease stream is opened with a caller assertion (Authorization: Bearer …); a console session cannot open it');
-    const caller = await app.unspentCaller(request);
-    await ctx.store.readWrite((tx) => spendAssertion(ctx.replay, tx, caller, ctx.clock.now()));
-    request.leaseStreamCaller = caller;
+    request.leaseStreamCaller = await app.spentCaller(request);
   };
 
   app.route({
@@ -92,6 +104,8 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
     url: LEASE_STREAM_PATH,
     schema: {
       operationId: 'leaseStream', tags: ['Coordination'],
+      // A caller assertion only: a console session cannot open it.
+      security: [{ callerAssertion: [] }],
       summary: 'Lease operations over one WebSocket, authenticated once by the upgrade request',
       description: [
         'Upgrade to a WebSocket with a caller assertion in `Authorization` (verified, its jti spent).',
@@ -127,6 +141,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         const error = e instanceof WritError ? e : new WritError('INTERNAL', 'internal error');
         if (error.code === 'INTERNAL') request.log.error({ err: e }, 'lease stream: internal error');
         const problem = problemOf(error.code, error.message, error.details);
+        problem.instance = LEASE_STREAM_PATH;
         options.answered(op, problem.status);
         send({ id: requestId, ok: false, problem });
       };
@@ -148,11 +163,8 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
 
       /** The principal and the key its stream was opened with, still registered and unrevoked. */
       const stillAuthenticated = async () => {
-        const p = (await ctx.graph.current()).principal(caller.principal);
-        const why = !p ? `principal ${caller.principal} no longer exists`
-          : p.revoked_at !== null && p.revoked_at <= ctx.clock.now() ? `principal ${caller.principal} is revoked`
-          : !p.keys.some((k) => k.kid === caller.kid) ? `principal ${caller.principal} no longer has the key ${caller.kid} that opened this stream`
-          : null;
+        const graph = await ctx.graph.current();
+        const why = callerNoLongerValid(caller, (id) => graph.principal(id), ctx.clock.now());
         if (why) {
           closing = true;
           ended ??= new WritError('UNAUTHENTICATED', `${why}: the lease stream is closed`);
@@ -162,7 +174,6 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
 
       const run = async (req: LeaseStreamRequest) => {
         await stillAuthenticated();
-        options.admit(caller.principal);
         switch (req.op) {
           case 'acquire': {
             const input: LeaseRequestInput = { decisions: req.decisions };
@@ -179,11 +190,22 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       };
 
       socket.on('message', (data: RawData, isBinary: boolean) => {
+        // Every message counts against the principal's rate, one that cannot be read too.
+        let limited: unknown = null;
+        try {
+          options.admit(caller.principal);
+        } catch (e) {
+          limited = e;
+        }
         let req: LeaseStreamRequest;
         try {
           req = parseRequest(data, isBinary, ctx.config.jsonMaxDepth, validators);
         } catch (e) {
-          refuse(e instanceof StreamRequestError ? e.requestId : null, 'invalid', e instanceof StreamRequestError ? e.error : e);
+          refuse(e instanceof StreamRequestError ? e.requestId : null, 'invalid', limited ?? (e instanceof StreamRequestError ? e.error : e));
+          return;
+        }
+        if (limited) {
+          refuse(req.id, req.op, limited);
           return;
         }
         if (closing) {
@@ -195,6 +217,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
           return;
         }
         inflight++;
+        inflightAll++;
         const release = app.writDrain.hold();
         run(req).then(
           (result) => {
@@ -204,6 +227,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
           (e: unknown) => refuse(req.id, req.op, e),
         ).finally(() => {
           inflight--;
+          if (--inflightAll === 0) for (const wake of idleAll.splice(0)) wake();
           release();
           // An authentication that ended closes the stream once its answer is out.
           if (ended && inflight === 0) socket.close(1008, 'the stream\'s authentication ended');
@@ -212,6 +236,13 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       });
     },
   });
+
+  return {
+    async close() {
+      for (const s of streams) s.drain();
+      if (inflightAll > 0) await new Promise<void>((resolve) => idleAll.push(resolve));
+    },
+  };
 }
 
 /** A refusal of a message, with the id it named when that could be read. */

@@ -18,9 +18,6 @@ export class SqliteGraphEventStore implements GraphEventStore {
   /** The head as last read, and the change tag read just before that query. */
   private cachedHead = 0;
   private cachedTag: string | null = null;
-  /** The head as read in this turn of the event loop, and this process's sync count then (see `head`). */
-  private turnHead: number | null = null;
-  private turnSyncs = -1;
 
   /**
    * `changeTag`: a value that changes whenever any connection commits to the file (the WAL-index
@@ -30,7 +27,6 @@ export class SqliteGraphEventStore implements GraphEventStore {
   constructor(
     private readonly db: SqliteDatabase,
     private readonly changeTag?: () => string | null,
-    private readonly localSyncs?: () => number,
   ) {
     this.headStmt = db.prepare('SELECT COALESCE(MAX(revision), 0) AS head FROM graph_events').pluck();
     this.insertStmt = db.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (?, ?, ?, ?, ?)');
@@ -57,28 +53,13 @@ export class SqliteGraphEventStore implements GraphEventStore {
     return rows.map((r) => ({ revision: r.revision, at: r.at, actor: r.actor, event: JSON.parse(r.payload) as GraphEvent }));
   }
 
-  /**
-   * The log's head. On a read connection with a change tag, the log is queried only when the tag moved,
-   * and the tag (a pread of `-shm`, ~5 µs through fs.readSync: a tenth of a lease operation's CPU when
-   * each request asked several times) is read once per turn of the event loop: later calls in the same
-   * turn get the same head, unless a store of this process completed a sync meanwhile (`localSyncs`: a
-   * commit of this process, e.g. a revocation, became durable and may have been acknowledged). Another
-   * process's commit (or a bare connection's) is seen from the next turn on: the requests of one turn
-   * arrived together, concurrently with it.
-   */
   async head(): Promise<number> {
     if (!this.changeTag) return this.headStmt.get() as number;
-    const syncs = this.localSyncs?.() ?? 0;
-    if (this.turnHead !== null && syncs === this.turnSyncs) return this.turnHead;
     // The tag before the query: a commit between the two leaves a newer tag, and the next call asks again.
     const tag = this.changeTag();
-    if (tag === null || tag !== this.cachedTag) {
-      this.cachedHead = this.headStmt.get() as number;
-      this.cachedTag = tag;
-    }
-    if (this.turnHead === null) setImmediate(() => (this.turnHead = null));
-    this.turnHead = this.cachedHead;
-    this.turnSyncs = syncs;
+    if (tag !== null && tag === this.cachedTag) return this.cachedHead;
+    this.cachedHead = this.headStmt.get() as number;
+    this.cachedTag = tag;
     return this.cachedHead;
   }
 

@@ -127,7 +127,7 @@ function openReader(file: string, busyTimeoutMs: number): SqliteDatabase {
 /** `changes`: on the read connection, what tells the graph log that nothing was committed since its last head read. */
 function storeTx(db: SqliteDatabase, changes: WalSync | null): StoreTx {
   return {
-    graph: new SqliteGraphEventStore(db, changes ? () => changes.changeTag() : undefined, () => WalSync.processSyncs),
+    graph: new SqliteGraphEventStore(db, changes ? () => changes.changeTag() : undefined),
     singleUse: new SqliteSingleUseStore(db),
     leases: new SqliteLeaseRepository(db),
     leaseAuthority: new SqliteLeaseAuthorityRepository(db),

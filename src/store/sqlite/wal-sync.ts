@@ -69,19 +69,7 @@ function releaseSharedShm(path: string): void {
   closeSync(open.fd);
 }
 
-/** Syncs completed by every WalSync of this process (see `WalSync.processSyncs`). */
-let processSyncs = 0;
-
 export class WalSync {
-  /**
-   * Syncs completed by any store of this process, on any file: it moves whenever a commit of this
-   * process becomes durable, before that commit is acknowledged (the graph head's per-turn memo
-   * is dropped by it: src/store/sqlite/graph-event-log.ts).
-   */
-  static get processSyncs(): number {
-    return processSyncs;
-  }
-
   /** Syncs completed (a benchmark reads it). */
   syncs = 0;
   private walFd: number | null = null;
@@ -188,7 +176,6 @@ export class WalSync {
         reject(this.failure);
       } else {
         this.syncs += 1;
-        processSyncs += 1;
         this.durableTag = tag;
         resolve();
       }
