@@ -41,6 +41,8 @@ export interface WritConfig {
   rateLimit: { perSecond: number; burst: number };
   /** Writes (POST /v1/actions) in flight at once; one more is OVERLOADED (503) with Retry-After. */
   maxInflightWrites: number;
+  /** Lease streams (GET /v1/leases/stream) one principal may have open at once; one more is RATE_LIMITED (429). */
+  maxLeaseStreamsPerPrincipal: number;
   /** On SIGTERM/SIGINT, `writ serve` waits this long for admitted requests to finish (new ones get OVERLOADED) before it closes. */
   drainTimeoutMs: number;
   /** How often a server signs a checkpoint over all receipt chain heads (when a chain moved); 0: never. */
@@ -181,6 +183,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
       burst: int('WRIT_RATE_LIMIT_BURST', env.WRIT_RATE_LIMIT_BURST, 2 * int('WRIT_RATE_LIMIT_PER_S', env.WRIT_RATE_LIMIT_PER_S, 0)),
     },
     maxInflightWrites: int('WRIT_MAX_INFLIGHT_WRITES', env.WRIT_MAX_INFLIGHT_WRITES, 256),
+    maxLeaseStreamsPerPrincipal: int('WRIT_LEASE_STREAMS_PER_PRINCIPAL', env.WRIT_LEASE_STREAMS_PER_PRINCIPAL, 64),
     drainTimeoutMs: int('WRIT_DRAIN_TIMEOUT_MS', env.WRIT_DRAIN_TIMEOUT_MS, 15_000),
     receiptCheckpointIntervalMs: int('WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS', env.WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS, 60_000),
     priorities: DEFAULT_PRIORITIES,
@@ -204,6 +207,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   const merged = { ...base, ...overrides };
   if (merged.rateLimit.perSecond > 0 && merged.rateLimit.burst < 1) throw new WritError('UNPROCESSABLE', 'WRIT_RATE_LIMIT_BURST must be at least 1 when a rate limit is set');
   if (merged.maxInflightWrites < 1) throw new WritError('UNPROCESSABLE', 'WRIT_MAX_INFLIGHT_WRITES must be at least 1');
+  if (merged.maxLeaseStreamsPerPrincipal < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_STREAMS_PER_PRINCIPAL must be at least 1');
   if (merged.lease.maxWaitersPerKey < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_MAX_WAITERS must be at least 1');
   for (const u of merged.upstreams) {
     if (u.timeoutMs < 1) throw new WritError('UNPROCESSABLE', `the upstream timeout for ${u.pattern} must be at least 1 ms`);

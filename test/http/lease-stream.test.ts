@@ -658,6 +658,20 @@ describe('the rate limit', () => {
     expect(junk.map((r) => r.problem.code)).toEqual(['MALFORMED_REQUEST', 'MALFORMED_REQUEST', 'MALFORMED_REQUEST', 'MALFORMED_REQUEST', 'RATE_LIMITED']);
   });
 
+  it('bounds the streams one principal has open (WRIT_LEASE_STREAMS_PER_PRINCIPAL): one more upgrade is RATE_LIMITED; closing one frees its place; others are not counted', async () => {
+    const { url } = await listening({ config: { maxLeaseStreamsPerPrincipal: 2 } });
+    const first = await openStream(url, SEO);
+    await openStream(url, SEO);
+    const third = await client(url, SEO).openLeaseStream().catch((e: unknown) => e);
+    expect(third).toMatchObject({ code: 'RATE_LIMITED', status: 429 });
+    expect((third as WritApiError).detail).toMatch(/2 lease streams open/);
+    expect((third as WritApiError).retryAfterMs).toBeGreaterThan(0);
+    await openStream(url, ALICE); // another principal has places of its own
+    await first.close();
+    await new Promise((r) => setTimeout(r, 100)); // the server sees the socket close
+    await openStream(url, SEO);
+  });
+
   it('an upgrade refused for want of credentials leaves no socket open (so does one refused earlier, below)', async () => {
     const { h, url } = await listening();
     expect(await refusedUpgrade(url, {})).toMatchObject({ status: 401 });

@@ -33,6 +33,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The lease stream's caller, authenticated by the upgrade request. */
     leaseStreamCaller?: AuthenticatedCaller;
+    /** Ends the count of this stream for its principal, where no socket close does (an injected upgrade). */
+    leaseStreamUncount?: () => void;
   }
 }
 
@@ -69,6 +71,8 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
   const ctx = app.writ;
   const validators = compileValidators();
   const streams = new Set<{ drain(): void; socket: WebSocket }>();
+  /** Streams open (or opening) per principal. */
+  const openPerPrincipal = new Map<string, number>();
   /** Requests in flight on every stream, and who waits for them to end (`close`). */
   let inflightAll = 0;
   const idleAll: (() => void)[] = [];
@@ -96,7 +100,22 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
     // (An upgrade injected in a test, @fastify/websocket's injectWS, has no socket.)
     (request.raw.socket as typeof request.raw.socket | undefined)?.once('close', () => app.writDrain.upgraded(request));
     if (request.headers.authorization === undefined) throw new WritError('UNAUTHENTICATED', 'the lease stream is opened with a caller assertion (Authorization: Bearer …); a console session cannot open it');
-    request.leaseStreamCaller = await app.spentCaller(request);
+    const caller = await app.spentCaller(request);
+    // A principal's streams are bounded (each holds a socket): one is counted from here until its socket closes.
+    const open = openPerPrincipal.get(caller.principal) ?? 0;
+    if (open >= ctx.config.maxLeaseStreamsPerPrincipal) {
+      throw new WritError('RATE_LIMITED', `${caller.principal} has ${open} lease streams open, the most one principal may have (WRIT_LEASE_STREAMS_PER_PRINCIPAL); close one, or use the ones it has`, { retry_after_ms: 1000 });
+    }
+    openPerPrincipal.set(caller.principal, open + 1);
+    const counted = (request.raw.socket as typeof request.raw.socket | undefined) ?? null;
+    const uncount = () => {
+      const n = (openPerPrincipal.get(caller.principal) ?? 1) - 1;
+      if (n > 0) openPerPrincipal.set(caller.principal, n);
+      else openPerPrincipal.delete(caller.principal);
+    };
+    if (counted) counted.once('close', uncount);
+    else request.leaseStreamUncount = uncount;
+    request.leaseStreamCaller = caller;
   };
 
   app.route({
@@ -158,7 +177,10 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       streams.add(stream);
       alive.add(socket);
       socket.on('pong', () => alive.add(socket));
-      socket.on('close', () => streams.delete(stream));
+      socket.on('close', () => {
+        streams.delete(stream);
+        request.leaseStreamUncount?.();
+      });
       if (app.writDrain.draining()) stream.drain();
 
       /** The principal and the key its stream was opened with, still registered and unrevoked. */
