@@ -138,6 +138,25 @@ async function refusedUpgrade(url: string, headers: Record<string, string>): Pro
   });
 }
 
+/** Until the wait queue holds an acquisition (a stream's, sent just before). */
+async function untilQueued(h: Harness): Promise<void> {
+  const until = Date.now() + 5_000;
+  while ((await h.ctx.leases.queues()).length === 0) {
+    if (Date.now() > until) throw new Error('the stream acquisition never queued');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Alice holds wp:post:N#title, and a stream of SEO's waits in the queue for it (up to 30 s). */
+async function queuedBehindAlice(post: number) {
+  const { h, url } = await listening();
+  const alice = await leaseOk(h, ALICE, [await titleDecision(h, ALICE, post)]);
+  const s = await openStream(url, SEO);
+  const waiting = s.acquire([await titleDecision(h, SEO, post)], { waitMs: 30_000 }).catch((e: unknown) => e);
+  await untilQueued(h);
+  return { h, url, alice, s, waiting };
+}
+
 const leasesOf = async (h: Harness, holder?: string) =>
   (await h.call(GOVERNANCE_ID, { method: 'GET', url: `/v1/leases${holder ? `?holder=${holder}` : ''}` })).body.leases as any[];
 
@@ -477,11 +496,7 @@ describe('draining', () => {
     const waiting = s.acquire([await titleDecision(h, SEO, 41)], { waitMs: 30_000, ttlMs: 10_000 });
     const waitingOutcome = waiting.then((g) => ({ ok: g }), (e: unknown) => ({ err: e }));
     // Queued: the wait queue has it.
-    const until = Date.now() + 5_000;
-    while ((await h.ctx.leases.queues()).length === 0) {
-      if (Date.now() > until) throw new Error('the stream acquisition never queued');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await untilQueued(h);
     const other = await titleDecision(h, SEO, 42);
     const drained = h.app.writDrain.drain(5_000);
     const refused = await s.acquire([other]).catch((e: unknown) => e);
@@ -501,15 +516,7 @@ describe('draining', () => {
   });
 
   it('a queued wait told to stop (serve\'s stopWaiting) is answered OVERLOADED, not left to the close', async () => {
-    const { h, url } = await listening();
-    await leaseOk(h, ALICE, [await titleDecision(h, ALICE, 43)]);
-    const s = await openStream(url, SEO);
-    const waiting = s.acquire([await titleDecision(h, SEO, 43)], { waitMs: 30_000 }).catch((e: unknown) => e);
-    const until = Date.now() + 5_000;
-    while ((await h.ctx.leases.queues()).length === 0) {
-      if (Date.now() > until) throw new Error('the stream acquisition never queued');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    const { h, s, waiting } = await queuedBehindAlice(43);
     const drained = h.app.writDrain.drain(5_000);
     h.ctx.leases.stopWaiting();
     const e = await waiting;
@@ -569,11 +576,7 @@ describe('draining', () => {
     const s = await openStream(url, SEO);
     const other = await titleDecision(h, SEO, 47);
     const waiting = s.acquire([await titleDecision(h, SEO, 46)], { waitMs: 5_000 }).catch((e: unknown) => e);
-    const until = Date.now() + 5_000;
-    while ((await h.ctx.leases.queues()).length === 0) {
-      if (Date.now() > until) throw new Error('the stream acquisition never queued');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await untilQueued(h);
     let closed = false;
     const closing = h.app.close().then(() => (closed = true));
     expect(await codeOf(s.acquire([other]))).toBe('OVERLOADED');
@@ -600,15 +603,7 @@ describe('draining', () => {
   });
 
   it('a call pending when the server cuts the connection rejects with LeaseStreamClosedError carrying the close code', async () => {
-    const { h, url } = await listening();
-    await leaseOk(h, ALICE, [await titleDecision(h, ALICE, 45)]);
-    const s = await openStream(url, SEO);
-    const waiting = s.acquire([await titleDecision(h, SEO, 45)], { waitMs: 30_000 }).catch((e: unknown) => e);
-    const until = Date.now() + 5_000;
-    while ((await h.ctx.leases.queues()).length === 0) {
-      if (Date.now() > until) throw new Error('the stream acquisition never queued');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    const { h, s, waiting } = await queuedBehindAlice(45);
     // The connection is cut under the wait (as a proxy or a crash would): no answer will come.
     for (const c of h.app.websocketServer.clients) c.terminate();
     const e = await waiting;
