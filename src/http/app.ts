@@ -71,9 +71,10 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   let leaseStreams: LeaseStreams | null = null;
   await app.register(websocket, {
     options: { maxPayload: ctx.config.bodyLimitBytes },
-    // As for HTTP requests, close() lets the operations in flight finish (the streams take no new ones).
+    // As for HTTP requests, close() lets the operations in flight finish (the streams take no new ones),
+    // for up to WRIT_DRAIN_TIMEOUT_MS; after a drain (writ serve's SIGTERM) they have had that wait already.
     preClose(done) {
-      void (leaseStreams?.close() ?? Promise.resolve()).then(() => {
+      void (leaseStreams?.close(app.writDrain.draining() ? 0 : ctx.config.drainTimeoutMs) ?? Promise.resolve()).then(() => {
         for (const client of this.websocketServer.clients) client.close(1001, 'Writ is shutting down');
         done();
       });

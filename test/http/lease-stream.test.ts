@@ -148,13 +148,17 @@ async function untilQueued(h: Harness): Promise<void> {
 }
 
 /** Alice holds wp:post:N#title, and a stream of SEO's waits in the queue for it (up to 30 s). */
-async function queuedBehindAlice(post: number) {
-  const { h, url } = await listening();
+async function queuedBehindAliceOn(h: Harness, url: string, post: number) {
   const alice = await leaseOk(h, ALICE, [await titleDecision(h, ALICE, post)]);
   const s = await openStream(url, SEO);
   const waiting = s.acquire([await titleDecision(h, SEO, post)], { waitMs: 30_000 }).catch((e: unknown) => e);
   await untilQueued(h);
-  return { h, url, alice, s, waiting };
+  return { alice, s, waiting };
+}
+
+async function queuedBehindAlice(post: number) {
+  const { h, url } = await listening();
+  return { h, url, ...(await queuedBehindAliceOn(h, url, post)) };
 }
 
 const leasesOf = async (h: Harness, holder?: string) =>
@@ -567,6 +571,43 @@ describe('draining', () => {
     slow = false;
     expect(h.app.writDrain.inflight()).toBe(0);
     expect(await h.app.writDrain.drain(1_000)).toEqual({ drained: true, inflight: 0 });
+  });
+
+  it('a client that resets the connection while its upgrade is checked is not counted against its principal\'s streams', async () => {
+    // Found by review: the count was taken after the client had gone, and its socket's close had fired already.
+    let slow = false;
+    const { h, url } = await listening({ config: { maxLeaseStreamsPerPrincipal: 1 }, sync: (fd, done) => setTimeout(() => fdatasync(fd, done), slow ? 300 : 0) });
+    slow = true; // the assertion's spend takes 300 ms: the client resets meanwhile
+    const gone = await rawUpgrade(url, (await h.auth(SEO)).authorization!, 'dGhlIHNhbXBsZSBub25jZQ==');
+    await new Promise((r) => setTimeout(r, 100));
+    gone.resetAndDestroy();
+    await new Promise((r) => setTimeout(r, 500));
+    slow = false;
+    await openStream(url, SEO); // its one place is free
+    expect(h.app.writDrain.inflight()).toBe(0);
+  });
+
+  it('a stream that opens while app.close() waits takes no request either', async () => {
+    // Found by review: close() drained only the streams open when it was called.
+    let slow = false;
+    const { h, url } = await listening({ sync: (fd, done) => setTimeout(() => fdatasync(fd, done), slow ? 300 : 0) });
+    const { s, waiting } = await queuedBehindAliceOn(h, url, 62);
+    const other = await titleDecision(h, SEO, 63);
+    slow = true; // the late stream's opening spend takes 300 ms
+    const late = client(url, SEO).openLeaseStream();
+    await new Promise((r) => setTimeout(r, 50));
+    const closing = h.app.close();
+    const s2 = await late;
+    opened.push(s2);
+    slow = false;
+    // It is closed at once (nothing in flight on it), or refuses: never granted.
+    const refused = await s2.acquire([other]).catch((e: unknown) => e);
+    expect(String(refused instanceof LeaseStreamClosedError ? refused.closeCode : (refused as WritApiError).code)).toMatch(/^(1001|OVERLOADED)$/);
+    h.ctx.leases.stopWaiting();
+    expect(await waiting).toMatchObject({ code: 'OVERLOADED' });
+    await closing;
+    expect(await s.closed).toMatchObject({ code: 1001 });
+    expect(await s2.closed).toMatchObject({ code: 1001 });
   });
 
   it('app.close() lets a request in flight finish and answers it before the stream closes', async () => {

@@ -63,8 +63,12 @@ function compileValidators() {
 
 /** The open lease streams of an app. */
 export interface LeaseStreams {
-  /** Every stream takes no new request; resolves once the requests in flight on all of them are answered. */
-  close(): Promise<void>;
+  /**
+   * Every stream, and every one opened from now on, takes no new request; resolves once the requests in
+   * flight on all of them are answered, or after `timeoutMs` (their answers are then lost, as an HTTP
+   * request's is when its connection is cut).
+   */
+  close(timeoutMs: number): Promise<void>;
 }
 
 export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOptions): LeaseStreams {
@@ -76,6 +80,8 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
   /** Requests in flight on every stream, and who waits for them to end (`close`). */
   let inflightAll = 0;
   const idleAll: (() => void)[] = [];
+  /** Set by `close`: a stream that opens afterwards takes no request either. */
+  let closingAll = false;
   app.writDrain.onDrain(() => {
     for (const s of streams) s.drain();
   });
@@ -98,22 +104,24 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
     // The upgrade's answer is hijacked: the request stops counting for the drain when the stream opens,
     // or when its socket closes without one (a handshake `ws` refuses, a client gone during the checks).
     // (An upgrade injected in a test, @fastify/websocket's injectWS, has no socket.)
-    (request.raw.socket as typeof request.raw.socket | undefined)?.once('close', () => app.writDrain.upgraded(request));
+    const socket = (request.raw.socket as typeof request.raw.socket | undefined) ?? null;
+    socket?.once('close', () => app.writDrain.upgraded(request));
     if (request.headers.authorization === undefined) throw new WritError('UNAUTHENTICATED', 'the lease stream is opened with a caller assertion (Authorization: Bearer …); a console session cannot open it');
     const caller = await app.spentCaller(request);
+    // Gone while it was checked (its 'close' has fired already): nothing to count, no one to answer.
+    if (socket?.destroyed) throw new WritError('OVERLOADED', 'the client closed the connection before the lease stream opened');
     // A principal's streams are bounded (each holds a socket): one is counted from here until its socket closes.
     const open = openPerPrincipal.get(caller.principal) ?? 0;
     if (open >= ctx.config.maxLeaseStreamsPerPrincipal) {
       throw new WritError('RATE_LIMITED', `${caller.principal} has ${open} lease streams open, the most one principal may have (WRIT_LEASE_STREAMS_PER_PRINCIPAL); close one, or use the ones it has`, { retry_after_ms: 1000 });
     }
     openPerPrincipal.set(caller.principal, open + 1);
-    const counted = (request.raw.socket as typeof request.raw.socket | undefined) ?? null;
     const uncount = () => {
       const n = (openPerPrincipal.get(caller.principal) ?? 1) - 1;
       if (n > 0) openPerPrincipal.set(caller.principal, n);
       else openPerPrincipal.delete(caller.principal);
     };
-    if (counted) counted.once('close', uncount);
+    if (socket) socket.once('close', uncount);
     else request.leaseStreamUncount = uncount;
     request.leaseStreamCaller = caller;
   };
@@ -181,7 +189,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         streams.delete(stream);
         request.leaseStreamUncount?.();
       });
-      if (app.writDrain.draining()) stream.drain();
+      if (app.writDrain.draining() || closingAll) stream.drain();
 
       /** The principal and the key its stream was opened with, still registered and unrevoked. */
       const stillAuthenticated = async () => {
@@ -260,9 +268,17 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
   });
 
   return {
-    async close() {
+    async close(timeoutMs) {
+      closingAll = true;
       for (const s of streams) s.drain();
-      if (inflightAll > 0) await new Promise<void>((resolve) => idleAll.push(resolve));
+      if (inflightAll === 0 || timeoutMs <= 0) return;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, timeoutMs);
+        idleAll.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
     },
   };
 }
