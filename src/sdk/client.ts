@@ -7,7 +7,7 @@ import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { errorFromWritError, ForbiddenError, LeaseExpiredError, WritApiError } from './errors.js';
-import { LeaseStream } from './lease-stream.js';
+import { LeaseStream, LeaseStreamClosedError } from './lease-stream.js';
 import { refusalError } from './refusal.js';
 
 /**
@@ -59,6 +59,11 @@ export interface LeaseOptions {
   backoff?: BackoffOptions;
   /** Called before each retry sleep (for tests and logs). */
   onRetry?: (attempt: number, delayMs: number, error: WritApiError) => void;
+  /**
+   * Take, renew and release over this lease stream (`openLeaseStream()`) instead of one HTTP request
+   * each; if it closes meanwhile, renewals and the release go over HTTP.
+   */
+  stream?: LeaseStream;
 }
 
 export interface LeaseScope {
@@ -229,7 +234,8 @@ export class WritClient {
       const waitMs = options.waitMs ?? Math.max(0, Math.min(maxWaitMs, deadline - Date.now()));
       try {
         acquiredSentAt = Date.now();
-        lease = await this.acquireLease(needing, { ttlMs, waitMs, ...(options.preempt ? { preempt: true } : {}) });
+        const asked = { ttlMs, waitMs, ...(options.preempt ? { preempt: true } : {}) };
+        lease = options.stream ? await options.stream.acquire(needing.map(tokenOf), asked) : await this.acquireLease(needing, asked);
         // After a server-side wait the TTL started near the answer, not at the send.
         if (waitMs > 0) acquiredSentAt = Date.now();
         break;
@@ -248,7 +254,7 @@ export class WritClient {
         await sleep(delay);
       }
     }
-    return this.holding(lease, acquiredSentAt, ttlMs, fn);
+    return this.holding(lease, acquiredSentAt, ttlMs, fn, options.stream);
   }
 
   /**
@@ -284,8 +290,19 @@ export class WritClient {
    * error; a transport failure or 5xx is retried until the lease would have expired, and a watchdog
    * aborts with LeaseExpiredError at that instant, so `fn` never runs on a lease it can no longer prove.
    */
-  private async holding<T>(held: Lease, acquiredSentAt: number, ttlMs: number, fn: (scope: LeaseScope) => Promise<T>): Promise<T> {
+  private async holding<T>(held: Lease, acquiredSentAt: number, ttlMs: number, fn: (scope: LeaseScope) => Promise<T>, stream?: LeaseStream): Promise<T> {
     const controller = new AbortController();
+    // Over the stream while it is open; over HTTP once it has closed (the lease itself is still good).
+    let via = stream;
+    const renewOnce = (): Promise<LeaseRenewal> => {
+      if (!via) return this.renewLease(held, ttlMs);
+      return via.renew(held, ttlMs).catch((e: unknown) => {
+        if (!(e instanceof LeaseStreamClosedError)) throw e;
+        via = undefined;
+        return this.renewLease(held, ttlMs);
+      });
+    };
+    const release = () => (via ? via.release(held).catch((e: unknown) => (e instanceof LeaseStreamClosedError ? this.releaseLease(held) : Promise.reject(e))) : this.releaseLease(held));
     const renewEvery = Math.max(50, Math.floor(ttlMs / 3));
     // Writ starts the TTL when it handles the request, which is after we sent it: this bound is conservative.
     let localExpiry = acquiredSentAt + ttlMs;
@@ -312,7 +329,7 @@ export class WritClient {
     };
     const renew = () => {
       const sentAt = Date.now();
-      inflight = this.renewLease(held, ttlMs).then(
+      inflight = renewOnce().then(
         (r) => {
           if (stopped) return;
           held.expires_at = r.expires_at;
@@ -348,7 +365,7 @@ export class WritClient {
     } finally {
       stop();
       await inflight;
-      if (!refusedByWrit) await this.releaseLease(held).catch(() => undefined);
+      if (!refusedByWrit) await release().catch(() => undefined);
     }
   }
 }
