@@ -180,9 +180,9 @@ export class ReceiptLog {
     }, q.limit ?? DEFAULT_LIMIT);
   }
 
-  /** Receipts still PENDING, oldest first; `createdAtOrBefore` leaves out writes that may still be in flight. */
-  pending(options: { createdAtOrBefore?: number; after?: number; limit?: number } = {}): Promise<ReceiptPage> {
-    return this.page({ status: 'PENDING', createdAtOrBefore: options.createdAtOrBefore, after: options.after }, options.limit ?? MAX_LIMIT);
+  /** Receipts still PENDING, oldest first; `createdAtLeastMsAgo` (by the store's clock) leaves out writes that may still be in flight. */
+  pending(options: { createdAtLeastMsAgo?: number; after?: number; limit?: number } = {}): Promise<ReceiptPage> {
+    return this.page({ status: 'PENDING', createdAtLeastMsAgo: options.createdAtLeastMsAgo, after: options.after }, options.limit ?? MAX_LIMIT);
   }
 
   /** One page of receipts; asks for one more than the page to know whether there is a next one. */

@@ -18,19 +18,21 @@ export interface ReconcileReport {
 
 /**
  * Settles PENDING receipts from the upstream's own record: applied → COMPLETED at the upstream's
- * revision, not applied → FAILED. Run it on start-up. `createdAtOrBefore` must leave out writes that
- * may still be in flight in a live process (e.g. now − upstream timeout); after a crash of the only
- * writer, none are.
+ * revision, not applied → FAILED. Run it on start-up. `createdAtLeastMsAgo` must leave out writes that
+ * may still be in flight in a live process (longer than the upstream timeout, so that the write's
+ * Writ-Deadline has passed); it is judged by the store's clock, which every replica shares, never by
+ * this process's (a replica whose clock runs ahead would ask about writes another replica still has in
+ * flight, settle them FAILED, and the upstream would then apply them). After a crash of the only writer, none are in flight.
  */
 export async function reconcilePending(
   log: ReceiptLog,
   upstream: UpstreamLookup,
-  options: { createdAtOrBefore?: number } = {},
+  options: { createdAtLeastMsAgo?: number } = {},
 ): Promise<ReconcileReport> {
   const report: ReconcileReport = { examined: 0, completed: [], failed: [], unresolved: [] };
   let after: number | undefined;
   for (;;) {
-    const page = await log.pending({ createdAtOrBefore: options.createdAtOrBefore, after, limit: 200 });
+    const page = await log.pending({ createdAtLeastMsAgo: options.createdAtLeastMsAgo, after, limit: 200 });
     for (const receipt of page.receipts) {
       report.examined += 1;
       let found: { applied: boolean; revision?: number };

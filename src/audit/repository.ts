@@ -104,6 +104,12 @@ export interface ReceiptFilter {
   after?: number;
   createdAtOrBefore?: number;
   createdAtOrAfter?: number;
+  /**
+   * Created at least this many ms ago by the store's own clock (the database's on PostgreSQL, this
+   * machine's on SQLite), not by the caller's: a replica whose clock runs ahead must not take another
+   * replica's write, still in flight, for an old one (`created_at` is the writer's clock).
+   */
+  createdAtLeastMsAgo?: number;
   /** Receipts whose first entry has a seq below this (paging newest first). */
   before?: number;
   /** Newest first (descending first seq) instead of chain order. */

@@ -45,12 +45,13 @@ describe('reconciling PENDING receipts after a crash', () => {
     expect((await log.get(r.receipt_id))!.status).toBe('PENDING');
   });
 
-  it('skips receipts younger than the cut-off (writes that may still be in flight)', async () => {
+  it('skips receipts younger than the cut-off (writes that may still be in flight), judged by the store\'s clock', async () => {
     const { log, clock } = newLog();
+    clock.set(Date.now() - 60_000); // the cut-off is the store's (this machine's) clock, not the log's
     const old = await log.recordIntent(intent({ resource_key: 'wp:post:801' }));
     clock.advance(60_000);
     const young = await log.recordIntent(intent({ resource_key: 'wp:post:802' }));
-    const report = await reconcilePending(log, client, { createdAtOrBefore: clock.now() - 30_000 });
+    const report = await reconcilePending(log, client, { createdAtLeastMsAgo: 30_000 });
     expect(report.failed).toEqual([old.receipt_id]);
     expect((await log.get(young.receipt_id))!.status).toBe('PENDING');
   });

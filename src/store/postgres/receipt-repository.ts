@@ -134,6 +134,7 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     if (filter.after !== undefined) add('first_seq > ?', filter.after);
     if (filter.createdAtOrBefore !== undefined) add('created_at <= ?', filter.createdAtOrBefore);
     if (filter.createdAtOrAfter !== undefined) add('created_at >= ?', filter.createdAtOrAfter);
+    if (filter.createdAtLeastMsAgo !== undefined) add('created_at <= (extract(epoch from clock_timestamp()) * 1000)::bigint - ?', filter.createdAtLeastMsAgo);
     if (filter.before !== undefined) add('first_seq < ?', filter.before);
     const order = filter.newestFirst ? 'DESC' : 'ASC';
     params.push(filter.limit);

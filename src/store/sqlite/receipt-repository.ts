@@ -147,6 +147,8 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     if (filter.status !== undefined) (where.push('status = ?'), params.push(filter.status));
     if (filter.after !== undefined) (where.push('first_seq > ?'), params.push(filter.after));
     if (filter.createdAtOrBefore !== undefined) (where.push('created_at <= ?'), params.push(filter.createdAtOrBefore));
+    // One machine: its clock is the store's.
+    if (filter.createdAtLeastMsAgo !== undefined) (where.push('created_at <= ?'), params.push(Date.now() - filter.createdAtLeastMsAgo));
     if (filter.createdAtOrAfter !== undefined) (where.push('created_at >= ?'), params.push(filter.createdAtOrAfter));
     if (filter.before !== undefined) (where.push('first_seq < ?'), params.push(filter.before));
     const order = filter.newestFirst ? 'DESC' : 'ASC';

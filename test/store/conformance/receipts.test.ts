@@ -159,6 +159,16 @@ describeEngines('receipts', (fresh) => {
     expect(ids(await store.read((tx) => tx.receipts.find({ newestFirst: true, resource: 'wp:post:1', createdAtOrBefore: 4_000, limit: 5 })))).toEqual(['r3', 'r1']);
   });
 
+  it('finds receipts created at least so long ago by the store\'s own clock, whatever the caller\'s clock says (the reconciliation sweep of a replica whose clock runs ahead)', async () => {
+    const { store } = await fresh();
+    const now = Date.now();
+    await intent(store, 'fresh', { created_at: now });
+    await intent(store, 'old', { created_at: now - 10_000 });
+    const ids = (found: { entries: { receipt_id: string }[] }[]) => found.map((f) => f.entries[0]!.receipt_id);
+    expect(ids(await store.read((tx) => tx.receipts.find({ status: 'PENDING' as ReceiptStatus, createdAtLeastMsAgo: 5_000, limit: 100 })))).toEqual(['old']);
+    expect(ids(await store.read((tx) => tx.receipts.find({ status: 'PENDING' as ReceiptStatus, createdAtLeastMsAgo: 0, limit: 100 })))).toEqual(['fresh', 'old']);
+  });
+
   it('refuses a second receipt with the same id (ALREADY_EXISTS)', async () => {
     const { store } = await fresh();
     await intent(store, 'r1');
