@@ -1,4 +1,5 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -51,7 +52,31 @@ describe('three writ serve replicas on one PostgreSQL', () => {
     const upstream = await startSampleUpstream(dir);
     cleanups.push(() => void upstream.proc.kill('SIGKILL'));
     const upstreamUrl = upstream.url;
-    const env = { ...process.env, WRIT_DATABASE_URL: url, WRIT_UPSTREAM_URL: upstreamUrl, WRIT_UPSTREAM_TIMEOUT_MS: '1000' };
+    // A slow upstream: a proxy holds each PUT 400 ms (GETs pass at once). The writes are then in flight
+    // long enough that a replica's reconciliation sweep judging receipts by its own skewed clock took them
+    // for old ones, settled them FAILED, and the upstream applied them after (every run failed so; the
+    // sweep now judges by the database's clock: src/service/reconcile.ts).
+    const proxy = createHttpServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const forward = () => {
+          const target = new URL(upstreamUrl);
+          const out = httpRequest({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+            res.writeHead(r.statusCode!, r.headers);
+            r.pipe(res);
+          });
+          out.on('error', () => res.destroy());
+          out.end(Buffer.concat(chunks));
+        };
+        if (req.method === 'PUT') setTimeout(forward, 400);
+        else forward();
+      });
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+    cleanups.push(async () => void proxy.close());
+    const slowUpstreamUrl = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+    const env = { ...process.env, WRIT_DATABASE_URL: url, WRIT_UPSTREAM_URL: slowUpstreamUrl, WRIT_UPSTREAM_TIMEOUT_MS: '1000' };
     const skew = join(REPO, 'test/e2e/fixtures/skew-clock.mjs');
     // All replicas share the data directory's signing keys and governance credential (a deployment's secrets).
     const spawnReplica = (i: number, graph: boolean, port: number) =>
