@@ -1,8 +1,18 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
 import { reconcileReceipts } from '../../src/service/index.js';
 import { act, decideOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
+
+/** The wall clock, or this process's clock running `skewMs` ahead of it. */
+class SkewedClock extends ManualClock {
+  skewMs = 0;
+  override now(): number {
+    return Date.now() + this.skewMs;
+  }
+}
+const clock = new SkewedClock();
 
 // An upstream that accepts connections and never answers.
 let silent: Server;
@@ -22,7 +32,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
   const port = (silent.address() as { port: number }).port;
-  h = await startHarness({ upstreamRoutes: [{ pattern: 'wp:post:*', url: `http://127.0.0.1:${port}`, timeoutMs: 300, environment: 'production' }] });
+  h = await startHarness({ clock, upstreamRoutes: [{ pattern: 'wp:post:*', url: `http://127.0.0.1:${port}`, timeoutMs: 300, environment: 'production' }] });
 });
 afterAll(async () => {
   await h?.close();
@@ -53,5 +63,22 @@ describe('an upstream that does not answer', () => {
     const report = await reconcileReceipts(h.ctx);
     expect(report.unresolved.map((u) => u.receipt_id)).toContain(r.body.receipt_id);
     expect((await h.call('governance', { method: 'GET', url: `/v1/receipts/${r.body.receipt_id}` })).body.receipt.status).toBe('PENDING');
+  });
+
+  it('the reconciliation sweep judges a receipt\'s age by the store\'s clock: a process whose clock runs 30 s ahead leaves a receipt younger than the settle age alone', async () => {
+    // Found with three replicas on PostgreSQL, one skewed (test/e2e/replicas-postgres.test.ts): its sweep
+    // took other replicas' writes, still in flight, for old ones, settled them FAILED, and the upstream
+    // then applied them.
+    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:9', fields: ['meta_description'] });
+    const r = await act(h, 'seo-agent-7', { resource: 'wp:post:9', fields: ['meta_description'], payload: { meta_description: 'm' }, expected_version: 0 }, { decision: d.token });
+    expect(r.status).toBe(504); // PENDING: the upstream may still apply it until its deadline
+    clock.skewMs = 30_000;
+    const early = await reconcileReceipts(h.ctx, { olderThanMs: 2_000 });
+    clock.skewMs = 0;
+    // (The receipt of the test above may be old enough by now; this one is not.)
+    expect([...early.unresolved.map((u) => u.receipt_id), ...early.completed, ...early.failed]).not.toContain(r.body.receipt_id);
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    const due = await reconcileReceipts(h.ctx, { olderThanMs: 2_000 });
+    expect(due.unresolved.map((u) => u.receipt_id)).toContain(r.body.receipt_id); // the silent upstream cannot be asked: not guessed
   });
 });
