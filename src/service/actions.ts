@@ -248,9 +248,20 @@ async function recordRefusal(ctx: WritContext, w: IdentifiedWrite, input: Action
 /** Forwards the write (only the epochs Writ checked go upstream: its second fence) and settles the receipt. */
 async function forwardAndSettle(ctx: WritContext, w: IdentifiedWrite, input: ActionInput, c: CheckedWrite, pending: Receipt): Promise<{ receipt: Receipt; replayed: false; answeredAt: number }> {
   const { fence, fenced, route } = c;
-  // A leased write may not outlive its lease.
+  // A leased write may not outlive its lease. Nor may any write outlive its receipt's creation plus the
+  // upstream timeout, however long the intent took to become durable: the reconciliation sweep asks the
+  // upstream about a PENDING receipt once it is twice that timeout old, and by then the upstream must
+  // refuse the write for good (its Writ-Deadline has passed).
   const sentAt = ctx.clock.now();
-  const timeoutMs = fence ? Math.min(route.timeoutMs, fence.expires_at - sentAt) : route.timeoutMs;
+  const sinceIntentMs = pending.created_at + route.timeoutMs - sentAt;
+  if (sinceIntentMs < 1) {
+    // Nothing was sent: the receipt says so, and the caller may retry (with the same Idempotency-Key it
+    // gets this answer again; with a new one, a new write).
+    const why = `the write's intent took ${sentAt - pending.created_at} ms to become durable, as long as the upstream timeout (${route.timeoutMs} ms): it was not forwarded`;
+    await ctx.receipts.complete(pending.receipt_id, { status: 'FAILED', error: { code: 'OVERLOADED', message: why } });
+    throw new WritError('OVERLOADED', `${why}; retry shortly`, { receipt_id: pending.receipt_id, retry_after_ms: 1000 });
+  }
+  const timeoutMs = Math.min(route.timeoutMs, sinceIntentMs, fence ? fence.expires_at - sentAt : Infinity);
   const result = await route.client.write(w.resource, {
     fields: input.payload,
     expectedVersion: input.expected_version ?? 0,

@@ -1,3 +1,4 @@
+import { fdatasync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
@@ -20,6 +21,8 @@ const sockets: Socket[] = [];
 const requests: string[] = [];
 const deadlines: number[] = [];
 let h: Harness;
+/** How long each WAL sync of the store takes on top of its own (a slow disk). */
+let syncDelayMs = 0;
 beforeAll(async () => {
   silent = createServer((s) => {
     sockets.push(s);
@@ -32,7 +35,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
   const port = (silent.address() as { port: number }).port;
-  h = await startHarness({ clock, upstreamRoutes: [{ pattern: 'wp:post:*', url: `http://127.0.0.1:${port}`, timeoutMs: 300, environment: 'production' }] });
+  h = await startHarness({ clock, sync: (fd, done) => (syncDelayMs > 0 ? setTimeout(() => fdatasync(fd, done), syncDelayMs) : fdatasync(fd, done)), upstreamRoutes: [{ pattern: 'wp:post:*', url: `http://127.0.0.1:${port}`, timeoutMs: 300, environment: 'production' }] });
 });
 afterAll(async () => {
   await h?.close();
@@ -80,5 +83,32 @@ describe('an upstream that does not answer', () => {
     await new Promise((resolve) => setTimeout(resolve, 2_100));
     const due = await reconcileReceipts(h.ctx, { olderThanMs: 2_000 });
     expect(due.unresolved.map((u) => u.receipt_id)).toContain(r.body.receipt_id); // the silent upstream cannot be asked: not guessed
+  });
+
+  it('counts a write\'s deadline from its receipt\'s creation: an intent slow to become durable shortens it, and one as slow as the upstream timeout is not forwarded', async () => {
+    // The sweep asks about a PENDING receipt twice the upstream timeout after its creation: by then the
+    // upstream must refuse the write for good, however long the intent took to commit.
+    const body = (post: number) => ({ resource: `wp:post:${post}`, fields: ['meta_description'], payload: { meta_description: 'm' }, expected_version: 0 });
+    const createdAt = async (receiptId: string) => Date.parse((await h.call('governance', { method: 'GET', url: `/v1/receipts/${receiptId}` })).body.receipt.created_at);
+    const slow = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:10', fields: ['meta_description'] });
+    const sent = deadlines.length;
+    syncDelayMs = 100;
+    const r = await act(h, 'seo-agent-7', body(10), { decision: slow.token });
+    syncDelayMs = 0;
+    expect(r.status).toBe(504);
+    expect(deadlines).toHaveLength(sent + 1);
+    expect(deadlines.at(-1)! - (await createdAt(r.body.receipt_id))).toBeLessThanOrEqual(300);
+
+    const tooSlow = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:11', fields: ['meta_description'] });
+    const forwarded = requests.length;
+    syncDelayMs = 400;
+    const refused = await act(h, 'seo-agent-7', body(11), { decision: tooSlow.token });
+    syncDelayMs = 0;
+    expect(refused.status).toBe(503);
+    expect(refused.body.code).toBe('OVERLOADED');
+    expect(refused.body.detail).toMatch(/not forwarded/);
+    expect(requests).toHaveLength(forwarded);
+    const receipt = (await h.call('governance', { method: 'GET', url: `/v1/receipts/${refused.body.receipt_id}` })).body.receipt;
+    expect(receipt.status).toBe('FAILED');
   });
 });
