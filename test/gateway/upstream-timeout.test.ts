@@ -90,20 +90,24 @@ describe('an upstream that does not answer', () => {
     // upstream must refuse the write for good, however long the intent took to commit.
     const body = (post: number) => ({ resource: `wp:post:${post}`, fields: ['meta_description'], payload: { meta_description: 'm' }, expected_version: 0 });
     const createdAt = async (receiptId: string) => Date.parse((await h.call('governance', { method: 'GET', url: `/v1/receipts/${receiptId}` })).body.receipt.created_at);
-    const slow = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:10', fields: ['meta_description'] });
+    /** A write whose commits each wait `delayMs` longer for the disk (the decision is taken before). */
+    const writeOnSlowDisk = async (post: number, delayMs: number) => {
+      const d = await decideOk(h, 'seo-agent-7', { resource: `wp:post:${post}`, fields: ['meta_description'] });
+      syncDelayMs = delayMs;
+      try {
+        return await act(h, 'seo-agent-7', body(post), { decision: d.token });
+      } finally {
+        syncDelayMs = 0;
+      }
+    };
     const sent = deadlines.length;
-    syncDelayMs = 100;
-    const r = await act(h, 'seo-agent-7', body(10), { decision: slow.token });
-    syncDelayMs = 0;
+    const r = await writeOnSlowDisk(10, 100);
     expect(r.status).toBe(504);
     expect(deadlines).toHaveLength(sent + 1);
     expect(deadlines.at(-1)! - (await createdAt(r.body.receipt_id))).toBeLessThanOrEqual(300);
 
-    const tooSlow = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:11', fields: ['meta_description'] });
     const forwarded = requests.length;
-    syncDelayMs = 400;
-    const refused = await act(h, 'seo-agent-7', body(11), { decision: tooSlow.token });
-    syncDelayMs = 0;
+    const refused = await writeOnSlowDisk(11, 400);
     expect(refused.status).toBe(503);
     expect(refused.body.code).toBe('OVERLOADED');
     expect(refused.body.detail).toMatch(/not forwarded/);
