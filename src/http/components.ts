@@ -37,7 +37,7 @@ const Problem = {
     waited_ms: { type: 'integer', description: 'LEASE_WAIT_TIMEOUT: how long the request waited' },
     retry_after_ms: { type: 'integer', description: 'RESOURCE_BUSY, LEASE_WAIT_TIMEOUT, OVERLOADED: also sent as Retry-After (seconds)' },
     receipt_id: { type: 'string', description: 'POST /v1/actions: the receipt that records this refusal or failure' },
-    receipt_status: { type: 'string', enum: ['PENDING'], description: 'POST /v1/actions, UPSTREAM_FAILED after a 5xx or OVERLOADED after the upstream applied the write but the store could not settle it: the receipt stays PENDING until reconciliation settles it from the upstream\'s record' },
+    receipt_status: { type: 'string', enum: ['PENDING', 'FAILED'], description: 'POST /v1/actions: PENDING after UPSTREAM_FAILED on a 5xx, or OVERLOADED after the upstream applied the write but the store could not settle it (the receipt stays PENDING until reconciliation settles it from the upstream\'s record); FAILED when the receipt is settled FAILED, so the write was not applied (OVERLOADED for a write not forwarded because its intent took nearly the whole upstream timeout to become durable; the replay of any failed write): retry with a new Idempotency-Key' },
     waiters: { type: 'integer', description: 'OVERLOADED from POST /v1/leases: how many callers wait in the queue of `key`' },
     max_waiters: { type: 'integer', description: 'OVERLOADED from POST /v1/leases: the most one key\'s queue holds (WRIT_LEASE_MAX_WAITERS)' },
     current_version: { type: 'integer', description: 'VERSION_CONFLICT: the version the upstream has now' },

@@ -7,7 +7,7 @@ import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { errorFromWritError, ForbiddenError, LeaseExpiredError, WritApiError } from './errors.js';
-import { LeaseStream, LeaseStreamClosedError } from './lease-stream.js';
+import { LeaseStream, LeaseStreamClosedError, type LeaseStreamOptions } from './lease-stream.js';
 import { refusalError } from './refusal.js';
 
 /**
@@ -169,11 +169,11 @@ export class WritClient {
    * Opens a lease stream: acquire, renew and release over one WebSocket authenticated once, for a
    * caller that takes many leases (see LeaseStream). Close it when done.
    */
-  openLeaseStream(options: { handshakeTimeoutMs?: number } = {}): Promise<LeaseStream> {
+  openLeaseStream(options: Pick<LeaseStreamOptions, 'handshakeTimeoutMs' | 'requestTimeoutMs'> = {}): Promise<LeaseStream> {
     return LeaseStream.open({
       baseUrl: this.base, principal: this.options.principal, privateJwk: this.options.privateJwk,
       ...(this.options.audience ? { audience: this.options.audience } : {}),
-      ...(options.handshakeTimeoutMs !== undefined ? { handshakeTimeoutMs: options.handshakeTimeoutMs } : {}),
+      ...options,
     });
   }
 
@@ -235,7 +235,14 @@ export class WritClient {
       try {
         acquiredSentAt = Date.now();
         const asked = { ttlMs, waitMs, ...(options.preempt ? { preempt: true } : {}) };
-        lease = options.stream ? await options.stream.acquire(needing.map(tokenOf), asked) : await this.acquireLease(needing, asked);
+        lease = options.stream
+          ? await options.stream.acquire(needing.map(tokenOf), asked).catch((e: unknown) => {
+            // A stream closed before the request was sent: nothing was asked, so ask over HTTP. (One that
+            // closed after sending leaves the outcome unknown, as a dropped HTTP connection does: thrown.)
+            if (e instanceof LeaseStreamClosedError && e.requestId === null) return this.acquireLease(needing, asked);
+            throw e;
+          })
+          : await this.acquireLease(needing, asked);
         // After a server-side wait the TTL started near the answer, not at the send.
         if (waitMs > 0) acquiredSentAt = Date.now();
         break;
@@ -299,6 +306,8 @@ export class WritClient {
       return via.renew(held, ttlMs).catch((e: unknown) => {
         if (!(e instanceof LeaseStreamClosedError)) throw e;
         via = undefined;
+        // The task may have ended meanwhile: no renewal then (the release follows over HTTP).
+        if (stopped) throw e;
         return this.renewLease(held, ttlMs);
       });
     };

@@ -13,6 +13,11 @@ export interface LeaseStreamOptions {
   audience?: string;
   /** How long opening may take (connect, upgrade, Writ's checks) before it fails; default 10 000 ms. */
   handshakeTimeoutMs?: number;
+  /**
+   * How long a call may go unanswered (on top of its own `waitMs`) before the connection is taken for
+   * dead and cut: every call pending then rejects with LeaseStreamClosedError. Default 30 000 ms.
+   */
+  requestTimeoutMs?: number;
 }
 
 /** What renew and release need of a lease. */
@@ -38,7 +43,10 @@ export class LeaseStream {
   /** Resolves when the connection has ended, with its close code and reason. */
   readonly closed: Promise<{ code: number; reason: string }>;
 
-  private constructor(private readonly socket: WebSocket) {
+  private constructor(
+    private readonly socket: WebSocket,
+    private readonly requestTimeoutMs: number,
+  ) {
     this.closed = new Promise((resolve) => {
       socket.on('close', (code, reason) => {
         const why = reason.toString('utf8');
@@ -70,7 +78,7 @@ export class LeaseStream {
       socket.once('error', reject);
     });
     socket.on('error', () => undefined); // the 'close' that follows rejects what is pending
-    return new LeaseStream(socket);
+    return new LeaseStream(socket, options.requestTimeoutMs ?? 30_000);
   }
 
   /** Takes leases for these decision tokens (the body of POST /v1/leases, without `id`). */
@@ -104,7 +112,11 @@ export class LeaseStream {
     }
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      // A connection that stopped answering without closing (half-open after a partition) is cut, so
+      // that its calls end (and withLease goes on over HTTP) instead of waiting for TCP to give up.
+      const timer = setTimeout(() => this.socket.terminate(), this.requestTimeoutMs + ('wait_ms' in request ? request.wait_ms ?? 0 : 0));
+      const settle = () => clearTimeout(timer);
+      this.pending.set(id, { resolve: (v) => (settle(), resolve(v)), reject: (e) => (settle(), reject(e)) });
       this.socket.send(JSON.stringify({ id, ...request }));
     });
   }

@@ -8,6 +8,8 @@ import { canonicalResource } from './resources.js';
 
 /** A leased write is not forwarded with less lease than this left: it would only time out as PENDING. */
 const MIN_LEASE_LEFT_MS = 100;
+/** Below this much of the upstream timeout left since the receipt's creation, a write is not forwarded. */
+const MIN_FORWARD_MS = 100;
 
 /** The body of POST /v1/actions. */
 export interface ActionInput {
@@ -254,12 +256,12 @@ async function forwardAndSettle(ctx: WritContext, w: IdentifiedWrite, input: Act
   // refuse the write for good (its Writ-Deadline has passed).
   const sentAt = ctx.clock.now();
   const sinceIntentMs = pending.created_at + route.timeoutMs - sentAt;
-  if (sinceIntentMs < 1) {
-    // Nothing was sent: the receipt says so, and the caller may retry (with the same Idempotency-Key it
-    // gets this answer again; with a new one, a new write).
-    const why = `the write's intent took ${sentAt - pending.created_at} ms to become durable, as long as the upstream timeout (${route.timeoutMs} ms): it was not forwarded`;
+  if (sinceIntentMs < MIN_FORWARD_MS) {
+    // Nothing is sent (with so little time left it would only time out): the receipt says so. Its key is
+    // spent on this answer, as on any settled receipt: the write is retried with a new Idempotency-Key.
+    const why = `the write's intent took ${sentAt - pending.created_at} ms to become durable, leaving less than ${MIN_FORWARD_MS} ms of the upstream timeout (${route.timeoutMs} ms): it was not forwarded; retry with a new Idempotency-Key`;
     await ctx.receipts.complete(pending.receipt_id, { status: 'FAILED', error: { code: 'OVERLOADED', message: why } });
-    throw new WritError('OVERLOADED', `${why}; retry shortly`, { receipt_id: pending.receipt_id, retry_after_ms: 1000 });
+    throw new WritError('OVERLOADED', why, { receipt_id: pending.receipt_id, receipt_status: 'FAILED', retry_after_ms: 1000 });
   }
   const timeoutMs = Math.min(route.timeoutMs, sinceIntentMs, fence ? fence.expires_at - sentAt : Infinity);
   const result = await route.client.write(w.resource, {
@@ -337,7 +339,7 @@ async function forwardAndSettle(ctx: WritContext, w: IdentifiedWrite, input: Act
 function replayOf(first: Receipt): ActionOutcome {
   if (first.status === 'FAILED' && first.error) {
     const code = first.error.code as ErrorCode;
-    throw new WritError(code in ERROR_CATALOGUE ? code : 'UPSTREAM_FAILED', `${first.error.message} (replayed answer of receipt ${first.receipt_id})`, { receipt_id: first.receipt_id, replayed: true });
+    throw new WritError(code in ERROR_CATALOGUE ? code : 'UPSTREAM_FAILED', `${first.error.message} (replayed answer of receipt ${first.receipt_id})`, { receipt_id: first.receipt_id, receipt_status: 'FAILED', replayed: true });
   }
   return { receipt: first, replayed: true };
 }

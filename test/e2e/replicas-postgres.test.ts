@@ -161,7 +161,7 @@ describe('three writ serve replicas on one PostgreSQL', () => {
     const store = new pg.Client({ connectionString: url });
     await store.connect();
     cleanups.push(() => store.end());
-    for (let i = 0; i < 120; i++) {
+    for (let i = 0; i < 240; i++) {
       const { rows } = await store.query<{ n: string }>("SELECT count(*) AS n FROM receipts WHERE status = 'PENDING'");
       if (Number(rows[0]!.n) === 0) break;
       await new Promise((r) => setTimeout(r, 500));
