@@ -19,7 +19,7 @@ import { registerCoordinationRoutes } from './routes/coordination.js';
 import { registerDecisionRoutes } from './routes/decisions.js';
 import { registerGraphRoutes } from './routes/graph.js';
 import { registerImpactRoutes } from './routes/impact.js';
-import { LEASE_STREAM_PATH, registerLeaseStream, type LeaseStreams } from './routes/lease-stream.js';
+import { LEASE_STREAM_PATH, registerLeaseStream } from './routes/lease-stream.js';
 import { registerOpsRoutes } from './routes/ops.js';
 
 declare module 'fastify' {
@@ -68,13 +68,13 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   // WebSocket routes (the lease stream). Registered before every other hook: its onRequest hook marks an
   // upgrade request (`request.ws`), and only a marked request's socket is destroyed after an HTTP answer,
   // so an upgrade refused by a hook added later (draining, rate limit) must already be marked.
-  let leaseStreams: LeaseStreams | null = null;
   await app.register(websocket, {
     options: { maxPayload: ctx.config.bodyLimitBytes },
-    // As for HTTP requests, close() lets the operations in flight finish (the streams take no new ones),
-    // for up to WRIT_DRAIN_TIMEOUT_MS; after a drain (writ serve's SIGTERM) they have had that wait already.
+    // close() drains first, as SIGTERM does (the streams take no new request; those in flight, which
+    // hold the drain, are answered), for up to WRIT_DRAIN_TIMEOUT_MS; after writ serve's drain, no more.
     preClose(done) {
-      void (leaseStreams?.close(app.writDrain.draining() ? 0 : ctx.config.drainTimeoutMs) ?? Promise.resolve()).then(() => {
+      const drained = app.hasDecorator('writDrain') ? app.writDrain.drain(app.writDrain.draining() ? 0 : ctx.config.drainTimeoutMs) : Promise.resolve();
+      void drained.then(() => {
         for (const client of this.websocketServer.clients) client.close(1001, 'Writ is shutting down');
         done();
       });
@@ -220,7 +220,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   await registerConsoleRoutes(app);
   registerDecisionRoutes(app);
   registerCoordinationRoutes(app);
-  leaseStreams = registerLeaseStream(app, {
+  registerLeaseStream(app, {
     admit,
     answered: (op, status) => metrics.httpRequests.inc({ route: `${LEASE_STREAM_PATH} ${op}`, status: String(status) }),
   });

@@ -61,27 +61,12 @@ function compileValidators() {
   return Object.fromEntries(OPS.map((op) => [op, compile({ schema: opSchemas[op], method: 'GET', url: LEASE_STREAM_PATH, httpPart: 'body' })])) as Record<Op, ReturnType<typeof compile>>;
 }
 
-/** The open lease streams of an app. */
-export interface LeaseStreams {
-  /**
-   * Every stream, and every one opened from now on, takes no new request; resolves once the requests in
-   * flight on all of them are answered, or after `timeoutMs` (their answers are then lost, as an HTTP
-   * request's is when its connection is cut).
-   */
-  close(timeoutMs: number): Promise<void>;
-}
-
-export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOptions): LeaseStreams {
+export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOptions): void {
   const ctx = app.writ;
   const validators = compileValidators();
   const streams = new Set<{ drain(): void; socket: WebSocket }>();
   /** Streams open (or opening) per principal. */
   const openPerPrincipal = new Map<string, number>();
-  /** Requests in flight on every stream, and who waits for them to end (`close`). */
-  let inflightAll = 0;
-  const idleAll: (() => void)[] = [];
-  /** Set by `close`: a stream that opens afterwards takes no request either. */
-  let closingAll = false;
   app.writDrain.onDrain(() => {
     for (const s of streams) s.drain();
   });
@@ -189,7 +174,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         streams.delete(stream);
         request.leaseStreamUncount?.();
       });
-      if (app.writDrain.draining() || closingAll) stream.drain();
+      if (app.writDrain.draining()) stream.drain();
 
       /** The principal and the key its stream was opened with, still registered and unrevoked. */
       const stillAuthenticated = async () => {
@@ -247,7 +232,6 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
           return;
         }
         inflight++;
-        inflightAll++;
         const release = app.writDrain.hold();
         run(req).then(
           (result) => {
@@ -257,7 +241,6 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
           (e: unknown) => refuse(req.id, req.op, e),
         ).finally(() => {
           inflight--;
-          if (--inflightAll === 0) for (const wake of idleAll.splice(0)) wake();
           release();
           // An authentication that ended closes the stream once its answer is out.
           if (ended && inflight === 0) socket.close(1008, 'the stream\'s authentication ended');
@@ -266,21 +249,6 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       });
     },
   });
-
-  return {
-    async close(timeoutMs) {
-      closingAll = true;
-      for (const s of streams) s.drain();
-      if (inflightAll === 0 || timeoutMs <= 0) return;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, timeoutMs);
-        idleAll.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    },
-  };
 }
 
 /** A refusal of a message, with the id it named when that could be read. */
