@@ -33,8 +33,6 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The lease stream's caller, authenticated by the upgrade request. */
     leaseStreamCaller?: AuthenticatedCaller;
-    /** Ends the count of this stream for its principal, where no socket close does (an injected upgrade). */
-    leaseStreamUncount?: () => void;
   }
 }
 
@@ -95,20 +93,20 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
     const caller = await app.spentCaller(request);
     // Gone while it was checked (its 'close' has fired already): nothing to count, no one to answer.
     if (socket?.destroyed) throw new WritError('OVERLOADED', 'the client closed the connection before the lease stream opened');
-    // A principal's streams are bounded (each holds a socket): one is counted from here until its socket closes.
+    request.leaseStreamCaller = caller;
+    // A principal's streams are bounded (each holds a socket): one is counted from here until its socket
+    // closes (an upgrade injected in a test has none, and is not counted).
+    if (!socket) return;
     const open = openPerPrincipal.get(caller.principal) ?? 0;
     if (open >= ctx.config.maxLeaseStreamsPerPrincipal) {
       throw new WritError('RATE_LIMITED', `${caller.principal} has ${open} lease streams open, the most one principal may have (WRIT_LEASE_STREAMS_PER_PRINCIPAL); close one, or use the ones it has`, { retry_after_ms: 1000 });
     }
     openPerPrincipal.set(caller.principal, open + 1);
-    const uncount = () => {
+    socket.once('close', () => {
       const n = (openPerPrincipal.get(caller.principal) ?? 1) - 1;
       if (n > 0) openPerPrincipal.set(caller.principal, n);
       else openPerPrincipal.delete(caller.principal);
-    };
-    if (socket) socket.once('close', uncount);
-    else request.leaseStreamUncount = uncount;
-    request.leaseStreamCaller = caller;
+    });
   };
 
   app.route({
@@ -170,10 +168,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       streams.add(stream);
       alive.add(socket);
       socket.on('pong', () => alive.add(socket));
-      socket.on('close', () => {
-        streams.delete(stream);
-        request.leaseStreamUncount?.();
-      });
+      socket.on('close', () => streams.delete(stream));
       if (app.writDrain.draining()) stream.drain();
 
       /** The principal and the key its stream was opened with, still registered and unrevoked. */
