@@ -282,6 +282,14 @@ describe('the lease stream, over the SDK', () => {
     await s.release(after);
   });
 
+  it('a message bigger than WRIT_BODY_LIMIT closes the stream with 1009 and creates nothing', async () => {
+    const { h, url } = await listening({ config: { bodyLimitBytes: 2_048 } });
+    const raw = await rawStream(url, await h.auth(SEO));
+    raw.send({ id: 1, op: 'release', lease_id: 'l', token: 'x'.repeat(4_000) });
+    expect(await raw.closed).toMatchObject({ code: 1009 });
+    expect(raw.replies).toEqual([]);
+  });
+
   it('a bad message is answered MALFORMED_REQUEST (or NESTING_TOO_DEEP), creates nothing, and the stream stays open', async () => {
     const { h, url } = await listening();
     const raw = await rawStream(url, await h.auth(SEO));
