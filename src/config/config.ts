@@ -43,6 +43,11 @@ export interface WritConfig {
   maxInflightWrites: number;
   /** Lease streams (GET /v1/leases/stream) one principal may have open at once; one more is RATE_LIMITED (429). */
   maxLeaseStreamsPerPrincipal: number;
+  /**
+   * How often a lease stream is pinged; a peer that has answered none of the pings since the last one
+   * is cut off (so within one to two intervals). Shorter than a proxy's idle timeout keeps streams open behind it.
+   */
+  leaseStreamPingMs: number;
   /** On SIGTERM/SIGINT, `writ serve` waits this long for admitted requests to finish (new ones get OVERLOADED) before it closes. */
   drainTimeoutMs: number;
   /** How often a server signs a checkpoint over all receipt chain heads (when a chain moved); 0: never. */
@@ -184,6 +189,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     },
     maxInflightWrites: int('WRIT_MAX_INFLIGHT_WRITES', env.WRIT_MAX_INFLIGHT_WRITES, 256),
     maxLeaseStreamsPerPrincipal: int('WRIT_LEASE_STREAMS_PER_PRINCIPAL', env.WRIT_LEASE_STREAMS_PER_PRINCIPAL, 64),
+    leaseStreamPingMs: int('WRIT_LEASE_STREAM_PING_MS', env.WRIT_LEASE_STREAM_PING_MS, 30_000),
     drainTimeoutMs: int('WRIT_DRAIN_TIMEOUT_MS', env.WRIT_DRAIN_TIMEOUT_MS, 15_000),
     receiptCheckpointIntervalMs: int('WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS', env.WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS, 60_000),
     priorities: DEFAULT_PRIORITIES,
@@ -208,6 +214,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   if (merged.rateLimit.perSecond > 0 && merged.rateLimit.burst < 1) throw new WritError('UNPROCESSABLE', 'WRIT_RATE_LIMIT_BURST must be at least 1 when a rate limit is set');
   if (merged.maxInflightWrites < 1) throw new WritError('UNPROCESSABLE', 'WRIT_MAX_INFLIGHT_WRITES must be at least 1');
   if (merged.maxLeaseStreamsPerPrincipal < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_STREAMS_PER_PRINCIPAL must be at least 1');
+  if (merged.leaseStreamPingMs < 100) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_STREAM_PING_MS must be at least 100');
   if (merged.lease.maxWaitersPerKey < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_MAX_WAITERS must be at least 1');
   for (const u of merged.upstreams) {
     if (u.timeoutMs < 1) throw new WritError('UNPROCESSABLE', `the upstream timeout for ${u.pattern} must be at least 1 ms`);

@@ -716,6 +716,46 @@ describe('the rate limit', () => {
     await openStream(url, SEO);
   });
 
+  it('pings every WRIT_LEASE_STREAM_PING_MS: a peer that answers keeps its stream; one that answers none is cut off within two intervals, and its place is freed', async () => {
+    const { h, url } = await listening({ config: { leaseStreamPingMs: 150, maxLeaseStreamsPerPrincipal: 1 } });
+    const live = await rawStream(url, await h.auth(SEO));
+    let pings = 0;
+    live.ws.on('ping', () => (pings += 1));
+    await new Promise((r) => setTimeout(r, 800));
+    expect(pings).toBeGreaterThanOrEqual(3);
+    live.send({ id: 1, op: 'release', lease_id: 'no-such-lease', token: 'no-such-token' });
+    expect(await live.next()).toMatchObject({ id: 1, ok: false });
+    live.ws.close();
+    await live.closed;
+
+    // A silent peer: its socket is no longer read, so no ping reaches ws and no pong goes back.
+    const silent = await rawStream(url, await h.auth(SEO));
+    const paused = Date.now();
+    (silent.ws as unknown as { _socket: Socket })._socket.pause();
+    // Its place is taken (the limit is 1) until the server cuts it off.
+    let next: Raw | undefined;
+    while (!next) {
+      next = await rawStream(url, await h.auth(SEO)).catch(() => undefined);
+      if (!next) {
+        expect(Date.now() - paused, 'the silent peer was not cut off within 3 s').toBeLessThan(3_000);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    }
+    // Not before it missed a ping (one interval), by about two intervals (loaded CI gets slack).
+    expect(Date.now() - paused).toBeGreaterThanOrEqual(140);
+    next.send({ id: 2, op: 'release', lease_id: 'no-such-lease', token: 'no-such-token' });
+    expect(await next.next()).toMatchObject({ id: 2, ok: false });
+    (silent.ws as unknown as { _socket: Socket })._socket.resume();
+    expect((await silent.closed).code).toBe(1006); // cut, not closed with a close frame
+  });
+
+  it('WRIT_LEASE_STREAM_PING_MS is 30 s by default and at least 100 ms', () => {
+    expect(loadDefaults().leaseStreamPingMs).toBe(30_000);
+    expect(loadConfig({}, { WRIT_LEASE_STREAM_PING_MS: '5000' }).leaseStreamPingMs).toBe(5_000);
+    expect(() => loadConfig({}, { WRIT_LEASE_STREAM_PING_MS: '50' })).toThrow(/WRIT_LEASE_STREAM_PING_MS must be at least 100/);
+    expect(() => loadConfig({}, { WRIT_LEASE_STREAM_PING_MS: 'soon' })).toThrow(/non-negative integer/);
+  });
+
   it('an upgrade refused for want of credentials leaves no socket open (so does one refused earlier, below)', async () => {
     const { h, url } = await listening();
     expect(await refusedUpgrade(url, {})).toMatchObject({ status: 401 });

@@ -26,8 +26,6 @@ import { leaseGrantToWire, leaseRenewalToWire } from '../wire.js';
 export const LEASE_STREAM_PATH = '/v1/leases/stream';
 /** Requests one stream may have in flight at once; one more is answered OVERLOADED at once. */
 export const LEASE_STREAM_MAX_INFLIGHT = 256;
-/** A peer that answers no ping for this long is cut off (its leases expire as they would anyway). */
-const PING_INTERVAL_MS = 30_000;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -68,6 +66,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
   app.writDrain.onDrain(() => {
     for (const s of streams) s.drain();
   });
+  // A peer that answered none of the pings of the last interval is cut off (its leases lapse at their TTL, as they would anyway).
   const alive = new WeakSet<WebSocket>();
   const pinger = setInterval(() => {
     for (const { socket } of streams) {
@@ -77,7 +76,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         socket.ping();
       }
     }
-  }, PING_INTERVAL_MS);
+  }, ctx.config.leaseStreamPingMs);
   pinger.unref();
   app.addHook('onClose', async () => clearInterval(pinger));
 
