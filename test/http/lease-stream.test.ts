@@ -14,53 +14,15 @@ import { GOVERNANCE_ID, type PublicJwk } from '../../src/graph/model.js';
 import { issueLoginToken, registerPrincipal } from '../../src/service/index.js';
 import { generatePrincipalKeyPair, LeaseStream, LeaseStreamClosedError, UnauthenticatedError, WritApiError, WritClient, type LeaseGrant } from '../../src/sdk/index.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
-import { fixtureKey, startHarness, type Harness, type HarnessOptions } from '../support/harness.js';
-
-/** A ManualClock that follows the wall clock: the SDK signs its assertions with Date.now(), which the server checks (5 s tolerance). */
-class WallClock extends ManualClock {
-  override now(): number {
-    return Date.now();
-  }
-}
+import { fixtureKey, type Harness } from '../support/harness.js';
+import { closeOpened, closesWithin, listening, opened, openServerSockets, rawStream, type Raw } from '../support/lease-stream.js';
 
 const loadDefaults = () => loadConfig({}, {});
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const SEO = 'seo-agent-7';
 const ALICE = 'editor-alice';
 
-const opened: { close(): Promise<unknown> }[] = [];
-afterEach(async () => {
-  for (const o of opened.splice(0).reverse()) await o.close().catch(() => undefined);
-});
-
-/** Server-side sockets of each harness: the clean-up destroys any left open so that a leak (see the refused upgrades below) fails its test, not the hook. */
-const serverSockets = new WeakMap<Harness, Set<Socket>>();
-
-async function listening(options: HarnessOptions = {}): Promise<{ h: Harness; url: string }> {
-  const h = await startHarness({ clock: new WallClock(), ...options });
-  const sockets = new Set<Socket>();
-  serverSockets.set(h, sockets);
-  h.app.server.on('connection', (socket: Socket) => sockets.add(socket));
-  opened.push({
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await h.close();
-    },
-  });
-  const url = await h.app.listen({ port: 0, host: '127.0.0.1' });
-  return { h, url };
-}
-
-/** Server-side sockets still open (after a moment for closes in progress to land). */
-async function openServerSockets(h: Harness): Promise<number> {
-  await new Promise((r) => setTimeout(r, 200));
-  return [...serverSockets.get(h)!].filter((s) => !s.destroyed).length;
-}
-
-/** Whether app.close() finishes within `ms` (it waits for every connection of the server). */
-async function closesWithin(h: Harness, ms: number): Promise<boolean> {
-  return Promise.race([h.app.close().then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
-}
+afterEach(closeOpened);
 
 function client(url: string, principal: string): WritClient {
   return new WritClient({ baseUrl: url, principal, privateJwk: fixtureKey(principal) });
@@ -73,49 +35,6 @@ async function openStream(url: string, principal: string): Promise<LeaseStream> 
 }
 
 const titleDecision = async (h: Harness, principal: string, post: number) => (await decideOk(h, principal, { resource: `wp:post:${post}`, fields: ['title'] })).token;
-
-/** A raw WebSocket on the stream, its replies queued in arrival order. */
-interface Raw {
-  ws: WebSocket;
-  replies: any[];
-  send(message: unknown): void;
-  /** The next reply not yet taken. */
-  next(timeoutMs?: number): Promise<any>;
-  closed: Promise<{ code: number; reason: string }>;
-}
-
-async function rawStream(url: string, headers: Record<string, string>): Promise<Raw> {
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v1/leases/stream`, { headers, perMessageDeflate: false });
-  const replies: any[] = [];
-  let taken = 0;
-  let wake: (() => void) | null = null;
-  ws.on('message', (data, isBinary) => {
-    expect(isBinary).toBe(false);
-    replies.push(JSON.parse(data.toString()));
-    wake?.();
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
-  await once(ws, 'open');
-  const raw: Raw = {
-    ws,
-    replies,
-    closed,
-    send: (m) => ws.send(typeof m === 'string' || Buffer.isBuffer(m) ? (m as string | Buffer) : JSON.stringify(m)),
-    async next(timeoutMs = 5_000) {
-      const end = Date.now() + timeoutMs;
-      while (replies.length <= taken) {
-        if (Date.now() > end) throw new Error(`no reply within ${timeoutMs} ms (have ${JSON.stringify(replies)})`);
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          setTimeout(resolve, 50);
-        });
-      }
-      return replies[taken++];
-    },
-  };
-  opened.push({ close: async () => { ws.terminate(); } });
-  return raw;
-}
 
 /** How a refused upgrade is answered: the HTTP status and problem (no socket). */
 async function refusedUpgrade(url: string, headers: Record<string, string>): Promise<{ status: number; body: any }> {
