@@ -235,13 +235,11 @@ export class WritClient {
       try {
         acquiredSentAt = Date.now();
         const asked = { ttlMs, waitMs, ...(options.preempt ? { preempt: true } : {}) };
-        lease = options.stream
-          ? await options.stream.acquire(needing.map(tokenOf), asked).catch((e: unknown) => {
-            // A stream closed before the request was sent: nothing was asked, so ask over HTTP. (One that
-            // closed after sending leaves the outcome unknown, as a dropped HTTP connection does: thrown.)
-            if (e instanceof LeaseStreamClosedError && e.requestId === null) return this.acquireLease(needing, asked);
-            throw e;
-          })
+        const stream = options.stream;
+        lease = stream
+          // A stream closed before the request was sent: nothing was asked, so ask over HTTP. (One that
+          // closed after sending leaves the outcome unknown, as a dropped HTTP connection does: thrown.)
+          ? await streamElseHttp(() => stream.acquire(needing.map(tokenOf), asked), () => this.acquireLease(needing, asked), (closed) => closed.requestId === null)
           : await this.acquireLease(needing, asked);
         // After a server-side wait the TTL started near the answer, not at the send.
         if (waitMs > 0) acquiredSentAt = Date.now();
@@ -301,17 +299,20 @@ export class WritClient {
     const controller = new AbortController();
     // Over the stream while it is open; over HTTP once it has closed (the lease itself is still good).
     let via = stream;
+    // Renewing or releasing twice is harmless, so both fall back whether or not the stream sent the request.
     const renewOnce = (): Promise<LeaseRenewal> => {
-      if (!via) return this.renewLease(held, ttlMs);
-      return via.renew(held, ttlMs).catch((e: unknown) => {
-        if (!(e instanceof LeaseStreamClosedError)) throw e;
+      const open = via;
+      if (!open) return this.renewLease(held, ttlMs);
+      return streamElseHttp(() => open.renew(held, ttlMs), () => this.renewLease(held, ttlMs), () => {
         via = undefined;
         // The task may have ended meanwhile: no renewal then (the release follows over HTTP).
-        if (stopped) throw e;
-        return this.renewLease(held, ttlMs);
+        return !stopped;
       });
     };
-    const release = () => (via ? via.release(held).catch((e: unknown) => (e instanceof LeaseStreamClosedError ? this.releaseLease(held) : Promise.reject(e))) : this.releaseLease(held));
+    const release = () => {
+      const open = via;
+      return open ? streamElseHttp(() => open.release(held), () => this.releaseLease(held), () => true) : this.releaseLease(held);
+    };
     const renewEvery = Math.max(50, Math.floor(ttlMs / 3));
     // Writ starts the TTL when it handles the request, which is after we sent it: this bound is conservative.
     let localExpiry = acquiredSentAt + ttlMs;
@@ -403,4 +404,15 @@ function tokenOf(d: Decision | string): string {
   if (typeof d === 'string') return d;
   if (!d.token) throw new TypeError(`decision ${d.decision_id} is a deny (${d.reasons.join('; ')}); it has no token`);
   return d.token;
+}
+
+/**
+ * A lease call on the stream, made over HTTP instead when the stream turns out closed
+ * (LeaseStreamClosedError) and `fallBack` agrees; any other error is the answer.
+ */
+function streamElseHttp<T>(onStream: () => Promise<T>, overHttp: () => Promise<T>, fallBack: (closed: LeaseStreamClosedError) => boolean): Promise<T> {
+  return onStream().catch((e: unknown) => {
+    if (e instanceof LeaseStreamClosedError && fallBack(e)) return overHttp();
+    throw e;
+  });
 }
