@@ -16,7 +16,7 @@
  * Files go to bench/tmp (git-ignored). `--write` replaces this benchmark's section of bench/RESULTS.md.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { isDeepStrictEqual } from 'node:util';
 import { join } from 'node:path';
@@ -44,13 +44,45 @@ interface Load {
   p99_us: number;
   errors: number;
   first_error?: string;
+  /** Set when the servers' processes were given: their CPU time over the run ÷ ops. */
+  server_cpu_us_per_op?: number;
 }
 
-function loadgen(bin: string, args: string[]): Load {
+function loadgen(bin: string, args: string[], servers?: () => number[]): Load {
+  const before = servers && cpuUs(servers());
   const out = execFileSync(bin, args, { encoding: 'utf8', maxBuffer: 1 << 20 });
   const r = JSON.parse(out) as Load;
   if (r.errors > 0) throw new Error(`loadgen ${args.join(' ')}: ${r.errors} errors, first: ${r.first_error}`);
+  if (servers && before !== undefined) r.server_cpu_us_per_op = (cpuUs(servers()) - before) / r.ops;
   return r;
+}
+
+const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+
+/**
+ * CPU time (user + system, every thread) the processes `pids` have used, in µs, from /proc/<pid>/stat,
+ * plus the time of their children that have exited and been waited for: a PostgreSQL backend that ends
+ * with its connection (the load generator's pool closing) leaves its time to the postmaster's cutime.
+ */
+function cpuUs(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue; // gone since it was listed
+    }
+    // Fields after the command (which may hold spaces), counted from 3: utime 14, stime 15, cutime 16, cstime 17.
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+  }
+  return ticks * TICK_US;
+}
+
+/** Every process of the local PostgreSQL server (its postmaster, backends and background workers). */
+function postgresPids(): number[] {
+  return execFileSync('pgrep', ['-u', 'postgres'], { encoding: 'utf8' }).trim().split('\n').map(Number);
 }
 
 async function listeningProcess(name: string, cmd: string, args: string[], port: number): Promise<ChildProcess> {
@@ -154,8 +186,8 @@ async function main(): Promise<void> {
         loadgen(bin, ['-mode', 'opa', '-url', opaUrl, '-body', opaBody, '-clients', String(clients), '-seconds', '1']);
         for (let r = 0; r < ROUNDS; r++) {
           const runs = [
-            () => row.writ.push(loadgen(bin, ['-mode', 'writ-decide', '-url', writUrl, '-body', writBody, '-clients', String(clients), '-seconds', String(SECONDS), ...common])),
-            () => row.peers.OPA!.push(loadgen(bin, ['-mode', 'opa', '-url', opaUrl, '-body', opaBody, '-clients', String(clients), '-seconds', String(SECONDS)])),
+            () => row.writ.push(loadgen(bin, ['-mode', 'writ-decide', '-url', writUrl, '-body', writBody, '-clients', String(clients), '-seconds', String(SECONDS), ...common], () => [writ.proc.pid!])),
+            () => row.peers.OPA!.push(loadgen(bin, ['-mode', 'opa', '-url', opaUrl, '-body', opaBody, '-clients', String(clients), '-seconds', String(SECONDS)], () => [opa.pid!])),
           ];
           for (const run of r % 2 === 0 ? runs : runs.reverse()) run();
           loads.push(loadavg()[0]!);
@@ -187,15 +219,20 @@ async function main(): Promise<void> {
       const front = await onFreePort((port) => spawnListening('the authenticated CAS front', [join(REPO, 'dist/bench/authed-cas-front.js'), '--port', String(port), '--database', frontDb.url, '--key', KEY_FILE], process.env));
       procs.push(front.proc);
       const frontUrl = `http://127.0.0.1:${front.port}`;
+      // Each side's server CPU per pair too (CPU time, unlike throughput, does not count waiting for a core):
+      // Writ's process, every PostgreSQL process, the private Redis, the front's process and PostgreSQL's.
+      const writPid = writ.proc.pid!;
+      const redisPid = redis.pid!;
+      const frontPid = front.proc.pid!;
       const peers = {
-        'PostgreSQL CAS': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'pg-lease', '-dsn', pg.url, '-clients', String(clients), '-seconds', String(seconds)]),
-        'Redis AOF always': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'redis-lease', '-addr', `127.0.0.1:${redisPort}`, '-clients', String(clients), '-seconds', String(seconds)]),
-        'PostgreSQL CAS behind an authenticated HTTP front': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', frontUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common]),
+        'PostgreSQL CAS': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'pg-lease', '-dsn', pg.url, '-clients', String(clients), '-seconds', String(seconds)], postgresPids),
+        'Redis AOF always': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'redis-lease', '-addr', `127.0.0.1:${redisPort}`, '-clients', String(clients), '-seconds', String(seconds)], () => [redisPid]),
+        'PostgreSQL CAS behind an authenticated HTTP front': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', frontUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common], () => [frontPid, ...postgresPids()]),
       };
-      const writLease = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common]);
+      const writLease = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common], () => [writPid]);
       // The same pairs on the lease stream (one WebSocket per client, authenticated once when it opens,
       // as each PostgreSQL or Redis connection is): keys numbered apart from the HTTP clients'.
-      const writStream = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease-stream', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1001', ...common]);
+      const writStream = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease-stream', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1001', ...common], () => [writPid]);
       for (const clients of [16, 64]) {
         const row: Row = { measure: 'durable lease acquire+release pairs/s', clients, writ: [], peers: Object.fromEntries(Object.keys(peers).map((name) => [name, []])) };
         // The stream is judged against the bare engines (the authenticated front authenticates every request).
@@ -228,10 +265,15 @@ async function main(): Promise<void> {
   }
 
   const lines: string[] = [];
+  const cpuLines: string[] = [];
+  const cpu = (runs: Load[]) => fmt(median(runs.map((l) => l.server_cpu_us_per_op!)));
   for (const row of rows) {
     for (const [peer, runs] of Object.entries(row.peers)) {
       const ratios = row.writ.map((w, i) => w.per_second / runs[i]!.per_second);
       lines.push(`| ${row.measure}, ${row.clients} client${row.clients > 1 ? 's' : ''} | ${fmt(median(row.writ.map((l) => l.per_second)))} (p50 ${fmt(median(row.writ.map((l) => l.p50_us)))} µs, p99 ${fmt(median(row.writ.map((l) => l.p99_us)))} µs) | ${peer} ${fmt(median(runs.map((l) => l.per_second)))} (p50 ${fmt(median(runs.map((l) => l.p50_us)))} µs, p99 ${fmt(median(runs.map((l) => l.p99_us)))} µs) | ${ratioCell(ratios)} | ${ratios.map((x) => x.toFixed(2)).join(', ')} |`);
+      if (row.writ[0]?.server_cpu_us_per_op === undefined || runs[0]?.server_cpu_us_per_op === undefined) continue;
+      const cpuRatios = row.writ.map((w, i) => w.server_cpu_us_per_op! / runs[i]!.server_cpu_us_per_op!);
+      cpuLines.push(`| ${row.measure.replace('/s', '')}, ${row.clients} client${row.clients > 1 ? 's' : ''} | ${cpu(row.writ)} | ${peer} ${cpu(runs)} | ${ratioSummary(cpuRatios)} | ${cpuRatios.map((x) => x.toFixed(2)).join(', ')} |`);
     }
   }
   const section = [
@@ -253,6 +295,14 @@ async function main(): Promise<void> {
     '| measure | Writ /s | peer /s | ratio Writ/peer: median (range) | per round |',
     '|---|---:|---:|---:|---|',
     ...lines,
+    ...(cpuLines.length === 0 ? [] : [
+      '',
+      'Server CPU time per operation (a decision, or a lease pair): user + system, all threads, from /proc over each measurement; PostgreSQL: all its processes, the backends that ended with their connections included; the front: its process and PostgreSQL\'s. Unlike the rates, CPU time does not count waiting for one of the 2 shared cores, so it reads steadier here; lower is better, so a ratio above 1 means Writ spends more.',
+      '',
+      '| measure | Writ server CPU µs/op | peer server CPU µs/op | Writ ÷ peer: median (range) | per round |',
+      '|---|---:|---:|---:|---|',
+      ...cpuLines,
+    ]),
   ].join('\n');
   console.log(section);
   if (process.argv.includes('--write')) writeResultsSection('side-by-side', section);
