@@ -3,10 +3,11 @@
 # before/after comparisons of a change, run alternately against two compiled trees (e.g. a
 # `git archive <commit>` export with node_modules linked and `npx tsc -p tsconfig.json` run in it).
 #
-#   bash bench/cpu-per-op.sh ROOT writ-lease|writ-decide CLIENTS SECONDS
+#   [DATA_ROOT=/dev/shm] bash bench/cpu-per-op.sh ROOT writ-lease|writ-lease-stream|writ-decide CLIENTS SECONDS
 #
 # Prints ops/s and the server process's CPU (user + system, all its threads) per operation, measured
-# from /proc/<pid>/stat around the timed run (after a 2 s warm-up), and the 1-minute load average.
+# from /proc/<pid>/stat around the timed run (after a 2 s warm-up), split into user and system time,
+# and the 1-minute load average. The data directory is under bench/tmp (this disk), or under DATA_ROOT.
 set -euo pipefail
 ROOT=$1; MODE=$2; CLIENTS=$3; SECS=$4
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +15,7 @@ mkdir -p "$HERE/bench/tmp"
 LOADGEN="$HERE/bench/tmp/loadgen"
 [ -x "$LOADGEN" ] || (cd "$HERE/bench/loadgen" && /usr/local/go/bin/go build -o "$LOADGEN" .)
 cd "$ROOT"
-D=$(mktemp -d "$HERE/bench/tmp/cpu-per-op-XXXX")
+D=$(mktemp -d "${DATA_ROOT:-$HERE/bench/tmp}/cpu-per-op-XXXX")
 PORT=$((20000 + RANDOM % 10000))
 WRIT_UPSTREAM_URL=http://127.0.0.1:9 node dist/src/cli/main.js serve --data-dir "$D/data" --port $PORT --no-upstream --graph graph/example.yaml > "$D/log" 2>&1 &
 PID=$!
@@ -22,11 +23,12 @@ for _ in $(seq 150); do curl -s "localhost:$PORT/healthz" >/dev/null && break; s
 echo '{"action":"update_post","resource":"wp:post:1024","environment":"production","fields":["meta_description","title"]}' > "$D/req"
 A="-mode $MODE -url http://127.0.0.1:$PORT -body $D/req -key $HERE/fixtures/keys/seo-agent-7.jwk -principal seo-agent-7 -clients $CLIENTS"
 $LOADGEN $A -seconds 2 >/dev/null
-T0=$(awk '{print $14+$15}' /proc/$PID/stat)
+read -r U0 S0 < <(awk '{print $14, $15}' /proc/$PID/stat)
 R=$($LOADGEN $A -seconds "$SECS")
-T1=$(awk '{print $14+$15}' /proc/$PID/stat)
+read -r U1 S1 < <(awk '{print $14, $15}' /proc/$PID/stat)
+T0=$((U0 + S0)); T1=$((U1 + S1))
 kill -TERM $PID; wait $PID 2>/dev/null || true
 OPS=$(echo "$R" | sed 's/.*"ops":\([0-9]*\).*/\1/'); PS=$(echo "$R" | sed 's/.*"per_second":\([0-9.]*\).*/\1/')
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
-echo "$MODE clients=$CLIENTS ops/s=${PS%.*} cpu_us/op=$(( (T1 - T0) * TICK_US / OPS )) load=$(cut -d' ' -f1 /proc/loadavg)"
+echo "$MODE clients=$CLIENTS ops/s=${PS%.*} cpu_us/op=$(( (T1 - T0) * TICK_US / OPS )) (user $(( (U1 - U0) * TICK_US / OPS )), system $(( (S1 - S0) * TICK_US / OPS ))) load=$(cut -d' ' -f1 /proc/loadavg)"
 rm -rf "$D"
