@@ -165,6 +165,41 @@ describe('group commit', () => {
     expect(seen()).toEqual([3]);
   });
 
+  it('waits for another connection\'s write lock without blocking the event loop, and commits once it is free (what arrives meanwhile joins the batch)', async () => {
+    const { group, insert, seen, other } = setup({ busyTimeoutMs: 5000 });
+    other.exec('BEGIN IMMEDIATE');
+    // SQLite's busy handler would sleep on this thread until the lock is free: no timer would fire meanwhile.
+    let ticks = 0;
+    const ticker = setInterval(() => (ticks += 1), 5);
+    const first = group.run(() => insert.run(1));
+    await new Promise((r) => setTimeout(r, 100));
+    const second = group.run(() => insert.run(2));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(seen()).toEqual([]);
+    other.exec('COMMIT');
+    await Promise.all([first, second]);
+    clearInterval(ticker);
+    expect(ticks, 'timers fired while the batch waited for the lock').toBeGreaterThan(20);
+    expect(seen()).toEqual([1, 2]);
+    expect(group.stats).toMatchObject({ commits: 1, committedOperations: 2, failedCommits: 0 });
+  });
+
+  it('gives up on a write lock held past the connection\'s busy timeout (SQLITE_BUSY), still without blocking the event loop', async () => {
+    const { group, insert, seen, other } = setup({ busyTimeoutMs: 150 });
+    other.exec('BEGIN IMMEDIATE');
+    let ticks = 0;
+    const ticker = setInterval(() => (ticks += 1), 5);
+    const started = Date.now();
+    const result = await outcome(group.run(() => insert.run(1)));
+    clearInterval(ticker);
+    expect(result).toMatchObject({ ok: false, error: /locked|busy/i });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(140);
+    expect(ticks).toBeGreaterThan(10);
+    other.exec('COMMIT');
+    await group.run(() => insert.run(2));
+    expect(seen()).toEqual([2]);
+  });
+
   it('rejects the operations whose writes SQLite threw away with the whole transaction, and runs the rest anew', async () => {
     const { group, db, insert, seen } = setup();
     const results = await Promise.all([

@@ -41,7 +41,8 @@ type Settled = { op: Pending; ok: true; value: unknown } | { op: Pending; ok: fa
  * its own savepoint (a throwing one rolls back only its own writes and rejects only its own promise),
  * and every promise settles after the transaction is durable: nothing is acknowledged before. If the
  * transaction cannot begin, commit or be synced (SQLITE_BUSY after the busy timeout, an I/O error, a
- * failed fdatasync), every operation of that batch is rejected.
+ * failed fdatasync), every operation of that batch is rejected. While another connection (another
+ * process on the file) holds the write lock, the batch waits for it without blocking the event loop.
  *
  * With a WalSync (what the store wires) the sync runs on libuv's thread pool, not in COMMIT: while it
  * runs, the main thread keeps serving requests and new operations queue up; when it completes, its
@@ -61,6 +62,10 @@ export class GroupCommit {
   private readonly maxBatch: number;
   private readonly wal: WalSync | null;
   private readonly s: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>;
+  /** The connection's busy timeout: how long a batch waits for another connection's write lock before it fails. */
+  private readonly busyTimeoutMs: number;
+  /** When this batch's BEGIN first found the write lock held (performance.now()), or null. */
+  private busySince: number | null = null;
   private queue: Pending[] = [];
   private scheduled = false;
   private flushing = false;
@@ -81,6 +86,12 @@ export class GroupCommit {
     // NORMAL, not OFF: checkpoints on this connection (the fallback autocheckpoint) must still sync the
     // WAL before copying it into the database file, and the database file before the WAL restarts.
     if (this.wal) db.pragma('synchronous = NORMAL');
+    // The connection's busy timeout becomes this class's (see tryBegin): SQLite's busy handler would sleep
+    // on the event loop. (The pragma acts when it is prepared, so it cannot be a prepared toggle around BEGIN.)
+    // Inside BEGIN IMMEDIATE nothing else waits for a lock in WAL mode: the write lock is held, and
+    // checkpoints after COMMIT are PASSIVE.
+    this.busyTimeoutMs = Number(db.pragma('busy_timeout', { simple: true }));
+    db.pragma('busy_timeout = 0');
     this.s = {
       begin: db.prepare('BEGIN IMMEDIATE'),
       commit: db.prepare('COMMIT'),
@@ -99,8 +110,8 @@ export class GroupCommit {
       else if (!this.scheduled && this.syncing === 0) {
         this.scheduled = true;
         // The next turn, not a microtask: a batch awaits between its BEGIN and COMMIT, and another
-        // GroupCommit on the same file in this process (a test's second store) must not begin its
-        // transaction in those gaps (its BEGIN IMMEDIATE would wait out the busy timeout on this thread).
+        // GroupCommit on the same file in this process (a test's second store) had better not try its
+        // BEGIN in those gaps (it would find the lock held and wait a turn).
         // Measured: committing at the next microtask gained nothing above this machine's noise.
         setImmediate(() => void this.commitQueued());
       }
@@ -153,7 +164,13 @@ export class GroupCommit {
       return;
     }
     try {
-      this.s.begin.run();
+      if (!this.tryBegin()) {
+        // Another connection (another process) holds the write lock: the batch goes back to the front of
+        // the queue (what arrives meanwhile joins it), and the event loop runs on while this one waits.
+        this.queue.unshift(...batch);
+        await this.lockWait();
+        return;
+      }
     } catch (e) {
       this.fail(batch, e);
       return;
@@ -226,6 +243,38 @@ export class GroupCommit {
       for (const wake of this.syncWaiters.splice(0)) wake();
       if (this.queue.length > 0) void this.commitQueued();
     });
+  }
+
+  /**
+   * BEGIN IMMEDIATE without SQLite's busy handler, which would sleep on the event loop (1, 2, 5, 10 …
+   * ms at a time) while another process holds the write lock, stalling every request of this process.
+   * False while the lock is held, for up to the connection's busy timeout; then the BUSY error (OVERLOADED).
+   */
+  private tryBegin(): boolean {
+    try {
+      this.s.begin.run();
+      this.busySince = null;
+      return true;
+    } catch (e) {
+      if (!String((e as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw e;
+      const now = performance.now();
+      this.busySince ??= now;
+      if (now - this.busySince >= this.busyTimeoutMs) {
+        this.busySince = null;
+        throw e;
+      }
+      return false;
+    }
+  }
+
+  /**
+   * Until the next try for the write lock: the next turn of the event loop for the first millisecond
+   * (another process's batch holds it for well under that), then 1 ms timers (a long holder, e.g. a
+   * migration or a tool, is not polled in a busy loop).
+   */
+  private lockWait(): Promise<void> {
+    const waited = performance.now() - (this.busySince ?? performance.now());
+    return new Promise((resolve) => (waited < 1 ? setImmediate(resolve) : setTimeout(resolve, 1)));
   }
 
   private settle(settled: Settled[]): void {
