@@ -44,8 +44,8 @@ export interface WritConfig {
   /** Lease streams (GET /v1/leases/stream) one principal may have open at once; one more is RATE_LIMITED (429). */
   maxLeaseStreamsPerPrincipal: number;
   /**
-   * How often a lease stream is pinged; a peer that has answered none of the pings since the last one
-   * is cut off (so within one to two intervals). Shorter than a proxy's idle timeout keeps streams open behind it.
+   * How often a lease stream is pinged; a peer from which no pong was read for two intervals in a row is
+   * cut off (so within two to three intervals). Shorter than a proxy's idle timeout keeps streams open behind it.
    */
   leaseStreamPingMs: number;
   /** On SIGTERM/SIGINT, `writ serve` waits this long for admitted requests to finish (new ones get OVERLOADED) before it closes. */
@@ -214,7 +214,8 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   if (merged.rateLimit.perSecond > 0 && merged.rateLimit.burst < 1) throw new WritError('UNPROCESSABLE', 'WRIT_RATE_LIMIT_BURST must be at least 1 when a rate limit is set');
   if (merged.maxInflightWrites < 1) throw new WritError('UNPROCESSABLE', 'WRIT_MAX_INFLIGHT_WRITES must be at least 1');
   if (merged.maxLeaseStreamsPerPrincipal < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_STREAMS_PER_PRINCIPAL must be at least 1');
-  if (merged.leaseStreamPingMs < 100) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_STREAM_PING_MS must be at least 100');
+  // Node clamps a longer interval to 1 ms, which would cut every stream at once.
+  if (merged.leaseStreamPingMs < 100 || merged.leaseStreamPingMs > 2_147_483_647) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_STREAM_PING_MS must be between 100 and 2147483647');
   if (merged.lease.maxWaitersPerKey < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_MAX_WAITERS must be at least 1');
   for (const u of merged.upstreams) {
     if (u.timeoutMs < 1) throw new WritError('UNPROCESSABLE', `the upstream timeout for ${u.pattern} must be at least 1 ms`);

@@ -66,15 +66,20 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
   app.writDrain.onDrain(() => {
     for (const s of streams) s.drain();
   });
-  // A peer that answered none of the pings of the last interval is cut off (its leases lapse at their TTL, as they would anyway).
-  const alive = new WeakSet<WebSocket>();
+  // A peer is pinged every interval, and cut off when two intervals in a row passed with no pong read
+  // from it (its leases lapse at their TTL, as they would anyway). Two, not one: timers run before I/O in
+  // a turn of the event loop, so after one stall longer than the interval a pong that did arrive may not
+  // have been read yet.
+  const missed = new WeakMap<WebSocket, number>();
   const pinger = setInterval(() => {
     for (const { socket } of streams) {
-      if (!alive.has(socket)) socket.terminate();
-      else {
-        alive.delete(socket);
-        socket.ping();
+      const n = missed.get(socket) ?? 0;
+      if (n >= 2) {
+        socket.terminate();
+        continue;
       }
+      missed.set(socket, n + 1);
+      socket.ping();
     }
   }, ctx.config.leaseStreamPingMs);
   pinger.unref();
@@ -165,8 +170,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         },
       };
       streams.add(stream);
-      alive.add(socket);
-      socket.on('pong', () => alive.add(socket));
+      socket.on('pong', () => missed.set(socket, 0));
       socket.on('close', () => streams.delete(stream));
       if (app.writDrain.draining()) stream.drain();
 

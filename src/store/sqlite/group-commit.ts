@@ -29,6 +29,8 @@ export interface GroupCommitStats {
 
 interface Pending {
   fn: () => unknown;
+  /** When its batch's BEGIN first found another connection holding the write lock (performance.now()). */
+  lockWaitSince?: number;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -62,10 +64,10 @@ export class GroupCommit {
   private readonly maxBatch: number;
   private readonly wal: WalSync | null;
   private readonly s: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>;
-  /** The connection's busy timeout: how long a batch waits for another connection's write lock before it fails. */
+  /** The connection's busy timeout: how long an operation waits for another connection's write lock before it fails. */
   private readonly busyTimeoutMs: number;
-  /** When this batch's BEGIN first found the write lock held (performance.now()), or null. */
-  private busySince: number | null = null;
+  /** When the current wait for another connection's write lock began (performance.now()), or null. */
+  private lockWaitStart: number | null = null;
   private queue: Pending[] = [];
   private scheduled = false;
   private flushing = false;
@@ -86,12 +88,7 @@ export class GroupCommit {
     // NORMAL, not OFF: checkpoints on this connection (the fallback autocheckpoint) must still sync the
     // WAL before copying it into the database file, and the database file before the WAL restarts.
     if (this.wal) db.pragma('synchronous = NORMAL');
-    // The connection's busy timeout becomes this class's (see tryBegin): SQLite's busy handler would sleep
-    // on the event loop. (The pragma acts when it is prepared, so it cannot be a prepared toggle around BEGIN.)
-    // Inside BEGIN IMMEDIATE nothing else waits for a lock in WAL mode: the write lock is held, and
-    // checkpoints after COMMIT are PASSIVE.
     this.busyTimeoutMs = Number(db.pragma('busy_timeout', { simple: true }));
-    db.pragma('busy_timeout = 0');
     this.s = {
       begin: db.prepare('BEGIN IMMEDIATE'),
       commit: db.prepare('COMMIT'),
@@ -163,18 +160,32 @@ export class GroupCommit {
       this.fail(batch, this.wal.failed);
       return;
     }
+    let busy: unknown;
     try {
-      if (!this.tryBegin()) {
-        // Another connection (another process) holds the write lock: the batch goes back to the front of
-        // the queue (what arrives meanwhile joins it), and the event loop runs on while this one waits.
-        this.queue.unshift(...batch);
-        await this.lockWait();
-        return;
-      }
+      busy = this.tryBegin();
     } catch (e) {
+      this.lockWaitStart = null;
       this.fail(batch, e);
       return;
     }
+    if (busy !== null) {
+      // Another connection (another process) holds the write lock. Operations that have waited for it
+      // for the busy timeout fail with SQLITE_BUSY (OVERLOADED); the others go back to the front of the
+      // queue (what arrives meanwhile joins them), and the event loop runs on while they wait.
+      const now = performance.now();
+      this.lockWaitStart ??= now;
+      const expired: Pending[] = [];
+      const waiting: Pending[] = [];
+      for (const op of batch) {
+        op.lockWaitSince ??= now;
+        (now - op.lockWaitSince >= this.busyTimeoutMs ? expired : waiting).push(op);
+      }
+      if (expired.length > 0) this.fail(expired, busy);
+      this.queue.unshift(...waiting);
+      if (waiting.length > 0) await this.lockWait();
+      return;
+    }
+    this.lockWaitStart = null;
     // A batch of one needs no savepoint: rolling back the transaction rolls back only its writes.
     const alone = batch.length === 1;
     const settled: Settled[] = [];
@@ -247,23 +258,21 @@ export class GroupCommit {
 
   /**
    * BEGIN IMMEDIATE without SQLite's busy handler, which would sleep on the event loop (1, 2, 5, 10 …
-   * ms at a time) while another process holds the write lock, stalling every request of this process.
-   * False while the lock is held, for up to the connection's busy timeout; then the BUSY error (OVERLOADED).
+   * ms at a time) while another connection holds the write lock, stalling every request of this
+   * process: null once begun, the SQLITE_BUSY error while the lock is held. Only this statement runs
+   * with no busy timeout (the pragma acts when it is prepared, so each switch is a `db.pragma` call,
+   * ~2.5 µs); every other statement on the connection keeps the timeout it was opened with.
    */
-  private tryBegin(): boolean {
+  private tryBegin(): unknown {
+    this.db.pragma('busy_timeout = 0');
     try {
       this.s.begin.run();
-      this.busySince = null;
-      return true;
+      return null;
     } catch (e) {
       if (!String((e as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw e;
-      const now = performance.now();
-      this.busySince ??= now;
-      if (now - this.busySince >= this.busyTimeoutMs) {
-        this.busySince = null;
-        throw e;
-      }
-      return false;
+      return e;
+    } finally {
+      this.db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
     }
   }
 
@@ -273,7 +282,7 @@ export class GroupCommit {
    * migration or a tool, is not polled in a busy loop).
    */
   private lockWait(): Promise<void> {
-    const waited = performance.now() - (this.busySince ?? performance.now());
+    const waited = performance.now() - (this.lockWaitStart ?? performance.now());
     return new Promise((resolve) => (waited < 1 ? setImmediate(resolve) : setTimeout(resolve, 1)));
   }
 
