@@ -57,6 +57,8 @@ export async function closesWithin(h: Harness, ms: number): Promise<boolean> {
 export interface Raw {
   ws: WebSocket;
   replies: any[];
+  /** When each reply arrived (Date.now()), by its index in `replies`. */
+  arrivals: number[];
   send(message: unknown): void;
   /** The next reply not yet taken. */
   next(timeoutMs?: number): Promise<any>;
@@ -66,10 +68,12 @@ export interface Raw {
 export async function rawStream(url: string, headers: Record<string, string>): Promise<Raw> {
   const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v1/leases/stream`, { headers, perMessageDeflate: false });
   const replies: any[] = [];
+  const arrivals: number[] = [];
   let taken = 0;
   let wake: (() => void) | null = null;
   ws.on('message', (data, isBinary) => {
     expect(isBinary).toBe(false);
+    arrivals.push(Date.now());
     replies.push(JSON.parse(data.toString()));
     wake?.();
   });
@@ -78,6 +82,7 @@ export async function rawStream(url: string, headers: Record<string, string>): P
   const raw: Raw = {
     ws,
     replies,
+    arrivals,
     closed,
     send: (m) => ws.send(typeof m === 'string' || Buffer.isBuffer(m) ? (m as string | Buffer) : JSON.stringify(m)),
     async next(timeoutMs = 5_000) {
