@@ -53,7 +53,12 @@ function loadgen(bin: string, args: string[], servers?: () => number[]): Load {
   const out = execFileSync(bin, args, { encoding: 'utf8', maxBuffer: 1 << 20 });
   const r = JSON.parse(out) as Load;
   if (r.errors > 0) throw new Error(`loadgen ${args.join(' ')}: ${r.errors} errors, first: ${r.first_error}`);
-  if (servers && before !== undefined) r.server_cpu_us_per_op = (cpuUs(servers()) - before) / r.ops;
+  if (servers && before !== undefined) {
+    // A moment for the backends that end with the load generator's connections to be reaped (their time
+    // then counts in the postmaster's cutime, read last).
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+    r.server_cpu_us_per_op = (cpuUs(servers()) - before) / r.ops;
+  }
   return r;
 }
 
@@ -80,7 +85,11 @@ function cpuUs(pids: number[]): number {
   return ticks * TICK_US;
 }
 
-/** Every process of the local PostgreSQL server (its postmaster, backends and background workers). */
+/**
+ * Every process of the local PostgreSQL server (this machine's own, used by nothing else during the run):
+ * its postmaster, backends and background workers. A backend reaped between two reads of one sample
+ * could be lost or counted twice; the wait before the second sample (above) leaves none ending then.
+ */
 function postgresPids(): number[] {
   return execFileSync('pgrep', ['-u', 'postgres'], { encoding: 'utf8' }).trim().split('\n').map(Number);
 }
