@@ -10,16 +10,10 @@
 # and the 1-minute load average. The data directory is under bench/tmp (this disk), or under DATA_ROOT.
 set -euo pipefail
 ROOT=$1; MODE=$2; CLIENTS=$3; SECS=$4
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$HERE/bench/tmp"
-LOADGEN="$HERE/bench/tmp/loadgen"
-[ -x "$LOADGEN" ] || (cd "$HERE/bench/loadgen" && /usr/local/go/bin/go build -o "$LOADGEN" .)
-cd "$ROOT"
-D=$(mktemp -d "${DATA_ROOT:-$HERE/bench/tmp}/cpu-per-op-XXXX")
-PORT=$((20000 + RANDOM % 10000))
-WRIT_UPSTREAM_URL=http://127.0.0.1:9 node dist/src/cli/main.js serve --data-dir "$D/data" --port $PORT --no-upstream --graph graph/example.yaml > "$D/log" 2>&1 &
-PID=$!
-for _ in $(seq 150); do curl -s "localhost:$PORT/healthz" >/dev/null && break; sleep 0.2; done
+source "$(dirname "$0")/lib.sh"
+bench_setup "$ROOT" cpu-per-op
+start_writ "$D/data" $PORT "$D/log"
+PID=$WRIT_PID
 echo '{"action":"update_post","resource":"wp:post:1024","environment":"production","fields":["meta_description","title"]}' > "$D/req"
 A="-mode $MODE -url http://127.0.0.1:$PORT -body $D/req -key $HERE/fixtures/keys/seo-agent-7.jwk -principal seo-agent-7 -clients $CLIENTS"
 $LOADGEN $A -seconds 2 >/dev/null

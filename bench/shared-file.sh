@@ -7,18 +7,13 @@
 #   bash bench/shared-file.sh ROOT PROCESSES CLIENTS_PER_PROCESS SECONDS
 set -euo pipefail
 ROOT=$1; N=$2; C=$3; SECS=$4
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$HERE/bench/tmp"
-LOADGEN="$HERE/bench/tmp/loadgen"
-[ -x "$LOADGEN" ] || (cd "$HERE/bench/loadgen" && /usr/local/go/bin/go build -o "$LOADGEN" .)
-cd "$ROOT"
-D=$(mktemp -d "$HERE/bench/tmp/shared-file-XXXX")
-BASE=$((20000 + RANDOM % 10000))
+source "$(dirname "$0")/lib.sh"
+bench_setup "$ROOT" shared-file
+BASE=$PORT
 PIDS=()
 for i in $(seq 1 "$N"); do
-  WRIT_UPSTREAM_URL=http://127.0.0.1:9 node dist/src/cli/main.js serve --data-dir "$D/data" --port $((BASE + i)) --no-upstream --graph graph/example.yaml > "$D/log$i" 2>&1 &
-  PIDS+=($!)
-  for _ in $(seq 150); do curl -s "localhost:$((BASE + i))/healthz" >/dev/null && break; sleep 0.2; done
+  start_writ "$D/data" $((BASE + i)) "$D/log$i"
+  PIDS+=("$WRIT_PID")
 done
 load() { # $1 seconds, $2 output prefix
   local L=()
