@@ -21,8 +21,6 @@ read -r U0 S0 < <(awk '{print $14, $15}' /proc/$PID/stat)
 R=$($LOADGEN $A -seconds "$SECS")
 read -r U1 S1 < <(awk '{print $14, $15}' /proc/$PID/stat)
 T0=$((U0 + S0)); T1=$((U1 + S1))
-kill -TERM $PID; wait $PID 2>/dev/null || true
 OPS=$(echo "$R" | sed 's/.*"ops":\([0-9]*\).*/\1/'); PS=$(echo "$R" | sed 's/.*"per_second":\([0-9.]*\).*/\1/')
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 echo "$MODE clients=$CLIENTS ops/s=${PS%.*} cpu_us/op=$(( (T1 - T0) * TICK_US / OPS )) (user $(( (U1 - U0) * TICK_US / OPS )), system $(( (S1 - S0) * TICK_US / OPS ))) load=$(cut -d' ' -f1 /proc/loadavg)"
-rm -rf "$D"

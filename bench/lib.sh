@@ -2,20 +2,29 @@
 # first use); bench_setup ROOT NAME: cd to the compiled tree ROOT, a fresh directory D for this run
 # (under DATA_ROOT if set, else bench/tmp) and a random PORT; start_writ DATA_DIR PORT LOG: a `writ serve`
 # of the current directory's build (the example graph, no upstream) in the background, returning once it
-# answers /healthz, its pid in WRIT_PID.
+# answers /healthz, its pid in WRIT_PID. On exit, however the script ends, the servers it started are
+# stopped and D is removed.
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$HERE/bench/tmp"
 LOADGEN="$HERE/bench/tmp/loadgen"
 [ -x "$LOADGEN" ] || (cd "$HERE/bench/loadgen" && /usr/local/go/bin/go build -o "$LOADGEN" .)
+SERVERS=()
 start_writ() {
   WRIT_UPSTREAM_URL=http://127.0.0.1:9 node dist/src/cli/main.js serve --data-dir "$1" --port "$2" --no-upstream --graph graph/example.yaml > "$3" 2>&1 &
   WRIT_PID=$!
+  SERVERS+=("$WRIT_PID")
   for _ in $(seq 150); do curl -s "localhost:$2/healthz" >/dev/null && return 0; sleep 0.2; done
   echo "writ serve on port $2 did not answer: $(cat "$3")" >&2
   return 1
+}
+bench_cleanup() {
+  for p in "${SERVERS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${SERVERS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$D"
 }
 bench_setup() {
   cd "$1"
   D=$(mktemp -d "${DATA_ROOT:-$HERE/bench/tmp}/$2-XXXX")
   PORT=$((20000 + RANDOM % 10000))
+  trap bench_cleanup EXIT
 }

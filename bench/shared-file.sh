@@ -35,8 +35,5 @@ for i in $(seq 1 "$N"); do
   [ "$E" = 0 ] || { echo "process $i: $E errors: $(cat "$D/run$i")" >&2; exit 1; }
   OPS=$((OPS + O)); EACH="$EACH${EACH:+ + }$((O / SECS))"
 done
-for p in "${PIDS[@]}"; do kill -TERM "$p"; done
-wait "${PIDS[@]}" 2>/dev/null || true
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 echo "processes=$N clients=$((N * C)) pairs/s=$((OPS / SECS)) ($EACH) cpu_us/pair=$(( (T1 - T0) * TICK_US / OPS )) load=$(cut -d' ' -f1 /proc/loadavg)"
-rm -rf "$D"

@@ -306,7 +306,7 @@ async function main(): Promise<void> {
     ...lines,
     ...(cpuLines.length === 0 ? [] : [
       '',
-      'Server CPU time per operation (a decision, or a lease pair): user + system, all threads, from /proc over each measurement; PostgreSQL: all its processes, the backends that ended with their connections included; the front: its process and PostgreSQL\'s. Unlike the rates, CPU time does not count waiting for one of the 2 shared cores, so it reads steadier here; lower is better, so a ratio above 1 means Writ spends more.',
+      'Server CPU time per operation (a decision, or a lease pair): user + system, all threads, from /proc over each measurement; PostgreSQL: all its processes, the backends that ended with their connections included; the front: its process and PostgreSQL\'s. Unlike the rates, CPU time does not count waiting for one of the 2 shared cores or how many cores a side can use; lower is better, so a ratio above 1 means Writ spends more. Ratios are medians of per-round ratios.',
       '',
       '| measure | Writ server CPU µs/op | peer server CPU µs/op | Writ ÷ peer: median (range) | per round |',
       '|---|---:|---:|---:|---|',

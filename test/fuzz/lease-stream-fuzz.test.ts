@@ -69,6 +69,8 @@ interface Grant {
   epochs: Record<string, number>;
   answeredAt: number;
   expiresAt: number;
+  /** When the renewal that set `expiresAt` was answered (the grant's own answer at first). */
+  renewedAnsweredAt: number;
   /** When the release that succeeded was sent. */
   releaseSentAt: number | null;
 }
@@ -145,10 +147,14 @@ describe(`fuzzing the lease stream (${ROUNDS} rounds, seed ${SEED})`, () => {
           }
           if (m.spec.kind === 'acquire') {
             counts.granted += 1;
-            grants.push({ principal: s.principal, lease_id: r.result.lease_id, token: r.result.token, epochs: r.result.epochs, answeredAt, expiresAt: Date.parse(r.result.expires_at), releaseSentAt: null });
+            grants.push({ principal: s.principal, lease_id: r.result.lease_id, token: r.result.token, epochs: r.result.epochs, answeredAt, expiresAt: Date.parse(r.result.expires_at), renewedAnsweredAt: answeredAt, releaseSentAt: null });
           } else {
             if (m.foreign) failures.push(`${m.spec.kind} by ${s.principal} of ${m.grant?.principal ?? 'nobody'}'s lease ${m.grant?.lease_id ?? ''} with ${(m.spec as { token: string }).token === 'own' ? 'its own' : (m.spec as { token: string }).token} token succeeded`);
-            if (m.spec.kind === 'renew') m.grant!.expiresAt = Date.parse(r.result.expires_at);
+            // Two streams may renew one lease in a round, and a renewal may shorten it: the one answered last holds.
+            if (m.spec.kind === 'renew' && answeredAt >= m.grant!.renewedAnsweredAt) {
+              m.grant!.expiresAt = Date.parse(r.result.expires_at);
+              m.grant!.renewedAnsweredAt = answeredAt;
+            }
             if (m.spec.kind === 'release') {
               counts.released += 1;
               m.grant!.releaseSentAt = m.sentAt;

@@ -214,6 +214,18 @@ describe('group commit', () => {
     expect(db.pragma('busy_timeout', { simple: true })).toBe(250);
   });
 
+  it('counts the busy timeout from when each operation was queued behind the lock, batches beyond the first included', async () => {
+    const { group, insert, other } = setup({ busyTimeoutMs: 100, maxBatch: 2 });
+    other.exec('BEGIN IMMEDIATE');
+    const started = Date.now();
+    const results = await Promise.all(Array.from({ length: 6 }, (_, i) => outcome(group.run(() => insert.run(i)))));
+    const elapsed = Date.now() - started;
+    other.exec('COMMIT');
+    expect(results.every((r) => !r.ok)).toBe(true);
+    // All six gave up after about one busy timeout, not one timeout per batch of two (300 ms).
+    expect(elapsed).toBeLessThan(250);
+  });
+
   it('rejects the operations whose writes SQLite threw away with the whole transaction, and runs the rest anew', async () => {
     const { group, db, insert, seen } = setup();
     const results = await Promise.all([

@@ -165,6 +165,8 @@ export class GroupCommit {
       busy = this.tryBegin();
     } catch (e) {
       this.lockWaitStart = null;
+      // Begun, then the busy timeout could not be restored: end the transaction, or no later BEGIN could start.
+      if (this.db.inTransaction) this.s.rollback.run();
       this.fail(batch, e);
       return;
     }
@@ -172,20 +174,22 @@ export class GroupCommit {
       // Another connection (another process) holds the write lock. Operations that have waited for it
       // for the busy timeout fail with SQLITE_BUSY (OVERLOADED); the others go back to the front of the
       // queue (what arrives meanwhile joins them), and the event loop runs on while they wait.
+      // Every queued operation waits for the lock from now on, not only this batch's (the queue keeps
+      // growing while the event loop runs); the oldest come first, so those that expired are a prefix.
       const now = performance.now();
       this.lockWaitStart ??= now;
-      const expired: Pending[] = [];
-      const waiting: Pending[] = [];
-      for (const op of batch) {
-        op.lockWaitSince ??= now;
-        (now - op.lockWaitSince >= this.busyTimeoutMs ? expired : waiting).push(op);
-      }
+      const all = [...batch, ...this.queue];
+      for (const op of all) op.lockWaitSince ??= now;
+      const expired = all.filter((op) => now - op.lockWaitSince! >= this.busyTimeoutMs);
+      this.queue = all.filter((op) => now - op.lockWaitSince! < this.busyTimeoutMs);
       if (expired.length > 0) this.fail(expired, busy);
-      this.queue.unshift(...waiting);
-      if (waiting.length > 0) await this.lockWait();
+      if (this.queue.length > 0) await this.lockWait();
+      else this.lockWaitStart = null;
       return;
     }
     this.lockWaitStart = null;
+    // Their wait is over: one put back after a rolled-back transaction waits anew.
+    for (const op of batch) delete op.lockWaitSince;
     // A batch of one needs no savepoint: rolling back the transaction rolls back only its writes.
     const alone = batch.length === 1;
     const settled: Settled[] = [];
