@@ -62,6 +62,39 @@ function loadgen(bin: string, args: string[], servers?: () => number[]): Load {
   return r;
 }
 
+/**
+ * The same load split between several Writ processes at once (one load generator each, `clients / n`
+ * clients, keys numbered apart): their pairs and rates summed, the worse of their latencies, and the
+ * CPU of all of them per pair.
+ */
+async function loadgenSplit(bin: string, urls: string[], pids: number[], clients: number, seconds: number, base: number, rest: string[]): Promise<Load> {
+  const before = cpuUs(pids);
+  const each = clients / urls.length;
+  const runs = await Promise.all(urls.map((url, i) => new Promise<Load>((resolve, reject) => {
+    const args = ['-url', url, '-clients', String(each), '-seconds', String(seconds), '-base', String(base + i * each), ...rest];
+    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    p.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`loadgen ${args.join(' ')} exited ${code}`));
+      const r = JSON.parse(out) as Load;
+      if (r.errors > 0) return reject(new Error(`loadgen ${args.join(' ')}: ${r.errors} errors, first: ${r.first_error}`));
+      resolve(r);
+    });
+  })));
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
+  const ops = runs.reduce((n, r) => n + r.ops, 0);
+  return {
+    ops,
+    seconds,
+    per_second: runs.reduce((n, r) => n + r.per_second, 0),
+    p50_us: Math.max(...runs.map((r) => r.p50_us)),
+    p99_us: Math.max(...runs.map((r) => r.p99_us)),
+    errors: 0,
+    server_cpu_us_per_op: (cpuUs(pids) - before) / ops,
+  };
+}
+
 const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
 
 /**
@@ -242,23 +275,32 @@ async function main(): Promise<void> {
       // The same pairs on the lease stream (one WebSocket per client, authenticated once when it opens,
       // as each PostgreSQL or Redis connection is): keys numbered apart from the HTTP clients'.
       const writStream = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease-stream', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1001', ...common], () => [writPid]);
+      // And split between two `writ serve` processes on the same SQLite file (the second opened on the
+      // first one's data directory), each stream on one of them: Writ on both cores.
+      const writ2 = await onFreePort((port) => spawnListening('writ serve (second process on the same file)', [CLI, 'serve', '--data-dir', writDir, '--port', String(port), '--no-upstream', '--graph', 'graph/example.yaml'], { ...process.env, WRIT_UPSTREAM_URL: 'http://127.0.0.1:9' }));
+      procs.push(writ2.proc);
+      const writUrls = [writUrl, `http://127.0.0.1:${writ2.port}`];
+      const writStreamTwo = (clients: number, seconds: number) => loadgenSplit(bin, writUrls, [writPid, writ2.proc.pid!], clients, seconds, 3001, ['-mode', 'writ-lease-stream', ...common]);
       for (const clients of [16, 64]) {
         const row: Row = { measure: 'durable lease acquire+release pairs/s', clients, writ: [], peers: Object.fromEntries(Object.keys(peers).map((name) => [name, []])) };
         // The stream is judged against the bare engines (the authenticated front authenticates every request).
         const streamRow: Row = { measure: 'durable lease pairs/s on the lease stream', clients, writ: [], peers: { 'PostgreSQL CAS': row.peers['PostgreSQL CAS']!, 'Redis AOF always': row.peers['Redis AOF always']! } };
-        rows.push(row, streamRow);
+        const streamTwoRow: Row = { measure: 'durable lease pairs/s on the lease stream, 2 processes on one file', clients, writ: [], peers: { 'PostgreSQL CAS': row.peers['PostgreSQL CAS']! } };
+        rows.push(row, streamRow, streamTwoRow);
         writLease(clients, 1);
         writStream(clients, 1);
+        await writStreamTwo(clients, 1);
         for (const p of Object.values(peers)) p(clients, 1);
         for (let r = 0; r < ROUNDS; r++) {
           const runs = [
-            () => row.writ.push(writLease(clients, SECONDS)),
-            () => streamRow.writ.push(writStream(clients, SECONDS)),
-            ...Object.entries(peers).map(([name, p]) => () => row.peers[name]!.push(p(clients, SECONDS))),
+            async () => row.writ.push(writLease(clients, SECONDS)),
+            async () => streamRow.writ.push(writStream(clients, SECONDS)),
+            async () => streamTwoRow.writ.push(await writStreamTwo(clients, SECONDS)),
+            ...Object.entries(peers).map(([name, p]) => async () => row.peers[name]!.push(p(clients, SECONDS))),
           ];
-          for (const run of r % 2 === 0 ? runs : runs.reverse()) run();
+          for (const run of r % 2 === 0 ? runs : runs.reverse()) await run();
           loads.push(loadavg()[0]!);
-          console.log(`leases ${clients} clients round ${r}: writ ${fmt(row.writ.at(-1)!.per_second)}/s, writ stream ${fmt(streamRow.writ.at(-1)!.per_second)}/s, ${Object.entries(row.peers).map(([n, l]) => `${n} ${fmt(l.at(-1)!.per_second)}/s`).join(', ')}`);
+          console.log(`leases ${clients} clients round ${r}: writ ${fmt(row.writ.at(-1)!.per_second)}/s, writ stream ${fmt(streamRow.writ.at(-1)!.per_second)}/s, two processes ${fmt(streamTwoRow.writ.at(-1)!.per_second)}/s, ${Object.entries(row.peers).map(([n, l]) => `${n} ${fmt(l.at(-1)!.per_second)}/s`).join(', ')}`);
         }
       }
     }
@@ -299,7 +341,7 @@ async function main(): Promise<void> {
     '',
     `- Decisions: \`POST /v1/decisions\` (${PRINCIPAL} ${REQUEST.action} ${REQUEST.resource} [${REQUEST.fields.join(', ')}] in production on graph/example.yaml; the caller assertion verified and its jti spent durably, chains resolved, Rego evaluated, the decision signed) vs \`opa run --server\` on policies/ (the same Rego and data.json the bundle is built from) answering \`POST /v1/data/writ/authz/decision\` with the exact input document Writ evaluates for that request (captured from Writ's policy engine in-process). ${check}`,
     '- Leases: Writ `POST /v1/leases` + `DELETE /v1/leases/{id}` (a decision fetched per client every 20 s, outside the pair count; each call a fresh assertion whose jti is spent in the lease\'s own commit; WAL synced before each answer) vs PostgreSQL 15 (the shared local server, synchronous_commit on, a database of its own): `UPDATE … SET holder, epoch = epoch + 1 … WHERE key = $1 AND (holder IS NULL OR expired) RETURNING epoch`, then a conditional `UPDATE` release, each autocommitted (pgx pool, one connection per client), vs a private `redis-server --appendonly yes --appendfsync always`: `SET key token NX PX 10000`, then a Lua compare-and-delete, vs the same PostgreSQL CAS behind the least an authenticated HTTP lease service must do (bench/authed-cas-front.ts: fastify, the same routes and load-generator mode as Writ, the caller\'s Ed25519 assertion verified on the thread pool, its jti spent and the key compare-and-set in one autocommitted statement; no policy, decision, graph, receipts or queue). Each client on its own key.',
-    '- Lease stream: the same pairs as `{"op": "acquire"}` and `{"op": "release"}` messages on `GET /v1/leases/stream`, one WebSocket per client opened with one caller assertion (as a PostgreSQL or Redis connection authenticates once), the same decision, checks, lease transaction and WAL sync before each answer; judged against the bare engines only.',
+    '- Lease stream: the same pairs as `{"op": "acquire"}` and `{"op": "release"}` messages on `GET /v1/leases/stream`, one WebSocket per client opened with one caller assertion (as a PostgreSQL or Redis connection authenticates once), the same decision, checks, lease transaction and WAL sync before each answer; judged against the bare engines only. "2 processes on one file": the same clients split evenly between two `writ serve` processes on the same data directory (one load generator each, run at once; their rates summed, the worse latency, both processes\' CPU).',
     '',
     '| measure | Writ /s | peer /s | ratio Writ/peer: median (range) | per round |',
     '|---|---:|---:|---:|---|',
