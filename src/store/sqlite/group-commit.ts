@@ -29,7 +29,7 @@ export interface GroupCommitStats {
 
 interface Pending {
   fn: () => unknown;
-  /** When its batch's BEGIN first found another connection holding the write lock (performance.now()). */
+  /** When a BEGIN first found another connection holding the write lock while this was queued (performance.now()). */
   lockWaitSince?: number;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
@@ -66,8 +66,6 @@ export class GroupCommit {
   private readonly s: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>;
   /** The connection's busy timeout: how long an operation waits for another connection's write lock before it fails. */
   private readonly busyTimeoutMs: number;
-  /** When the current wait for another connection's write lock began (performance.now()), or null. */
-  private lockWaitStart: number | null = null;
   private queue: Pending[] = [];
   private scheduled = false;
   private flushing = false;
@@ -164,7 +162,6 @@ export class GroupCommit {
     try {
       busy = this.tryBegin();
     } catch (e) {
-      this.lockWaitStart = null;
       // Begun, then the busy timeout could not be restored: end the transaction, or no later BEGIN could start.
       if (this.db.inTransaction) this.s.rollback.run();
       this.fail(batch, e);
@@ -177,19 +174,17 @@ export class GroupCommit {
       // Every queued operation waits for the lock from now on, not only this batch's (the queue keeps
       // growing while the event loop runs); the oldest come first, so those that expired are a prefix.
       const now = performance.now();
-      this.lockWaitStart ??= now;
       const all = [...batch, ...this.queue];
       for (const op of all) op.lockWaitSince ??= now;
       const expired = all.filter((op) => now - op.lockWaitSince! >= this.busyTimeoutMs);
       this.queue = all.filter((op) => now - op.lockWaitSince! < this.busyTimeoutMs);
       if (expired.length > 0) this.fail(expired, busy);
       if (this.queue.length > 0) await this.lockWait();
-      else this.lockWaitStart = null;
       return;
     }
-    this.lockWaitStart = null;
-    // Their wait is over: one put back after a rolled-back transaction waits anew.
-    for (const op of batch) delete op.lockWaitSince;
+    // Their wait is over: one put back after a rolled-back transaction waits anew. (Those that waited
+    // are a prefix of the queue, so a batch whose first did not wait has none.)
+    if (batch[0]!.lockWaitSince !== undefined) for (const op of batch) delete op.lockWaitSince;
     // A batch of one needs no savepoint: rolling back the transaction rolls back only its writes.
     const alone = batch.length === 1;
     const settled: Settled[] = [];
@@ -281,12 +276,12 @@ export class GroupCommit {
   }
 
   /**
-   * Until the next try for the write lock: the next turn of the event loop for the first millisecond
-   * (another process's batch holds it for well under that), then 1 ms timers (a long holder, e.g. a
-   * migration or a tool, is not polled in a busy loop).
+   * Until the next try for the write lock: the next turn of the event loop for the first millisecond the
+   * queue's head has waited (another process's batch holds the lock for well under that), then 1 ms
+   * timers (a long holder, e.g. a migration or a tool, is not polled in a busy loop).
    */
   private lockWait(): Promise<void> {
-    const waited = performance.now() - (this.lockWaitStart ?? performance.now());
+    const waited = performance.now() - (this.queue[0]?.lockWaitSince ?? performance.now());
     return new Promise((resolve) => (waited < 1 ? setImmediate(resolve) : setTimeout(resolve, 1)));
   }
 
