@@ -2,8 +2,7 @@ import type { JWK } from 'jose';
 import WebSocket from 'ws';
 import type { LeaseGrant, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest } from '../wire/v1.js';
 import { createCallerAssertion } from './assertion.js';
-import { errorFromProblem } from './errors.js';
-import { refusalError } from './refusal.js';
+import { problemError, refusalError } from './refusal.js';
 
 export interface LeaseStreamOptions {
   /** e.g. http://127.0.0.1:4000 (the stream is ws:// or wss:// on the same host and port). */
@@ -137,8 +136,7 @@ export class LeaseStream {
     if (reply.ok) p.resolve(reply.result);
     else {
       const problem = typeof reply.problem === 'object' && reply.problem !== null ? reply.problem : ({} as Record<string, unknown>);
-      const retry = typeof problem.retry_after_ms === 'number' ? problem.retry_after_ms : null;
-      p.reject(errorFromProblem(typeof problem.status === 'number' ? problem.status : 0, problem, retry));
+      p.reject(problemError(typeof problem.status === 'number' ? problem.status : 0, problem));
     }
   }
 }

@@ -13,12 +13,20 @@ export function refusalError(status: number, body: string, retryAfterHeader: str
   } catch {
     // Not JSON: the typed error below says only the status.
   }
+  return problemError(status, problem, retryAfterHeaderMs(retryAfterHeader ?? null));
+}
+
+/**
+ * The typed error for a problem document (an HTTP answer's, or a lease stream reply's), with the retry
+ * delay from its `retry_after_ms`, else `fallbackRetryMs` (the Retry-After header's, over HTTP).
+ */
+export function problemError(status: number, problem: Record<string, unknown>, fallbackRetryMs: number | null = null): WritApiError {
   const fromProblem = typeof problem.retry_after_ms === 'number' ? problem.retry_after_ms : null;
-  return errorFromProblem(status, problem, fromProblem ?? retryAfterHeaderMs(retryAfterHeader ?? null));
+  return errorFromProblem(status, problem, fromProblem ?? fallbackRetryMs);
 }
 
 /** Retry-After as ms: delta-seconds or an HTTP date; null when absent or unreadable. */
-export function retryAfterHeaderMs(value: string | null): number | null {
+function retryAfterHeaderMs(value: string | null): number | null {
   if (value === null || value.trim() === '') return null;
   const seconds = Number(value);
   if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
