@@ -8,11 +8,12 @@
  *
  * Target (issue 10): over a 10-minute run the last 5 minutes grow < 5 MB, and most is returned when idle.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { CLI, freePort, REPO, spawnListening } from '../scripts/server-process.js';
+import { runLoadgenAsync } from './loadgen-run.js';
 import { argValue as arg, machineLine, writeResultsSection } from './results-file.js';
 
 const TMP = join(REPO, 'bench', 'tmp');
@@ -27,15 +28,6 @@ const rssMb = (pid: number) => {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : NaN;
 };
-
-function loadgen(bin: string, args: string[]): Promise<{ ops: number; per_second: number; errors: number; first_error?: string }> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    p.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`loadgen exited ${code}`))));
-  });
-}
 
 async function main(): Promise<void> {
   mkdirSync(TMP, { recursive: true });
@@ -57,7 +49,7 @@ async function main(): Promise<void> {
     console.log(`${s.t.toFixed(0)} s ${phase}: RSS ${s.mb.toFixed(1)} MB (load ${loadavg()[0]!.toFixed(1)})`);
   };
   const loadAverages: number[] = [];
-  let results: Awaited<ReturnType<typeof loadgen>>[];
+  let results: Awaited<ReturnType<typeof runLoadgenAsync>>[];
   try {
     sample('load');
     const startMb = samples[0]!.mb;
@@ -65,12 +57,12 @@ async function main(): Promise<void> {
     const common = [...caller, '-clients', String(CLIENTS)];
     const body = join(work, 'decision.json');
     (await import('node:fs')).writeFileSync(body, JSON.stringify({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['meta_description', 'title'] }));
-    const loads: { what: string; run: ReturnType<typeof loadgen> }[] = [
-      { what: 'decisions', run: loadgen(bin, ['-mode', 'writ-decide', '-body', body, ...common]) },
-      { what: 'lease pairs over HTTP', run: loadgen(bin, ['-mode', 'writ-lease', '-base', '100', ...common]) },
+    const loads: { what: string; run: ReturnType<typeof runLoadgenAsync> }[] = [
+      { what: 'decisions', run: runLoadgenAsync(bin, ['-mode', 'writ-decide', '-body', body, ...common]) },
+      { what: 'lease pairs over HTTP', run: runLoadgenAsync(bin, ['-mode', 'writ-lease', '-base', '100', ...common]) },
     ];
     if (STREAM_CLIENTS > 0) {
-      loads.push({ what: 'lease pairs on the lease stream', run: loadgen(bin, ['-mode', 'writ-lease-stream', '-base', '1001', ...caller, '-clients', String(STREAM_CLIENTS)]) });
+      loads.push({ what: 'lease pairs on the lease stream', run: runLoadgenAsync(bin, ['-mode', 'writ-lease-stream', '-base', '1001', ...caller, '-clients', String(STREAM_CLIENTS)]) });
     }
     const running = Promise.all(loads.map((l) => l.run));
     const timer = setInterval(() => {

@@ -26,6 +26,7 @@ import type { DecisionInput } from '../src/policy/types.js';
 import { applyManifest, decide, openWrit, readManifest } from '../src/service/index.js';
 import { createTestDatabase } from '../scripts/test-database.js';
 import { CLI, freePort, onFreePort, REPO, spawnListening } from '../scripts/server-process.js';
+import { runLoadgen, runLoadgenAsync, type Load } from './loadgen-run.js';
 import { argValue as arg, machineLine, median, ratioSummary, writeResultsSection } from './results-file.js';
 
 const TMP = join(REPO, 'bench', 'tmp');
@@ -36,23 +37,10 @@ const PRINCIPAL = 'seo-agent-7';
 const KEY_FILE = join(REPO, 'fixtures/keys/seo-agent-7.jwk');
 const REQUEST = { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['meta_description', 'title'] };
 
-interface Load {
-  ops: number;
-  seconds: number;
-  per_second: number;
-  p50_us: number;
-  p99_us: number;
-  errors: number;
-  first_error?: string;
-  /** Set when the servers' processes were given: their CPU time over the run ÷ ops. */
-  server_cpu_us_per_op?: number;
-}
 
 function loadgen(bin: string, args: string[], servers?: () => number[]): Load {
   const before = servers && cpuUs(servers());
-  const out = execFileSync(bin, args, { encoding: 'utf8', maxBuffer: 1 << 20 });
-  const r = JSON.parse(out) as Load;
-  if (r.errors > 0) throw new Error(`loadgen ${args.join(' ')}: ${r.errors} errors, first: ${r.first_error}`);
+  const r = runLoadgen(bin, args);
   if (servers && before !== undefined) {
     // A moment for the backends that end with the load generator's connections to be reaped (their time
     // then counts in the postmaster's cutime, read last).
@@ -70,18 +58,7 @@ function loadgen(bin: string, args: string[], servers?: () => number[]): Load {
 async function loadgenSplit(bin: string, urls: string[], pids: number[], clients: number, seconds: number, base: number, rest: string[]): Promise<Load> {
   const before = cpuUs(pids);
   const each = clients / urls.length;
-  const runs = await Promise.all(urls.map((url, i) => new Promise<Load>((resolve, reject) => {
-    const args = ['-url', url, '-clients', String(each), '-seconds', String(seconds), '-base', String(base + i * each), ...rest];
-    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    p.on('exit', (code) => {
-      if (code !== 0) return reject(new Error(`loadgen ${args.join(' ')} exited ${code}`));
-      const r = JSON.parse(out) as Load;
-      if (r.errors > 0) return reject(new Error(`loadgen ${args.join(' ')}: ${r.errors} errors, first: ${r.first_error}`));
-      resolve(r);
-    });
-  })));
+  const runs = await Promise.all(urls.map((url, i) => runLoadgenAsync(bin, ['-url', url, '-clients', String(each), '-seconds', String(seconds), '-base', String(base + i * each), ...rest])));
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300);
   const ops = runs.reduce((n, r) => n + r.ops, 0);
   return {
