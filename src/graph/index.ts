@@ -13,7 +13,7 @@ export {
   type ManagedStateNode,
   type PriorityClassNode,
 } from './authority-graph.js';
-export { LiveGraph, type LiveGraphOptions, type GraphEventSource } from './live-graph.js';
+export { LiveGraph, OperationGraph, type GraphReader, type LiveGraphOptions, type GraphEventSource } from './live-graph.js';
 export { GraphHeadMoved, type GraphEventStore } from './event-store.js';
 export { isEdgeLive, toPolicyEdge } from './liveness.js';
 export {

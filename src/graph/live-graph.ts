@@ -106,3 +106,40 @@ export class LiveGraph {
     return this.atRevision(await this.log.revisionAt(ms));
   }
 }
+
+/** What the use cases read the authority graph through: the live graph, or one operation's view of it. */
+export type GraphReader = Pick<LiveGraph, 'current' | 'latest' | 'atRevision' | 'atTime' | 'feedHead'>;
+
+/**
+ * One operation's view of the live graph (e.g. one lease stream message: the caller re-checked, its
+ * decision's chain, the principal's priority). Its first `current()` asks the log as
+ * LiveGraph.current() does, so the operation sees every change committed before it began; later calls
+ * within the operation reuse that answer instead of asking the log again (on SQLite each ask is a read
+ * of `-shm`). What they return is the live graph, which other operations' catch-ups keep updating in
+ * place: never an older state than at the first call. Make one per operation, never keep it longer.
+ */
+export class OperationGraph implements GraphReader {
+  private checked: Promise<AuthorityGraph> | null = null;
+
+  constructor(private readonly live: GraphReader) {}
+
+  current(): Promise<AuthorityGraph> {
+    return (this.checked ??= this.live.current());
+  }
+
+  get latest(): AuthorityGraph {
+    return this.live.latest;
+  }
+
+  atRevision(revision: number): Promise<AuthorityGraph> {
+    return this.live.atRevision(revision);
+  }
+
+  atTime(ms: number): Promise<AuthorityGraph> {
+    return this.live.atTime(ms);
+  }
+
+  feedHead(head: number): void {
+    this.live.feedHead(head);
+  }
+}

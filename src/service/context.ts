@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { WritConfig } from '../config/index.js';
-import type { LiveGraph } from '../graph/index.js';
+import { OperationGraph, type GraphReader } from '../graph/index.js';
 import type { KeyRing, ReplayGuard } from '../decision/index.js';
 import type { PolicyEngine } from '../policy/types.js';
 import type { StoreTx, WritStore } from '../store/contract.js';
@@ -22,7 +22,8 @@ export interface WritContext {
   readonly clock: Clock;
   /** The datastore (SQLite or PostgreSQL): what must commit together runs in one `store.readWrite`. */
   readonly store: WritStore;
-  readonly graph: LiveGraph;
+  /** The live authority graph (LiveGraph), or one operation's view of it (`forOneOperation`). */
+  readonly graph: GraphReader;
   readonly replay: ReplayGuard;
   readonly keys: KeyRing;
   readonly policy: PolicyEngine;
@@ -32,4 +33,13 @@ export interface WritContext {
   /** Every decision becomes one event here (OPA's decision log shape); a no-op when no sink is configured. */
   readonly decisionLog: DecisionLog;
   observer: ServiceObserver;
+}
+
+/**
+ * The context for one operation (a request, a lease stream message): the same, except that the
+ * authority graph is checked for changes once, at its first use, not at every step of the operation
+ * that reads it (see OperationGraph).
+ */
+export function forOneOperation(ctx: WritContext): WritContext {
+  return { ...ctx, graph: new OperationGraph(ctx.graph) };
 }

@@ -1,4 +1,5 @@
 export type { WritContext, ServiceObserver } from './context.js';
+export { forOneOperation } from './context.js';
 export { openWrit, openStore, migrateStore, type OpenedWrit } from './open.js';
 export { ensureGovernance, readAdminCredential, adminCredentialPath, type AdminCredential } from './bootstrap.js';
 export { registerPrincipal, revokePrincipal, getPrincipal, type PrincipalInput } from './principals.js';

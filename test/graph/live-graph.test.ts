@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LiveGraph, exportGraphJson } from '../../src/graph/index.js';
+import { LiveGraph, OperationGraph, exportGraphJson } from '../../src/graph/index.js';
 import { openDatabase } from '../../src/store/sqlite/database.js';
 import { SqliteGraphEventStore } from '../../src/store/sqlite/graph-event-log.js';
 import { WritError } from '../../src/errors.js';
@@ -65,5 +65,28 @@ describe('live graph over the SQLite event log', () => {
     const live = new LiveGraph(log);
     await expect((async () => await live.atRevision(4))()).rejects.toThrow(WritError);
     await expect((async () => await live.atRevision(-1))()).rejects.toThrow(/non-negative/);
+  });
+});
+
+describe('one operation\'s view of the live graph', () => {
+  it('asks the log once, at its first use; an operation that begins after a change sees it', async () => {
+    const { log } = await setUp();
+    let heads = 0;
+    const live = new LiveGraph({ head: () => ((heads += 1), log.head()), read: (after, upTo) => log.read(after, upTo), revisionAt: (t) => log.revisionAt(t) });
+    const first = new OperationGraph(live);
+    const graph = await first.current();
+    expect(await first.current()).toBe(graph);
+    expect(heads).toBe(1);
+    expect(graph.edge('g1')!.revoked_at).toBeNull();
+
+    await log.append([{ type: 'edge.revoked', id: 'g1', at: T0 + 10_000, reason: 'rotated' }], 'governance', T0 + 10_000);
+    // The next operation asks again and catches up; the earlier one is handed the live graph, never an older state.
+    const next = new OperationGraph(live);
+    expect((await next.current()).edge('g1')!.revoked_at).toBe(T0 + 10_000);
+    expect(heads).toBe(2);
+    expect(await first.current()).toBe(graph);
+    expect(graph.revision).toBe(4);
+    // Past graphs go to the live graph's cache as before.
+    expect((await first.atRevision(3)).edge('g1')!.revoked_at).toBeNull();
   });
 });

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { WritError } from '../../errors.js';
 import { performAction, type ActionInput } from '../../service/index.js';
-import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
+import { acquireLeases, forOneOperation, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
 import { parseTime } from '../../service/index.js';
 import { checkOwn } from './audit-reads.js';
@@ -41,7 +41,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
   }, async (request, reply) => {
     // Lease calls spend the assertion's jti in the lease's own transaction (or after a refusal).
     const caller = await app.unspentCaller(request);
-    return reply.code(201).send(leaseGrantToWire(await acquireLeases(ctx, caller, request.body)));
+    return reply.code(201).send(leaseGrantToWire(await acquireLeases(forOneOperation(ctx), caller, request.body)));
   });
 
   app.post<{ Params: { id: string }; Body: { token: string; ttl_ms?: number } }>('/v1/leases/:id/renew', {

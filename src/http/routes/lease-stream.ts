@@ -14,7 +14,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
 import { callerNoLongerValid, type AuthenticatedCaller } from '../../decision/index.js';
 import { WritError, type ErrorCode } from '../../errors.js';
-import { acquireLeases, releaseLease, renewLease, type LeaseRequestInput } from '../../service/index.js';
+import { acquireLeases, forOneOperation, releaseLease, renewLease, type LeaseRequestInput, type WritContext } from '../../service/index.js';
 import type { LeaseStreamReply, LeaseStreamRequest } from '../../wire/v1.js';
 import { AUTHENTICATED, errorResponses } from '../components.js';
 import { assertWellFormed, jsonDepthExceeds } from '../input-guard.js';
@@ -175,8 +175,8 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       if (app.writDrain.draining()) stream.drain();
 
       /** The principal and the key its stream was opened with, still registered and unrevoked. */
-      const stillAuthenticated = async () => {
-        const graph = await ctx.graph.current();
+      const stillAuthenticated = async (op: WritContext) => {
+        const graph = await op.graph.current();
         const why = callerNoLongerValid(caller, (id) => graph.principal(id), ctx.clock.now());
         if (why) {
           closing = true;
@@ -186,19 +186,21 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       };
 
       const run = async (req: LeaseStreamRequest) => {
-        await stillAuthenticated();
+        // One look at the graph for the whole message: the caller's check and the use case's.
+        const op = forOneOperation(ctx);
+        await stillAuthenticated(op);
         switch (req.op) {
           case 'acquire': {
             const input: LeaseRequestInput = { decisions: req.decisions };
             if (req.ttl_ms !== undefined) input.ttl_ms = req.ttl_ms;
             if (req.wait_ms !== undefined) input.wait_ms = req.wait_ms;
             if (req.preempt !== undefined) input.preempt = req.preempt;
-            return leaseGrantToWire(await acquireLeases(ctx, caller.principal, input));
+            return leaseGrantToWire(await acquireLeases(op, caller.principal, input));
           }
           case 'renew':
-            return leaseRenewalToWire(await renewLease(ctx, caller.principal, req.lease_id, req.token, req.ttl_ms));
+            return leaseRenewalToWire(await renewLease(op, caller.principal, req.lease_id, req.token, req.ttl_ms));
           case 'release':
-            return releaseLease(ctx, caller.principal, req.lease_id, req.token);
+            return releaseLease(op, caller.principal, req.lease_id, req.token);
         }
       };
 
