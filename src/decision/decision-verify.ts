@@ -1,4 +1,4 @@
-import { createHash, type KeyObject } from 'node:crypto';
+import { hash, type KeyObject } from 'node:crypto';
 import type { JSONWebKeySet } from 'jose';
 import { WritError } from '../errors.js';
 import { DECISION_ALG, DECISION_ISSUER, DECISION_TYP, payloadToClaims, type DecisionClaims } from './decision-claims.js';
@@ -36,20 +36,27 @@ const REQUIRED_CLAIMS = ['jti', 'sub', 'aud', 'iat', 'exp'] as const;
  * verified here, and tokens this process signed itself (`trustIssued`). A lease holder presents the
  * same decision on every acquisition (it lives up to 30 s), and an agent presents to the gateway the
  * decision this Writ just signed for it, so the Ed25519 check (~100 µs of CPU here) is done at most once
- * per token, and never for a token signed here. Keyed by the SHA-256 of the whole token (any changed
- * byte is another key, so a tampered token is always checked; 44 bytes an entry whatever the token's
- * size), and used only while the resolver still maps the kid to that very key object (a retired or
- * rotated-out key is never reused). Every claim is checked again on each call. Bounded: the oldest
- * entries go first; 16,384 covers ~16 s of decisions at 1,000/s.
+ * per token, and never for a token signed here; so are the token's decoding and its header's checks,
+ * and the parsing of its claims once they have passed. Keyed by the SHA-256 of the whole token (any
+ * changed byte is another key, so a tampered token is always checked; the entry holds only what was
+ * read from the token), and used only while the resolver still maps the kid to that very key object (a
+ * retired or rotated-out key is never reused). The audience, issuer, required and time claims are
+ * checked again on each call. Bounded: the oldest entries go first; 16,384 covers ~16 s of decisions at
+ * 1,000/s.
  */
-const knownGood = new Map<string, KeyObject>();
+interface KnownToken {
+  key: KeyObject;
+  /** Once decoded here: the header checked and the kid it names, the payload, and its claims once they passed. */
+  read?: { kid: string; payload: Record<string, unknown>; claims?: DecisionClaims };
+}
+const knownGood = new Map<string, KnownToken>();
 const KNOWN_GOOD_LIMIT = 16_384;
 
-const tokenDigest = (token: string) => createHash('sha256').update(token).digest('base64');
+const tokenDigest = (token: string) => hash('sha256', token, 'base64');
 
-function remember(digest: string, key: KeyObject): void {
+function remember(digest: string, known: KnownToken): void {
   if (knownGood.size >= KNOWN_GOOD_LIMIT) knownGood.delete(knownGood.keys().next().value!);
-  knownGood.set(digest, key);
+  knownGood.set(digest, known);
 }
 
 /**
@@ -57,26 +64,14 @@ function remember(digest: string, key: KeyObject): void {
  * key object the resolver returns for its kid): `verifyDecision` then skips its signature check.
  */
 export function trustIssued(token: string, key: KeyObject): void {
-  remember(tokenDigest(token), key);
-}
-
-async function signatureVerifies(token: string, jws: DecodedJws, key: KeyObject): Promise<boolean> {
-  const digest = tokenDigest(token);
-  if (knownGood.get(digest) === key) return true;
-  if (!(await verifyJwsSignatureAsync(jws, DECISION_ALG, key))) return false;
-  remember(digest, key);
-  return true;
+  remember(tokenDigest(token), { key });
 }
 
 /**
- * Verifies a decision token and returns its claims. Accepts only EdDSA, typ `writ-decision+jwt`,
- * iss `writ`, a known kid and `aud` equal to `audience`.
- * Throws WritError `DECISION_EXPIRED` when expired at `now`, `DECISION_INVALID` (saying why) for
- * everything else. It does not check the binding to a request: see `checkDecisionBinding`.
+ * Decodes the token and checks its header, its key and its signature (once per token and key: see
+ * knownGood); returns what was read from it, remembered for the next call.
  */
-export async function verifyDecision(token: string, options: VerifyDecisionOptions): Promise<DecisionClaims> {
-  const toleranceMs = options.clockToleranceMs ?? 0;
-  if (typeof token !== 'string' || token === '') throw invalid('token is missing');
+async function readVerified(token: string, digest: string, keys: DecisionKeys): Promise<NonNullable<KnownToken['read']>> {
   let jws: DecodedJws;
   try {
     jws = decodeCompactJws(token);
@@ -89,11 +84,33 @@ export async function verifyDecision(token: string, options: VerifyDecisionOptio
   if (typeof header.kid !== 'string' || header.kid === '') throw invalid('header has no kid');
   const kid = header.kid;
 
-  const key = isJwks(options.keys) ? jwksKey(options.keys, kid) : options.keys.verificationKey(kid);
+  const key = keyFor(keys, kid);
   if (!key) throw invalid(`signing key ${kid} is not a known Writ key`);
-  if (!(await signatureVerifies(token, jws, key))) throw invalid(`signature does not verify with key ${kid}`);
+  const known = knownGood.get(digest);
+  if (known?.key !== key && !(await verifyJwsSignatureAsync(jws, DECISION_ALG, key))) throw invalid(`signature does not verify with key ${kid}`);
+  const read = { kid, payload: jws.payload };
+  remember(digest, { key, read });
+  return read;
+}
 
-  const payload = jws.payload;
+const keyFor = (keys: DecisionKeys, kid: string) => (isJwks(keys) ? jwksKey(keys, kid) : keys.verificationKey(kid));
+
+/**
+ * Verifies a decision token and returns its claims. Accepts only EdDSA, typ `writ-decision+jwt`,
+ * iss `writ`, a known kid and `aud` equal to `audience`.
+ * Throws WritError `DECISION_EXPIRED` when expired at `now`, `DECISION_INVALID` (saying why) for
+ * everything else. It does not check the binding to a request: see `checkDecisionBinding`. The claims
+ * returned are frozen (the same object for each call with the same token).
+ */
+export async function verifyDecision(token: string, options: VerifyDecisionOptions): Promise<DecisionClaims> {
+  const toleranceMs = options.clockToleranceMs ?? 0;
+  if (typeof token !== 'string' || token === '') throw invalid('token is missing');
+  const digest = tokenDigest(token);
+  const known = knownGood.get(digest);
+  // Read before, and its key is still the one the resolver gives for its kid: nothing to decode or verify.
+  const read = known?.read !== undefined && keyFor(options.keys, known.read.kid) === known.key ? known.read : await readVerified(token, digest, options.keys);
+
+  const payload = read.payload;
   for (const claim of REQUIRED_CLAIMS) {
     if (payload[claim] === undefined) throw invalid(`claim "${claim}" is missing`);
   }
@@ -104,11 +121,20 @@ export async function verifyDecision(token: string, options: VerifyDecisionOptio
   if (time) throw invalid(`claim "${time.claim}" is invalid`);
 
   if (typeof payload.aud !== 'string') throw invalid('audience must be a single string');
-  const claims = payloadToClaims(payload);
+  const claims = (read.claims ??= deepFreeze(payloadToClaims(payload)));
   if (options.now >= claims.expires_at + toleranceMs) {
     throw new WritError('DECISION_EXPIRED', `decision ${claims.decision_id} expired at ${new Date(claims.expires_at).toISOString()}`);
   }
   return claims;
+}
+
+/** Freezes `value` and everything in it (claims are plain JSON data). */
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
 }
 
 function isJwks(keys: DecisionKeys): keys is JSONWebKeySet {

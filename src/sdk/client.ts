@@ -153,7 +153,8 @@ export class WritClient {
     const kid = kidOf(token);
     if (!this.jwks || (kid !== null && !this.jwks.keys.some((k) => k.kid === kid))) this.jwks = await this.fetchJwks();
     try {
-      return await verifyDecision(token, { keys: this.jwks, audience: this.options.gatewayAudience ?? 'writ-gateway', now });
+      // The caller's own copy: the verifier hands out one frozen object per token.
+      return structuredClone(await verifyDecision(token, { keys: this.jwks, audience: this.options.gatewayAudience ?? 'writ-gateway', now }));
     } catch (e) {
       throw e instanceof WritError ? errorFromWritError(e) : e;
     }

@@ -1,14 +1,20 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { KeyRing, signDecision, verifyDecision } from '../../src/decision/index.js';
+import { DECISION_TYP } from '../../src/decision/decision-claims.js';
+import { signEdDsaJws } from '../../src/decision/jws.js';
 import { AUDIENCE, claims, T0, tempDir } from './helpers.js';
 
-// Counts the Ed25519 checks verifyDecision asks for (the real check still runs).
-const checks = vi.hoisted(() => ({ n: 0 }));
+// Counts the Ed25519 checks and the decodings verifyDecision asks for (the real ones still run).
+const checks = vi.hoisted(() => ({ n: 0, decoded: 0 }));
 vi.mock('../../src/decision/jws.js', async (original) => {
   const jws = await original<typeof import('../../src/decision/jws.js')>();
   return {
     ...jws,
+    decodeCompactJws: (token: string) => {
+      checks.decoded += 1;
+      return jws.decodeCompactJws(token);
+    },
     verifyJwsSignatureAsync: (...args: Parameters<typeof jws.verifyJwsSignatureAsync>) => {
       checks.n += 1;
       return jws.verifyJwsSignatureAsync(...args);
@@ -59,5 +65,30 @@ describe('a decision this process signed', () => {
     await ring.rotate();
     clock.advance(ring.maxTokenTtlMs + 1);
     await expect(verifyDecision(token, { keys: ring, audience: AUDIENCE, now: clock.now() })).rejects.toMatchObject({ code: 'DECISION_INVALID', message: expect.stringMatching(/not a known Writ key/) });
+  });
+
+  it('is decoded once: later calls judge its claims again on what was read, and share one frozen copy of them', async () => {
+    const clock = new ManualClock(T0);
+    const ring = await KeyRing.open(tempDir(), clock);
+    const token = await signDecision(ring, claims({ decision_id: 'dec-read-once' }));
+    checks.decoded = 0;
+    const first = await verifyDecision(token, { keys: ring, audience: AUDIENCE, now: T0 + 1000 });
+    const again = await verifyDecision(token, { keys: ring, audience: AUDIENCE, now: T0 + 2000 });
+    expect(checks.decoded).toBe(1);
+    expect(again).toBe(first);
+    expect(first).toEqual(claims({ decision_id: 'dec-read-once' }));
+    // Nobody can change what the next caller is given.
+    expect(Object.isFrozen(first) && Object.isFrozen(first.fields) && Object.isFrozen(first.obligations)).toBe(true);
+    expect(() => (first.fields as string[]).push('slug')).toThrow(TypeError);
+    // Judged again on each call, without decoding again.
+    await expect(verifyDecision(token, { keys: ring, audience: 'another-gateway', now: T0 + 1000 })).rejects.toMatchObject({ code: 'DECISION_INVALID' });
+    await expect(verifyDecision(token, { keys: ring, audience: AUDIENCE, now: T0 + 30_000 })).rejects.toMatchObject({ code: 'DECISION_EXPIRED' });
+    expect(checks.decoded).toBe(1);
+    // A token that fails its claims is refused on every call, the same way.
+    const { action: _, ...payload } = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+    const noAction = signEdDsaJws(ring.current(), DECISION_TYP, JSON.stringify(payload));
+    for (let i = 0; i < 2; i++) {
+      await expect(verifyDecision(noAction, { keys: ring, audience: AUDIENCE, now: T0 + 1000 })).rejects.toMatchObject({ code: 'DECISION_INVALID', message: expect.stringMatching(/action/) });
+    }
   });
 });

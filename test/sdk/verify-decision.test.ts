@@ -36,7 +36,11 @@ describe('offline verifyDecision against the JWKS', () => {
       graph_revision: decision.graph_revision,
       policy_revision: decision.policy_revision,
     });
-    await client.client.verifyDecision(decision.token!);
+    // Each call's claims are the caller's own to change.
+    const again = await client.client.verifyDecision(decision.token!);
+    expect(again).not.toBe(claims);
+    again.fields.push('slug');
+    expect(claims.fields).toEqual(['title']);
     expect(client.sent.slice(before)).toEqual([{ method: 'GET', path: '/.well-known/jwks.json' }]);
   });
 
