@@ -4,7 +4,7 @@ import websocket from '@fastify/websocket';
 import { releaseAssertion, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/index.js';
-import { consoleSession, type ConsoleSession, type WritContext } from '../service/index.js';
+import { consoleSession, forOneOperation, type ConsoleSession, type WritContext } from '../service/index.js';
 import { registerComponents } from './components.js';
 import { guardInput } from './input-guard.js';
 import { createMetrics } from './metrics.js';
@@ -25,6 +25,11 @@ import { registerOpsRoutes } from './routes/ops.js';
 declare module 'fastify' {
   interface FastifyInstance {
     writ: WritContext;
+    /**
+     * The context of one request (forOneOperation): its authentication and its use case look at the
+     * authority graph once between them. The same object for every call with the same request.
+     */
+    operation(request: FastifyRequest): WritContext;
     /** Authenticates the caller assertion (Bearer JWT), spends its jti and returns the principal id. */
     caller(request: FastifyRequest): Promise<string>;
     /** The same for a caller assertion only (no console session), returning the verified caller. */
@@ -84,8 +89,15 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   const metrics = createMetrics(() => ctx.decisionLog.stats());
   ctx.observer = metrics.observer;
   app.decorate('writ', ctx);
-  const authDeps = async () => {
-    const graph = await ctx.graph.current();
+  const operations = new WeakMap<FastifyRequest, WritContext>();
+  const operation = (request: FastifyRequest): WritContext => {
+    let op = operations.get(request);
+    if (!op) operations.set(request, (op = forOneOperation(ctx)));
+    return op;
+  };
+  app.decorate('operation', operation);
+  const authDeps = async (request: FastifyRequest) => {
+    const graph = await operation(request).graph.current();
     // Every route spends the jti (at once, or with the request's effect): that spend is the durable check.
     return { principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs, readSpent: false };
   };
@@ -106,7 +118,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     return caller;
   };
   const spentCaller = async (request: FastifyRequest) => {
-    const deps = await authDeps();
+    const deps = await authDeps(request);
     const caller = await admitted(request, deps);
     await deps.replay.store.readWrite((tx) => spendAssertion(deps.replay, tx, caller, deps.now));
     return caller;
@@ -128,9 +140,9 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     return (await spentCaller(request)).principal;
   });
   app.decorate('spentCaller', spentCaller);
-  app.decorate('unspentCaller', async (request: FastifyRequest) => admitted(request, await authDeps()));
+  app.decorate('unspentCaller', async (request: FastifyRequest) => admitted(request, await authDeps(request)));
   app.decorate('callerSpending', async (request: FastifyRequest) => {
-    const deps = await authDeps();
+    const deps = await authDeps(request);
     const caller = await admitted(request, deps);
     const spent = deps.replay.store.readWrite((tx) => spendAssertion(deps.replay, tx, caller, deps.now));
     // The use case awaits it; this only keeps a failure that comes before it does from going unhandled.

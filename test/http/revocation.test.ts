@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
@@ -64,5 +64,25 @@ describe('revocation propagates down the chain', () => {
     expect(r.status).toBe(404);
     expect(r.body.code).toBe('UNKNOWN_EDGE');
     expect((await h.ctx.graph.current()).revision).toBe(before);
+  });
+});
+
+describe('one look at the graph per request', () => {
+  it('a decision, a lease acquisition and its release each ask the graph once, for the caller\'s check and the use case together; the next request asks again', async () => {
+    const current = vi.spyOn(h.ctx.graph, 'current');
+    const d = await askTitle();
+    expect(d.body.allow).toBe(true);
+    expect(current).toHaveBeenCalledTimes(1);
+    current.mockClear();
+    const lease = await h.call('seo-agent-7', { method: 'POST', url: '/v1/leases', payload: { decisions: [d.body.token] } });
+    expect(lease.status).toBe(201);
+    expect(current).toHaveBeenCalledTimes(1);
+    current.mockClear();
+    const released = await h.call('seo-agent-7', { method: 'DELETE', url: `/v1/leases/${lease.body.lease_id}`, payload: { token: lease.body.token } });
+    expect(released.status).toBe(200);
+    expect(current).toHaveBeenCalledTimes(1);
+    // What was revoked in between is seen by the next request.
+    await h.call('governance', { method: 'DELETE', url: '/v1/edges/d-orch-seo' });
+    expect((await askTitle()).body.allow).toBe(false);
   });
 });

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { WritError } from '../../errors.js';
 import { performAction, type ActionInput } from '../../service/index.js';
-import { acquireLeases, forOneOperation, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
+import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
 import { parseTime } from '../../service/index.js';
 import { checkOwn } from './audit-reads.js';
@@ -41,7 +41,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
   }, async (request, reply) => {
     // Lease calls spend the assertion's jti in the lease's own transaction (or after a refusal).
     const caller = await app.unspentCaller(request);
-    return reply.code(201).send(leaseGrantToWire(await acquireLeases(forOneOperation(ctx), caller, request.body)));
+    return reply.code(201).send(leaseGrantToWire(await acquireLeases(app.operation(request), caller, request.body)));
   });
 
   app.post<{ Params: { id: string }; Body: { token: string; ttl_ms?: number } }>('/v1/leases/:id/renew', {
@@ -54,7 +54,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     },
   }, async (request) => {
     const caller = await app.unspentCaller(request);
-    return leaseRenewalToWire(await renewLease(ctx, caller, request.params.id, request.body.token, request.body.ttl_ms));
+    return leaseRenewalToWire(await renewLease(app.operation(request), caller, request.params.id, request.body.token, request.body.ttl_ms));
   });
 
   app.delete<{ Params: { id: string }; Body: { token?: string } | null }>('/v1/leases/:id', {
@@ -71,7 +71,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     const caller = await app.unspentCaller(request);
     const token = request.body?.token ?? header(request.headers['writ-lease-token']);
     if (!token) throw new WritError('MALFORMED_REQUEST', 'releasing a lease needs its token: in the body ({"token": …}) or the Writ-Lease-Token header');
-    return releaseLease(ctx, caller, request.params.id, token);
+    return releaseLease(app.operation(request), caller, request.params.id, token);
   });
 
   app.get<{ Querystring: { resource?: string; holder?: string } }>('/v1/leases', {
@@ -107,7 +107,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     const caller = await app.unspentCaller(request);
     const auth = performance.now() - authStarted;
     const h = request.headers;
-    const out = await performAction(ctx, caller, request.body, {
+    const out = await performAction(app.operation(request), caller, request.body, {
       decision: header(h['writ-decision']),
       leaseToken: header(h['writ-lease-token']),
       leaseId: header(h['writ-lease-id']),

@@ -16,7 +16,7 @@ export function registerDecisionRoutes(app: FastifyInstance): void {
   }, async (request): Promise<Decision> => {
     // The assertion's spend is queued, the decision judged and signed without waiting for it; decide() awaits it before answering.
     const { principal, spent } = await app.callerSpending(request);
-    return decisionToWire(await decide(ctx, principal, request.body, { requestedBy: request.ip, spent }));
+    return decisionToWire(await decide(app.operation(request), principal, request.body, { requestedBy: request.ip, spent }));
   });
 
   app.post<{ Body: DecisionRequestInput & { principal?: string } }>('/v1/explain', {
