@@ -36,27 +36,36 @@ const REQUIRED_CLAIMS = ['jti', 'sub', 'aud', 'iat', 'exp'] as const;
  * verified here, and tokens this process signed itself (`trustIssued`). A lease holder presents the
  * same decision on every acquisition (it lives up to 30 s), and an agent presents to the gateway the
  * decision this Writ just signed for it, so the Ed25519 check (~100 µs of CPU here) is done at most once
- * per token, and never for a token signed here; so are the token's decoding and its header's checks,
- * and the parsing of its claims once they have passed. Keyed by the SHA-256 of the whole token (any
- * changed byte is another key, so a tampered token is always checked; the entry holds only what was
- * read from the token), and used only while the resolver still maps the kid to that very key object (a
- * retired or rotated-out key is never reused). The audience, issuer, required and time claims are
- * checked again on each call. Bounded: the oldest entries go first; 16,384 covers ~16 s of decisions at
- * 1,000/s.
+ * per token, and never for a token signed here. Keyed by the SHA-256 of the whole token (any changed
+ * byte is another key, so a tampered token is always checked; ~100 bytes an entry whatever the token's
+ * size), and used only while the resolver still maps the kid to that very key object (a retired or
+ * rotated-out key is never reused). Every claim is checked again on each call. Bounded: the oldest
+ * entries go first; 16,384 covers ~16 s of decisions at 1,000/s.
  */
-interface KnownToken {
-  key: KeyObject;
-  /** Once decoded here: the header checked and the kid it names, the payload, and its claims once they passed. */
-  read?: { kid: string; payload: Record<string, unknown>; claims?: DecisionClaims };
-}
-const knownGood = new Map<string, KnownToken>();
+const knownGood = new Map<string, KeyObject>();
 const KNOWN_GOOD_LIMIT = 16_384;
+
+/**
+ * What was read from the tokens verified most recently (the header checked, the kid, the payload, and
+ * the claims once they passed), by the same digest and under the same rule as knownGood: a lease holder
+ * presenting its decision again is not decoded again. ~1.3 KB an entry, so fewer entries: a decision
+ * the gateway takes is spent by its one write, and those presented again (lease acquisitions) are few.
+ */
+interface ReadToken {
+  key: KeyObject;
+  kid: string;
+  payload: Record<string, unknown>;
+  claims?: DecisionClaims;
+}
+const recentlyRead = new Map<string, ReadToken>();
+const RECENTLY_READ_LIMIT = 2_048;
 
 const tokenDigest = (token: string) => hash('sha256', token, 'base64');
 
-function remember(digest: string, known: KnownToken): void {
-  if (knownGood.size >= KNOWN_GOOD_LIMIT) knownGood.delete(knownGood.keys().next().value!);
-  knownGood.set(digest, known);
+/** Adds to a bounded map whose oldest entry goes first. */
+function remember<V>(map: Map<string, V>, limit: number, digest: string, value: V): void {
+  if (map.size >= limit) map.delete(map.keys().next().value!);
+  map.set(digest, value);
 }
 
 /**
@@ -64,14 +73,11 @@ function remember(digest: string, known: KnownToken): void {
  * key object the resolver returns for its kid): `verifyDecision` then skips its signature check.
  */
 export function trustIssued(token: string, key: KeyObject): void {
-  remember(tokenDigest(token), { key });
+  remember(knownGood, KNOWN_GOOD_LIMIT, tokenDigest(token), key);
 }
 
-/**
- * Decodes the token and checks its header, its key and its signature (once per token and key: see
- * knownGood); returns what was read from it, remembered for the next call.
- */
-async function readVerified(token: string, digest: string, keys: DecisionKeys): Promise<NonNullable<KnownToken['read']>> {
+/** Decodes the token and checks its header, its key and its signature (see knownGood); remembers what it read. */
+async function readVerified(token: string, digest: string, keys: DecisionKeys): Promise<ReadToken> {
   let jws: DecodedJws;
   try {
     jws = decodeCompactJws(token);
@@ -86,10 +92,12 @@ async function readVerified(token: string, digest: string, keys: DecisionKeys): 
 
   const key = keyFor(keys, kid);
   if (!key) throw invalid(`signing key ${kid} is not a known Writ key`);
-  const known = knownGood.get(digest);
-  if (known?.key !== key && !(await verifyJwsSignatureAsync(jws, DECISION_ALG, key))) throw invalid(`signature does not verify with key ${kid}`);
-  const read = { kid, payload: jws.payload };
-  remember(digest, { key, read });
+  if (knownGood.get(digest) !== key) {
+    if (!(await verifyJwsSignatureAsync(jws, DECISION_ALG, key))) throw invalid(`signature does not verify with key ${kid}`);
+    remember(knownGood, KNOWN_GOOD_LIMIT, digest, key);
+  }
+  const read = { key, kid, payload: jws.payload };
+  remember(recentlyRead, RECENTLY_READ_LIMIT, digest, read);
   return read;
 }
 
@@ -106,9 +114,9 @@ export async function verifyDecision(token: string, options: VerifyDecisionOptio
   const toleranceMs = options.clockToleranceMs ?? 0;
   if (typeof token !== 'string' || token === '') throw invalid('token is missing');
   const digest = tokenDigest(token);
-  const known = knownGood.get(digest);
+  const known = recentlyRead.get(digest);
   // Read before, and its key is still the one the resolver gives for its kid: nothing to decode or verify.
-  const read = known?.read !== undefined && keyFor(options.keys, known.read.kid) === known.key ? known.read : await readVerified(token, digest, options.keys);
+  const read = known !== undefined && keyFor(options.keys, known.kid) === known.key ? known : await readVerified(token, digest, options.keys);
 
   const payload = read.payload;
   for (const claim of REQUIRED_CLAIMS) {

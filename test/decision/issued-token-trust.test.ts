@@ -91,4 +91,19 @@ describe('a decision this process signed', () => {
       await expect(verifyDecision(noAction, { keys: ring, audience: AUDIENCE, now: T0 + 1000 })).rejects.toMatchObject({ code: 'DECISION_INVALID', message: expect.stringMatching(/action/) });
     }
   });
+
+  it('keeps what it read of the 2,048 tokens read last: an older one is decoded again, without a signature check', async () => {
+    const clock = new ManualClock(T0);
+    const ring = await KeyRing.open(tempDir(), clock);
+    const first = await signDecision(ring, claims({ decision_id: 'dec-oldest' }));
+    await verifyDecision(first, { keys: ring, audience: AUDIENCE, now: T0 + 1000 });
+    for (let i = 0; i < 2048; i++) {
+      await verifyDecision(await signDecision(ring, claims({ decision_id: `dec-${i}` })), { keys: ring, audience: AUDIENCE, now: T0 + 1000 });
+    }
+    checks.n = 0;
+    checks.decoded = 0;
+    expect((await verifyDecision(first, { keys: ring, audience: AUDIENCE, now: T0 + 1000 })).decision_id).toBe('dec-oldest');
+    expect(checks.decoded).toBe(1);
+    expect(checks.n).toBe(0);
+  });
 });
