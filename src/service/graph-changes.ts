@@ -22,7 +22,11 @@ export async function commitGraphChange(ctx: WritContext, actor: string, plan: (
       await ctx.graph.current();
       return revision;
     } catch (e) {
-      if (e instanceof GraphHeadMoved) continue;
+      // Told of the newer head, an operation's view of the graph (OperationGraph) asks the log again.
+      if (e instanceof GraphHeadMoved) {
+        ctx.graph.feedHead(e.actual);
+        continue;
+      }
       throw e;
     }
   }
