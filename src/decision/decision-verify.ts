@@ -1,4 +1,4 @@
-import { hash, type KeyObject } from 'node:crypto';
+import { createHash, type KeyObject } from 'node:crypto';
 import type { JSONWebKeySet } from 'jose';
 import { WritError } from '../errors.js';
 import { DECISION_ALG, DECISION_ISSUER, DECISION_TYP, payloadToClaims, type DecisionClaims } from './decision-claims.js';
@@ -60,7 +60,7 @@ interface ReadToken {
 const recentlyRead = new Map<string, ReadToken>();
 const RECENTLY_READ_LIMIT = 2_048;
 
-const tokenDigest = (token: string) => hash('sha256', token, 'base64');
+const tokenDigest = (token: string) => createHash('sha256').update(token).digest('base64');
 
 /** Adds to a bounded map whose oldest entry goes first. */
 function remember<V>(map: Map<string, V>, limit: number, digest: string, value: V): void {
@@ -108,7 +108,7 @@ const keyFor = (keys: DecisionKeys, kid: string) => (isJwks(keys) ? jwksKey(keys
  * iss `writ`, a known kid and `aud` equal to `audience`.
  * Throws WritError `DECISION_EXPIRED` when expired at `now`, `DECISION_INVALID` (saying why) for
  * everything else. It does not check the binding to a request: see `checkDecisionBinding`. The claims
- * returned are frozen (the same object for each call with the same token).
+ * returned are frozen: calls with the same token may share them.
  */
 export async function verifyDecision(token: string, options: VerifyDecisionOptions): Promise<DecisionClaims> {
   const toleranceMs = options.clockToleranceMs ?? 0;

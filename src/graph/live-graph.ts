@@ -115,13 +115,20 @@ export type GraphReader = Pick<LiveGraph, 'current' | 'latest' | 'atRevision' | 
  * decision's chain, the principal's priority). Its first `current()` asks the log as
  * LiveGraph.current() does, so the operation sees every change committed before it began; later calls
  * within the operation reuse that answer instead of asking the log again (on SQLite each ask is a read
- * of `-shm`). What they return is the live graph, which other operations' catch-ups keep updating in
- * place: never an older state than at the first call. Make one per operation, never keep it longer.
+ * of `-shm`). Not a snapshot: what they return is the live graph, which other operations' catch-ups
+ * update in place, so it is never older than at the first call, and may be newer. Told of a newer head
+ * (`feedHead`: the operation's own append, or a head it ran into), the next call asks again. Make one
+ * per operation (`OperationGraph.over`), never keep it longer.
  */
 export class OperationGraph implements GraphReader {
   private checked: Promise<AuthorityGraph> | null = null;
 
-  constructor(private readonly live: GraphReader) {}
+  private constructor(private readonly live: GraphReader) {}
+
+  /** A fresh view for one operation: over the live graph itself, also when given another operation's view. */
+  static over(graph: GraphReader): OperationGraph {
+    return new OperationGraph(graph instanceof OperationGraph ? graph.live : graph);
+  }
 
   current(): Promise<AuthorityGraph> {
     return (this.checked ??= this.live.current());
@@ -141,5 +148,6 @@ export class OperationGraph implements GraphReader {
 
   feedHead(head: number): void {
     this.live.feedHead(head);
+    this.checked = null;
   }
 }

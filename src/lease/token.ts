@@ -1,4 +1,4 @@
-import { hash, randomFillSync } from 'node:crypto';
+import { createHash, randomFillSync } from 'node:crypto';
 
 export type RandomBytes = (size: number) => Buffer;
 
@@ -41,13 +41,13 @@ export function leaseIdOfToken(token: string): string | null {
 function leaseIdOf(token: string, raw: Buffer): string {
   const id = Buffer.alloc(16);
   raw.copy(id, 0, 0, TIME_BYTES);
-  hash('sha256', `writ lease id\0${token}`, 'buffer').copy(id, TIME_BYTES, 0, 16 - TIME_BYTES);
+  createHash('sha256').update('writ lease id\0').update(token, 'utf8').digest().copy(id, TIME_BYTES, 0, 16 - TIME_BYTES);
   return `lease_${id.toString('base64url')}`;
 }
 
-/** SHA-256, hex (node:crypto's one-shot `hash`). Tokens carry 208 random bits, so an unsalted fast hash is enough. */
+/** SHA-256, hex. Tokens carry 208 random bits, so an unsalted fast hash is enough. */
 export function hashLeaseToken(token: string): string {
-  return hash('sha256', token, 'hex');
+  return createHash('sha256').update(token, 'utf8').digest('hex');
 }
 
 const POOL_BYTES = 4096;

@@ -38,8 +38,8 @@ export interface WritContext {
 /**
  * The context for one operation (a request, a lease stream message): the same, except that the
  * authority graph is checked for changes once, at its first use, not at every step of the operation
- * that reads it (see OperationGraph).
+ * that reads it (see OperationGraph). Given an operation's context, a fresh one: its next look asks again.
  */
 export function forOneOperation(ctx: WritContext): WritContext {
-  return { ...ctx, graph: new OperationGraph(ctx.graph) };
+  return { ...ctx, graph: OperationGraph.over(ctx.graph) };
 }

@@ -5,7 +5,7 @@ import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
 import type { LeaseGrant, LeaseRecord, WaiterRow } from '../lease/index.js';
 import type { StoreTx } from '../store/contract.js';
-import type { WritContext } from './context.js';
+import { forOneOperation, type WritContext } from './context.js';
 import { activeIncidents } from './incidents.js';
 
 export interface LeaseRequestInput {
@@ -52,8 +52,11 @@ export async function acquireLeases(ctx: WritContext, who: string | Authenticate
     const waiting = who;
     await ctx.store.readWrite((tx) => spendAssertion(ctx.replay, tx, waiting, ctx.clock.now()));
     who = who.principal;
+    // That commit may have waited: the decisions are judged on the graph as it is now.
+    ctx = forOneOperation(ctx);
   }
-  return spendingAssertion(ctx, who, (caller, spend) => acquire(ctx, caller, input, spend));
+  const op = ctx;
+  return spendingAssertion(op, who, (caller, spend) => acquire(op, caller, input, spend));
 }
 
 /**

@@ -106,4 +106,17 @@ describe('a decision this process signed', () => {
     expect(checks.decoded).toBe(1);
     expect(checks.n).toBe(0);
   });
+
+  it('a token read before is refused once its key has left the JWKS, as one never read', async () => {
+    const clock = new ManualClock(T0);
+    const ring = await KeyRing.open(tempDir(), clock);
+    const token = await signDecision(ring, claims({ decision_id: 'dec-then-retired' }));
+    await verifyDecision(token, { keys: ring, audience: AUDIENCE, now: clock.now() });
+    checks.decoded = 0;
+    await verifyDecision(token, { keys: ring, audience: AUDIENCE, now: clock.now() });
+    expect(checks.decoded).toBe(0);
+    await ring.rotate();
+    clock.advance(ring.maxTokenTtlMs + 1);
+    await expect(verifyDecision(token, { keys: ring, audience: AUDIENCE, now: clock.now() })).rejects.toMatchObject({ code: 'DECISION_INVALID', message: expect.stringMatching(/not a known Writ key/) });
+  });
 });

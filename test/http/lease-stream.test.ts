@@ -7,7 +7,7 @@ import { fdatasync } from 'node:fs';
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import WebSocket from 'ws';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config/index.js';
 import { GOVERNANCE_ID, type PublicJwk } from '../../src/graph/model.js';
@@ -384,6 +384,21 @@ describe('the stream\'s authentication', () => {
     expect((err as WritApiError).detail).toMatch(/revoked/);
     expect(await s.closed).toMatchObject({ code: 1008 });
     expect((await s.release(g).catch((e: unknown) => e))).toBeInstanceOf(LeaseStreamClosedError);
+  });
+
+  it('asks the graph for changes once per message: a delegation revoked between two messages refuses the second', async () => {
+    const { h, url } = await listening();
+    const s = await openStream(url, SEO);
+    const d = await titleDecision(h, SEO, 32);
+    const current = vi.spyOn(h.ctx.graph, 'current');
+    const g = await s.acquire([d]);
+    expect(current).toHaveBeenCalledTimes(1);
+    await s.release(g);
+    expect(current).toHaveBeenCalledTimes(2);
+    current.mockRestore();
+    const rev = await h.call(GOVERNANCE_ID, { method: 'DELETE', url: '/v1/edges/d-orch-seo', payload: { reason: 'misbehaved' } });
+    expect(rev.status).toBe(200);
+    expect(await codeOf(s.acquire([d]))).toBe('AUTHORITY_REVOKED');
   });
 
   it('ends when the key that opened it is replaced, even under the same kid (a rotated compromised key); another principal\'s decision is DECISION_MISMATCH as over HTTP', async () => {

@@ -1,4 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { commitGraphChange } from '../../src/service/graph-changes.js';
+import { forOneOperation } from '../../src/service/index.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
@@ -84,5 +86,31 @@ describe('one look at the graph per request', () => {
     // What was revoked in between is seen by the next request.
     await h.call('governance', { method: 'DELETE', url: '/v1/edges/d-orch-seo' });
     expect((await askTitle()).body.allow).toBe(false);
+  });
+
+  it('an acquisition that may wait asks again once its assertion\'s spend has committed (that commit may have waited)', async () => {
+    const d = await askTitle();
+    const current = vi.spyOn(h.ctx.graph, 'current');
+    const lease = await h.call('seo-agent-7', { method: 'POST', url: '/v1/leases', payload: { decisions: [d.body.token], wait_ms: 1000 } });
+    expect(lease.status).toBe(201);
+    expect(current).toHaveBeenCalledTimes(2);
+  });
+
+  it('an operation that changes the graph retries on the newer graph when another writer moved the head, and then sees its own change', async () => {
+    const op = forOneOperation(h.ctx);
+    const before = (await op.graph.current()).revision;
+    // Another process moves the head after this operation's first look (straight to the store: this
+    // process's live graph has not seen it).
+    await h.ctx.store.readWrite((tx) => tx.graph.append([{ type: 'edge.revoked', id: 'd-orch-content', at: h.clock.now(), reason: 'elsewhere' }], 'governance', h.clock.now(), before));
+    let plans = 0;
+    const revision = await commitGraphChange(op, 'governance', (graph, now) => {
+      plans += 1;
+      return [{ type: 'principal.created', principal: { id: 'late-agent', kind: 'agent', priority_class: 'agent', priority: 10, attributes: {}, keys: [], created_at: now } }];
+    });
+    expect(plans).toBe(2);
+    expect(revision).toBe(before + 2);
+    const graph = await op.graph.current();
+    expect(graph.revision).toBe(revision);
+    expect(graph.principal('late-agent')).toBeDefined();
   });
 });

@@ -186,7 +186,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       };
 
       const run = async (req: LeaseStreamRequest) => {
-        // One look at the graph for the whole message: the caller's check and the use case's.
+        // The caller's re-check and the use case ask the graph for changes once between them (OperationGraph).
         const op = forOneOperation(ctx);
         await stillAuthenticated(op);
         switch (req.op) {
