@@ -1,4 +1,4 @@
-import { mkdtempSync, statSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -58,5 +58,45 @@ describe('WAL checkpoints run in a worker, not in the committing request', () =>
     expect(db.pragma('wal_autocheckpoint', { simple: true })).toBe(before);
     checkpointer.stop();
     db.close();
+  });
+});
+
+/** The WAL header's checkpoint sequence number (big-endian at offset 12): it grows by one each time the WAL restarts. */
+function walRestartsSoFar(file: string): number {
+  const fd = openSync(`${file}-wal`, 'r');
+  try {
+    const header = Buffer.alloc(16);
+    readSync(fd, header, 0, 16, 0);
+    return header.readUInt32BE(12);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+describe('the WAL restarts on the worker\'s thread', () => {
+  it('after a checkpoint copied the whole WAL, the worker restarts it (the header sync is its own); a request\'s next commit appends, and an idle WAL is left alone', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'writ-ckpt-')), 'writ.sqlite');
+    const db = openDatabase(file);
+    const counted = () => db.prepare('SELECT restarts FROM wal_restarts').pluck().get() as number;
+    const spend = db.prepare('INSERT INTO seen_ids (namespace, id, expires_at) VALUES (?, ?, ?)');
+    const checkpointer = startCheckpointer(db, { intervalMs: 20 });
+    try {
+      spend.run('test', 'first', Date.now() + 60_000);
+      expect(await until(() => counted() === 1, 5_000)).toBe(true);
+      const sequence = walRestartsSoFar(file);
+      // The worker restarted the WAL: this connection's commit appends to it and restarts nothing.
+      spend.run('test', 'second', Date.now() + 60_000);
+      expect(walRestartsSoFar(file)).toBe(sequence);
+      // Copied in turn, the WAL is restarted by the worker again.
+      expect(await until(() => counted() === 2, 5_000)).toBe(true);
+      expect(walRestartsSoFar(file)).toBe(sequence + 1);
+      // Nobody writes: the worker neither copies its own update nor restarts again.
+      await new Promise((r) => setTimeout(r, 200));
+      expect(counted()).toBe(2);
+      expect(walRestartsSoFar(file)).toBe(sequence + 1);
+    } finally {
+      await checkpointer.stop();
+      db.close();
+    }
   });
 });
