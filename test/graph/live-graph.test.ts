@@ -73,7 +73,7 @@ describe('one operation\'s view of the live graph', () => {
     const { log } = await setUp();
     let heads = 0;
     const live = new LiveGraph({ head: () => ((heads += 1), log.head()), read: (after, upTo) => log.read(after, upTo), revisionAt: (t) => log.revisionAt(t) });
-    const first = new OperationGraph(live);
+    const first = OperationGraph.over(live);
     const graph = await first.current();
     expect(await first.current()).toBe(graph);
     expect(heads).toBe(1);
@@ -81,7 +81,7 @@ describe('one operation\'s view of the live graph', () => {
 
     await log.append([{ type: 'edge.revoked', id: 'g1', at: T0 + 10_000, reason: 'rotated' }], 'governance', T0 + 10_000);
     // The next operation asks again and catches up; the earlier one is handed the live graph, never an older state.
-    const next = new OperationGraph(live);
+    const next = OperationGraph.over(live);
     expect((await next.current()).edge('g1')!.revoked_at).toBe(T0 + 10_000);
     expect(heads).toBe(2);
     expect(await first.current()).toBe(graph);
