@@ -259,11 +259,13 @@ export class GroupCommit {
    * BEGIN IMMEDIATE without SQLite's busy handler, which would sleep on the event loop (1, 2, 5, 10 …
    * ms at a time) while another connection holds the write lock, stalling every request of this
    * process: null once begun, the SQLITE_BUSY error while the lock is held. Only this statement runs
-   * with no busy timeout (the pragma acts when it is prepared, so each switch is a `db.pragma` call,
-   * ~2.5 µs); every other statement on the connection keeps the timeout it was opened with.
+   * with no busy timeout; every other statement on the connection keeps the timeout it was opened with.
+   * The pragma acts when it is prepared, so each switch prepares it again: with `exec`, not `db.pragma`
+   * (which also builds a Statement and reads its result): 0.7 against 3.9 µs warm, and 36 against 84 µs
+   * as a commit's first call after 20 ms idle (measured: the gateway's pace).
    */
   private tryBegin(): unknown {
-    this.db.pragma('busy_timeout = 0');
+    this.db.exec('PRAGMA busy_timeout = 0');
     try {
       this.s.begin.run();
       return null;
@@ -271,7 +273,7 @@ export class GroupCommit {
       if (!String((e as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw e;
       return e;
     } finally {
-      this.db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
+      this.db.exec(`PRAGMA busy_timeout = ${this.busyTimeoutMs}`);
     }
   }
 
