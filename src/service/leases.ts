@@ -46,6 +46,7 @@ async function mayPreempt(ctx: WritContext, caller: string, holder: string, now:
  * lease can exist without its authority record (renewals re-check it), even across a crash.
  */
 export async function acquireLeases(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput): Promise<LeaseOutcome> {
+  let op = ctx;
   if (typeof who !== 'string' && (input.wait_ms ?? 0) > 0) {
     // A waiting acquisition may sit in the queue for up to maxWaitMs: its assertion is spent now, in
     // a commit of its own, so that no other process sharing the store can use it meanwhile.
@@ -53,9 +54,8 @@ export async function acquireLeases(ctx: WritContext, who: string | Authenticate
     await ctx.store.readWrite((tx) => spendAssertion(ctx.replay, tx, waiting, ctx.clock.now()));
     who = who.principal;
     // That commit may have waited: the decisions are judged on the graph as it is now.
-    ctx = forOneOperation(ctx);
+    op = forOneOperation(ctx);
   }
-  const op = ctx;
   return spendingAssertion(op, who, (caller, spend) => acquire(op, caller, input, spend));
 }
 
