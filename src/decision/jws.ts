@@ -29,9 +29,19 @@ const SEGMENT = /^[A-Za-z0-9_-]*$/;
  * needs canonical JSON passes it).
  */
 export function signEdDsaJws(key: { kid: string; privateKey: KeyObject }, typ: string, payloadJson: string): string {
-  const header = Buffer.from(JSON.stringify({ alg: 'EdDSA', kid: key.kid, typ })).toString('base64url');
-  const input = `${header}.${Buffer.from(payloadJson).toString('base64url')}`;
+  const input = `${encodedHeader(key.kid, typ)}.${Buffer.from(payloadJson).toString('base64url')}`;
   return `${input}.${sign(null, Buffer.from(input), key.privateKey).toString('base64url')}`;
+}
+
+/** The encoded protected header of the last key that signed each `typ` (it changes only at a rotation). */
+const headers = new Map<string, { kid: string; encoded: string }>();
+
+function encodedHeader(kid: string, typ: string): string {
+  const known = headers.get(typ);
+  if (known?.kid === kid) return known.encoded;
+  const encoded = Buffer.from(JSON.stringify({ alg: 'EdDSA', kid, typ })).toString('base64url');
+  headers.set(typ, { kid, encoded });
+  return encoded;
 }
 
 /**

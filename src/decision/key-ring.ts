@@ -29,26 +29,39 @@ interface LoadedKey {
   publicJwk: JWK;
 }
 
-/** How often (by the injected clock) the ring re-lists the directory even when its mtime looks unchanged. */
+/**
+ * How often (by the injected clock) the ring looks for another process's rotation: a stat of the
+ * directory, and a re-list when its mtime looks unchanged. So a process may go on signing with a key
+ * for up to this long after another one retired it, and a retired key stays published this much longer
+ * than the longest decision lifetime.
+ */
 const RELIST_EVERY_MS = 1000;
 
 /**
  * The decision signing keys (Ed25519), persisted as private JWK files in a directory (`<dataDir>/keys/`).
  *
  * Several processes may share the directory. Each keeps the keys in memory and re-reads the directory
- * when its mtime changes, when a `kid` it does not know is asked for (another process rotated), and at
- * least once a second (by the clock) before signing or verifying — so a process never keeps signing
- * with, or accepting tokens of, a key that another process retired long enough ago for it to leave the
- * JWKS.
+ * when a `kid` it does not know is asked for (another process rotated), and otherwise looks at it (its
+ * mtime, then its listing) at most once a second (by the clock) before signing or verifying: a signature
+ * costs no file system call, and a retired key stays in the JWKS that second longer than the longest
+ * decision lifetime, so a process that signs with it in that second still hands out a token that
+ * verifies until it expires. The JWKS itself is read fresh (a stat) on every call.
  * The current key is the newest one not retired. Two processes rotating at the very same moment can
  * leave two unretired keys; both stay valid and the newest signs, and the next rotation retires both.
  */
 export class KeyRing implements DecisionKeyResolver {
   private keys = new Map<string, LoadedKey>();
+  /** The newest unretired key as of the last reload: what signs. */
+  private signing: SigningKey | undefined;
   private stamp = -1;
   private kidList = '';
   private listedAt = Number.NEGATIVE_INFINITY;
   readonly maxTokenTtlMs: number;
+  /**
+   * How long a retired key stays published (in the JWKS, and verifying): the longest decision lifetime,
+   * and the second in which a process sharing the directory may not have seen the rotation yet.
+   */
+  readonly retiredKeyPublishedMs: number;
 
   private constructor(
     readonly dir: string,
@@ -56,6 +69,7 @@ export class KeyRing implements DecisionKeyResolver {
     options: KeyRingOptions,
   ) {
     this.maxTokenTtlMs = options.maxTokenTtlMs ?? 300_000;
+    this.retiredKeyPublishedMs = this.maxTokenTtlMs + RELIST_EVERY_MS;
   }
 
   /**
@@ -66,17 +80,18 @@ export class KeyRing implements DecisionKeyResolver {
     const ring = new KeyRing(dir, clock, options);
     ensureKeyDir(ring.dir);
     ring.reload();
-    if (!ring.newestLive()) await ring.rotate();
+    if (!ring.signing) await ring.rotate();
     return ring;
   }
 
-  /** The key that signs new decisions. */
+  /**
+   * The key that signs new decisions. No file system call on the hot path: the directory is looked at
+   * once every RELIST_EVERY_MS (this process's own rotation is seen at once).
+   */
   current(): SigningKey {
-    if (dirStamp(this.dir) !== this.stamp) this.reload();
-    else if (this.clock.now() - this.listedAt >= RELIST_EVERY_MS) this.relistIfChanged();
-    const key = this.newestLive();
-    if (!key) throw new WritError('INTERNAL', `no unretired signing key in ${this.dir}`);
-    return { kid: key.file.kid, privateKey: key.privateKey, publicKey: key.publicKey };
+    if (this.clock.now() - this.listedAt >= RELIST_EVERY_MS) this.refresh();
+    if (!this.signing) throw new WritError('INTERNAL', `no unretired signing key in ${this.dir}`);
+    return this.signing;
   }
 
   /**
@@ -99,10 +114,7 @@ export class KeyRing implements DecisionKeyResolver {
     const now = this.clock.now();
     // A known kid too, once a second (no stat per verification): another process's rotation retires
     // it (and its grace period then ends) for a server that only verifies, never signs.
-    if (!this.keys.has(kid) || now - this.listedAt >= RELIST_EVERY_MS) {
-      if (dirStamp(this.dir) !== this.stamp) this.reload();
-      else this.relistIfChanged();
-    }
+    if (!this.keys.has(kid) || now - this.listedAt >= RELIST_EVERY_MS) this.refresh();
     const key = this.keys.get(kid);
     return key && this.published(key, now) ? key.publicKey : undefined;
   }
@@ -129,14 +141,12 @@ export class KeyRing implements DecisionKeyResolver {
   }
 
   private published(key: LoadedKey, now: number): boolean {
-    return key.file.retired_at === null || now < key.file.retired_at + this.maxTokenTtlMs;
+    return key.file.retired_at === null || now < key.file.retired_at + this.retiredKeyPublishedMs;
   }
 
-  private newestLive(): LoadedKey | undefined {
-    return [...this.keys.values()].filter((k) => k.file.retired_at === null).sort(newestFirst)[0];
-  }
-
-  private relistIfChanged(): void {
+  /** Re-reads the keys if the directory changed: its mtime moved, or (same mtime tick) its listing. */
+  private refresh(): void {
+    if (dirStamp(this.dir) !== this.stamp) return this.reload();
     this.listedAt = this.clock.now();
     if (listKids(this.dir).join(',') !== this.kidList) this.reload();
   }
@@ -163,6 +173,8 @@ export class KeyRing implements DecisionKeyResolver {
       });
     }
     this.keys = next;
+    const newest = [...next.values()].filter((k) => k.file.retired_at === null).sort(newestFirst)[0];
+    this.signing = newest && { kid: newest.file.kid, privateKey: newest.privateKey, publicKey: newest.publicKey };
   }
 }
 

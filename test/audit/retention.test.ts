@@ -162,7 +162,7 @@ describe('receipt retention: key rotation', () => {
     await t.ring.rotate();
     const resigned = await t.log.resignCheckpoint();
     expect(resigned).toMatchObject({ seq: 2, archived: 0, chains: 1 });
-    t.clock.advance(t.ring.maxTokenTtlMs + 1); // the old key leaves the JWKS
+    t.clock.advance(t.ring.retiredKeyPublishedMs + 1); // the old key leaves the JWKS
     expect(await t.log.verifyChain()).toMatchObject({ ok: true, entries: 3, checkpoint: { seq: 2, archived: 0 } });
     // The first archive is still checked offline with the JWKS saved when it was made (here: the old key is gone).
     expect(t.offline(join(t.dir, 'a.jsonl'))).toMatchObject({ ok: false, problem: expect.stringContaining('not among the published keys') });

@@ -186,7 +186,7 @@ describe('decision tokens', () => {
     await expectRejected(token, [swapped as DecisionKeys], 'DECISION_INVALID', /signature/);
     // Retired past the grace period: unknown, although its signature was verified before.
     await ring.rotate();
-    clock.advance(ring.maxTokenTtlMs + 1);
+    clock.advance(ring.retiredKeyPublishedMs + 1);
     await expectRejected(token, [ring], 'DECISION_INVALID', /not a known Writ key|expired/, clock.now());
   });
 });

@@ -63,7 +63,7 @@ describe('a decision this process signed', () => {
 
     // Retired past the grace period, the key is no longer published: the remembered token is unknown.
     await ring.rotate();
-    clock.advance(ring.maxTokenTtlMs + 1);
+    clock.advance(ring.retiredKeyPublishedMs + 1);
     await expect(verifyDecision(token, { keys: ring, audience: AUDIENCE, now: clock.now() })).rejects.toMatchObject({ code: 'DECISION_INVALID', message: expect.stringMatching(/not a known Writ key/) });
   });
 
@@ -116,7 +116,7 @@ describe('a decision this process signed', () => {
     await verifyDecision(token, { keys: ring, audience: AUDIENCE, now: clock.now() });
     expect(checks.decoded).toBe(0);
     await ring.rotate();
-    clock.advance(ring.maxTokenTtlMs + 1);
+    clock.advance(ring.retiredKeyPublishedMs + 1);
     await expect(verifyDecision(token, { keys: ring, audience: AUDIENCE, now: clock.now() })).rejects.toMatchObject({ code: 'DECISION_INVALID', message: expect.stringMatching(/not a known Writ key/) });
   });
 });

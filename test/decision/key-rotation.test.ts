@@ -6,6 +6,9 @@ import { KeyRing, signDecision, verifyDecision } from '../../src/decision/index.
 import { AUDIENCE, claims, T0, tempDir } from './helpers.js';
 
 const GRACE = 60_000;
+// A retired key stays published this long: the longest decision lifetime, and the second in which a
+// process sharing the directory may not have seen the rotation yet and still signs with it.
+const PUBLISHED = GRACE + 1000;
 // Long-lived decisions, so that only the key's removal can make them fail.
 const longLived = () => claims({ expires_at: T0 + 3_600_000 });
 const kids = (ring: KeyRing) => ring.jwks().keys.map((k) => k.kid);
@@ -27,6 +30,7 @@ describe('the key ring', () => {
   it('rotates: new decisions use the new key, old ones verify during the grace period and not after it', async () => {
     const clock = new ManualClock(T0);
     const ring = await KeyRing.open(tempDir(), clock, { maxTokenTtlMs: GRACE });
+    expect(ring.retiredKeyPublishedMs).toBe(PUBLISHED);
     const k1 = ring.current().kid;
     const old = await signDecision(ring, longLived());
 
@@ -39,13 +43,13 @@ describe('the key ring', () => {
     const fresh = await signDecision(ring, longLived());
     expect(JSON.parse(Buffer.from(fresh.split('.')[0]!, 'base64url').toString()).kid).toBe(k2);
 
-    clock.set(retiredAt + GRACE - 1);
+    clock.set(retiredAt + PUBLISHED - 1);
     const jwks = ring.jwks();
     expect(kids(ring)).toEqual([k2, k1]);
     await expect(verifyDecision(old, { keys: ring, audience: AUDIENCE, now: clock.now() })).resolves.toMatchObject({ decision_id: 'dec-1' });
     await expect(verifyDecision(old, { keys: jwks, audience: AUDIENCE, now: clock.now() })).resolves.toBeDefined();
 
-    clock.set(retiredAt + GRACE);
+    clock.set(retiredAt + PUBLISHED);
     expect(kids(ring)).toEqual([k2]);
     await expect(verifyDecision(old, { keys: ring, audience: AUDIENCE, now: clock.now() })).rejects.toMatchObject({
       code: 'DECISION_INVALID',
@@ -63,9 +67,12 @@ describe('the key ring', () => {
     const ring = await KeyRing.open(keyDir, clock, { maxTokenTtlMs: GRACE });
     const k1 = ring.current().kid;
     const k2 = (await ring.rotate()).kid;
-    clock.advance(GRACE);
+    clock.advance(PUBLISHED - 1);
     const k3 = (await ring.rotate()).kid;
-    expect(readdirSync(keyDir).sort()).toEqual([`${k2}.json`, `${k3}.json`].sort());
+    expect(readdirSync(keyDir).sort()).toEqual([`${k1}.json`, `${k2}.json`, `${k3}.json`].sort());
+    clock.advance(1);
+    const k4 = (await ring.rotate()).kid;
+    expect(readdirSync(keyDir).sort()).toEqual([`${k2}.json`, `${k3}.json`, `${k4}.json`].sort());
     expect(existsSync(join(keyDir, `${k1}.json`))).toBe(false);
   });
 
@@ -87,6 +94,29 @@ describe('the key ring', () => {
     expect(c.current().kid).toBe(k2);
   });
 
+
+  it('signs without touching the directory: another process\'s rotation is seen within a second, and what was signed with the old key in that second verifies until it expires', async () => {
+    const keyDir = tempDir();
+    const clock = new ManualClock(T0);
+    const a = await KeyRing.open(keyDir, clock, { maxTokenTtlMs: GRACE });
+    const b = await KeyRing.open(keyDir, clock, { maxTokenTtlMs: GRACE });
+    const k1 = a.current().kid;
+    const k2 = (await b.rotate()).kid;
+    const retiredAt = clock.now();
+
+    clock.advance(999);
+    expect(a.current().kid).toBe(k1); // the directory changed, but a looks at it once a second
+    const late = await signDecision(a, claims({ decision_id: 'dec-late', issued_at: clock.now(), expires_at: clock.now() + GRACE }));
+    clock.advance(1);
+    expect(a.current().kid).toBe(k2);
+
+    // Until the late decision expires, every verifier (b, a JWKS read from b) still accepts it.
+    clock.set(retiredAt + 999 + GRACE - 1);
+    await expect(verifyDecision(late, { keys: b, audience: AUDIENCE, now: clock.now() })).resolves.toMatchObject({ decision_id: 'dec-late' });
+    await expect(verifyDecision(late, { keys: b.jwks(), audience: AUDIENCE, now: clock.now() })).resolves.toBeDefined();
+    clock.set(retiredAt + PUBLISHED);
+    expect(kids(b)).toEqual([k2]);
+  });
   it('notices another process rotating even when the directory mtime did not move (same timestamp tick)', async () => {
     const keyDir = tempDir();
     const clock = new ManualClock(T0);
