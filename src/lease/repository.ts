@@ -199,6 +199,8 @@ export interface FenceState {
 export interface LeaseAuthorityRepository {
   record(leaseId: string, holder: string, decisions: DecisionClaims[], at: number): Promise<void>;
   get(leaseId: string): Promise<{ holder: string; decisions: DecisionClaims[] } | undefined>;
+  /** Who took the lease (what a release checks): `get` without reading the decisions. */
+  holderOf(leaseId: string): Promise<string | undefined>;
 }
 
 /** A declared incident (while active, preempts edges may be used). Times in ms. */

@@ -156,10 +156,14 @@ function noLeaseNeeded(claims: DecisionClaims): string {
  */
 function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph?: AuthorityGraph, revoked?: (e: unknown) => void) {
   return async (tx: StoreTx): Promise<void> => {
+    if (!graph) {
+      const holder = await tx.leaseAuthority.holderOf(leaseId);
+      if (holder !== undefined && holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
+      return;
+    }
     const lease = await tx.leaseAuthority.get(leaseId);
     if (!lease) return;
     if (lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
-    if (!graph) return;
     try {
       for (const claims of lease.decisions) checkAuthorityStillValid(graph, claims, ctx.clock.now());
     } catch (e) {

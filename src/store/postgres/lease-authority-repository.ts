@@ -17,4 +17,9 @@ export class PostgresLeaseAuthorityRepository implements LeaseAuthorityRepositor
     const [row] = await this.sql.query<{ holder: string; decisions: DecisionClaims[] }>('SELECT holder, decisions FROM lease_authority WHERE lease_id = $1', [leaseId]);
     return row;
   }
+
+  async holderOf(leaseId: string): Promise<string | undefined> {
+    const [row] = await this.sql.query<{ holder: string }>('SELECT holder FROM lease_authority WHERE lease_id = $1', [leaseId]);
+    return row?.holder;
+  }
 }

@@ -273,9 +273,11 @@ export class SqliteLeaseRepository implements LeaseRepository {
     };
     const epochs: Record<string, number> = {};
     const preempted: PreemptedLease[] = [];
+    const take = cmd.preempt ? this.s.takeAny : this.s.takeFree;
     for (const key of cmd.keys) {
-      this.s.ensureKey.run(key);
-      const taken = (cmd.preempt ? this.s.takeAny : this.s.takeFree).get({ ...params, key }) as
+      const keyParams = { ...params, key };
+      // The key's row is made on first use only: a refused take inserts it (epoch 0) and tries once more.
+      const taken = (take.get(keyParams) ?? (this.s.ensureKey.run(key).changes === 1 ? take.get(keyParams) : undefined)) as
         | { epoch: number; prev_lease_id: string | null; preempted_by: string | null }
         | undefined;
       if (!taken) throw new KeyRefused(key);

@@ -29,5 +29,7 @@ describeEngines('lease authority', (fresh) => {
     await store.readWrite((tx) => tx.leaseAuthority.record('lease_1', 'seo-agent-7', decisions, 1_000));
     expect(await store.read((tx) => tx.leaseAuthority.get('lease_1'))).toEqual({ holder: 'seo-agent-7', decisions });
     expect(await store.read((tx) => tx.leaseAuthority.get('lease_2'))).toBeUndefined();
+    expect(await store.read((tx) => tx.leaseAuthority.holderOf('lease_1'))).toBe('seo-agent-7');
+    expect(await store.read((tx) => tx.leaseAuthority.holderOf('lease_2'))).toBeUndefined();
   });
 });
