@@ -53,6 +53,7 @@ var (
 	base      = flag.Int("base", 1, "writ-lease/pg-lease/redis-lease: client c uses key number base+c")
 	dsn       = flag.String("dsn", "", "pg-lease: connection string of a database the caller created")
 	addr      = flag.String("addr", "", "redis-lease: host:port of the private redis-server")
+	conns     = flag.Int("conns", 0, "pg-lease: connections the clients share (0: one per client)")
 )
 
 func main() {
@@ -330,8 +331,12 @@ func writLeaseStream() func(c int) (func() error, error) {
 func pgLease() func(c int) (func() error, error) {
 	ctx := context.Background()
 	cfg := must(pgxpool.ParseConfig(*dsn))
-	cfg.MaxConns = int32(*clients)
-	cfg.MinConns = int32(*clients)
+	n := *clients
+	if *conns > 0 && *conns < n {
+		n = *conns
+	}
+	cfg.MaxConns = int32(n)
+	cfg.MinConns = int32(n)
 	pool := must(pgxpool.NewWithConfig(ctx, cfg))
 	_, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS leases (key text PRIMARY KEY, holder text, epoch bigint NOT NULL DEFAULT 0, expires_at timestamptz)`)
 	fail(err)
