@@ -1,5 +1,5 @@
-# Shared by the shell benchmarks (source it): HERE (the repository), LOADGEN (bench/loadgen, built on
-# first use); bench_setup ROOT NAME: cd to the compiled tree ROOT, a fresh directory D for this run
+# Shared by the shell benchmarks (source it): HERE (the repository), LOADGEN (bench/loadgen, built
+# on each use); bench_setup ROOT NAME: cd to the compiled tree ROOT, a fresh directory D for this run
 # (under DATA_ROOT if set, else bench/tmp) and a random PORT; start_writ DATA_DIR PORT LOG: a `writ serve`
 # of the current directory's build (the example graph, no upstream) in the background, returning once it
 # answers /healthz, its pid in WRIT_PID. On exit, however the script ends, the servers it started are
@@ -7,7 +7,8 @@
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$HERE/bench/tmp"
 LOADGEN="$HERE/bench/tmp/loadgen"
-[ -x "$LOADGEN" ] || (cd "$HERE/bench/loadgen" && /usr/local/go/bin/go build -o "$LOADGEN" .)
+# Built every time (Go's build cache makes an unchanged build take about a second at most), so a binary left from older sources never runs.
+(cd "$HERE/bench/loadgen" && /usr/local/go/bin/go build -o "$LOADGEN" .)
 SERVERS=()
 start_writ() {
   WRIT_UPSTREAM_URL=http://127.0.0.1:9 node dist/src/cli/main.js serve --data-dir "$1" --port "$2" --no-upstream --graph graph/example.yaml > "$3" 2>&1 &
