@@ -1,15 +1,16 @@
 #!/bin/bash
-# Lease pairs on the lease stream from N `writ serve` processes sharing one SQLite file (each on its own
+# Lease pairs on the lease stream (or over HTTP: MODE writ-lease) from N `writ serve` processes sharing one SQLite file (each on its own
 # port, the clients split evenly between them, each client on its own key), driven by bench/loadgen:
 # total pairs/s and the servers' CPU (user + system, all threads) per pair, after a 2 s warm-up.
 # For before/after comparisons, run it alternately against two compiled trees (ROOT).
 #
-#   bash bench/shared-file.sh ROOT PROCESSES CLIENTS_PER_PROCESS SECONDS
+#   bash bench/shared-file.sh ROOT PROCESSES CLIENTS_PER_PROCESS SECONDS [writ-lease-stream|writ-lease]
 set -euo pipefail
-ROOT=$1; N=$2; C=$3; SECS=$4
+ROOT=$1; N=$2; C=$3; SECS=$4; MODE=${5:-writ-lease-stream}
 source "$(dirname "$0")/lib.sh"
 bench_setup "$ROOT" shared-file
 BASE=$PORT
+echo '{"action":"update_post","resource":"wp:post:1024","environment":"production","fields":["meta_description","title"]}' > "$D/req"
 PIDS=()
 for i in $(seq 1 "$N"); do
   start_writ "$D/data" $((BASE + i)) "$D/log$i"
@@ -18,7 +19,7 @@ done
 load() { # $1 seconds, $2 output prefix
   local L=()
   for i in $(seq 1 "$N"); do
-    "$LOADGEN" -mode writ-lease-stream -url "http://127.0.0.1:$((BASE + i))" -clients "$C" -seconds "$1" -base $((1000 * i)) \
+    "$LOADGEN" -mode "$MODE" -body "$D/req" -url "http://127.0.0.1:$((BASE + i))" -clients "$C" -seconds "$1" -base $((1000 * i)) \
       -key "$HERE/fixtures/keys/seo-agent-7.jwk" -principal seo-agent-7 > "$2$i" &
     L+=($!)
   done
@@ -36,4 +37,4 @@ for i in $(seq 1 "$N"); do
   OPS=$((OPS + O)); EACH="$EACH${EACH:+ + }$((O / SECS))"
 done
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
-echo "processes=$N clients=$((N * C)) pairs/s=$((OPS / SECS)) ($EACH) cpu_us/pair=$(( (T1 - T0) * TICK_US / OPS )) load=$(cut -d' ' -f1 /proc/loadavg)"
+echo "$MODE processes=$N clients=$((N * C)) pairs/s=$((OPS / SECS)) ($EACH) cpu_us/pair=$(( (T1 - T0) * TICK_US / OPS )) load=$(cut -d' ' -f1 /proc/loadavg)"
