@@ -21,7 +21,7 @@ const publicKey = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x 
 // 100 ms idle (as this front did until 2026-12-02) made a loaded round churn connections (a PostgreSQL
 // backend forked per reconnection): at 64 clients 160 pairs/s with a p99 of 3.3 s, against 774/s and
 // 175 ms kept warm. 32 at most, so that with the bare PostgreSQL peer's 64 the shared server's 100
-// connections are never exceeded; 64 HTTP clients then queue for a connection inside this process.
+// connections suffice (96, with nothing else connected); 64 HTTP clients then queue for one in this process.
 const pool = new pg.Pool({ connectionString: arg('database'), max: 32, idleTimeoutMillis: 0 });
 await pool.query(`CREATE TABLE IF NOT EXISTS front_leases (key text PRIMARY KEY, epoch bigint NOT NULL, token text, expires_at timestamptz);
   CREATE TABLE IF NOT EXISTS front_jti (jti text PRIMARY KEY, expires_at timestamptz NOT NULL)`);

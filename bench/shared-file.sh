@@ -7,10 +7,10 @@
 #   bash bench/shared-file.sh ROOT PROCESSES CLIENTS_PER_PROCESS SECONDS [writ-lease-stream|writ-lease]
 set -euo pipefail
 ROOT=$1; N=$2; C=$3; SECS=$4; MODE=${5:-writ-lease-stream}
+case $MODE in writ-lease-stream|writ-lease) ;; *) echo "MODE is writ-lease-stream or writ-lease, not $MODE" >&2; exit 2 ;; esac
 source "$(dirname "$0")/lib.sh"
 bench_setup "$ROOT" shared-file
 BASE=$PORT
-echo '{"action":"update_post","resource":"wp:post:1024","environment":"production","fields":["meta_description","title"]}' > "$D/req"
 PIDS=()
 for i in $(seq 1 "$N"); do
   start_writ "$D/data" $((BASE + i)) "$D/log$i"
@@ -19,7 +19,7 @@ done
 load() { # $1 seconds, $2 output prefix
   local L=()
   for i in $(seq 1 "$N"); do
-    "$LOADGEN" -mode "$MODE" -body "$D/req" -url "http://127.0.0.1:$((BASE + i))" -clients "$C" -seconds "$1" -base $((1000 * i)) \
+    "$LOADGEN" -mode "$MODE" -url "http://127.0.0.1:$((BASE + i))" -clients "$C" -seconds "$1" -base $((1000 * i)) \
       -key "$HERE/fixtures/keys/seo-agent-7.jwk" -principal seo-agent-7 > "$2$i" &
     L+=($!)
   done

@@ -1,8 +1,9 @@
 // One load generator for Writ and its peers (bench/side-by-side.ts drives it), so that every side
 // of a comparison is measured by the same client code: closed loops (a client sends its next request
-// when the previous one is answered), one keep-alive connection per client, latencies per operation.
+// when the previous one is answered), one keep-alive connection per client (pg-lease -conns N: the
+// clients share N pooled connections), latencies per operation.
 //
-//	loadgen -mode writ-decide|opa|writ-lease|writ-lease-stream|pg-lease|redis-lease -clients 16 -seconds 5 [...]
+//	loadgen -mode writ-decide|opa|writ-lease|writ-lease-stream|pg-lease|redis-lease -clients 16 -seconds 5 [-conns N] [...]
 //
 // Prints one JSON object: ops, seconds, per_second, p50_us, p99_us, errors.
 package main
