@@ -7,7 +7,7 @@
  * by token). No policy, no decision check, no graph, no receipts, no queue, no fencing state beyond the
  * epoch: what a user would get by putting fastify and a signature check in front of the PostgreSQL CAS.
  *
- *   node dist/bench/authed-cas-front.js --port N --database postgres://… --key fixtures/keys/seo-agent-7.jwk
+ *   node dist/bench/authed-cas-front.js --port N --database postgres://… --key fixtures/keys/seo-agent-7.jwk [--pool 32]
  */
 import { createPublicKey, randomUUID, verify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -20,9 +20,9 @@ const publicKey = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x 
 // A pool kept warm, as a real service keeps it: connections never close when idle. Closing them after
 // 100 ms idle (as this front did until 2026-12-02) made a loaded round churn connections (a PostgreSQL
 // backend forked per reconnection): at 64 clients 160 pairs/s with a p99 of 3.3 s, against 774/s and
-// 175 ms kept warm. 32 at most, so that with the bare PostgreSQL peer's 64 the shared server's 100
-// connections suffice (96, with nothing else connected); 64 HTTP clients then queue for one in this process.
-const pool = new pg.Pool({ connectionString: arg('database'), max: 32, idleTimeoutMillis: 0 });
+// 175 ms kept warm. At most --pool (side-by-side: 32, so that with the bare PostgreSQL peer's 64 the shared
+// server's 100 connections suffice, which it checks first); more HTTP clients queue for one in this process.
+const pool = new pg.Pool({ connectionString: arg('database'), max: Number(arg('pool', '32')), idleTimeoutMillis: 0 });
 await pool.query(`CREATE TABLE IF NOT EXISTS front_leases (key text PRIMARY KEY, epoch bigint NOT NULL, token text, expires_at timestamptz);
   CREATE TABLE IF NOT EXISTS front_jti (jti text PRIMARY KEY, expires_at timestamptz NOT NULL)`);
 

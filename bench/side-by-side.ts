@@ -24,7 +24,8 @@ import { loadConfig } from '../src/config/index.js';
 import { GOVERNANCE_ID } from '../src/graph/model.js';
 import type { DecisionInput } from '../src/policy/types.js';
 import { applyManifest, decide, openWrit, readManifest } from '../src/service/index.js';
-import { createTestDatabase } from '../scripts/test-database.js';
+import pg from 'pg';
+import { ADMIN_URL, createTestDatabase } from '../scripts/test-database.js';
 import { CLI, freePort, onFreePort, REPO, spawnListening } from '../scripts/server-process.js';
 import { runLoadgen, runLoadgenAsync, type Load } from './loadgen-run.js';
 import { argValue as arg, machineLine, median, ratioSummary, writeResultsSection } from './results-file.js';
@@ -39,6 +40,27 @@ const REQUEST = { action: 'update_post', resource: 'wp:post:1024', environment: 
 /** The pooled PostgreSQL peer: the clients share this many connections (see the lease peers below). */
 const POOLED_PG_CONNECTIONS = 16;
 const POOLED_PG = `PostgreSQL CAS on ${POOLED_PG_CONNECTIONS} pooled connections`;
+/** The authenticated front's pool (kept open for the whole run), and the most clients a lease round has. */
+const FRONT_POOL = 32;
+const MAX_LEASE_CLIENTS = 64;
+
+/**
+ * Refuses to start the lease part when the shared PostgreSQL cannot hold the front's warm pool and the
+ * bare peer's connection per client at once (a "too many clients" mid-run would waste the run).
+ */
+async function checkConnectionBudget(): Promise<void> {
+  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  try {
+    const { rows } = await admin.query<{ free: number }>("SELECT current_setting('max_connections')::int - count(*)::int AS free FROM pg_stat_activity WHERE backend_type = 'client backend'");
+    const needed = FRONT_POOL + MAX_LEASE_CLIENTS + 2;
+    if (rows[0]!.free < needed) {
+      throw new Error(`the lease comparison needs ${needed} free PostgreSQL connections (the front's ${FRONT_POOL}, the bare peer's ${MAX_LEASE_CLIENTS}, 2 to spare); ${ADMIN_URL} has ${rows[0]!.free}: close other clients first (never raise max_connections on the shared server)`);
+    }
+  } finally {
+    await admin.end();
+  }
+}
 
 
 function loadgen(bin: string, args: string[], servers?: () => number[]): Load {
@@ -219,8 +241,9 @@ async function main(): Promise<void> {
     }
 
     if (ONLY !== 'decisions') {
-      const pg = await createTestDatabase('writ_bench_cas');
-      cleanups.push(() => pg.drop());
+      await checkConnectionBudget();
+      const pgDb = await createTestDatabase('writ_bench_cas');
+      cleanups.push(() => pgDb.drop());
       const redisPort = await freePort();
       const redisDir = join(work, 'redis');
       mkdirSync(redisDir);
@@ -238,7 +261,7 @@ async function main(): Promise<void> {
       // The same CAS behind the least an authenticated HTTP front must do (bench/authed-cas-front.ts), on a database of its own.
       const frontDb = await createTestDatabase('writ_bench_front');
       cleanups.push(() => frontDb.drop());
-      const front = await onFreePort((port) => spawnListening('the authenticated CAS front', [join(REPO, 'dist/bench/authed-cas-front.js'), '--port', String(port), '--database', frontDb.url, '--key', KEY_FILE], process.env));
+      const front = await onFreePort((port) => spawnListening('the authenticated CAS front', [join(REPO, 'dist/bench/authed-cas-front.js'), '--port', String(port), '--database', frontDb.url, '--key', KEY_FILE, '--pool', String(FRONT_POOL)], process.env));
       procs.push(front.proc);
       const frontUrl = `http://127.0.0.1:${front.port}`;
       // Each side's server CPU per pair too (CPU time, unlike throughput, does not count waiting for a core):
@@ -247,10 +270,10 @@ async function main(): Promise<void> {
       const redisPid = redis.pid!;
       const frontPid = front.proc.pid!;
       const peers = {
-        'PostgreSQL CAS': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'pg-lease', '-dsn', pg.url, '-clients', String(clients), '-seconds', String(seconds)], postgresPids),
+        'PostgreSQL CAS': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'pg-lease', '-dsn', pgDb.url, '-clients', String(clients), '-seconds', String(seconds)], postgresPids),
         // More clients than the pool: PostgreSQL on 2 cores does better with fewer backends than clients
         // (at 64 clients, 16 connections gave 1.3–1.5× the pairs/s of 64 run alone), so it is judged that way too.
-        [POOLED_PG]: (clients: number, seconds: number) => loadgen(bin, ['-mode', 'pg-lease', '-dsn', pg.url, '-clients', String(clients), '-conns', String(POOLED_PG_CONNECTIONS), '-seconds', String(seconds)], postgresPids),
+        [POOLED_PG]: (clients: number, seconds: number) => loadgen(bin, ['-mode', 'pg-lease', '-dsn', pgDb.url, '-clients', String(clients), '-conns', String(POOLED_PG_CONNECTIONS), '-seconds', String(seconds)], postgresPids),
         'Redis AOF always': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'redis-lease', '-addr', `127.0.0.1:${redisPort}`, '-clients', String(clients), '-seconds', String(seconds)], () => [redisPid]),
         'PostgreSQL CAS behind an authenticated HTTP front': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', frontUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common], () => [frontPid, ...postgresPids()]),
       };
@@ -264,7 +287,7 @@ async function main(): Promise<void> {
       procs.push(writ2.proc);
       const writUrls = [writUrl, `http://127.0.0.1:${writ2.port}`];
       const writStreamTwo = (clients: number, seconds: number) => loadgenSplit(bin, writUrls, [writPid, writ2.proc.pid!], clients, seconds, 3001, ['-mode', 'writ-lease-stream', ...common]);
-      for (const clients of [16, 64]) {
+      for (const clients of [16, MAX_LEASE_CLIENTS]) {
         // The pooled PostgreSQL peer only where it differs from one connection per client.
         const here = Object.entries(peers).filter(([name]) => name !== POOLED_PG || clients > POOLED_PG_CONNECTIONS);
         const row: Row = { measure: 'durable lease acquire+release pairs/s', clients, writ: [], peers: Object.fromEntries(here.map(([name]) => [name, []])) };
