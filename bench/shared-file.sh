@@ -1,6 +1,7 @@
 #!/bin/bash
-# Lease pairs on the lease stream (or over HTTP: MODE writ-lease) from N `writ serve` processes sharing one SQLite file (each on its own
-# port, the clients split evenly between them, each client on its own key), driven by bench/loadgen:
+# Lease pairs on the lease stream (or over HTTP: MODE writ-lease) from N `writ serve` processes sharing
+# one SQLite file (each on its own port, the clients split evenly between them, each client on its own
+# key), driven by bench/loadgen:
 # total pairs/s and the servers' CPU (user + system, all threads) per pair, after a 2 s warm-up.
 # For before/after comparisons, run it alternately against two compiled trees (ROOT).
 #
