@@ -28,21 +28,28 @@ export function guardInput(app: FastifyInstance, options: { maxDepth: number; bo
       done(new WritError('NESTING_TOO_DEEP', `the body nests objects and arrays more than ${options.maxDepth} deep`, { max_depth: options.maxDepth }), undefined);
       return;
     }
-    parseJson(request, text, done);
+    parseJson(request, text, (error, body) => {
+      if (!error && typeof body === 'object' && body !== null && jsonTextWellFormed(text)) wellFormedBodies.add(body);
+      done(error, body);
+    });
   });
   app.addHook('preValidation', async (request) => assertWellFormedRequest(request));
 }
+
+/** Bodies parsed from text that `jsonTextWellFormed` passed: their strings need no second look. */
+const wellFormedBodies = new WeakSet<object>();
 
 function assertWellFormedRequest(request: FastifyRequest): void {
   assertWellFormed(request.headers, 'headers');
   assertWellFormed(request.params, 'params');
   assertWellFormed(request.query, 'querystring');
-  assertWellFormed(request.body, 'body');
+  const { body } = request;
+  if (!(typeof body === 'object' && body !== null && wellFormedBodies.has(body))) assertWellFormed(body, 'body');
 }
 
 /** Throws MALFORMED_REQUEST naming the first string (value or key) that is not well-formed UTF-16 or holds a NUL. */
 export function assertWellFormed(value: unknown, where: string): void {
-  const bad = firstIllFormed(value, '');
+  const bad = firstIllFormed(value);
   if (bad === null) return;
   const what = bad.nul ? 'contains U+0000 (NUL), which Writ does not accept in any string' : 'contains a lone UTF-16 surrogate (not well-formed Unicode)';
   throw new WritError('MALFORMED_REQUEST', `${where}${bad.path}: ${what}`);
@@ -51,32 +58,46 @@ export function assertWellFormed(value: unknown, where: string): void {
 // With the u flag a surrogate pair is one code point, so only an unpaired half matches.
 const REFUSED = /[\uD800-\uDFFF]|\u0000/u;
 
+/**
+ * Whether every string (value or key) JSON.parse makes of `text` is well-formed and NUL-free, judged on
+ * the text alone (~1 µs for a 1 KB message, against ~2 µs to walk what it parses to): true when the text
+ * has no `\u` escape and no lone surrogate or NUL of its own. Every other character of a parsed string
+ * is a character of the text or one of the escapes \" \\ \/ \b \f \n \r \t. False means only "walk the
+ * parsed value" (`assertWellFormed`): an escaped backslash before a `u` is taken for an escape too.
+ */
+export function jsonTextWellFormed(text: string): boolean {
+  return !text.includes('\\u') && !REFUSED.test(text);
+}
+
 interface IllFormed {
+  /** Below the value it was found in; built only on the way back from a find. */
   path: string;
   nul: boolean;
 }
 
-function illFormed(s: string, path: string): IllFormed | null {
+function illFormed(s: string): IllFormed | null {
   const m = REFUSED.exec(s);
-  return m === null ? null : { path, nul: m[0] === '\u0000' };
+  return m === null ? null : { path: '', nul: m[0] === '\u0000' };
 }
 
+const below = (segment: string, bad: IllFormed): IllFormed => ({ path: `/${segment}${bad.path}`, nul: bad.nul });
+
 // The body's depth is bounded before this runs (the parser), the query, params and headers are flat.
-function firstIllFormed(value: unknown, path: string): IllFormed | null {
-  if (typeof value === 'string') return illFormed(value, path);
+function firstIllFormed(value: unknown): IllFormed | null {
+  if (typeof value === 'string') return illFormed(value);
   if (value === null || typeof value !== 'object') return null;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const bad = firstIllFormed(value[i], `${path}/${i}`);
-      if (bad !== null) return bad;
+      const bad = firstIllFormed(value[i]);
+      if (bad !== null) return below(String(i), bad);
     }
     return null;
   }
   for (const [key, v] of Object.entries(value)) {
-    const badKey = illFormed(key, `${path}/${JSON.stringify(key).slice(1, -1)}`);
-    if (badKey !== null) return badKey;
-    const bad = firstIllFormed(v, `${path}/${key}`);
-    if (bad !== null) return bad;
+    const badKey = illFormed(key);
+    if (badKey !== null) return below(JSON.stringify(key).slice(1, -1), badKey);
+    const bad = firstIllFormed(v);
+    if (bad !== null) return below(key, bad);
   }
   return null;
 }
@@ -99,6 +120,7 @@ function charsetOf(contentType: string | undefined): string | undefined {
  * inside strings do not count. Malformed text is left for the parser to refuse.
  */
 export function jsonDepthExceeds(text: string, max: number): boolean {
+  if (openingBracketsAtMost(text, max)) return false;
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {
@@ -115,4 +137,17 @@ export function jsonDepthExceeds(text: string, max: number): boolean {
     }
   }
   return false;
+}
+
+/**
+ * Whether the text holds at most `max` opening brackets, those inside strings included: then nothing
+ * in it can nest deeper than `max`. Native `indexOf` calls (~0.1 µs for a 1 KB message, against ~5 µs
+ * for the scan above); stops at the first bracket past `max`.
+ */
+function openingBracketsAtMost(text: string, max: number): boolean {
+  let n = 0;
+  for (const bracket of ['{', '[']) {
+    for (let i = text.indexOf(bracket); i !== -1; i = text.indexOf(bracket, i + 1)) if (++n > max) return false;
+  }
+  return true;
 }
