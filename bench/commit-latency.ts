@@ -2,10 +2,12 @@
  * One durable commit on the SQLite store when nothing else runs, at the gateway bench's pace (one every
  * 20 ms): what a write's intent or settlement waits for beyond the disk. Each commit is one single-use
  * spend through the store's group commit (BEGIN IMMEDIATE, the statement, COMMIT, then an fdatasync of
- * the WAL on libuv's thread pool); the sync is timed inside (the store's `sync` hook), so each commit
- * splits into its fdatasync and the rest (SQLite's CPU on cold caches, the hand-off to the pool and
- * back, the promise chain). Rounds alternate with the paced 4 KiB write + fdatasync probe that
- * bench/gateway.ts budgets against.
+ * the WAL on libuv's thread pool); the sync is timed inside (the store's `sync` hook, on the main
+ * thread: from handing the fdatasync to the pool until its callback runs, so the two hand-offs between
+ * the event loop and the pool are in it), so each commit splits into its sync and the rest (the turn
+ * the group commit waits for, BEGIN, the statement and COMMIT on cold caches, reading the WAL-index
+ * header and checking the WAL's inode before the sync, the promise chain). Rounds alternate with the
+ * paced 4 KiB write + fdatasync probe that bench/gateway.ts budgets against (inline: no hand-off).
  *
  *   npx tsc -p tsconfig.json && node dist/bench/commit-latency.js [--write]
  */
@@ -74,9 +76,9 @@ async function main(): Promise<void> {
     '| | n | p50 | p90 | p99 |',
     '|---|---:|---:|---:|---:|',
     row('commit, from readWrite to its answer', commits),
-    row('  its fdatasync of the WAL (on the thread pool)', syncs),
-    row('  the rest: BEGIN, statement, COMMIT, hand-off to the pool and back', rest),
-    row('probe: 4 KiB write + fdatasync, same pace', probe),
+    row('  its fdatasync of the WAL, with the hand-off to the thread pool and back', syncs),
+    row('  the rest: the next turn, BEGIN, statement, COMMIT, header read and WAL stat, promise chain', rest),
+    row('probe: 4 KiB write + fdatasync on the main thread, same pace', probe),
   ].join('\n');
   console.log(section);
   if (process.argv.includes('--write')) writeResultsSection('commit-latency', section);

@@ -1,0 +1,79 @@
+/**
+ * Where a `writ serve` process's CPU goes, by class, from `perf` samples with call stacks: the main
+ * thread (the event loop) and the other threads (libuv's pool: Ed25519, fdatasync; V8's helpers)
+ * apart. Each sample falls in one class: a subsystem anywhere on its stack (Ed25519, fdatasync,
+ * SQLite with the syscalls it makes, the garbage collector), else its innermost JavaScript frame
+ * (Writ's own code, npm packages, Node's core library), else native networking or other native code.
+ * Writ's own JavaScript is also split by its innermost function (`--functions N`: the N largest).
+ *
+ *   node --perf-basic-prof dist/src/cli/main.js serve …            # JIT frames get names
+ *   perf record -e cpu-clock -F 1999 -g -p PID -o perf.data -- sleep 10
+ *   perf script -i perf.data -F tid,ip,sym | node dist/bench/perf-classes.js [--functions 12]
+ *
+ * The main thread is the one with the most samples (its thread id is the process id). `--cpu-prof`
+ * is no substitute here: it samples wall time, and blames whatever call a descheduled thread was in.
+ */
+import { createInterface } from 'node:readline';
+
+const SUBSYSTEMS: [string, RegExp][] = [
+  ['Ed25519 verification', /ed25519|fe_mul|fe_sq|ge_|SignTraits::DeriveBits/],
+  ['WAL fdatasync', /fdatasync/],
+  ['SQLite (statements, COMMIT, their pwrite/pread)', /sqlite3_|better_sqlite3|Statement::|Database::/],
+  ['garbage collector', /Heap::|Scaveng|MarkCompact|GCTracer|ConcurrentMarking/],
+];
+const NETWORK = /llhttp|Parser|StreamBase|LibuvStream|uv__read|uv__write|tcp_|sock|inet|skb|ip_|__sys_|epoll/;
+
+function jsFrameOf(frame: string): string | null {
+  const sym = frame.replace(/^\S+\s+/, '');
+  return sym.startsWith('JS:') ? sym : null;
+}
+
+function classOf(frames: string[]): { cls: string; writFunction?: string } {
+  for (const [name, re] of SUBSYSTEMS) if (frames.some((f) => re.test(f))) return { cls: name };
+  for (const frame of frames) {
+    const js = jsFrameOf(frame);
+    if (js === null) continue;
+    if (js.includes('/dist/src/')) return { cls: "Writ's JavaScript", writFunction: js.replace(/^JS:[*^~]?/, '') };
+    if (js.includes('node_modules/')) return { cls: "npm packages' JavaScript" };
+    return { cls: "Node's core JavaScript (http, net, streams, promises)" };
+  }
+  return { cls: frames.some((f) => NETWORK.test(f)) ? 'native networking (llhttp, libuv, kernel)' : 'other native (V8 runtime, scheduler, libc)' };
+}
+
+async function main(): Promise<void> {
+  const at = process.argv.indexOf('--functions');
+  const topFunctions = at > 0 ? Number(process.argv[at + 1]) : 12;
+  const samples: { tid: string; frames: string[] }[] = [];
+  let current: { tid: string; frames: string[] } | null = null;
+  for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+    if (line.trim() === '') continue;
+    if (!/^\s/.test(line)) {
+      current = { tid: line.trim().split(/\s+/)[0]!, frames: [] };
+      samples.push(current);
+    } else current?.frames.push(line.trim());
+  }
+  const perThread = new Map<string, number>();
+  for (const s of samples) perThread.set(s.tid, (perThread.get(s.tid) ?? 0) + 1);
+  const main = [...perThread].sort((a, b) => b[1] - a[1])[0]?.[0];
+  const groups = new Map<string, Map<string, number>>([['main thread', new Map()], ['other threads', new Map()]]);
+  const totals = new Map<string, number>();
+  const writFunctions = new Map<string, number>();
+  for (const s of samples) {
+    const group = s.tid === main ? 'main thread' : 'other threads';
+    const { cls, writFunction } = classOf(s.frames);
+    const counts = groups.get(group)!;
+    counts.set(cls, (counts.get(cls) ?? 0) + 1);
+    totals.set(group, (totals.get(group) ?? 0) + 1);
+    if (group === 'main thread' && writFunction) writFunctions.set(writFunction, (writFunctions.get(writFunction) ?? 0) + 1);
+  }
+  for (const [group, counts] of groups) {
+    const total = totals.get(group) ?? 0;
+    console.log(`${group}: ${total} samples${group === 'main thread' ? ` (thread ${main})` : ''}`);
+    for (const [cls, n] of [...counts].sort((a, b) => b[1] - a[1])) console.log(`  ${((100 * n) / total).toFixed(1).padStart(5)}%  ${String(n).padStart(6)}  ${cls}`);
+  }
+  const mainTotal = totals.get('main thread') ?? 0;
+  console.log(`Writ's JavaScript on the main thread, by innermost function (share of the main thread):`);
+  for (const [fn, n] of [...writFunctions].sort((a, b) => b[1] - a[1]).slice(0, topFunctions)) console.log(`  ${((100 * n) / mainTotal).toFixed(1).padStart(5)}%  ${fn}`);
+}
+
+await main();
