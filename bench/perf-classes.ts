@@ -15,13 +15,15 @@
  */
 import { createInterface } from 'node:readline';
 
+// Frames are "ADDRESS SYMBOL"; the patterns name whole symbols or their prefixes, so that e.g. a kernel
+// page fault (exc_page_fault) is not taken for Ed25519's ge_* nor V8's JavaScript parser for llhttp's.
 const SUBSYSTEMS: [string, RegExp][] = [
-  ['Ed25519 verification', /ed25519|fe_mul|fe_sq|ge_|SignTraits::DeriveBits/],
-  ['WAL fdatasync', /fdatasync/],
-  ['SQLite (statements, COMMIT, their pwrite/pread)', /sqlite3_|better_sqlite3|Statement::|Database::/],
-  ['garbage collector', /Heap::|Scaveng|MarkCompact|GCTracer|ConcurrentMarking/],
+  ['Ed25519 (verify, and sign)', /ossl_ed25519|SignTraits::DeriveBits/],
+  ['WAL fdatasync', /\sfdatasync|\s__x64_sys_fdatasync|\sdo_fsync|\sext4_sync_file/],
+  ['SQLite (statements, COMMIT, their pwrite/pread)', /\ssqlite3|better_sqlite3|better_sqlite3::|\sStatement::|\sDatabase::/],
+  ['garbage collector', /v8::internal::(Heap::|Scaveng|MarkCompact|GCTracer|ConcurrentMarking|MinorMarkSweep)/],
 ];
-const NETWORK = /llhttp|Parser|StreamBase|LibuvStream|uv__read|uv__write|tcp_|sock|inet|skb|ip_|__sys_|epoll/;
+const NETWORK = /llhttp|node::\S*Parser|StreamBase|LibuvStream|\suv__(read|write|stream)|\s(tcp|sock|inet|skb|ip|__sys)_|\s__x64_sys_(sendto|recvfrom|writev|read|write)\b|epoll/;
 
 function jsFrameOf(frame: string): string | null {
   const sym = frame.replace(/^\S+\s+/, '');
@@ -47,8 +49,10 @@ async function main(): Promise<void> {
   let current: { tid: string; frames: string[] } | null = null;
   for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
     if (line.trim() === '') continue;
-    if (!/^\s/.test(line)) {
-      current = { tid: line.trim().split(/\s+/)[0]!, frames: [] };
+    // A sample's header is its thread id alone (perf pads it with spaces); its frames follow, tab-indented.
+    const header = /^\s*(\d+)\s*$/.exec(line);
+    if (header) {
+      current = { tid: header[1]!, frames: [] };
       samples.push(current);
     } else current?.frames.push(line.trim());
   }
