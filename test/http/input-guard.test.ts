@@ -18,6 +18,16 @@ function holdsIllFormed(value: unknown): boolean {
   return Object.entries(value).some(([k, v]) => bad(k) || holdsIllFormed(v));
 }
 
+/** Whether `assertWellFormed` refuses the value. */
+function walkRefuses(value: unknown): boolean {
+  try {
+    assertWellFormed(value, 'body');
+    return false;
+  } catch {
+    return true;
+  }
+}
+
 const nested = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
 
 describe('jsonDepthExceeds: the bracket count settles small texts, the scan the rest', () => {
@@ -63,17 +73,28 @@ describe('jsonTextWellFormed: the text alone vouches for every parsed string, or
         const text = JSON.stringify(value);
         if (jsonTextWellFormed(text)) expect(holdsIllFormed(JSON.parse(text))).toBe(false);
         // And the walk finds what is there, wherever the text was vouched for or not.
-        const walked = (() => {
-          try {
-            assertWellFormed(JSON.parse(text), 'body');
-            return false;
-          } catch {
-            return true;
-          }
-        })();
-        expect(walked).toBe(holdsIllFormed(value));
+        expect(walkRefuses(JSON.parse(text))).toBe(holdsIllFormed(value));
       }),
       { numRuns: 1000 },
+    );
+  });
+
+  it('nor for hand-written text: raw lone surrogates and NULs, escapes of every kind, an escaped backslash before u', () => {
+    // JSON.stringify escapes what the test above generates; here the text is put together piece by piece.
+    const piece = fc.constantFrom('a', 'é', '😀', '\ud800', '\udc00', '\u0000', '\\n', '\\/', '\\\\', '\\"', '\\u0041', '\\u00e9', '\\ud800', '\\udfff', '\\u0000', '\\ud83d\\ude00', '\\\\u0041');
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 3 }), fc.array(piece, { maxLength: 8 }), (key, value) => {
+        const text = `{"${key.join('')}":["${value.join('')}", 1]}`;
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          return; // a raw NUL: JSON.parse refuses the text, nothing reaches the check
+        }
+        if (jsonTextWellFormed(text)) expect(holdsIllFormed(parsed)).toBe(false);
+        expect(walkRefuses(parsed)).toBe(holdsIllFormed(parsed));
+      }),
+      { numRuns: 2000 },
     );
   });
 
