@@ -261,8 +261,10 @@ async function saturationPhase(server: { url: string; upstreamUrl: string }, jwk
     if (mode === 'gateway') perAgent = Math.max(perAgent, Math.ceil((1.5 * perSecond * SATURATION_SECONDS) / AGENTS) + 5);
     return perSecond;
   };
-  await round('direct', 1); // warm-up
-  await round('gateway', 1);
+  // Warm-up, not counted: neither its rate nor an agent running out of its pool in it.
+  await roundOnce('direct', 1);
+  await roundOnce('gateway', 1);
+  out.exhausted = 0;
   for (let r = 0; r < SATURATION_ROUNDS; r++) {
     for (const mode of r % 2 === 0 ? (['gateway', 'direct'] as const) : (['direct', 'gateway'] as const)) out[mode].push(await round(mode, SATURATION_SECONDS));
   }
