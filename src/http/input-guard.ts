@@ -28,23 +28,24 @@ export function guardInput(app: FastifyInstance, options: { maxDepth: number; bo
       done(new WritError('NESTING_TOO_DEEP', `the body nests objects and arrays more than ${options.maxDepth} deep`, { max_depth: options.maxDepth }), undefined);
       return;
     }
-    parseJson(request, text, (error, body) => {
-      if (!error && typeof body === 'object' && body !== null && jsonTextWellFormed(text)) wellFormedBodies.add(body);
-      done(error, body);
+    parseJson(request, text, (error, parsed) => {
+      if (error) return done(error, undefined);
+      try {
+        assertWellFormedJson(text, parsed, 'body');
+      } catch (e) {
+        return done(e as WritError, undefined);
+      }
+      done(null, parsed);
     });
   });
+  // A body is checked where it is parsed (above): every body comes from that parser.
   app.addHook('preValidation', async (request) => assertWellFormedRequest(request));
 }
-
-/** Bodies parsed from text that `jsonTextWellFormed` passed: their strings need no second look. */
-const wellFormedBodies = new WeakSet<object>();
 
 function assertWellFormedRequest(request: FastifyRequest): void {
   assertWellFormed(request.headers, 'headers');
   assertWellFormed(request.params, 'params');
   assertWellFormed(request.query, 'querystring');
-  const { body } = request;
-  if (!(typeof body === 'object' && body !== null && wellFormedBodies.has(body))) assertWellFormed(body, 'body');
 }
 
 /** Throws MALFORMED_REQUEST naming the first string (value or key) that is not well-formed UTF-16 or holds a NUL. */
@@ -67,6 +68,11 @@ const REFUSED = /[\uD800-\uDFFF]|\u0000/u;
  */
 export function jsonTextWellFormed(text: string): boolean {
   return !text.includes('\\u') && !REFUSED.test(text);
+}
+
+/** `assertWellFormed` for a value JSON.parse made of `text`, skipped when the text alone vouches for it. */
+export function assertWellFormedJson(text: string, parsed: unknown, where: string): void {
+  if (!jsonTextWellFormed(text)) assertWellFormed(parsed, where);
 }
 
 interface IllFormed {

@@ -17,7 +17,7 @@ import { WritError, type ErrorCode } from '../../errors.js';
 import { acquireLeases, forOneOperation, releaseLease, renewLease, type LeaseRequestInput, type WritContext } from '../../service/index.js';
 import type { LeaseStreamReply, LeaseStreamRequest } from '../../wire/v1.js';
 import { AUTHENTICATED, errorResponses } from '../components.js';
-import { assertWellFormed, jsonDepthExceeds, jsonTextWellFormed } from '../input-guard.js';
+import { assertWellFormedJson, jsonDepthExceeds } from '../input-guard.js';
 import { problemOf } from '../problem.js';
 import { STRICT_AJV_OPTIONS } from '../query-coercion.js';
 import { leaseBody, releaseBody, renewBody } from '../schemas.js';
@@ -278,12 +278,10 @@ function parseRequest(data: RawData, isBinary: boolean, maxDepth: number, valida
   const requestId = Number.isSafeInteger(m.id) && (m.id as number) >= 0 ? (m.id as number) : null;
   if (requestId === null) throw malformed(null, 'message/id: must be a non-negative integer (the caller\'s, echoed in the answer)');
   if (typeof m.op !== 'string' || !(OPS as string[]).includes(m.op)) throw malformed(requestId, `message/op: must be one of ${OPS.join(', ')}`);
-  if (!jsonTextWellFormed(text)) {
-    try {
-      assertWellFormed(m, 'message');
-    } catch (e) {
-      throw new StreamRequestError(requestId, e as WritError);
-    }
+  try {
+    assertWellFormedJson(text, m, 'message');
+  } catch (e) {
+    throw new StreamRequestError(requestId, e as WritError);
   }
   const validate = validators[m.op as Op];
   if (!validate(m)) {
