@@ -20,7 +20,7 @@ import { createInterface } from 'node:readline';
 const SUBSYSTEMS: [string, RegExp][] = [
   ['Ed25519 (verify, and sign)', /ossl_ed25519|SignTraits::DeriveBits/],
   ['WAL fdatasync', /\sfdatasync|\s__x64_sys_fdatasync|\sdo_fsync|\sext4_sync_file/],
-  ['SQLite (statements, COMMIT, their pwrite/pread)', /\ssqlite3|better_sqlite3|better_sqlite3::|\sStatement::|\sDatabase::/],
+  ['SQLite (statements, COMMIT, their pwrite/pread)', /\ssqlite3|better_sqlite3|\sStatement::|\sDatabase::/],
   ['garbage collector', /v8::internal::(Heap::|Scaveng|MarkCompact|GCTracer|ConcurrentMarking|MinorMarkSweep)/],
 ];
 const NETWORK = /llhttp|node::\S*Parser|StreamBase|LibuvStream|\suv__(read|write|stream)|\s(tcp|sock|inet|skb|ip|__sys)_|\s__x64_sys_(sendto|recvfrom|writev|read|write)\b|epoll/;
