@@ -7,7 +7,8 @@
 #
 # Prints ops/s and the server process's CPU (user + system, all its threads) per operation, measured
 # from /proc/<pid>/stat around the timed run (after a 2 s warm-up), split into user and system time,
-# and the 1-minute load average. The data directory is under bench/tmp (this disk), or under DATA_ROOT.
+# the main thread's share of it (the event loop: the one thread that cannot use a second core), and the
+# 1-minute load average. The data directory is under bench/tmp (this disk), or under DATA_ROOT.
 set -euo pipefail
 ROOT=$1; MODE=$2; CLIENTS=$3; SECS=$4
 source "$(dirname "$0")/lib.sh"
@@ -18,9 +19,11 @@ echo '{"action":"update_post","resource":"wp:post:1024","environment":"productio
 A="-mode $MODE -url http://127.0.0.1:$PORT -body $D/req -key $HERE/fixtures/keys/seo-agent-7.jwk -principal seo-agent-7 -clients $CLIENTS"
 $LOADGEN $A -seconds 2 >/dev/null
 read -r U0 S0 < <(awk '{print $14, $15}' /proc/$PID/stat)
+M0=$(awk '{print $14 + $15}' /proc/$PID/task/$PID/stat)
 R=$($LOADGEN $A -seconds "$SECS")
 read -r U1 S1 < <(awk '{print $14, $15}' /proc/$PID/stat)
+M1=$(awk '{print $14 + $15}' /proc/$PID/task/$PID/stat)
 T0=$((U0 + S0)); T1=$((U1 + S1))
 OPS=$(echo "$R" | sed 's/.*"ops":\([0-9]*\).*/\1/'); PS=$(echo "$R" | sed 's/.*"per_second":\([0-9.]*\).*/\1/')
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
-echo "$MODE clients=$CLIENTS ops/s=${PS%.*} cpu_us/op=$(( (T1 - T0) * TICK_US / OPS )) (user $(( (U1 - U0) * TICK_US / OPS )), system $(( (S1 - S0) * TICK_US / OPS ))) load=$(cut -d' ' -f1 /proc/loadavg)"
+echo "$MODE clients=$CLIENTS ops/s=${PS%.*} cpu_us/op=$(( (T1 - T0) * TICK_US / OPS )) (user $(( (U1 - U0) * TICK_US / OPS )), system $(( (S1 - S0) * TICK_US / OPS ))) main_thread_us/op=$(( (M1 - M0) * TICK_US / OPS )) load=$(cut -d' ' -f1 /proc/loadavg)"
