@@ -6,9 +6,17 @@
  * (Writ's own code, npm packages, Node's core library), else native networking or other native code.
  * Writ's own JavaScript is also split by its innermost function (`--functions N`: the N largest).
  *
- *   node --perf-basic-prof dist/src/cli/main.js serve …            # JIT frames get names
- *   perf record -e cpu-clock -F 1999 -g -p PID -o perf.data -- sleep 10
- *   perf script -i perf.data -F tid,ip,sym | node dist/bench/perf-classes.js [--functions 12]
+ *   node --perf-prof dist/src/cli/main.js serve …                  # writes ./jit-PID.dump: every JIT code load, timed
+ *   perf record -k mono -e cpu-clock -F 1999 -g -p PID -o perf.data -- sleep 10
+ *   perf inject --jit -i perf.data -o perf.jit.data                  # the dump still where the server wrote it
+ *   perf script -i perf.jit.data -F tid,ip,sym | node dist/bench/perf-classes.js [--functions 12]
+ *   rm -f jit-*.dump; rm -rf ~/.debug/jit                            # what --perf-prof and inject leave behind
+ *
+ * Not `--perf-basic-prof`: its /tmp/perf-PID.map has no times, and when V8 frees code and puts newer
+ * code at the same address, perf may name a sample after the old entry: in a 10 s profile under load,
+ * start-up code (fast-json-stringify compiling the route schemas) took 11–30% of the main thread. The
+ * jitdump's code loads carry timestamps (hence `-k mono`), so `perf inject` names each sample after the
+ * code that was at its address when it was taken.
  *
  * The main thread is the one with the most samples (its thread id is the process id). `--cpu-prof`
  * is no substitute here: it samples wall time, and blames whatever call a descheduled thread was in.
