@@ -10,7 +10,7 @@
  *   perf record -k mono -e cpu-clock -F 1999 -g -p PID -o perf.data -- sleep 10
  *   perf inject --jit -i perf.data -o perf.jit.data                  # the dump still where the server wrote it
  *   perf script -i perf.jit.data -F tid,ip,sym | node dist/bench/perf-classes.js [--functions 12]
- *   rm -f jit-*.dump; rm -rf ~/.debug/jit                            # what --perf-prof and inject leave behind
+ *   rm -f jit-*.dump jitted-*.so; rm -rf ~/.debug/jit              # what --perf-prof and inject leave behind
  *
  * Not `--perf-basic-prof`: its /tmp/perf-PID.map has no times, and when V8 frees code and puts newer
  * code at the same address, perf may name a sample after the old entry: in a 10 s profile under load,
