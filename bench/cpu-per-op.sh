@@ -7,7 +7,7 @@
 #
 # Prints ops/s and the server process's CPU (user + system, all its threads) per operation, measured
 # from /proc/<pid>/stat around the timed run (after a 2 s warm-up), split into user and system time,
-# the main thread's share of it (the event loop: the one thread that cannot use a second core), and the
+# the main thread's CPU per operation (the event loop: the one thread that cannot use a second core), and the
 # 1-minute load average. The data directory is under bench/tmp (this disk), or under DATA_ROOT.
 set -euo pipefail
 ROOT=$1; MODE=$2; CLIENTS=$3; SECS=$4

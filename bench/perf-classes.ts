@@ -10,11 +10,11 @@
  *   perf record -k mono -e cpu-clock -F 1999 -g -p PID -o perf.data -- sleep 10
  *   perf inject --jit -i perf.data -o perf.jit.data                  # the dump still where the server wrote it
  *   perf script -i perf.jit.data -F tid,ip,sym | node dist/bench/perf-classes.js [--functions 12]
- *   rm -f jit-*.dump jitted-*.so; rm -rf ~/.debug/jit              # what --perf-prof and inject leave behind
+ *   rm -f jit-*.dump jitted-*.so                                      # what --perf-prof and inject leave behind
  *
  * Not `--perf-basic-prof`: its /tmp/perf-PID.map has no times, and when V8 frees code and puts newer
  * code at the same address, perf may name a sample after the old entry: in a 10 s profile under load,
- * start-up code (fast-json-stringify compiling the route schemas) took 11–30% of the main thread. The
+ * start-up code (fast-json-stringify compiling the route schemas) took up to 30% of the main thread. The
  * jitdump's code loads carry timestamps (hence `-k mono`), so `perf inject` names each sample after the
  * code that was at its address when it was taken.
  *
