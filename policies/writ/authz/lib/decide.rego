@@ -101,7 +101,10 @@ else := {concat("", ["action ", request.action, " is not in the action catalogue
 
 # --- resource class, ownership, obligations
 
-rule := resource_class.rule_for(request.resource)
+# The resource class rules matching the requested key (indexes), and the one that governs it.
+matching_rules := resource_class.matching(request.resource)
+
+rule := resource_class.most_specific(matching_rules)
 
 field_map := object.get(rule, "fields", {})
 
@@ -191,7 +194,7 @@ missing_owner(field) := concat("", ["no owner for field ", field, " of managed r
 # UNKNOWN_RESOURCE before the policy runs; a policy evaluated directly denies it too).
 
 registration_reasons := set() if {
-	resource_class.registered(request.resource)
+	count(matching_rules) > 0
 } else := {concat("", ["resource ", request.resource, " matches no resource class in data.writ.resource_classes"])}
 
 # --- domain rules: every `deny` of a package below writ.authz.domain (see domain/owner_only.rego)

@@ -29,3 +29,16 @@ test_unknown_resource_is_exclusive_and_unmanaged if {
 	r := resource_class.rule_for("nowhere:1") with data.writ.resource_classes as rules
 	r == {"pattern": "**", "class": "WRITE_EXCLUSIVE", "managed": false}
 }
+
+test_a_single_matching_rule_governs if {
+	r := resource_class.rule_for("site:other.org:robots:txt") with data.writ.resource_classes as rules
+	r.class == "READ_SHARED"
+}
+
+test_matching_lists_every_matching_rule_in_order if {
+	resource_class.matching("site:example.com:robots") == [0, 1, 2, 3] with data.writ.resource_classes as rules
+	resource_class.matching("site:example.com") == [0, 3] with data.writ.resource_classes as rules
+	resource_class.matching("nowhere:1") == [] with data.writ.resource_classes as rules
+	resource_class.registered("site:a:b") with data.writ.resource_classes as rules
+	not resource_class.registered("nowhere:1") with data.writ.resource_classes as rules
+}

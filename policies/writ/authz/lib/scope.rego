@@ -6,27 +6,41 @@ import data.writ.authz.lib.instant
 import data.writ.authz.lib.text
 
 # A canonical key matches a pattern segment by segment on ":": a literal, "*" (exactly one
-# segment) or a final "**" (zero or more segments).
+# segment) or a final "**" (zero or more segments). Written for speed in wasm, where every decision
+# matches the key against each resource class: a pattern without "*" is compared whole, and no
+# arithmetic (a decimal number library in wasm) is done. test/policy/patterns-agree.test.ts checks
+# these rules against src/graph/patterns.ts.
 matches(key, pattern) if {
-	ks := split(key, ":")
-	ps := split(pattern, ":")
-	last := count(ps) - 1
-	ps[last] == "**"
-	count(ks) >= last
-	every j, p in array.slice(ps, 0, last) {
-		segment_matches(ks[j], p)
-	}
+	not contains(pattern, "*")
+	key == pattern
 }
 
 matches(key, pattern) if {
+	contains(pattern, "*")
+	not unbounded(pattern)
 	ks := split(key, ":")
 	ps := split(pattern, ":")
-	ps[count(ps) - 1] != "**"
 	count(ks) == count(ps)
 	every j, p in ps {
 		segment_matches(ks[j], p)
 	}
 }
+
+matches(_, "**")
+
+matches(key, pattern) if {
+	endswith(pattern, ":**")
+	ps := split(trim_suffix(pattern, ":**"), ":")
+	ks := split(key, ":")
+	count(ks) >= count(ps)
+	every j, p in ps {
+		segment_matches(ks[j], p)
+	}
+}
+
+unbounded("**")
+
+unbounded(pattern) if endswith(pattern, ":**")
 
 segment_matches(_, p) if p == "*"
 
