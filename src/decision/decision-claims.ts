@@ -37,16 +37,28 @@ export interface DecisionClaims {
  * seconds (exp rounded up; the millisecond `expires_at` is the precise limit and is checked too); every
  * other field of DecisionClaims is a private claim under its own name.
  */
-export function claimsToPayload(claims: DecisionClaims): JWTPayload {
-  const { decision_id, principal, audience, ...rest } = claims;
+export function claimsToPayload(c: DecisionClaims): JWTPayload {
+  // Spelled out, not `{ ...rest }` after a destructuring: on every decision, and V8's object rest and
+  // spread cost ~5–13 µs here against well under 1 µs for a literal (bench/RESULTS.md, issue 10).
   return {
-    ...rest,
+    action: c.action,
+    resource: c.resource,
+    environment: c.environment,
+    fields: c.fields,
+    chain: c.chain,
+    owners: c.owners,
+    graph_revision: c.graph_revision,
+    policy_revision: c.policy_revision,
+    obligations: c.obligations,
+    risk: c.risk,
+    issued_at: c.issued_at,
+    expires_at: c.expires_at,
     iss: DECISION_ISSUER,
-    jti: decision_id,
-    sub: principal,
-    aud: audience,
-    iat: Math.floor(claims.issued_at / 1000),
-    exp: Math.ceil(claims.expires_at / 1000),
+    jti: c.decision_id,
+    sub: c.principal,
+    aud: c.audience,
+    iat: Math.floor(c.issued_at / 1000),
+    exp: Math.ceil(c.expires_at / 1000),
   };
 }
 
