@@ -1,15 +1,15 @@
-import { createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
+import { createPublicKey, verify, type KeyObject } from 'node:crypto';
+import { ed25519 } from './ed25519.js';
 
 /**
  * Compact JWS (RFC 7515) for the two token kinds Writ verifies on every write: caller assertions and
- * decisions. Decoding is strict and the signature check is node:crypto's one-shot `verify`. Under load
- * the server verifies on libuv's thread pool (`verifyJwsSignatureAsync`, node:crypto's `verify` with a
- * callback, not jose's WebCrypto, which measured p50 ~150 µs and p99 ~1.6 ms per token here), and on the
- * event loop when that has been quiet: under concurrent load the main thread keeps parsing and committing
- * meanwhile, and lease pairs over HTTP
- * went from 267–540 to 513–765 pairs/s in alternated runs on the busy 2-core machine (bench/side-by-side.ts,
- * issue 10). jose still makes keys and signs assertions (SDK); the claim checks live with each
- * verifier, which words its own refusals.
+ * decisions. Decoding is strict. Ed25519 (EdDSA) is signed and checked by the process's implementation
+ * (ed25519.ts: libsodium in the server, ~18 µs a signature and ~49 µs a check here), on the event loop:
+ * that is cheaper in all than node:crypto's OpenSSL on libuv's thread pool and back (bench/RESULTS.md,
+ * issue 10). ES256 (P-256, for caller keys) is node:crypto's one-shot `verify`, on the thread pool when
+ * the event loop is busy (`verifyJwsSignatureAsync`; not jose's WebCrypto, which measured p50 ~150 µs and
+ * p99 ~1.6 ms per token here). jose still makes keys and signs assertions (SDK); the claim checks live
+ * with each verifier, which words its own refusals.
  */
 export type JwsAlgorithm = 'EdDSA' | 'ES256';
 
@@ -30,7 +30,7 @@ const SEGMENT = /^[A-Za-z0-9_-]*$/;
  */
 export function signEdDsaJws(key: { kid: string; privateKey: KeyObject }, typ: string, payloadJson: string): string {
   const input = `${encodedHeader(key.kid, typ)}.${Buffer.from(payloadJson).toString('base64url')}`;
-  return `${input}.${sign(null, Buffer.from(input), key.privateKey).toString('base64url')}`;
+  return `${input}.${ed25519().sign(key.privateKey, Buffer.from(input)).toString('base64url')}`;
 }
 
 /** The encoded protected header of the last key that signed each `typ` (it changes only at a rotation). */
@@ -93,26 +93,24 @@ export function algorithmOf(key: KeyObject): JwsAlgorithm | undefined {
 export function verifyJwsSignature(jws: DecodedJws, alg: JwsAlgorithm, key: KeyObject): boolean {
   if (algorithmOf(key) !== alg) return false;
   const data = Buffer.from(jws.signingInput, 'ascii');
-  if (alg === 'EdDSA') return jws.signature.length === 64 && verify(null, data, key, jws.signature);
+  if (alg === 'EdDSA') return ed25519().verify(key, data, jws.signature);
   // ES256 signatures are R || S, 64 bytes (RFC 7518 §3.4), not DER.
   return jws.signature.length === 64 && verify('sha256', data, { key, dsaEncoding: 'ieee-p1363' }, jws.signature);
 }
 
 /**
- * `verifyJwsSignature`, on libuv's thread pool when the event loop is busy (node:crypto's `verify` with
- * a callback): the same answer, but the main thread parses, evaluates and commits other requests
+ * `verifyJwsSignature`, for the verifiers that may wait. EdDSA is checked here, at once (ed25519.ts). An
+ * ES256 check goes to libuv's thread pool when the event loop is busy (node:crypto's `verify` with a
+ * callback): the same answer, but the main thread parses, evaluates and commits other requests
  * meanwhile. When the loop has been mostly idle lately there is nothing to overlap with, and the two
- * hand-offs between threads (each a wake-up of an idle core) cost more than the check: it is done
- * here, at once.
+ * hand-offs between threads (each a wake-up of an idle core) cost more than the check: it is done here.
  */
 export function verifyJwsSignatureAsync(jws: DecodedJws, alg: JwsAlgorithm, key: KeyObject): Promise<boolean> {
-  if (loopIsQuiet()) return Promise.resolve(verifyJwsSignature(jws, alg, key));
+  if (alg === 'EdDSA' || loopIsQuiet()) return Promise.resolve(verifyJwsSignature(jws, alg, key));
   if (algorithmOf(key) !== alg || jws.signature.length !== 64) return Promise.resolve(false);
   const data = Buffer.from(jws.signingInput, 'ascii');
   return new Promise((resolve) => {
-    const done = (error: Error | null, ok: boolean) => resolve(error === null && ok);
-    if (alg === 'EdDSA') verify(null, data, key, jws.signature, done);
-    else verify('sha256', data, { key, dsaEncoding: 'ieee-p1363' }, jws.signature, done);
+    verify('sha256', data, { key, dsaEncoding: 'ieee-p1363' }, jws.signature, (error, ok) => resolve(error === null && ok));
   });
 }
 

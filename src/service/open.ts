@@ -1,6 +1,6 @@
 import { systemClock, type Clock } from '../clock.js';
 import type { WritConfig } from '../config/index.js';
-import { KeyRing, ReplayGuard } from '../decision/index.js';
+import { KeyRing, libsodiumEd25519, ReplayGuard, useEd25519 } from '../decision/index.js';
 import { LiveGraph } from '../graph/index.js';
 import { openReloadingPolicyEngine } from '../policy/index.js';
 import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
@@ -29,6 +29,8 @@ export interface OpenedWrit {
  */
 export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
+  // Every Ed25519 signature and check of this process through libsodium (see decision/ed25519.ts).
+  useEd25519(libsodiumEd25519);
   const store = options.store ?? (await openStore(config));
   const closers: (() => Promise<void>)[] = [];
   try {

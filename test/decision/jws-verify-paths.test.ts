@@ -1,8 +1,10 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, sign } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
+import { libsodiumEd25519 } from '../../src/decision/ed25519-libsodium.js';
+import { opensslEd25519, useEd25519 } from '../../src/decision/ed25519.js';
 import { decodeCompactJws, signEdDsaJws, verifyJwsSignatureAsync } from '../../src/decision/jws.js';
 
-// Records whether each check ran on the thread pool (a callback given) or on the event loop.
+// Records whether each node:crypto check ran on the thread pool (a callback given) or on the event loop.
 const calls = vi.hoisted(() => ({ pool: 0, inline: 0 }));
 vi.mock('node:crypto', async (original) => {
   const crypto = await original<typeof import('node:crypto')>();
@@ -14,20 +16,28 @@ vi.mock('node:crypto', async (original) => {
   return { ...crypto, default: { ...crypto, verify }, verify };
 });
 
-const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-const other = generateKeyPairSync('ed25519').publicKey;
-const token = signEdDsaJws({ kid: 'k1', privateKey }, 'test+jwt', JSON.stringify({ sub: 'a' }));
-const tampered = (() => {
+const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+const withPayload = (token: string, payload: unknown) => {
   const [h, , s] = token.split('.');
-  return `${h}.${Buffer.from(JSON.stringify({ sub: 'b' })).toString('base64url')}.${s}`;
-})();
+  return `${h}.${b64(payload)}.${s}`;
+};
 
-async function answers(): Promise<boolean[]> {
+const ed = generateKeyPairSync('ed25519');
+const edOther = generateKeyPairSync('ed25519').publicKey;
+const edToken = signEdDsaJws({ kid: 'k1', privateKey: ed.privateKey }, 'test+jwt', JSON.stringify({ sub: 'a' }));
+
+const p256 = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+const p256Other = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey;
+const esInput = `${b64({ alg: 'ES256', kid: 'k2', typ: 'test+jwt' })}.${b64({ sub: 'a' })}`;
+const esToken = `${esInput}.${sign('sha256', Buffer.from(esInput), { key: p256.privateKey, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`;
+
+/** A good signature, another payload, another key, another algorithm: for each kind of key. */
+async function answers(token: string, alg: 'EdDSA' | 'ES256', key: typeof ed.publicKey, other: typeof ed.publicKey): Promise<boolean[]> {
   return Promise.all([
-    verifyJwsSignatureAsync(decodeCompactJws(token), 'EdDSA', publicKey),
-    verifyJwsSignatureAsync(decodeCompactJws(tampered), 'EdDSA', publicKey),
-    verifyJwsSignatureAsync(decodeCompactJws(token), 'EdDSA', other),
-    verifyJwsSignatureAsync(decodeCompactJws(token), 'ES256', publicKey),
+    verifyJwsSignatureAsync(decodeCompactJws(token), alg, key),
+    verifyJwsSignatureAsync(decodeCompactJws(withPayload(token, { sub: 'b' })), alg, key),
+    verifyJwsSignatureAsync(decodeCompactJws(token), alg, other),
+    verifyJwsSignatureAsync(decodeCompactJws(token), alg === 'EdDSA' ? 'ES256' : 'EdDSA', key),
   ]);
 }
 
@@ -37,19 +47,42 @@ function busy(ms: number): void {
   while (performance.now() < until);
 }
 
-describe('an Ed25519 check, on the event loop when it is quiet and on the thread pool when it is busy', () => {
-  it('gives the same answers either way: a good signature, another payload, another key, another algorithm', async () => {
-    // Quiet: the loop slept through the last window (the first round closes the window the imports were in).
-    await answers();
-    await new Promise((r) => setTimeout(r, 200));
+async function quiet(): Promise<void> {
+  // The loop sleeps through the last window (the first round closes the window the imports were in).
+  await answers(esToken, 'ES256', p256.publicKey, p256Other);
+  await new Promise((r) => setTimeout(r, 200));
+}
+
+describe('which thread checks a signature', () => {
+  it('ES256: on the event loop when it is quiet, on the thread pool when it is busy, with the same answers', async () => {
+    await quiet();
     calls.pool = calls.inline = 0;
-    expect(await answers()).toEqual([true, false, false, false]);
+    expect(await answers(esToken, 'ES256', p256.publicKey, p256Other)).toEqual([true, false, false, false]);
     expect(calls).toEqual({ pool: 0, inline: 3 });
 
-    // Busy: the loop worked through (nearly) the whole last window.
     busy(60);
     calls.pool = calls.inline = 0;
-    expect(await answers()).toEqual([true, false, false, false]);
+    expect(await answers(esToken, 'ES256', p256.publicKey, p256Other)).toEqual([true, false, false, false]);
     expect(calls).toEqual({ pool: 3, inline: 0 });
+  });
+
+  it('EdDSA: on the event loop whether it is quiet or busy, by OpenSSL (the default) or libsodium (the server)', async () => {
+    await quiet();
+    calls.pool = calls.inline = 0;
+    expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
+    busy(60);
+    expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
+    expect(calls).toEqual({ pool: 0, inline: 6 });
+
+    useEd25519(libsodiumEd25519);
+    try {
+      calls.pool = calls.inline = 0;
+      expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
+      busy(60);
+      expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
+      expect(calls).toEqual({ pool: 0, inline: 0 });
+    } finally {
+      useEd25519(opensslEd25519);
+    }
   });
 });

@@ -1,0 +1,91 @@
+import { createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto';
+import fc from 'fast-check';
+import { createLocalJWKSet, jwtVerify } from 'jose';
+import { describe, expect, it } from 'vitest';
+import { libsodiumEd25519 as sodium } from '../../src/decision/ed25519-libsodium.js';
+import { ed25519, opensslEd25519 as openssl, useEd25519 } from '../../src/decision/ed25519.js';
+import { startHarness } from '../support/harness.js';
+
+/** The group order L of Ed25519 (RFC 8032 §5.1), little-endian, as a signature's S is encoded. */
+const L = (1n << 252n) + 27742317777372353535851937790883648493n;
+const le32 = (n: bigint) => Buffer.from(Array.from({ length: 32 }, (_, i) => Number((n >> BigInt(8 * i)) & 0xffn)));
+const fromLe = (b: Buffer) => b.reduceRight((acc, byte) => (acc << 8n) | BigInt(byte), 0n);
+
+const keys = Array.from({ length: 4 }, () => generateKeyPairSync('ed25519'));
+
+describe('Ed25519: libsodium (the server) and OpenSSL (the default, the SDK)', () => {
+  it('signs exactly as node:crypto (OpenSSL) does, and each verifies the other', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: keys.length - 1 }), fc.uint8Array({ maxLength: 2048 }), (k, bytes) => {
+        const { privateKey, publicKey } = keys[k]!;
+        const message = Buffer.from(bytes);
+        const bySodium = sodium.sign(privateKey, message);
+        expect(bySodium.equals(openssl.sign(privateKey, message))).toBe(true);
+        expect(bySodium.equals(sign(null, message, privateKey))).toBe(true);
+        expect(openssl.verify(publicKey, message, bySodium)).toBe(true);
+        expect(sodium.verify(publicKey, message, sign(null, message, privateKey))).toBe(true);
+      }),
+      { numRuns: 300, seed: 11 },
+    );
+  });
+
+  it.each([sodium, openssl])('$name refuses another message, another key, any flipped bit and any length but 64, as false', (impl) => {
+    const { privateKey, publicKey } = keys[0]!;
+    const message = Buffer.from('writ decision');
+    const signature = impl.sign(privateKey, message);
+    expect(impl.verify(publicKey, message, signature)).toBe(true);
+    expect(impl.verify(publicKey, Buffer.from('writ decisioN'), signature)).toBe(false);
+    expect(impl.verify(keys[1]!.publicKey, message, signature)).toBe(false);
+    for (let bit = 0; bit < 512; bit += 7) {
+      const flipped = Buffer.from(signature);
+      flipped[bit >> 3]! ^= 1 << (bit & 7);
+      expect(impl.verify(publicKey, message, flipped), `bit ${bit}`).toBe(false);
+    }
+    expect(impl.verify(publicKey, message, signature.subarray(0, 63))).toBe(false);
+    expect(impl.verify(publicKey, message, Buffer.concat([signature, Buffer.alloc(1)]))).toBe(false);
+    expect(impl.verify(publicKey, message, Buffer.alloc(0))).toBe(false);
+  });
+
+  it.each([sodium, openssl])('$name refuses a malleated signature (S + L: the same point, a non-canonical scalar)', (impl) => {
+    const { privateKey, publicKey } = keys[2]!;
+    const message = Buffer.from('pay 10');
+    const signature = impl.sign(privateKey, message);
+    const s = fromLe(signature.subarray(32));
+    const malleated = Buffer.concat([signature.subarray(0, 32), le32(s + L)]);
+    expect(impl.verify(publicKey, message, malleated)).toBe(false);
+  });
+
+  it('refuses a small-order public key, with which one signature verifies for every message (OpenSSL accepts it)', () => {
+    // The identity point (y = 1) as a public key, and the signature R = identity, S = 0: it satisfies the
+    // bare verification equation for any message. Writ's keys are registered by governance, so this is
+    // defence in depth: such a key verifies nothing here.
+    const identity = le32(1n);
+    const publicKey = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: identity.toString('base64url') }, format: 'jwk' });
+    const forged = Buffer.concat([identity, Buffer.alloc(32)]);
+    expect(openssl.verify(publicKey, Buffer.from('any message'), forged)).toBe(true);
+    expect(sodium.verify(publicKey, Buffer.from('any message'), forged)).toBe(false);
+    expect(sodium.verify(publicKey, Buffer.from('another one'), forged)).toBe(false);
+  });
+
+  it.each([sodium, openssl])('$name throws for a key of another kind (never signs or verifies with it)', (impl) => {
+    const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    expect(() => impl.sign(ec.privateKey, Buffer.from('x'))).toThrow(/not an Ed25519 private key/);
+    expect(() => impl.verify(ec.publicKey, Buffer.from('x'), Buffer.alloc(64))).toThrow(/not an Ed25519 public key/);
+    expect(() => impl.sign(keys[0]!.publicKey, Buffer.from('x'))).toThrow(/not an Ed25519 private key/);
+  });
+
+  it('a Writ, once open, signs with libsodium: its decisions over HTTP verify with jose against its JWKS', async () => {
+    const h = await startHarness();
+    try {
+      expect(ed25519().name).toBe('libsodium');
+      const res = await h.call('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'] } });
+      expect(res.status).toBe(200);
+      const jwks = (await h.call(null, { method: 'GET', url: '/.well-known/jwks.json' })).body;
+      const { payload } = await jwtVerify(res.body.token, createLocalJWKSet(jwks), { audience: h.config.gatewayAudience, currentDate: new Date(h.clock.now()) });
+      expect(payload.jti).toBe(res.body.decision_id);
+    } finally {
+      await h.close();
+      useEd25519(openssl);
+    }
+  });
+});
