@@ -17,8 +17,8 @@ export interface DecisionSigner {
  * Why not jose's SignJWT here: jose 6 signs through WebCrypto, which costs ~135 µs per Ed25519
  * signature on these machines against ~18 µs for libsodium (jws.ts, ed25519.ts), and signing is a
  * large part of a decision's latency budget (bench/RESULTS.md). The compact serialization is three
- * base64url parts joined by dots (RFC 7515 §7.1); every token is verified by `verifyDecision` (libsodium
- * too), and the tests check that jose, an independent implementation, accepts what this produces.
+ * base64url parts joined by dots (RFC 7515 §7.1); every token is verified by `verifyDecision` (the same
+ * implementation), and the tests check that jose, an independent implementation, accepts what this produces.
  */
 export async function signDecision(keyRing: DecisionSigner, claims: DecisionClaims): Promise<string> {
   if (!(claims.expires_at > claims.issued_at)) {

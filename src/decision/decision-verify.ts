@@ -5,9 +5,10 @@ import { DECISION_ALG, DECISION_ISSUER, DECISION_TYP, payloadToClaims, type Deci
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 /**
- * The verifier. It imports only node:crypto, the JWS helpers (libsodium for Ed25519) and the error catalogue, so an offline
+ * The verifier. It imports only node:crypto, the JWS helpers and the error catalogue, so an offline
  * client (the SDK) can verify decisions against a fetched JWKS without pulling in the key ring's
- * file-system code.
+ * file-system code, nor libsodium: Ed25519 is checked by the process's implementation (ed25519.ts),
+ * node:crypto's in the SDK, libsodium's in the server.
  */
 
 /** Something that maps a `kid` to the public key that verifies it (the server's KeyRing is one). */
