@@ -33,6 +33,10 @@ test_unknown_resource_is_exclusive_and_unmanaged if {
 test_a_single_matching_rule_governs if {
 	r := resource_class.rule_for("site:other.org:robots:txt") with data.writ.resource_classes as rules
 	r.class == "READ_SHARED"
+	single := resource_class.rule_for("site:a") with data.writ.resource_classes as array.concat([{"pattern": "other:*", "class": "READ_SHARED", "managed": false}], rules)
+	single.class == "READ_SHARED"
+	listed_last := resource_class.rule_for("x:y") with data.writ.resource_classes as array.concat(rules, [{"pattern": "x:*", "class": "WRITE_OPTIMISTIC", "managed": true}])
+	listed_last.class == "WRITE_OPTIMISTIC"
 }
 
 test_matching_lists_every_matching_rule_in_order if {

@@ -11,7 +11,7 @@ import data.writ.authz.lib.text
 # arithmetic (a decimal number library in wasm) is done. test/policy/patterns-agree.test.ts checks
 # these rules against src/graph/patterns.ts.
 matches(key, pattern) if {
-	not contains(pattern, "*")
+	indexof(pattern, "*") == -1
 	key == pattern
 }
 
@@ -26,7 +26,7 @@ matches(key, pattern) if {
 	}
 }
 
-matches(_, "**")
+matches(key, "**") if is_string(key)
 
 matches(key, pattern) if {
 	endswith(pattern, ":**")

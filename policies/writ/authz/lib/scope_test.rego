@@ -40,3 +40,11 @@ test_missing_depth_allows_no_further_delegation if {
 	scope.depth(null) == 0
 	scope.depth(3) == 3
 }
+
+# Keys and patterns reach the policy as input: only strings match (a policy evaluated directly, as by
+# `opa eval` or an OPA server, is given whatever its caller sends).
+test_only_strings_match if {
+	every pair in [[null, "**"], [5, "**"], [{"a": 1}, "**"], [5, 5], [null, null], ["wp", null], [["wp"], "wp:**"]] {
+		not scope.matches(input.key, input.pattern) with input as {"key": pair[0], "pattern": pair[1]}
+	}
+}
