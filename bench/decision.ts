@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../src/config/index.js';
-import { signDecision } from '../src/decision/index.js';
+import { ed25519, signDecision } from '../src/decision/index.js';
 import { principalsOf, resolveChains, resolveOwners } from '../src/graph/index.js';
 import { GOVERNANCE_ID } from '../src/graph/model.js';
 import { applyManifest, decide, openWrit, readManifest } from '../src/service/index.js';
@@ -114,7 +114,7 @@ async function main(): Promise<void> {
     row('  the same, CPU time of the process (user + system)', cpuS),
     row('  resolve chains + owners', summarize(resolve)),
     row('  evaluate Rego (opa-wasm)', summarize(evaluate)),
-    row('  sign (Ed25519 by libsodium, compact JWS)', summarize(sign)),
+    row(`  sign (Ed25519 by ${ed25519().name}, compact JWS)`, summarize(sign)),
     row(`control: ${k} raw node:crypto Ed25519 signature${k === 1 ? '' : 's'} of 600 bytes, after each decide`, control_),
     '',
     `Target p99 < 200 µs: wall clock ${all.p99 < 200 ? 'met' : 'MISSED'} (p99 ${all.p99.toFixed(0)} µs); CPU time ${cpuS.p99 < 200 ? 'met' : 'MISSED'} (p99 ${cpuS.p99.toFixed(0)} µs). On 2 shared cores a wall-clock tail above the CPU-time one is the process waiting for a core (see the load average); CPU time is counted in the kernel's ticks of accounting (getrusage), so single calls read coarsely and its p50 is rough.`,

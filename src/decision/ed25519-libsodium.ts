@@ -1,13 +1,15 @@
 /// <reference path="../types/sodium-native.d.ts" />
+// (The reference: the lease tests compile a few files for their child processes, without the tsconfig.)
 import type { KeyObject } from 'node:crypto';
 import sodium from 'sodium-native';
-import type { Ed25519 } from './ed25519.js';
+import { checkEd25519Key, type Ed25519 } from './ed25519.js';
 
 /**
  * Ed25519 through libsodium (sodium-native): see ed25519.ts for why and where. Keys stay node:crypto
  * KeyObjects everywhere (key files, JWKS import, jose in the SDK): the raw bytes libsodium takes are
- * derived once per KeyObject and kept beside it (a WeakMap, so they go with it), a secret key in
- * sodium_malloc'd memory (guard pages, never swapped out).
+ * derived once per KeyObject and kept beside it (a WeakMap, so they go with it). libsodium's copy of a
+ * secret key is in sodium_malloc'd memory (guard pages, locked where the system allows); the KeyObject
+ * it came from keeps its own copy, as before.
  */
 const secretKeys = new WeakMap<KeyObject, Buffer>();
 const publicKeys = new WeakMap<KeyObject, Buffer>();
@@ -15,7 +17,7 @@ const publicKeys = new WeakMap<KeyObject, Buffer>();
 function secretKeyOf(privateKey: KeyObject): Buffer {
   let sk = secretKeys.get(privateKey);
   if (sk === undefined) {
-    if (privateKey.type !== 'private' || privateKey.asymmetricKeyType !== 'ed25519') throw new TypeError('not an Ed25519 private key');
+    checkEd25519Key(privateKey, 'private');
     const seed = Buffer.from(privateKey.export({ format: 'jwk' }).d!, 'base64url');
     sk = sodium.sodium_malloc(sodium.crypto_sign_SECRETKEYBYTES);
     sodium.crypto_sign_seed_keypair(Buffer.alloc(sodium.crypto_sign_PUBLICKEYBYTES), sk, seed);
@@ -28,7 +30,7 @@ function secretKeyOf(privateKey: KeyObject): Buffer {
 function publicKeyOf(publicKey: KeyObject): Buffer {
   let pk = publicKeys.get(publicKey);
   if (pk === undefined) {
-    if (publicKey.type !== 'public' || publicKey.asymmetricKeyType !== 'ed25519') throw new TypeError('not an Ed25519 public key');
+    checkEd25519Key(publicKey, 'public');
     pk = Buffer.from(publicKey.export({ format: 'jwk' }).x!, 'base64url');
     publicKeys.set(publicKey, pk);
   }

@@ -10,8 +10,9 @@ import { sign, verify, type KeyObject } from 'node:crypto';
  * it signs in ~18 µs against ~28 µs and verifies in ~49 µs against ~79 µs on these machines, and one
  * of each is on every decision and every lease call (bench/RESULTS.md, issue 10). Signing is
  * deterministic, so both give the same bytes for the same key and message; libsodium's verification is
- * the stricter one (it also refuses small-order public keys and `R`s, which OpenSSL accepts).
- * test/decision/ed25519.test.ts checks both.
+ * the stricter one (it also refuses small-order public keys and `R`s; OpenSSL 3 accepted a signature
+ * by the identity point for any message). test/decision/ed25519.test.ts checks both. The server's
+ * choice is one-way for the process (a test that opened a Writ leaves libsodium installed).
  */
 export interface Ed25519 {
   readonly name: 'openssl' | 'libsodium';
@@ -21,14 +22,19 @@ export interface Ed25519 {
   verify(publicKey: KeyObject, data: Uint8Array, signature: Uint8Array): boolean;
 }
 
+/** Throws unless `key` is an Ed25519 key of that type: no implementation signs or verifies with another kind. */
+export function checkEd25519Key(key: KeyObject, type: 'private' | 'public'): void {
+  if (key.type !== type || key.asymmetricKeyType !== 'ed25519') throw new TypeError(`not an Ed25519 ${type} key`);
+}
+
 export const opensslEd25519: Ed25519 = {
   name: 'openssl',
   sign(privateKey, data) {
-    if (privateKey.type !== 'private' || privateKey.asymmetricKeyType !== 'ed25519') throw new TypeError('not an Ed25519 private key');
+    checkEd25519Key(privateKey, 'private');
     return sign(null, data, privateKey);
   },
   verify(publicKey, data, signature) {
-    if (publicKey.type !== 'public' || publicKey.asymmetricKeyType !== 'ed25519') throw new TypeError('not an Ed25519 public key');
+    checkEd25519Key(publicKey, 'public');
     return signature.length === 64 && verify(null, data, publicKey, signature);
   },
 };

@@ -1,6 +1,8 @@
 import { systemClock, type Clock } from '../clock.js';
 import type { WritConfig } from '../config/index.js';
-import { KeyRing, libsodiumEd25519, ReplayGuard, useEd25519 } from '../decision/index.js';
+import { KeyRing, ReplayGuard, useEd25519 } from '../decision/index.js';
+// Imported here only, where the server is composed: the SDK and the domain never load the native addon.
+import { libsodiumEd25519 } from '../decision/ed25519-libsodium.js';
 import { LiveGraph } from '../graph/index.js';
 import { openReloadingPolicyEngine } from '../policy/index.js';
 import { openSqliteStore } from '../store/sqlite/sqlite-store.js';

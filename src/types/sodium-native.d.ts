@@ -4,7 +4,6 @@ declare module 'sodium-native' {
     crypto_sign_BYTES: number;
     crypto_sign_PUBLICKEYBYTES: number;
     crypto_sign_SECRETKEYBYTES: number;
-    crypto_sign_SEEDBYTES: number;
     /** Guarded, locked memory (not swapped out; freed when the buffer is collected). */
     sodium_malloc(size: number): Buffer;
     crypto_sign_seed_keypair(pk: Uint8Array, sk: Uint8Array, seed: Uint8Array): void;
