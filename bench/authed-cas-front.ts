@@ -1,19 +1,20 @@
 /**
  * A peer for the lease comparison (bench/side-by-side.ts): the least an authenticated HTTP lease
  * service on PostgreSQL must do per request, speaking Writ's lease routes so the same load generator
- * drives it. Per call: verify the caller's Ed25519 assertion (node:crypto on the thread pool, as Writ
- * did until 2026-12-02; Writ now checks with libsodium on its event loop, ~49 µs against ~79 µs, which
- * this peer does not get: what a user would write with node:crypto), then ONE autocommitted statement that spends its jti (a durable single-use id, as Writ's) and
+ * drives it. Per call: verify the caller's Ed25519 assertion (libsodium on the event loop, the same
+ * implementation as Writ's, src/decision/ed25519-libsodium.ts; until 2026-12-02 both used node:crypto on the
+ * thread pool), then ONE autocommitted statement that spends its jti (a durable single-use id, as Writ's) and
  * compare-and-sets the key's row (acquire: free or expired → holder, epoch + 1, a fresh token; release:
  * by token). No policy, no decision check, no graph, no receipts, no queue, no fencing state beyond the
  * epoch: what a user would get by putting fastify and a signature check in front of the PostgreSQL CAS.
  *
  *   node dist/bench/authed-cas-front.js --port N --database postgres://… --key fixtures/keys/seo-agent-7.jwk [--pool 32]
  */
-import { createPublicKey, randomUUID, verify } from 'node:crypto';
+import { createPublicKey, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import Fastify from 'fastify';
 import pg from 'pg';
+import { libsodiumEd25519 } from '../src/decision/ed25519-libsodium.js';
 import { argValue as arg } from './results-file.js';
 
 const jwk = JSON.parse(readFileSync(arg('key'), 'utf8')) as { kty: string; crv: string; x: string };
@@ -38,7 +39,7 @@ async function authenticate(authorization: string | undefined): Promise<string> 
   const token = authorization?.startsWith('Bearer ') ? authorization.slice(7) : '';
   const [h, p, s] = token.split('.');
   if (!h || !p || !s) throw new Refused(401, 'no assertion');
-  const ok = await new Promise<boolean>((resolve) => verify(null, Buffer.from(`${h}.${p}`), publicKey, Buffer.from(s, 'base64url'), (e, v) => resolve(!e && v)));
+  const ok = libsodiumEd25519.verify(publicKey, Buffer.from(`${h}.${p}`), Buffer.from(s, 'base64url'));
   if (!ok) throw new Refused(401, 'bad signature');
   const claims = JSON.parse(Buffer.from(p, 'base64url').toString()) as { exp: number; jti: string; sub: string };
   if (claims.exp * 1000 <= Date.now() || typeof claims.jti !== 'string') throw new Refused(401, 'expired');
