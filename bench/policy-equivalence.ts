@@ -15,6 +15,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
+import { findOpa } from '../src/cli/opa.js';
 import { loadConfig } from '../src/config/index.js';
 import { GOVERNANCE_ID } from '../src/graph/model.js';
 import { buildPolicyBundle, loadPolicyEngine, type DecisionInput, type PolicyEdge, type PolicyEngine } from '../src/policy/index.js';
@@ -45,7 +46,7 @@ async function exampleInput(): Promise<DecisionInput> {
 
 async function engineOf(policiesDir: string, work: string): Promise<PolicyEngine> {
   const outDir = mkdtempSync(join(work, 'bundle-'));
-  await buildPolicyBundle({ opaPath: process.env.WRIT_OPA ?? 'tools/bin/opa', policiesDir, outDir });
+  await buildPolicyBundle({ opaPath: findOpa(), policiesDir, outDir });
   return loadPolicyEngine(outDir);
 }
 
@@ -104,10 +105,11 @@ async function main(): Promise<void> {
     let allowed = 0;
     const differ: { input: DecisionInput; old: string; new: string }[] = [];
     for (const input of fc.sample(inputs(base), { numRuns: INPUTS, seed: SEED })) {
-      const a = JSON.stringify(before.decide(input));
+      const judged = before.decide(input);
+      const a = JSON.stringify(judged);
       const b = JSON.stringify(after.decide(input));
       if (a !== b) differ.push({ input, old: a, new: b });
-      if (before.decide(input).allow) allowed += 1;
+      if (judged.allow) allowed += 1;
     }
     console.log(`${INPUTS} generated inputs (seed ${SEED}), ${allowed} allowed by the old policy: ${differ.length} judged differently`);
     for (const d of differ.slice(0, 3)) console.log(JSON.stringify(d, null, 1));
