@@ -6,10 +6,11 @@ import { ed25519 } from './ed25519.js';
  * decisions. Decoding is strict. Ed25519 (EdDSA) is signed and checked by the process's implementation
  * (ed25519.ts: libsodium in the server, ~18 µs a signature and ~49 µs a check here), on the event loop:
  * with libsodium inline the server spent 0.65–0.77× the CPU per lease pair of OpenSSL on libuv's thread
- * pool when busy (the two changes together, bench/RESULTS.md, issue 10). ES256 (P-256, for caller keys) is node:crypto's one-shot `verify`, on the thread pool when
- * the event loop is busy (`verifyJwsSignatureAsync`; not jose's WebCrypto, which measured p50 ~150 µs and
- * p99 ~1.6 ms per token here). jose still makes keys and signs assertions (SDK); the claim checks live
- * with each verifier, which words its own refusals.
+ * pool when busy (the two changes together, bench/RESULTS.md, issue 10). ES256 (P-256, for caller keys)
+ * is node:crypto's one-shot `verify`, on the thread pool when the event loop is busy
+ * (`verifyJwsSignatureAsync`; not jose's WebCrypto, which measured p50 ~150 µs and p99 ~1.6 ms per token
+ * here). jose still makes keys and signs assertions (SDK); the claim checks live with each verifier,
+ * which words its own refusals.
  */
 export type JwsAlgorithm = 'EdDSA' | 'ES256';
 
