@@ -11,8 +11,11 @@ import { sign, verify, type KeyObject } from 'node:crypto';
  * of each is on every decision and every lease call (bench/RESULTS.md, issue 10). Signing is
  * deterministic, so both give the same bytes for the same key and message; libsodium's verification is
  * the stricter one (it also refuses small-order public keys and `R`s; OpenSSL 3 accepted a signature
- * by the identity point for any message). test/decision/ed25519.test.ts checks both. The server's
- * choice is one-way for the process (a test that opened a Writ leaves libsodium installed).
+ * by the identity point for any message), and no such key gets in anyway: every JWK is imported
+ * through `publicKeyFromJwk`, which refuses it (`ed25519PublicKeyProblem`): a principal's key at
+ * registration, by API or manifest, and a key in a fetched JWKS. test/decision/ed25519.test.ts checks
+ * both. The server's choice is one-way for the process (a test that opened a Writ leaves libsodium
+ * installed).
  */
 export interface Ed25519 {
   readonly name: 'openssl' | 'libsodium';
@@ -25,6 +28,42 @@ export interface Ed25519 {
 /** Throws unless `key` is an Ed25519 key of that type: no implementation signs or verifies with another kind. */
 export function checkEd25519Key(key: KeyObject, type: 'private' | 'public'): void {
   if (key.type !== type || key.asymmetricKeyType !== 'ed25519') throw new TypeError(`not an Ed25519 ${type} key`);
+}
+
+/** The field prime of Ed25519, 2^255 − 19, and the curve constant d = −121665/121666 (RFC 8032 §5.1). */
+const P = (1n << 255n) - 19n;
+const D = 37095705934669439343138083508754565189542113879843219016388785533085940283555n;
+/** y of the two points of order 8 (their x is either sign): with y = 0, 1 and −1 the only small-order y. */
+const Y_ORDER_8 = 2707385501144840649318225287225658788936804267575313519463743609750303402022n;
+const SMALL_ORDER_Y = new Set([0n, 1n, P - 1n, Y_ORDER_8, P - Y_ORDER_8]);
+
+function powMod(base: bigint, exponent: bigint): bigint {
+  let result = 1n;
+  for (let b = base % P, e = exponent; e > 0n; e >>= 1n, b = (b * b) % P) if (e & 1n) result = (result * b) % P;
+  return result;
+}
+
+/**
+ * Why these 32 bytes are no Ed25519 public key to accept, or null: not 32 bytes; a non-canonical
+ * encoding (y ≥ p); no point of the curve (no x for that y); or a
+ * point of small order (order 1, 2, 4 or 8), with which a signature can be forged for any message
+ * (the identity with R = identity, S = 0) and which OpenSSL 3 accepts. Every key that
+ * `generateKeyPair('ed25519')` makes passes. libsodium refuses the same keys when it verifies; this
+ * refuses them where a key comes in (`publicKeyFromJwk`: registration, JWKS), whichever implementation
+ * verifies later. Not secret data: variable-time arithmetic is fine.
+ */
+export function ed25519PublicKeyProblem(raw: Uint8Array): string | null {
+  if (raw.length !== 32) return `is ${raw.length} bytes, not 32`;
+  let y = 0n;
+  for (let i = 31; i >= 0; i--) y = (y << 8n) | BigInt(i === 31 ? raw[i]! & 0x7f : raw[i]!);
+  if (y >= P) return 'is not canonically encoded (y ≥ 2^255 − 19)';
+  // (x = 0 only for y = ±1, both of small order: a "−0" x is refused with them.)
+  if (SMALL_ORDER_Y.has(y)) return 'is a point of small order (it would verify forged signatures)';
+  // x² = u / v with u = y² − 1, v = d·y² + 1 (never 0: d is not a square): a point exists only if that
+  // is a square mod p, i.e. u·v is (it is u/v times the square v²); Euler's criterion. u ≠ 0 here (y ≠ ±1).
+  const y2 = (y * y) % P;
+  if (powMod(((y2 - 1n + P) % P) * ((D * y2 + 1n) % P), (P - 1n) / 2n) !== 1n) return 'is not a point of the curve';
+  return null;
 }
 
 export const opensslEd25519: Ed25519 = {

@@ -1,5 +1,5 @@
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
-import { ed25519 } from './ed25519.js';
+import { ed25519, ed25519PublicKeyProblem } from './ed25519.js';
 
 /**
  * Compact JWS (RFC 7515) for the two token kinds Writ verifies on every write: caller assertions and
@@ -115,8 +115,23 @@ export function verifyJwsSignatureAsync(jws: DecodedJws, alg: JwsAlgorithm, key:
   });
 }
 
-/** A public KeyObject from the public members of a JWK (anything private is ignored); throws if unusable. */
+/**
+ * A public KeyObject from the public members of a JWK (anything private is ignored); throws, saying
+ * why, if unusable. An Ed25519 `x` must be the canonical base64url of a point of the curve that is not
+ * of small order (`ed25519PublicKeyProblem`: OpenSSL would import, and accept forged signatures for, a
+ * small-order one); a P-256 point must be on its curve (OpenSSL checks that).
+ */
 export function publicKeyFromJwk(jwk: { kty?: unknown; crv?: unknown; x?: unknown; y?: unknown }): KeyObject {
+  if (jwk.kty === 'OKP' && jwk.crv === 'Ed25519' && typeof jwk.x === 'string') {
+    let raw: Buffer;
+    try {
+      raw = canonicalBase64url(jwk.x);
+    } catch {
+      throw new Error('the Ed25519 key x is not canonical base64url');
+    }
+    const problem = ed25519PublicKeyProblem(raw);
+    if (problem) throw new Error(`the Ed25519 key x ${problem}`);
+  }
   const pub = jwk.kty === 'OKP' ? { kty: 'OKP', crv: jwk.crv, x: jwk.x } : { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y };
   return createPublicKey({ key: pub as import('node:crypto').JsonWebKey, format: 'jwk' });
 }

@@ -1,4 +1,5 @@
 import { canonicalJson } from '../audit/canonical-json.js';
+import { publicKeyFromJwk } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import { validatePattern } from '../graph/index.js';
 import type { PublicJwk, Scope } from '../graph/model.js';
@@ -73,6 +74,13 @@ export function checkPublicKeys(keys: PublicJwk[]): PublicJwk[] {
     const coordinate = (v: unknown) => typeof v === 'string' && /^[A-Za-z0-9_-]{16,}$/.test(v);
     if (!coordinate(k.x) || (k.kty === 'EC' && !coordinate(k.y))) {
       throw new WritError('UNPROCESSABLE', `key ${k.kid}: the public key is incomplete (${k.kty === 'EC' ? 'x and y' : 'x'} must be base64url)`);
+    }
+    try {
+      // Imported as every verifier will import it: a key that can never verify anything (not on its
+      // curve), or would verify forgeries (an Ed25519 point of small order), is refused here.
+      publicKeyFromJwk(k);
+    } catch (e) {
+      throw new WritError('UNPROCESSABLE', `key ${k.kid} is not a usable ${k.kty === 'EC' ? 'P-256' : 'Ed25519'} public key: ${e instanceof Error ? e.message : String(e)}`);
     }
     if (seen.has(k.kid)) throw new WritError('UNPROCESSABLE', `duplicate kid ${k.kid}`);
     seen.add(k.kid);

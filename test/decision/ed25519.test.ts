@@ -2,8 +2,10 @@ import { createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto'
 import fc from 'fast-check';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
+import sodiumNative from 'sodium-native';
 import { libsodiumEd25519 as sodium } from '../../src/decision/ed25519-libsodium.js';
-import { ed25519, opensslEd25519 as openssl, useEd25519 } from '../../src/decision/ed25519.js';
+import { ed25519, ed25519PublicKeyProblem, opensslEd25519 as openssl, useEd25519 } from '../../src/decision/ed25519.js';
+import { publicKeyFromJwk } from '../../src/decision/jws.js';
 import { startHarness } from '../support/harness.js';
 
 /** The group order L of Ed25519 (RFC 8032 §5.1), little-endian, as a signature's S is encoded. */
@@ -66,6 +68,59 @@ describe('Ed25519: libsodium (the server) and OpenSSL (the default, the SDK)', (
     // later OpenSSL may refuse it too.)
     expect(sodium.verify(publicKey, Buffer.from('any message'), forged)).toBe(false);
     expect(sodium.verify(publicKey, Buffer.from('another one'), forged)).toBe(false);
+  });
+
+  it('refuses every small-order key where keys come in (publicKeyFromJwk), so OpenSSL never sees one', () => {
+    const identity = le32(1n);
+    expect(() => publicKeyFromJwk({ kty: 'OKP', crv: 'Ed25519', x: identity.toString('base64url') })).toThrow(/small order/);
+    // Each y of small order, with x of either sign: libsodium (the oracle) finds 8·P = identity for each.
+    const p = (1n << 255n) - 19n;
+    const y8 = 2707385501144840649318225287225658788936804267575313519463743609750303402022n;
+    for (const y of [0n, 1n, p - 1n, y8, p - y8]) {
+      for (const sign of [0, 0x80]) {
+        if (sign && (y === 1n || y === p - 1n)) continue; // their x is 0, which has no sign to set
+        const point = le32(y);
+        point[31]! |= sign;
+        let multiple = Buffer.from(point);
+        for (let i = 0; i < 3; i++) {
+          const doubled = Buffer.alloc(32);
+          sodiumNative.crypto_core_ed25519_add(doubled, multiple, multiple);
+          multiple = doubled;
+        }
+        expect(multiple.equals(identity), `y = ${y}, sign ${sign}`).toBe(true);
+        expect(ed25519PublicKeyProblem(point), `y = ${y}`).toMatch(/small order/);
+        expect(sodiumNative.crypto_core_ed25519_is_valid_point(point)).toBe(false);
+      }
+    }
+    // The other spellings of 0 and 1 (y + p) and every other y ≥ p: not canonical.
+    for (let k = 0n; k <= 18n; k++) expect(ed25519PublicKeyProblem(le32(p + k))).toMatch(/not canonically encoded/);
+  });
+
+  it('accepts every generated key, and finds "not a point of the curve" exactly where libsodium cannot decode one', () => {
+    for (let i = 0; i < 200; i++) {
+      const x = Buffer.from(generateKeyPairSync('ed25519').publicKey.export({ format: 'jwk' }).x!, 'base64url');
+      expect(ed25519PublicKeyProblem(x)).toBeNull();
+    }
+    let offCurve = 0;
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), (bytes) => {
+        const raw = Buffer.from(bytes);
+        raw[31]! &= 0x7f; // canonical (y < 2^255 − 19) but for 19 values in 2^255
+        const problem = ed25519PublicKeyProblem(raw);
+        let decodes = true;
+        try {
+          sodiumNative.crypto_core_ed25519_add(Buffer.alloc(32), raw, raw);
+        } catch {
+          decodes = false;
+        }
+        if (!decodes) offCurve++;
+        expect(problem === 'is not a point of the curve').toBe(!decodes);
+        if (decodes) expect(problem).toBeNull();
+      }),
+      { numRuns: 400, seed: 5 },
+    );
+    expect(offCurve).toBeGreaterThan(100); // about half of all y have no x
+    expect(ed25519PublicKeyProblem(Buffer.alloc(31))).toMatch(/31 bytes/);
   });
 
   it.each([sodium, openssl])('$name throws for a key of another kind (never signs or verifies with it)', (impl) => {

@@ -42,6 +42,24 @@ describe('bad input gets a stable code and changes nothing', () => {
     refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', not_before: '2026-02-01T00:00:00Z', expires_at: '2026-01-01T00:00:00Z', scope: { actions: ['update_post'], resources: ['wp:post:*'], risk_max: 1 } } }, 422, 'UNPROCESSABLE'));
   it('a private key offered as a public key', () =>
     refused('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'leaky', kind: 'agent', keys: [{ kty: 'OKP', crv: 'Ed25519', kid: 'k', x: 'AAAA', d: 'secret' }] } }, 422, 'UNPROCESSABLE'));
+  it.each([
+    // The identity point: with it, the signature (R = identity, S = 0) verifies for every message under OpenSSL.
+    ['a point of small order', `AQ${'A'.repeat(41)}`, /small order/],
+    // y = 2^255 − 19 + 2: 2 encoded a second way (libsodium refuses it when it verifies).
+    ['a non-canonical encoding', Buffer.from([0xef, ...Array(30).fill(0xff), 0x7f]).toString('base64url'), /not canonically encoded/],
+    // y = 2 has no x on the curve: a key that could never verify anything.
+    ['no point of the curve', Buffer.from([2, ...Array(31).fill(0)]).toString('base64url'), /not a point of the curve/],
+    ['31 bytes', Buffer.alloc(31, 9).toString('base64url'), /31 bytes/],
+  ])('an Ed25519 key that is %s', async (_what, x, why) => {
+    const r = await refused('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'weak-key', kind: 'agent', keys: [{ kty: 'OKP', crv: 'Ed25519', kid: 'k', x }] } }, 422, 'UNPROCESSABLE');
+    expect(r.body.detail).toMatch(/key k is not a usable Ed25519 public key/);
+    expect(r.body.detail).toMatch(why);
+    expect((await h.ctx.graph.current()).principal('weak-key')).toBeUndefined();
+  });
+  it('a P-256 point off its curve', async () => {
+    const r = await refused('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'weak-key', kind: 'agent', keys: [{ kty: 'EC', crv: 'P-256', kid: 'k', x: Buffer.alloc(32, 1).toString('base64url'), y: Buffer.alloc(32, 2).toString('base64url') }] } }, 422, 'UNPROCESSABLE');
+    expect(r.body.detail).toMatch(/key k is not a usable P-256 public key/);
+  });
   it('grants are governance-only', () =>
     refused('orchestrator', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], risk_max: 1 } } }, 403, 'FORBIDDEN'));
   it('an edge id reused with other content', () =>
