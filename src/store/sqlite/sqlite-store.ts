@@ -54,8 +54,7 @@ export async function openSqliteStore(file: string, options: SqliteStoreOptions 
   try {
     // A `:memory:` database exists only on its own connection: reads share the writer there (tests only).
     const reader = file === ':memory:' ? writer : openReader(file, options.busyTimeoutMs ?? 5000);
-    const checkpointer = options.checkpointer === false || file === ':memory:' ? null : startCheckpointer(writer);
-    return storeOver(writer, reader, checkpointer, options);
+    return storeOver(writer, reader, options.checkpointer !== false && file !== ':memory:', options);
   } catch (e) {
     writer.close();
     throw e;
@@ -67,12 +66,16 @@ export async function openSqliteStore(file: string, options: SqliteStoreOptions 
  * and writes: for the engine's own tests and tools. Closing the store closes the database.
  */
 export function sqliteStoreOn(db: SqliteDatabase, options: Pick<SqliteStoreOptions, 'maxBatch' | 'sync'> = {}): SqliteStore {
-  return storeOver(db, db, null, options);
+  return storeOver(db, db, false, options);
 }
 
-function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpointer: { stop(): Promise<void> } | null, options: Pick<SqliteStoreOptions, 'maxBatch' | 'sync'>): SqliteStore {
+function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpoints: boolean, options: Pick<SqliteStoreOptions, 'maxBatch' | 'sync'>): SqliteStore {
   // A file in WAL mode is synced off the event loop; anything else (`:memory:`) keeps its own `synchronous`.
   const wal = !writer.memory && writer.pragma('journal_mode', { simple: true }) === 'wal' ? new WalSync(writer.name, options.sync) : null;
+  // The worker's WAL restart is synced at once, so that no read waits for it (checkpointer.ts); not
+  // once the store is closing. A sync that fails fails the store (WalSync): nothing to do with the
+  // rejection here.
+  const checkpointer = checkpoints ? startCheckpointer(writer, { onWalRestart: () => closed || void wal?.syncNext().catch(() => {}) }) : null;
   const group = new GroupCommit(writer, { ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }), ...(wal ? { wal } : {}) });
   const writeTx = storeTx(writer, null);
   const readTx = reader === writer ? writeTx : storeTx(reader, wal);
