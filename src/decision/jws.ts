@@ -127,10 +127,10 @@ export function publicKeyFromJwk(jwk: { kty?: unknown; crv?: unknown; x?: unknow
     try {
       raw = canonicalBase64url(jwk.x);
     } catch {
-      throw new Error('the Ed25519 key x is not canonical base64url');
+      throw new Error('its x is not canonical base64url');
     }
     const problem = ed25519PublicKeyProblem(raw);
-    if (problem) throw new Error(`the Ed25519 key x ${problem}`);
+    if (problem) throw new Error(`its x ${problem}`);
   }
   const pub = jwk.kty === 'OKP' ? { kty: 'OKP', crv: jwk.crv, x: jwk.x } : { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y };
   return createPublicKey({ key: pub as import('node:crypto').JsonWebKey, format: 'jwk' });
