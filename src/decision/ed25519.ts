@@ -45,12 +45,12 @@ function powMod(base: bigint, exponent: bigint): bigint {
 
 /**
  * Why these 32 bytes are no Ed25519 public key to accept, or null: not 32 bytes; a non-canonical
- * encoding (y ≥ p); no point of the curve (no x for that y); or a
- * point of small order (order 1, 2, 4 or 8), with which a signature can be forged for any message
- * (the identity with R = identity, S = 0) and which OpenSSL 3 accepts. Every key that
- * `generateKeyPair('ed25519')` makes passes. libsodium refuses the same keys when it verifies; this
- * refuses them where a key comes in (`publicKeyFromJwk`: registration, JWKS), whichever implementation
- * verifies later. Not secret data: variable-time arithmetic is fine.
+ * encoding (y ≥ p); no point of the curve (no x for that y); or a point of small order (order 1, 2, 4
+ * or 8), with which a signature can be forged for any message (the identity with R = identity, S = 0)
+ * and which OpenSSL 3 accepts. Every key that `generateKeyPair('ed25519')` makes passes. libsodium
+ * refuses the same keys when it verifies; this refuses them where a key comes in (`publicKeyFromJwk`:
+ * registration, JWKS), whichever implementation verifies later. Public data: variable-time arithmetic
+ * is fine.
  */
 export function ed25519PublicKeyProblem(raw: Uint8Array): string | null {
   if (raw.length !== 32) return `is ${raw.length} bytes, not 32`;
