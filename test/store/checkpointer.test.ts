@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { startCheckpointer } from '../../src/store/sqlite/checkpointer.js';
 import { openDatabase } from '../../src/store/sqlite/database.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { requireDist } from '../support/server-process.js';
 
 /** A file database with `pages` pages written in separate commits (each row fills most of a page). */
 function written(pages: number) {
@@ -122,5 +124,29 @@ describe('the store syncs the worker\'s WAL restart itself, at once', () => {
     } finally {
       await store.close();
     }
+  });
+});
+
+describe('the worker never keeps a process alive', () => {
+  it('a process that opened a store, wrote, saw the WAL restarted and has nothing left to do exits without closing it (one started with --input-type=module too)', async () => {
+    requireDist();
+    const file = join(mkdtempSync(join(tmpdir(), 'writ-ckpt-')), 'writ.sqlite');
+    const script = `
+      const { openSqliteStore } = await import(${JSON.stringify(new URL('../../dist/src/store/sqlite/sqlite-store.js', import.meta.url).href)});
+      const store = await openSqliteStore(${JSON.stringify(file)});
+      await store.readWrite((tx) => tx.singleUse.spend('test', 'id', Date.now() + 60000, Date.now()));
+      const restarts = () => store.writer.prepare('SELECT restarts FROM wal_restarts').pluck().get();
+      const end = Date.now() + 5000;
+      while (restarts() === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      console.log('restarts', restarts());`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let output = '';
+    child.stdout.on('data', (d) => (output += String(d)));
+    const exited = await new Promise<number | null>((resolve) => {
+      const timer = setTimeout(() => (child.kill('SIGKILL'), resolve(null)), 15_000);
+      child.on('exit', (code) => (clearTimeout(timer), resolve(code)));
+    });
+    expect(output).toContain('restarts 1');
+    expect(exited).toBe(0);
   });
 });

@@ -84,10 +84,11 @@ export function startCheckpointer(db: SqliteDatabase, options: CheckpointerOptio
   if (db.memory) return { stop: async () => {} };
   const worker = new Worker(WORKER_SOURCE, {
     eval: true,
+    // The source is CommonJS: a host started with `--input-type=module` (e.g. `node --input-type=module
+    // -e …`) would pass that on, the worker would fail on `require`, and checkpoints would fall back.
+    execArgv: process.execArgv.filter((arg) => !arg.startsWith('--input-type')),
     workerData: { library: createRequire(import.meta.url).resolve('better-sqlite3'), file: db.name, intervalMs: options.intervalMs ?? 100 },
   });
-  // A CLI command that opened the store must still exit when it is done.
-  worker.unref();
   let stopping = false;
   const giveBack = () => {
     if (db.open) db.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`);
@@ -95,6 +96,9 @@ export function startCheckpointer(db: SqliteDatabase, options: CheckpointerOptio
   worker.on('message', (message) => {
     if (message === 'wal-restarted') options.onWalRestart?.();
   });
+  // A CLI command that opened the store must still exit when it is done. After the 'message'
+  // listener: adding one refs the worker again.
+  worker.unref();
   // A worker that fails (or dies) hands checkpoints back to the serving connection.
   worker.on('error', giveBack);
   worker.on('exit', () => stopping || giveBack());

@@ -72,14 +72,14 @@ export function sqliteStoreOn(db: SqliteDatabase, options: Pick<SqliteStoreOptio
 function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpoints: boolean, options: Pick<SqliteStoreOptions, 'maxBatch' | 'sync'>): SqliteStore {
   // A file in WAL mode is synced off the event loop; anything else (`:memory:`) keeps its own `synchronous`.
   const wal = !writer.memory && writer.pragma('journal_mode', { simple: true }) === 'wal' ? new WalSync(writer.name, options.sync) : null;
-  // The worker's WAL restart is synced at once, so that no read waits for it (checkpointer.ts); not
-  // once the store is closing. A sync that fails fails the store (WalSync): nothing to do with the
-  // rejection here.
-  const checkpointer = checkpoints ? startCheckpointer(writer, { onWalRestart: () => closed || void wal?.syncNext().catch(() => {}) }) : null;
   const group = new GroupCommit(writer, { ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }), ...(wal ? { wal } : {}) });
   const writeTx = storeTx(writer, null);
   const readTx = reader === writer ? writeTx : storeTx(reader, wal);
   let closed = false;
+  // Last, when nothing more can throw (a started worker must be stopped). The worker's WAL restart is
+  // synced at once, so that no read waits for it (checkpointer.ts); not once the store is closing. A
+  // sync that fails fails the store (WalSync): nothing to do with the rejection here.
+  const checkpointer = checkpoints ? startCheckpointer(writer, { onWalRestart: () => closed || void wal?.syncNext().catch(() => {}) }) : null;
   return {
     engine: 'sqlite',
     stats: group.stats,
