@@ -208,8 +208,9 @@ function publicKey(jwk: PublicJwk, alg: AssertionAlgorithm, principalId: string)
     try {
       // Only the public members: a registered JWK carrying more never turns into a private or secret key.
       key = publicKeyFromJwk(jwk);
-    } catch {
-      throw refuse(`registered key ${jwk.kid} of principal ${principalId} is unusable`);
+    } catch (e) {
+      // Registration refuses such keys; one registered before that check lands here (libsodium refused it already).
+      throw refuse(`registered key ${jwk.kid} of principal ${principalId} is unusable (${(e as Error).message}); register a good key for it`);
     }
     if (keyCache.size >= KEY_CACHE_LIMIT) keyCache.clear();
     keyCache.set(cacheKey, key);

@@ -165,8 +165,8 @@ function jwksKey(jwks: JSONWebKeySet, kid: string): KeyObject {
   let key: KeyObject;
   try {
     key = publicKeyFromJwk(candidates[0]!);
-  } catch {
-    throw invalid(`signing key ${kid} in the JWKS is unusable`);
+  } catch (e) {
+    throw invalid(`signing key ${kid} in the JWKS is unusable (${(e as Error).message})`);
   }
   cache.set(kid, key);
   return key;

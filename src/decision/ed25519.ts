@@ -33,7 +33,7 @@ export function checkEd25519Key(key: KeyObject, type: 'private' | 'public'): voi
 /** The field prime of Ed25519, 2^255 − 19, and the curve constant d = −121665/121666 (RFC 8032 §5.1). */
 const P = (1n << 255n) - 19n;
 const D = 37095705934669439343138083508754565189542113879843219016388785533085940283555n;
-/** y of the two points of order 8 (their x is either sign): with y = 0, 1 and −1 the only small-order y. */
+/** y of two of the four points of order 8 (x of either sign; the other two have p − y): with 0, 1 and −1 the only small-order y. */
 const Y_ORDER_8 = 2707385501144840649318225287225658788936804267575313519463743609750303402022n;
 const SMALL_ORDER_Y = new Set([0n, 1n, P - 1n, Y_ORDER_8, P - Y_ORDER_8]);
 

@@ -32,7 +32,12 @@ export function verifyCheckpoint(jws: string, keyFor: (kid: string) => KeyObject
   if (header.alg !== 'EdDSA' || header.typ !== CHECKPOINT_TYP || typeof header.kid !== 'string') {
     return { problem: `the checkpoint's JWS header is not a Writ checkpoint's (alg EdDSA, typ ${CHECKPOINT_TYP}, a kid)` };
   }
-  const key = keyFor(header.kid);
+  let key: KeyObject | undefined;
+  try {
+    key = keyFor(header.kid);
+  } catch (e) {
+    return { problem: `the checkpoint was signed by key ${header.kid}, which is published but unusable (${(e as Error).message})` };
+  }
   if (!key) return { problem: `the checkpoint was signed by key ${header.kid}, which is not among the published keys` };
   if (!verifyJwsSignature(decoded, 'EdDSA', key)) return { problem: `the checkpoint's signature does not verify with key ${header.kid} (it was forged or altered)` };
   const payload = signedPayloadOf(decoded.payload);

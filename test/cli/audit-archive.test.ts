@@ -53,6 +53,12 @@ describe('writ audit archive and writ audit verify --archive', () => {
     writeFileSync(join(h.dataDir, 'empty-jwks.json'), '{"keys":[]}');
     const unknownKey = await writ('audit', 'verify', '--archive', file, '--jwks', join(h.dataDir, 'empty-jwks.json'));
     expect(unknownKey).toMatchObject({ code: 1, stdout: expect.stringContaining('not among the published keys') });
+    // A saved JWKS whose key under that kid is the identity point (small order): refused as a problem, not a crash.
+    const published = JSON.parse(readFileSync(jwks, 'utf8')) as { keys: { x: string }[] };
+    const weak = { keys: published.keys.map((k) => ({ ...k, x: Buffer.from([1, ...Array(31).fill(0)]).toString('base64url') })) };
+    writeFileSync(join(h.dataDir, 'weak-jwks.json'), JSON.stringify(weak));
+    const weakKey = await writ('audit', 'verify', '--archive', file, '--jwks', join(h.dataDir, 'weak-jwks.json'));
+    expect(weakKey).toMatchObject({ code: 1, stdout: expect.stringContaining('published but unusable (its x is a point of small order') });
 
     // A key rotation signs the checkpoint again with the new key.
     const rotated = await writ('keys', 'rotate');
