@@ -28,7 +28,7 @@ import { createInterface } from 'node:readline';
 const SUBSYSTEMS: [string, RegExp][] = [
   // OpenSSL's (node:crypto) and libsodium's (sodium-native: the server's since issue 10), whose static
   // field and group functions are often the innermost frames.
-  ['Ed25519 (verify, and sign)', /ossl_ed25519|SignTraits::DeriveBits|\scrypto_sign_|\s(fe|ge|sc)25519_/],
+  ['Ed25519 (verify, and sign)', /ossl_ed25519|SignTraits::DeriveBits|\s_?crypto_sign_|\s(fe|ge|sc)25519_/],
   ['WAL fdatasync', /\sfdatasync|\s__x64_sys_fdatasync|\sdo_fsync|\sext4_sync_file/],
   ['SQLite (statements, COMMIT, their pwrite/pread)', /\ssqlite3|better_sqlite3|\sStatement::|\sDatabase::/],
   ['garbage collector', /v8::internal::(Heap::|Scaveng|MarkCompact|GCTracer|ConcurrentMarking|MinorMarkSweep)/],
