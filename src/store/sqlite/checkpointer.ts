@@ -41,9 +41,12 @@ export interface CheckpointerOptions {
 
 const SQLITE_DEFAULT_AUTOCHECKPOINT = 1_000;
 
-const WORKER_SOURCE = `
-const { workerData, parentPort } = require('node:worker_threads');
-const Database = require(workerData.library);
+// Dynamic imports, not require: the source runs as CommonJS or as an ES module, whichever the host's flags
+// (--input-type, --experimental-default-type) make eval'd code, so it is written to run as either.
+const WORKER_SOURCE = `(async () => {
+const { workerData, parentPort } = await import('node:worker_threads');
+const { createRequire } = await import('node:module');
+const Database = createRequire(workerData.library)(workerData.library);
 const db = new Database(workerData.file, { fileMustExist: true });
 db.pragma('busy_timeout = 0');
 // A checkpoint syncs the WAL before copying it into the database file, and the database file before
@@ -77,16 +80,13 @@ setInterval(() => {
     }
   } catch (e) { /* busy: the next tick tries again */ }
 }, workerData.intervalMs);
-`;
+})();`;
 
 /** Starts the checkpoint worker for `db` (a file database in WAL mode); does not wait for it. */
 export function startCheckpointer(db: SqliteDatabase, options: CheckpointerOptions = {}): Checkpointer {
   if (db.memory) return { stop: async () => {} };
   const worker = new Worker(WORKER_SOURCE, {
     eval: true,
-    // The source is CommonJS: a host started with `--input-type=module` (e.g. `node --input-type=module
-    // -e …`) would pass that on, the worker would fail on `require`, and checkpoints would fall back.
-    execArgv: process.execArgv.filter((arg) => !arg.startsWith('--input-type')),
     workerData: { library: createRequire(import.meta.url).resolve('better-sqlite3'), file: db.name, intervalMs: options.intervalMs ?? 100 },
   });
   let stopping = false;

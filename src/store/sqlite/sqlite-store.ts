@@ -79,7 +79,10 @@ function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpoints: 
   // Last, when nothing more can throw (a started worker must be stopped). The worker's WAL restart is
   // synced at once, so that no read waits for it (checkpointer.ts); not once the store is closing. A
   // sync that fails fails the store (WalSync): nothing to do with the rejection here.
-  const checkpointer = checkpoints ? startCheckpointer(writer, { onWalRestart: () => closed || void wal?.syncNext().catch(() => {}) }) : null;
+  const onWalRestart = () => {
+    if (!closed) wal?.syncNext().catch(() => {});
+  };
+  const checkpointer = checkpoints ? startCheckpointer(writer, { onWalRestart }) : null;
   return {
     engine: 'sqlite',
     stats: group.stats,
