@@ -2,10 +2,11 @@ import { createHash, type KeyObject } from 'node:crypto';
 import type { JSONWebKeySet } from 'jose';
 import { WritError } from '../errors.js';
 import { DECISION_ALG, DECISION_ISSUER, DECISION_TYP, payloadToClaims, type DecisionClaims } from './decision-claims.js';
+import { BoundedMap } from './bounded-map.js';
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 /**
- * The verifier. It imports only node:crypto, the JWS helpers and the error catalogue, so an offline
+ * The verifier. It imports only node:crypto, the JWS helpers, the error catalogue and a bounded map, so an offline
  * client (the SDK) can verify decisions against a fetched JWKS without pulling in the key ring's
  * file-system code, nor libsodium: Ed25519 is checked by the process's implementation (ed25519.ts),
  * node:crypto's in the SDK, libsodium's in the server.
@@ -43,8 +44,7 @@ const REQUIRED_CLAIMS = ['jti', 'sub', 'aud', 'iat', 'exp'] as const;
  * rotated-out key is never reused). Every claim is checked again on each call. Bounded: the oldest
  * entries go first; 16,384 covers ~16 s of decisions at 1,000/s.
  */
-const knownGood = new Map<string, KeyObject>();
-const KNOWN_GOOD_LIMIT = 16_384;
+const knownGood = new BoundedMap<KeyObject>(16_384);
 
 /**
  * What was read from the tokens verified most recently (the header checked, the kid, the payload, and
@@ -58,23 +58,16 @@ interface ReadToken {
   payload: Record<string, unknown>;
   claims?: DecisionClaims;
 }
-const recentlyRead = new Map<string, ReadToken>();
-const RECENTLY_READ_LIMIT = 2_048;
+const recentlyRead = new BoundedMap<ReadToken>(2_048);
 
 const tokenDigest = (token: string) => createHash('sha256').update(token).digest('base64');
-
-/** Adds to a bounded map whose oldest entry goes first. */
-function remember<V>(map: Map<string, V>, limit: number, digest: string, value: V): void {
-  if (map.size >= limit) map.delete(map.keys().next().value!);
-  map.set(digest, value);
-}
 
 /**
  * Records a token this process has just signed with the private half of `key` (the published public
  * key object the resolver returns for its kid): `verifyDecision` then skips its signature check.
  */
 export function trustIssued(token: string, key: KeyObject): void {
-  remember(knownGood, KNOWN_GOOD_LIMIT, tokenDigest(token), key);
+  knownGood.set(tokenDigest(token), key);
 }
 
 /** Decodes the token and checks its header, its key and its signature (see knownGood); remembers what it read. */
@@ -95,10 +88,10 @@ async function readVerified(token: string, digest: string, keys: DecisionKeys): 
   if (!key) throw invalid(`signing key ${kid} is not a known Writ key`);
   if (knownGood.get(digest) !== key) {
     if (!(await verifyJwsSignatureAsync(jws, DECISION_ALG, key))) throw invalid(`signature does not verify with key ${kid}`);
-    remember(knownGood, KNOWN_GOOD_LIMIT, digest, key);
+    knownGood.set(digest, key);
   }
   const read = { key, kid, payload: jws.payload };
-  remember(recentlyRead, RECENTLY_READ_LIMIT, digest, read);
+  recentlyRead.set(digest, read);
   return read;
 }
 
