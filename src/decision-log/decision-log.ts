@@ -41,7 +41,7 @@ export function openDecisionLog(config: DecisionLogConfig, options: DecisionLogO
     record(record) {
       let event: DecisionLogEvent;
       try {
-        event = maskEvent({ ...record, labels }, config.mask);
+        event = maskEvent({ labels, ...record }, config.mask); // the new key first: see test/architecture/spread-then-add.test.ts
       } catch (e) {
         onError('mask', e); // a decision never fails for its log
         return;

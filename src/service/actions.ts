@@ -129,9 +129,10 @@ export async function performAction(ctx: WritContext, who: string | Authenticate
   const forwardedAt = performance.now();
   const outcome = await forwardAndSettle(ctx, write, input, checked, pending);
   const settledAt = performance.now();
+  // The new key before the spread: see test/architecture/spread-then-add.test.ts.
   return {
-    ...outcome,
     timings: { checks: intentAt - started, intent: forwardedAt - intentAt, upstream: outcome.answeredAt - forwardedAt, settle: settledAt - outcome.answeredAt },
+    ...outcome,
   };
 }
 

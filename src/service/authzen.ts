@@ -41,7 +41,10 @@ export function environmentAndFields(props: Record<string, unknown> | undefined,
   if (environment === undefined && required) throw malformed('resource.properties.environment is required: the environment the decision is for (e.g. "production")');
   if (environment !== undefined && (typeof environment !== 'string' || environment === '')) throw malformed('resource.properties.environment must be an environment name');
   if (fields !== undefined && !(Array.isArray(fields) && fields.every((f) => typeof f === 'string' && f !== ''))) throw malformed('resource.properties.fields must be a list of field names');
-  return { ...(environment !== undefined ? { environment } : {}), ...(fields !== undefined ? { fields: fields as string[] } : {}) };
+  const checked: { environment?: string; fields?: string[] } = {};
+  if (environment !== undefined) checked.environment = environment;
+  if (fields !== undefined) checked.fields = fields as string[];
+  return checked;
 }
 
 /** The v1 decision request an AuthZEN evaluation maps to, for principal `subject.id`. */
@@ -69,12 +72,18 @@ export async function evaluateAccess(ctx: WritContext, caller: string, e: Authze
   await checkMayAskAbout(ctx, caller, e.subject.id, typeof environment === 'string' ? environment : undefined);
   const { principal, body } = await toDecisionRequest(ctx, e);
   const d = await decide(ctx, principal, body, { via: 'authzen', askedBy: caller, ...(from !== undefined ? { requestedBy: from } : {}) });
-  const common = { decision_id: d.decision_id, obligations: d.obligations, policy_revision: d.policy_revision, graph_revision: d.graph_revision };
-  if (d.allow) return { decision: true, context: { ...common, token: d.token, expires_at: toWireTimeOrNull(d.expires_at), chain: d.chain } };
+  // Literals, not `{ ...common, token, … }`: see test/architecture/spread-then-add.test.ts.
+  if (d.allow) {
+    const context = { decision_id: d.decision_id, obligations: d.obligations, policy_revision: d.policy_revision, graph_revision: d.graph_revision, token: d.token, expires_at: toWireTimeOrNull(d.expires_at), chain: d.chain };
+    return { decision: true, context };
+  }
   return {
     decision: false,
     context: {
-      ...common,
+      decision_id: d.decision_id,
+      obligations: d.obligations,
+      policy_revision: d.policy_revision,
+      graph_revision: d.graph_revision,
       reason_admin: { '403': d.reasons.join('; ') },
       reason_user: { '403': `Not allowed: ${d.action} on ${d.resource}. Ask an administrator about decision ${d.decision_id}.` },
       reasons: d.reasons,

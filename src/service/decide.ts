@@ -252,7 +252,7 @@ export async function decide(ctx: WritContext, caller: string, body: DecisionReq
     await settleApproval(ctx, j, result.allow);
     const elapsed = process.hrtime.bigint() - started;
     ctx.observer.decision(result.allow ? 'allow' : 'deny', Number(elapsed) / 1e9);
-    ctx.decisionLog.record(decisionRecord(outcome, input, result, { ...options, via: options.via ?? 'v1', askedBy: options.askedBy ?? caller, elapsedNs: Number(elapsed) }));
+    ctx.decisionLog.record(decisionRecord(outcome, input, result, { via: options.via ?? 'v1', askedBy: options.askedBy ?? caller, elapsedNs: Number(elapsed), requestedBy: options.requestedBy }));
     return outcome;
   } catch (e) {
     ctx.observer.decision('error', Number(process.hrtime.bigint() - started) / 1e9);

@@ -135,7 +135,8 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
       await tx.leaseAuthority.record(leaseId, caller, authority, now);
     },
   });
-  return { ...grant, keys: Object.keys(grant.epochs).sort(), holder: caller };
+  // A literal, not `{ ...grant, keys, holder }`: see test/architecture/spread-then-add.test.ts.
+  return { lease_id: grant.lease_id, token: grant.token, epochs: grant.epochs, expires_at: grant.expires_at, preempted: grant.preempted, keys: Object.keys(grant.epochs).sort(), holder: caller };
 }
 
 /** Why a decision takes no lease, naming each written field's class, and what to do instead. */

@@ -228,7 +228,7 @@ export class SampleContentStore {
   }
 
   recordRequest(r: Omit<RequestRecord, 'seq' | 'at'>): void {
-    this.insertRequestStmt.run({ ...r, at: this.clock.now() });
+    this.insertRequestStmt.run({ at: this.clock.now(), ...r }); // the new key first: see test/architecture/spread-then-add.test.ts
   }
 
   requests(filter: { postId?: string; after?: number; limit?: number } = {}): RequestRecord[] {

@@ -270,21 +270,22 @@ export class SqliteLeaseRepository implements LeaseRepository {
       ttl: cmd.ttlMs,
       ticket: cmd.ticket,
       preemptable: cmd.preemptable === undefined ? null : JSON.stringify(cmd.preemptable),
+      key: '', // each key's in turn
     };
     const epochs: Record<string, number> = {};
     const preempted: PreemptedLease[] = [];
     const take = cmd.preempt ? this.s.takeAny : this.s.takeFree;
     for (const key of cmd.keys) {
-      const keyParams = { ...params, key };
+      params.key = key;
       // The key's row is made on first use only: a refused take inserts it (epoch 0) and tries once more.
-      const taken = (take.get(keyParams) ?? (this.s.ensureKey.run(key).changes === 1 ? take.get(keyParams) : undefined)) as
+      const taken = (take.get(params) ?? (this.s.ensureKey.run(key).changes === 1 ? take.get(params) : undefined)) as
         | { epoch: number; prev_lease_id: string | null; preempted_by: string | null }
         | undefined;
       if (!taken) throw new KeyRefused(key);
       epochs[key] = taken.epoch;
       if (taken.prev_lease_id !== null) this.endPrevious(taken.prev_lease_id, key, taken.epoch - 1, taken.preempted_by !== null, cmd, preempted);
     }
-    this.s.insertLease.run({ ...params, resources: JSON.stringify(cmd.keys), epochs: JSON.stringify(epochs) });
+    this.s.insertLease.run({ resources: JSON.stringify(cmd.keys), epochs: JSON.stringify(epochs), ...params }); // the spread last: see test/architecture/spread-then-add.test.ts
     for (const key of cmd.keys) this.event(cmd.now, 'ACQUIRE', key, epochs[key]!, cmd.leaseId, cmd.holder, null);
     if (cmd.ticket !== Number.MAX_SAFE_INTEGER) this.s.removeWaiter.run(cmd.ticket);
     return { granted: true, epochs, expiresAt, preempted };
@@ -312,7 +313,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
     const params = { lease_id: cmd.leaseId, token_hash: cmd.tokenHash, now: cmd.now, ttl: cmd.ttlMs };
     const lease = this.s.renewLease.get(params) as { resources: string; epochs: string; holder: string; expires_at: number; duration_ms: number } | undefined;
     if (!lease) return null;
-    const epochs = this.applyToKeys('RENEW', this.s.renewKey, { ...params, expires_at: lease.expires_at, ttl: lease.duration_ms }, cmd, lease);
+    const epochs = this.applyToKeys('RENEW', this.s.renewKey, { lease_id: cmd.leaseId, token_hash: cmd.tokenHash, now: cmd.now, expires_at: lease.expires_at, ttl: lease.duration_ms }, cmd, lease);
     return { epochs, expiresAt: lease.expires_at };
   }
 
@@ -335,7 +336,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
    */
   private applyToKeys(kind: 'RENEW' | 'RELEASE', stmt: Statement, params: Record<string, unknown>, cmd: { leaseId: string; now: number }, lease: { resources: string; epochs: string; holder: string }): Record<string, number> {
     const keys = JSON.parse(lease.resources) as string[];
-    const keyParams = { ...params, key: '' };
+    const keyParams = { key: '', ...params }; // the new key first: see test/architecture/spread-then-add.test.ts
     let changed = 0;
     for (const key of keys) {
       keyParams.key = key;

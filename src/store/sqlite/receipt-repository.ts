@@ -51,7 +51,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     const settle = db.prepare('UPDATE receipts SET status = ?, completed_at = ?, last_seq = ? WHERE receipt_id = ?');
     const append = (entry: SettlingEntry, chain: ChainId): StoredEntry => {
       const head = (headOf.get(chain) as { pos: number; hash: string } | undefined) ?? { pos: 0, hash: GENESIS_HASH };
-      const stored = linkEntry(head, nextSeq.get() as number, { ...entry, chain });
+      const stored = linkEntry(head, nextSeq.get() as number, { chain, receipt_id: entry.receipt_id, kind: entry.kind, body: entry.body });
       insertEntry.run(stored);
       return stored;
     };
@@ -98,12 +98,12 @@ export class SqliteReceiptRepository implements ReceiptRepository {
           if (existing) return { appended: false, existing };
         }
         const stored = append(entry, entry.chain);
-        insertIndex.run({ ...index, seq: stored.seq });
+        insertIndex.run({ seq: stored.seq, ...index }); // the new key first: see test/architecture/spread-then-add.test.ts
         return { appended: true, entry: stored };
       }),
       appendRejection: db.transaction((entry: NewEntry, index: ReceiptIndexRow): StoredEntry => {
         const stored = append(entry, entry.chain);
-        insertIndex.run({ ...index, idempotency_key: null, seq: stored.seq });
+        insertIndex.run({ seq: stored.seq, ...index, idempotency_key: null });
         return stored;
       }),
       appendSettlement: db.transaction((entry: SettlingEntry, status: string, completedAt: number): SettlementAppend => {
