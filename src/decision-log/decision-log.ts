@@ -36,12 +36,15 @@ export function openDecisionLog(config: DecisionLogConfig, options: DecisionLogO
   if (config.file) sinks.push(new BatchingSink('file', jsonLinesFile(config.file), config, onError));
   if (config.url) sinks.push(new BatchingSink('http', decisionLogService(config.url, config.timeoutMs, `writ/${options.version}`), config, onError));
   if (sinks.length === 0) return noDecisionLog;
+  // spread-then-add: once, when the log opens
   const labels = { ...config.labels, id: randomUUID(), app: 'writ', version: options.version };
   return {
     record(record) {
       let event: DecisionLogEvent;
       try {
-        event = maskEvent({ labels, ...record }, config.mask); // the new key first: see test/architecture/spread-then-add.test.ts
+        // OPA's order (event.ts), and not a spread first: see test/architecture/spread-then-add.test.ts.
+        const { decision_id, ...rest } = record;
+        event = maskEvent({ decision_id, labels, ...rest }, config.mask);
       } catch (e) {
         onError('mask', e); // a decision never fails for its log
         return;

@@ -57,7 +57,7 @@ const REPLAY_NAMESPACE = 'assertion';
  * `UNAUTHENTICATED` with a message naming the check that failed; no message contains key material.
  */
 export async function authenticateCaller(authorizationHeader: string | undefined, deps: CallerAuthDeps): Promise<AuthenticatedCaller> {
-  const caller = await verifyCallerAssertion(authorizationHeader, { ...deps, readSpent: false });
+  const caller = await verifyCallerAssertion(authorizationHeader, Object.assign({}, deps, { readSpent: false }));
   await deps.replay.store.readWrite((tx) => spendAssertion(deps.replay, tx, caller, deps.now));
   return caller;
 }

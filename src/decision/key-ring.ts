@@ -129,6 +129,7 @@ export class KeyRing implements DecisionKeyResolver {
     const jwk = await exportJWK(privateKey);
     const kid = await calculateJwkThumbprint(jwk);
     this.reload();
+    // spread-then-add: once per key generated
     writeKeyFile(this.dir, { kid, alg: 'EdDSA', created_at: now, retired_at: null, jwk: { ...jwk, kid } });
     for (const key of this.keys.values()) {
       const { file } = key;

@@ -21,6 +21,7 @@ export const PROBLEM_TIME_MEMBERS = ['expires_at'] as const;
 
 export function problemOf(code: ErrorCode, detail: string, details?: Record<string, unknown>): Problem {
   const spec = ERROR_CATALOGUE[code];
+  // spread-then-add: the loop below only replaces a member `details` has
   const members = { ...(details ?? {}) };
   for (const name of PROBLEM_TIME_MEMBERS) {
     const value = members[name];

@@ -294,7 +294,7 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
    */
   async bumpEpochs(cmd: Omit<EpochBumpCommand, 'now'>): Promise<EpochBump> {
     checkEpochBump(cmd);
-    const bump = await this.store.readWrite((tx) => tx.leases.bumpEpochs({ ...cmd, now: this.clock.now() }));
+    const bump = await this.store.readWrite((tx) => tx.leases.bumpEpochs(Object.assign({}, cmd, { now: this.clock.now() })));
     if (bump.leases_ended > 0) this.released();
     return bump;
   }

@@ -242,7 +242,7 @@ async function recordRefusal(ctx: WritContext, w: IdentifiedWrite, input: Action
         error: { code: e.code, message: e.message },
       }, tx);
     });
-    return new WritError(e.code, e.message, { ...(e.details ?? {}), receipt_id: rejection.receipt_id });
+    return new WritError(e.code, e.message, Object.assign({}, e.details, { receipt_id: rejection.receipt_id }));
   } catch (spent) {
     return spent;
   }

@@ -17,6 +17,7 @@ export async function generatePrincipalKeyPair(kid?: string): Promise<PrincipalK
   const { kty, crv, x } = full;
   return {
     publicJwk: { kty, crv, x, kid: id, alg: 'EdDSA', use: 'sig' },
+    // spread-then-add: once per key generated
     privateJwk: { ...full, kid: id, alg: 'EdDSA', use: 'sig' },
   };
 }

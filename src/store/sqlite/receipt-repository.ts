@@ -212,7 +212,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     let entries = 0;
     let receipts = 0;
     for (const leaf of changed) {
-      s.insertLeaf.run({ ...leaf, checkpoint: c.seq });
+      s.insertLeaf.run({ checkpoint: c.seq, ...leaf }); // the new key first: see test/architecture/spread-then-add.test.ts
       if (leaf.floor_pos === 0 || !raised.has(leaf.chain)) continue;
       receipts += s.deleteIndex.run(leaf.chain, leaf.floor_pos).changes;
       entries += s.deleteEntries.run(leaf.chain, leaf.floor_pos).changes;

@@ -72,6 +72,7 @@ export function sqliteStoreOn(db: SqliteDatabase, options: Pick<SqliteStoreOptio
 function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpoints: boolean, options: Pick<SqliteStoreOptions, 'maxBatch' | 'sync'>): SqliteStore {
   // A file in WAL mode is synced off the event loop; anything else (`:memory:`) keeps its own `synchronous`.
   const wal = !writer.memory && writer.pragma('journal_mode', { simple: true }) === 'wal' ? new WalSync(writer.name, options.sync) : null;
+  // spread-then-add: once, when the store opens
   const group = new GroupCommit(writer, { ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }), ...(wal ? { wal } : {}) });
   const writeTx = storeTx(writer, null);
   const readTx = reader === writer ? writeTx : storeTx(reader, wal);
