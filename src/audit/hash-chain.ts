@@ -55,9 +55,11 @@ export interface ChainHead {
 
 /** The entry that extends `head` (an engine calls it with the head it locked, and the seq it drew). */
 export function linkEntry(head: { pos: number; hash: string }, seq: number, entry: { chain: ChainId; receipt_id: string; kind: EntryKind; body: string }): StoredEntry {
-  const unhashed = { seq, chain: entry.chain, pos: head.pos + 1, receipt_id: entry.receipt_id, kind: entry.kind, body: entry.body, prev_hash: head.hash };
-  // A literal, not `{ ...unhashed, hash }`: see test/architecture/spread-then-add.test.ts.
-  return { seq, chain: unhashed.chain, pos: unhashed.pos, receipt_id: unhashed.receipt_id, kind: unhashed.kind, body: unhashed.body, prev_hash: unhashed.prev_hash, hash: hashOf(unhashed) };
+  // One literal whose hash is filled in (hashOf reads the other fields), not `{ ...unhashed, hash }`:
+  // see test/architecture/spread-then-add.test.ts.
+  const stored: StoredEntry = { seq, chain: entry.chain, pos: head.pos + 1, receipt_id: entry.receipt_id, kind: entry.kind, body: entry.body, prev_hash: head.hash, hash: '' };
+  stored.hash = hashOf(stored);
+  return stored;
 }
 
 /** sha256 of the canonical JSON of a request: what `Idempotency-Key` reuse is compared by. */

@@ -72,22 +72,16 @@ export async function evaluateAccess(ctx: WritContext, caller: string, e: Authze
   await checkMayAskAbout(ctx, caller, e.subject.id, typeof environment === 'string' ? environment : undefined);
   const { principal, body } = await toDecisionRequest(ctx, e);
   const d = await decide(ctx, principal, body, { via: 'authzen', askedBy: caller, ...(from !== undefined ? { requestedBy: from } : {}) });
-  // Literals, not `{ ...common, token, … }`: see test/architecture/spread-then-add.test.ts.
-  if (d.allow) {
-    const context = { decision_id: d.decision_id, obligations: d.obligations, policy_revision: d.policy_revision, graph_revision: d.graph_revision, token: d.token, expires_at: toWireTimeOrNull(d.expires_at), chain: d.chain };
-    return { decision: true, context };
-  }
+  const common = { decision_id: d.decision_id, obligations: d.obligations, policy_revision: d.policy_revision, graph_revision: d.graph_revision };
+  // Object.assign onto the literal, not `{ ...common, token, … }`: see test/architecture/spread-then-add.test.ts.
+  if (d.allow) return { decision: true, context: Object.assign(common, { token: d.token, expires_at: toWireTimeOrNull(d.expires_at), chain: d.chain }) };
   return {
     decision: false,
-    context: {
-      decision_id: d.decision_id,
-      obligations: d.obligations,
-      policy_revision: d.policy_revision,
-      graph_revision: d.graph_revision,
+    context: Object.assign(common, {
       reason_admin: { '403': d.reasons.join('; ') },
       reason_user: { '403': `Not allowed: ${d.action} on ${d.resource}. Ask an administrator about decision ${d.decision_id}.` },
       reasons: d.reasons,
-    },
+    }),
   };
 }
 
