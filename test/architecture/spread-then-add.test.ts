@@ -55,11 +55,20 @@ const HOT = [
 
 const MARKER = '// spread-then-add:';
 
-function spreadThenAdd(root: string): string[] {
-  const config = ts.getParsedCommandLineOfConfigFile(resolve(root, 'tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} });
-  if (!config) throw new Error('tsconfig.json cannot be read');
-  const hot = (file: string) => HOT.some((h) => (h.endsWith('/') ? file.startsWith(h) : file === h));
-  const program = ts.createProgram({ rootNames: config.fileNames.filter((f) => hot(relative(root, f))), options: config.options });
+const ROOT = resolve(import.meta.dirname, '../..');
+/** Cases the check must find (and one it must leave, being marked): proof that it can fail. */
+const CASES = 'test/architecture/spread-then-add-cases.ts';
+
+const config = ts.getParsedCommandLineOfConfigFile(resolve(ROOT, 'tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} });
+if (!config) throw new Error('tsconfig.json cannot be read');
+const SOURCES = config.fileNames.map((f) => relative(ROOT, f));
+const isHot = (h: string, file: string) => (h.endsWith('/') ? file.startsWith(h) : file === h);
+
+/** The findings in `files` (paths relative to the repository), each `file:line what`. */
+function spreadThenAdd(root: string, files: string[]): string[] {
+  const wanted = new Set(files);
+  const hot = (file: string) => wanted.has(file);
+  const program = ts.createProgram({ rootNames: files.map((f) => resolve(root, f)), options: config!.options });
   const checker = program.getTypeChecker();
   /** The keys a spread's value may bring: those of each object member of its type (`c && { x }` brings `x`). */
   const keysOf = (type: ts.Type): string[] =>
@@ -119,6 +128,14 @@ function spreadThenAdd(root: string): string[] {
 
 describe('object literals on the request path', () => {
   it('never start with a spread and then add a key the spread lacks (a new hidden class on every call in Node 20)', () => {
-    expect(spreadThenAdd(resolve(import.meta.dirname, '../..'))).toEqual([]);
+    // Every entry of the list still names source files (a renamed directory must not leave the check empty).
+    expect(HOT.filter((h) => !SOURCES.some((f) => isHot(h, f)))).toEqual([]);
+    const found = spreadThenAdd(ROOT, [...SOURCES.filter((f) => HOT.some((h) => isHot(h, f))), CASES]);
+    expect(found.filter((f) => !f.startsWith(CASES))).toEqual([]);
+    expect(found.filter((f) => f.startsWith(CASES))).toEqual([
+      `${CASES}:4 adds via`,
+      `${CASES}:5 adds ...extra`,
+      `${CASES}:6 is cloned, then given content-length`,
+    ]);
   }, 60_000);
 });
