@@ -72,9 +72,10 @@ describe('kill -9 during writ restore', () => {
       copyFileSync(source, file);
       await restoreKilledAfter(dir, Math.round(whole * (0.4 + (0.6 * (k + 1)) / kills)));
       expect(existsSync(file), `kill ${k}`).toBe(true);
-      // Opened as the next Writ would: read-write, so that a WAL the killed restore left (a kill inside
-      // assertNotInUse's switch out of WAL mode) is recovered; a read-only connection cannot recover one
-      // and throws "attempt to write a readonly database" (CI, 2026-12-02).
+      // Opened as the next Writ would: read-write, so that a hot rollback journal the killed restore left
+      // (a kill inside assertNotInUse's switch out of WAL mode, which writes through a rollback journal)
+      // is rolled back; a read-only connection cannot, and throws "attempt to write a readonly database"
+      // (a clean-clone run, 2026-12-02; the same error reproduced with a kill -9 inside a transaction).
       const db = new Database(file);
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
       db.close();
