@@ -3,6 +3,7 @@
 import type { KeyObject } from 'node:crypto';
 import sodium from 'sodium-native';
 import { checkEd25519Key, type Ed25519 } from './ed25519.js';
+import { Ed25519VerifyWorker } from './ed25519-worker.js';
 
 /**
  * Ed25519 through libsodium (sodium-native): see ed25519.ts for why and where. Keys stay node:crypto
@@ -48,4 +49,12 @@ export const libsodiumEd25519: Ed25519 = {
     const pk = publicKeyOf(publicKey);
     return signature.length === sodium.crypto_sign_BYTES && sodium.crypto_sign_verify_detached(signature, data, pk);
   },
+  verifyOffLoop(publicKey, data, signature) {
+    const pk = publicKeyOf(publicKey);
+    if (signature.length !== sodium.crypto_sign_BYTES) return Promise.resolve(false);
+    return offLoop.verify(pk, data, signature);
+  },
 };
+
+/** The worker behind `verifyOffLoop` (started on its first check). */
+export const offLoop = new Ed25519VerifyWorker((pk, data, signature) => sodium.crypto_sign_verify_detached(signature, data, pk));

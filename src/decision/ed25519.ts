@@ -23,6 +23,8 @@ export interface Ed25519 {
   sign(privateKey: KeyObject, data: Uint8Array): Buffer;
   /** Whether `signature` is a valid signature of `data` by `publicKey`: false, never a throw, for a signature that is not 64 bytes. Throws for a key that is not an Ed25519 public key. */
   verify(publicKey: KeyObject, data: Uint8Array, signature: Uint8Array): boolean;
+  /** `verify`, answered off the event loop (libsodium: on a worker thread, ed25519-worker.ts); absent where the implementation has no such way. */
+  verifyOffLoop?(publicKey: KeyObject, data: Uint8Array, signature: Uint8Array): Promise<boolean>;
 }
 
 /** Throws unless `key` is an Ed25519 key of that type: no implementation signs or verifies with another kind. */

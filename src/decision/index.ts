@@ -4,7 +4,7 @@
  */
 export { KeyRing, type KeyRingOptions, type SigningKey } from './key-ring.js';
 export { ed25519, opensslEd25519, useEd25519, type Ed25519 } from './ed25519.js';
-export { publicKeyFromJwk } from './jws.js';
+export { countWorkInFlight, publicKeyFromJwk, signatureChecks } from './jws.js';
 export {
   DECISION_ALG,
   DECISION_ISSUER,

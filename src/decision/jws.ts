@@ -4,13 +4,12 @@ import { ed25519, ed25519PublicKeyProblem } from './ed25519.js';
 /**
  * Compact JWS (RFC 7515) for the two token kinds Writ verifies on every write: caller assertions and
  * decisions. Decoding is strict. Ed25519 (EdDSA) is signed and checked by the process's implementation
- * (ed25519.ts: libsodium in the server, ~18 µs a signature and ~49 µs a check here), on the event loop:
- * with libsodium inline the server spent 0.65–0.77× the CPU per lease pair of OpenSSL on libuv's thread
- * pool when busy (the two changes together, bench/RESULTS.md, issue 10). ES256 (P-256, for caller keys)
- * is node:crypto's one-shot `verify`, on the thread pool when the event loop is busy
- * (`verifyJwsSignatureAsync`; not jose's WebCrypto, which measured p50 ~150 µs and p99 ~1.6 ms per token
- * here). jose still makes keys and signs assertions (SDK); the claim checks live with each verifier,
- * which words its own refusals.
+ * (ed25519.ts: libsodium in the server, ~18 µs a signature and ~43–49 µs a check here); the server's
+ * checks run on a worker thread of libsodium's when the event loop is busy (ed25519-worker.ts), inline
+ * when it is quiet. ES256 (P-256, for caller keys) is node:crypto's one-shot `verify`, on libuv's thread
+ * pool when the event loop is busy (`verifyJwsSignatureAsync`; not jose's WebCrypto, which measured p50
+ * ~150 µs and p99 ~1.6 ms per token here). jose still makes keys and signs assertions (SDK); the claim
+ * checks live with each verifier, which words its own refusals.
  */
 export type JwsAlgorithm = 'EdDSA' | 'ES256';
 
@@ -100,15 +99,26 @@ export function verifyJwsSignature(jws: DecodedJws, alg: JwsAlgorithm, key: KeyO
 }
 
 /**
- * `verifyJwsSignature`, for the verifiers that may wait. EdDSA is checked here, at once (ed25519.ts). An
- * ES256 check goes to libuv's thread pool when the event loop is busy (node:crypto's `verify` with a
- * callback): the same answer, but the main thread parses, evaluates and commits other requests
- * meanwhile. When the loop has been mostly idle lately there is nothing to overlap with, and the two
- * hand-offs between threads (each a wake-up of an idle core) cost more than the check: it is done here.
+ * `verifyJwsSignature`, for the verifiers that may wait: the same answer, but while the event loop is
+ * busy the check is made on another thread and the main thread parses, evaluates and commits other
+ * requests meanwhile. EdDSA goes to the implementation's `verifyOffLoop` (the server's libsodium: a
+ * worker thread, ed25519-worker.ts; OpenSSL has none and checks here), ES256 to libuv's thread pool
+ * (node:crypto's `verify` with a callback). When there is nothing to overlap with, the two hand-offs
+ * between threads (each a wake-up of an idle core) cost more than the check, and it is done here: when
+ * the loop has been mostly idle lately, or when the server has no other request in flight (one client
+ * calling in turn keeps the loop half busy, and each hand-off only added to its wait: 1-client decisions
+ * and lease pairs 15% slower, measured).
  */
 export function verifyJwsSignatureAsync(jws: DecodedJws, alg: JwsAlgorithm, key: KeyObject): Promise<boolean> {
-  if (alg === 'EdDSA' || loopIsQuiet()) return Promise.resolve(verifyJwsSignature(jws, alg, key));
+  if (alg === 'EdDSA') {
+    const impl = ed25519();
+    if (impl.verifyOffLoop === undefined || !overlapPossible() || algorithmOf(key) !== alg) return Promise.resolve(checkOnLoop(jws, alg, key));
+    checks.offLoop += 1;
+    return impl.verifyOffLoop(key, Buffer.from(jws.signingInput, 'ascii'), jws.signature);
+  }
+  if (!overlapPossible()) return Promise.resolve(checkOnLoop(jws, alg, key));
   if (algorithmOf(key) !== alg || jws.signature.length !== 64) return Promise.resolve(false);
+  checks.offLoop += 1;
   const data = Buffer.from(jws.signingInput, 'ascii');
   return new Promise((resolve) => {
     verify('sha256', data, { key, dsaEncoding: 'ieee-p1363' }, jws.signature, (error, ok) => resolve(error === null && ok));
@@ -166,6 +176,41 @@ const isNumericDate = (v: unknown): v is number => typeof v === 'number' && Numb
 /** `aud` is a string equal to `audience`, or an array that contains it (RFC 7519 §4.1.3). */
 export function audienceIncludes(aud: unknown, audience: string): boolean {
   return aud === audience || (Array.isArray(aud) && aud.includes(audience));
+}
+
+/** Signature checks of `verifyJwsSignatureAsync` since the process started, by where they ran (the server's metrics read them). */
+const checks = { onLoop: 0, offLoop: 0 };
+
+export function signatureChecks(): Readonly<{ onLoop: number; offLoop: number }> {
+  return checks;
+}
+
+function checkOnLoop(jws: DecodedJws, alg: JwsAlgorithm, key: KeyObject): boolean {
+  checks.onLoop += 1;
+  return verifyJwsSignature(jws, alg, key);
+}
+
+/** What each server registered (`countWorkInFlight`): how many requests and stream operations it is serving now. */
+const workInFlight = new Set<() => number>();
+
+/**
+ * Counts `inFlight` (a server's requests and stream operations being served) in deciding whether a
+ * check handed to another thread can overlap with other work; returns the function that stops counting
+ * it (the server's close). With no server registered (a library caller, a benchmark), the loop's
+ * business alone decides.
+ */
+export function countWorkInFlight(inFlight: () => number): () => void {
+  workInFlight.add(inFlight);
+  return () => workInFlight.delete(inFlight);
+}
+
+/** Whether a check handed to another thread would overlap with other work: the loop is busy, and some server has more than the asking request in flight. */
+function overlapPossible(): boolean {
+  if (loopIsQuiet()) return false;
+  if (workInFlight.size === 0) return true;
+  let n = 0;
+  for (const count of workInFlight) n += count();
+  return n > 1;
 }
 
 /** The event loop's utilization over the last window of at least this long decides `loopIsQuiet`. */

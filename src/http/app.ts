@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import websocket from '@fastify/websocket';
-import { releaseAssertion, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
+import { countWorkInFlight, releaseAssertion, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/index.js';
 import { consoleSession, forOneOperation, type ConsoleSession, type WritContext } from '../service/index.js';
@@ -150,6 +150,11 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     return { principal: caller.principal, spent };
   });
   app.decorate('writDrain', drainGate(app));
+  // Signature checks go to another thread only while other requests are in flight to overlap with (jws.ts).
+  const uncount = countWorkInFlight(app.writDrain.inflight);
+  app.addHook('onClose', async () => {
+    uncount();
+  });
   if (limiter) {
     // Shedding is cheap or it is no shedding: a request whose claimed principal is out of requests is
     // refused before its body is parsed or its signature checked (measured: bench/overload.ts). A peek

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { signatureChecks } from '../decision/index.js';
 import type { SinkStats } from '../decision-log/index.js';
 import type { ServiceObserver } from '../service/index.js';
 
@@ -35,6 +36,17 @@ export function createMetrics(decisionLogStats: () => SinkStats[] = () => []): W
     collect() {
       this.reset();
       for (const s of decisionLogStats()) this.set({ sink: s.sink }, s.buffered);
+    },
+  });
+  new Counter({
+    name: 'writ_signature_checks_total',
+    help: 'Signature checks of caller assertions and decisions by this process, by thread: on the event loop, or handed to another (while it is busy and other requests are in flight)',
+    labelNames: ['thread'] as const, registers: [registry],
+    collect() {
+      this.reset();
+      const { onLoop, offLoop } = signatureChecks();
+      this.inc({ thread: 'event_loop' }, onLoop);
+      this.inc({ thread: 'other' }, offLoop);
     },
   });
   const httpRequests = new Counter({ name: 'writ_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['route', 'status'] as const, registers: [registry] });

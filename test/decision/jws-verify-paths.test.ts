@@ -1,8 +1,8 @@
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
-import { libsodiumEd25519 } from '../../src/decision/ed25519-libsodium.js';
+import { libsodiumEd25519, offLoop } from '../../src/decision/ed25519-libsodium.js';
 import { opensslEd25519, useEd25519 } from '../../src/decision/ed25519.js';
-import { decodeCompactJws, signEdDsaJws, verifyJwsSignatureAsync } from '../../src/decision/jws.js';
+import { countWorkInFlight, decodeCompactJws, signEdDsaJws, verifyJwsSignatureAsync } from '../../src/decision/jws.js';
 
 // Records whether each node:crypto check ran on the thread pool (a callback given) or on the event loop.
 const calls = vi.hoisted(() => ({ pool: 0, inline: 0 }));
@@ -70,7 +70,7 @@ describe('which thread checks a signature', () => {
     expect(calls).toEqual({ pool: 3, inline: 0 });
   });
 
-  it('EdDSA: on the event loop whether it is quiet or busy, by OpenSSL (the default) or libsodium (the server)', async () => {
+  it('EdDSA: by OpenSSL (the default) on the event loop always; by libsodium (the server) on the event loop when it is quiet, on its worker thread when it is busy, with the same answers', async () => {
     await quiet();
     calls.pool = calls.inline = 0;
     expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
@@ -79,13 +79,53 @@ describe('which thread checks a signature', () => {
     expect(calls).toEqual({ pool: 0, inline: 6 });
 
     useEd25519(libsodiumEd25519);
+    const worker = vi.spyOn(offLoop, 'verify');
     try {
+      await quiet();
       calls.pool = calls.inline = 0;
       expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
+      expect(worker).not.toHaveBeenCalled();
       busy(60);
       expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
+      // The three EdDSA checks (good, another payload, another key); the fourth names ES256 for an Ed25519 key.
+      expect(worker).toHaveBeenCalledTimes(3);
       expect(calls).toEqual({ pool: 0, inline: 0 });
     } finally {
+      worker.mockRestore();
+      useEd25519(opensslEd25519);
+    }
+  });
+
+  it('a server with no other request in flight keeps its checks on the event loop, busy or not: a hand-off would only add to the one caller\'s wait', async () => {
+    let inFlight = 1;
+    const uncount = countWorkInFlight(() => inFlight);
+    useEd25519(libsodiumEd25519);
+    const worker = vi.spyOn(offLoop, 'verify');
+    try {
+      await quiet();
+      calls.pool = calls.inline = 0;
+      busy(60);
+      expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
+      expect(await answers(esToken, 'ES256', p256.publicKey, p256Other)).toEqual([true, false, false, false]);
+      expect(worker).not.toHaveBeenCalled();
+      expect(calls).toEqual({ pool: 0, inline: 3 });
+
+      // Another request in flight (this server's or another's in the process): handed over.
+      const another = countWorkInFlight(() => 1);
+      busy(60);
+      expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
+      expect(await answers(esToken, 'ES256', p256.publicKey, p256Other)).toEqual([true, false, false, false]);
+      expect(worker).toHaveBeenCalledTimes(3);
+      expect(calls).toEqual({ pool: 3, inline: 3 });
+
+      another();
+      inFlight = 2;
+      busy(60);
+      expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
+      expect(worker).toHaveBeenCalledTimes(6);
+    } finally {
+      uncount();
+      worker.mockRestore();
       useEd25519(opensslEd25519);
     }
   });
