@@ -21,16 +21,54 @@ describe('single-use ids on SQLite', () => {
     expect(await ids.isSpent('decision', 'd', 999)).toBe(false);
   });
 
-  it('deletes expired ids (at most once a minute, inside a spend), so the table holds only live ones', async () => {
+  it('deletes expired ids inside spends, at most every 100 ms, so the table holds only live ones', async () => {
     const db = openDatabase(':memory:');
     const store = new SqliteSingleUseStore(db);
     const rows = () => (db.prepare('SELECT id FROM seen_ids ORDER BY id').pluck().all() as string[]);
-    expect(await store.spend('assertion', 'old', 100_000, 70_000)).toBe(true); // purges nothing yet, and starts the minute
-    expect(await store.spend('assertion', 'live', 500_000, 80_000)).toBe(true);
-    expect(await store.spend('decision', 'young', 200_000, 129_000)).toBe(true); // within the minute: nothing purged
-    expect(rows()).toEqual(['live', 'old', 'young']);
-    expect(await store.spend('decision', 'new', 700_000, 131_000)).toBe(true); // a minute on: 'old' (expired at 100 s) goes
-    expect(rows()).toEqual(['live', 'new', 'young']);
+    expect(await store.spend('assertion', 'old', 100_000, 70_000)).toBe(true); // purges nothing yet, and starts the interval
+    expect(await store.spend('assertion', 'live', 500_000, 70_050)).toBe(true);
+    expect(await store.spend('decision', 'young', 200_000, 100_050)).toBe(true); // 'old' expired at 100 s: purged
+    expect(rows()).toEqual(['live', 'young']);
+    expect(await store.spend('decision', 'newer', 700_000, 200_000)).toBe(true); // 'young' expired at 200 s: purged
+    expect(rows()).toEqual(['live', 'newer']);
+    expect(await store.spend('decision', 'late', 700_000, 200_050)).toBe(true);
+    expect(rows()).toEqual(['late', 'live', 'newer']);
+  });
+
+  it('deletes a large backlog of expired ids in bites of 1,000, the oldest first, sooner while bites come back full, never a live one', async () => {
+    const db = openDatabase(':memory:');
+    const store = new SqliteSingleUseStore(db);
+    const insert = db.prepare('INSERT INTO seen_ids (namespace, id, expires_at) VALUES (?, ?, ?)');
+    db.transaction(() => {
+      for (let i = 0; i < 2_500; i++) insert.run('assertion', `expired-${i}`, 10_000 + i);
+      for (let i = 0; i < 300; i++) insert.run('decision', `live-${i}`, 1_000_000 + i);
+    })();
+    const count = (like: string) => db.prepare('SELECT count(*) FROM seen_ids WHERE id LIKE ?').pluck().get(like) as number;
+    const oldestLeft = () => db.prepare("SELECT min(expires_at) FROM seen_ids WHERE id LIKE 'expired-%'").pluck().get() as number | null;
+    let now = 500_000;
+    expect(await store.spend('assertion', 'a0', 900_000, now)).toBe(true);
+    expect(count('expired-%')).toBe(1_500);
+    expect(oldestLeft()).toBe(11_000); // the oldest thousand went first
+    // A full bite brings the next one 10 ms closer, not 100.
+    now += 9;
+    expect(await store.spend('assertion', 'a1', 900_000, now)).toBe(true);
+    expect(count('expired-%')).toBe(1_500);
+    now += 1;
+    expect(await store.spend('assertion', 'a2', 900_000, now)).toBe(true);
+    expect(count('expired-%')).toBe(500);
+    now += 10;
+    expect(await store.spend('assertion', 'a3', 900_000, now)).toBe(true);
+    expect(count('expired-%')).toBe(0);
+    // That bite was not full: the next waits the whole 100 ms.
+    insert.run('assertion', 'expired-late', now - 1);
+    now += 99;
+    expect(await store.spend('assertion', 'a4', 900_000, now)).toBe(true);
+    expect(count('expired-late')).toBe(1);
+    now += 1;
+    expect(await store.spend('assertion', 'a5', 900_000, now)).toBe(true);
+    expect(count('expired-late')).toBe(0);
+    expect(count('live-%')).toBe(300);
+    expect(count('a_')).toBe(6);
   });
 });
 
