@@ -46,26 +46,27 @@ describe('single-use ids on SQLite', () => {
     const count = (like: string) => db.prepare('SELECT count(*) FROM seen_ids WHERE id LIKE ?').pluck().get(like) as number;
     const oldestLeft = () => db.prepare("SELECT min(expires_at) FROM seen_ids WHERE id LIKE 'expired-%'").pluck().get() as number | null;
     let now = 500_000;
-    expect(await store.spend('assertion', 'a0', 900_000, now)).toBe(true);
+    let spent = 0;
+    /** A spend `ms` after the last one (each a new id, live until 900 s). */
+    const spendAfter = async (ms: number) => {
+      now += ms;
+      expect(await store.spend('assertion', `a${spent++}`, 900_000, now)).toBe(true);
+    };
+    await spendAfter(0);
     expect(count('expired-%')).toBe(1_500);
     expect(oldestLeft()).toBe(11_000); // the oldest thousand went first
     // A full bite brings the next one 10 ms closer, not 100.
-    now += 9;
-    expect(await store.spend('assertion', 'a1', 900_000, now)).toBe(true);
+    await spendAfter(9);
     expect(count('expired-%')).toBe(1_500);
-    now += 1;
-    expect(await store.spend('assertion', 'a2', 900_000, now)).toBe(true);
+    await spendAfter(1);
     expect(count('expired-%')).toBe(500);
-    now += 10;
-    expect(await store.spend('assertion', 'a3', 900_000, now)).toBe(true);
+    await spendAfter(10);
     expect(count('expired-%')).toBe(0);
     // That bite was not full: the next waits the whole 100 ms.
     insert.run('assertion', 'expired-late', now - 1);
-    now += 99;
-    expect(await store.spend('assertion', 'a4', 900_000, now)).toBe(true);
+    await spendAfter(99);
     expect(count('expired-late')).toBe(1);
-    now += 1;
-    expect(await store.spend('assertion', 'a5', 900_000, now)).toBe(true);
+    await spendAfter(1);
     expect(count('expired-late')).toBe(0);
     expect(count('live-%')).toBe(300);
     expect(count('a_')).toBe(6);
