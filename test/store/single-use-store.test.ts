@@ -21,18 +21,31 @@ describe('single-use ids on SQLite', () => {
     expect(await ids.isSpent('decision', 'd', 999)).toBe(false);
   });
 
-  it('deletes expired ids inside spends, at most every 100 ms, so the table holds only live ones', async () => {
+  it('deletes expired ids inside spends, at most every 100 ms and 10 s after they expired, so the table holds only live ones', async () => {
     const db = openDatabase(':memory:');
     const store = new SqliteSingleUseStore(db);
     const rows = () => (db.prepare('SELECT id FROM seen_ids ORDER BY id').pluck().all() as string[]);
     expect(await store.spend('assertion', 'old', 100_000, 70_000)).toBe(true); // purges nothing yet, and starts the interval
     expect(await store.spend('assertion', 'live', 500_000, 70_050)).toBe(true);
-    expect(await store.spend('decision', 'young', 200_000, 100_050)).toBe(true); // 'old' expired at 100 s: purged
-    expect(rows()).toEqual(['live', 'young']);
-    expect(await store.spend('decision', 'newer', 700_000, 200_000)).toBe(true); // 'young' expired at 200 s: purged
-    expect(rows()).toEqual(['live', 'newer']);
-    expect(await store.spend('decision', 'late', 700_000, 200_050)).toBe(true);
+    expect(await store.spend('decision', 'young', 200_000, 105_000)).toBe(true); // 'old' expired at 100 s: kept 10 s more
+    expect(rows()).toEqual(['live', 'old', 'young']);
+    expect(await store.spend('decision', 'newer', 700_000, 110_000)).toBe(true); // now purged
+    expect(rows()).toEqual(['live', 'newer', 'young']);
+    expect(await store.spend('decision', 'late', 700_000, 210_000)).toBe(true); // 'young' expired at 200 s
     expect(rows()).toEqual(['late', 'live', 'newer']);
+  });
+
+  it('an id expired by the latest clock the store has seen is refused, also to a request whose own clock is earlier: a purge by a later request cannot open a replay', async () => {
+    const db = openDatabase(':memory:');
+    const store = new SqliteSingleUseStore(db);
+    expect(await store.spend('assertion', 'j', 50_000, 40_000)).toBe(true);
+    // A later request spends something at 80 s: j (expired at 50 s) is purged.
+    expect(await store.spend('assertion', 'other', 900_000, 80_000)).toBe(true);
+    expect(db.prepare("SELECT count(*) FROM seen_ids WHERE id = 'j'").pluck().get()).toBe(0);
+    // A request that started at 45 s (j still live by its clock) replays j after that purge.
+    expect(await store.spend('assertion', 'j', 50_000, 45_000)).toBe(false);
+    await expect(store.spendOrRefuse('assertion', 'j', 50_000, 45_000, () => new Error('replayed'))).rejects.toThrow('replayed');
+    expect(await store.spend('assertion', 'fresh', 90_000, 45_000)).toBe(true);
   });
 
   it('deletes a large backlog of expired ids in bites of 1,000, the oldest first, sooner while bites come back full, never a live one', async () => {
@@ -63,7 +76,7 @@ describe('single-use ids on SQLite', () => {
     await spendAfter(10);
     expect(count('expired-%')).toBe(0);
     // That bite was not full: the next waits the whole 100 ms.
-    insert.run('assertion', 'expired-late', now - 1);
+    insert.run('assertion', 'expired-late', now - 10_001);
     await spendAfter(99);
     expect(count('expired-late')).toBe(1);
     await spendAfter(1);

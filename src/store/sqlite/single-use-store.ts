@@ -11,6 +11,15 @@ import type { SqliteDatabase } from './database.js';
  * honoured, and the next spend of its id replaces it anyway (`insert`).
  */
 const PURGE_EVERY_MS = 100;
+/**
+ * Why a spend's clock is not enough: each request fixes its `now` when it starts and spends later, so a
+ * purge run meanwhile by a later request (at a later `now`) could delete a row the earlier one still
+ * counts as live, and its replay would then find no row and be spent again. So an id counts as expired
+ * once it is past by the caller's clock or by the latest clock this store has seen (the later of the
+ * two: refusing more is safe), as PostgreSQL's store does with the database's clock; and the purge only
+ * deletes ids expired PURGE_GRACE_MS before that, for requests of other processes sharing the file.
+ */
+const PURGE_GRACE_MS = 10_000;
 const PURGE_CATCH_UP_MS = 10;
 const PURGE_BATCH = 1_000;
 
@@ -19,6 +28,8 @@ export class SqliteSingleUseStore implements SingleUseStore {
   private readonly purge;
   private readonly live;
   private nextPurge = 0;
+  /** The latest `now` any spend of this store was given. */
+  private latestNow = Number.NEGATIVE_INFINITY;
 
   constructor(db: SqliteDatabase) {
     // A conflicting live row makes this a no-op (changes = 0); an expired one is replaced.
@@ -34,12 +45,13 @@ export class SqliteSingleUseStore implements SingleUseStore {
   }
 
   async spend(namespace: string, id: string, expiresAt: number, now: number): Promise<boolean> {
+    if (now > this.latestNow) this.latestNow = now;
     if (now >= this.nextPurge || now < this.nextPurge - PURGE_EVERY_MS) {
-      const deleted = this.purge.run(now).changes;
+      const deleted = this.purge.run(this.latestNow - PURGE_GRACE_MS).changes;
       this.nextPurge = now + (deleted === PURGE_BATCH ? PURGE_CATCH_UP_MS : PURGE_EVERY_MS);
     }
     // An expired id cannot be remembered: spending it late would let a second late spend succeed too.
-    if (expiresAt <= now) return false;
+    if (expiresAt <= this.latestNow) return false;
     return this.insert.run(namespace, id, expiresAt, now).changes === 1;
   }
 
