@@ -13,7 +13,7 @@ import { Worker } from 'node:worker_threads';
  * transferred buffer of [public key 32 | signature 64 | length u32 | data] records, and come back as
  * one message of results; so the hand-off costs two messages a batch, not a request.
  *
- * The worker is started on first use and does not keep the process alive. If it fails or exits, the
+ * The worker is started on first use and keeps the process alive only while it holds checks. If it fails or exits, the
  * checks it held are made here, inline, and so is every later one (`failed`): an answer is never lost
  * and never guessed. A job's bytes are read when its batch is sent, at the end of the turn: a caller
  * leaves its buffers alone until the answer (jws.ts hands over fresh ones).
@@ -85,22 +85,24 @@ export class Ed25519VerifyWorker {
     this.#queue = [];
     if (jobs.length === 0) return;
     if (this.#failed) return this.#settleInline(jobs);
-    let size = 4;
-    for (const job of jobs) size += 100 + job.data.length;
-    const batch = Buffer.allocUnsafeSlow(size);
-    batch.writeUInt32LE(jobs.length, 0);
-    let at = 4;
-    for (const job of jobs) {
-      batch.set(job.publicKey, at);
-      batch.set(job.signature, at + 32);
-      batch.writeUInt32LE(job.data.length, at + 96);
-      batch.set(job.data, at + 100);
-      at += 100 + job.data.length;
-    }
     const id = this.#nextId++;
     try {
+      let size = 4;
+      for (const job of jobs) size += 100 + job.data.length;
+      const batch = Buffer.allocUnsafeSlow(size);
+      batch.writeUInt32LE(jobs.length, 0);
+      let at = 4;
+      for (const job of jobs) {
+        batch.set(job.publicKey, at);
+        batch.set(job.signature, at + 32);
+        batch.writeUInt32LE(job.data.length, at + 96);
+        batch.set(job.data, at + 100);
+        at += 100 + job.data.length;
+      }
       const worker = this.#start();
       this.#inFlight.set(id, jobs);
+      // Held checks keep the process alive until answered; an idle worker does not (the 'message' handler unrefs it).
+      worker.ref();
       worker.postMessage({ id, buffer: batch.buffer }, [batch.buffer]);
     } catch {
       this.#inFlight.delete(id);
@@ -116,6 +118,7 @@ export class Ed25519VerifyWorker {
       const jobs = this.#inFlight.get(id);
       if (!jobs) return;
       this.#inFlight.delete(id);
+      if (this.#inFlight.size === 0) worker.unref();
       for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i] === 1);
     });
     worker.on('error', () => this.#fail());

@@ -1,7 +1,7 @@
 import { generateKeyPairSync, sign } from 'node:crypto';
 import fc from 'fast-check';
 import sodium from 'sodium-native';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Ed25519VerifyWorker } from '../../src/decision/ed25519-worker.js';
 
 const keys = Array.from({ length: 3 }, () => {
@@ -32,8 +32,9 @@ const cases = fc.record({
 });
 
 describe('Ed25519 checks on a worker thread (ed25519-worker.ts)', () => {
-  it('answers as libsodium inline does, for batches of any size made in one turn, and across turns', async () => {
-    const worker = new Ed25519VerifyWorker(inline);
+  it('answers as libsodium inline does, for batches of any size made in one turn, and across turns (the worker answering, not the inline fallback)', async () => {
+    const fallback = vi.fn(inline);
+    const worker = new Ed25519VerifyWorker(fallback);
     try {
       await fc.assert(
         fc.asyncProperty(fc.array(cases, { minLength: 1, maxLength: 40 }), async (batch) => {
@@ -46,6 +47,7 @@ describe('Ed25519 checks on a worker thread (ed25519-worker.ts)', () => {
       // Enough good and bad answers among them for the comparison to mean something.
       const mixed = await Promise.all([0, 1].map((signer) => worker.verify(...check({ key: 0, signer, message: Buffer.from('writ'), flip: null }))));
       expect(mixed).toEqual([true, false]);
+      expect(fallback).not.toHaveBeenCalled();
     } finally {
       await worker.stop();
     }
