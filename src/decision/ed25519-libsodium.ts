@@ -54,6 +54,7 @@ export const libsodiumEd25519: Ed25519 = {
     if (signature.length !== sodium.crypto_sign_BYTES) return Promise.resolve(false);
     return offLoop.verify(pk, data, signature);
   },
+  offLoopFallbacks: () => offLoop.fallbacks,
 };
 
 /** The worker behind `verifyOffLoop` (started on its first check). */

@@ -59,6 +59,7 @@ export class Ed25519VerifyWorker {
   #queue: Job[] = [];
   #nextId = 0;
   readonly #inFlight = new Map<number, Job[]>();
+  #fallbacks = 0;
 
   /** `inline` is the same check on this thread: used when the worker cannot be. */
   constructor(private readonly inline: Check) {}
@@ -71,6 +72,11 @@ export class Ed25519VerifyWorker {
     return new Promise((resolve) => {
       if (this.#queue.push({ publicKey, data, signature, resolve }) === 1) setImmediate(this.#send);
     });
+  }
+
+  /** Checks handed to this worker that were made inline instead, because it had failed or exited (the server's metrics read it). */
+  get fallbacks(): number {
+    return this.#fallbacks;
   }
 
   /** Ends the worker (tests); checks it held are made inline, and so are later ones. */
@@ -104,9 +110,9 @@ export class Ed25519VerifyWorker {
       // Held checks keep the process alive until answered; an idle worker does not (the 'message' handler unrefs it).
       worker.ref();
       worker.postMessage({ id, buffer: batch.buffer }, [batch.buffer]);
-    } catch {
+    } catch (e) {
       this.#inFlight.delete(id);
-      this.#fail();
+      this.#fail(e);
       this.#settleInline(jobs);
     }
   };
@@ -121,15 +127,19 @@ export class Ed25519VerifyWorker {
       if (this.#inFlight.size === 0) worker.unref();
       for (let i = 0; i < jobs.length; i++) jobs[i]!.resolve(results[i] === 1);
     });
-    worker.on('error', () => this.#fail());
-    worker.on('exit', () => this.#fail());
+    worker.on('error', (e) => this.#fail(e));
+    worker.on('exit', (code) => this.#fail(new Error(`it exited with code ${code}`)));
     // After the listeners (adding a 'message' one refs the worker again): a process that is otherwise done exits.
     worker.unref();
     this.#worker = worker;
     return worker;
   }
 
-  #fail(): void {
+  /** From now on every check is made inline; `reason` (none when stopped on purpose) is reported once. */
+  #fail(reason?: unknown): void {
+    if (!this.#failed && reason !== undefined) {
+      process.emitWarning(`Ed25519 worker thread failed (${reason instanceof Error ? reason.message : String(reason)}): signature checks are made on the event loop from now on`, { code: 'WRIT_ED25519_WORKER' });
+    }
     this.#failed = true;
     this.#worker = null;
     const held = [...this.#inFlight.values()];
@@ -142,6 +152,7 @@ export class Ed25519VerifyWorker {
   }
 
   #inline(publicKey: Uint8Array, data: Uint8Array, signature: Uint8Array): boolean {
+    this.#fallbacks += 1;
     try {
       return this.inline(publicKey, data, signature);
     } catch {

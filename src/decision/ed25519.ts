@@ -25,6 +25,8 @@ export interface Ed25519 {
   verify(publicKey: KeyObject, data: Uint8Array, signature: Uint8Array): boolean;
   /** `verify`, answered off the event loop (libsodium: on a worker thread, ed25519-worker.ts); absent where the implementation has no such way. */
   verifyOffLoop?(publicKey: KeyObject, data: Uint8Array, signature: Uint8Array): Promise<boolean>;
+  /** How many checks given to `verifyOffLoop` were made on the event loop after all (its thread had failed). */
+  offLoopFallbacks?(): number;
 }
 
 /** Throws unless `key` is an Ed25519 key of that type: no implementation signs or verifies with another kind. */

@@ -181,8 +181,10 @@ export function audienceIncludes(aud: unknown, audience: string): boolean {
 /** Signature checks of `verifyJwsSignatureAsync` since the process started, by where they ran (the server's metrics read them). */
 const checks = { onLoop: 0, offLoop: 0 };
 
+/** `offLoop` counts only checks another thread made: those handed to a failed worker and made here after all count as `onLoop`. */
 export function signatureChecks(): Readonly<{ onLoop: number; offLoop: number }> {
-  return checks;
+  const fallbacks = ed25519().offLoopFallbacks?.() ?? 0;
+  return { onLoop: checks.onLoop + fallbacks, offLoop: checks.offLoop - fallbacks };
 }
 
 function checkOnLoop(jws: DecodedJws, alg: JwsAlgorithm, key: KeyObject): boolean {

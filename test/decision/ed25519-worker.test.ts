@@ -74,8 +74,11 @@ describe('Ed25519 checks on a worker thread (ed25519-worker.ts)', () => {
     expect(await worker.verify(...good)).toBe(true);
     const held = [worker.verify(...good), worker.verify(...bad)];
     await new Promise((r) => setImmediate(r));
+    expect(worker.fallbacks).toBe(0);
     await worker.stop();
     expect(await Promise.all(held)).toEqual([true, false]);
     expect(await Promise.all([worker.verify(...good), worker.verify(...bad)])).toEqual([true, false]);
+    // Counted (the server's metrics report them as made on the event loop).
+    expect(worker.fallbacks).toBe(4);
   });
 });
