@@ -46,9 +46,10 @@ export class SqliteSingleUseStore implements SingleUseStore {
 
   async spend(namespace: string, id: string, expiresAt: number, now: number): Promise<boolean> {
     if (now > this.latestNow) this.latestNow = now;
-    if (now >= this.nextPurge || now < this.nextPurge - PURGE_EVERY_MS) {
+    // Scheduled on the latest clock too: it never goes back, so neither does the schedule.
+    if (this.latestNow >= this.nextPurge) {
       const deleted = this.purge.run(this.latestNow - PURGE_GRACE_MS).changes;
-      this.nextPurge = now + (deleted === PURGE_BATCH ? PURGE_CATCH_UP_MS : PURGE_EVERY_MS);
+      this.nextPurge = this.latestNow + (deleted === PURGE_BATCH ? PURGE_CATCH_UP_MS : PURGE_EVERY_MS);
     }
     // An expired id cannot be remembered: spending it late would let a second late spend succeed too.
     if (expiresAt <= this.latestNow) return false;
