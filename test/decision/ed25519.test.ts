@@ -31,6 +31,26 @@ describe('Ed25519: libsodium (the server) and OpenSSL (the default, the SDK)', (
     );
   });
 
+  it('libsodium off the event loop (its worker) answers as its inline check does: another message, another key, a flipped bit, any length but 64', async () => {
+    const { privateKey, publicKey } = keys[0]!;
+    const message = Buffer.from('writ decision');
+    const signature = sodium.sign(privateKey, message);
+    const flipped = Buffer.from(signature);
+    flipped[5]! ^= 2;
+    const cases: [typeof publicKey, Buffer, Buffer][] = [
+      [publicKey, message, signature],
+      [publicKey, Buffer.from('writ decisioN'), signature],
+      [keys[1]!.publicKey, message, signature],
+      [publicKey, message, flipped],
+      [publicKey, message, signature.subarray(0, 63)],
+      [publicKey, message, Buffer.concat([signature, Buffer.alloc(1)])],
+      [publicKey, message, Buffer.alloc(0)],
+    ];
+    const offLoop = await Promise.all(cases.map(([k, m, sig]) => sodium.verifyOffLoop!(k, m, sig)));
+    expect(offLoop).toEqual([true, false, false, false, false, false, false]);
+    expect(offLoop).toEqual(cases.map(([k, m, sig]) => sodium.verify(k, m, sig)));
+  });
+
   it.each([sodium, openssl])('$name refuses another message, another key, any flipped bit and any length but 64, as false', (impl) => {
     const { privateKey, publicKey } = keys[0]!;
     const message = Buffer.from('writ decision');
