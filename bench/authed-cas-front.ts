@@ -3,9 +3,10 @@
  * service on PostgreSQL must do per request, speaking Writ's lease routes so the same load generator
  * drives it. Per call: verify the caller's Ed25519 assertion (libsodium on the event loop, the same
  * implementation as Writ's, src/decision/ed25519-libsodium.ts; until 2026-12-02 both used node:crypto on the
- * thread pool; since 2026-12-03 Writ hands its checks to libsodium on a worker thread while its loop is busy
- * with other requests in flight, which this front, tried with Writ's own check, did no better with: 1,720 and
- * 1,952 pairs/s at 16 and 64 clients against 2,142 and 2,200 checking on the loop, one run each), then ONE autocommitted statement that spends its jti (a durable single-use id, as Writ's) and
+ * thread pool; since 2026-12-03 Writ hands its checks to libsodium on a worker thread while its loop is
+ * busy with other requests in flight, which this front, tried with Writ's own check, did no better with:
+ * 1,720 and 1,952 pairs/s at 16 and 64 clients against 2,142 and 2,200 checking on the loop, one run
+ * each), then ONE autocommitted statement that spends its jti (a durable single-use id, as Writ's) and
  * compare-and-sets the key's row (acquire: free or expired → holder, epoch + 1, a fresh token; release:
  * by token). No policy, no decision check, no graph, no receipts, no queue, no fencing state beyond the
  * epoch: what a user would get by putting fastify and a signature check in front of the PostgreSQL CAS.

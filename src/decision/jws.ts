@@ -6,9 +6,9 @@ import { ed25519, ed25519PublicKeyProblem } from './ed25519.js';
  * decisions. Decoding is strict. Ed25519 (EdDSA) is signed and checked by the process's implementation
  * (ed25519.ts: libsodium in the server, ~18 µs a signature and ~43–49 µs a check here); the server's
  * checks run on a worker thread of libsodium's while the event loop is busy and other requests are in
- * flight (ed25519-worker.ts, `verifyJwsSignatureAsync`), inline otherwise. ES256 (P-256, for caller keys) is node:crypto's one-shot `verify`, on libuv's thread
- * pool when the event loop is busy (`verifyJwsSignatureAsync`; not jose's WebCrypto, which measured p50
- * ~150 µs and p99 ~1.6 ms per token here). jose still makes keys and signs assertions (SDK); the claim
+ * flight (ed25519-worker.ts, `verifyJwsSignatureAsync`), inline otherwise. ES256 (P-256, for caller
+ * keys) is node:crypto's one-shot `verify`, on libuv's thread pool under the same condition (not jose's
+ * WebCrypto, which measured p50 ~150 µs and p99 ~1.6 ms per token here). jose still makes keys and signs assertions (SDK); the claim
  * checks live with each verifier, which words its own refusals.
  */
 export type JwsAlgorithm = 'EdDSA' | 'ES256';
