@@ -10,7 +10,7 @@ import { PostgresLeaseRepository } from './lease-repository.js';
 import { migratePostgres } from './migrate.js';
 import { PostgresReceiptRepository } from './receipt-repository.js';
 import { TxSession, type PostgresStoreStats } from './session.js';
-import { PostgresSingleUseStore, PurgeSchedule } from './single-use-store.js';
+import { PostgresSingleUseStore, SingleUsePurge } from './single-use-store.js';
 
 export interface PostgresStoreOptions {
   /** Connections in this replica's pool (default 10). */
@@ -48,6 +48,8 @@ export interface PostgresStore extends WritStore {
   readonly engine: 'postgres';
   /** Round trips, retries and commits so far (for tests and the benchmark). */
   stats(): PostgresStoreStats;
+  /** Settles once the background purge of expired single-use ids running now (if any) has ended (for tests). */
+  purgeSettled(): Promise<void>;
   watchGraphHead(onHead: (head: number) => void): Promise<{ close(): Promise<void> }>;
   watchLeaseReleases(onRelease: () => void): Promise<{ close(): Promise<void> }>;
 }
@@ -108,8 +110,9 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 
 class PgStore implements PostgresStore {
   readonly engine = 'postgres' as const;
-  private readonly counters: PostgresStoreStats = { roundTrips: 0, retries: 0, eagerRuns: 0, commits: 0 };
-  private readonly purge = new PurgeSchedule();
+  private readonly counters = { roundTrips: 0, retries: 0, eagerRuns: 0, commits: 0 };
+  /** Expired single-use ids, deleted in the background on a pooled connection of its own (not a request's round trips). */
+  private readonly purge = new SingleUsePurge(async (text) => (await this.pool.query(text)).rowCount ?? 0);
   private closed = false;
 
   constructor(
@@ -129,7 +132,12 @@ class PgStore implements PostgresStore {
   }
 
   stats(): PostgresStoreStats {
-    return { ...this.counters };
+    const { bites, deleted, failures } = this.purge.counts;
+    return { ...this.counters, purgeBites: bites, purgedIds: deleted, purgeFailures: failures };
+  }
+
+  purgeSettled(): Promise<void> {
+    return this.purge.idle();
   }
 
   read<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
@@ -143,6 +151,7 @@ class PgStore implements PostgresStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.purge.close();
     await this.pool.end();
   }
 

@@ -36,6 +36,13 @@ export interface PostgresStoreStats {
   eagerRuns: number;
   /** Transactions committed by readWrite. */
   commits: number;
+  /**
+   * The background purge of expired single-use ids (single-use-store.ts SingleUsePurge): statements run,
+   * ids deleted, runs ended by a failure. Its statements are not counted in `roundTrips`.
+   */
+  purgeBites: number;
+  purgedIds: number;
+  purgeFailures: number;
 }
 
 interface Queued {
@@ -91,7 +98,7 @@ export class TxSession implements Sql {
   constructor(
     private readonly client: pg.PoolClient,
     private readonly begin: string,
-    private readonly stats: PostgresStoreStats,
+    private readonly stats: Pick<PostgresStoreStats, 'roundTrips'>,
     private readonly beginWithFirstStatement = true,
     readonly deferring = beginWithFirstStatement,
     private readonly implicit = false,

@@ -1,24 +1,21 @@
 import type { SingleUseStore } from '../../decision/single-use.js';
 import type { Sql } from './session.js';
 
-/** Expired ids are deleted at most this often per process (inside a spend), so the table holds only live ones. */
-const PURGE_EVERY_MS = 60_000;
-
 /**
  * Single-use ids on PostgreSQL, spent once across every replica. An id counts as expired once it is past
  * by the caller's clock or by the database's (the later of the two): refusing more is safe, and the
- * purge deletes only ids past by the database's clock, so a replica with a fast clock cannot delete an
- * id that a replica with a slow clock would still accept and spend a second time.
+ * purge (SingleUsePurge) deletes only ids past by the database's clock, so a replica with a fast clock
+ * cannot delete an id that a replica with a slow clock would still accept and spend a second time.
  */
 export class PostgresSingleUseStore implements SingleUseStore {
   constructor(
     private readonly sql: Sql,
-    private readonly purge: PurgeSchedule,
+    private readonly purge: SingleUsePurge,
   ) {}
 
   async spend(namespace: string, id: string, expiresAt: number, now: number): Promise<boolean> {
     if (expiresAt <= now) return false;
-    await this.purgeIfDue(now);
+    this.purge.due(now);
     // A live row makes this a no-op (no row returned); an expired one is replaced; an id already
     // expired is never inserted (spending it late would let a second late spend succeed too).
     const rows = await this.sql.query(
@@ -45,20 +42,12 @@ export class PostgresSingleUseStore implements SingleUseStore {
       return;
     }
     if (expiresAt <= now) throw refusal();
-    await this.purgeIfDue(now);
+    this.purge.due(now);
     this.sql.defer('DELETE FROM single_use_ids WHERE namespace = $1 AND id = $2 AND expires_at <= greatest($3::bigint, writ_now_ms())', [namespace, storedId(id), now]);
     this.sql.defer(
       'INSERT INTO single_use_ids (namespace, id, expires_at) VALUES ($1, $2, CASE WHEN $3::bigint > greatest($4::bigint, writ_now_ms()) THEN $3::bigint END)',
       [namespace, storedId(id), expiresAt, now],
     );
-  }
-
-  /** Deletes expired ids (by the database's clock) when this process's schedule says so; nobody reads the answer. */
-  private async purgeIfDue(now: number): Promise<void> {
-    if (!this.purge.due(now)) return;
-    const purge = 'DELETE FROM single_use_ids WHERE expires_at <= writ_now_ms()';
-    if (this.sql.deferring) this.sql.defer(purge);
-    else await this.sql.query(purge);
   }
 
   async isSpent(namespace: string, id: string, now: number): Promise<boolean> {
@@ -77,13 +66,73 @@ export class PostgresSingleUseStore implements SingleUseStore {
  */
 const storedId = (id: string) => id.replace(/\\/g, '\\\\').replace(/\u0000/g, '\\0');
 
-/** When this process last purged (shared by every transaction of one store). */
-export class PurgeSchedule {
-  private last = Number.NEGATIVE_INFINITY;
+/** A purge runs at most this often per process, started by a spend (an idle replica sends nothing). */
+const PURGE_EVERY_MS = 1_000;
+/** Rows one purge statement deletes at most; a full bite is followed by the next one at once. */
+const PURGE_BATCH = 1_000;
+/**
+ * Ids are deleted this long after they expired by the database's clock: an id past that clock is never
+ * spent again (`spend` refuses it), so only a database clock stepped back could make a deleted one
+ * spendable, by less than this.
+ */
+const PURGE_GRACE_MS = 10_000;
 
-  due(now: number): boolean {
-    if (now - this.last <= PURGE_EVERY_MS) return false;
+/**
+ * One statement, a transaction of its own: the oldest expired ids by the expiry index, skipping rows
+ * that another transaction holds (a replica's purge, or a spend replacing an expired id), so replicas
+ * purging at once share the work and nobody waits on a purge's row locks for longer than one bite.
+ */
+const PURGE_SQL = `DELETE FROM single_use_ids WHERE (namespace, id) IN (
+  SELECT namespace, id FROM single_use_ids WHERE expires_at <= writ_now_ms() - ${PURGE_GRACE_MS}
+  ORDER BY expires_at LIMIT ${PURGE_BATCH} FOR UPDATE SKIP LOCKED)`;
+
+/**
+ * Deletes expired single-use ids in the background, on a pooled connection of its own: never inside a
+ * request's transaction. Until 2026-12-03 one DELETE of every expired id rode one request's COMMIT once
+ * a minute: that request waited for it, and replicas purging in the same minute waited on each other's
+ * row locks. A spend calls `due`; at most every PURGE_EVERY_MS that starts a run of bites of
+ * PURGE_BATCH rows, one after the other while they come back full. Only housekeeping: an expired row
+ * is never honoured, and the next spend of its id replaces it anyway. A failed bite (the database
+ * unreachable) ends the run; the next due spend starts another.
+ */
+export class SingleUsePurge {
+  private last = Number.NEGATIVE_INFINITY;
+  private running: Promise<void> | null = null;
+  private closed = false;
+  /** Bites run and ids deleted (the store's stats; nothing decides on them). */
+  readonly counts = { bites: 0, deleted: 0, failures: 0 };
+
+  /** `deleteBite` runs one statement in a transaction of its own and answers the rows it deleted. */
+  constructor(private readonly deleteBite: (text: string) => Promise<number>) {}
+
+  /** Told by every spend with its clock; starts a purge when one is due and none is running. */
+  due(now: number): void {
+    if (this.closed || this.running !== null || now - this.last < PURGE_EVERY_MS) return;
     this.last = now;
-    return true;
+    this.running = this.run().finally(() => (this.running = null));
+  }
+
+  private async run(): Promise<void> {
+    try {
+      for (;;) {
+        const deleted = await this.deleteBite(PURGE_SQL);
+        this.counts.bites += 1;
+        this.counts.deleted += deleted;
+        if (deleted < PURGE_BATCH || this.closed) return;
+      }
+    } catch {
+      this.counts.failures += 1;
+    }
+  }
+
+  /** The purge running now, if any, to its end (then none starts). */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.running;
+  }
+
+  /** Settles once the purge running now (if any) has ended: for tests and the benchmark. */
+  async idle(): Promise<void> {
+    await this.running;
   }
 }

@@ -237,18 +237,70 @@ describe('PostgreSQL lease time is the database clock', () => {
 });
 
 describe('PostgreSQL single-use ids', () => {
-  it('deletes expired ids (by the database clock) on a process\'s first spend and then at most once a minute', async () => {
+  const refused = () => new WritError('UNAUTHENTICATED', 'replayed');
+  const ids = async (url: string) => (await sql<{ id: string }>(url, 'SELECT id FROM single_use_ids ORDER BY id')).map((r) => r.id);
+  /** Rows whose expiry is `offsetMs` from the database's clock (negative: expired that long ago). */
+  const seed = (url: string, prefix: string, count: number, offsetMs: number) =>
+    sql(url, `INSERT INTO single_use_ids (namespace, id, expires_at) SELECT 'assertion', $1 || g, writ_now_ms() + $2 - g FROM generate_series(1, $3) g`, [prefix, offsetMs, count]);
+
+  it('deletes expired ids in the background, outside the spend\'s transaction, in bites of 1,000 while they come back full, 10 s after they expired, at most once a second', async () => {
     const db = await database();
     const store = await open(db.url);
-    const ids = async () => (await sql<{ id: string }>(db.url, 'SELECT id FROM single_use_ids ORDER BY id')).map((r) => r.id);
+    await seed(db.url, 'old-', 2_500, -60_000);
+    await seed(db.url, 'recent-', 3, -2_000); // expired, but within the grace
+    await seed(db.url, 'live-', 3, 600_000);
     const now = Date.now();
-    expect(await store.readWrite((tx) => tx.singleUse.spend('a', 'short', now + 100, now))).toBe(true); // first spend: purges (nothing yet)
-    expect(await store.readWrite((tx) => tx.singleUse.spend('a', 'long', now + 600_000, now))).toBe(true);
-    await sleep(200);
-    expect(await store.readWrite((tx) => tx.singleUse.spend('a', 'third', Date.now() + 600_000, Date.now()))).toBe(true); // within the minute
-    expect(await ids()).toEqual(['long', 'short', 'third']);
-    expect(await store.readWrite((tx) => tx.singleUse.spend('a', 'fourth', now + 700_000, now + 61_000))).toBe(true); // a minute on
-    expect(await ids()).toEqual(['fourth', 'long', 'third']);
+    const before = store.stats().roundTrips;
+    // The spend that starts the purge costs its own transaction nothing: one message, as without a purge.
+    await store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'jti-1', now + 60_000, now, refused));
+    expect(store.stats().roundTrips - before).toBe(1);
+    await store.purgeSettled();
+    expect(store.stats()).toMatchObject({ purgeBites: 3, purgedIds: 2_500, purgeFailures: 0 });
+    expect(await ids(db.url)).toEqual(['jti-1', 'live-1', 'live-2', 'live-3', 'recent-1', 'recent-2', 'recent-3']);
+    // Within the second: no purge. A second on (by the spends' clock): one bite, nothing left to delete.
+    expect(await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-2', now + 60_000, now + 500))).toBe(true);
+    await store.purgeSettled();
+    expect(store.stats().purgeBites).toBe(3);
+    expect(await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-3', now + 60_000, now + 1_000))).toBe(true);
+    await store.purgeSettled();
+    expect(store.stats()).toMatchObject({ purgeBites: 4, purgedIds: 2_500 });
+    // A purged id stays spent: past the database's clock, it can never be spent again.
+    expect(await store.readWrite((tx) => tx.singleUse.spend('assertion', 'old-1', Date.now() + 60_000, Date.now() - 120_000))).toBe(true); // a new expiry: a new id
+    await expect(store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'old-2', Date.now() - 50_000, Date.now() - 120_000, refused))).rejects.toThrow('replayed');
+  });
+
+  it('a purge skips rows another transaction holds, so replicas purging at once never wait on each other; what it skipped goes with a later purge', async () => {
+    const db = await database();
+    const [a, b] = [await open(db.url), await open(db.url)];
+    await seed(db.url, 'old-', 1_500, -60_000);
+    // Another replica's purge (or a spend replacing an expired id) holds 100 of them.
+    const holder = new pg.Client(db.url);
+    await holder.connect();
+    cleanups.push(() => holder.end());
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM single_use_ids WHERE id LIKE 'old-%' ORDER BY expires_at LIMIT 100 FOR UPDATE`);
+    const now = Date.now();
+    await a.readWrite((tx) => tx.singleUse.spend('assertion', 'a-1', now + 60_000, now));
+    await b.readWrite((tx) => tx.singleUse.spend('assertion', 'b-1', now + 60_000, now));
+    // Both end while the rows are held (a wait would run into the test's timeout).
+    await Promise.all([a.purgeSettled(), b.purgeSettled()]);
+    expect(a.stats().purgedIds + b.stats().purgedIds).toBe(1_400);
+    expect(a.stats().purgeFailures + b.stats().purgeFailures).toBe(0);
+    expect((await ids(db.url)).filter((id) => id.startsWith('old-'))).toHaveLength(100);
+    await holder.query('COMMIT');
+    await a.readWrite((tx) => tx.singleUse.spend('assertion', 'a-2', now + 60_000, now + 1_000));
+    await a.purgeSettled();
+    expect(await ids(db.url)).toEqual(['a-1', 'a-2', 'b-1']);
+  });
+
+  it('close() waits for the purge running, and then ends the pool', async () => {
+    const db = await database();
+    const store = await openPostgresStore(db.url, { poolSize: 2 });
+    await seed(db.url, 'old-', 10, -60_000);
+    const now = Date.now();
+    await store.readWrite((tx) => tx.singleUse.spend('assertion', 'a-1', now + 60_000, now));
+    await store.close(); // waits for the purge the spend started
+    expect(store.stats()).toMatchObject({ purgedIds: 10, purgeFailures: 0 });
   });
 });
 
@@ -270,7 +322,7 @@ describe('PostgreSQL round trips', () => {
     expect(await count(() => renew(store, t))).toBe(2);
     expect(await count(() => release(store, t))).toBe(2);
     expect(await count(() => store.read((tx) => tx.leases.fenceState('k:1', t.tokenHash, t.leaseId)))).toBe(1); // a read: its COMMIT is not waited for
-    // The first spend of a process also purges expired ids (then at most once a minute); deferred, it costs nothing more.
+    // The first spend of a process also starts a purge of expired ids: on a connection of its own, not this transaction's round trips.
     expect(await count(() => store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'jti-0', Date.now() + 60_000, Date.now(), refused)))).toBe(1);
     // A decision's spend of the caller's assertion: BEGIN, the spend and COMMIT in one message.
     expect(await count(() => store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'jti-d', Date.now() + 60_000, Date.now(), refused)))).toBe(1);
@@ -303,7 +355,6 @@ describe('PostgreSQL round trips', () => {
     const db = await database();
     const store = await open(db.url);
     const count = counter(store);
-    await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-0', Date.now() + 60_000, Date.now())); // the process's first purge
     const index = (id: string) => ({ receipt_id: id, principal: 'p', resource_key: 'k', status: 'PENDING' as const, idempotency_key: null, request_hash: 'h', created_at: 1, completed_at: null });
     expect(await count(() => store.readWrite((tx) => tx.receipts.appendIntent({ chain: 'k', receipt_id: 'r1', kind: 'intent', body: '{"resource_key":"k"}' }, index('r1'))))).toBe(2);
     expect(await count(() => store.readWrite((tx) => tx.receipts.appendSettlement({ receipt_id: 'r1', kind: 'completed', body: '{}' }, 'COMPLETED', 2)))).toBe(2);
@@ -346,7 +397,6 @@ describe('PostgreSQL round trips', () => {
     const db = await database();
     const store = await open(db.url);
     const count = counter(store);
-    await store.readWrite((tx) => tx.singleUse.spend('assertion', 'jti-0', Date.now() + 60_000, Date.now())); // the process's first purge
     const index = (id: string) => ({ receipt_id: id, principal: 'p', resource_key: 'k', status: 'REJECTED' as const, idempotency_key: null, request_hash: 'h', created_at: 1, completed_at: 1 });
     const reject = (id: string, jti: string) => async (tx: StoreTx) => {
       await tx.singleUse.spendOrRefuse('assertion', jti, Date.now() + 60_000, Date.now(), refused);

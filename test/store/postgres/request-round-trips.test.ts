@@ -59,7 +59,7 @@ const decide = (fields: string[], resource = 'wp:post:1024') => call('POST', '/v
 
 describe('round trips to PostgreSQL per request', () => {
   it('a decision 1, a lease acquisition 2, a renewal or release 2, a gateway write 3 (intent 2 + settlement 1)', async () => {
-    await decide(['title']); // the process's first spend also purges expired ids
+    await decide(['title']); // the first request (its spend also starts the background purge: not this request's round trips)
     const d = await decide(['title']);
     expect(d.status, JSON.stringify(d.body)).toBe(200);
     expect(d.roundTrips).toBe(1);
