@@ -116,8 +116,8 @@ export function verifyJwsSignatureAsync(jws: DecodedJws, alg: JwsAlgorithm, key:
     checks.offLoop += 1;
     return impl.verifyOffLoop(key, Buffer.from(jws.signingInput, 'ascii'), jws.signature);
   }
-  if (!overlapPossible()) return Promise.resolve(checkOnLoop(jws, alg, key));
-  if (algorithmOf(key) !== alg || jws.signature.length !== 64) return Promise.resolve(false);
+  // A key of another kind or a signature of another length is refused at once, here (and counted as such).
+  if (!overlapPossible() || algorithmOf(key) !== alg || jws.signature.length !== 64) return Promise.resolve(checkOnLoop(jws, alg, key));
   checks.offLoop += 1;
   const data = Buffer.from(jws.signingInput, 'ascii');
   return new Promise((resolve) => {

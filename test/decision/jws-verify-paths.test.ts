@@ -2,7 +2,7 @@ import { generateKeyPairSync, sign } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
 import { libsodiumEd25519, offLoop } from '../../src/decision/ed25519-libsodium.js';
 import { opensslEd25519, useEd25519 } from '../../src/decision/ed25519.js';
-import { countWorkInFlight, decodeCompactJws, signEdDsaJws, verifyJwsSignatureAsync } from '../../src/decision/jws.js';
+import { countWorkInFlight, decodeCompactJws, signatureChecks, signEdDsaJws, verifyJwsSignatureAsync } from '../../src/decision/jws.js';
 
 // Records whether each node:crypto check ran on the thread pool (a callback given) or on the event loop.
 const calls = vi.hoisted(() => ({ pool: 0, inline: 0 }));
@@ -66,8 +66,13 @@ describe('which thread checks a signature', () => {
 
     busy(60);
     calls.pool = calls.inline = 0;
+    const before = signatureChecks();
     expect(await answers(esToken, 'ES256', p256.publicKey, p256Other)).toEqual([true, false, false, false]);
     expect(calls).toEqual({ pool: 3, inline: 0 });
+    // Every check is counted where it was made (/metrics writ_signature_checks_total): the three on the
+    // pool as made on another thread, the one naming EdDSA for a P-256 key on the loop.
+    const after = signatureChecks();
+    expect({ onLoop: after.onLoop - before.onLoop, offLoop: after.offLoop - before.offLoop }).toEqual({ onLoop: 1, offLoop: 3 });
   });
 
   it('EdDSA: by OpenSSL (the default) on the event loop always; by libsodium (the server) on the event loop when it is quiet, on its worker thread when it is busy, with the same answers', async () => {
@@ -86,10 +91,14 @@ describe('which thread checks a signature', () => {
       expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
       expect(worker).not.toHaveBeenCalled();
       busy(60);
+      const before = signatureChecks();
       expect(await answers(edToken, 'EdDSA', ed.publicKey, edOther)).toEqual([true, false, false, false]);
       // The three EdDSA checks (good, another payload, another key); the fourth names ES256 for an Ed25519 key.
       expect(worker).toHaveBeenCalledTimes(3);
       expect(calls).toEqual({ pool: 0, inline: 0 });
+      // That one is refused at once on the loop, and counted there too.
+      const after = signatureChecks();
+      expect({ onLoop: after.onLoop - before.onLoop, offLoop: after.offLoop - before.offLoop }).toEqual({ onLoop: 1, offLoop: 3 });
     } finally {
       worker.mockRestore();
       useEd25519(opensslEd25519);
