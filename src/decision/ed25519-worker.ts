@@ -61,8 +61,15 @@ export class Ed25519VerifyWorker {
   readonly #inFlight = new Map<number, Job[]>();
   #fallbacks = 0;
 
-  /** `inline` is the same check on this thread: used when the worker cannot be. */
-  constructor(private readonly inline: Check) {}
+  /**
+   * `inline` is the same check on this thread: used when the worker cannot be. `library`: the module
+   * the worker loads, exporting sodium-native's `crypto_sign_verify_detached` (a test gives one that
+   * fails or kills the worker).
+   */
+  constructor(
+    private readonly inline: Check,
+    private readonly library: string = createRequire(import.meta.url).resolve('sodium-native'),
+  ) {}
 
   /** Whether `signature` is a valid Ed25519 signature of `data` by the raw `publicKey` (32 bytes; the signature 64). */
   verify(publicKey: Uint8Array, data: Uint8Array, signature: Uint8Array): Promise<boolean> {
@@ -119,7 +126,7 @@ export class Ed25519VerifyWorker {
 
   #start(): Worker {
     if (this.#worker) return this.#worker;
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { library: createRequire(import.meta.url).resolve('sodium-native') } });
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { library: this.library } });
     worker.on('message', ({ id, results }: { id: number; results: Uint8Array }) => {
       const jobs = this.#inFlight.get(id);
       if (!jobs) return;

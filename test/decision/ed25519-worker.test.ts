@@ -1,4 +1,7 @@
 import { generateKeyPairSync, sign } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import sodium from 'sodium-native';
 import { describe, expect, it, vi } from 'vitest';
@@ -80,5 +83,39 @@ describe('Ed25519 checks on a worker thread (ed25519-worker.ts)', () => {
     expect(await Promise.all([worker.verify(...good), worker.verify(...bad)])).toEqual([true, false]);
     // Counted (the server's metrics report them as made on the event loop).
     expect(worker.fallbacks).toBe(4);
+  });
+
+  it('a worker that dies while it checks (its thread exits mid-batch): the batch is answered inline, right, and reported once as WRIT_ED25519_WORKER', async () => {
+    // A library that kills the worker thread at its first check.
+    const dir = mkdtempSync(join(tmpdir(), 'writ-ed25519-'));
+    const library = join(dir, 'dies.cjs');
+    writeFileSync(library, 'module.exports = { crypto_sign_verify_detached() { process.exit(7); } };');
+    const warnings: { message: string; code?: string }[] = [];
+    const onWarning = (w: Error & { code?: string }) => warnings.push({ message: w.message, code: w.code });
+    process.on('warning', onWarning);
+    try {
+      const worker = new Ed25519VerifyWorker(inline, library);
+      const good = check({ key: 2, signer: 2, message: Buffer.from('crash'), flip: null });
+      const bad = check({ key: 2, signer: 0, message: Buffer.from('crash'), flip: null });
+      expect(await Promise.all([worker.verify(...good), worker.verify(...bad), worker.verify(...good)])).toEqual([true, false, true]);
+      expect(await Promise.all([worker.verify(...bad), worker.verify(...good)])).toEqual([false, true]);
+      expect(worker.fallbacks).toBe(5);
+      await new Promise((r) => setImmediate(r)); // warnings are emitted on the next tick
+      expect(warnings.filter((w) => w.code === 'WRIT_ED25519_WORKER')).toEqual([
+        { code: 'WRIT_ED25519_WORKER', message: expect.stringMatching(/exited with code 7.*event loop from now on/) },
+      ]);
+    } finally {
+      process.off('warning', onWarning);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a worker that cannot start (its library fails to load): every check is answered inline, right', async () => {
+    const worker = new Ed25519VerifyWorker(inline, join(tmpdir(), 'writ-no-such-library.cjs'));
+    const good = check({ key: 0, signer: 0, message: Buffer.from('no worker'), flip: null });
+    const flipped = check({ key: 0, signer: 0, message: Buffer.from('no worker'), flip: 100 });
+    expect(await Promise.all([worker.verify(...good), worker.verify(...flipped)])).toEqual([true, false]);
+    expect(await worker.verify(...good)).toBe(true);
+    expect(worker.fallbacks).toBe(3);
   });
 });
