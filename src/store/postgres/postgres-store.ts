@@ -132,8 +132,9 @@ class PgStore implements PostgresStore {
   }
 
   stats(): PostgresStoreStats {
+    const { roundTrips, retries, eagerRuns, commits } = this.counters;
     const { bites, deleted, failures } = this.purge.counts;
-    return { ...this.counters, purgeBites: bites, purgedIds: deleted, purgeFailures: failures };
+    return { roundTrips, retries, eagerRuns, commits, purgeBites: bites, purgedIds: deleted, purgeFailures: failures };
   }
 
   purgeSettled(): Promise<void> {
