@@ -54,13 +54,16 @@ async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) =>
   }
 }
 
+/** A command given wrong arguments: `writ` prints the message alone (no stack) and exits with 2. */
+export class UsageError extends Error {}
+
 function print(value: unknown, json: boolean | string | undefined, text: () => string): void {
   console.log(json ? JSON.stringify(value, null, 2) : text());
 }
 
 function duration(s: string): number {
   const m = /^(\d+)(ms|s|m|h|d)$/.exec(s.trim());
-  if (!m) throw new Error(`"${s}" is not a duration like 90s, 15m, 1h, 2d`);
+  if (!m) throw new UsageError(`"${s}" is not a duration like 90s, 15m, 1h, 2d`);
   return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
 }
 
@@ -79,13 +82,28 @@ function formatVerdict(v: ReceiptChainVerdict): string {
     : `BROKEN in chain ${JSON.stringify(v.chain ?? '')} at ${v.firstBadPos}${v.firstBadSeq !== undefined ? ` (seq ${v.firstBadSeq})` : ''}: ${v.problem} (${v.entries} sound entries before it${against})`;
 }
 
+/** The keys of a saved `/.well-known/jwks.json`; MALFORMED_REQUEST, saying why, when it cannot be read or is not a JWKS. */
+function readJwksFile(file: string): { kid?: unknown }[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new WritError('MALFORMED_REQUEST', `cannot read the JWKS ${file}: ${(e as Error).message}`);
+  }
+  const keys = (parsed as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(keys) || !keys.every((k) => typeof k === 'object' && k !== null)) {
+    throw new WritError('MALFORMED_REQUEST', `${file} is not a JWKS: it needs a "keys" array of JWK objects (save /.well-known/jwks.json)`);
+  }
+  return keys as { kid?: unknown }[];
+}
+
 /** `writ audit verify --archive FILE`: offline, with the keys of --jwks FILE or else the data directory's key files. */
 async function verifyArchiveCommand(values: CommandArgs['values']): Promise<number> {
   const file = values.archive as string;
   if (!existsSync(file)) throw new WritError('NOT_FOUND', `no archive file ${file}`);
   let keys: { kid?: unknown }[];
   if (typeof values.jwks === 'string') {
-    keys = (JSON.parse(readFileSync(values.jwks, 'utf8')) as { keys?: { kid?: unknown }[] }).keys ?? [];
+    keys = readJwksFile(values.jwks);
   } else {
     const ring = await KeyRing.open(`${configFrom(values).dataDir}/keys`, systemClock);
     keys = ring.jwks().keys;
@@ -100,7 +118,7 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
 }
 
 function need(positionals: string[], n: number, usage: string): void {
-  if (positionals.length < n) throw new Error(`usage: ${usage}`);
+  if (positionals.length < n) throw new UsageError(`usage: ${usage}`);
 }
 
 export const COMMANDS: Command[] = [
@@ -159,7 +177,7 @@ export const COMMANDS: Command[] = [
     options: { at: { type: 'string' }, format: { type: 'string' } },
     run: async ({ values }) => {
       const format = (values.format as string | undefined) ?? 'json';
-      if (format !== 'json' && format !== 'dot') throw new Error('--format is json or dot');
+      if (format !== 'json' && format !== 'dot') throw new UsageError('--format is json or dot');
       return withWrit(values, async (w) => {
         const at = values.at as string | undefined;
         console.log(format === 'dot' ? await exportGraph(w.ctx, at, 'dot') : JSON.stringify(graphExportToWire(await exportGraph(w.ctx, at, 'json')), null, 2));
@@ -295,7 +313,7 @@ export const COMMANDS: Command[] = [
         else if (format === 'dot') console.log(exportChainDot(edges));
         else if (format === 'mermaid') console.log(exportChainMermaid(edges));
         else if (format === 'text') console.log(formatWhy(report));
-        else throw new Error('--format is text, json, dot or mermaid');
+        else throw new UsageError('--format is text, json, dot or mermaid');
         return 0;
       });
     },
@@ -416,6 +434,7 @@ export const COMMANDS: Command[] = [
     options: { json: { type: 'boolean' }, archive: { type: 'string' }, jwks: { type: 'string' } },
     run: async ({ values }) => {
       if (typeof values.archive === 'string') return verifyArchiveCommand(values);
+      if (values.jwks !== undefined) throw new UsageError('--jwks FILE goes with --archive FILE (the store\'s own chain is checked with the data directory\'s keys)');
       return withWrit(values, async (w) => {
         const v = await w.ctx.receipts.verifyChain(async () => {});
         const restores = (await w.ctx.leases.epochBumps()).filter((b) => b.kind === 'RESTORE');
@@ -431,7 +450,7 @@ export const COMMANDS: Command[] = [
     usage: '--older-than DURATION --out FILE [--json]',
     options: { 'older-than': { type: 'string' }, out: { type: 'string' }, json: { type: 'boolean' } },
     run: ({ values }) => {
-      if (typeof values['older-than'] !== 'string' || typeof values.out !== 'string') throw new Error('usage: writ audit archive --older-than DURATION --out FILE');
+      if (typeof values['older-than'] !== 'string' || typeof values.out !== 'string') throw new UsageError('usage: writ audit archive --older-than DURATION --out FILE');
       let olderThanMs: number;
       try {
         olderThanMs = duration(values['older-than']);

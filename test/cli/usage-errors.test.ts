@@ -1,0 +1,39 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { requireDist } from '../support/server-process.js';
+import { runWrit } from '../support/cli.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'writ-usage-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('writ given wrong arguments', () => {
+  it.each([
+    [['why'], 'writ: usage: writ why RECEIPT_ID'],
+    [['lease', 'prune-history', '--older-than', '5x'], 'writ: "5x" is not a duration like 90s, 15m, 1h, 2d'],
+    [['graph', 'export', '--format', 'svg'], 'writ: --format is json or dot'],
+    [['audit', 'archive', '--out', 'x.jsonl'], 'writ: usage: writ audit archive --older-than DURATION --out FILE'],
+    [['trace', 'seo-agent-7', '--no-such-option'], "writ: Unknown option '--no-such-option'"],
+    [['audit', 'verify', '--jwks', 'jwks.json'], 'writ: --jwks FILE goes with --archive FILE'],
+  ])('%j: says what is wrong in one line, without a stack trace, and exits with 2', async (args, message) => {
+    requireDist();
+    const r = await runWrit(dir, ...args);
+    expect(r.code).toBe(2);
+    expect(r.output.trim().split('\n')[0]).toContain(message);
+    expect(r.output).not.toMatch(/^\s+at /m);
+  });
+
+  it('writ audit verify --archive with a JWKS file that is missing or is not a JWKS: MALFORMED_REQUEST, saying which and why, exit 1', async () => {
+    requireDist();
+    const archive = join(dir, 'archive.jsonl');
+    writeFileSync(archive, '');
+    writeFileSync(join(dir, 'not-jwks.json'), '{"kid":"a"}');
+    const missing = await runWrit(dir, 'audit', 'verify', '--archive', archive, '--jwks', join(dir, 'nope.json'));
+    expect([missing.code, missing.output.trim()]).toEqual([1, `writ: MALFORMED_REQUEST (Malformed request): cannot read the JWKS ${join(dir, 'nope.json')}: ENOENT: no such file or directory, open '${join(dir, 'nope.json')}'`]);
+    const notJwks = await runWrit(dir, 'audit', 'verify', '--archive', archive, '--jwks', join(dir, 'not-jwks.json'));
+    expect(notJwks.code).toBe(1);
+    expect(notJwks.output).toContain('not-jwks.json is not a JWKS: it needs a "keys" array');
+    expect(notJwks.output).not.toMatch(/^\s+at /m);
+  });
+});
