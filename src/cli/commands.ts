@@ -8,6 +8,7 @@ import {
 } from '../service/index.js';
 import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
+import { portOption, UsageError } from './cli-error.js';
 import { findOpa } from './opa.js';
 import { formatCapabilities, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
 import { consoleLoginLink, httpOrigin, serve } from './serve.js';
@@ -38,7 +39,7 @@ export interface Command {
 export function configFrom(values: CommandArgs['values']): WritConfig {
   const overrides: Partial<WritConfig> = {};
   if (typeof values['data-dir'] === 'string') overrides.dataDir = values['data-dir'];
-  if (typeof values.port === 'string') overrides.port = Number(values.port);
+  if (typeof values.port === 'string') overrides.port = portOption('--port', values.port);
   if (typeof values.host === 'string') overrides.host = values.host;
   if (typeof values.database === 'string') overrides.databaseUrl = values.database;
   return loadConfig(overrides);
@@ -53,9 +54,6 @@ async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) =>
     await w.close();
   }
 }
-
-/** A command given wrong arguments: `writ` prints the message alone (no stack) and exits with 2. */
-export class UsageError extends Error {}
 
 function print(value: unknown, json: boolean | string | undefined, text: () => string): void {
   console.log(json ? JSON.stringify(value, null, 2) : text());
@@ -129,7 +127,7 @@ export const COMMANDS: Command[] = [
     options: { graph: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'upstream-port': { type: 'string' }, 'no-upstream': { type: 'boolean' }, 'console-link': { type: 'boolean' } },
     run: async ({ values }) => {
       const config = configFrom(values);
-      const upstreamPort = values['no-upstream'] ? null : Number(values['upstream-port'] ?? 4100);
+      const upstreamPort = values['no-upstream'] ? null : portOption('--upstream-port', (values['upstream-port'] as string | undefined) ?? '4100', 1);
       if (upstreamPort !== null && !process.env.WRIT_UPSTREAM_URL) {
         // Unless WRIT_UPSTREAM_URL names another, wp:post:* goes to the sample upstream started here, on whichever port.
         const sample = httpOrigin(config.host, upstreamPort);
@@ -302,9 +300,10 @@ export const COMMANDS: Command[] = [
     options: { format: { type: 'string' } },
     run: ({ values, positionals }) => {
       need(positionals, 1, 'writ why RECEIPT_ID');
+      const format = (values.format as string | undefined) ?? 'text';
+      if (!['text', 'json', 'dot', 'mermaid'].includes(format)) throw new UsageError('--format is text, json, dot or mermaid');
       return withWrit(values, async (w) => {
         const report = await whyReceipt(w.ctx, positionals[0]!);
-        const format = (values.format as string | undefined) ?? 'text';
         const edges = report.chain.map((l) => l.edge);
         if (format === 'json') {
           const chain = report.chain.map((l) => ({ edge: chainEdgeToWire(l.edge), now: l.now && { revoked_at: toWireTimeOrNull(l.now.revoked_at) } }));
@@ -312,8 +311,7 @@ export const COMMANDS: Command[] = [
         }
         else if (format === 'dot') console.log(exportChainDot(edges));
         else if (format === 'mermaid') console.log(exportChainMermaid(edges));
-        else if (format === 'text') console.log(formatWhy(report));
-        else throw new UsageError('--format is text, json, dot or mermaid');
+        else console.log(formatWhy(report));
         return 0;
       });
     },
@@ -343,12 +341,14 @@ export const COMMANDS: Command[] = [
     summary: 'live grants and delegations that expire within a window',
     usage: '--within 1h [--json]',
     options: { within: { type: 'string' }, json: { type: 'boolean' } },
-    run: ({ values }) =>
-      withWrit(values, async (w) => {
-        const edges = await expiringEdges(w.ctx, duration((values.within as string | undefined) ?? '1h'));
+    run: ({ values }) => {
+      const within = duration((values.within as string | undefined) ?? '1h');
+      return withWrit(values, async (w) => {
+        const edges = await expiringEdges(w.ctx, within);
         print(edges.map(edgeToWire), values.json, () => formatEdgeList(edges, (e) => `expires ${new Date(e.expires_at!).toISOString()}: "${e.reason}"`));
         return 0;
-      }),
+      });
+    },
   },
   {
     name: 'orphans',
@@ -550,13 +550,16 @@ export const COMMANDS: Command[] = [
     summary: 'retention: delete lease history events older than an age (each key keeps its latest; epochs are never pruned)',
     usage: '--older-than 90d',
     options: { 'older-than': { type: 'string' } },
-    run: ({ values }) =>
-      withWrit(values, async (w) => {
-        if (typeof values['older-than'] !== 'string') throw new WritError('UNPROCESSABLE', 'say how old: --older-than 90d');
-        const n = await w.ctx.leases.pruneHistory(duration(values['older-than']));
-        console.log(`pruned ${n} lease history event(s) older than ${values['older-than']}`);
+    run: ({ values }) => {
+      if (typeof values['older-than'] !== 'string') throw new WritError('UNPROCESSABLE', 'say how old: --older-than 90d');
+      const olderThan = values['older-than'];
+      const olderThanMs = duration(olderThan);
+      return withWrit(values, async (w) => {
+        const n = await w.ctx.leases.pruneHistory(olderThanMs);
+        console.log(`pruned ${n} lease history event(s) older than ${olderThan}`);
         return 0;
-      }),
+      });
+    },
   },
   {
     name: 'lease bumps',

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { WritError, ERROR_CATALOGUE } from '../errors.js';
-import { COMMANDS, UsageError, type Command } from './commands.js';
+import { CliError } from './cli-error.js';
+import { COMMANDS, type Command } from './commands.js';
 
 function usage(): string {
   const lines = ['usage: writ <command> [options]', '', 'commands:'];
@@ -46,7 +47,10 @@ main(process.argv.slice(2)).then(
     if (e instanceof WritError) {
       console.error(`writ: ${e.code} (${ERROR_CATALOGUE[e.code].title}): ${e.message}`);
       process.exitCode = 1;
-    } else if (e instanceof UsageError || (e instanceof TypeError && (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'))) {
+    } else if (e instanceof CliError) {
+      console.error(`writ: ${e.message}`);
+      process.exitCode = e.exitCode;
+    } else if (e instanceof TypeError && (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
       console.error(`writ: ${e.message}`);
       process.exitCode = 2;
     } else {

@@ -3,6 +3,7 @@ import type { WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
 import { applyManifest, issueLoginToken, openWrit, readManifest, reconcileReceipts, type WritContext } from '../service/index.js';
+import { CliError } from './cli-error.js';
 
 /**
  * Where to reach a server that listens on `host`: the loopback for a wildcard, an IPv6 address in
@@ -67,7 +68,9 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   if (upstreamPort !== null) {
     const upstream = await starting(async () => {
       const { startSampleUpstream } = await import('../upstream/index.js');
-      return startSampleUpstream({ port: upstreamPort, host: config.host, dbFile: `${config.dataDir}/upstream.sqlite` });
+      return startSampleUpstream({ port: upstreamPort, host: config.host, dbFile: `${config.dataDir}/upstream.sqlite` }).catch((e: unknown) => {
+        throw inUse(e, `port ${upstreamPort} for the sample upstream`, 'pass --upstream-port N, or --no-upstream (WRIT_UPSTREAM_URL names a real one)');
+      });
     });
     closers.push(async () => { await upstream.app.close(); });
     say(`[writ] sample upstream (a stand-in for a real CMS) on ${httpOrigin(config.host, upstreamPort)}`);
@@ -124,7 +127,9 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   }
   const server = await starting(async () => {
     app = await buildApp(w.ctx, { logger: process.env.WRIT_LOG === '1' ? { level: 'info' } : false });
-    await app.listen({ port: config.port, host: config.host });
+    await app.listen({ port: config.port, host: config.host }).catch((e: unknown) => {
+      throw inUse(e, `port ${config.port}`, 'pass --port N (0: any free port), or stop the server that has it');
+    });
     return app;
   });
   void reconcile();
@@ -159,4 +164,11 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+/** EADDRINUSE as one line that says what to do (a CliError); any other error as it is. */
+function inUse(e: unknown, what: string, remedy: string): unknown {
+  if ((e as { code?: unknown } | null)?.code !== 'EADDRINUSE') return e;
+  const at = (e as { address?: unknown }).address;
+  return new CliError(`${what}${typeof at === 'string' ? ` on ${at}` : ''} is in use (EADDRINUSE): ${remedy}`);
 }

@@ -212,6 +212,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   };
   const merged = { ...base, ...overrides };
   if (merged.rateLimit.perSecond > 0 && merged.rateLimit.burst < 1) throw new WritError('UNPROCESSABLE', 'WRIT_RATE_LIMIT_BURST must be at least 1 when a rate limit is set');
+  if (merged.port > 65_535) throw new WritError('UNPROCESSABLE', `configuration WRIT_PORT must be a port number from 0 to 65535, got "${merged.port}"`);
   if (merged.maxInflightWrites < 1) throw new WritError('UNPROCESSABLE', 'WRIT_MAX_INFLIGHT_WRITES must be at least 1');
   if (merged.maxLeaseStreamsPerPrincipal < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_STREAMS_PER_PRINCIPAL must be at least 1');
   // Node clamps a longer interval to 1 ms, which would cut every stream at once.

@@ -22,6 +22,9 @@ async function serveOnTakenPort(args: (taken: number) => Promise<string[]>): Pro
     const r = await runWrit(dataDir, 'serve', ...(await args(port)));
     expect(r.code).not.toBe(0);
     expect(r.output).toContain('EADDRINUSE');
+    // One line that says which port and what to do, no stack trace.
+    expect(r.output).toMatch(/^writ: port \d+ (for the sample upstream )?on 127\.0\.0\.1 is in use \(EADDRINUSE\): pass --(upstream-)?port N/m);
+    expect(r.output).not.toMatch(/^\s+at /m);
     expect(r.output).not.toContain('listening on');
     expect(Date.now() - started).toBeLessThan(20_000);
   } finally {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -16,12 +16,26 @@ describe('writ given wrong arguments', () => {
     [['audit', 'archive', '--out', 'x.jsonl'], 'writ: usage: writ audit archive --older-than DURATION --out FILE'],
     [['trace', 'seo-agent-7', '--no-such-option'], "writ: Unknown option '--no-such-option'"],
     [['audit', 'verify', '--jwks', 'jwks.json'], 'writ: --jwks FILE goes with --archive FILE'],
+    [['why', 'r_1', '--format', 'svg'], 'writ: --format is text, json, dot or mermaid'],
+    [['expiring', '--within', 'soon'], 'writ: "soon" is not a duration like 90s, 15m, 1h, 2d'],
+    [['serve', '--port', 'abc'], 'writ: --port must be a port number from 0 to 65535 (0: any free port), got "abc"'],
+    [['serve', '--port', '65536'], 'writ: --port must be a port number from 0 to 65535'],
+    [['serve', '--port', '0', '--upstream-port', '0'], 'writ: --upstream-port must be a port number from 1 to 65535, got "0"'],
   ])('%j: says what is wrong in one line, without a stack trace, and exits with 2', async (args, message) => {
     requireDist();
     const r = await runWrit(dir, ...args);
     expect(r.code).toBe(2);
     expect(r.output.trim().split('\n')[0]).toContain(message);
     expect(r.output).not.toMatch(/^\s+at /m);
+    // Refused before anything was opened or created (a serve with a bad port made its admin credential first).
+    expect(existsSync(join(dir, 'admin.jwk'))).toBe(false);
+  });
+
+  it('writ lease prune-history without an age: UNPROCESSABLE (its code since it exists), before the data directory is opened', async () => {
+    requireDist();
+    const r = await runWrit(dir, 'lease', 'prune-history');
+    expect([r.code, r.output.trim()]).toEqual([1, 'writ: UNPROCESSABLE (Unprocessable): say how old: --older-than 90d']);
+    expect(existsSync(join(dir, 'admin.jwk'))).toBe(false);
   });
 
   it('writ audit verify --archive with a JWKS file that is missing or is not a JWKS: MALFORMED_REQUEST, saying which and why, exit 1', async () => {
