@@ -28,6 +28,13 @@ async function main(argv: string[]): Promise<number> {
     }
   }
   if (!command) {
+    // A group's name alone ("writ policy", "writ lease --help"): its commands, not the whole list.
+    const group = COMMANDS.filter((c) => c.name.startsWith(`${argv[0]} `));
+    if (group.length > 0 && (argv.length === 1 || argv[1]?.startsWith('-'))) {
+      const help = argv[1] === '--help' || argv[1] === '-h';
+      (help ? console.log : console.error)(`writ ${argv[0]}: which one?\n\n${group.map((c) => `  writ ${c.name.padEnd(28)} ${c.summary}`).join('\n')}\n\n(writ COMMAND --help for its options)`);
+      return help ? 0 : 2;
+    }
     console.error(`writ: unknown command "${argv.join(' ')}"\n\n${usage()}`);
     return 2;
   }

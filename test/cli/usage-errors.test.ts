@@ -31,6 +31,18 @@ describe('writ given wrong arguments', () => {
     expect(existsSync(join(dir, 'admin.jwk'))).toBe(false);
   });
 
+  it('a group\'s name alone lists its commands (exit 2; with --help exit 0), not the whole list', async () => {
+    requireDist();
+    const bare = await runWrit(dir, 'policy');
+    expect(bare.code).toBe(2);
+    expect(bare.output).toMatch(/^writ policy: which one\?/);
+    expect(bare.output.match(/^ {2}writ policy \w+/gm)).toEqual(['  writ policy build', '  writ policy impact', '  writ policy test']);
+    const help = await runWrit(dir, 'lease', '--help');
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('  writ lease prune-history');
+    expect(help.stdout).not.toContain('writ graph');
+  });
+
   it('writ lease prune-history without an age: UNPROCESSABLE (its code since it exists), before the data directory is opened', async () => {
     requireDist();
     const r = await runWrit(dir, 'lease', 'prune-history');
