@@ -61,7 +61,7 @@ function print(value: unknown, json: boolean | string | undefined, text: () => s
 
 function duration(s: string): number {
   const m = /^(\d+)(ms|s|m|h|d)$/.exec(s.trim());
-  if (!m) throw new UsageError(`"${s}" is not a duration like 90s, 15m, 1h, 2d`);
+  if (!m) throw new WritError('UNPROCESSABLE', `"${s}" is not a duration like 90s, 15m, 1h, 2d`);
   return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
 }
 
@@ -451,12 +451,7 @@ export const COMMANDS: Command[] = [
     options: { 'older-than': { type: 'string' }, out: { type: 'string' }, json: { type: 'boolean' } },
     run: ({ values }) => {
       if (typeof values['older-than'] !== 'string' || typeof values.out !== 'string') throw new UsageError('usage: writ audit archive --older-than DURATION --out FILE');
-      let olderThanMs: number;
-      try {
-        olderThanMs = duration(values['older-than']);
-      } catch (e) {
-        throw new WritError('UNPROCESSABLE', (e as Error).message);
-      }
+      const olderThanMs = duration(values['older-than']);
       const file = values.out;
       return withWrit(values, async (w) => {
         const r = await w.ctx.receipts.archive({ olderThanMs, file });

@@ -11,13 +11,11 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('writ given wrong arguments', () => {
   it.each([
     [['why'], 'writ: usage: writ why RECEIPT_ID'],
-    [['lease', 'prune-history', '--older-than', '5x'], 'writ: "5x" is not a duration like 90s, 15m, 1h, 2d'],
     [['graph', 'export', '--format', 'svg'], 'writ: --format is json or dot'],
     [['audit', 'archive', '--out', 'x.jsonl'], 'writ: usage: writ audit archive --older-than DURATION --out FILE'],
     [['trace', 'seo-agent-7', '--no-such-option'], "writ: Unknown option '--no-such-option'"],
     [['audit', 'verify', '--jwks', 'jwks.json'], 'writ: --jwks FILE goes with --archive FILE'],
     [['why', 'r_1', '--format', 'svg'], 'writ: --format is text, json, dot or mermaid'],
-    [['expiring', '--within', 'soon'], 'writ: "soon" is not a duration like 90s, 15m, 1h, 2d'],
     [['serve', '--port', 'abc'], 'writ: --port must be a port number from 0 to 65535 (0: any free port), got "abc"'],
     [['serve', '--port', '65536'], 'writ: --port must be a port number from 0 to 65535'],
     [['serve', '--port', '0', '--upstream-port', '0'], 'writ: --upstream-port must be a port number from 1 to 65535, got "0"'],
@@ -41,6 +39,17 @@ describe('writ given wrong arguments', () => {
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('  writ lease prune-history');
     expect(help.stdout).not.toContain('writ graph');
+  });
+
+  it.each([
+    [['lease', 'prune-history', '--older-than', '5x'], '"5x"'],
+    [['expiring', '--within', 'soon'], '"soon"'],
+    [['audit', 'archive', '--older-than', '1y', '--out', 'x.jsonl'], '"1y"'],
+  ])('%j: a bad duration is UNPROCESSABLE on every command, in one line, before anything is opened', async (args, value) => {
+    requireDist();
+    const r = await runWrit(dir, ...args);
+    expect([r.code, r.output.trim()]).toEqual([1, `writ: UNPROCESSABLE (Unprocessable): ${value} is not a duration like 90s, 15m, 1h, 2d`]);
+    expect(existsSync(join(dir, 'admin.jwk'))).toBe(false);
   });
 
   it('writ lease prune-history without an age: UNPROCESSABLE (its code since it exists), before the data directory is opened', async () => {

@@ -111,11 +111,20 @@ describe('Ed25519 checks on a worker thread (ed25519-worker.ts)', () => {
   });
 
   it('a worker that cannot start (its library fails to load): every check is answered inline, right', async () => {
-    const worker = new Ed25519VerifyWorker(inline, join(tmpdir(), 'writ-no-such-library.cjs'));
-    const good = check({ key: 0, signer: 0, message: Buffer.from('no worker'), flip: null });
-    const flipped = check({ key: 0, signer: 0, message: Buffer.from('no worker'), flip: 100 });
-    expect(await Promise.all([worker.verify(...good), worker.verify(...flipped)])).toEqual([true, false]);
-    expect(await worker.verify(...good)).toBe(true);
-    expect(worker.fallbacks).toBe(3);
+    const codes: (string | undefined)[] = [];
+    const onWarning = (w: Error & { code?: string }) => codes.push(w.code);
+    process.on('warning', onWarning);
+    try {
+      const worker = new Ed25519VerifyWorker(inline, join(tmpdir(), 'writ-no-such-library.cjs'));
+      const good = check({ key: 0, signer: 0, message: Buffer.from('no worker'), flip: null });
+      const flipped = check({ key: 0, signer: 0, message: Buffer.from('no worker'), flip: 100 });
+      expect(await Promise.all([worker.verify(...good), worker.verify(...flipped)])).toEqual([true, false]);
+      expect(await worker.verify(...good)).toBe(true);
+      expect(worker.fallbacks).toBe(3);
+      await new Promise((r) => setImmediate(r));
+      expect(codes.filter((c) => c === 'WRIT_ED25519_WORKER')).toHaveLength(1);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });

@@ -46,7 +46,7 @@ export interface PostgresStoreOptions {
 
 export interface PostgresStore extends WritStore {
   readonly engine: 'postgres';
-  /** Round trips, retries and commits so far (for tests and the benchmark). */
+  /** Round trips, retries, commits and the single-use purge's counts so far (for tests and the benchmark). */
   stats(): PostgresStoreStats;
   /** Settles once the background purge of expired single-use ids running now (if any) has ended (for tests). */
   purgeSettled(): Promise<void>;

@@ -37,8 +37,8 @@ export interface PostgresStoreStats {
   /** Transactions committed by readWrite. */
   commits: number;
   /**
-   * The background purge of expired single-use ids (single-use-store.ts SingleUsePurge): statements run,
-   * ids deleted, runs ended by a failure. Its statements are not counted in `roundTrips`.
+   * The background purge of expired single-use ids (single-use-store.ts SingleUsePurge): statements that
+   * succeeded, ids deleted, runs ended by a failed statement. Its statements are not counted in `roundTrips`.
    */
   purgeBites: number;
   purgedIds: number;

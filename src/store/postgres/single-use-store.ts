@@ -72,8 +72,8 @@ const PURGE_EVERY_MS = 1_000;
 const PURGE_BATCH = 1_000;
 /**
  * Ids are deleted this long after they expired by the database's clock: an id past that clock is never
- * spent again (`spend` refuses it), so only a database clock stepped back could make a deleted one
- * spendable, by less than this.
+ * spent again (`spend` refuses it), so only a database clock stepped back by more than this could make
+ * a deleted id spendable again.
  */
 const PURGE_GRACE_MS = 10_000;
 
@@ -87,8 +87,8 @@ const PURGE_SQL = `DELETE FROM single_use_ids WHERE (namespace, id) IN (
   ORDER BY expires_at LIMIT ${PURGE_BATCH} FOR UPDATE SKIP LOCKED)`;
 
 /**
- * Deletes expired single-use ids in the background, on a pooled connection of its own: never inside a
- * request's transaction. Until 2026-12-03 one DELETE of every expired id rode one request's COMMIT once
+ * Deletes expired single-use ids in the background, on a connection of the store's pool (one bite at a
+ * time), never inside a request's transaction. Until 2026-12-03 one DELETE of every expired id rode one request's COMMIT once
  * a minute: that request waited for it, and replicas purging in the same minute waited on each other's
  * row locks. A spend calls `due`; at most every PURGE_EVERY_MS that starts a run of bites of
  * PURGE_BATCH rows, one after the other while they come back full. Only housekeeping: an expired row
@@ -99,7 +99,7 @@ export class SingleUsePurge {
   private last = Number.NEGATIVE_INFINITY;
   private running: Promise<void> | null = null;
   private closed = false;
-  /** Bites run and ids deleted (the store's stats; nothing decides on them). */
+  /** Bites that succeeded, ids deleted, runs ended by a failed bite (the store's stats; nothing decides on them). */
   readonly counts = { bites: 0, deleted: 0, failures: 0 };
 
   /** `deleteBite` runs one statement in a transaction of its own and answers the rows it deleted. */
@@ -107,7 +107,8 @@ export class SingleUsePurge {
 
   /** Told by every spend with its clock; starts a purge when one is due and none is running. */
   due(now: number): void {
-    if (this.closed || this.running !== null || now - this.last < PURGE_EVERY_MS) return;
+    // A clock that went back (now < last) counts as due: pacing must not stop until it catches up.
+    if (this.closed || this.running !== null || (now >= this.last && now - this.last < PURGE_EVERY_MS)) return;
     this.last = now;
     this.running = this.run().finally(() => (this.running = null));
   }

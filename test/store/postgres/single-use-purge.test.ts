@@ -32,6 +32,15 @@ describe('the background purge of single-use ids (PostgreSQL)', () => {
     expect(purge.counts.bites).toBe(4);
   });
 
+  it('a clock that went back does not stop the purges until it catches up', async () => {
+    const { purge } = scripted([0, 0]);
+    purge.due(3_600_000);
+    await purge.idle();
+    purge.due(1_000); // an hour back
+    await purge.idle();
+    expect(purge.counts.bites).toBe(2);
+  });
+
   it('one purge at a time: a spend while one runs starts none', async () => {
     const s = scripted([{ held: 0 }]);
     s.purge.due(0);
