@@ -8,7 +8,7 @@ import {
 } from '../service/index.js';
 import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
-import { portOption, UsageError } from './cli-error.js';
+import { UsageError } from './cli-error.js';
 import { findOpa } from './opa.js';
 import { formatCapabilities, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
 import { consoleLoginLink, httpOrigin, serve } from './serve.js';
@@ -57,6 +57,13 @@ async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) =>
 
 function print(value: unknown, json: boolean | string | undefined, text: () => string): void {
   console.log(json ? JSON.stringify(value, null, 2) : text());
+}
+
+/** The value of a port option: a whole number from `min` (0 lets the system pick) to 65,535, else a UsageError naming the option. */
+function portOption(option: string, value: string, min = 0): number {
+  const n = /^\d{1,5}$/.test(value) ? Number(value) : NaN;
+  if (!(n >= min && n <= 65_535)) throw new UsageError(`${option} must be a port number from ${min} to 65535${min === 0 ? ' (0: any free port)' : ''}, got "${value}"`);
+  return n;
 }
 
 function duration(s: string): number {
