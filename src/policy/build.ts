@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { WritError } from '../errors.js';
 import { bundleRevision, BUNDLES_DIR, DATA_FILE, readRevision, REVISION_FILE, revisionFolder, WASM_FILE } from './bundle-layout.js';
 import { opaMessage, wasmCapabilities } from './capabilities.js';
+import { checkPolicyData } from './data-check.js';
 import { readTarGz } from './tar-gz.js';
 
 const run = promisify(execFile);
@@ -28,7 +29,8 @@ export interface BuiltPolicyBundle {
 /**
  * `opa build -t wasm` with both entrypoints and the wasm-only capabilities, `*_test.rego` left out;
  * then policy.wasm and data.json go to a folder of their own and the `revision` file is switched to
- * it last, by rename. Throws POLICY_UNAVAILABLE with opa's own message when opa refuses.
+ * it last, by rename. Throws POLICY_UNAVAILABLE with opa's own message when opa refuses, and with
+ * every problem of the data (data-check.ts) when the data has not the shape the policy relies on.
  */
 export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<BuiltPolicyBundle> {
   const policiesDir = resolve(options.policiesDir);
@@ -59,6 +61,8 @@ export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<Bu
     const wasm = files.get(WASM_FILE);
     const data = files.get(DATA_FILE) ?? Buffer.from('{}');
     if (!wasm) throw new WritError('POLICY_UNAVAILABLE', `opa build produced no ${WASM_FILE}`);
+    // Nothing is published, so a running service keeps its bundle.
+    checkPolicyData(JSON.parse(data.toString('utf8')), policiesDir);
     const revision = bundleRevision(wasm, data);
     const folder = revisionFolder(outDir, revision);
     await mkdir(join(outDir, BUNDLES_DIR), { recursive: true });

@@ -6,6 +6,7 @@
 import { type FSWatcher, statSync, watch } from 'node:fs';
 import { join } from 'node:path';
 import { type Clock, systemClock } from '../clock.js';
+import { WritError } from '../errors.js';
 import { readLiveBundle, REVISION_FILE } from './bundle-layout.js';
 import type { DecisionInput, DelegationInput, PolicyData, PolicyEngine } from './types.js';
 import { createPolicyEngine } from './wasm-engine.js';
@@ -28,7 +29,9 @@ export interface ReloadingOptions {
 export async function openReloadingPolicyEngine(bundleDir: string, options: ReloadingOptions = {}): Promise<ReloadingPolicyEngine> {
   const clock = options.clock ?? systemClock;
   const interval = options.checkIntervalMs ?? 250;
-  const onError = options.onError ?? ((message: string, error: unknown) => console.error(`[policy] ${message}:`, error));
+  // A refused bundle (WritError) is the author's to fix, and its message says how: no stack trace.
+  const onError =
+    options.onError ?? ((message: string, error: unknown) => (error instanceof WritError ? console.error(`[policy] ${message}: ${error.code}: ${error.message}`) : console.error(`[policy] ${message}:`, error)));
   const revisionPath = join(bundleDir, REVISION_FILE);
 
   let stamp = revisionStamp(revisionPath);

@@ -123,6 +123,9 @@ export interface ResourceClassRule {
   conflict_domain?: string;
   /** Per-field conflict domains (e.g. a post's `canonical` field is in SEO_METADATA); used when `conflict_domain` is unset. */
   field_conflict_domains?: Record<string, string>;
+  /** Which scope of the conflict domain a key is in: one of its segments (0-based), or a fixed value. */
+  conflict_scope?: { segment: number; value?: never } | { value: string; segment?: never };
+  description?: string;
 }
 
 export interface PolicyData {
@@ -133,5 +136,9 @@ export interface PolicyData {
     approval_threshold: Record<string, number>;
     /** Coordination registry aliases: a key starting with `from` segments is rewritten to `to` (e.g. wordpress:article → wp:post). */
     aliases?: { from: string; to: string }[];
+    /** The conflict domains resource classes may name (`conflict_domain`, `field_conflict_domains`). */
+    conflict_domains?: Record<string, { description?: string }>;
+    /** Settings of the domain rules (policies/writ/authz/domain), free-form. */
+    domain_rules?: Record<string, unknown>;
   };
 }

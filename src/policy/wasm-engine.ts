@@ -2,8 +2,9 @@
 import { loadPolicy, type LoadedPolicy } from '@open-policy-agent/opa-wasm';
 import { WritError } from '../errors.js';
 import { type BundleFiles, readLiveBundle } from './bundle-layout.js';
+import { checkPolicyData } from './data-check.js';
 import { POLICY_ENTRYPOINTS } from './build.js';
-import type { DecisionInput, DecisionResult, DelegationInput, DelegationResult, PolicyData, PolicyEngine } from './types.js';
+import type { DecisionInput, DecisionResult, DelegationInput, DelegationResult, PolicyEngine } from './types.js';
 
 const [DECISION, DELEGATION] = POLICY_ENTRYPOINTS;
 
@@ -14,10 +15,15 @@ export async function loadPolicyEngine(bundleDir: string): Promise<PolicyEngine>
 
 export async function createPolicyEngine(bundle: BundleFiles): Promise<PolicyEngine> {
   let policy: LoadedPolicy;
-  let data: PolicyData;
+  let data: unknown;
+  try {
+    data = JSON.parse(bundle.data.toString('utf8'));
+  } catch (e) {
+    throw new WritError('POLICY_UNAVAILABLE', `policy bundle ${bundle.revision} cannot be loaded: its data.json is not JSON: ${describe(e)}`);
+  }
+  checkPolicyData(data, `policy bundle ${bundle.revision}`);
   try {
     policy = await loadPolicy(bundle.wasm);
-    data = JSON.parse(bundle.data.toString('utf8')) as PolicyData;
     policy.setData(data);
   } catch (e) {
     throw new WritError('POLICY_UNAVAILABLE', `policy bundle ${bundle.revision} cannot be loaded: ${describe(e)}`);

@@ -1,8 +1,8 @@
-import { cp, readdir, readFile } from 'node:fs/promises';
+import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPolicyBundle, bundleRevision, type BuiltPolicyBundle } from '../../src/policy/index.js';
-import { opaPath, policiesDir, tempDir } from './support.js';
+import { copyPolicies, opaPath, policiesDir, tempDir } from './support.js';
 
 let dir: { path: string; remove: () => Promise<void> };
 let built: BuiltPolicyBundle;
@@ -43,5 +43,21 @@ describe('buildPolicyBundle', () => {
       code: 'POLICY_UNAVAILABLE',
       message: expect.stringMatching(/^opa build failed:\n.*missing/s),
     });
+  });
+
+  it('refuses data the policy would misread and publishes nothing: the live bundle stays', async () => {
+    const out = join(dir.path, 'refused');
+    const policies = await copyPolicies(join(dir.path, 'refused-src'));
+    const live = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: out });
+    const data = JSON.parse(await readFile(join(policies, 'data.json'), 'utf8'));
+    data.writ.resource_classes[0].class = 'WRITE_EXCLUSVE';
+    await writeFile(join(policies, 'data.json'), JSON.stringify(data));
+    await expect(buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: out })).rejects.toMatchObject({
+      code: 'POLICY_UNAVAILABLE',
+      message: expect.stringContaining('data.writ.resource_classes[0].class: "WRITE_EXCLUSVE" is not one of'),
+    });
+    expect((await readFile(join(out, 'revision'), 'utf8')).trim()).toBe(live.revision);
+    expect(await readdir(join(out, 'bundles'))).toEqual([live.revision.slice('sha256:'.length)]);
+    expect((await readdir(out)).sort()).toEqual(['bundles', 'revision']);
   });
 });

@@ -1,8 +1,8 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { buildPolicyBundle, openReloadingPolicyEngine, type ReloadingPolicyEngine } from '../../src/policy/index.js';
+import { buildPolicyBundle, bundleRevision, openReloadingPolicyEngine, readLiveBundle, type ReloadingPolicyEngine } from '../../src/policy/index.js';
 import { copyPolicies, decisionInput, NOW, opaPath, tempDir } from './support.js';
 
 let root: { path: string; remove: () => Promise<void> };
@@ -78,5 +78,25 @@ describe('a rebuilt bundle is picked up without re-creating the engine', () => {
     const fixed = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
     await untilRevision(fixed.revision);
     expect(engine.decide(decisionInput()).allow).toBe(true);
+  });
+
+  it('keeps the live bundle when the new one holds data the policy would misread (a bundle not made by this build)', async () => {
+    const live = engine.revision;
+    const { wasm, data } = await readLiveBundle(outDir);
+    const bad = JSON.parse(data.toString());
+    bad.writ.approval_threshold.production = '2';
+    const badData = Buffer.from(JSON.stringify(bad));
+    const revision = bundleRevision(wasm, badData);
+    const folder = join(outDir, 'bundles', revision.slice('sha256:'.length));
+    await mkdir(folder, { recursive: true });
+    await writeFile(join(folder, 'policy.wasm'), wasm);
+    await writeFile(join(folder, 'data.json'), badData);
+    const reported = errors.length;
+    await writeFile(join(outDir, 'revision'), `${revision}\n`);
+    expect(await engine.reload()).toBe(false);
+    expect(errors.length).toBeGreaterThan(reported);
+    expect(errors.at(-1)).toContain(`keeping policy ${live}`);
+    expect(engine.revision).toBe(live);
+    expect(engine.data.writ.approval_threshold.production).toBe(2);
   });
 });

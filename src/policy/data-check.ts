@@ -1,0 +1,165 @@
+/**
+ * The policy data a policy author edits (`data.writ`: actions, resource classes, approval thresholds,
+ * aliases, conflict domains), checked before a bundle is published or loaded.
+ *
+ * Rego reads whatever it is given: a typo there does not fail, it changes verdicts, and some typos open
+ * what they were meant to close (a class `WRITE_EXCLUSVE` requires neither lease nor version, an
+ * approval threshold `"2"` is never exceeded because every number sorts below every string, an action
+ * without `write` skips the ownership check). So a bundle whose data does not have the shape the policy
+ * and the service rely on is refused by `writ policy build`, and by every engine that would load it
+ * (a running service keeps its current bundle).
+ *
+ * The shape is a JSON Schema (checked by ajv); what a schema cannot say (resource patterns, conflict
+ * domains that must be declared, a scope segment that must exist, a rule shadowed by an earlier one)
+ * is checked after it.
+ */
+import { Ajv, type ErrorObject } from 'ajv';
+import { WritError } from '../errors.js';
+import { validatePattern, validateResourceKey } from '../graph/index.js';
+import type { PolicyData, ResourceClassRule } from './types.js';
+
+const CLASSES: readonly ResourceClassRule['class'][] = ['READ_SHARED', 'WRITE_OPTIMISTIC', 'WRITE_EXCLUSIVE', 'MULTI_WRITER_MERGEABLE'];
+const name = { type: 'string', minLength: 1 } as const;
+const resourceClass = { enum: CLASSES } as const;
+
+/** `data.writ` as the policy (policies/README.md) and the service (resources.ts) read it. */
+export const POLICY_DATA_SCHEMA = {
+  type: 'object',
+  required: ['writ'],
+  properties: {
+    writ: {
+      type: 'object',
+      required: ['actions', 'resource_classes'],
+      properties: {
+        actions: {
+          type: 'object',
+          propertyNames: name,
+          additionalProperties: {
+            type: 'object',
+            required: ['risk', 'write'],
+            additionalProperties: false,
+            properties: { risk: { type: 'integer', minimum: 0 }, write: { type: 'boolean' }, description: { type: 'string' } },
+          },
+        },
+        resource_classes: {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['pattern', 'class', 'managed'],
+            additionalProperties: false,
+            properties: {
+              pattern: { type: 'string' },
+              class: resourceClass,
+              managed: { type: 'boolean' },
+              fields: { type: 'object', propertyNames: name, additionalProperties: resourceClass },
+              conflict_domain: name,
+              field_conflict_domains: { type: 'object', propertyNames: name, additionalProperties: name },
+              conflict_scope: {
+                type: 'object',
+                minProperties: 1,
+                maxProperties: 1,
+                additionalProperties: false,
+                properties: { segment: { type: 'integer', minimum: 0 }, value: name },
+              },
+              description: { type: 'string' },
+            },
+          },
+        },
+        approval_threshold: { type: 'object', propertyNames: name, additionalProperties: { type: 'integer', minimum: 0 } },
+        aliases: {
+          type: 'array',
+          items: { type: 'object', required: ['from', 'to'], additionalProperties: false, properties: { from: { type: 'string' }, to: { type: 'string' } } },
+        },
+        conflict_domains: { type: 'object', propertyNames: name, additionalProperties: { type: 'object' } },
+        domain_rules: { type: 'object' },
+      },
+    },
+  },
+} as const;
+
+let compiled: ReturnType<Ajv['compile']> | null = null;
+function validator(): ReturnType<Ajv['compile']> {
+  compiled ??= new Ajv({ allErrors: true, strict: true }).compile(POLICY_DATA_SCHEMA);
+  return compiled;
+}
+
+/**
+ * Every problem of `data` (the bundle's whole data document) as a sentence naming its place
+ * (`data.writ.actions.update_post.risk`), in document order; empty when the data is usable.
+ */
+export function policyDataProblems(data: unknown): string[] {
+  const validate = validator();
+  if (!validate(data)) return (validate.errors ?? []).map((e) => describeSchemaError(data, e));
+  return crossChecks(data as PolicyData);
+}
+
+/** Throws POLICY_UNAVAILABLE listing every problem of `data`, read from `source` (a file or bundle, for the message). */
+export function checkPolicyData(data: unknown, source: string): asserts data is PolicyData {
+  const problems = policyDataProblems(data);
+  if (problems.length === 0) return;
+  throw new WritError('POLICY_UNAVAILABLE', `the policy data of ${source} is not usable (policies/README.md, "The data is checked before it is used"):\n${problems.map((p) => `  - ${p}`).join('\n')}`, {
+    problems,
+  });
+}
+
+function crossChecks(data: PolicyData): string[] {
+  const problems: string[] = [];
+  const writ = data.writ;
+  const declared = new Set(Object.keys(writ.conflict_domains ?? {}));
+  const seen = new Map<string, number>();
+  writ.resource_classes.forEach((rule, i) => {
+    const at = `data.writ.resource_classes[${i}]`;
+    const patternProblem = validatePattern(rule.pattern);
+    if (patternProblem) problems.push(`${at}.pattern: ${patternProblem}`);
+    const first = seen.get(rule.pattern);
+    if (first !== undefined) problems.push(`${at}: pattern "${rule.pattern}" is the pattern of resource_classes[${first}], which is listed first, so this rule never applies`);
+    else seen.set(rule.pattern, i);
+    const domains = [
+      ...(rule.conflict_domain === undefined ? [] : [[`${at}.conflict_domain`, rule.conflict_domain] as const]),
+      ...Object.entries(rule.field_conflict_domains ?? {}).map(([field, domain]) => [`${at}.field_conflict_domains.${field}`, domain] as const),
+    ];
+    for (const [where, domain] of domains) {
+      if (!declared.has(domain)) problems.push(`${where}: conflict domain "${domain}" is not declared in data.writ.conflict_domains`);
+    }
+    if (domains.length > 0 && rule.conflict_scope === undefined) {
+      problems.push(`${at}: a rule with a conflict domain needs a conflict_scope ({"segment": i} or {"value": "…"}): the domain is coordinated per scope`);
+    }
+    const segment = rule.conflict_scope?.segment;
+    if (segment !== undefined && !patternProblem) {
+      const segments = rule.pattern.split(':');
+      const fixed = segments.at(-1) === '**' ? segments.length - 1 : segments.length;
+      if (segment >= fixed) problems.push(`${at}.conflict_scope.segment: ${segment} is not a segment every key of "${rule.pattern}" has (0 to ${fixed - 1})`);
+    }
+  });
+  (writ.aliases ?? []).forEach((alias, i) => {
+    for (const side of ['from', 'to'] as const) {
+      const problem = validateResourceKey(alias[side]);
+      if (problem) problems.push(`data.writ.aliases[${i}].${side}: ${problem}`);
+    }
+  });
+  return problems;
+}
+
+function describeSchemaError(data: unknown, e: ErrorObject): string {
+  const segments = e.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const where = `data${segments.map((s) => (/^\d+$/.test(s) ? `[${s}]` : `.${s}`)).join('')}`;
+  const params = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'required':
+      return `${where}: "${String(params.missingProperty)}" is missing`;
+    case 'additionalProperties':
+      return `${where}: unknown property "${String(params.additionalProperty)}"`;
+    case 'enum':
+      return `${where}: ${JSON.stringify(valueAt(data, segments))} is not one of ${(params.allowedValues as unknown[]).join(', ')}`;
+    case 'propertyNames':
+      return `${where}: a name must be a non-empty string`;
+    default:
+      return `${where} ${e.message ?? 'is not valid'} (found ${JSON.stringify(valueAt(data, segments))})`;
+  }
+}
+
+function valueAt(data: unknown, segments: string[]): unknown {
+  let v = data;
+  for (const s of segments) v = v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[s] : undefined;
+  return v;
+}

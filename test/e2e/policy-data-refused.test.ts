@@ -1,0 +1,119 @@
+import { execFile } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bundleRevision } from '../../src/policy/index.js';
+import { WritClient } from '../../src/sdk/index.js';
+import { fixtureKey, REPO } from '../support/harness.js';
+import { CLI, startServerProcess, type ServerProcess } from '../support/server-process.js';
+
+/**
+ * A policy author's typo in data.json, as a user meets it: `writ policy build` refuses it and says
+ * where, and a running `writ serve` keeps deciding with the bundle it has, also when a bundle with such
+ * data is put in its folder by other means.
+ */
+const run = promisify(execFile);
+let work: string;
+let env: Record<string, string>;
+let server: ServerProcess;
+let agent: WritClient;
+
+async function policyBuild(): Promise<{ code: number; output: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [CLI, 'policy', 'build'], { cwd: REPO, env: { ...process.env, ...env } });
+    return { code: 0, output: stdout + stderr };
+  } catch (e) {
+    const err = e as { stdout: string; stderr: string; code: number };
+    return { code: err.code, output: err.stdout + err.stderr };
+  }
+}
+
+function editData(edit: (writ: Record<string, any>) => void): void {
+  const file = join(env.WRIT_POLICIES_DIR!, 'data.json');
+  const data = JSON.parse(readFileSync(file, 'utf8'));
+  edit(data.writ);
+  writeFileSync(file, JSON.stringify(data, null, 2));
+}
+
+const decideTitle = () => agent.decide({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'] });
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), 'writ-policy-data-'));
+  env = { WRIT_POLICIES_DIR: join(work, 'policies'), WRIT_BUNDLE_DIR: join(work, 'bundle') };
+  cpSync(join(REPO, 'policies'), env.WRIT_POLICIES_DIR!, { recursive: true });
+  const built = await policyBuild();
+  expect(built.code, built.output).toBe(0);
+  server = await startServerProcess({ dataDir: join(work, 'data'), env });
+  agent = new WritClient({ baseUrl: server.url, principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7') });
+}, 120_000);
+afterAll(async () => {
+  await server?.stop();
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('policy data a policy would misread never reaches a decision', () => {
+  it('writ policy build refuses a class typo, naming it; the running service keeps its bundle and its obligations', { timeout: 60_000 }, async () => {
+    const before = await decideTitle();
+    expect(before.allow).toBe(true);
+    expect(before.obligations.lease_required).toBe(true);
+
+    // Would make titles of posts need neither a lease nor a version.
+    editData((w) => (w.resource_classes[0].fields.title = 'WRITE_EXCLUSVE'));
+    const refused = await policyBuild();
+    expect(refused.code).toBe(1);
+    expect(refused.output).toContain('POLICY_UNAVAILABLE');
+    expect(refused.output).toContain('data.writ.resource_classes[0].fields.title: "WRITE_EXCLUSVE" is not one of READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE');
+    expect(readFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), 'utf8').trim()).toBe(before.policy_revision);
+
+    await new Promise((r) => setTimeout(r, 400)); // past the service's stat check of the bundle folder
+    const after = await decideTitle();
+    expect(after.policy_revision).toBe(before.policy_revision);
+    expect(after.obligations.lease_required).toBe(true);
+  });
+
+  it('a bundle with such data put in place by hand is not loaded: the service says so and keeps deciding', { timeout: 60_000 }, async () => {
+    const live = (await decideTitle()).policy_revision;
+    const folder = join(env.WRIT_BUNDLE_DIR!, 'bundles', live.slice('sha256:'.length));
+    const wasm = readFileSync(join(folder, 'policy.wasm'));
+    const data = JSON.parse(readFileSync(join(folder, 'data.json'), 'utf8'));
+    data.writ.approval_threshold.production = '2'; // no number exceeds a string in Rego: approvals would never be asked for
+    const bad = Buffer.from(JSON.stringify(data));
+    const revision = bundleRevision(wasm, bad);
+    const badFolder = join(env.WRIT_BUNDLE_DIR!, 'bundles', revision.slice('sha256:'.length));
+    mkdirSync(badFolder, { recursive: true });
+    writeFileSync(join(badFolder, 'policy.wasm'), wasm);
+    writeFileSync(join(badFolder, 'data.json'), bad);
+    writeFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), `${revision}\n`);
+
+    const deadline = Date.now() + 20_000;
+    while (!server.log().includes(`keeping policy ${live}`) && Date.now() < deadline) {
+      await decideTitle();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(server.log()).toContain(`keeping policy ${live}`);
+    expect(server.log()).toContain(`[policy] keeping policy ${live}: the new bundle in ${env.WRIT_BUNDLE_DIR} did not load: POLICY_UNAVAILABLE: the policy data of policy bundle ${revision} is not usable`);
+    expect(server.log()).toContain('  - data.writ.approval_threshold.production must be integer (found "2")\n');
+    expect(server.log()).not.toMatch(/\n +at /); // a message for the author, not a stack trace
+    const after = await decideTitle();
+    expect(after.allow).toBe(true);
+    expect(after.policy_revision).toBe(live);
+
+    // The author's fix builds, and the service takes it without a restart.
+    editData((w) => {
+      w.resource_classes[0].fields.title = 'WRITE_EXCLUSIVE';
+      w.actions.update_post.risk = 5;
+    });
+    const fixed = await policyBuild();
+    expect(fixed.code, fixed.output).toBe(0);
+    const next = readFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), 'utf8').trim();
+    let decision = await decideTitle();
+    for (let i = 0; i < 100 && decision.policy_revision !== next; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      decision = await decideTitle();
+    }
+    expect(decision.policy_revision).toBe(next);
+    expect(decision.allow).toBe(false);
+  });
+});

@@ -1,0 +1,106 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { WritError } from '../../src/errors.js';
+import { checkPolicyData, policyDataProblems } from '../../src/policy/data-check.js';
+import type { PolicyData } from '../../src/policy/index.js';
+import { policiesDir } from './support.js';
+
+const shipped = (): PolicyData => JSON.parse(readFileSync(join(policiesDir, 'data.json'), 'utf8')) as PolicyData;
+
+/** The problems of the shipped data after `edit`. */
+function problemsAfter(edit: (writ: Record<string, any>) => void): string[] {
+  const data = shipped();
+  edit(data.writ as unknown as Record<string, any>);
+  return policyDataProblems(data);
+}
+
+describe('the policy data is checked before a bundle is used', () => {
+  it('the shipped policies/data.json has no problem', () => {
+    expect(policyDataProblems(shipped())).toEqual([]);
+    expect(() => checkPolicyData(shipped(), 'policies')).not.toThrow();
+  });
+
+  // Each of these builds and evaluates without complaint in Rego, and opens what it was meant to close.
+  it.each([
+    ['a class typo, which would require neither lease nor version', (w: Record<string, any>) => (w.resource_classes[0].class = 'WRITE_EXCLUSVE'), 'data.writ.resource_classes[0].class: "WRITE_EXCLUSVE" is not one of READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE'],
+    ['a field class typo', (w: Record<string, any>) => (w.resource_classes[0].fields.title = 'EXCLUSIVE'), 'data.writ.resource_classes[0].fields.title: "EXCLUSIVE" is not one of READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE'],
+    ['a threshold as a string, which no number ever exceeds in Rego', (w: Record<string, any>) => (w.approval_threshold.production = '2'), 'data.writ.approval_threshold.production must be integer (found "2")'],
+    ['an action without `write`, which skips the ownership check', (w: Record<string, any>) => delete w.actions.publish_post.write, 'data.writ.actions.publish_post: "write" is missing'],
+    ['a misspelt `managed`, which leaves the state unmanaged', (w: Record<string, any>) => {
+      w.resource_classes[3].manged = w.resource_classes[3].managed;
+      delete w.resource_classes[3].managed;
+    }, 'data.writ.resource_classes[3]: "managed" is missing'],
+  ])('refuses %s', (_what, edit, problem) => {
+    expect(problemsAfter(edit)).toContain(problem);
+  });
+
+  it('lists every problem of the shape at once, each at its place', () => {
+    const problems = problemsAfter((w) => {
+      w.actions.update_post.risk = 'high';
+      w.actions.deploy.riks = 1;
+      w.actions.rollback.risk = -1;
+      w.resource_classes[2].conflict_scope = { segment: 1, value: 'x' };
+      w.aliases.push({ from: 'a' });
+    });
+    expect(problems).toEqual([
+      'data.writ.actions.update_post.risk must be integer (found "high")',
+      'data.writ.actions.deploy: unknown property "riks"',
+      'data.writ.actions.rollback.risk must be >= 0 (found -1)',
+      'data.writ.resource_classes[2].conflict_scope must NOT have more than 1 properties (found {"segment":1,"value":"x"})',
+      'data.writ.aliases[1]: "to" is missing',
+    ]);
+  });
+
+  it('refuses a document without data.writ, or without its actions and resource classes', () => {
+    expect(policyDataProblems({})).toEqual(['data: "writ" is missing']);
+    expect(policyDataProblems({ writ: {} })).toEqual(['data.writ: "actions" is missing', 'data.writ: "resource_classes" is missing']);
+    expect(policyDataProblems([])).toEqual(['data must be object (found [])']);
+  });
+
+  it('checks what a schema cannot say: patterns, declared domains, scopes, shadowed rules, alias keys', () => {
+    const problems = problemsAfter((w) => {
+      delete w.resource_classes[0].conflict_scope;
+      w.resource_classes[1].conflict_domain = 'SEO_METADATE';
+      w.resource_classes[2].conflict_scope = { segment: 3 };
+      w.resource_classes.push({ pattern: 'deploy:**', class: 'READ_SHARED', managed: false });
+      w.resource_classes.push({ pattern: 'a::b', class: 'READ_SHARED', managed: false });
+      w.resource_classes.push({ pattern: 'run:**', class: 'WRITE_EXCLUSIVE', managed: false, conflict_domain: 'SEO_METADATA', conflict_scope: { segment: 1 } });
+      w.aliases.push({ from: 'x:*', to: 'wp:post' });
+    });
+    expect(problems).toEqual([
+      'data.writ.resource_classes[0]: a rule with a conflict domain needs a conflict_scope ({"segment": i} or {"value": "…"}): the domain is coordinated per scope',
+      'data.writ.resource_classes[1].conflict_domain: conflict domain "SEO_METADATE" is not declared in data.writ.conflict_domains',
+      'data.writ.resource_classes[2].conflict_scope.segment: 3 is not a segment every key of "site:*:canonical-bulk" has (0 to 2)',
+      'data.writ.resource_classes[8]: pattern "deploy:**" is the pattern of resource_classes[3], which is listed first, so this rule never applies',
+      'data.writ.resource_classes[9].pattern: resource pattern "a::b" has an empty segment',
+      'data.writ.resource_classes[10].conflict_scope.segment: 1 is not a segment every key of "run:**" has (0 to 0)',
+      'data.writ.aliases[1].from: resource key "x:*" contains a wildcard',
+    ]);
+  });
+
+  it('throws POLICY_UNAVAILABLE naming the source and listing the problems', () => {
+    const data = shipped();
+    (data.writ.approval_threshold as Record<string, unknown>).production = '2';
+    let error: unknown;
+    try {
+      checkPolicyData(data, 'policies');
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(WritError);
+    expect(error).toMatchObject({
+      code: 'POLICY_UNAVAILABLE',
+      message: expect.stringContaining('the policy data of policies is not usable'),
+      details: { problems: ['data.writ.approval_threshold.production must be integer (found "2")'] },
+    });
+    expect((error as Error).message).toContain('\n  - data.writ.approval_threshold.production must be integer (found "2")');
+  });
+
+  it('leaves domain rule settings and unknown top-level sections to the policy author', () => {
+    expect(problemsAfter((w) => {
+      w.domain_rules.mine = { anything: [1, 'two'] };
+      w.my_section = { x: 1 };
+    })).toEqual([]);
+  });
+});
