@@ -222,7 +222,7 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'policy build',
-    summary: 'compile policies/ to a wasm bundle (a running service picks it up without a restart)',
+    summary: 'compile policies/ ($WRIT_POLICIES_DIR) to a wasm bundle in build/policy ($WRIT_BUNDLE_DIR), data.json checked first; a running service picks it up without a restart',
     run: async ({ values }) => {
       const config = configFrom(values);
       const r = await buildPolicyBundle({ opaPath: findOpa(), policiesDir: config.policiesDir, outDir: config.bundleDir });
@@ -249,7 +249,7 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'policy test',
-    summary: 'run the Rego unit tests (opa test policies/)',
+    summary: 'run the Rego unit tests (opa test policies/, or $WRIT_POLICIES_DIR)',
     run: async ({ values }) => {
       const config = configFrom(values);
       try {

@@ -40,7 +40,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const { values, positionals } = parseArgs({ args: rest, options: { 'data-dir': { type: 'string' }, database: { type: 'string' }, help: { type: 'boolean' }, ...command.options }, allowPositionals: true, strict: true });
   if (values.help) {
-    console.log(`writ ${command.name} ${command.usage ?? ''}\n\n${command.summary}`);
+    console.log(`${['writ', command.name, command.usage].filter(Boolean).join(' ')}\n\n${command.summary}`);
     return 0;
   }
   return command.run({ values: values as Record<string, string | boolean | undefined>, positionals });

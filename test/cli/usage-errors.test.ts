@@ -41,6 +41,15 @@ describe('writ given wrong arguments', () => {
     expect(help.stdout).not.toContain('writ graph');
   });
 
+  it('a command\'s --help: its usage line (no options: the command alone), then its summary', async () => {
+    requireDist();
+    const build = await runWrit(dir, 'policy', 'build', '--help');
+    expect(build.code).toBe(0);
+    expect(build.stdout.split('\n').slice(0, 3)).toEqual(['writ policy build', '', expect.stringContaining('data.json checked first')]);
+    const trace = await runWrit(dir, 'trace', '--help');
+    expect(trace.stdout.split('\n')[0]).toBe('writ trace PRINCIPAL ACTION RESOURCE [--env ENV] [--fields a,b] [--json]');
+  });
+
   it.each([
     [['lease', 'prune-history', '--older-than', '5x'], '"5x"'],
     [['expiring', '--within', 'soon'], '"soon"'],
