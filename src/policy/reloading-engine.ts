@@ -2,6 +2,12 @@
  * A PolicyEngine that follows its bundle folder: a rebuilt bundle (a new `revision` file) is loaded
  * in the background and swapped in between two evaluations, without a restart. A bundle that does
  * not load leaves the current one in place and is reported through `onError`.
+ *
+ * Nor is a bundle swapped in that fails on what the service is being asked now: the inputs of the last
+ * evaluations the current bundle answered are evaluated on the new one first, and one that throws
+ * (a Rego conflict such as two values for one complete rule, an incomplete result) keeps the current
+ * bundle. A Rego error shows only on the inputs that reach it, so `opa build` cannot refuse it; without
+ * this check every such request would be answered INTERNAL until the author noticed.
  */
 import { type FSWatcher, statSync, watch } from 'node:fs';
 import { join } from 'node:path';
@@ -17,6 +23,11 @@ export interface ReloadingPolicyEngine extends PolicyEngine {
   /** Stops watching. */
   close(): void;
 }
+
+/** How many of the last answered inputs a new bundle must answer too before it is swapped in. */
+export const RELOAD_CHECK_INPUTS = 32;
+
+type Recent = { entrypoint: 'decide'; input: DecisionInput } | { entrypoint: 'checkDelegation'; input: DelegationInput };
 
 export interface ReloadingOptions {
   clock?: Clock;
@@ -38,6 +49,12 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
   let current = await createPolicyEngine(await readLiveBundle(bundleDir));
   let lastCheck = clock.now();
   let inFlight: Promise<boolean> | null = null;
+  const recent: Recent[] = [];
+  let nextSlot = 0;
+  const remember = (r: Recent): void => {
+    recent[nextSlot] = r;
+    nextSlot = (nextSlot + 1) % RELOAD_CHECK_INPUTS;
+  };
 
   const reload = (): Promise<boolean> => {
     inFlight ??= (async () => {
@@ -46,12 +63,13 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
         const bundle = await readLiveBundle(bundleDir);
         if (bundle.revision === current.revision) return false;
         const next = await createPolicyEngine(bundle);
+        answersWhatWasAsked(next, recent, current.revision);
         const previous = current.revision;
         current = next;
         options.onReload?.(next.revision, previous);
         return true;
       } catch (e) {
-        onError(`keeping policy ${current.revision}: the new bundle in ${bundleDir} did not load`, e);
+        onError(`keeping policy ${current.revision}: the new bundle in ${bundleDir} was not taken`, e);
         return false;
       } finally {
         stamp = seen;
@@ -92,11 +110,15 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
     },
     decide(input: DecisionInput) {
       maybeCheck();
-      return current.decide(input);
+      const result = current.decide(input);
+      remember({ entrypoint: 'decide', input });
+      return result;
     },
     checkDelegation(input: DelegationInput) {
       maybeCheck();
-      return current.checkDelegation(input);
+      const result = current.checkDelegation(input);
+      remember({ entrypoint: 'checkDelegation', input });
+      return result;
     },
     reload,
     close() {
@@ -104,6 +126,24 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
       watcher = null;
     },
   };
+}
+
+/** Throws POLICY_UNAVAILABLE when `next` fails on any of the inputs the current bundle answered. */
+function answersWhatWasAsked(next: PolicyEngine, recent: readonly Recent[], currentRevision: string): void {
+  let failed = 0;
+  let first: unknown = null;
+  for (const r of recent) {
+    try {
+      if (r.entrypoint === 'decide') next.decide(r.input);
+      else next.checkDelegation(r.input);
+    } catch (e) {
+      failed++;
+      first ??= e;
+    }
+  }
+  if (failed === 0) return;
+  const why = first instanceof Error ? first.message : String(first);
+  throw new WritError('POLICY_UNAVAILABLE', `policy bundle ${next.revision} fails on ${failed} of the last ${recent.length} inputs policy ${currentRevision} answered: ${why}`, { failed, checked: recent.length });
 }
 
 /** Changes whenever the `revision` file is replaced (a build renames a new file over it). */

@@ -11,13 +11,17 @@ let outDir: string;
 let engine: ReloadingPolicyEngine;
 const clock = new ManualClock(NOW);
 const errors: string[] = [];
+const causes: unknown[] = [];
 
 beforeAll(async () => {
   root = await tempDir('policy-reload');
   policies = await copyPolicies(root.path);
   outDir = join(root.path, 'bundle');
   await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
-  engine = await openReloadingPolicyEngine(outDir, { clock, onError: (message) => errors.push(message) });
+  engine = await openReloadingPolicyEngine(outDir, { clock, onError: (message, cause) => {
+    errors.push(message);
+    causes.push(cause);
+  } });
 });
 afterAll(async () => {
   engine.close();
@@ -98,5 +102,32 @@ describe('a rebuilt bundle is picked up without re-creating the engine', () => {
     expect(errors.at(-1)).toContain(`keeping policy ${live}`);
     expect(engine.revision).toBe(live);
     expect(engine.data.writ.approval_threshold.production).toBe(2);
+  });
+
+  it('keeps the live bundle when the new one fails on an input the live one answered (a Rego conflict opa build cannot see)', async () => {
+    const live = engine.revision;
+    expect(engine.decide(decisionInput()).allow).toBe(true);
+    const rule = join(policies, 'writ', 'authz', 'domain', 'two_values.rego');
+    // Two values for one complete rule when both bodies hold: compiles, and fails on such inputs only.
+    await writeFile(rule, ['package writ.authz.domain.two_values', '', 'level := "strict" if input.request.environment == "production"', '', 'level := "loose" if "title" in input.request.fields', '', 'deny contains "strict" if level == "strict"', ''].join('\n'));
+    const conflicting = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
+    expect(conflicting.revision).not.toBe(live);
+    const reported = errors.length;
+    expect(await engine.reload()).toBe(false);
+    expect(engine.revision).toBe(live);
+    // (The folder's watcher may have tried it first: each try is reported.)
+    expect(errors.length).toBeGreaterThan(reported);
+    expect(new Set(errors.slice(reported))).toEqual(new Set([`keeping policy ${live}: the new bundle in ${outDir} was not taken`]));
+    expect(causes.at(-1)).toMatchObject({
+      code: 'POLICY_UNAVAILABLE',
+      message: expect.stringMatching(new RegExp(`^policy bundle ${conflicting.revision} fails on \\d+ of the last \\d+ inputs policy ${live} answered: .*var assignment conflict`)),
+    });
+    expect(engine.decide(decisionInput()).allow).toBe(true);
+
+    // Fixed (the second value only where the first does not hold): taken.
+    await writeFile(rule, ['package writ.authz.domain.two_values', '', 'level := "strict" if input.request.environment == "production"', '', 'level := "loose" if input.request.environment != "production"', '', 'deny contains "strict" if level == "strict"', ''].join('\n'));
+    const fixed = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
+    await untilRevision(fixed.revision);
+    expect(engine.decide(decisionInput()).reasons).toContain('strict');
   });
 });

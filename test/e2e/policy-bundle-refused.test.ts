@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -10,9 +10,10 @@ import { fixtureKey, REPO } from '../support/harness.js';
 import { CLI, startServerProcess, type ServerProcess } from '../support/server-process.js';
 
 /**
- * A policy author's typo in data.json, as a user meets it: `writ policy build` refuses it and says
- * where, and a running `writ serve` keeps deciding with the bundle it has, also when a bundle with such
- * data is put in its folder by other means.
+ * A policy author's mistakes, as a user meets them: a typo in data.json is refused by `writ policy
+ * build`, which says where, and a running `writ serve` keeps deciding with the bundle it has, also
+ * when a bundle with such data is put in its folder by other means; a Rego rule that compiles but fails
+ * on the requests being made is not swapped in either.
  */
 const run = promisify(execFile);
 let work: string;
@@ -93,7 +94,7 @@ describe('policy data a policy would misread never reaches a decision', () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(server.log()).toContain(`keeping policy ${live}`);
-    expect(server.log()).toContain(`[policy] keeping policy ${live}: the new bundle in ${env.WRIT_BUNDLE_DIR} did not load: POLICY_UNAVAILABLE: the policy data of policy bundle ${revision} is not usable`);
+    expect(server.log()).toContain(`[policy] keeping policy ${live}: the new bundle in ${env.WRIT_BUNDLE_DIR} was not taken: POLICY_UNAVAILABLE: the policy data of policy bundle ${revision} is not usable`);
     expect(server.log()).toContain('  - data.writ.approval_threshold.production must be integer (found "2")\n');
     expect(server.log()).not.toMatch(/\n +at /); // a message for the author, not a stack trace
     const after = await decideTitle();
@@ -115,5 +116,39 @@ describe('policy data a policy would misread never reaches a decision', () => {
     }
     expect(decision.policy_revision).toBe(next);
     expect(decision.allow).toBe(false);
+  });
+
+  it('a rule that compiles but fails on the requests being made is not swapped in; the author\'s fix is', { timeout: 60_000 }, async () => {
+    const live = (await decideTitle()).policy_revision;
+    const rule = join(env.WRIT_POLICIES_DIR!, 'writ', 'authz', 'domain', 'two_values.rego');
+    writeFileSync(rule, ['package writ.authz.domain.two_values', '', 'level := "strict" if input.request.environment == "production"', '', 'level := "loose" if "title" in input.request.fields', '', 'deny contains "strict" if level == "strict"', ''].join('\n'));
+    const built = await policyBuild();
+    expect(built.code, built.output).toBe(0); // opa build cannot know: the conflict needs an input
+    const conflicting = readFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), 'utf8').trim();
+
+    const deadline = Date.now() + 20_000;
+    while (!server.log().includes(`policy bundle ${conflicting} fails on`) && Date.now() < deadline) {
+      const d = await decideTitle(); // answered, by the live bundle, not INTERNAL
+      expect(d.policy_revision).toBe(live);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(server.log()).toMatch(new RegExp(`keeping policy ${live}: the new bundle in \\S+ was not taken: POLICY_UNAVAILABLE: policy bundle ${conflicting} fails on \\d+ of the last \\d+ inputs policy ${live} answered: .*var assignment conflict`));
+    expect((await decideTitle()).policy_revision).toBe(live);
+
+    unlinkSync(rule);
+    const fixed = await policyBuild();
+    expect(fixed.code, fixed.output).toBe(0);
+    const next = readFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), 'utf8').trim();
+    expect(next).toBe(live); // the same policies as before: the same revision, which is live
+    writeFileSync(rule, ['package writ.authz.domain.two_values', '', 'deny contains "no titles in production" if {', '\tinput.request.environment == "production"', '\t"title" in input.request.fields', '}', ''].join('\n'));
+    expect((await policyBuild()).code).toBe(0);
+    const taken = readFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), 'utf8').trim();
+    let decision = await decideTitle();
+    for (let i = 0; i < 100 && decision.policy_revision !== taken; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      decision = await decideTitle();
+    }
+    expect(decision.policy_revision).toBe(taken);
+    expect(decision.reasons).toContain('no titles in production');
   });
 });
