@@ -12,7 +12,7 @@ import { UsageError } from './cli-error.js';
 import { findOpa } from './opa.js';
 import { formatCapabilities, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
 import { consoleLoginLink, httpOrigin, serve } from './serve.js';
-import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, receiptToWire } from '../http/wire.js';
+import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, policyImpactToWire, receiptToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
 import { userInfo } from 'node:os';
@@ -232,7 +232,7 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'policy impact',
-    summary: 'replay recent decisions against a candidate bundle (or policies folder) and list every verdict that would flip; changes nothing',
+    summary: 'replay recent decisions against a candidate bundle (or policies folder) and list every verdict that would flip or fail; changes nothing',
     usage: 'BUNDLE_OR_POLICIES_DIR [--decision-log FILE | --receipts] [--limit N] [--json]',
     options: { 'decision-log': { type: 'string' }, receipts: { type: 'boolean' }, limit: { type: 'string' }, json: { type: 'boolean' } },
     run: async ({ values, positionals }) => {
@@ -242,8 +242,8 @@ export const COMMANDS: Command[] = [
       return withWrit(values, async (w) => {
         const decisionLogFile = values.receipts ? null : typeof values['decision-log'] === 'string' ? values['decision-log'] : undefined;
         const r = await policyImpact(w.ctx, engine, { ...(decisionLogFile !== undefined ? { decisionLogFile } : {}), ...(limit !== undefined ? { limit } : {}) });
-        print(r, values.json, () => formatPolicyImpact(r));
-        return r.flips.length === 0 ? 0 : 4;
+        print(values.json ? policyImpactToWire(r) : r, values.json, () => formatPolicyImpact(r));
+        return r.flips.length === 0 && r.failures.length === 0 ? 0 : 4;
       });
     },
   },

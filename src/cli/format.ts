@@ -123,6 +123,15 @@ export function formatPolicyImpact(r: PolicyImpactReport): string {
     lines.push(`      ${q.principal} ${q.action} ${q.resource} in ${q.environment}${q.fields.length ? ` fields [${q.fields.join(', ')}]` : ''}`);
     for (const reason of f.reasons) lines.push(`      ${reason}`);
   }
+  if (r.failures.length > 0) {
+    lines.push(`${r.failures.length} decision(s) the candidate fails on (it would answer them INTERNAL):`);
+    for (const f of r.failures) {
+      const q = f.request;
+      lines.push(`  ${f.current ? 'ALLOW' : 'DENY'}→ERROR  ${f.decision_id}${f.receipt_id ? ` (receipt ${f.receipt_id})` : ''} at ${new Date(f.at).toISOString()}, graph revision ${f.graph_revision}`);
+      lines.push(`      ${q.principal} ${q.action} ${q.resource} in ${q.environment}${q.fields.length ? ` fields [${q.fields.join(', ')}]` : ''}`);
+      lines.push(`      ${f.error}`);
+    }
+  }
   if (r.not_reproduced.length > 0) lines.push(`${r.not_reproduced.length} recorded decision(s) decide otherwise under the running bundle too (recorded with another bundle?): ${r.not_reproduced.map((n) => n.decision_id).join(', ')}`);
   if (r.skipped.length > 0) lines.push(`${r.skipped.length} decision(s) not replayed:`, ...r.skipped.map((s) => `  ${s.decision_id ?? '(no id)'}: ${s.reason}`));
   return lines.join('\n');

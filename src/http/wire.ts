@@ -9,7 +9,7 @@ import type { GraphExport } from '../graph/index.js';
 import type { Edge, Principal } from '../graph/model.js';
 import type { PolicyEdge } from '../graph/policy-view.js';
 import type { LeaseRecord as DomainLeaseRecord, RenewedLease } from '../lease/index.js';
-import type { DecisionOutcome, EdgeImpact, Explanation, ImpactReport, Incident as DomainIncident, LeaseOutcome } from '../service/index.js';
+import type { DecisionOutcome, EdgeImpact, Explanation, ImpactReport, Incident as DomainIncident, LeaseOutcome, PolicyImpactReport } from '../service/index.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import type { ChainEdge, Decision, Incident, LeaseGrant, LeaseRecord, LeaseRenewal, Receipt } from '../wire/v1.js';
 
@@ -78,6 +78,15 @@ function edgeImpactToWire(e: EdgeImpact) {
 }
 
 /** An impact report (src/service/impact.ts) for the wire: its edges and its time as RFC 3339. */
+/** `writ policy impact --json`: the replayed decisions' instants as on the wire. */
+export function policyImpactToWire(r: PolicyImpactReport) {
+  return {
+    ...r,
+    flips: r.flips.map((f) => ({ ...f, at: toWireTime(f.at) })),
+    failures: r.failures.map((f) => ({ ...f, at: toWireTime(f.at) })),
+  };
+}
+
 export function impactToWire(r: ImpactReport) {
   return {
     ...r,

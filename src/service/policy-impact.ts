@@ -36,6 +36,14 @@ export interface PolicyFlip extends ReplayedDecision {
   chain: string[];
 }
 
+/** A decision the running bundle judges and the candidate cannot: under it, the request would be answered INTERNAL. */
+export interface PolicyFailure extends ReplayedDecision {
+  /** Whether the running bundle allows it. */
+  current: boolean;
+  /** The candidate's error (Rego's message, e.g. `var assignment conflict`). */
+  error: string;
+}
+
 export interface SkippedDecision {
   decision_id: string | null;
   reason: string;
@@ -48,6 +56,8 @@ export interface PolicyImpactReport {
   /** Decisions replayed against both bundles. */
   replayed: number;
   flips: PolicyFlip[];
+  /** Decisions the candidate fails on (an error in the policy that only some inputs reach). */
+  failures: PolicyFailure[];
   /**
    * Decision log only: replays whose verdict under the running bundle differs from the recorded one
    * (the policy changed since, or the decision relied on something not recorded); listed, not hidden.
@@ -80,6 +90,7 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
 
   const graphs = new Map<number, AuthorityGraph>();
   const flips: PolicyFlip[] = [];
+  const failures: PolicyFailure[] = [];
   const notReproduced: PolicyImpactReport['not_reproduced'] = [];
   let replayed = 0;
   for (const r of replays) {
@@ -104,13 +115,19 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
     let next: { result: DecisionResult; chain: string[] };
     try {
       current = judge(ctx.policy);
-      next = judge(candidate);
     } catch (e) {
       if (!(e instanceof WritError)) throw e;
       skipped.push({ decision_id: r.decision_id, reason: `${e.code}: ${e.message}` });
       continue;
     }
     replayed++;
+    try {
+      next = judge(candidate);
+    } catch (e) {
+      if (!(e instanceof WritError)) throw e;
+      failures.push({ decision_id: r.decision_id, source: r.source, receipt_id: r.receipt_id, at: r.at, graph_revision: r.graph_revision, request: r.request, current: current.result.allow, error: e.message });
+      continue;
+    }
     if (r.recorded !== null && r.recorded !== current.result.allow) {
       notReproduced.push({ decision_id: r.decision_id, recorded: r.recorded, current: current.result.allow, recorded_revision: r.recordedRevision });
     }
@@ -133,6 +150,7 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
     candidate_revision: candidate.revision,
     replayed,
     flips,
+    failures,
     not_reproduced: notReproduced,
     skipped,
   };

@@ -67,5 +67,22 @@ describe('writ impact and writ policy impact', () => {
     const unchanged = await writ('policy', 'impact', join(REPO, 'build/policy'), '--decision-log', join(work, 'decisions.jsonl'));
     expect(unchanged.code).toBe(0);
     expect(unchanged.stdout).toContain('no decision would flip');
+    // --json speaks the wire's language here too (the flips' `at` was epoch ms until 2026-12-03).
+    const json = JSON.parse((await writ('policy', 'impact', dir, '--decision-log', join(work, 'decisions.jsonl'), '--json')).stdout);
+    expect(json.flips).toHaveLength(1);
+    expect(misplacedTimes(json)).toEqual([]);
+  });
+
+  it('writ policy impact lists the decisions a candidate fails on (exit 4), with Rego\'s message', { timeout: 60_000 }, async () => {
+    const dir = join(work, 'policies-conflict');
+    cpSync(join(REPO, 'policies'), dir, { recursive: true });
+    writeFileSync(join(dir, 'writ/authz/domain/two_values.rego'), ['package writ.authz.domain.two_values', '', 'level := "strict" if input.request.environment == "production"', '', 'level := "loose" if "title" in input.request.fields', '', 'deny contains "strict" if level == "strict"', ''].join('\n'));
+    const { stdout, code } = await writ('policy', 'impact', dir, '--decision-log', join(work, 'decisions.jsonl'));
+    expect(code, stdout).toBe(4);
+    expect(stdout).toContain('no decision would flip');
+    expect(stdout).toMatch(/1 decision\(s\) the candidate fails on \(it would answer them INTERNAL\):\n {2}ALLOW→ERROR {2}\S+ at .*\n {6}seo-agent-7 update_post wp:post:1024 in production fields \[title\]\n {6}.*two_values\.rego:\d+:\d+: var assignment conflict/);
+    const json = JSON.parse((await writ('policy', 'impact', dir, '--decision-log', join(work, 'decisions.jsonl'), '--json')).stdout);
+    expect(json.failures).toMatchObject([{ current: true, request: { principal: 'seo-agent-7' }, error: expect.stringContaining('var assignment conflict') }]);
+    expect(misplacedTimes(json)).toEqual([]);
   });
 });

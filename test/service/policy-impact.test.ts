@@ -80,6 +80,7 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     expect(r.source).toBe('decision_log');
     expect(r.replayed).toBe(5);
     expect(r.skipped).toEqual([]);
+    expect(r.failures).toEqual([]);
     expect(r.not_reproduced).toEqual([]);
     expect(flipsOf(r)).toEqual([
       'allow→deny content-agent-3 update_post wp:post:1024 [body]',
@@ -98,6 +99,24 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     const r = await policyImpact(h.ctx, engine);
     expect(flipsOf(r)).toEqual(['deny→allow editor-alice update_post wp:post:12 [title]']);
     expect(r.flips[0]!.reasons).toEqual(['the candidate allows it through chain g-editor-alice']);
+  });
+
+  it('a rule that fails on some inputs: those decisions are listed as failures with Rego\'s message (they would be answered INTERNAL), not skipped and not flips', { timeout: 60_000 }, async () => {
+    const dir = candidatePolicies('two-values', (d) =>
+      writeFileSync(join(d, 'writ/authz/domain/two_values.rego'), ['package writ.authz.domain.two_values', '', 'level := "strict" if input.request.environment == "production"', '', 'level := "loose" if "title" in input.request.fields', '', 'deny contains "strict" if level == "strict"', ''].join('\n')),
+    );
+    const { engine } = await loadCandidatePolicy(dir, findOpa);
+    const r = await policyImpact(h.ctx, engine);
+    expect(r.replayed).toBe(5);
+    expect(r.skipped).toEqual([]);
+    // Production without title: the rule's deny holds, so those allows flip; production with title: the conflict.
+    expect(flipsOf(r)).toEqual(['allow→deny content-agent-3 update_post wp:post:1024 [body]']);
+    expect(r.failures.map((f) => `${f.current ? 'allow' : 'deny'} ${f.request.principal} ${f.request.resource} [${f.request.fields.join(',')}]`).sort()).toEqual([
+      'allow orchestrator wp:post:5 [title]',
+      'allow seo-agent-7 wp:post:1024 [title]',
+      'deny editor-alice wp:post:12 [title]',
+    ]);
+    expect(r.failures[0]!.error).toMatch(/two_values\.rego:\d+:\d+: var assignment conflict/);
   });
 
   it('from the receipts when no decision log is given: the write\'s decision is rebuilt from the receipt and flips too', { timeout: 60_000 }, async () => {
