@@ -31,7 +31,8 @@ export async function createPolicyEngine(bundle: BundleFiles): Promise<PolicyEng
   const entrypoints = policy.entrypoints as Record<string, number>;
   const decisionId = entrypointId(entrypoints, DECISION, bundle.revision);
   const delegationId = entrypointId(entrypoints, DELEGATION, bundle.revision);
-  const evaluate = <T>(input: unknown, id: number, name: string, complete: (r: unknown) => boolean): T => {
+  /** `problem` says what is wrong with a result, or null when it has the shape the service relies on. */
+  const evaluate = <T>(input: unknown, id: number, name: string, problem: (r: unknown) => string | null): T => {
     let resultSet: { result: unknown }[];
     try {
       resultSet = policy.evaluate(input, id) as { result: unknown }[];
@@ -39,8 +40,9 @@ export async function createPolicyEngine(bundle: BundleFiles): Promise<PolicyEng
       throw new WritError('INTERNAL', `policy ${bundle.revision} failed evaluating ${name}: ${describe(e)}`);
     }
     const result = resultSet[0]?.result;
-    if (!complete(result)) {
-      throw new WritError('INTERNAL', `policy ${bundle.revision} returned no complete result for ${name} (is the input well formed?)`, { result });
+    const wrong = problem(result);
+    if (wrong !== null) {
+      throw new WritError('INTERNAL', `policy ${bundle.revision} returned no complete result for ${name}: ${wrong}`, { result });
     }
     return result as T;
   };
@@ -48,9 +50,9 @@ export async function createPolicyEngine(bundle: BundleFiles): Promise<PolicyEng
     revision: bundle.revision,
     data,
     decide: (input: DecisionInput) =>
-      evaluate<DecisionResult>(input, decisionId, DECISION, (r) => isObject(r) && typeof r.allow === 'boolean' && isObject(r.obligations) && Array.isArray(r.reasons)),
+      evaluate<DecisionResult>(input, decisionId, DECISION, (r) => (!isObject(r) || typeof r.allow !== 'boolean' || !isObject(r.obligations) ? 'no allow and obligations (is the input well formed?)' : strings(r.reasons, 'reasons'))),
     checkDelegation: (input: DelegationInput) =>
-      evaluate<DelegationResult>(input, delegationId, DELEGATION, (r) => isObject(r) && typeof r.allow === 'boolean' && Array.isArray(r.violations)),
+      evaluate<DelegationResult>(input, delegationId, DELEGATION, (r) => (!isObject(r) || typeof r.allow !== 'boolean' ? 'no allow (is the input well formed?)' : strings(r.violations, 'violations'))),
   };
 }
 
@@ -58,6 +60,13 @@ function entrypointId(entrypoints: Record<string, number>, name: string, revisio
   const id = entrypoints[name];
   if (id === undefined) throw new WritError('POLICY_UNAVAILABLE', `policy bundle ${revision} has no entrypoint ${name}`);
   return id;
+}
+
+/** Reasons and violations are sentences: a domain rule's `deny contains 42` is the policy's mistake, not a reason. */
+function strings(v: unknown, name: string): string | null {
+  if (!Array.isArray(v)) return `no ${name}`;
+  const bad = v.find((x) => typeof x !== 'string');
+  return bad === undefined ? null : `${name} must be strings, one is ${JSON.stringify(bad)} (a \`deny\` message of a domain rule?)`;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

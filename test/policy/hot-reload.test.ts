@@ -1,4 +1,4 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
@@ -129,5 +129,21 @@ describe('a rebuilt bundle is picked up without re-creating the engine', () => {
     const fixed = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
     await untilRevision(fixed.revision);
     expect(engine.decide(decisionInput()).reasons).toContain('strict');
+  });
+
+  it('a domain rule whose deny message is not a string is the policy\'s mistake: INTERNAL naming it, so the bundle is not taken', async () => {
+    const live = engine.revision;
+    engine.decide(decisionInput());
+    const rule = join(policies, 'writ', 'authz', 'domain', 'numbers.rego');
+    await writeFile(rule, 'package writ.authz.domain.numbers\n\ndeny contains 42 if input.request.environment == "production"\n');
+    const built = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
+    const reported = causes.length;
+    await engine.reload();
+    expect(engine.revision).toBe(live);
+    expect(causes.length).toBeGreaterThan(reported);
+    expect((causes.at(-1) as Error).message).toMatch(/fails on \d+ of the last \d+ inputs/);
+    expect((causes.at(-1) as Error).message).toContain(`answered: policy ${built.revision} returned no complete result for writ/authz/decision: reasons must be strings, one is 42 (a \`deny\` message of a domain rule?)`);
+    await rm(rule);
+    await untilRevision((await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir })).revision);
   });
 });
