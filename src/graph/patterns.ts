@@ -86,6 +86,17 @@ export function patternCovers(parent: string, child: string): boolean {
   return p.length === c.length;
 }
 
+/** Whether some key is matched by both `a` and `b` (a `**` takes any rest, also none). */
+export function patternsOverlap(a: string, b: string): boolean {
+  const x = compilePattern(a);
+  const y = compilePattern(b);
+  for (let i = 0; ; i++) {
+    if (x[i] === ANY || y[i] === ANY) return true;
+    if (i === x.length || i === y.length) return x.length === y.length;
+    if (x[i] !== ONE && y[i] !== ONE && x[i] !== y[i]) return false;
+  }
+}
+
 /**
  * A number that orders patterns from general to specific (higher is more specific): more literal
  * segments first, then a later first wildcard, then a fixed length (no `**`), then more segments.

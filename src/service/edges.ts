@@ -6,6 +6,7 @@ import type { PolicyEdge } from '../policy/types.js';
 import { commitGraphChange } from './graph-changes.js';
 import type { WritContext } from './context.js';
 import { requireGovernance } from './principals.js';
+import { checkScopeApplies } from './resources.js';
 import { checkId, normalizeScope, sameJson, window, type ScopeInput } from './validate.js';
 
 interface EdgeInputBase {
@@ -52,6 +53,7 @@ async function createEdge(
       throw new WritError('ALREADY_EXISTS', `edge "${id}" exists with different content; edges are immutable (revoke and create a new one)`);
     }
     const edge = { ...draft, id, creator: caller, created_at: now } as Omit<Edge, 'revoked_at' | 'revision'>;
+    checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
     check(graph, { ...edge, revoked_at: null }, now);
     created = true;
     return [{ type: 'edge.created', edge }];

@@ -15,6 +15,7 @@ import { capabilitiesIn, orphansIn, type Orphan } from './audit-queries.js';
 import { AUDIT_READ, auditKey, liveScopes, scopeGives } from './ask-about.js';
 import type { WritContext } from './context.js';
 import { checkDelegationFits, delegationDraft, type DelegationInput } from './edges.js';
+import { checkScopeApplies } from './resources.js';
 
 export type ImpactChange =
   | { revoke: { edge: string; principal?: undefined } | { principal: string; edge?: undefined }; delegate?: undefined }
@@ -198,6 +199,7 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   const draft = delegationDraft({ ...input, id: input.id ?? `impact-${randomUUID()}` });
   if (graph.edge(draft.id!)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
   const edge = { ...draft, id: draft.id!, creator: caller, created_at: now };
+  checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
   checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now);
   return { events: [{ type: 'edge.created', edge }], roots: [draft.to], own: caller === draft.from };
 }

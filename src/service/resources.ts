@@ -1,5 +1,6 @@
 import { WritError } from '../errors.js';
-import { matchesPattern, validateResourceKey } from '../graph/index.js';
+import { matchesPattern, patternsOverlap, validateResourceKey } from '../graph/index.js';
+import type { EdgeKind, Scope } from '../graph/model.js';
 import type { PolicyData } from '../policy/types.js';
 
 /**
@@ -38,4 +39,29 @@ export function checkResourceType(data: PolicyData, key: string, type: string): 
     throw new WritError('MALFORMED_REQUEST', `resource.type "${type}" is not the type of ${key} (expected "${resourceTypeOf(canonical)}")`);
   }
   return canonical;
+}
+
+/**
+ * An edge's scope must be able to apply under the policy's registry, as a relationship must name
+ * relations its schema defines: every action (other than `*`) is in the action catalogue, and every
+ * resource pattern can match a key of some resource class. Otherwise the edge would be stored and
+ * silently never count (a typo such as `update_psot`, or `wordpress:article:*`, an alias: chains match
+ * canonical keys). Preemption edges name no actions or resources.
+ */
+export function checkScopeApplies(data: PolicyData, kind: EdgeKind, scope: Scope): void {
+  if (kind === 'preempts') return;
+  if (kind !== 'owns') {
+    const catalogue = data.writ.actions;
+    for (const action of scope.actions) {
+      if (action !== '*' && !Object.hasOwn(catalogue, action)) {
+        throw new WritError('UNPROCESSABLE', `scope.actions: "${action}" is not an action of the policy (data.writ.actions: ${Object.keys(catalogue).sort().join(', ')})`);
+      }
+    }
+  }
+  for (const pattern of scope.resources) {
+    if (data.writ.resource_classes.some((rule) => patternsOverlap(rule.pattern, pattern))) continue;
+    const alias = (data.writ.aliases ?? []).find((a) => pattern === a.from || pattern.startsWith(`${a.from}:`));
+    const hint = alias ? `; "${alias.from}" is an alias of "${alias.to}": write "${alias.to}${pattern.slice(alias.from.length)}"` : '';
+    throw new WritError('UNPROCESSABLE', `scope.resources: "${pattern}" matches no key of any resource class (data.writ.resource_classes: ${data.writ.resource_classes.map((r) => r.pattern).join(', ')}), so the edge would never apply${hint}`);
+  }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { matchesPattern, patternCovers, specificity, validatePattern, validateResourceKey } from '../../src/graph/patterns.js';
+import { matchesPattern, patternCovers, patternsOverlap, specificity, validatePattern, validateResourceKey } from '../../src/graph/patterns.js';
 
 describe('resource patterns', () => {
   it.each([
@@ -74,5 +74,31 @@ describe('resource patterns', () => {
     const ordered = ['**', 'wp:**', 'wp:*', 'wp:*:1024', 'wp:post:**', 'wp:post:*', 'wp:post:1024'];
     const scores = ordered.map(specificity);
     for (let i = 1; i < scores.length; i++) expect(scores[i], `${ordered[i]} > ${ordered[i - 1]}`).toBeGreaterThan(scores[i - 1]!);
+  });
+
+  it('two patterns overlap exactly when some key matches both (every pattern and key of up to 3 segments over a, b)', () => {
+    const segments = ['a', 'b', '*', '**'];
+    const patterns: string[] = [];
+    const grow = (prefix: string[]): void => {
+      if (prefix.length > 0) patterns.push(prefix.join(':'));
+      if (prefix.length === 3 || prefix.at(-1) === '**') return;
+      for (const s of segments) grow([...prefix, s]);
+    };
+    grow([]);
+    const keys = patterns.filter((p) => !p.includes('*'));
+    // A key longer than both patterns decides nothing a 3-segment key does not (** takes any rest).
+    const longer = keys.map((k) => `${k}:a`);
+    let pairs = 0;
+    for (const a of patterns) {
+      for (const b of patterns) {
+        const some = [...keys, ...longer].some((k) => matchesPattern(a, k) && matchesPattern(b, k));
+        expect(patternsOverlap(a, b), `${a} and ${b}`).toBe(some);
+        pairs++;
+      }
+    }
+    expect(pairs).toBeGreaterThan(1000);
+    expect(patternsOverlap('wp:post:*', 'wp:**')).toBe(true);
+    expect(patternsOverlap('wp:psot:*', 'wp:post:*')).toBe(false);
+    expect(patternsOverlap('deploy:**', 'deploy')).toBe(true);
   });
 });

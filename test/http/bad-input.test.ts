@@ -38,6 +38,21 @@ describe('bad input gets a stable code and changes nothing', () => {
     refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:*', environment: 'production', fields: ['title'] } }, 422, 'UNPROCESSABLE'));
   it('an invalid resource pattern in a scope', () =>
     refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:**:post'], risk_max: 1 } } }, 422, 'UNPROCESSABLE'));
+  // An edge that could never apply is refused, not stored to count for nothing (the policy's registry is its schema).
+  it.each([
+    ['/v1/grants', { to: 'seo-agent-7' }, { actions: ['update_psot'] }, /scope\.actions: "update_psot" is not an action of the policy \(data\.writ\.actions: .*update_post/],
+    ['/v1/grants', { to: 'seo-agent-7' }, { resources: ['wp:psot:*'] }, /scope\.resources: "wp:psot:\*" matches no key of any resource class .*so the edge would never apply$/],
+    ['/v1/grants', { to: 'seo-agent-7' }, { resources: ['wordpress:article:*'] }, /"wordpress:article" is an alias of "wp:post": write "wp:post:\*"$/],
+    ['/v1/delegations', { from: 'orchestrator', to: 'seo-agent-7' }, { actions: ['read_psot'] }, /"read_psot" is not an action of the policy/],
+    ['/v1/approvals', { from: 'editor-alice', to: 'seo-agent-7' }, { resources: ['wp:page:*'] }, /"wp:page:\*" matches no key of any resource class/],
+  ])('%s with %j in its scope: an edge that would never apply', async (url, ends, scope, why) => {
+    const r = await refused('governance', { method: 'POST', url, payload: { ...ends, reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], risk_max: 1, ...scope } } }, 422, 'UNPROCESSABLE');
+    expect(r.body.detail).toMatch(why);
+  });
+  it('an owner of keys no resource class has', async () => {
+    const r = await refused('governance', { method: 'POST', url: '/v1/ownerships', payload: { owner: 'editor-alice', resource: 'wp:page:1', reason: 'r' } }, 422, 'UNPROCESSABLE');
+    expect(r.body.detail).toMatch(/"wp:page:1" matches no key of any resource class/);
+  });
   it('expires_at before not_before', () =>
     refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', not_before: '2026-02-01T00:00:00Z', expires_at: '2026-01-01T00:00:00Z', scope: { actions: ['update_post'], resources: ['wp:post:*'], risk_max: 1 } } }, 422, 'UNPROCESSABLE'));
   it('a private key offered as a public key', () =>

@@ -153,8 +153,8 @@ describe('the OpenAPI document', () => {
     await call('seo-agent-7', 'POST', '/v1/grants', { payload: { id: 'g-new2', to: 'new-agent', reason: 'test', scope } });
     await call('orchestrator', 'POST', '/v1/delegations', { payload: { id: 'd-new', from: 'orchestrator', to: 'new-agent', reason: 'test', scope, max_depth: 0 } });
     await call('orchestrator', 'POST', '/v1/delegations', { payload: { id: 'd-too-much', from: 'orchestrator', to: 'new-agent', reason: 'test', scope: { ...scope, actions: ['deploy'] } } });
-    await call('governance', 'POST', '/v1/ownerships', { payload: { id: 'o-new', owner: 'new-agent', resource: 'wp:page:*', reason: 'test' } });
-    await call('governance', 'POST', '/v1/ownerships', { payload: { id: 'o-dup', owner: 'new-agent', resource: 'wp:page:*', reason: 'test' } });
+    await call('governance', 'POST', '/v1/ownerships', { payload: { id: 'o-new', owner: 'new-agent', resource: 'job:nightly', reason: 'test' } });
+    await call('governance', 'POST', '/v1/ownerships', { payload: { id: 'o-dup', owner: 'new-agent', resource: 'job:nightly', reason: 'test' } });
     await call('governance', 'POST', '/v1/approvals', { payload: { id: 'a-new', from: 'editor-alice', to: 'new-agent', reason: 'test', scope: { actions: ['update_post'], resources: ['wp:post:*'], constraints: { risk_max: 3 } } } });
     await call('governance', 'POST', '/v1/approvals', { payload: { id: 'a-bad', from: 'nobody', to: 'new-agent', reason: 'test', scope } });
     await call('governance', 'POST', '/v1/preemptions', { payload: { id: 'p-new', from: 'incident-commander', to: 'new-agent', reason: 'test' } });

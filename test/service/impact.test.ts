@@ -93,6 +93,13 @@ describe('impact analysis of a new delegation', () => {
   it('a delegation beyond the delegator\'s scope is refused as it would be when written', async () => {
     await expect(analyseImpact(h.ctx, 'editor-alice', { delegate: { ...proposal, scope: { ...proposal.scope, actions: ['deploy'] } } })).rejects.toMatchObject({ code: 'ATTENUATION_VIOLATION' });
   });
+
+  it('a delegation that could never apply (an action the policy does not know) is refused as it would be when written', async () => {
+    await expect(analyseImpact(h.ctx, 'editor-alice', { delegate: { ...proposal, scope: { ...proposal.scope, actions: ['update_psot'] } } })).rejects.toMatchObject({
+      code: 'UNPROCESSABLE',
+      message: expect.stringContaining('"update_psot" is not an action of the policy'),
+    });
+  });
 });
 
 describe('who may ask', () => {
