@@ -19,7 +19,10 @@ import { validatePattern, validateResourceKey } from '../graph/index.js';
 import type { PolicyData, ResourceClassRule } from './types.js';
 
 const CLASSES: readonly ResourceClassRule['class'][] = ['READ_SHARED', 'WRITE_OPTIMISTIC', 'WRITE_EXCLUSIVE', 'MULTI_WRITER_MERGEABLE'];
-const name = { type: 'string', minLength: 1 } as const;
+/** A name (an action, a field, an environment): what a scope may hold, non-empty and without whitespace. */
+const name = { type: 'string', pattern: '^\\S+$' } as const;
+/** A conflict domain's name: it becomes a segment of the coordination key `domain:NAME:SCOPE`. */
+const domainName = { type: 'string', pattern: '^[^\\s:]+$' } as const;
 const resourceClass = { enum: CLASSES } as const;
 
 /** `data.writ` as the policy (policies/README.md) and the service (resources.ts) read it. */
@@ -52,14 +55,14 @@ export const POLICY_DATA_SCHEMA = {
               class: resourceClass,
               managed: { type: 'boolean' },
               fields: { type: 'object', propertyNames: name, additionalProperties: resourceClass },
-              conflict_domain: name,
-              field_conflict_domains: { type: 'object', propertyNames: name, additionalProperties: name },
+              conflict_domain: domainName,
+              field_conflict_domains: { type: 'object', propertyNames: name, additionalProperties: domainName },
               conflict_scope: {
                 type: 'object',
                 minProperties: 1,
                 maxProperties: 1,
                 additionalProperties: false,
-                properties: { segment: { type: 'integer', minimum: 0 }, value: name },
+                properties: { segment: { type: 'integer', minimum: 0 }, value: domainName },
               },
               description: { type: 'string' },
             },
@@ -70,7 +73,7 @@ export const POLICY_DATA_SCHEMA = {
           type: 'array',
           items: { type: 'object', required: ['from', 'to'], additionalProperties: false, properties: { from: { type: 'string' }, to: { type: 'string' } } },
         },
-        conflict_domains: { type: 'object', propertyNames: name, additionalProperties: { type: 'object' } },
+        conflict_domains: { type: 'object', propertyNames: domainName, additionalProperties: { type: 'object' } },
         domain_rules: { type: 'object' },
       },
     },
@@ -89,7 +92,8 @@ function validator(): ReturnType<Ajv['compile']> {
  */
 export function policyDataProblems(data: unknown): string[] {
   const validate = validator();
-  if (!validate(data)) return (validate.errors ?? []).map((e) => describeSchemaError(data, e));
+  // A bad property name is reported twice (its own keyword, then `propertyNames`): the first says which.
+  if (!validate(data)) return (validate.errors ?? []).filter((e) => e.keyword !== 'propertyNames').map((e) => describeSchemaError(data, e));
   return crossChecks(data as PolicyData);
 }
 
@@ -144,17 +148,19 @@ function describeSchemaError(data: unknown, e: ErrorObject): string {
   const segments = e.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
   const where = `data${segments.map((s) => (/^\d+$/.test(s) ? `[${s}]` : `.${s}`)).join('')}`;
   const params = e.params as Record<string, unknown>;
+  const value = JSON.stringify(valueAt(data, segments));
+  const nameProblem = (pattern: unknown) => (pattern === domainName.pattern ? 'must have neither whitespace nor ":"' : 'must be non-empty, without whitespace');
   switch (e.keyword) {
     case 'required':
       return `${where}: "${String(params.missingProperty)}" is missing`;
     case 'additionalProperties':
       return `${where}: unknown property "${String(params.additionalProperty)}"`;
     case 'enum':
-      return `${where}: ${JSON.stringify(valueAt(data, segments))} is not one of ${(params.allowedValues as unknown[]).join(', ')}`;
-    case 'propertyNames':
-      return `${where}: a name must be a non-empty string`;
+      return `${where}: ${value} is not one of ${(params.allowedValues as unknown[]).join(', ')}`;
+    case 'pattern':
+      return e.propertyName === undefined ? `${where}: ${value} ${nameProblem(params.pattern)}` : `${where}: the name ${JSON.stringify(e.propertyName)} ${nameProblem(params.pattern)}`;
     default:
-      return `${where} ${e.message ?? 'is not valid'} (found ${JSON.stringify(valueAt(data, segments))})`;
+      return `${where} ${e.message ?? 'is not valid'} (found ${value})`;
   }
 }
 

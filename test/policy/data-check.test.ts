@@ -52,6 +52,20 @@ describe('the policy data is checked before a bundle is used', () => {
     ]);
   });
 
+  it('names are what a scope or a coordination key can hold: no whitespace, and no ":" in a conflict domain', () => {
+    expect(problemsAfter((w) => {
+      w.actions['update post'] = { risk: 1, write: true };
+      w.approval_threshold[''] = 1;
+      w.conflict_domains['SEO:META'] = {};
+      w.resource_classes[1].conflict_domain = 'SEO META';
+    })).toEqual([
+      'data.writ.actions: the name "update post" must be non-empty, without whitespace',
+      'data.writ.resource_classes[1].conflict_domain: "SEO META" must have neither whitespace nor ":"',
+      'data.writ.approval_threshold: the name "" must be non-empty, without whitespace',
+      'data.writ.conflict_domains: the name "SEO:META" must have neither whitespace nor ":"',
+    ]);
+  });
+
   it('refuses a document without data.writ, or without its actions and resource classes', () => {
     expect(policyDataProblems({})).toEqual(['data: "writ" is missing']);
     expect(policyDataProblems({ writ: {} })).toEqual(['data.writ: "actions" is missing', 'data.writ: "resource_classes" is missing']);
