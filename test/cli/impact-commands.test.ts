@@ -9,6 +9,7 @@ import { decideOk, leaseOk } from '../support/agent.js';
 import { REPO, startHarness, type Harness } from '../support/harness.js';
 import { requireDist } from '../support/server-process.js';
 import { runWrit } from '../support/cli.js';
+import { TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
 
 let h: Harness;
 let work: string;
@@ -76,7 +77,7 @@ describe('writ impact and writ policy impact', () => {
   it('writ policy impact lists the decisions a candidate fails on (exit 4), with Rego\'s message', { timeout: 60_000 }, async () => {
     const dir = join(work, 'policies-conflict');
     cpSync(join(REPO, 'policies'), dir, { recursive: true });
-    writeFileSync(join(dir, 'writ/authz/domain/two_values.rego'), ['package writ.authz.domain.two_values', '', 'level := "strict" if input.request.environment == "production"', '', 'level := "loose" if "title" in input.request.fields', '', 'deny contains "strict" if level == "strict"', ''].join('\n'));
+    writeFileSync(join(dir, TWO_VALUES_FILE), TWO_VALUES_RULE);
     const { stdout, code } = await writ('policy', 'impact', dir, '--decision-log', join(work, 'decisions.jsonl'));
     expect(code, stdout).toBe(4);
     expect(stdout).toContain('no decision would flip');

@@ -8,6 +8,7 @@ import { bundleRevision } from '../../src/policy/index.js';
 import { WritClient } from '../../src/sdk/index.js';
 import { fixtureKey, REPO } from '../support/harness.js';
 import { CLI, startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
 
 /**
  * A policy author's mistakes, as a user meets them: a typo in data.json is refused by `writ policy
@@ -40,6 +41,20 @@ function editData(edit: (writ: Record<string, any>) => void): void {
 
 const decideTitle = () => agent.decide({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'] });
 
+/** The revision the last `writ policy build` published. */
+const builtRevision = () => readFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), 'utf8').trim();
+
+/** Decides until the service answers under `revision` (it takes a rebuilt bundle within a second or so). */
+async function decideUnderRevision(revision: string) {
+  let decision = await decideTitle();
+  for (let i = 0; i < 100 && decision.policy_revision !== revision; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    decision = await decideTitle();
+  }
+  expect(decision.policy_revision).toBe(revision);
+  return decision;
+}
+
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'writ-policy-data-'));
   env = { WRIT_POLICIES_DIR: join(work, 'policies'), WRIT_BUNDLE_DIR: join(work, 'bundle') };
@@ -66,7 +81,7 @@ describe('policy data a policy would misread never reaches a decision', () => {
     expect(refused.code).toBe(1);
     expect(refused.output).toContain('POLICY_UNAVAILABLE');
     expect(refused.output).toContain('data.writ.resource_classes[0].fields.title: "WRITE_EXCLUSVE" is not one of READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE');
-    expect(readFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), 'utf8').trim()).toBe(before.policy_revision);
+    expect(builtRevision()).toBe(before.policy_revision);
 
     await new Promise((r) => setTimeout(r, 400)); // past the service's stat check of the bundle folder
     const after = await decideTitle();
@@ -108,23 +123,17 @@ describe('policy data a policy would misread never reaches a decision', () => {
     });
     const fixed = await policyBuild();
     expect(fixed.code, fixed.output).toBe(0);
-    const next = readFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), 'utf8').trim();
-    let decision = await decideTitle();
-    for (let i = 0; i < 100 && decision.policy_revision !== next; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      decision = await decideTitle();
-    }
-    expect(decision.policy_revision).toBe(next);
+    const decision = await decideUnderRevision(builtRevision());
     expect(decision.allow).toBe(false);
   });
 
   it('a rule that compiles but fails on the requests being made is not swapped in; the author\'s fix is', { timeout: 60_000 }, async () => {
     const live = (await decideTitle()).policy_revision;
-    const rule = join(env.WRIT_POLICIES_DIR!, 'writ', 'authz', 'domain', 'two_values.rego');
-    writeFileSync(rule, ['package writ.authz.domain.two_values', '', 'level := "strict" if input.request.environment == "production"', '', 'level := "loose" if "title" in input.request.fields', '', 'deny contains "strict" if level == "strict"', ''].join('\n'));
+    const rule = join(env.WRIT_POLICIES_DIR!, TWO_VALUES_FILE);
+    writeFileSync(rule, TWO_VALUES_RULE);
     const built = await policyBuild();
     expect(built.code, built.output).toBe(0); // opa build cannot know: the conflict needs an input
-    const conflicting = readFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), 'utf8').trim();
+    const conflicting = builtRevision();
 
     const deadline = Date.now() + 20_000;
     while (!server.log().includes(`policy bundle ${conflicting} fails on`) && Date.now() < deadline) {
@@ -138,17 +147,10 @@ describe('policy data a policy would misread never reaches a decision', () => {
     unlinkSync(rule);
     const fixed = await policyBuild();
     expect(fixed.code, fixed.output).toBe(0);
-    const next = readFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), 'utf8').trim();
-    expect(next).toBe(live); // the same policies as before: the same revision, which is live
+    expect(builtRevision()).toBe(live); // the same policies as before: the same revision, which is live
     writeFileSync(rule, ['package writ.authz.domain.two_values', '', 'deny contains "no titles in production" if {', '\tinput.request.environment == "production"', '\t"title" in input.request.fields', '}', ''].join('\n'));
     expect((await policyBuild()).code).toBe(0);
-    const taken = readFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), 'utf8').trim();
-    let decision = await decideTitle();
-    for (let i = 0; i < 100 && decision.policy_revision !== taken; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      decision = await decideTitle();
-    }
-    expect(decision.policy_revision).toBe(taken);
+    const decision = await decideUnderRevision(builtRevision());
     expect(decision.reasons).toContain('no titles in production');
   });
 });

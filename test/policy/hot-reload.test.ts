@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { buildPolicyBundle, bundleRevision, openReloadingPolicyEngine, readLiveBundle, type ReloadingPolicyEngine } from '../../src/policy/index.js';
 import { copyPolicies, decisionInput, NOW, opaPath, tempDir } from './support.js';
+import { TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
 
 let root: { path: string; remove: () => Promise<void> };
 let policies: string;
@@ -107,9 +108,9 @@ describe('a rebuilt bundle is picked up without re-creating the engine', () => {
   it('keeps the live bundle when the new one fails on an input the live one answered (a Rego conflict opa build cannot see)', async () => {
     const live = engine.revision;
     expect(engine.decide(decisionInput()).allow).toBe(true);
-    const rule = join(policies, 'writ', 'authz', 'domain', 'two_values.rego');
+    const rule = join(policies, TWO_VALUES_FILE);
     // Two values for one complete rule when both bodies hold: compiles, and fails on such inputs only.
-    await writeFile(rule, ['package writ.authz.domain.two_values', '', 'level := "strict" if input.request.environment == "production"', '', 'level := "loose" if "title" in input.request.fields', '', 'deny contains "strict" if level == "strict"', ''].join('\n'));
+    await writeFile(rule, TWO_VALUES_RULE);
     const conflicting = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
     expect(conflicting.revision).not.toBe(live);
     const reported = errors.length;

@@ -9,6 +9,7 @@ import { loadCandidatePolicy } from '../../src/policy/index.js';
 import { policyImpact, type PolicyImpactReport } from '../../src/service/index.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
 import { BUNDLE_DIR, REPO, startHarness, type Harness } from '../support/harness.js';
+import { TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
 
 let h: Harness;
 let work: string;
@@ -103,7 +104,7 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
 
   it('a rule that fails on some inputs: those decisions are listed as failures with Rego\'s message (they would be answered INTERNAL), not skipped and not flips', { timeout: 60_000 }, async () => {
     const dir = candidatePolicies('two-values', (d) =>
-      writeFileSync(join(d, 'writ/authz/domain/two_values.rego'), ['package writ.authz.domain.two_values', '', 'level := "strict" if input.request.environment == "production"', '', 'level := "loose" if "title" in input.request.fields', '', 'deny contains "strict" if level == "strict"', ''].join('\n')),
+      writeFileSync(join(d, TWO_VALUES_FILE), TWO_VALUES_RULE),
     );
     const { engine } = await loadCandidatePolicy(dir, findOpa);
     const r = await policyImpact(h.ctx, engine);
