@@ -77,7 +77,6 @@ function edgeImpactToWire(e: EdgeImpact) {
   return { edge: edgeToWire(e.edge), reasons: e.reasons };
 }
 
-/** An impact report (src/service/impact.ts) for the wire: its edges and its time as RFC 3339. */
 /** `writ policy impact --json`: the replayed decisions' instants as on the wire. */
 export function policyImpactToWire(r: PolicyImpactReport) {
   return {
@@ -87,6 +86,7 @@ export function policyImpactToWire(r: PolicyImpactReport) {
   };
 }
 
+/** An impact report (src/service/impact.ts) for the wire: its edges and its time as RFC 3339. */
 export function impactToWire(r: ImpactReport) {
   return {
     ...r,

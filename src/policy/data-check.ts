@@ -3,11 +3,12 @@
  * aliases, conflict domains), checked before a bundle is published or loaded.
  *
  * Rego reads whatever it is given: a typo there does not fail, it changes verdicts, and some typos open
- * what they were meant to close (a class `WRITE_EXCLUSVE` requires neither lease nor version, an
- * approval threshold `"2"` is never exceeded because every number sorts below every string, an action
- * without `write` skips the ownership check). So a bundle whose data does not have the shape the policy
- * and the service rely on is refused by `writ policy build`, and by every engine that would load it
- * (a running service keeps its current bundle).
+ * what they were meant to close (a class `WRITE_EXCLUSVE` or a `write` of `"true"` requires neither
+ * lease nor version; an approval threshold `"2"` is never exceeded, because every number sorts below
+ * every string, and a misspelt `approval_threshold` asks for no approval at all). So a bundle whose data
+ * does not have the shape the policy and the service rely on is refused by `writ policy build`, and by
+ * every engine that would load it (a running service keeps its current bundle; one starting refuses to
+ * start). test/policy/data-check.test.ts shows what the policy does with each of these typos.
  *
  * The shape is a JSON Schema (checked by ajv); what a schema cannot say (resource patterns, conflict
  * domains that must be declared, a scope segment that must exist, a rule shadowed by an earlier one)
@@ -32,7 +33,11 @@ export const POLICY_DATA_SCHEMA = {
   properties: {
     writ: {
       type: 'object',
-      required: ['actions', 'resource_classes'],
+      // A misspelt section is as good as a missing one to Rego (`approval_treshold`: no approval is ever
+      // required), so there are no sections but these; `authz` is data for the packages under writ.authz
+      // (a data.json in one of their folders), `domain_rules` the settings of domain rules.
+      required: ['actions', 'resource_classes', 'approval_threshold'],
+      additionalProperties: false,
       properties: {
         actions: {
           type: 'object',
@@ -75,6 +80,7 @@ export const POLICY_DATA_SCHEMA = {
         },
         conflict_domains: { type: 'object', propertyNames: domainName, additionalProperties: { type: 'object' } },
         domain_rules: { type: 'object' },
+        authz: { type: 'object' },
       },
     },
   },
@@ -118,6 +124,11 @@ function crossChecks(data: PolicyData): string[] {
     const first = seen.get(rule.pattern);
     if (first !== undefined) problems.push(`${at}: pattern "${rule.pattern}" is the pattern of resource_classes[${first}], which is listed first, so this rule never applies`);
     else seen.set(rule.pattern, i);
+    if (rule.fields !== undefined) {
+      for (const field of Object.keys(rule.field_conflict_domains ?? {})) {
+        if (!Object.hasOwn(rule.fields, field)) problems.push(`${at}.field_conflict_domains.${field}: "${field}" is not one of the rule's fields (${Object.keys(rule.fields).join(', ')}): a misspelt field would lose its domain`);
+      }
+    }
     const domains = [
       ...(rule.conflict_domain === undefined ? [] : [[`${at}.conflict_domain`, rule.conflict_domain] as const]),
       ...Object.entries(rule.field_conflict_domains ?? {}).map(([field, domain]) => [`${at}.field_conflict_domains.${field}`, domain] as const),
@@ -135,11 +146,15 @@ function crossChecks(data: PolicyData): string[] {
       if (segment >= fixed) problems.push(`${at}.conflict_scope.segment: ${segment} is not a segment every key of "${rule.pattern}" has (0 to ${fixed - 1})`);
     }
   });
+  const froms = new Map<string, number>();
   (writ.aliases ?? []).forEach((alias, i) => {
     for (const side of ['from', 'to'] as const) {
       const problem = validateResourceKey(alias[side]);
       if (problem) problems.push(`data.writ.aliases[${i}].${side}: ${problem}`);
     }
+    const first = froms.get(alias.from);
+    if (first !== undefined) problems.push(`data.writ.aliases[${i}]: "${alias.from}" is the "from" of aliases[${first}], which is listed first, so this alias is never used`);
+    else froms.set(alias.from, i);
   });
   return problems;
 }

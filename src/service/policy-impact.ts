@@ -121,15 +121,15 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
       continue;
     }
     replayed++;
+    if (r.recorded !== null && r.recorded !== current.result.allow) {
+      notReproduced.push({ decision_id: r.decision_id, recorded: r.recorded, current: current.result.allow, recorded_revision: r.recordedRevision });
+    }
     try {
       next = judge(candidate);
     } catch (e) {
       if (!(e instanceof WritError)) throw e;
       failures.push({ decision_id: r.decision_id, source: r.source, receipt_id: r.receipt_id, at: r.at, graph_revision: r.graph_revision, request: r.request, current: current.result.allow, error: e.message });
       continue;
-    }
-    if (r.recorded !== null && r.recorded !== current.result.allow) {
-      notReproduced.push({ decision_id: r.decision_id, recorded: r.recorded, current: current.result.allow, recorded_revision: r.recordedRevision });
     }
     if (current.result.allow === next.result.allow) continue;
     flips.push({

@@ -59,9 +59,13 @@ export function checkScopeApplies(data: PolicyData, kind: EdgeKind, scope: Scope
     }
   }
   for (const pattern of scope.resources) {
-    if (data.writ.resource_classes.some((rule) => patternsOverlap(rule.pattern, pattern))) continue;
+    // Keys are rewritten before anything is matched, so a pattern under an alias matches none (even
+    // where a broad class such as `**` overlaps it).
     const alias = (data.writ.aliases ?? []).find((a) => pattern === a.from || pattern.startsWith(`${a.from}:`));
-    const hint = alias ? `; "${alias.from}" is an alias of "${alias.to}": write "${alias.to}${pattern.slice(alias.from.length)}"` : '';
-    throw new WritError('UNPROCESSABLE', `scope.resources: "${pattern}" matches no key of any resource class (data.writ.resource_classes: ${data.writ.resource_classes.map((r) => r.pattern).join(', ')}), so the edge would never apply${hint}`);
+    if (alias) {
+      throw new WritError('UNPROCESSABLE', `scope.resources: "${pattern}" is written with the alias "${alias.from}", and keys are matched as "${alias.to}": write "${alias.to}${pattern.slice(alias.from.length)}"`);
+    }
+    if (data.writ.resource_classes.some((rule) => patternsOverlap(rule.pattern, pattern))) continue;
+    throw new WritError('UNPROCESSABLE', `scope.resources: "${pattern}" matches no key of any resource class (data.writ.resource_classes: ${data.writ.resource_classes.map((r) => r.pattern).join(', ')}), so the edge would never apply`);
   }
 }

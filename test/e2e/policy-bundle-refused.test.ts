@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -101,7 +101,9 @@ describe('policy data a policy would misread never reaches a decision', () => {
     mkdirSync(badFolder, { recursive: true });
     writeFileSync(join(badFolder, 'policy.wasm'), wasm);
     writeFileSync(join(badFolder, 'data.json'), bad);
-    writeFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision'), `${revision}\n`);
+    // Published as a build publishes (a rename), so the service never reads a half-written file.
+    writeFileSync(join(env.WRIT_BUNDLE_DIR!, 'revision.tmp'), `${revision}\n`);
+    renameSync(join(env.WRIT_BUNDLE_DIR!, 'revision.tmp'), join(env.WRIT_BUNDLE_DIR!, 'revision'));
 
     const deadline = Date.now() + 20_000;
     while (!server.log().includes(`keeping policy ${live}`) && Date.now() < deadline) {

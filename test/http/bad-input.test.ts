@@ -42,7 +42,9 @@ describe('bad input gets a stable code and changes nothing', () => {
   it.each([
     ['/v1/grants', { to: 'seo-agent-7' }, { actions: ['update_psot'] }, /scope\.actions: "update_psot" is not an action of the policy \(data\.writ\.actions: .*update_post/],
     ['/v1/grants', { to: 'seo-agent-7' }, { resources: ['wp:psot:*'] }, /scope\.resources: "wp:psot:\*" matches no key of any resource class .*so the edge would never apply$/],
-    ['/v1/grants', { to: 'seo-agent-7' }, { resources: ['wordpress:article:*'] }, /"wordpress:article" is an alias of "wp:post": write "wp:post:\*"$/],
+    ['/v1/grants', { to: 'seo-agent-7' }, { resources: ['wordpress:article:*'] }, /"wordpress:article:\*" is written with the alias "wordpress:article", and keys are matched as "wp:post": write "wp:post:\*"$/],
+    // Under an alias even where a broad pattern overlaps it: keys are rewritten before they are matched.
+    ['/v1/grants', { to: 'seo-agent-7' }, { resources: ['wp:post:*', 'wordpress:article:1024'] }, /written with the alias "wordpress:article".*write "wp:post:1024"$/],
     ['/v1/delegations', { from: 'orchestrator', to: 'seo-agent-7' }, { actions: ['read_psot'] }, /"read_psot" is not an action of the policy/],
     ['/v1/approvals', { from: 'editor-alice', to: 'seo-agent-7' }, { resources: ['wp:page:*'] }, /"wp:page:\*" matches no key of any resource class/],
   ])('%s with %j in its scope: an edge that would never apply', async (url, ends, scope, why) => {

@@ -4,7 +4,10 @@ import { describe, expect, it } from 'vitest';
 import { WritError } from '../../src/errors.js';
 import { checkPolicyData, policyDataProblems } from '../../src/policy/data-check.js';
 import type { PolicyData } from '../../src/policy/index.js';
-import { policiesDir } from './support.js';
+import { loadPolicy } from '@open-policy-agent/opa-wasm';
+import { readLiveBundle } from '../../src/policy/index.js';
+import { BUNDLE_DIR } from '../support/harness.js';
+import { decisionInput, policiesDir } from './support.js';
 
 const shipped = (): PolicyData => JSON.parse(readFileSync(join(policiesDir, 'data.json'), 'utf8')) as PolicyData;
 
@@ -21,18 +24,51 @@ describe('the policy data is checked before a bundle is used', () => {
     expect(() => checkPolicyData(shipped(), 'policies')).not.toThrow();
   });
 
-  // Each of these builds and evaluates without complaint in Rego, and opens what it was meant to close.
+  // Each of these builds and evaluates without complaint in Rego; what the policy makes of them is shown below.
   it.each([
-    ['a class typo, which would require neither lease nor version', (w: Record<string, any>) => (w.resource_classes[0].class = 'WRITE_EXCLUSVE'), 'data.writ.resource_classes[0].class: "WRITE_EXCLUSVE" is not one of READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE'],
+    ['a class typo', (w: Record<string, any>) => (w.resource_classes[0].class = 'WRITE_EXCLUSVE'), 'data.writ.resource_classes[0].class: "WRITE_EXCLUSVE" is not one of READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE'],
     ['a field class typo', (w: Record<string, any>) => (w.resource_classes[0].fields.title = 'EXCLUSIVE'), 'data.writ.resource_classes[0].fields.title: "EXCLUSIVE" is not one of READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE'],
-    ['a threshold as a string, which no number ever exceeds in Rego', (w: Record<string, any>) => (w.approval_threshold.production = '2'), 'data.writ.approval_threshold.production must be integer (found "2")'],
-    ['an action without `write`, which skips the ownership check', (w: Record<string, any>) => delete w.actions.publish_post.write, 'data.writ.actions.publish_post: "write" is missing'],
-    ['a misspelt `managed`, which leaves the state unmanaged', (w: Record<string, any>) => {
+    ['a threshold as a string', (w: Record<string, any>) => (w.approval_threshold.production = '2'), 'data.writ.approval_threshold.production must be integer (found "2")'],
+    ['a misspelt approval_threshold', (w: Record<string, any>) => {
+      w.approval_treshold = w.approval_threshold;
+      delete w.approval_threshold;
+    }, 'data.writ: "approval_threshold" is missing'],
+    ['`write` as a string', (w: Record<string, any>) => (w.actions.update_post.write = 'true'), 'data.writ.actions.update_post.write must be boolean (found "true")'],
+    ['an action without `write` (read as a write: safe, but said)', (w: Record<string, any>) => delete w.actions.publish_post.write, 'data.writ.actions.publish_post: "write" is missing'],
+    ['a misspelt `managed`', (w: Record<string, any>) => {
       w.resource_classes[3].manged = w.resource_classes[3].managed;
       delete w.resource_classes[3].managed;
     }, 'data.writ.resource_classes[3]: "managed" is missing'],
+    ['a misspelt section', (w: Record<string, any>) => {
+      w.domain_ruels = w.domain_rules;
+      delete w.domain_rules;
+    }, 'data.writ: unknown property "domain_ruels"'],
   ])('refuses %s', (_what, edit, problem) => {
     expect(problemsAfter(edit)).toContain(problem);
+  });
+
+  /** The obligations the live bundle's policy gives seo-agent-7's title edit (a risk-3 request for the approval) under `edit`, without the check. */
+  async function obligationsUnder(edit: (writ: Record<string, any>) => void, risk: number | null = null): Promise<Record<string, unknown>> {
+    const { wasm, data } = await readLiveBundle(BUNDLE_DIR);
+    const policy = await loadPolicy(wasm);
+    const edited = JSON.parse(data.toString());
+    edit(edited.writ);
+    policy.setData(edited);
+    const result = (policy.evaluate(decisionInput({}, { risk }), 0) as { result: { obligations: Record<string, unknown> } }[])[0]!.result;
+    return result.obligations;
+  }
+
+  it('what those typos would do: the policy drops the lease, the version or the approval it should ask for', async () => {
+    expect(await obligationsUnder(() => {})).toMatchObject({ lease_required: true, version_required: true });
+    expect(await obligationsUnder((w) => (w.resource_classes[0].fields.title = 'WRITE_EXCLUSVE'))).toMatchObject({ lease_required: false, version_required: false });
+    expect(await obligationsUnder((w) => (w.actions.update_post.write = 'true'))).toMatchObject({ lease_required: false, version_required: false });
+    expect(await obligationsUnder((w) => delete w.actions.update_post.write)).toMatchObject({ lease_required: true, version_required: true });
+    expect(await obligationsUnder(() => {}, 3)).toMatchObject({ approval_required: true });
+    expect(await obligationsUnder((w) => (w.approval_threshold.production = '2'), 3)).toMatchObject({ approval_required: false });
+    expect(await obligationsUnder((w) => {
+      w.approval_treshold = w.approval_threshold;
+      delete w.approval_threshold;
+    }, 3)).toMatchObject({ approval_required: false });
   });
 
   it('lists every problem of the shape at once, each at its place', () => {
@@ -68,7 +104,7 @@ describe('the policy data is checked before a bundle is used', () => {
 
   it('refuses a document without data.writ, or without its actions and resource classes', () => {
     expect(policyDataProblems({})).toEqual(['data: "writ" is missing']);
-    expect(policyDataProblems({ writ: {} })).toEqual(['data.writ: "actions" is missing', 'data.writ: "resource_classes" is missing']);
+    expect(policyDataProblems({ writ: {} })).toEqual(['data.writ: "actions" is missing', 'data.writ: "resource_classes" is missing', 'data.writ: "approval_threshold" is missing']);
     expect(policyDataProblems([])).toEqual(['data must be object (found [])']);
   });
 
@@ -111,10 +147,21 @@ describe('the policy data is checked before a bundle is used', () => {
     expect((error as Error).message).toContain('\n  - data.writ.approval_threshold.production must be integer (found "2")');
   });
 
-  it('leaves domain rule settings and unknown top-level sections to the policy author', () => {
+  it('leaves domain rule settings, and data for the packages under writ.authz, to the policy author', () => {
     expect(problemsAfter((w) => {
       w.domain_rules.mine = { anything: [1, 'two'] };
-      w.my_section = { x: 1 };
+      w.authz = { domain: { mine: { x: 1 } } };
     })).toEqual([]);
+    expect(policyDataProblems({ writ: { actions: {}, resource_classes: [], approval_threshold: {} }, elsewhere: { x: 1 } })).toEqual([]);
+  });
+
+  it('a field_conflict_domains key the rule\'s fields do not name, and an alias listed twice', () => {
+    expect(problemsAfter((w) => {
+      w.resource_classes[0].field_conflict_domains.canonicl = 'SEO_METADATA';
+      w.aliases.push({ from: 'wordpress:article', to: 'wp:page' });
+    })).toEqual([
+      'data.writ.resource_classes[0].field_conflict_domains.canonicl: "canonicl" is not one of the rule\'s fields (body, title, meta_description, tags, canonical): a misspelt field would lose its domain',
+      'data.writ.aliases[1]: "wordpress:article" is the "from" of aliases[0], which is listed first, so this alias is never used',
+    ]);
   });
 });

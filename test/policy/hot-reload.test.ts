@@ -1,4 +1,4 @@
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
@@ -97,10 +97,13 @@ describe('a rebuilt bundle is picked up without re-creating the engine', () => {
     await writeFile(join(folder, 'policy.wasm'), wasm);
     await writeFile(join(folder, 'data.json'), badData);
     const reported = errors.length;
-    await writeFile(join(outDir, 'revision'), `${revision}\n`);
+    // As a build publishes (a rename): the folder's watcher must not read a half-written file.
+    await writeFile(join(outDir, 'revision.tmp'), `${revision}\n`);
+    await rename(join(outDir, 'revision.tmp'), join(outDir, 'revision'));
     expect(await engine.reload()).toBe(false);
     expect(errors.length).toBeGreaterThan(reported);
     expect(errors.at(-1)).toContain(`keeping policy ${live}`);
+    expect((causes.at(-1) as Error).message).toContain('data.writ.approval_threshold.production must be integer (found "2")');
     expect(engine.revision).toBe(live);
     expect(engine.data.writ.approval_threshold.production).toBe(2);
   });
