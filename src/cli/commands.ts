@@ -243,7 +243,7 @@ export const COMMANDS: Command[] = [
         const decisionLogFile = values.receipts ? null : typeof values['decision-log'] === 'string' ? values['decision-log'] : undefined;
         const r = await policyImpact(w.ctx, engine, { ...(decisionLogFile !== undefined ? { decisionLogFile } : {}), ...(limit !== undefined ? { limit } : {}) });
         print(values.json ? policyImpactToWire(r) : r, values.json, () => formatPolicyImpact(r));
-        return r.flips.length === 0 && r.failures.length === 0 ? 0 : 4;
+        return r.flips.length === 0 && r.failures.length === 0 && r.stranded_edges.length === 0 ? 0 : 4;
       });
     },
   },

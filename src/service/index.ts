@@ -19,7 +19,7 @@ export { acquireLeases, renewLease, releaseLease, listLeases, waitQueues, verify
 export { declareIncident, resolveIncident, activeIncidents, type Incident } from './incidents.js';
 export { reconcileReceipts } from './reconcile.js';
 export { performAction, type ActionInput, type ActionCredentials, type ActionOutcome, type ActionTimings } from './actions.js';
-export { policyImpact, type PolicyImpactReport, type PolicyImpactOptions, type PolicyFailure, type PolicyFlip } from './policy-impact.js';
+export { policyImpact, type PolicyImpactReport, type PolicyImpactOptions, type PolicyFailure, type PolicyFlip, type StrandedEdge } from './policy-impact.js';
 export { analyseImpact, type ImpactChange, type ImpactReport, type PrincipalImpact, type CapabilityDelta, type LeaseImpact, type EdgeImpact } from './impact.js';
 export { whyReceipt, capabilitiesOf, capabilitiesIn, orphansIn, expiringEdges, orphanedDelegations, type WhyReport, type Capability, type Orphan } from './audit-queries.js';
 export { keyRingCheckpointSigner, signCheckpoint, verifyCheckpoint } from './checkpoint-signer.js';

@@ -3,16 +3,19 @@
  * list every decision whose verdict would flip. Each decision's policy input is rebuilt from what was
  * recorded (the decision log's `input`, or a receipt's principal, action, resource and fields) and the
  * graph at the decision's revision; it is judged by the running bundle and by the candidate, and a
- * flip is where the two disagree. Nothing is written.
+ * flip is where the two disagree. Also listed: the decisions the candidate fails on, and the live edges
+ * its registry would no longer cover. Nothing is written.
  */
 import { readFile } from 'node:fs/promises';
 import { WritError } from '../errors.js';
-import { approvalEdges, resolveChains, type AuthorityGraph } from '../graph/index.js';
+import { approvalEdges, isEdgeLive, resolveChains, type AuthorityGraph } from '../graph/index.js';
+import type { Edge, EdgeKind } from '../graph/model.js';
 import type { DecisionLogEvent } from '../decision-log/index.js';
-import type { DecisionInput, DecisionResult, PolicyEngine, RequestProperties, VerifiedApproval } from '../policy/types.js';
+import type { DecisionInput, DecisionResult, PolicyData, PolicyEngine, RequestProperties, VerifiedApproval } from '../policy/types.js';
 import type { Receipt } from '../audit/index.js';
 import type { WritContext } from './context.js';
 import { decisionInputFor } from './decide.js';
+import { checkScopeApplies } from './resources.js';
 
 /** The request of a replayed decision: the policy input's own request. */
 export type ReplayedRequest = DecisionInput['request'];
@@ -44,6 +47,15 @@ export interface PolicyFailure extends ReplayedDecision {
   error: string;
 }
 
+export interface StrandedEdge {
+  edge_id: string;
+  kind: EdgeKind;
+  from: string;
+  to: string;
+  /** Why the candidate would not apply it (as an edge written under the candidate would be refused). */
+  problem: string;
+}
+
 export interface SkippedDecision {
   decision_id: string | null;
   reason: string;
@@ -58,6 +70,12 @@ export interface PolicyImpactReport {
   flips: PolicyFlip[];
   /** Decisions the candidate fails on (an error in the policy that only some inputs reach). */
   failures: PolicyFailure[];
+  /**
+   * Live edges whose scope the candidate's registry would no longer cover (an action taken out of the
+   * catalogue, a resource class removed): they would stay in the graph and never count. Edges the running
+   * bundle does not cover either are not listed (the candidate did not strand them).
+   */
+  stranded_edges: StrandedEdge[];
   /**
    * Decision log only: replays whose verdict under the running bundle differs from the recorded one
    * (the policy changed since, or the decision relied on something not recorded); listed, not hidden.
@@ -144,6 +162,7 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
       chain: next.result.allow ? next.chain : current.chain,
     });
   }
+  const stranded = strandedEdges(await ctx.graph.current(), ctx.policy.data, candidate.data, ctx.clock.now());
   return {
     source: file !== null ? 'decision_log' : 'receipts',
     current_revision: ctx.policy.revision,
@@ -151,9 +170,30 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
     replayed,
     flips,
     failures,
+    stranded_edges: stranded,
     not_reproduced: notReproduced,
     skipped,
   };
+}
+
+/** The live edges `current`'s registry covers and `candidate`'s does not (see checkScopeApplies). */
+function strandedEdges(graph: AuthorityGraph, current: PolicyData, candidate: PolicyData, now: number): StrandedEdge[] {
+  const problem = (data: PolicyData, edge: Edge): string | null => {
+    try {
+      checkScopeApplies(data, edge.kind, edge.scope);
+      return null;
+    } catch (e) {
+      if (e instanceof WritError) return e.message;
+      throw e;
+    }
+  };
+  const out: StrandedEdge[] = [];
+  for (const edge of graph.edges()) {
+    if (!isEdgeLive(edge, now)) continue;
+    const why = problem(candidate, edge);
+    if (why !== null && problem(current, edge) === null) out.push({ edge_id: edge.id, kind: edge.kind, from: edge.from, to: edge.to, problem: why });
+  }
+  return out.sort((a, b) => a.edge_id.localeCompare(b.edge_id));
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -74,6 +74,18 @@ describe('writ impact and writ policy impact', () => {
     expect(misplacedTimes(json)).toEqual([]);
   });
 
+  it('writ policy impact lists the live edges a candidate\'s registry would strand (exit 4)', { timeout: 60_000 }, async () => {
+    const dir = join(work, 'policies-stranding');
+    cpSync(join(REPO, 'policies'), dir, { recursive: true });
+    const data = JSON.parse(readFileSync(join(dir, 'data.json'), 'utf8'));
+    delete data.writ.actions.rollback;
+    writeFileSync(join(dir, 'data.json'), JSON.stringify(data, null, 2));
+    const { stdout, code } = await writ('policy', 'impact', dir, '--decision-log', join(work, 'decisions.jsonl'));
+    expect(code, stdout).toBe(4);
+    expect(stdout).toMatch(/2 live edge\(s\) the candidate's registry would no longer cover \(they would stay and never count\):\n {2}g-incident-commander \(grant governance → incident-commander\): scope\.actions: "rollback" is not an action of the policy/);
+    expect(stdout).toMatch(/\n {2}g-release-controller \(grant governance → release-controller\): /);
+  });
+
   it('writ policy impact lists the decisions a candidate fails on (exit 4), with Rego\'s message', { timeout: 60_000 }, async () => {
     const dir = join(work, 'policies-conflict');
     cpSync(join(REPO, 'policies'), dir, { recursive: true });
@@ -84,6 +96,7 @@ describe('writ impact and writ policy impact', () => {
     expect(stdout).toMatch(/1 decision\(s\) the candidate fails on \(it would answer them INTERNAL\):\n {2}ALLOW→ERROR {2}\S+ at .*\n {6}seo-agent-7 update_post wp:post:1024 in production fields \[title\]\n {6}.*two_values\.rego:\d+:\d+: var assignment conflict/);
     const json = JSON.parse((await writ('policy', 'impact', dir, '--decision-log', join(work, 'decisions.jsonl'), '--json')).stdout);
     expect(json.failures).toMatchObject([{ current: true, request: { principal: 'seo-agent-7' }, error: expect.stringContaining('var assignment conflict') }]);
+    expect(json.stranded_edges).toEqual([]);
     expect(misplacedTimes(json)).toEqual([]);
   });
 });

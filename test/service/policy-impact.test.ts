@@ -120,6 +120,30 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     expect(r.failures[0]!.error).toMatch(/two_values\.rego:\d+:\d+: var assignment conflict/);
   });
 
+  it('an action taken out of the catalogue and a resource class removed: the live edges that would never count again are listed', { timeout: 60_000 }, async () => {
+    const dir = candidatePolicies('registry', (d) => {
+      const file = join(d, 'data.json');
+      const data = JSON.parse(readFileSync(file, 'utf8'));
+      delete data.writ.actions.unpublish_post;
+      data.writ.resource_classes = data.writ.resource_classes.filter((r: { pattern: string }) => r.pattern !== 'deploy:**');
+      writeFileSync(file, JSON.stringify(data, null, 2));
+    });
+    const { engine } = await loadCandidatePolicy(dir, findOpa);
+    const r = await policyImpact(h.ctx, engine);
+    expect(r.stranded_edges.map((e) => `${e.edge_id} ${e.kind}`)).toEqual([
+      'g-editor-alice grant',
+      'g-incident-commander grant',
+      'g-publisher grant',
+      'g-release-controller grant',
+      'o-release owns',
+    ]);
+    expect(r.stranded_edges.find((e) => e.edge_id === 'g-publisher')).toMatchObject({ from: 'governance', to: 'publisher', problem: expect.stringContaining('scope.actions: "unpublish_post" is not an action of the policy') });
+    expect(r.stranded_edges.find((e) => e.edge_id === 'o-release')!.problem).toContain('"deploy:**" matches no key of any resource class');
+    // The running bundle strands nothing it does not strand itself.
+    const { engine: same } = await loadCandidatePolicy(BUNDLE_DIR, findOpa);
+    expect((await policyImpact(h.ctx, same)).stranded_edges).toEqual([]);
+  });
+
   it('from the receipts when no decision log is given: the write\'s decision is rebuilt from the receipt and flips too', { timeout: 60_000 }, async () => {
     const { engine } = await loadCandidatePolicy(candidatePolicies('risk-receipts', raiseUpdateRisk), findOpa);
     const r = await policyImpact(h.ctx, engine, { decisionLogFile: null });
