@@ -86,7 +86,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     },
   });
   guardInput(app, { maxDepth: ctx.config.jsonMaxDepth, bodyLimit: ctx.config.bodyLimitBytes });
-  const metrics = createMetrics(() => ctx.decisionLog.stats());
+  const metrics = createMetrics(() => ctx.decisionLog.stats(), () => ctx.policy.reloads?.());
   ctx.observer = metrics.observer;
   app.decorate('writ', ctx);
   const operations = new WeakMap<FastifyRequest, WritContext>();

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { signatureChecks } from '../decision/index.js';
 import type { SinkStats } from '../decision-log/index.js';
+import type { PolicyReloads } from '../policy/index.js';
 import type { ServiceObserver } from '../service/index.js';
 
 export interface WritMetrics {
@@ -9,8 +10,11 @@ export interface WritMetrics {
   httpRequests: Counter<'route' | 'status'>;
 }
 
-/** `decisionLogStats` reports the decision log sinks (sent, dropped, failed attempts, buffered), read at scrape time. */
-export function createMetrics(decisionLogStats: () => SinkStats[] = () => []): WritMetrics {
+/**
+ * `decisionLogStats` reports the decision log sinks (sent, dropped, failed attempts, buffered) and
+ * `policyReloads` what the policy engine did with rebuilt bundles, both read at scrape time.
+ */
+export function createMetrics(decisionLogStats: () => SinkStats[] = () => [], policyReloads: () => PolicyReloads | undefined = () => undefined): WritMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'writ_' });
   const decisions = new Counter({ name: 'writ_decisions_total', help: 'Decisions by result', labelNames: ['result'] as const, registers: [registry] });
@@ -47,6 +51,18 @@ export function createMetrics(decisionLogStats: () => SinkStats[] = () => []): W
       const { onLoop, offLoop } = signatureChecks();
       this.inc({ thread: 'event_loop' }, onLoop);
       this.inc({ thread: 'other' }, offLoop);
+    },
+  });
+  new Counter({
+    name: 'writ_policy_reloads_total',
+    help: 'Rebuilt policy bundles swapped in (taken), or not (refused: it did not load, its data is unusable, or it failed on recent inputs; the live bundle stays)',
+    labelNames: ['result'] as const, registers: [registry],
+    collect() {
+      this.reset();
+      const r = policyReloads();
+      if (!r) return;
+      this.inc({ result: 'taken' }, r.taken);
+      this.inc({ result: 'refused' }, r.refused);
     },
   });
   const httpRequests = new Counter({ name: 'writ_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['route', 'status'] as const, registers: [registry] });

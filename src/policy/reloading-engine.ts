@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { type Clock, systemClock } from '../clock.js';
 import { WritError } from '../errors.js';
 import { readLiveBundle, REVISION_FILE } from './bundle-layout.js';
-import type { DecisionInput, DelegationInput, PolicyData, PolicyEngine } from './types.js';
+import type { DecisionInput, DelegationInput, PolicyData, PolicyEngine, PolicyReloads } from './types.js';
 import { createPolicyEngine } from './wasm-engine.js';
 
 export interface ReloadingPolicyEngine extends PolicyEngine {
@@ -49,6 +49,7 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
   let current = await createPolicyEngine(await readLiveBundle(bundleDir));
   let lastCheck = clock.now();
   let inFlight: Promise<boolean> | null = null;
+  const status: PolicyReloads = { taken: 0, refused: 0, last_refused: null };
   const recent: Recent[] = [];
   let nextSlot = 0;
   const remember = (r: Recent): void => {
@@ -59,16 +60,22 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
   const reload = (): Promise<boolean> => {
     inFlight ??= (async () => {
       const seen = revisionStamp(revisionPath);
+      let revision: string | null = null;
       try {
         const bundle = await readLiveBundle(bundleDir);
         if (bundle.revision === current.revision) return false;
+        revision = bundle.revision;
         const next = await createPolicyEngine(bundle);
         answersWhatWasAsked(next, recent, current.revision);
         const previous = current.revision;
         current = next;
+        status.taken++;
+        status.last_refused = null;
         options.onReload?.(next.revision, previous);
         return true;
       } catch (e) {
+        status.refused++;
+        status.last_refused = { revision, reason: e instanceof Error ? e.message : String(e), at: clock.now() };
         onError(`keeping policy ${current.revision}: the new bundle in ${bundleDir} was not taken`, e);
         return false;
       } finally {
@@ -120,6 +127,7 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
       remember({ entrypoint: 'checkDelegation', input });
       return result;
     },
+    reloads: () => ({ ...status }),
     reload,
     close() {
       watcher?.close();

@@ -102,6 +102,16 @@ export interface DelegationResult {
   chain_index: number | null;
 }
 
+/** What a service that follows its bundle folder has done with rebuilt bundles (reloading-engine.ts). */
+export interface PolicyReloads {
+  /** Rebuilt bundles swapped in since the service started. */
+  taken: number;
+  /** Attempts to load a rebuilt bundle that kept the live one (it did not load, its data is unusable, or it failed on recent inputs). */
+  refused: number;
+  /** The latest refusal, until a rebuilt bundle is taken: its revision (null when it could not be read) and why. */
+  last_refused: { revision: string | null; reason: string; at: number } | null;
+}
+
 /** A loaded, evaluable policy bundle. */
 export interface PolicyEngine {
   /** Hash of the bundle (policy.wasm + data.json) the engine is using now. */
@@ -110,6 +120,8 @@ export interface PolicyEngine {
   readonly data: PolicyData;
   decide(input: DecisionInput): DecisionResult;
   checkDelegation(input: DelegationInput): DelegationResult;
+  /** An engine that follows a bundle folder says what it did with rebuilt bundles; a fixed one has none. */
+  reloads?(): PolicyReloads;
 }
 
 export interface ResourceClassRule {

@@ -1,10 +1,11 @@
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findOpa } from '../../src/cli/opa.js';
 import { buildPolicyBundle } from '../../src/policy/index.js';
 import { REPO, startHarness, type Harness } from '../support/harness.js';
+import { TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
 
 let h: Harness;
 let policiesDir: string;
@@ -44,5 +45,39 @@ describe('a rebuilt policy bundle is picked up without a restart', () => {
     expect(after.body.reasons.join('\n')).toMatch(/risk: 5 exceeds/);
     const ready = await h.call(null, { method: 'GET', url: '/readyz' });
     expect(ready.body.policy_revision).toBe(built.revision);
+  }, 60_000);
+
+  it('a rebuilt bundle that is not taken shows in /readyz (revision, why, when) and in /metrics, until one is taken', async () => {
+    const live = (await ask()).body.policy_revision as string;
+    writeFileSync(join(policiesDir, TWO_VALUES_FILE), TWO_VALUES_RULE);
+    const conflicting = await buildPolicyBundle({ opaPath: findOpa(REPO), policiesDir, outDir: bundleDir });
+    let ready = await h.call(null, { method: 'GET', url: '/readyz' });
+    for (let i = 0; i < 50 && ready.body.policy_refused === undefined; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      await ask();
+      ready = await h.call(null, { method: 'GET', url: '/readyz' });
+    }
+    expect(ready.status).toBe(200);
+    expect(ready.body).toMatchObject({ status: 'ready', policy_revision: live, policy_refused: { revision: conflicting.revision, reason: expect.stringContaining('var assignment conflict') } });
+    expect(ready.body.policy_refused.at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    const metrics = (await h.call(null, { method: 'GET', url: '/metrics' })).raw;
+    expect(metrics).toMatch(/^writ_policy_reloads_total\{result="taken"\} 1$/m);
+    expect(metrics).toMatch(/^writ_policy_reloads_total\{result="refused"\} [1-9]\d*$/m);
+
+    rmSync(join(policiesDir, TWO_VALUES_FILE));
+    const data = JSON.parse(readFileSync(join(policiesDir, 'data.json'), 'utf8'));
+    data.writ.actions.update_post.risk = 1;
+    writeFileSync(join(policiesDir, 'data.json'), JSON.stringify(data));
+    const fixed = await buildPolicyBundle({ opaPath: findOpa(REPO), policiesDir, outDir: bundleDir });
+    let after = await ask();
+    for (let i = 0; i < 50 && after.body.policy_revision !== fixed.revision; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      after = await ask();
+    }
+    expect(after.body.policy_revision).toBe(fixed.revision);
+    ready = await h.call(null, { method: 'GET', url: '/readyz' });
+    expect(ready.body.policy_revision).toBe(fixed.revision);
+    expect(ready.body.policy_refused).toBeUndefined();
+    expect((await h.call(null, { method: 'GET', url: '/metrics' })).raw).toMatch(/^writ_policy_reloads_total\{result="taken"\} 2$/m);
   }, 60_000);
 });

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { toWireTime } from '../../wire/time.js';
 import { errorResponses, ref } from '../components.js';
 
 const open = { security: [] } as const;
@@ -12,14 +13,32 @@ export function registerOpsRoutes(app: FastifyInstance, registry: Registry): voi
     schema: {
       ...open, operationId: 'readyz', tags: ['Operations'], summary: 'Readiness: the store answers and a policy is loaded',
       response: {
-        200: { type: 'object', description: 'Ready', required: ['status', 'graph_revision', 'policy_revision'], properties: { ...status('ready').properties, graph_revision: { type: 'integer' }, policy_revision: { type: 'string' } } },
+        200: {
+          type: 'object', description: 'Ready', required: ['status', 'graph_revision', 'policy_revision'],
+          properties: {
+            ...status('ready').properties,
+            graph_revision: { type: 'integer' },
+            policy_revision: { type: 'string' },
+            policy_refused: {
+              type: 'object', required: ['revision', 'reason', 'at'],
+              description: 'Present when the latest rebuilt policy bundle was not taken (the live one stays): its revision (null when unreadable), why, and when; gone once a rebuilt bundle is taken',
+              properties: { revision: { type: ['string', 'null'] }, reason: { type: 'string' }, at: { type: 'string', format: 'date-time' } },
+            },
+          },
+        },
         503: { type: 'object', description: 'Not ready', required: ['status', 'error'], properties: { ...status('not ready').properties, error: { type: 'string' } } },
       },
     },
   }, async (_request, reply) => {
     try {
       // Reading the graph head touches the store: ready means the store answers and a policy is loaded.
-      return { status: 'ready', graph_revision: (await ctx.graph.current()).revision, policy_revision: ctx.policy.revision };
+      const refused = ctx.policy.reloads?.().last_refused ?? null;
+      return {
+        status: 'ready',
+        graph_revision: (await ctx.graph.current()).revision,
+        policy_revision: ctx.policy.revision,
+        ...(refused ? { policy_refused: { ...refused, at: toWireTime(refused.at) } } : {}),
+      };
     } catch (e) {
       return reply.code(503).send({ status: 'not ready', error: (e as Error).message });
     }
