@@ -125,10 +125,15 @@ export function checkDelegationFits(ctx: WritContext, graph: AuthorityGraph, can
   }
 }
 
+/** An ownership's scope: its resource pattern and fields (every action). */
+export function ownershipScope(input: Pick<OwnershipInput, 'resource' | 'fields'>) {
+  return normalizeScope({ actions: ['*'], resources: [input.resource], fields: input.fields ?? ['*'], risk_max: 0 });
+}
+
 /** owns P → managed state. One live owner per managed state (same pattern, overlapping fields). */
 export async function createOwnership(ctx: WritContext, caller: string, input: OwnershipInput): Promise<EdgeResult> {
   requireGovernance(caller, 'assign ownership');
-  const scope = normalizeScope({ actions: ['*'], resources: [input.resource], fields: input.fields ?? ['*'], risk_max: 0 });
+  const scope = ownershipScope(input);
   const draft = {
     id: input.id, kind: 'owns' as EdgeKind, from: input.owner, to: input.resource, scope, max_depth: null,
     reason: input.reason, ...window(input.not_before, input.expires_at),

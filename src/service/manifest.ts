@@ -2,11 +2,12 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parse } from 'yaml';
 import { WritError } from '../errors.js';
-import type { PublicJwk } from '../graph/model.js';
+import type { EdgeKind, PublicJwk } from '../graph/model.js';
 import type { WritContext } from './context.js';
-import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
+import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, ownershipScope, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
 import { registerPrincipal, type PrincipalInput } from './principals.js';
-import { publicPart } from './validate.js';
+import { checkScopeApplies } from './resources.js';
+import { normalizeScope, publicPart, type ScopeInput } from './validate.js';
 
 /**
  * A declarative graph definition (graph/*.yaml), applied idempotently like a manifest: objects are
@@ -67,6 +68,7 @@ function readKeyFile(file: string): PublicJwk {
 
 /** Applies a manifest as `caller` (governance). Order: principals, grants, delegations (file order), ownerships, approvals, preemptions. */
 export async function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string): Promise<ApplyReport> {
+  checkBeforeApplying(ctx, manifest, baseDir);
   const report: ApplyReport = { created: [], unchanged: [], graph_revision: (await ctx.graph.current()).revision };
   const note = (what: string, created: boolean, revision: number) => {
     (created ? report.created : report.unchanged).push(what);
@@ -94,4 +96,35 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
     }
   }
   return report;
+}
+
+/**
+ * What can be known about every item without the graph, checked before the first item is written: a key
+ * file that cannot be read, a scope that is malformed or could never apply (checkScopeApplies). Items are
+ * applied one by one (each its own graph event, as through the API), so without this a typo in the last
+ * item would leave the ones before it applied; now it changes nothing. What depends on the graph (an
+ * unknown principal, a delegation wider than its delegator holds) is still found as each item is applied.
+ */
+function checkBeforeApplying(ctx: WritContext, manifest: GraphManifest, baseDir: string): void {
+  const label = (what: string, item: unknown) => `${what} ${(item as { id?: unknown } | null)?.id ?? '(no id)'}`;
+  const checked = (item: string, fn: () => void): void => {
+    try {
+      fn();
+    } catch (e) {
+      if (e instanceof WritError) throw new WritError(e.code, `${item}: ${e.message}`, e.details);
+      throw new WritError('MALFORMED_REQUEST', `${item} is malformed: ${(e as Error).message}`);
+    }
+  };
+  for (const p of manifest.principals ?? []) checked(label('principal', p), () => (p.key_files ?? []).forEach((f) => readKeyFile(resolve(baseDir, f))));
+  const scoped: [string, EdgeKind, { scope: ScopeInput }[] | undefined][] = [
+    ['grant', 'grant', manifest.grants],
+    ['delegation', 'delegate', manifest.delegations],
+    ['approval', 'approves', manifest.approvals],
+  ];
+  for (const [what, kind, items] of scoped) {
+    for (const item of items ?? []) checked(label(what, item), () => checkScopeApplies(ctx.policy.data, kind, normalizeScope(item.scope)));
+  }
+  for (const item of manifest.ownerships ?? []) {
+    checked(label('ownership', item), () => checkScopeApplies(ctx.policy.data, 'owns', ownershipScope(item)));
+  }
 }

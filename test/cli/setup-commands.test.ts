@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -72,6 +72,27 @@ describe('the writ command for operators and policy authors', () => {
     const bad = await writ('graph', 'apply', 'package.json');
     expect(bad.code).toBe(1);
     expect(bad.out).toMatch(/MALFORMED_REQUEST.*unknown section/);
+  });
+
+  it('a manifest whose last item could never apply changes nothing: the items before it are not applied either', async () => {
+    expect((await writ('graph', 'apply', 'graph/example.yaml')).code).toBe(0);
+    const before = JSON.parse((await writ('graph', 'export')).out);
+    const file = join(dataDir, 'typo.yaml');
+    writeFileSync(file, [
+      'principals:',
+      '  - { id: new-agent, kind: agent, keys: [] }',
+      'grants:',
+      '  - { id: g-new-ok, to: editor-alice, reason: fine, scope: { actions: [read_post], resources: ["wp:post:*"], risk_max: 0 } }',
+      '  - { id: g-new-typo, to: editor-alice, reason: typo, scope: { actions: [update_psot], resources: ["wp:post:*"], risk_max: 1 } }',
+      '',
+    ].join('\n'));
+    const r = await writ('graph', 'apply', file);
+    expect(r.code).not.toBe(0);
+    expect(r.out).toContain('UNPROCESSABLE');
+    expect(r.out).toContain('grant g-new-typo: scope.actions: "update_psot" is not an action of the policy');
+    const after = JSON.parse((await writ('graph', 'export')).out);
+    expect(after.revision).toBe(before.revision);
+    expect(after.principals.map((p: { id: string }) => p.id)).not.toContain('new-agent');
   });
 
   it('keys rotate adds a signing key; the old one stays in the JWKS', async () => {
