@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parse } from 'yaml';
 import { WritError } from '../errors.js';
+import type { AuthorityGraph } from '../graph/index.js';
 import type { EdgeKind, PublicJwk } from '../graph/model.js';
 import type { WritContext } from './context.js';
 import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, ownershipScope, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
@@ -68,7 +69,7 @@ function readKeyFile(file: string): PublicJwk {
 
 /** Applies a manifest as `caller` (governance). Order: principals, grants, delegations (file order), ownerships, approvals, preemptions. */
 export async function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string): Promise<ApplyReport> {
-  checkBeforeApplying(ctx, manifest, baseDir);
+  checkBeforeApplying(ctx, manifest, baseDir, await ctx.graph.current());
   const report: ApplyReport = { created: [], unchanged: [], graph_revision: (await ctx.graph.current()).revision };
   const note = (what: string, created: boolean, revision: number) => {
     (created ? report.created : report.unchanged).push(what);
@@ -104,8 +105,10 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
  * applied one by one (each its own graph event, as through the API), so without this a typo in the last
  * item would leave the ones before it applied; now it changes nothing. What depends on the graph (an
  * unknown principal, a delegation wider than its delegator holds) is still found as each item is applied.
+ * An edge whose id the graph holds already is left to the apply (unchanged if identical, else
+ * ALREADY_EXISTS), as edges written before a check existed must not stop a manifest from re-applying.
  */
-function checkBeforeApplying(ctx: WritContext, manifest: GraphManifest, baseDir: string): void {
+function checkBeforeApplying(ctx: WritContext, manifest: GraphManifest, baseDir: string, graph: AuthorityGraph): void {
   const label = (what: string, item: unknown) => `${what} ${(item as { id?: unknown } | null)?.id ?? '(no id)'}`;
   const checked = (item: string, fn: () => void): void => {
     try {
@@ -121,10 +124,11 @@ function checkBeforeApplying(ctx: WritContext, manifest: GraphManifest, baseDir:
     ['delegation', 'delegate', manifest.delegations],
     ['approval', 'approves', manifest.approvals],
   ];
+  const exists = (item: unknown) => typeof (item as { id?: unknown } | null)?.id === 'string' && graph.edge((item as { id: string }).id) !== undefined;
   for (const [what, kind, items] of scoped) {
-    for (const item of items ?? []) checked(label(what, item), () => checkScopeApplies(ctx.policy.data, kind, normalizeScope(item.scope)));
+    for (const item of items ?? []) if (!exists(item)) checked(label(what, item), () => checkScopeApplies(ctx.policy.data, kind, normalizeScope(item.scope)));
   }
   for (const item of manifest.ownerships ?? []) {
-    checked(label('ownership', item), () => checkScopeApplies(ctx.policy.data, 'owns', ownershipScope(item)));
+    if (!exists(item)) checked(label('ownership', item), () => checkScopeApplies(ctx.policy.data, 'owns', ownershipScope(item)));
   }
 }
