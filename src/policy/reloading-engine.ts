@@ -13,11 +13,12 @@ import { type FSWatcher, statSync, watch } from 'node:fs';
 import { join } from 'node:path';
 import { type Clock, systemClock } from '../clock.js';
 import { WritError } from '../errors.js';
-import { readLiveBundle, REVISION_FILE } from './bundle-layout.js';
+import { readLiveBundle, readRevision, REVISION_FILE } from './bundle-layout.js';
 import type { DecisionInput, DelegationInput, PolicyData, PolicyEngine, PolicyReloads } from './types.js';
 import { createPolicyEngine } from './wasm-engine.js';
 
 export interface ReloadingPolicyEngine extends PolicyEngine {
+  reloads(): PolicyReloads;
   /** Loads the live bundle now if it changed; resolves to true when a new revision was swapped in. */
   reload(): Promise<boolean>;
   /** Stops watching. */
@@ -62,8 +63,13 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
       const seen = revisionStamp(revisionPath);
       let revision: string | null = null;
       try {
+        revision = await readRevision(bundleDir);
         const bundle = await readLiveBundle(bundleDir);
-        if (bundle.revision === current.revision) return false;
+        if (bundle.revision === current.revision) {
+          // Back to the live bundle (a refused build reverted): nothing is refused any more.
+          status.last_refused = null;
+          return false;
+        }
         revision = bundle.revision;
         const next = await createPolicyEngine(bundle);
         answersWhatWasAsked(next, recent, current.revision);

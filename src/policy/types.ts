@@ -106,9 +106,9 @@ export interface DelegationResult {
 export interface PolicyReloads {
   /** Rebuilt bundles swapped in since the service started. */
   taken: number;
-  /** Attempts to load a rebuilt bundle that kept the live one (it did not load, its data is unusable, or it failed on recent inputs). */
+  /** Attempts to load a rebuilt bundle that kept the live one (it did not load, its data is unusable, or it failed on recent inputs); a bundle tried again is counted again. */
   refused: number;
-  /** The latest refusal, until a rebuilt bundle is taken: its revision (null when it could not be read) and why. */
+  /** The latest refusal, until a rebuilt bundle is taken or the live one is named again: the revision the folder named (null when none could be read) and why. */
   last_refused: { revision: string | null; reason: string; at: number } | null;
 }
 

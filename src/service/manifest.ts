@@ -51,9 +51,13 @@ async function asManifestError<T>(item: string, fn: () => Promise<T>): Promise<T
   try {
     return await fn();
   } catch (e) {
-    if (e instanceof WritError) throw new WritError(e.code, `${item}: ${e.message}`, e.details);
-    throw new WritError('MALFORMED_REQUEST', `${item} is malformed: ${(e as Error).message}`);
+    throw manifestError(item, e);
   }
+}
+
+function manifestError(item: string, e: unknown): WritError {
+  if (e instanceof WritError) return new WritError(e.code, `${item}: ${e.message}`, e.details);
+  return new WritError('MALFORMED_REQUEST', `${item} is malformed: ${(e as Error).message}`);
 }
 
 function readKeyFile(file: string): PublicJwk {
@@ -114,8 +118,7 @@ function checkBeforeApplying(ctx: WritContext, manifest: GraphManifest, baseDir:
     try {
       fn();
     } catch (e) {
-      if (e instanceof WritError) throw new WritError(e.code, `${item}: ${e.message}`, e.details);
-      throw new WritError('MALFORMED_REQUEST', `${item} is malformed: ${(e as Error).message}`);
+      throw manifestError(item, e);
     }
   };
   for (const p of manifest.principals ?? []) checked(label('principal', p), () => (p.key_files ?? []).forEach((f) => readKeyFile(resolve(baseDir, f))));

@@ -8,7 +8,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { WritError } from '../errors.js';
-import { approvalEdges, isEdgeLive, resolveChains, type AuthorityGraph } from '../graph/index.js';
+import { approvalEdges, resolveChains, type AuthorityGraph } from '../graph/index.js';
 import type { Edge, EdgeKind } from '../graph/model.js';
 import type { DecisionLogEvent } from '../decision-log/index.js';
 import type { DecisionInput, DecisionResult, PolicyData, PolicyEngine, RequestProperties, VerifiedApproval } from '../policy/types.js';
@@ -71,7 +71,7 @@ export interface PolicyImpactReport {
   /** Decisions the candidate fails on (an error in the policy that only some inputs reach). */
   failures: PolicyFailure[];
   /**
-   * Live edges whose scope the candidate's registry would no longer cover (an action taken out of the
+   * Edges that count now or later (their principals not revoked) whose scope the candidate's registry would no longer cover (an action taken out of the
    * catalogue, a resource class removed): they would stay in the graph and never count. Edges the running
    * bundle does not cover either are not listed (the candidate did not strand them).
    */
@@ -176,7 +176,16 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
   };
 }
 
-/** The live edges `current`'s registry covers and `candidate`'s does not (see checkScopeApplies). */
+/**
+ * Whether an edge counts now or will (not revoked, not expired, a `not_before` still ahead is fine) between
+ * principals that are not revoked (an ownership's `to` is managed state, not a principal).
+ */
+function countsNowOrLater(graph: AuthorityGraph, edge: Edge, now: number): boolean {
+  const live = (id: string) => graph.principal(id)?.revoked_at === null;
+  return edge.revoked_at === null && (edge.expires_at === null || now < edge.expires_at) && live(edge.from) && (edge.kind === 'owns' || edge.to.startsWith('class:') || live(edge.to));
+}
+
+/** The edges that count now or later (countsNowOrLater) whose scope `current`'s registry covers and `candidate`'s does not (see checkScopeApplies). */
 function strandedEdges(graph: AuthorityGraph, current: PolicyData, candidate: PolicyData, now: number): StrandedEdge[] {
   const problem = (data: PolicyData, edge: Edge): string | null => {
     try {
@@ -189,7 +198,7 @@ function strandedEdges(graph: AuthorityGraph, current: PolicyData, candidate: Po
   };
   const out: StrandedEdge[] = [];
   for (const edge of graph.edges()) {
-    if (!isEdgeLive(edge, now)) continue;
+    if (!countsNowOrLater(graph, edge, now)) continue;
     const why = problem(candidate, edge);
     if (why !== null && problem(current, edge) === null) out.push({ edge_id: edge.id, kind: edge.kind, from: edge.from, to: edge.to, problem: why });
   }

@@ -75,6 +75,17 @@ describe('a rebuilt bundle is picked up without re-creating the engine', () => {
     expect(errors.at(-1)).toContain(`keeping policy ${live}`);
     expect(engine.revision).toBe(live);
     expect(engine.decide(decisionInput()).risk).toBe(5);
+    // The refusal names the revision the folder named, though its bundle could not be read.
+    expect(engine.reloads()).toMatchObject({ taken: 1, last_refused: { revision: 'sha256:0000000000000000', reason: expect.stringContaining('no policy bundle in') } });
+    // The folder names the live bundle again (the bad build reverted): nothing is refused any more.
+    await writeFile(join(outDir, 'revision.tmp'), `${live}\n`);
+    await rename(join(outDir, 'revision.tmp'), join(outDir, 'revision'));
+    // (A reload the watcher started before the rename may still read the old name: ask until one reads the new.)
+    await vi.waitFor(async () => {
+      await engine.reload();
+      expect(engine.reloads().last_refused).toBeNull();
+    }, { timeout: 10_000, interval: 20 });
+    expect(engine.revision).toBe(live);
 
     const dataFile = join(policies, 'data.json');
     const data = JSON.parse(await readFile(dataFile, 'utf8'));

@@ -6,7 +6,8 @@ import { ManualClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config/index.js';
 import { findOpa } from '../../src/cli/opa.js';
 import { loadCandidatePolicy } from '../../src/policy/index.js';
-import { policyImpact, type PolicyImpactReport } from '../../src/service/index.js';
+import { createGrant, policyImpact, registerPrincipal, revokeEdge, revokePrincipal, type PolicyImpactReport } from '../../src/service/index.js';
+import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
 import { BUNDLE_DIR, REPO, startHarness, type Harness } from '../support/harness.js';
 import { TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
@@ -128,11 +129,21 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
       data.writ.resource_classes = data.writ.resource_classes.filter((r: { pattern: string }) => r.pattern !== 'deploy:**');
       writeFileSync(file, JSON.stringify(data, null, 2));
     });
+    // Edges that will count (not yet valid) are listed; ones that never will again (revoked, or to a revoked principal) are not.
+    const scope = { actions: ['unpublish_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['status'], risk_max: 2 };
+    const now = h.ctx.clock.now();
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-later', to: 'publisher', reason: 'from tomorrow', not_before: now + 86_400_000, scope });
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-revoked', to: 'publisher', reason: 'revoked', scope });
+    await revokeEdge(h.ctx, GOVERNANCE_ID, 'g-revoked', 'test');
+    await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'gone-agent', kind: 'agent', keys: [] });
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-gone', to: 'gone-agent', reason: 'its principal goes', scope });
+    await revokePrincipal(h.ctx, GOVERNANCE_ID, 'gone-agent', 'test');
     const { engine } = await loadCandidatePolicy(dir, findOpa);
     const r = await policyImpact(h.ctx, engine);
     expect(r.stranded_edges.map((e) => `${e.edge_id} ${e.kind}`)).toEqual([
       'g-editor-alice grant',
       'g-incident-commander grant',
+      'g-later grant',
       'g-publisher grant',
       'g-release-controller grant',
       'o-release owns',
