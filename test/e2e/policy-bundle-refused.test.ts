@@ -61,6 +61,7 @@ beforeAll(async () => {
   cpSync(join(REPO, 'policies'), env.WRIT_POLICIES_DIR!, { recursive: true });
   const built = await policyBuild();
   expect(built.code, built.output).toBe(0);
+  expect(built.output).toMatch(/^policy bundle sha256:[0-9a-f]{16} written to .*\na running service takes it within a second, unless it fails on the requests it answered last: GET \/readyz names/);
   server = await startServerProcess({ dataDir: join(work, 'data'), env });
   agent = new WritClient({ baseUrl: server.url, principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7') });
 }, 120_000);
@@ -145,6 +146,10 @@ describe('policy data a policy would misread never reaches a decision', () => {
     }
     expect(server.log()).toMatch(new RegExp(`keeping policy ${live}: the new bundle in \\S+ was not taken: POLICY_UNAVAILABLE: policy bundle ${conflicting} fails on \\d+ of the last \\d+ inputs policy ${live} answered: .*var assignment conflict`));
     expect((await decideTitle()).policy_revision).toBe(live);
+    // What a deploy script polls after its build.
+    const ready = (await (await fetch(`${server.url}/readyz`)).json()) as { policy_revision: string; policy_refused?: { revision: string; reason: string } };
+    expect(ready.policy_revision).toBe(live);
+    expect(ready.policy_refused).toMatchObject({ revision: conflicting, reason: expect.stringContaining('var assignment conflict') });
 
     unlinkSync(rule);
     const fixed = await policyBuild();
@@ -154,5 +159,6 @@ describe('policy data a policy would misread never reaches a decision', () => {
     expect((await policyBuild()).code).toBe(0);
     const decision = await decideUnderRevision(builtRevision());
     expect(decision.reasons).toContain('no titles in production');
+    expect(((await (await fetch(`${server.url}/readyz`)).json()) as { policy_refused?: unknown }).policy_refused).toBeUndefined();
   });
 });
