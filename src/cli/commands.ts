@@ -360,7 +360,7 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'orphans',
-    summary: 'delegations whose delegator no longer holds what it gave',
+    summary: 'live edges that count for nothing: delegations whose delegator no longer holds what it gave, edges whose scope the policy\'s registry does not cover',
     usage: '[--json]',
     options: { json: { type: 'boolean' } },
     run: ({ values }) =>

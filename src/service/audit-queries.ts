@@ -4,6 +4,7 @@ import { isEdgeLive, principalsOf, resolveChainsTo, resolveOwners, toPolicyEdge,
 import type { Edge, Scope } from '../graph/model.js';
 import type { CandidateChain, PolicyEdge } from '../policy/types.js';
 import type { WritContext } from './context.js';
+import { registryProblem } from './resources.js';
 
 export interface ChainLink {
   edge: PolicyEdge;
@@ -96,8 +97,11 @@ export interface Orphan {
 }
 
 /**
- * `writ orphans`: live delegations whose delegator no longer holds what it gave (its parent was revoked,
- * expired or narrowed). The policy's delegation check — the same one that runs at write time — says why.
+ * `writ orphans`: live edges that count for nothing. Delegations whose delegator no longer holds what it
+ * gave (its parent was revoked, expired or narrowed): the policy's delegation check — the same one that
+ * runs at write time — says why. And edges whose scope the policy's registry does not cover (an action
+ * not in its catalogue, a pattern no resource class has: written before edges were checked for it, or
+ * stranded by a policy change since), with the reason an edge written now would be refused.
  */
 export async function orphanedDelegations(ctx: WritContext, only?: (edge: Edge) => boolean): Promise<Orphan[]> {
   return orphansIn(ctx, await ctx.graph.current(), ctx.clock.now(), only);
@@ -107,10 +111,16 @@ export async function orphanedDelegations(ctx: WritContext, only?: (edge: Edge) 
 export function orphansIn(ctx: WritContext, graph: AuthorityGraph, now: number, only?: (edge: Edge) => boolean): Orphan[] {
   const out: Orphan[] = [];
   for (const edge of graph.edges()) {
-    if (edge.kind !== 'delegate' || !isEdgeLive(edge, now) || (only !== undefined && !only(edge))) continue;
-    const chains = resolveChainsTo(graph, edge.from, now, { mode: 'explain' });
-    const verdict = ctx.policy.checkDelegation({ now, proposed: toPolicyEdge(edge), principals: principalsOf(graph, chains, [edge.from, edge.to]), chains });
-    if (!verdict.allow) out.push({ edge, violations: verdict.violations });
+    if (edge.kind === 'preempts' || !isEdgeLive(edge, now) || (only !== undefined && !only(edge))) continue;
+    const violations: string[] = [];
+    const registry = registryProblem(ctx.policy.data, edge);
+    if (registry !== null) violations.push(registry);
+    if (edge.kind === 'delegate') {
+      const chains = resolveChainsTo(graph, edge.from, now, { mode: 'explain' });
+      const verdict = ctx.policy.checkDelegation({ now, proposed: toPolicyEdge(edge), principals: principalsOf(graph, chains, [edge.from, edge.to]), chains });
+      if (!verdict.allow) violations.push(...verdict.violations);
+    }
+    if (violations.length > 0) out.push({ edge, violations });
   }
   return out.sort((a, b) => a.edge.id.localeCompare(b.edge.id));
 }

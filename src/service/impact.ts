@@ -151,7 +151,8 @@ function analyse(
     if (g.length > 0) gained.push({ principal, capabilities: g });
   }
 
-  const touches = (e: Edge) => examined.has(e.from);
+  // Delegations only: what a change does to the chains below it (orphansIn also lists other edges the registry does not cover).
+  const touches = (e: Edge) => e.kind === 'delegate' && examined.has(e.from);
   const orphanIds = (orphans: Orphan[]) => new Map(orphans.map((o) => [o.edge.id, o]));
   const orphansBefore = orphanIds(orphansIn(ctx, before, now, touches));
   const orphansAfter = orphanIds(orphansIn(ctx, after, now, touches));

@@ -15,7 +15,7 @@ import type { DecisionInput, DecisionResult, PolicyData, PolicyEngine, RequestPr
 import type { Receipt } from '../audit/index.js';
 import type { WritContext } from './context.js';
 import { decisionInputFor } from './decide.js';
-import { checkScopeApplies } from './resources.js';
+import { registryProblem } from './resources.js';
 
 /** The request of a replayed decision: the policy input's own request. */
 export type ReplayedRequest = DecisionInput['request'];
@@ -187,20 +187,11 @@ function countsNowOrLater(graph: AuthorityGraph, edge: Edge, now: number): boole
 
 /** The edges that count now or later (countsNowOrLater) whose scope `current`'s registry covers and `candidate`'s does not (see checkScopeApplies). */
 function strandedEdges(graph: AuthorityGraph, current: PolicyData, candidate: PolicyData, now: number): StrandedEdge[] {
-  const problem = (data: PolicyData, edge: Edge): string | null => {
-    try {
-      checkScopeApplies(data, edge.kind, edge.scope);
-      return null;
-    } catch (e) {
-      if (e instanceof WritError) return e.message;
-      throw e;
-    }
-  };
   const out: StrandedEdge[] = [];
   for (const edge of graph.edges()) {
     if (!countsNowOrLater(graph, edge, now)) continue;
-    const why = problem(candidate, edge);
-    if (why !== null && problem(current, edge) === null) out.push({ edge_id: edge.id, kind: edge.kind, from: edge.from, to: edge.to, problem: why });
+    const why = registryProblem(candidate, edge);
+    if (why !== null && registryProblem(current, edge) === null) out.push({ edge_id: edge.id, kind: edge.kind, from: edge.from, to: edge.to, problem: why });
   }
   return out.sort((a, b) => a.edge_id.localeCompare(b.edge_id));
 }

@@ -69,3 +69,14 @@ export function checkScopeApplies(data: PolicyData, kind: EdgeKind, scope: Scope
     throw new WritError('UNPROCESSABLE', `scope.resources: "${pattern}" matches no key of any resource class (data.writ.resource_classes: ${data.writ.resource_classes.map((r) => r.pattern).join(', ')}), so the edge would never apply`);
   }
 }
+
+/** Why `edge` could never apply under `data`'s registry (checkScopeApplies' message), or null. */
+export function registryProblem(data: PolicyData, edge: { kind: EdgeKind; scope: Scope }): string | null {
+  try {
+    checkScopeApplies(data, edge.kind, edge.scope);
+    return null;
+  } catch (e) {
+    if (e instanceof WritError) return e.message;
+    throw e;
+  }
+}

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
+import { GOVERNANCE_ID } from '../../src/graph/model.js';
+import { commitGraphChange } from '../../src/service/graph-changes.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { requireDist } from '../support/server-process.js';
@@ -31,6 +33,11 @@ beforeAll(async () => {
   story.timeBeforeRevoke = new Date(h.clock.now()).toISOString();
   (h.clock as ManualClock).advance(1000);
   await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-editor-alice', payload: { reason: 'editor left the team' } });
+  // A grant as a Writ without the scope check could write it: an action the policy does not know.
+  await commitGraphChange(h.ctx, GOVERNANCE_ID, (_graph, now) => [{
+    type: 'edge.created',
+    edge: { id: 'g-old-typo', kind: 'grant', from: GOVERNANCE_ID, to: 'content-agent-3', scope: { actions: ['update_psot'], resources: ['wp:post:*'], environments: ['production'], fields: ['*'], constraints: { risk_max: 1 } }, max_depth: 0, reason: 'written before scopes were checked', creator: GOVERNANCE_ID, created_at: now, not_before: null, expires_at: null },
+  }]);
 }, 60_000);
 afterAll(async () => h?.close());
 
@@ -81,6 +88,13 @@ describe('auditor commands tell what really happened', () => {
     expect(stdout).toContain('d-alice-temp: editor-alice → publisher');
     expect(stdout).toContain('chain: editor-alice holds no valid chain from governance');
     expect(stdout).not.toContain('d-orch-seo');
+  });
+
+  it('writ orphans lists an edge whose scope the policy\'s registry does not cover, with the reason a new one would be refused', async () => {
+    const { stdout } = await writ('orphans');
+    expect(stdout).toContain('g-old-typo: governance → content-agent-3\n    scope.actions: "update_psot" is not an action of the policy');
+    const http = await h.call('governance', { method: 'GET', url: '/v1/audit/orphans?principal=content-agent-3' });
+    expect(http.body.orphans).toMatchObject([{ edge: { id: 'g-old-typo', kind: 'grant' }, violations: [expect.stringContaining('"update_psot" is not an action of the policy')] }]);
   });
 
   it('GET /v1/audit/orphans narrowed to a principal judges and lists only its delegations', async () => {

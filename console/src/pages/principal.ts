@@ -35,7 +35,7 @@ export function principalPage(route: Route, ctx: PageContext): HTMLElement {
     section('Capabilities now', h('p', { class: 'muted' }, 'Every chain from governance to this principal, judged by the policy now.'), nowBox),
     section('Capabilities at a time', h('p', { class: 'muted' }, 'Move along the graph\'s event log (arrow keys, Home, End): the capabilities as they were just after each change — the same machinery as `writ can --at`.'), sliderBox, atBox),
     section('Delegations expiring within 7 days', expiringBox),
-    section('Orphaned delegations', h('p', { class: 'muted' }, 'Live delegations from or to this principal whose delegator no longer holds what it gave.'), orphansBox),
+    section('Orphaned edges', h('p', { class: 'muted' }, 'Live edges from or to this principal that count for nothing: delegations whose delegator no longer holds what it gave, and edges whose scope the policy\'s registry does not cover.'), orphansBox),
     id === 'governance' ? null : impactSection({ revoke: { principal: id } }, `principal ${id}`),
   );
   let left = false;
@@ -116,7 +116,7 @@ export function principalPage(route: Route, ctx: PageContext): HTMLElement {
     }
     try {
       const o = await api<{ orphans: { edge: Edge; violations: string[] }[] }>(`/v1/audit/orphans${q({ principal: id })}`);
-      fill(orphansBox, table('Orphans', ['Edge', 'From → to', 'Why'], o.orphans.map((x) => [edgeLink(x.edge.id), h('span', {}, principalLink(x.edge.from), ' → ', principalLink(x.edge.to)), x.violations.join('; ')]), { empty: 'No orphaned delegation.' }));
+      fill(orphansBox, table('Orphans', ['Edge', 'From → to', 'Why'], o.orphans.map((x) => [edgeLink(x.edge.id), h('span', {}, principalLink(x.edge.from), ' → ', principalLink(x.edge.to)), x.violations.join('; ')]), { empty: 'No orphaned edge.' }));
     } catch (e) {
       fill(orphansBox, errorBox(e));
     }

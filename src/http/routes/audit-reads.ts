@@ -182,7 +182,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
 
   app.get<{ Querystring: { principal?: string } }>('/v1/audit/orphans', {
     schema: {
-      operationId: 'orphanedDelegations', tags: ['Audit'], summary: 'Live delegations whose delegator no longer holds what it gave (`writ orphans`), with the policy\'s reasons',
+      operationId: 'orphanedDelegations', tags: ['Audit'], summary: 'Live edges that count for nothing (`writ orphans`): delegations whose delegator no longer holds what it gave, with the policy\'s reasons, and edges whose scope the policy\'s registry does not cover, with why',
       querystring: { type: 'object', additionalProperties: false, properties: { principal: { type: 'string', description: 'only delegations from or to this principal' } } },
       response: {
         200: {
