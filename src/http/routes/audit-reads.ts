@@ -183,7 +183,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
   app.get<{ Querystring: { principal?: string } }>('/v1/audit/orphans', {
     schema: {
       operationId: 'orphanedDelegations', tags: ['Audit'], summary: 'Live edges that count for nothing (`writ orphans`): delegations whose delegator no longer holds what it gave, with the policy\'s reasons, and edges whose scope the policy\'s registry does not cover, with why',
-      querystring: { type: 'object', additionalProperties: false, properties: { principal: { type: 'string', description: 'only delegations from or to this principal' } } },
+      querystring: { type: 'object', additionalProperties: false, properties: { principal: { type: 'string', description: 'only edges from or to this principal' } } },
       response: {
         200: {
           type: 'object', description: 'The orphans, by edge id', required: ['orphans'],
