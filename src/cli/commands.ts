@@ -192,15 +192,18 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'trace',
-    summary: 'explain for humans whether PRINCIPAL may do ACTION on RESOURCE, chain by chain',
-    usage: 'PRINCIPAL ACTION RESOURCE [--env ENV] [--fields a,b] [--json]',
-    options: { env: { type: 'string' }, fields: { type: 'string' }, json: { type: 'boolean' } },
+    summary: 'explain for humans whether PRINCIPAL may do ACTION on RESOURCE, chain by chain (--policy DIR: under a candidate bundle or policies folder, before deploying it)',
+    usage: 'PRINCIPAL ACTION RESOURCE [--env ENV] [--fields a,b] [--policy BUNDLE_OR_POLICIES_DIR] [--json]',
+    options: { env: { type: 'string' }, fields: { type: 'string' }, policy: { type: 'string' }, json: { type: 'boolean' } },
     run: async ({ values, positionals }) => {
-      need(positionals, 3, 'writ trace PRINCIPAL ACTION RESOURCE [--env ENV] [--fields a,b]');
+      need(positionals, 3, 'writ trace PRINCIPAL ACTION RESOURCE [--env ENV] [--fields a,b] [--policy DIR]');
       const [principal, action, resource] = positionals as [string, string, string];
+      // A candidate is judged exactly as the running bundle would be: the same graph, the same explain.
+      const candidate = typeof values.policy === 'string' ? (await loadCandidatePolicy(values.policy, findOpa)).engine : null;
       return withWrit(values, async (w) => {
         const fields = typeof values.fields === 'string' && values.fields.length > 0 ? values.fields.split(',') : [];
-        const x = await explain(w.ctx, GOVERNANCE_ID, { principal, action, resource, environment: (values.env as string | undefined) ?? 'production', fields });
+        const ctx = candidate ? { ...w.ctx, policy: candidate } : w.ctx;
+        const x = await explain(ctx, GOVERNANCE_ID, { principal, action, resource, environment: (values.env as string | undefined) ?? 'production', fields });
         print(explanationToWire(x), values.json, () => formatExplanation(x));
         return x.allow ? 0 : 3;
       });

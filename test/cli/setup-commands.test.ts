@@ -1,7 +1,8 @@
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPO } from '../support/harness.js';
 import { requireDist } from '../support/server-process.js';
 import { runWrit } from '../support/cli.js';
 import { createTestDatabase } from '../../scripts/test-database.js';
@@ -72,6 +73,22 @@ describe('the writ command for operators and policy authors', () => {
     const bad = await writ('graph', 'apply', 'package.json');
     expect(bad.code).toBe(1);
     expect(bad.out).toMatch(/MALFORMED_REQUEST.*unknown section/);
+  });
+
+  it('trace --policy DIR judges the request under a candidate policies folder, before it is deployed; the live bundle is untouched', { timeout: 60_000 }, async () => {
+    const live = await writ('trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'title');
+    expect(live.code).toBe(0);
+    const candidate = join(dataDir, 'candidate-policies');
+    cpSync(join(REPO, 'policies'), candidate, { recursive: true });
+    const data = JSON.parse(readFileSync(join(candidate, 'data.json'), 'utf8'));
+    data.writ.actions.update_post.risk = 2;
+    writeFileSync(join(candidate, 'data.json'), JSON.stringify(data, null, 2));
+    const r = await writ('trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'title', '--policy', candidate);
+    expect(r.code).toBe(3);
+    expect(r.out).toContain('reason: chain 0: risk: 2 exceeds the risk_max 1 of edge d-orch-seo');
+    const revisionOf = (out: string) => /policy (sha256:[0-9a-f]{16})/.exec(out)![1];
+    expect(revisionOf(r.out)).not.toBe(revisionOf(live.out));
+    expect(revisionOf((await writ('trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'title')).out)).toBe(revisionOf(live.out));
   });
 
   it('a manifest whose last item could never apply changes nothing: the items before it are not applied either', async () => {
