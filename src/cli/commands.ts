@@ -253,17 +253,26 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'policy test',
-    summary: 'run the Rego unit tests (opa test policies/, or $WRIT_POLICIES_DIR)',
+    summary: 'run the Rego unit tests (opa test policies/, or $WRIT_POLICIES_DIR), then build the folder as `policy build` would, without publishing it (compiles, data.json checked)',
     run: async ({ values }) => {
       const config = configFrom(values);
       try {
         const out = execFileSync(findOpa(), ['test', '--v1-compatible', '-v', config.policiesDir], { encoding: 'utf8' });
         console.log(out);
-        return 0;
       } catch (e) {
         const err = e as { stdout?: string; stderr?: string };
         console.log(err.stdout ?? '');
         console.error(err.stderr ?? '');
+        return 1;
+      }
+      // Tests pass on data a service would refuse (a typo in data.json): build it too, into a temporary folder.
+      try {
+        const { engine } = await loadCandidatePolicy(config.policiesDir, findOpa);
+        console.log(`and ${config.policiesDir} builds into a usable bundle (${engine.revision}; not published: \`writ policy build\` does that)`);
+        return 0;
+      } catch (e) {
+        if (!(e instanceof WritError)) throw e;
+        console.error(`the Rego tests pass, but ${config.policiesDir} does not build into a usable bundle: ${e.code}: ${e.message}`);
         return 1;
       }
     },

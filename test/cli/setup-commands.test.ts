@@ -1,13 +1,26 @@
+import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO } from '../support/harness.js';
-import { requireDist } from '../support/server-process.js';
+import { CLI, requireDist } from '../support/server-process.js';
 import { runWrit } from '../support/cli.js';
 import { createTestDatabase } from '../../scripts/test-database.js';
 
 let dataDir: string;
+
+/** `writ policy test` on another policies folder (WRIT_POLICIES_DIR). */
+async function runPolicyTest(policiesDir: string): Promise<{ code: number; output: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, 'policy', 'test'], { cwd: REPO, env: { ...process.env, WRIT_POLICIES_DIR: policiesDir } });
+    return { code: 0, output: stdout + stderr };
+  } catch (e) {
+    const err = e as { stdout: string; stderr: string; code: number };
+    return { code: err.code, output: err.stdout + err.stderr };
+  }
+}
 
 const writ = async (...args: string[]) => {
   const r = await runWrit(dataDir, ...args);
@@ -118,9 +131,22 @@ describe('the writ command for operators and policy authors', () => {
     expect(r.out).toMatch(/JWKS has 2 key\(s\)/);
   });
 
-  it('policy test runs the Rego tests', async () => {
+  it('policy test runs the Rego tests, then builds the folder without publishing it; data a service would refuse fails it', { timeout: 60_000 }, async () => {
     const r = await writ('policy', 'test');
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/PASS: \d+\/\d+/);
+    expect(r.out).toMatch(/and \S+policies builds into a usable bundle \(sha256:[0-9a-f]{16}; not published/);
+    const candidate = join(dataDir, 'typo-policies');
+    cpSync(join(REPO, 'policies'), candidate, { recursive: true });
+    const data = JSON.parse(readFileSync(join(candidate, 'data.json'), 'utf8'));
+    data.writ.actions.deploy.riks = 3; // a typo the Rego tests cannot see: the risk stays the old one
+    writeFileSync(join(candidate, 'data.json'), JSON.stringify(data, null, 2));
+    const bundle = readFileSync(join(REPO, 'build/policy/revision'), 'utf8');
+    const t = await runPolicyTest(candidate);
+    expect(t.code).toBe(1);
+    expect(t.output).toMatch(/PASS: \d+\/\d+/);
+    expect(t.output).toContain('the Rego tests pass, but');
+    expect(t.output).toContain('data.writ.actions.deploy: unknown property "riks"');
+    expect(readFileSync(join(REPO, 'build/policy/revision'), 'utf8')).toBe(bundle);
   });
 });
