@@ -3,7 +3,7 @@
  * cookie obtained from a one-time link (`writ console`). Views are deep links in the fragment.
  */
 import { api, ApiError, type Session } from './api.js';
-import { errorBox, fill, h } from './dom.js';
+import { errorBox, fill, h, time } from './dom.js';
 import { coordinationPage } from './pages/coordination.js';
 import { edgePage, graphPage } from './pages/graph.js';
 import { principalPage } from './pages/principal.js';
@@ -41,7 +41,32 @@ function signedOut(e?: unknown): void {
   main.focus();
 }
 
+let policyStatus: HTMLElement | null = null;
+
+function shortReason(reason: string): string {
+  const last = reason.split('\n').map((l) => l.trim().replace(/^- /, '')).filter(Boolean).pop() ?? reason;
+  return last.length <= 72 ? last : `…${last.slice(-72)}`;
+}
+
+/** The live policy revision, and a rebuilt bundle the service refused (GET /readyz), in the header: looked up at each view. */
+async function showPolicy(): Promise<void> {
+  if (!policyStatus) return;
+  try {
+    const r = await api<{ policy_revision: string; policy_refused?: { revision: string | null; reason: string; at: string } }>('/readyz');
+    const live = h('span', { title: `the policy bundle deciding now: ${r.policy_revision}` }, h('span', { class: 'muted' }, 'policy '), h('code', {}, r.policy_revision.replace(/^sha256:/, '').slice(0, 8)));
+    // The header stays one line: the reason's last line (Rego's message, or the last data problem), the whole of it on hover.
+    const refused = r.policy_refused
+      ? h('span', { class: 'policy-refused', title: r.policy_refused.reason },
+          ` · rebuilt ${r.policy_refused.revision?.replace(/^sha256:/, '').slice(0, 8) ?? 'bundle'} refused `, time(r.policy_refused.at), `: ${shortReason(r.policy_refused.reason)}`)
+      : null;
+    fill(policyStatus, live, refused);
+  } catch {
+    fill(policyStatus);
+  }
+}
+
 function render(session: Session): void {
+  void showPolicy();
   for (const fn of leaving) fn();
   leaving = [];
   const route = parseRoute(location.hash);
@@ -90,7 +115,10 @@ async function start(): Promise<void> {
     const v = String(new FormData(principalForm).get('principal') ?? '').trim();
     if (v) location.hash = `#/principal/${encodeURIComponent(v)}`;
   });
-  fill(who, principalForm, h('span', { class: 'session' }, h('span', { class: 'muted' }, 'Signed in as '), h('strong', {}, session.principal), session.auditor ? ' (auditor)' : ' (own records only)'), signOut);
+  const policy = h('span', { class: 'policy', role: 'status' });
+  fill(who, principalForm, policy, h('span', { class: 'session' }, h('span', { class: 'muted' }, 'Signed in as '), h('strong', {}, session.principal), session.auditor ? ' (auditor)' : ' (own records only)'), signOut);
+  policyStatus = policy;
+  void showPolicy();
   window.addEventListener('hashchange', () => { if (location.hash.startsWith('#/')) render(session); });
   window.addEventListener('writ:session-ended', (ev) => {
     for (const fn of leaving) fn();

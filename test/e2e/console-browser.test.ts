@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +13,9 @@ import { onFreePort, spawnListening } from '../../scripts/server-process.js';
 import { WritClient } from '../../src/sdk/index.js';
 import { fixtureKey, REPO } from '../support/harness.js';
 import { CLI, startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { findOpa } from '../../src/cli/opa.js';
+import { buildPolicyBundle } from '../../src/policy/index.js';
+import { TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
 
 /**
  * The console in a real headless browser: Debian's chromium (scripts/ensure-chromium.sh installs it),
@@ -35,6 +38,8 @@ let page: Page;
 let loginLink: string;
 /** The graph revisions around the delegation that is created and then revoked. */
 let beforeTemp: number;
+/** The server's own bundle folder (a copy of build/policy), so that this file can publish a bundle it refuses. */
+let bundleDir: string;
 let head: number;
 const cspViolations: string[] = [];
 /** Waits for the page (10 s: the machines are shared and slow at times). */
@@ -64,7 +69,9 @@ beforeAll(async () => {
   if (!existsSync(join(REPO, 'build/console/app.js'))) execFileSync(process.execPath, [join(REPO, 'scripts/build-console.mjs')], { stdio: 'inherit' });
   rmSync(SHOTS, { recursive: true, force: true });
   mkdirSync(SHOTS, { recursive: true });
-  server = await startServerProcess({ consoleLink: true });
+  bundleDir = mkdtempSync(join(tmpdir(), 'writ-console-bundle-'));
+  cpSync(join(REPO, 'build/policy'), bundleDir, { recursive: true });
+  server = await startServerProcess({ consoleLink: true, env: { WRIT_BUNDLE_DIR: bundleDir } });
   const link = /(http:\/\/\S+\/console\/#login=\S+)/.exec(server.log());
   expect(link, 'writ serve prints the console login link').not.toBeNull();
   loginLink = link![1]!;
@@ -97,6 +104,7 @@ afterAll(async () => {
   await browser?.close();
   await server?.stop();
   if (server) rmSync(server.dataDir, { recursive: true, force: true });
+  if (bundleDir) rmSync(bundleDir, { recursive: true, force: true });
 });
 
 describe('the console in a real browser', () => {
@@ -109,6 +117,10 @@ describe('the console in a real browser', () => {
     expect(csp).not.toContain('unsafe-inline');
     expect(csp).not.toMatch(/https?:/);
     await poll(() => page.locator('.session').textContent()).toContain('governance');
+    // The header names the policy bundle deciding now (GET /readyz), and no refused rebuild.
+    const ready = (await (await fetch(`${server.url}/readyz`)).json()) as { policy_revision: string };
+    await poll(() => page.locator('.who .policy').textContent()).toBe(`policy ${ready.policy_revision.slice('sha256:'.length, 'sha256:'.length + 8)}`);
+    expect(await page.locator('.policy-refused').count()).toBe(0);
     // The token left the address bar at once.
     expect(page.url()).not.toContain('login=');
     expect(page.url()).toMatch(/#\/receipts$/);
@@ -295,6 +307,33 @@ describe('the console in a real browser', () => {
     const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select')].filter((el: any) => !el.labels?.length && !el.getAttribute('aria-label')).map((el: any) => el.outerHTML));
     expect(unlabelled).toEqual([]);
     expect(cspViolations).toEqual([]);
+  });
+
+  it('the header says when a rebuilt policy bundle was refused, and clears when the live one is named again', { timeout: 90_000 }, async () => {
+    const live = ((await (await fetch(`${server.url}/readyz`)).json()) as { policy_revision: string }).policy_revision;
+    const policies = join(bundleDir, '..', `${bundleDir.split('/').pop()}-policies`);
+    cpSync(join(REPO, 'policies'), policies, { recursive: true, filter: (src) => !src.endsWith('_test.rego') });
+    writeFileSync(join(policies, TWO_VALUES_FILE), TWO_VALUES_RULE);
+    try {
+      // The service answered title edits in production (beforeAll): the rebuilt bundle fails on them.
+      const conflicting = await buildPolicyBundle({ opaPath: findOpa(REPO), policiesDir: policies, outDir: bundleDir });
+      await poll(async () => ((await (await fetch(`${server.url}/readyz`)).json()) as { policy_refused?: { revision: string } }).policy_refused?.revision).toBe(conflicting.revision);
+      // (Each view looks it up: move to another view than the one the page is on.)
+      await page.goto(`${server.url}/console/#/receipts`);
+      await poll(() => page.locator('.policy-refused').textContent()).toContain(`rebuilt ${conflicting.revision.slice('sha256:'.length, 'sha256:'.length + 8)} refused `);
+      expect(await page.locator('.policy-refused').textContent()).toContain('var assignment conflict');
+      expect(await page.locator('.who .policy').textContent()).toContain(`policy ${live.slice('sha256:'.length, 'sha256:'.length + 8)}`);
+      await shoot('policy-refused');
+      // The author reverts: the folder names the live bundle again.
+      writeFileSync(join(bundleDir, 'revision.tmp'), `${live}\n`);
+      renameSync(join(bundleDir, 'revision.tmp'), join(bundleDir, 'revision'));
+      await poll(async () => ((await (await fetch(`${server.url}/readyz`)).json()) as { policy_refused?: unknown }).policy_refused === undefined).toBe(true);
+      await page.goto(`${server.url}/console/#/coordination`);
+      await poll(() => page.locator('.who .policy').textContent()).toBe(`policy ${live.slice('sha256:'.length, 'sha256:'.length + 8)}`);
+      expect(await page.locator('.policy-refused').count()).toBe(0);
+    } finally {
+      rmSync(policies, { recursive: true, force: true });
+    }
   });
 
   it('signing out returns to the sign-in page and the cookie no longer reads', async () => {
