@@ -47,7 +47,7 @@ describe('writ given wrong arguments', () => {
     expect(build.code).toBe(0);
     expect(build.stdout.split('\n').slice(0, 3)).toEqual(['writ policy build', '', expect.stringContaining('data.json checked first')]);
     const trace = await runWrit(dir, 'trace', '--help');
-    expect(trace.stdout.split('\n')[0]).toBe('writ trace PRINCIPAL ACTION RESOURCE [--env ENV] [--fields a,b] [--json]');
+    expect(trace.stdout.split('\n')[0]).toBe('writ trace PRINCIPAL ACTION RESOURCE [--env ENV] [--fields a,b] [--policy BUNDLE_OR_POLICIES_DIR] [--json]');
   });
 
   it.each([
