@@ -42,6 +42,9 @@ function signedOut(e?: unknown): void {
 }
 
 let policyStatus: HTMLElement | null = null;
+/** Answers of /readyz are taken in the order they were asked (two views in quick succession), and shown only when they changed. */
+let policyAsked = 0;
+let policyShown = '';
 
 function shortReason(reason: string): string {
   const last = reason.split('\n').map((l) => l.trim().replace(/^- /, '')).filter(Boolean).pop() ?? reason;
@@ -51,8 +54,12 @@ function shortReason(reason: string): string {
 /** The live policy revision, and a rebuilt bundle the service refused (GET /readyz), in the header: looked up at each view. */
 async function showPolicy(): Promise<void> {
   if (!policyStatus) return;
+  const asked = ++policyAsked;
   try {
     const r = await api<{ policy_revision: string; policy_refused?: { revision: string | null; reason: string; at: string } }>('/readyz');
+    const key = JSON.stringify([r.policy_revision, r.policy_refused ?? null]);
+    if (asked !== policyAsked || key === policyShown) return;
+    policyShown = key;
     const live = h('span', { title: `the policy bundle deciding now: ${r.policy_revision}` }, h('span', { class: 'muted' }, 'policy '), h('code', {}, r.policy_revision.replace(/^sha256:/, '').slice(0, 8)));
     // The header stays one line: the reason's last line (Rego's message, or the last data problem), the whole of it on hover.
     const refused = r.policy_refused
@@ -61,6 +68,8 @@ async function showPolicy(): Promise<void> {
       : null;
     fill(policyStatus, live, refused);
   } catch {
+    if (asked !== policyAsked) return;
+    policyShown = '';
     fill(policyStatus);
   }
 }
@@ -118,7 +127,6 @@ async function start(): Promise<void> {
   const policy = h('span', { class: 'policy', role: 'status' });
   fill(who, principalForm, policy, h('span', { class: 'session' }, h('span', { class: 'muted' }, 'Signed in as '), h('strong', {}, session.principal), session.auditor ? ' (auditor)' : ' (own records only)'), signOut);
   policyStatus = policy;
-  void showPolicy();
   window.addEventListener('hashchange', () => { if (location.hash.startsWith('#/')) render(session); });
   window.addEventListener('writ:session-ended', (ev) => {
     for (const fn of leaving) fn();

@@ -196,7 +196,7 @@ export const COMMANDS: Command[] = [
     usage: 'PRINCIPAL ACTION RESOURCE [--env ENV] [--fields a,b] [--policy BUNDLE_OR_POLICIES_DIR] [--json]',
     options: { env: { type: 'string' }, fields: { type: 'string' }, policy: { type: 'string' }, json: { type: 'boolean' } },
     run: async ({ values, positionals }) => {
-      need(positionals, 3, 'writ trace PRINCIPAL ACTION RESOURCE [--env ENV] [--fields a,b] [--policy DIR]');
+      need(positionals, 3, 'writ trace PRINCIPAL ACTION RESOURCE [--env ENV] [--fields a,b] [--policy BUNDLE_OR_POLICIES_DIR] [--json]');
       const [principal, action, resource] = positionals as [string, string, string];
       // A candidate is judged exactly as the running bundle would be: the same graph, the same explain.
       const candidate = typeof values.policy === 'string' ? (await loadCandidatePolicy(values.policy, findOpa)).engine : null;
@@ -230,7 +230,7 @@ export const COMMANDS: Command[] = [
       const config = configFrom(values);
       const r = await buildPolicyBundle({ opaPath: findOpa(), policiesDir: config.policiesDir, outDir: config.bundleDir });
       console.log(`policy bundle ${r.revision} written to ${config.bundleDir}`);
-      console.log(`a running service takes it within a second, unless it fails on the requests it answered last: GET /readyz names the live policy_revision, or this one under policy_refused with why`);
+      console.log(`a running service takes it within a second (it watches the folder, and looks again on GET /readyz and on decisions), unless it fails on the requests it answered last: GET /readyz names the live policy_revision, or this one under policy_refused with why`);
       return 0;
     },
   },
@@ -372,7 +372,7 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'orphans',
-    summary: 'live edges that count for nothing: delegations whose delegator no longer holds what it gave, edges whose scope the policy\'s registry does not cover',
+    summary: 'live edges that count for nothing or less than they say: delegations whose delegator no longer holds what it gave, edges part of whose scope can never apply under the policy\'s registry',
     usage: '[--json]',
     options: { json: { type: 'boolean' } },
     run: ({ values }) =>

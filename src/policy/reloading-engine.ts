@@ -133,7 +133,11 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
       remember({ entrypoint: 'checkDelegation', input });
       return result;
     },
-    reloads: () => ({ ...status }),
+    reloads: () => {
+      // Whoever asks (GET /readyz) also has the folder looked at: a rebuild is noticed without fs.watch or a decision.
+      maybeCheck();
+      return { ...status };
+    },
     reload,
     close() {
       watcher?.close();

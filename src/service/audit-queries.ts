@@ -97,23 +97,29 @@ export interface Orphan {
 }
 
 /**
- * `writ orphans`: live edges that count for nothing. Delegations whose delegator no longer holds what it
- * gave (its parent was revoked, expired or narrowed): the policy's delegation check — the same one that
- * runs at write time — says why. And edges whose scope the policy's registry does not cover (an action
- * not in its catalogue, a pattern no resource class has: written before edges were checked for it, or
- * stranded by a policy change since), with the reason an edge written now would be refused.
+ * `writ orphans`: live edges that count for nothing, or for less than they say. Delegations whose delegator
+ * no longer holds what it gave (its parent was revoked, expired or narrowed): the policy's delegation
+ * check — the same one that runs at write time — says why. And edges part of whose scope can never apply
+ * under the policy's registry (an action not in its catalogue, a pattern no resource class has: written
+ * before edges were checked for it, or stranded by a policy change since), with the reason an edge
+ * written now would be refused.
  */
 export async function orphanedDelegations(ctx: WritContext, only?: (edge: Edge) => boolean): Promise<Orphan[]> {
   return orphansIn(ctx, await ctx.graph.current(), ctx.clock.now(), only);
 }
 
-/** The orphaned delegations of a given graph (the live one or a what-if copy) at `now`; `only` narrows which delegations are judged. */
-export function orphansIn(ctx: WritContext, graph: AuthorityGraph, now: number, only?: (edge: Edge) => boolean): Orphan[] {
+/**
+ * The orphans of a given graph (the live one or a what-if copy) at `now`; `only` narrows which edges are
+ * judged. `registry: false` judges delegations by their delegator only (what a graph change can alter:
+ * impact analysis), leaving out edges whose scope the registry does not cover.
+ */
+export function orphansIn(ctx: WritContext, graph: AuthorityGraph, now: number, only?: (edge: Edge) => boolean, options: { registry?: boolean } = {}): Orphan[] {
+  const registryToo = options.registry ?? true;
   const out: Orphan[] = [];
   for (const edge of graph.edges()) {
-    if (edge.kind === 'preempts' || !isEdgeLive(edge, now) || (only !== undefined && !only(edge))) continue;
+    if (edge.kind === 'preempts' || (!registryToo && edge.kind !== 'delegate') || !isEdgeLive(edge, now) || (only !== undefined && !only(edge))) continue;
     const violations: string[] = [];
-    const registry = registryProblem(ctx.policy.data, edge);
+    const registry = registryToo ? registryProblem(ctx.policy.data, edge) : null;
     if (registry !== null) violations.push(registry);
     if (edge.kind === 'delegate') {
       const chains = resolveChainsTo(graph, edge.from, now, { mode: 'explain' });

@@ -151,11 +151,12 @@ function analyse(
     if (g.length > 0) gained.push({ principal, capabilities: g });
   }
 
-  // Delegations only: what a change does to the chains below it (orphansIn also lists other edges the registry does not cover).
-  const touches = (e: Edge) => e.kind === 'delegate' && examined.has(e.from);
+  // Delegations judged by their delegator only: what a change does to the chains below it (a registry
+  // problem is there before and after, and would hide a delegation the change orphans).
+  const touches = (e: Edge) => examined.has(e.from);
   const orphanIds = (orphans: Orphan[]) => new Map(orphans.map((o) => [o.edge.id, o]));
-  const orphansBefore = orphanIds(orphansIn(ctx, before, now, touches));
-  const orphansAfter = orphanIds(orphansIn(ctx, after, now, touches));
+  const orphansBefore = orphanIds(orphansIn(ctx, before, now, touches, { registry: false }));
+  const orphansAfter = orphanIds(orphansIn(ctx, after, now, touches, { registry: false }));
   const orphaned = [...orphansAfter.values()].filter((o) => !orphansBefore.has(o.edge.id)).map((o) => ({ edge: toPolicyEdge(o.edge), reasons: o.violations }));
   const healed = [...orphansBefore.values()].filter((o) => !orphansAfter.has(o.edge.id)).map((o) => ({ edge: toPolicyEdge(o.edge), reasons: o.violations }));
 

@@ -97,7 +97,7 @@ describe('auditor commands tell what really happened', () => {
     expect(http.body.orphans).toMatchObject([{ edge: { id: 'g-old-typo', kind: 'grant' }, violations: [expect.stringContaining('"update_psot" is not an action of the policy')] }]);
   });
 
-  it('GET /v1/audit/orphans narrowed to a principal judges and lists only its delegations', async () => {
+  it('GET /v1/audit/orphans narrowed to a principal judges and lists only its edges', async () => {
     const ids = async (query: string) => ((await h.call('governance', { method: 'GET', url: `/v1/audit/orphans${query}` })).body as { orphans: { edge: { id: string } }[] }).orphans.map((o) => o.edge.id);
     expect(await ids('')).toContain('d-alice-temp');
     expect(await ids('?principal=publisher')).toEqual(['d-alice-temp']);

@@ -315,10 +315,13 @@ describe('the console in a real browser', () => {
     cpSync(join(REPO, 'policies'), policies, { recursive: true, filter: (src) => !src.endsWith('_test.rego') });
     writeFileSync(join(policies, TWO_VALUES_FILE), TWO_VALUES_RULE);
     try {
-      // The service answered title edits in production (beforeAll): the rebuilt bundle fails on them.
+      // The service answers a title edit in production: the rebuilt bundle fails on such inputs.
+      const seo = new WritClient({ baseUrl: server.url, principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7') });
+      expect((await seo.decide({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'] })).allow).toBe(true);
       const conflicting = await buildPolicyBundle({ opaPath: findOpa(REPO), policiesDir: policies, outDir: bundleDir });
       await poll(async () => ((await (await fetch(`${server.url}/readyz`)).json()) as { policy_refused?: { revision: string } }).policy_refused?.revision).toBe(conflicting.revision);
-      // (Each view looks it up: move to another view than the one the page is on.)
+      // (Each view looks it up, on a change of view: pass through coordination so that receipts is one.)
+      await page.goto(`${server.url}/console/#/coordination`);
       await page.goto(`${server.url}/console/#/receipts`);
       await poll(() => page.locator('.policy-refused').textContent()).toContain(`rebuilt ${conflicting.revision.slice('sha256:'.length, 'sha256:'.length + 8)} refused `);
       expect(await page.locator('.policy-refused').textContent()).toContain('var assignment conflict');

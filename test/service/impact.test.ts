@@ -3,6 +3,7 @@ import { ManualClock } from '../../src/clock.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { analyseImpact, createGrant, registerPrincipal } from '../../src/service/index.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
+import { commitGraphChange } from '../../src/service/graph-changes.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { generateImpactGraph } from '../../bench/impact-graph.js';
 
@@ -36,6 +37,20 @@ beforeAll(async () => {
 afterAll(async () => h?.close());
 
 describe('impact analysis of a revocation', () => {
+  it('a delegation with part of its scope outside the registry is still listed as orphaned by a revocation above it', async () => {
+    // Both written as a Writ without the scope check could: one unknown action among known ones.
+    const scope = { actions: ['update_post', 'update_psot'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], constraints: { risk_max: 1 } };
+    await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'typo-lead', kind: 'agent', keys: [] });
+    await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'typo-worker', kind: 'agent', keys: [] });
+    await commitGraphChange(h.ctx, GOVERNANCE_ID, (_graph, now) => [
+      { type: 'edge.created', edge: { id: 'g-typo-lead', kind: 'grant', from: GOVERNANCE_ID, to: 'typo-lead', scope, max_depth: 1, reason: 'old', creator: GOVERNANCE_ID, created_at: now, not_before: null, expires_at: null } },
+      { type: 'edge.created', edge: { id: 'd-typo-worker', kind: 'delegate', from: 'typo-lead', to: 'typo-worker', scope, max_depth: 0, reason: 'old', creator: 'typo-lead', created_at: now, not_before: null, expires_at: null } },
+    ]);
+    const r = await analyseImpact(h.ctx, GOVERNANCE_ID, { revoke: { edge: 'g-typo-lead' } });
+    expect(r.orphaned_delegations.map((o) => o.edge.id)).toEqual(['d-typo-worker']);
+    expect(r.orphaned_delegations[0]!.reasons.join(' ')).not.toContain('update_psot" is not an action');
+  });
+
   it('revoking d-orch-seo: seo-agent-7 loses update_post on wp:post:* in production for title and meta_description; its lease would end; nothing changes', async () => {
     const was = await state(h);
     const r = await analyseImpact(h.ctx, GOVERNANCE_ID, { revoke: { edge: 'd-orch-seo' } });

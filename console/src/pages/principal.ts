@@ -35,7 +35,7 @@ export function principalPage(route: Route, ctx: PageContext): HTMLElement {
     section('Capabilities now', h('p', { class: 'muted' }, 'Every chain from governance to this principal, judged by the policy now.'), nowBox),
     section('Capabilities at a time', h('p', { class: 'muted' }, 'Move along the graph\'s event log (arrow keys, Home, End): the capabilities as they were just after each change — the same machinery as `writ can --at`.'), sliderBox, atBox),
     section('Delegations expiring within 7 days', expiringBox),
-    section('Orphaned edges', h('p', { class: 'muted' }, 'Live edges from or to this principal that count for nothing: delegations whose delegator no longer holds what it gave, and edges whose scope the policy\'s registry does not cover.'), orphansBox),
+    section('Orphaned edges', h('p', { class: 'muted' }, 'Live edges from or to this principal that count for nothing or for less than they say: delegations whose delegator no longer holds what it gave, and edges part of whose scope can never apply under the policy\'s registry.'), orphansBox),
     id === 'governance' ? null : impactSection({ revoke: { principal: id } }, `principal ${id}`),
   );
   let left = false;
@@ -116,7 +116,8 @@ export function principalPage(route: Route, ctx: PageContext): HTMLElement {
     }
     try {
       const o = await api<{ orphans: { edge: Edge; violations: string[] }[] }>(`/v1/audit/orphans${q({ principal: id })}`);
-      fill(orphansBox, table('Orphans', ['Edge', 'From → to', 'Why'], o.orphans.map((x) => [edgeLink(x.edge.id), h('span', {}, principalLink(x.edge.from), ' → ', principalLink(x.edge.to)), x.violations.join('; ')]), { empty: 'No orphaned edge.' }));
+      // An ownership's `to` is managed state (a resource pattern), not a principal.
+      fill(orphansBox, table('Orphans', ['Edge', 'From → to', 'Why'], o.orphans.map((x) => [edgeLink(x.edge.id), h('span', {}, principalLink(x.edge.from), ' → ', x.edge.kind === 'owns' ? h('code', {}, x.edge.to) : principalLink(x.edge.to)), x.violations.join('; ')]), { empty: 'No orphaned edge.' }));
     } catch (e) {
       fill(orphansBox, errorBox(e));
     }

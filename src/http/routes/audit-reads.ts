@@ -182,7 +182,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
 
   app.get<{ Querystring: { principal?: string } }>('/v1/audit/orphans', {
     schema: {
-      operationId: 'orphanedDelegations', tags: ['Audit'], summary: 'Live edges that count for nothing (`writ orphans`): delegations whose delegator no longer holds what it gave, with the policy\'s reasons, and edges whose scope the policy\'s registry does not cover, with why',
+      operationId: 'orphanedDelegations', tags: ['Audit'], summary: 'Live edges that count for nothing or for less than they say (`writ orphans`): delegations whose delegator no longer holds what it gave, with the policy\'s reasons, and edges part of whose scope can never apply under the policy\'s registry, with why',
       querystring: { type: 'object', additionalProperties: false, properties: { principal: { type: 'string', description: 'only edges from or to this principal' } } },
       response: {
         200: {
@@ -195,7 +195,8 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
   }, async (request) => {
     await app.caller(request);
     const p = ownFilter(request, request.query.principal);
-    // Only the delegations asked about are judged (each is a policy evaluation).
+    // Only the edges asked about are judged (a delegation's check is a policy evaluation). An ownership's
+    // `to` is a resource pattern: asking for that pattern as a principal finds it too (harmless).
     const found = await orphanedDelegations(ctx, p === undefined ? undefined : (edge) => edge.from === p || edge.to === p);
     return { orphans: found.map((o) => ({ edge: edgeToWire(o.edge), violations: o.violations })) };
   });
