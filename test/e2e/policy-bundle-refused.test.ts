@@ -61,7 +61,7 @@ beforeAll(async () => {
   cpSync(join(REPO, 'policies'), env.WRIT_POLICIES_DIR!, { recursive: true });
   const built = await policyBuild();
   expect(built.code, built.output).toBe(0);
-  expect(built.output).toMatch(/^policy bundle sha256:[0-9a-f]{16} written to .*\na running service takes it within a second, unless it fails on the requests it answered last: GET \/readyz names/);
+  expect(built.output).toMatch(/^policy bundle sha256:[0-9a-f]{16} written to .*\na running service takes it within a second .*unless it fails on the requests it answered last: GET \/readyz names/);
   server = await startServerProcess({ dataDir: join(work, 'data'), env });
   agent = new WritClient({ baseUrl: server.url, principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7') });
 }, 120_000);
