@@ -47,17 +47,18 @@ export function readManifest(file: string): { manifest: GraphManifest; baseDir: 
 }
 
 /** Names the manifest item in every error, and turns a malformed item (a missing scope, a wrong type) into MALFORMED_REQUEST. */
-async function asManifestError<T>(item: string, fn: () => Promise<T>): Promise<T> {
+/** How a manifest item is named in errors: its section's word and its id. */
+function itemName(what: string, item: unknown): string {
+  return `${what} ${(item as { id?: unknown } | null)?.id ?? '(no id)'}`;
+}
+
+async function asManifestError<T>(item: string, fn: () => T | Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (e) {
-    throw manifestError(item, e);
+    if (e instanceof WritError) throw new WritError(e.code, `${item}: ${e.message}`, e.details);
+    throw new WritError('MALFORMED_REQUEST', `${item} is malformed: ${(e as Error).message}`);
   }
-}
-
-function manifestError(item: string, e: unknown): WritError {
-  if (e instanceof WritError) return new WritError(e.code, `${item}: ${e.message}`, e.details);
-  return new WritError('MALFORMED_REQUEST', `${item} is malformed: ${(e as Error).message}`);
 }
 
 function readKeyFile(file: string): PublicJwk {
@@ -73,14 +74,14 @@ function readKeyFile(file: string): PublicJwk {
 
 /** Applies a manifest as `caller` (governance). Order: principals, grants, delegations (file order), ownerships, approvals, preemptions. */
 export async function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string): Promise<ApplyReport> {
-  checkBeforeApplying(ctx, manifest, baseDir, await ctx.graph.current());
+  await checkBeforeApplying(ctx, manifest, baseDir, await ctx.graph.current());
   const report: ApplyReport = { created: [], unchanged: [], graph_revision: (await ctx.graph.current()).revision };
   const note = (what: string, created: boolean, revision: number) => {
     (created ? report.created : report.unchanged).push(what);
     report.graph_revision = revision;
   };
   for (const p of manifest.principals ?? []) {
-    const r = await asManifestError(`principal ${p?.id ?? '(no id)'}`, () => {
+    const r = await asManifestError(itemName('principal', p), () => {
       const keys = [...(p.keys ?? []), ...(p.key_files ?? []).map((f) => readKeyFile(resolve(baseDir, f)))];
       const { key_files: _kf, ...rest } = p;
       return registerPrincipal(ctx, caller, { ...rest, keys });
@@ -96,7 +97,7 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
   ];
   for (const [what, items, create] of edgeSections) {
     for (const item of items ?? []) {
-      const r = await asManifestError(`${what} ${(item as { id?: string } | null)?.id ?? '(no id)'}`, () => create(item as never));
+      const r = await asManifestError(itemName(what, item), () => create(item as never));
       note(`${what} ${r.edge.id}`, r.created, r.graph_revision);
     }
   }
@@ -112,16 +113,8 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
  * An edge whose id the graph holds already is left to the apply (unchanged if identical, else
  * ALREADY_EXISTS), as edges written before a check existed must not stop a manifest from re-applying.
  */
-function checkBeforeApplying(ctx: WritContext, manifest: GraphManifest, baseDir: string, graph: AuthorityGraph): void {
-  const label = (what: string, item: unknown) => `${what} ${(item as { id?: unknown } | null)?.id ?? '(no id)'}`;
-  const checked = (item: string, fn: () => void): void => {
-    try {
-      fn();
-    } catch (e) {
-      throw manifestError(item, e);
-    }
-  };
-  for (const p of manifest.principals ?? []) checked(label('principal', p), () => (p.key_files ?? []).forEach((f) => readKeyFile(resolve(baseDir, f))));
+async function checkBeforeApplying(ctx: WritContext, manifest: GraphManifest, baseDir: string, graph: AuthorityGraph): Promise<void> {
+  for (const p of manifest.principals ?? []) await asManifestError(itemName('principal', p), () => (p.key_files ?? []).forEach((f) => readKeyFile(resolve(baseDir, f))));
   const scoped: [string, EdgeKind, { scope: ScopeInput }[] | undefined][] = [
     ['grant', 'grant', manifest.grants],
     ['delegation', 'delegate', manifest.delegations],
@@ -129,9 +122,9 @@ function checkBeforeApplying(ctx: WritContext, manifest: GraphManifest, baseDir:
   ];
   const exists = (item: unknown) => typeof (item as { id?: unknown } | null)?.id === 'string' && graph.edge((item as { id: string }).id) !== undefined;
   for (const [what, kind, items] of scoped) {
-    for (const item of items ?? []) if (!exists(item)) checked(label(what, item), () => checkScopeApplies(ctx.policy.data, kind, normalizeScope(item.scope)));
+    for (const item of items ?? []) if (!exists(item)) await asManifestError(itemName(what, item), () => checkScopeApplies(ctx.policy.data, kind, normalizeScope(item.scope)));
   }
   for (const item of manifest.ownerships ?? []) {
-    if (!exists(item)) checked(label('ownership', item), () => checkScopeApplies(ctx.policy.data, 'owns', ownershipScope(item)));
+    if (!exists(item)) await asManifestError(itemName('ownership', item), () => checkScopeApplies(ctx.policy.data, 'owns', ownershipScope(item)));
   }
 }

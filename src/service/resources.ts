@@ -8,19 +8,19 @@ import type { PolicyData } from '../policy/types.js';
  * keys), and a key must belong to a declared resource class, else it is unknown.
  */
 export function canonicalResource(data: PolicyData, key: string): string {
-  let canonical = key;
-  for (const alias of data.writ.aliases ?? []) {
-    if (key === alias.from || key.startsWith(`${alias.from}:`)) {
-      canonical = alias.to + key.slice(alias.from.length);
-      break;
-    }
-  }
+  const alias = aliasOf(data, key);
+  const canonical = alias ? alias.to + key.slice(alias.from.length) : key;
   const problem = validateResourceKey(canonical);
   if (problem) throw new WritError('UNPROCESSABLE', `resource: ${problem}`);
   if (!data.writ.resource_classes.some((rule) => matchesPattern(rule.pattern, canonical))) {
     throw new WritError('UNKNOWN_RESOURCE', `"${key}" is not a registered coordination key (no resource class matches it)`);
   }
   return canonical;
+}
+
+/** The alias a key (or a pattern) is written under: the first whose `from` is its leading segments. */
+function aliasOf(data: PolicyData, key: string): { from: string; to: string } | undefined {
+  return (data.writ.aliases ?? []).find((a) => key === a.from || key.startsWith(`${a.from}:`));
 }
 
 /** The type of a key: every segment but the last (`wp:post:1024` → `wp:post`; a one-segment key is its own type). */
@@ -61,7 +61,7 @@ export function checkScopeApplies(data: PolicyData, kind: EdgeKind, scope: Scope
   for (const pattern of scope.resources) {
     // Keys are rewritten before anything is matched, so a pattern under an alias matches none (even
     // where a broad class such as `**` overlaps it).
-    const alias = (data.writ.aliases ?? []).find((a) => pattern === a.from || pattern.startsWith(`${a.from}:`));
+    const alias = aliasOf(data, pattern);
     if (alias) {
       throw new WritError('UNPROCESSABLE', `scope.resources: "${pattern}" is written with the alias "${alias.from}", and keys are matched as "${alias.to}": write "${alias.to}${pattern.slice(alias.from.length)}"`);
     }
