@@ -161,4 +161,19 @@ describe('a rebuilt bundle is picked up without re-creating the engine', () => {
     await rm(rule);
     await untilRevision((await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir })).revision);
   });
+
+  it('asking for its reloads (GET /readyz) looks at the folder: a rebuild is taken without a watcher or a decision', async () => {
+    const quiet = await openReloadingPolicyEngine(outDir, { clock, onError: () => {} });
+    quiet.close(); // no watcher from here on
+    const dataFile = join(policies, 'data.json');
+    const data = JSON.parse(await readFile(dataFile, 'utf8'));
+    data.writ.actions.update_post.risk = data.writ.actions.update_post.risk === 2 ? 3 : 2;
+    await writeFile(dataFile, JSON.stringify(data));
+    const rebuilt = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
+    await vi.waitFor(() => {
+      clock.advance(250);
+      expect(quiet.reloads().taken).toBe(1);
+    }, { timeout: 10_000, interval: 20 });
+    expect(quiet.revision).toBe(rebuilt.revision);
+  });
 });
