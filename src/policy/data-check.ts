@@ -14,9 +14,9 @@
  * domains that must be declared, a scope segment that must exist, a rule shadowed by an earlier one)
  * is checked after it.
  */
-import { Ajv, type ErrorObject } from 'ajv';
 import { WritError } from '../errors.js';
 import { validatePattern, validateResourceKey } from '../graph/index.js';
+import { dottedPath, schemaChecker } from '../json-schema.js';
 import type { PolicyData, ResourceClassRule } from './types.js';
 
 const CLASSES: readonly ResourceClassRule['class'][] = ['READ_SHARED', 'WRITE_OPTIMISTIC', 'WRITE_EXCLUSIVE', 'MULTI_WRITER_MERGEABLE'];
@@ -86,21 +86,18 @@ export const POLICY_DATA_SCHEMA = {
   },
 } as const;
 
-let compiled: ReturnType<Ajv['compile']> | null = null;
-function validator(): ReturnType<Ajv['compile']> {
-  compiled ??= new Ajv({ allErrors: true, strict: true }).compile(POLICY_DATA_SCHEMA);
-  return compiled;
-}
+const schemaProblems = schemaChecker(POLICY_DATA_SCHEMA, {
+  place: (segments) => `data${dottedPath(segments)}`,
+  patternProblem: (pattern) => (pattern === domainName.pattern ? 'must have neither whitespace nor ":"' : 'must be non-empty, without whitespace'),
+});
 
 /**
  * Every problem of `data` (the bundle's whole data document) as a sentence naming its place
  * (`data.writ.actions.update_post.risk`), in document order; empty when the data is usable.
  */
 export function policyDataProblems(data: unknown): string[] {
-  const validate = validator();
-  // A bad property name is reported twice (its own keyword, then `propertyNames`): the first says which.
-  if (!validate(data)) return (validate.errors ?? []).filter((e) => e.keyword !== 'propertyNames').map((e) => describeSchemaError(data, e));
-  return crossChecks(data as PolicyData);
+  const problems = schemaProblems(data);
+  return problems.length > 0 ? problems : crossChecks(data as PolicyData);
 }
 
 /** Throws POLICY_UNAVAILABLE listing every problem of `data`, read from `source` (a file or bundle, for the message). */
@@ -157,30 +154,4 @@ function crossChecks(data: PolicyData): string[] {
     else froms.set(alias.from, i);
   });
   return problems;
-}
-
-function describeSchemaError(data: unknown, e: ErrorObject): string {
-  const segments = e.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
-  const where = `data${segments.map((s) => (/^\d+$/.test(s) ? `[${s}]` : `.${s}`)).join('')}`;
-  const params = e.params as Record<string, unknown>;
-  const value = JSON.stringify(valueAt(data, segments));
-  const nameProblem = (pattern: unknown) => (pattern === domainName.pattern ? 'must have neither whitespace nor ":"' : 'must be non-empty, without whitespace');
-  switch (e.keyword) {
-    case 'required':
-      return `${where}: "${String(params.missingProperty)}" is missing`;
-    case 'additionalProperties':
-      return `${where}: unknown property "${String(params.additionalProperty)}"`;
-    case 'enum':
-      return `${where}: ${value} is not one of ${(params.allowedValues as unknown[]).join(', ')}`;
-    case 'pattern':
-      return e.propertyName === undefined ? `${where}: ${value} ${nameProblem(params.pattern)}` : `${where}: the name ${JSON.stringify(e.propertyName)} ${nameProblem(params.pattern)}`;
-    default:
-      return `${where} ${e.message ?? 'is not valid'} (found ${value})`;
-  }
-}
-
-function valueAt(data: unknown, segments: string[]): unknown {
-  let v = data;
-  for (const s of segments) v = v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[s] : undefined;
-  return v;
 }

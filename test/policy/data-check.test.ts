@@ -26,7 +26,7 @@ describe('the policy data is checked before a bundle is used', () => {
 
   // Each of these builds and evaluates without complaint in Rego; what the policy makes of them is shown below.
   it.each([
-    ['a class typo', (w: Record<string, any>) => (w.resource_classes[0].class = 'WRITE_EXCLUSVE'), 'data.writ.resource_classes[0].class: "WRITE_EXCLUSVE" is not one of READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE'],
+    ['a class typo', (w: Record<string, any>) => (w.resource_classes[0].class = 'WRITE_EXCLUSVE'), 'data.writ.resource_classes[0].class: "WRITE_EXCLUSVE" is not one of READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE (did you mean "WRITE_EXCLUSIVE"?)'],
     ['a field class typo', (w: Record<string, any>) => (w.resource_classes[0].fields.title = 'EXCLUSIVE'), 'data.writ.resource_classes[0].fields.title: "EXCLUSIVE" is not one of READ_SHARED, WRITE_OPTIMISTIC, WRITE_EXCLUSIVE, MULTI_WRITER_MERGEABLE'],
     ['a threshold as a string', (w: Record<string, any>) => (w.approval_threshold.production = '2'), 'data.writ.approval_threshold.production must be integer (found "2")'],
     ['a misspelt approval_threshold', (w: Record<string, any>) => {
@@ -42,7 +42,7 @@ describe('the policy data is checked before a bundle is used', () => {
     ['a misspelt section', (w: Record<string, any>) => {
       w.domain_ruels = w.domain_rules;
       delete w.domain_rules;
-    }, 'data.writ: unknown property "domain_ruels"'],
+    }, 'data.writ: unknown property "domain_ruels" (did you mean "domain_rules"?)'],
   ])('refuses %s', (_what, edit, problem) => {
     expect(problemsAfter(edit)).toContain(problem);
   });
@@ -81,7 +81,7 @@ describe('the policy data is checked before a bundle is used', () => {
     });
     expect(problems).toEqual([
       'data.writ.actions.update_post.risk must be integer (found "high")',
-      'data.writ.actions.deploy: unknown property "riks"',
+      'data.writ.actions.deploy: unknown property "riks" (did you mean "risk"?)',
       'data.writ.actions.rollback.risk must be >= 0 (found -1)',
       'data.writ.resource_classes[2].conflict_scope must NOT have more than 1 properties (found {"segment":1,"value":"x"})',
       'data.writ.aliases[1]: "to" is missing',

@@ -1,0 +1,69 @@
+/**
+ * A JSON Schema check whose problems read as sentences naming their place, for documents people write
+ * by hand (the policy data, graph manifests): every problem at once, in document order, each with the
+ * path to it (`data.writ.actions.update_post.risk`, `delegations[0] (d-bot).scope`) and the value found.
+ */
+import { Ajv, type ErrorObject } from 'ajv';
+import { closestMatch } from 'leven';
+
+export interface SchemaCheckOptions {
+  /** How the path to a value of `doc` is written (segments as in the document; array indexes as digit strings). */
+  place(segments: string[], doc: unknown): string;
+  /** What a string failing `pattern` lacks (default: "does not match PATTERN"). */
+  patternProblem?(pattern: string): string;
+}
+
+/** Compiles `schema` (strict ajv, all errors) on first use; the checker answers the problems of a document, empty when it is valid. */
+export function schemaChecker(schema: object, options: SchemaCheckOptions): (doc: unknown) => string[] {
+  let validate: ReturnType<Ajv['compile']> | null = null;
+  return (doc) => {
+    validate ??= new Ajv({ allErrors: true, strict: true, verbose: true }).compile(schema);
+    if (validate(doc)) return [];
+    // A bad property name is reported twice (its own keyword, then `propertyNames`): the first says which.
+    return (validate.errors ?? []).filter((e) => e.keyword !== 'propertyNames').map((e) => describe(doc, e, options));
+  };
+}
+
+/** Path segments written as a JavaScript-like path: `.name` for properties, `[i]` for indexes. */
+export function dottedPath(segments: string[]): string {
+  return segments.map((s) => (/^\d+$/.test(s) ? `[${s}]` : `.${s}`)).join('');
+}
+
+function describe(doc: unknown, e: ErrorObject, options: SchemaCheckOptions): string {
+  const segments = e.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const where = options.place(segments, doc);
+  const params = e.params as Record<string, unknown>;
+  const value = JSON.stringify(valueAt(doc, segments));
+  const patternProblem = (pattern: unknown) => options.patternProblem?.(String(pattern)) ?? `does not match ${String(pattern)}`;
+  switch (e.keyword) {
+    case 'required':
+      return `${where}: "${String(params.missingProperty)}" is missing`;
+    case 'additionalProperties': {
+      const known = Object.keys((e.parentSchema as { properties?: object } | undefined)?.properties ?? {});
+      return `${where}: unknown property "${String(params.additionalProperty)}"${didYouMean(String(params.additionalProperty), known)}`;
+    }
+    case 'enum': {
+      const allowed = params.allowedValues as unknown[];
+      const found = valueAt(doc, segments);
+      return `${where}: ${value} is not one of ${allowed.join(', ')}${typeof found === 'string' ? didYouMean(found, allowed.filter((v) => typeof v === 'string')) : ''}`;
+    }
+    case 'pattern':
+      return e.propertyName === undefined ? `${where}: ${value} ${patternProblem(params.pattern)}` : `${where}: the name ${JSON.stringify(e.propertyName)} ${patternProblem(params.pattern)}`;
+    default:
+      return `${where} ${e.message ?? 'is not valid'} (found ${value})`;
+  }
+}
+
+/** ` (did you mean "fields"?)` when one candidate is a likely typo of `found` (a few edits away, or it cut short: `expires`), else nothing. */
+function didYouMean(found: string, candidates: string[]): string {
+  const match =
+    closestMatch(found, candidates, { maxDistance: Math.max(2, Math.floor(found.length / 4)) }) ??
+    (found.length >= 4 ? candidates.find((c) => c.startsWith(found) || found.startsWith(c)) : undefined);
+  return match === undefined ? '' : ` (did you mean "${match}"?)`;
+}
+
+function valueAt(doc: unknown, segments: string[]): unknown {
+  let v = doc;
+  for (const s of segments) v = v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[s] : undefined;
+  return v;
+}
