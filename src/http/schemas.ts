@@ -1,74 +1,8 @@
 /** JSON schemas of the v1 wire types. Unknown fields are refused (additionalProperties: false). */
 
-const id = { type: 'string', minLength: 1, maxLength: 128 } as const;
-const names = { type: 'array', items: { type: 'string', minLength: 1, maxLength: 256 }, minItems: 1, maxItems: 256 } as const;
-const time = { anyOf: [{ type: 'string', maxLength: 64 }, { type: 'integer' }, { type: 'null' }] } as const;
+import { delegationBody, id } from '../wire/graph-bodies.js';
 
-export const scopeSchema = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['actions', 'resources'],
-  properties: {
-    actions: names,
-    resources: names,
-    environments: names,
-    fields: names,
-    risk_max: { type: 'integer', minimum: 0 },
-    constraints: { type: 'object', properties: { risk_max: { type: 'integer', minimum: 0 } } },
-  },
-} as const;
-
-const jwk = {
-  type: 'object',
-  required: ['kty', 'kid'],
-  properties: { kty: { type: 'string' }, kid: { type: 'string', minLength: 1 }, crv: { type: 'string' }, x: { type: 'string' }, y: { type: 'string' }, alg: { type: 'string' }, use: { type: 'string' } },
-  additionalProperties: true,
-} as const;
-
-export const principalBody = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['id', 'kind', 'keys'],
-  properties: {
-    id,
-    kind: { type: 'string', enum: ['agent', 'human', 'service', 'control_plane'] },
-    priority_class: { type: 'string' },
-    attributes: { type: 'object' },
-    keys: { type: 'array', items: jwk, maxItems: 16 },
-  },
-} as const;
-
-const edgeCommon = {
-  id,
-  reason: { type: 'string', minLength: 1, maxLength: 2000 },
-  not_before: time,
-  expires_at: time,
-} as const;
-
-export const grantBody = {
-  type: 'object', additionalProperties: false, required: ['to', 'scope', 'reason'],
-  properties: { ...edgeCommon, to: id, scope: scopeSchema, max_depth: { type: 'integer', minimum: 0, maximum: 16 } },
-} as const;
-
-export const delegationBody = {
-  type: 'object', additionalProperties: false, required: ['from', 'to', 'scope', 'reason'],
-  properties: { ...edgeCommon, from: id, to: id, scope: scopeSchema, max_depth: { type: 'integer', minimum: 0, maximum: 16 } },
-} as const;
-
-export const ownershipBody = {
-  type: 'object', additionalProperties: false, required: ['owner', 'resource', 'reason'],
-  properties: { ...edgeCommon, owner: id, resource: { type: 'string', minLength: 1, maxLength: 512 }, fields: names },
-} as const;
-
-export const approvalBody = {
-  type: 'object', additionalProperties: false, required: ['from', 'to', 'scope', 'reason'],
-  properties: { ...edgeCommon, from: id, to: id, scope: scopeSchema },
-} as const;
-
-export const preemptionBody = {
-  type: 'object', additionalProperties: false, required: ['from', 'to', 'reason'],
-  properties: { ...edgeCommon, from: id, to: id },
-} as const;
+export { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody, scopeSchema } from '../wire/graph-bodies.js';
 
 /** The optional body of a revoking DELETE (the reason may come as the `reason` query parameter instead). */
 export const revokeBody = {

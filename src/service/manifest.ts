@@ -3,12 +3,14 @@ import { dirname, resolve } from 'node:path';
 import { parse } from 'yaml';
 import { WritError } from '../errors.js';
 import type { AuthorityGraph } from '../graph/index.js';
+import { dottedPath, schemaChecker } from '../json-schema.js';
 import type { EdgeKind, PublicJwk } from '../graph/model.js';
 import type { WritContext } from './context.js';
 import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, ownershipScope, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
 import { registerPrincipal, type PrincipalInput } from './principals.js';
 import { checkScopeApplies } from './resources.js';
 import { normalizeScope, publicPart, type ScopeInput } from './validate.js';
+import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody } from '../wire/graph-bodies.js';
 
 /**
  * A declarative graph definition (graph/*.yaml), applied idempotently like a manifest: objects are
@@ -39,11 +41,53 @@ export function readManifest(file: string): { manifest: GraphManifest; baseDir: 
     throw new WritError('MALFORMED_REQUEST', `cannot read graph manifest ${file}: ${(e as Error).message}`);
   }
   if (!doc || typeof doc !== 'object' || Array.isArray(doc)) throw new WritError('MALFORMED_REQUEST', `${file}: a manifest is a mapping of ${SECTIONS.join(', ')}`);
-  for (const key of Object.keys(doc)) {
-    if (!(SECTIONS as readonly string[]).includes(key)) throw new WritError('MALFORMED_REQUEST', `${file}: unknown section "${key}" (expected ${SECTIONS.join(', ')})`);
-    if (!Array.isArray((doc as Record<string, unknown>)[key])) throw new WritError('MALFORMED_REQUEST', `${file}: section "${key}" must be a list`);
-  }
   return { manifest: doc as GraphManifest, baseDir: dirname(resolve(file)) };
+}
+
+/**
+ * A manifest's items are the bodies of the API's writes (a principal may also name `key_files`, read
+ * relative to the manifest), checked with the very schemas HTTP checks them with: before, a field the
+ * API refuses as unknown was dropped here without a word, and some of those widen what an edge gives
+ * (a misspelt `fields` or `environments` meant every one, a misspelt `expires_at` never expired).
+ */
+const MANIFEST_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    principals: {
+      type: 'array',
+      items: {
+        ...principalBody,
+        required: ['id', 'kind'],
+        properties: { ...principalBody.properties, key_files: { type: 'array', items: { type: 'string', minLength: 1 }, maxItems: 16 } },
+      },
+    },
+    grants: { type: 'array', items: grantBody },
+    delegations: { type: 'array', items: delegationBody },
+    ownerships: { type: 'array', items: ownershipBody },
+    approvals: { type: 'array', items: approvalBody },
+    preemptions: { type: 'array', items: preemptionBody },
+  },
+} as const;
+
+const manifestProblems = schemaChecker(MANIFEST_SCHEMA, {
+  // `delegations[0] (d-bot).scope`: the item's id too where it has one, as the apply's errors name it.
+  place: (segments, doc) => {
+    const [section, index, ...rest] = segments;
+    if (section === undefined) return 'the manifest';
+    if (index === undefined) return section;
+    const id = (doc as Record<string, { id?: unknown }[]>)[section]?.[Number(index)]?.id;
+    return `${section}[${index}]${typeof id === 'string' ? ` (${id})` : ''}${dottedPath(rest)}`;
+  },
+});
+
+/** Throws MALFORMED_REQUEST listing every item that is not what the API would accept as its body (nothing is written). */
+function checkManifestShape(manifest: unknown): void {
+  const problems = manifestProblems(manifest);
+  if (problems.length === 0) return;
+  throw new WritError('MALFORMED_REQUEST', `the graph manifest has ${problems.length === 1 ? 'a problem' : `${problems.length} problems`}; nothing was applied:\n${problems.map((p) => `  - ${p}`).join('\n')}`, {
+    problems,
+  });
 }
 
 /** Names the manifest item in every error, and turns a malformed item (a missing scope, a wrong type) into MALFORMED_REQUEST. */
@@ -114,6 +158,7 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
  * ALREADY_EXISTS), as edges written before a check existed must not stop a manifest from re-applying.
  */
 async function checkBeforeApplying(ctx: WritContext, manifest: GraphManifest, baseDir: string, graph: AuthorityGraph): Promise<void> {
+  checkManifestShape(manifest);
   for (const p of manifest.principals ?? []) await asManifestError(itemName('principal', p), () => (p.key_files ?? []).forEach((f) => readKeyFile(resolve(baseDir, f))));
   const scoped: [string, EdgeKind, { scope: ScopeInput }[] | undefined][] = [
     ['grant', 'grant', manifest.grants],

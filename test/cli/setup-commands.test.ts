@@ -85,7 +85,8 @@ describe('the writ command for operators and policy authors', () => {
     expect(r.out).toMatch(/UNKNOWN_PRINCIPAL/);
     const bad = await writ('graph', 'apply', 'package.json');
     expect(bad.code).toBe(1);
-    expect(bad.out).toMatch(/MALFORMED_REQUEST.*unknown section/);
+    expect(bad.out).toMatch(/MALFORMED_REQUEST.*the graph manifest has \d+ problems; nothing was applied/);
+    expect(bad.out).toContain('  - the manifest: unknown property "name"');
   });
 
   it('trace --policy DIR judges the request under a candidate policies folder, before it is deployed; the live bundle is untouched', { timeout: 60_000 }, async () => {

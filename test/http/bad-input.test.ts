@@ -26,6 +26,14 @@ describe('bad input gets a stable code and changes nothing', () => {
   });
   it('unknown field inside a scope', () =>
     refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], risk_max: 1, superuser: true } } }, 400, 'MALFORMED_REQUEST'));
+  it('an unknown constraint (nothing reads it, so it would limit nothing)', async () => {
+    const r = await refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], constraints: { risk_max: 1, risk_mx: 0 } } } }, 400, 'MALFORMED_REQUEST');
+    expect(r.body.detail).toBe('body/scope/constraints: must NOT have additional properties "risk_mx"');
+  });
+  it('two different risk_max in one scope (top level and in constraints)', async () => {
+    const r = await refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], risk_max: 3, constraints: { risk_max: 1 } } } }, 422, 'UNPROCESSABLE');
+    expect(r.body.detail).toBe('scope.risk_max (3) and scope.constraints.risk_max (1) differ: give one of them');
+  });
   it('wrong type', () => refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: 'title' } }, 400, 'MALFORMED_REQUEST'));
   it('oversized body', () =>
     refused('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'big', kind: 'agent', keys: [], attributes: { blob: 'x'.repeat(300 * 1024) } } }, 413, 'PAYLOAD_TOO_LARGE'));
