@@ -79,7 +79,7 @@ export function shortScope(edge: Pick<Edge, 'kind' | 'scope' | 'max_depth'>): st
     case 'owns':
       return `${list(s.resources)} [${list(s.fields)}]`;
     case 'approves':
-      return `risk ≤ ${String(s.constraints.approve_max ?? s.constraints.risk_max)}`;
+      return `${list(s.actions)} @ ${list(s.resources)} in ${list(s.environments)} risk ≤ ${s.constraints.risk_max}`;
     case 'preempts':
       return 'preempts';
     default: {

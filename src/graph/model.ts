@@ -63,8 +63,8 @@ export type EdgeKind = (typeof EDGE_KINDS)[number];
  * - delegate  P → Q, carries `scope` and `max_depth`
  * - owns      P → managed state: `scope.resources` are the state's patterns, `scope.fields` the fields owned
  *             (`['*']` for all); actions/environments unused
- * - approves  P → Q: P may approve Q's actions whose risk is above `scope.constraints.risk_max`... up to
- *             `scope.constraints.approve_max` (the highest risk P may approve)
+ * - approves  P → Q: P may approve Q's actions within `scope` (actions, resources, environments) whose
+ *             risk is at most `scope.constraints.risk_max` (the highest risk P may approve)
  * - preempts  P → Q: P may take over a lease held by Q (or by any principal of Q's priority class when
  *             `to` is `class:<name>`) during an active incident
  * The time window of an edge is [not_before, expires_at): live at t iff not_before <= t < expires_at.

@@ -41,6 +41,9 @@ export function normalizeScope(input: ScopeInput): Scope {
     if (problem) throw new WritError('UNPROCESSABLE', `scope.resources: ${problem}`);
   }
   const constraints: Record<string, unknown> = { ...(input.constraints ?? {}) };
+  if (input.risk_max !== undefined && constraints.risk_max !== undefined && input.risk_max !== constraints.risk_max) {
+    throw new WritError('UNPROCESSABLE', `scope.risk_max (${String(input.risk_max)}) and scope.constraints.risk_max (${String(constraints.risk_max)}) differ: give one of them`);
+  }
   const risk = input.risk_max ?? (constraints.risk_max as number | undefined);
   if (typeof risk !== 'number' || !Number.isInteger(risk) || risk < 0) {
     throw new WritError('UNPROCESSABLE', 'scope.risk_max (or scope.constraints.risk_max) must be a non-negative integer');

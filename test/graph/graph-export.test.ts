@@ -38,6 +38,11 @@ describe('graph export', () => {
     expect(dot).toContain('"state:wp:post:*" [label="wp:post:*", shape=folder];');
   });
 
+  it('an approves edge is labelled with what it may approve: actions, resources, environments and the highest risk (risk_max)', () => {
+    const g = AuthorityGraph.replay(log().principal('editor-alice', 'human').edge('a1', 'approves', 'editor-alice', 'seo-agent-7', { fields: ['*'], constraints: { risk_max: 3 } }).events);
+    expect(exportGraphDot(g)).toContain('"editor-alice" -> "seo-agent-7" [label="approves a1\\nupdate_post @ wp:post:* in production risk ≤ 3"');
+  });
+
   it('chains export to DOT and Mermaid for incident reports', () => {
     const g = AuthorityGraph.replay(log().events);
     const [chain] = resolveChains(g, REQUEST, T0, { mode: 'explain' });

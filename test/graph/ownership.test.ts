@@ -55,7 +55,7 @@ describe('ownership', () => {
 
   it('lists live approves edges from the approver to the requester', () => {
     const log = owners()
-      .edge('a1', 'approves', 'approver', 'seo-agent-7', { constraints: { risk_max: 3, approve_max: 8 } })
+      .edge('a1', 'approves', 'approver', 'seo-agent-7', { constraints: { risk_max: 3 } })
       .edge('a2', 'approves', 'approver', 'seo-agent-7')
       .edge('a3', 'approves', 'approver', 'seo-control-plane')
       .revokeEdge('a2');
