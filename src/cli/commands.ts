@@ -18,7 +18,9 @@ import { execFileSync } from 'node:child_process';
 import { userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
 import type { EpochBump } from '../lease/index.js';
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { basename } from 'node:path';
+import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
 import { verifyArchiveFile, type ReceiptChainVerdict } from '../audit/index.js';
 import { publicKeyFromJwk } from '../decision/jws.js';
 import { verifyCheckpoint } from '../service/index.js';
@@ -210,8 +212,45 @@ export const COMMANDS: Command[] = [
     },
   },
   {
+    name: 'keys new',
+    summary: "make a principal's Ed25519 key pair: the private JWK in FILE (mode 0600, for the agent only), the public one beside it in FILE.pub.jwk, to register",
+    usage: 'FILE [--kid KID] [--json]',
+    options: { kid: { type: 'string' }, json: { type: 'boolean' } },
+    run: async ({ values, positionals }) => {
+      need(positionals, 1, 'writ keys new FILE [--kid KID] [--json]');
+      const file = positionals[0]!;
+      const publicFile = `${file.replace(/\.jwk$/, '')}.pub.jwk`;
+      for (const f of [file, publicFile]) if (existsSync(f)) throw new UsageError(`${f} exists: a key file is never overwritten (pick another name, or remove it first)`);
+      const kid = values.kid as string | undefined;
+      if (kid !== undefined && !/^[A-Za-z0-9._:@-]{1,128}$/.test(kid)) throw new UsageError(`--kid must be 1-128 letters, digits and . _ : @ -, got "${kid}"`);
+      const { publicJwk, privateJwk } = await generatePrincipalKeyPair(kid);
+      const cannot = (f: string, e: unknown) => new UsageError(`cannot write ${f}: ${(e as Error).message}`);
+      try {
+        // 'wx': created here or not at all (another process may have made it since the check above).
+        writeFileSync(file, `${JSON.stringify(privateJwk, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+      } catch (e) {
+        throw cannot(file, e);
+      }
+      chmodSync(file, 0o600); // the umask may have narrowed it, never widened: make it exact
+      try {
+        writeFileSync(publicFile, `${JSON.stringify(publicJwk, null, 2)}\n`, { flag: 'wx' });
+      } catch (e) {
+        rmSync(file);
+        throw cannot(publicFile, e);
+      }
+      print({ private_file: file, public_file: publicFile, public_jwk: publicJwk }, values.json, () => [
+        `private key: ${file} (mode 0600) — it signs as the principal: give it to that agent only (WritClient's privateJwk)`,
+        `public key:  ${publicFile} (kid ${publicJwk.kid}) — register it as governance, e.g. in a graph manifest:`,
+        '  principals:',
+        `    - { id: my-agent, kind: agent, key_files: [${basename(publicFile)}] }`,
+        '  then writ graph apply FILE (or POST /v1/principals with it in keys)',
+      ].join('\n'));
+      return 0;
+    },
+  },
+  {
     name: 'keys rotate',
-    summary: 'start signing with a new key; old public keys stay in the JWKS until their decisions expire',
+    summary: "rotate Writ's own signing key (decisions, checkpoints); old public keys stay in the JWKS until their decisions expire",
     run: async ({ values }) => {
       const config = configFrom(values);
       const ring = await KeyRing.open(`${config.dataDir}/keys`, systemClock, { maxTokenTtlMs: config.decisionTtlMs });

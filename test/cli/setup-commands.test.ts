@@ -3,6 +3,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } fr
 import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CompactSign, compactVerify, importJWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO } from '../support/harness.js';
 import { CLI, requireDist } from '../support/server-process.js';
@@ -130,6 +131,32 @@ describe('the writ command for operators and policy authors', () => {
     const r = await writ('keys', 'rotate');
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/JWKS has 2 key\(s\)/);
+  });
+
+  it("keys new makes an agent's key pair (the private half 0600, never overwritten) whose public half a manifest registers and verifies its signatures", async () => {
+    const file = join(dataDir, 'bot.jwk');
+    const made = await writ('keys', 'new', file, '--json');
+    expect(made.code).toBe(0);
+    const { public_file, public_jwk } = JSON.parse(made.out);
+    expect(public_file).toBe(join(dataDir, 'bot.pub.jwk'));
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const privateJwk = JSON.parse(readFileSync(file, 'utf8'));
+    const publicJwk = JSON.parse(readFileSync(public_file, 'utf8'));
+    expect(publicJwk).toEqual(public_jwk);
+    expect(publicJwk).not.toHaveProperty('d');
+    expect(privateJwk).toMatchObject({ kty: 'OKP', crv: 'Ed25519', kid: publicJwk.kid, x: publicJwk.x, d: expect.any(String) });
+
+    const again = await writ('keys', 'new', file);
+    expect(again).toMatchObject({ code: 2, out: expect.stringContaining(`${file} exists: a key file is never overwritten`) });
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual(privateJwk);
+
+    const manifest = join(dataDir, 'bot.yaml');
+    writeFileSync(manifest, 'principals:\n  - { id: bot, kind: agent, key_files: [bot.pub.jwk] }\n');
+    expect((await writ('graph', 'apply', manifest)).code).toBe(0);
+    const registered = JSON.parse((await writ('graph', 'export')).out).principals.find((p: { id: string }) => p.id === 'bot').keys;
+    expect(registered).toEqual([publicJwk]);
+    const jws = await new CompactSign(new TextEncoder().encode('hello')).setProtectedHeader({ alg: 'EdDSA', kid: privateJwk.kid }).sign(await importJWK(privateJwk, 'EdDSA'));
+    await expect(compactVerify(jws, await importJWK(registered[0], 'EdDSA'))).resolves.toBeDefined();
   });
 
   it('policy test runs the Rego tests, then builds the folder without publishing it; data a service would refuse fails it', { timeout: 60_000 }, async () => {
