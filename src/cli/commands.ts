@@ -4,7 +4,7 @@ import { KeyRing } from '../decision/index.js';
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import {
-  analyseImpact, applyManifest, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, whyReceipt, type OpenedWrit,
+  analyseImpact, applyManifest, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
 } from '../service/index.js';
 import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
@@ -421,6 +421,36 @@ export const COMMANDS: Command[] = [
           orphans.length === 0 ? '(none)' : orphans.map((o) => `${o.edge.id}: ${o.edge.from} → ${o.edge.to}\n${o.violations.map((v) => `    ${v}`).join('\n')}`).join('\n'));
         return 0;
       }),
+  },
+  {
+    name: 'revoke',
+    summary: 'revoke an edge or a principal now, as governance (every chain through it stops counting), and say what that ended; writ impact revoke shows it first without changing anything',
+    usage: 'EDGE|PRINCIPAL --reason TEXT [--principal] [--json]',
+    options: { reason: { type: 'string' }, principal: { type: 'boolean' }, json: { type: 'boolean' } },
+    run: ({ values, positionals }) => {
+      need(positionals, 1, 'writ revoke EDGE|PRINCIPAL --reason TEXT [--principal] [--json]');
+      const reason = typeof values.reason === 'string' ? values.reason.trim() : '';
+      // Auditors read it later (writ why, the console, the graph's event log): no default.
+      if (reason === '') throw new UsageError('--reason TEXT is required: it is kept with the revocation for whoever audits it');
+      return withWrit(values, async (w) => {
+        const name = positionals[0]!;
+        const graph = await w.ctx.graph.current();
+        // An edge id unless --principal says otherwise or no edge has that id, as for writ impact revoke.
+        const edge = values.principal ? undefined : graph.edge(name);
+        const revokedBefore = edge ? edge.revoked_at : (graph.principal(name)?.revoked_at ?? null);
+        // What it ends, analysed on the graph it is about to change (a copy; the revocation is the next write).
+        const impact = await analyseImpact(w.ctx, GOVERNANCE_ID, { revoke: edge ? { edge: name } : { principal: name } });
+        const r = edge ? await revokeEdge(w.ctx, GOVERNANCE_ID, name, reason) : await revokePrincipal(w.ctx, GOVERNANCE_ID, name, reason);
+        const what = edge ? `edge ${name} (${edge.from} → ${edge.to} [${edge.kind}])` : `principal ${name}`;
+        if (revokedBefore !== null) {
+          print({ revoked: false, graph_revision: r.graph_revision, revoked_at: toWireTime(revokedBefore) }, values.json, () => `${what} was already revoked at ${toWireTime(revokedBefore)}; nothing changed`);
+          return 0;
+        }
+        print({ revoked: true, graph_revision: r.graph_revision, impact: impactToWire(impact) }, values.json, () =>
+          formatImpact(impact, { header: `revoked ${what} at graph revision ${r.graph_revision}: "${reason}"; a running Writ refuses writes on decisions made before it. What it ended (analysed at revision ${impact.graph_revision}, just before):` }));
+        return 0;
+      });
+    },
   },
   {
     name: 'impact revoke',

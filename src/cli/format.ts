@@ -95,19 +95,21 @@ function formatPrincipalImpacts(title: string, list: PrincipalImpact[]): string[
 }
 
 /** `writ impact`: what a change would do, in words an auditor reads before making it. */
-export function formatImpact(r: ImpactReport): string {
-  const lines = [`impact of ${describeChange(r)} at graph revision ${r.graph_revision} (computed on a copy; nothing changed; ${r.principals_examined} principal(s) examined)`];
-  lines.push(...formatPrincipalImpacts('would lose', r.lost));
-  if (r.change.delegate || r.gained.length > 0) lines.push(...formatPrincipalImpacts('would gain', r.gained));
+export function formatImpact(r: ImpactReport, done?: { header: string }): string {
+  // `done`: the change was made (writ revoke), so the report says what it did, not what it would do.
+  const would = (what: string, did: string) => (done ? did : what);
+  const lines = [done?.header ?? `impact of ${describeChange(r)} at graph revision ${r.graph_revision} (computed on a copy; nothing changed; ${r.principals_examined} principal(s) examined)`];
+  lines.push(...formatPrincipalImpacts(would('would lose', 'lost'), r.lost));
+  if (r.change.delegate || r.gained.length > 0) lines.push(...formatPrincipalImpacts(would('would gain', 'gained'), r.gained));
   lines.push(r.leases_ending.length === 0 ? 'leases ending at their next renewal: (none)' : 'leases ending at their next renewal:');
   for (const l of r.leases_ending) lines.push(`  ${l.lease_id} held by ${l.holder} on ${l.keys.join(', ')}: ${l.code}: ${l.reason}`);
   const edges = (title: string, list: EdgeImpact[]) => {
     lines.push(list.length === 0 ? `${title}: (none)` : `${title}:`);
     for (const e of list) lines.push(`  ${e.edge.id}: ${e.edge.from} → ${e.edge.to} [${e.edge.kind}]`, ...e.reasons.map((x) => `      ${x}`));
   };
-  edges('delegations that would become orphans', r.orphaned_delegations);
-  if (r.healed_delegations.length > 0) edges('orphaned delegations that would hold again', r.healed_delegations);
-  edges('approvals that would die', r.approvals_ending);
+  edges(would('delegations that would become orphans', 'delegations that became orphans'), r.orphaned_delegations);
+  if (r.healed_delegations.length > 0) edges(would('orphaned delegations that would hold again', 'orphaned delegations that hold again'), r.healed_delegations);
+  edges(would('approvals that would die', 'approvals that died'), r.approvals_ending);
   return lines.join('\n');
 }
 
