@@ -52,25 +52,30 @@ const edgeCommon = {
 
 export const grantBody = {
   type: 'object', additionalProperties: false, required: ['to', 'scope', 'reason'],
+  // spread-then-add: a schema, built once when the module loads
   properties: { ...edgeCommon, to: id, scope: scopeSchema, max_depth: { type: 'integer', minimum: 0, maximum: 16 } },
 } as const;
 
 export const delegationBody = {
   type: 'object', additionalProperties: false, required: ['from', 'to', 'scope', 'reason'],
+  // spread-then-add: a schema, built once when the module loads
   properties: { ...edgeCommon, from: id, to: id, scope: scopeSchema, max_depth: { type: 'integer', minimum: 0, maximum: 16 } },
 } as const;
 
 export const ownershipBody = {
   type: 'object', additionalProperties: false, required: ['owner', 'resource', 'reason'],
+  // spread-then-add: a schema, built once when the module loads
   properties: { ...edgeCommon, owner: id, resource: { type: 'string', minLength: 1, maxLength: 512 }, fields: names },
 } as const;
 
 export const approvalBody = {
   type: 'object', additionalProperties: false, required: ['from', 'to', 'scope', 'reason'],
+  // spread-then-add: a schema, built once when the module loads
   properties: { ...edgeCommon, from: id, to: id, scope: scopeSchema },
 } as const;
 
 export const preemptionBody = {
   type: 'object', additionalProperties: false, required: ['from', 'to', 'reason'],
+  // spread-then-add: a schema, built once when the module loads
   properties: { ...edgeCommon, from: id, to: id },
 } as const;
