@@ -12,7 +12,7 @@ import { UsageError } from './cli-error.js';
 import { findOpa } from './opa.js';
 import { formatCapabilities, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
 import { consoleLoginLink, httpOrigin, serve } from './serve.js';
-import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, policyImpactToWire, receiptToWire } from '../http/wire.js';
+import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, policyImpactToWire, receiptToWire, whyToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
 import { userInfo } from 'node:os';
@@ -364,10 +364,7 @@ export const COMMANDS: Command[] = [
       return withWrit(values, async (w) => {
         const report = await whyReceipt(w.ctx, positionals[0]!);
         const edges = report.chain.map((l) => l.edge);
-        if (format === 'json') {
-          const chain = report.chain.map((l) => ({ edge: chainEdgeToWire(l.edge), now: l.now && { revoked_at: toWireTimeOrNull(l.now.revoked_at) } }));
-          console.log(JSON.stringify({ ...report, receipt: receiptToWire(report.receipt), chain }, null, 2));
-        }
+        if (format === 'json') console.log(JSON.stringify(whyToWire(report), null, 2));
         else if (format === 'dot') console.log(exportChainDot(edges));
         else if (format === 'mermaid') console.log(exportChainMermaid(edges));
         else console.log(formatWhy(report));

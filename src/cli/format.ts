@@ -1,5 +1,5 @@
 import type { Edge, Scope } from '../graph/model.js';
-import type { Capability, EdgeImpact, Explanation, ImpactReport, PolicyImpactReport, PrincipalImpact, WhyReport } from '../service/index.js';
+import type { Capability, EdgeImpact, Explanation, ImpactReport, PolicyImpactReport, PrincipalImpact, Revocation, WhyReport } from '../service/index.js';
 
 /** Human-readable `writ trace` output: the verdict, then each candidate chain edge by edge. */
 export function formatExplanation(x: Explanation): string {
@@ -34,6 +34,10 @@ function scopeLine(s: Scope): string {
 }
 
 /** `writ why`: the receipt, the decision it rests on, and the chain edge by edge. */
+function revocationLine(r: Revocation): string {
+  return `at ${iso(r.revoked_at)}${r.revoked_by === null ? '' : ` by ${r.revoked_by}`}${r.reason === null ? '' : `: "${r.reason}"`}`;
+}
+
 export function formatWhy(r: WhyReport): string {
   const x = r.receipt;
   const lines = [
@@ -53,8 +57,9 @@ export function formatWhy(r: WhyReport): string {
     const window = e.not_before === null && e.expires_at === null ? 'no time limit' : `valid from ${iso(e.not_before)} until ${iso(e.expires_at)}`;
     lines.push(`       scope: ${scopeLine(e.scope)}; ${window}`);
     lines.push(`       created by ${e.creator} at ${iso(e.created_at)}: "${e.reason}"`);
-    if (link.now?.revoked_at) lines.push(`       REVOKED since, at ${iso(link.now.revoked_at)}`);
+    if (link.now) lines.push(`       REVOKED since: ${revocationLine(link.now)}`);
   });
+  for (const p of r.principals_revoked) lines.push(`  principal ${p.principal} REVOKED since: ${revocationLine(p)}`);
   lines.push(`hash ${x.hash} (prev ${x.prev_hash})`);
   return lines.join('\n');
 }

@@ -9,7 +9,7 @@ import type { GraphExport } from '../graph/index.js';
 import type { Edge, Principal } from '../graph/model.js';
 import type { PolicyEdge } from '../graph/policy-view.js';
 import type { LeaseRecord as DomainLeaseRecord, RenewedLease } from '../lease/index.js';
-import type { DecisionOutcome, EdgeImpact, Explanation, ImpactReport, Incident as DomainIncident, LeaseOutcome, PolicyImpactReport } from '../service/index.js';
+import type { DecisionOutcome, EdgeImpact, Explanation, ImpactReport, Incident as DomainIncident, LeaseOutcome, PolicyImpactReport, Revocation, WhyReport } from '../service/index.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import type { ChainEdge, Decision, Incident, LeaseGrant, LeaseRecord, LeaseRenewal, Receipt } from '../wire/v1.js';
 
@@ -58,6 +58,20 @@ export function receiptToWire(r: DomainReceipt): Receipt {
     created_at: toWireTime(r.created_at),
     completed_at: toWireTimeOrNull(r.completed_at),
     entries: r.entries.map((e) => ({ ...e, at: toWireTime(e.at) })),
+  };
+}
+
+function revocationToWire(r: Revocation) {
+  return { revoked_at: toWireTime(r.revoked_at), revoked_by: r.revoked_by, reason: r.reason };
+}
+
+/** `GET /v1/receipts/{id}/why` and `writ why --format json`. */
+export function whyToWire(w: WhyReport) {
+  return {
+    receipt: receiptToWire(w.receipt),
+    graph_revision: w.graph_revision,
+    chain: w.chain.map((l) => ({ edge: chainEdgeToWire(l.edge), now: l.now && revocationToWire(l.now) })),
+    principals_revoked: w.principals_revoked.map((p) => ({ principal: p.principal, ...revocationToWire(p) })),
   };
 }
 

@@ -1,15 +1,16 @@
 import { WritError } from '../errors.js';
 import type { Receipt } from '../audit/index.js';
 import { isEdgeLive, principalsOf, resolveChainsTo, resolveOwners, toPolicyEdge, type AuthorityGraph } from '../graph/index.js';
-import type { Edge, Scope } from '../graph/model.js';
+import { GOVERNANCE_ID, type Edge, type Scope } from '../graph/model.js';
 import type { CandidateChain, PolicyEdge } from '../policy/types.js';
 import type { WritContext } from './context.js';
+import { revocationOf, type Revocation } from './graph-queries.js';
 import { registryProblem } from './resources.js';
 
 export interface ChainLink {
   edge: PolicyEdge;
-  /** The edge as it is now (revoked since? by whom?), when it differs from the decision's revision. */
-  now: { revoked_at: number | null } | null;
+  /** The edge as it is now, when it was revoked since the decision: when, by whom, why. */
+  now: Revocation | null;
 }
 
 export interface WhyReport {
@@ -17,21 +18,30 @@ export interface WhyReport {
   /** The graph revision the decision was made at. */
   graph_revision: number | null;
   chain: ChainLink[];
+  /** Principals of the chain (either end of an edge, but governance) revoked since the decision: each ends the chain too. */
+  principals_revoked: (Revocation & { principal: string })[];
 }
 
-/** `writ why`: receipt → decision → chain → each edge as it was when the decision was made, and what became of it. */
+/** `writ why`: receipt → decision → chain → each edge as it was when the decision was made, and what became of it and its principals. */
 export async function whyReceipt(ctx: WritContext, receiptId: string): Promise<WhyReport> {
   const receipt = await ctx.receipts.get(receiptId);
   if (!receipt) throw new WritError('NOT_FOUND', `no receipt ${receiptId}`);
   const current = await ctx.graph.current();
   const then = receipt.graph_revision !== null ? await ctx.graph.atRevision(receipt.graph_revision) : current;
-  const chain = receipt.chain.map((id) => {
+  const chain: ChainLink[] = [];
+  for (const id of receipt.chain) {
     const was = then.edge(id) ?? current.edge(id);
     if (!was) throw new WritError('INTERNAL', `edge ${id} of receipt ${receiptId} is in no graph revision`);
-    const is = current.edge(id);
-    return { edge: toPolicyEdge(was), now: is && is.revoked_at !== was.revoked_at ? { revoked_at: is.revoked_at } : null };
-  });
-  return { receipt, graph_revision: receipt.graph_revision, chain };
+    const revokedAt = current.edge(id)?.revoked_at ?? null;
+    chain.push({ edge: toPolicyEdge(was), now: revokedAt !== null && revokedAt !== was.revoked_at ? await revocationOf(ctx, { edge: id }, revokedAt, then.revision) : null });
+  }
+  const principals_revoked: WhyReport['principals_revoked'] = [];
+  for (const id of new Set(chain.flatMap((l) => [l.edge.from, l.edge.to]))) {
+    const revokedAt = current.principal(id)?.revoked_at ?? null;
+    if (id === GOVERNANCE_ID || revokedAt === null || then.principal(id)?.revoked_at === revokedAt) continue;
+    principals_revoked.push({ principal: id, ...(await revocationOf(ctx, { principal: id }, revokedAt, then.revision)) });
+  }
+  return { receipt, graph_revision: receipt.graph_revision, chain, principals_revoked };
 }
 
 export interface Capability {

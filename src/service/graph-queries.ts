@@ -1,6 +1,6 @@
 import { WritError } from '../errors.js';
 import { exportGraphDot, exportGraphJson, type AuthorityGraph, type GraphExport } from '../graph/index.js';
-import type { Edge, GraphEvent, Principal } from '../graph/model.js';
+import type { Edge, GraphEvent, Principal, RecordedGraphEvent } from '../graph/model.js';
 import type { WritContext } from './context.js';
 import { parseAt } from './time.js';
 
@@ -60,6 +60,40 @@ export async function graphEvents(ctx: WritContext, after: number, limit: number
     }
   });
   return { events, next: upTo < head ? upTo : null, head };
+}
+
+/** Who revoked an edge or a principal, and the reason given (from the revocation's event in the graph log). */
+export interface Revocation {
+  revoked_at: number;
+  revoked_by: string | null;
+  reason: string | null;
+}
+
+/**
+ * The revocation of `subject`, revoked at `revokedAt` and not yet at revision `after`: its event is looked
+ * for among those recorded at that time first, then (a replica whose clock ran behind may have recorded a
+ * later revision at an earlier time) in the log after `after`, a page at a time. Null fields when the
+ * log no longer holds it.
+ */
+export async function revocationOf(ctx: WritContext, subject: { edge: string } | { principal: string }, revokedAt: number, after: number): Promise<Revocation> {
+  const isIt = (event: GraphEvent) => ('edge' in subject ? event.type === 'edge.revoked' && event.id === subject.edge : event.type === 'principal.revoked' && event.id === subject.principal);
+  const found = (recs: RecordedGraphEvent[]): Revocation | null => {
+    const rec = recs.find((r) => isIt(r.event));
+    return rec ? { revoked_at: revokedAt, revoked_by: rec.actor, reason: (rec.event as { reason: string }).reason } : null;
+  };
+  const atThatTime = await ctx.store.read(async (tx) => {
+    const from = await tx.graph.revisionAt(revokedAt - 1);
+    const upTo = await tx.graph.revisionAt(revokedAt);
+    return upTo > from ? tx.graph.read(from, upTo) : [];
+  });
+  const quick = found(atThatTime);
+  if (quick) return quick;
+  const head = (await ctx.graph.current()).revision;
+  for (let from = after; from < head; from += 1_000) {
+    const page = found(await ctx.store.read((tx) => tx.graph.read(from, Math.min(head, from + 1_000))));
+    if (page) return page;
+  }
+  return { revoked_at: revokedAt, revoked_by: null, reason: null };
 }
 
 export interface GraphDiff {

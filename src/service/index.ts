@@ -12,7 +12,7 @@ export { evaluateAccess, evaluateAccessBatch, toDecisionRequest } from './authze
 export { searchSubjects, searchResources, searchActions } from './authzen-search.js';
 export { mayAskAbout, checkMayAskAbout, AUDIT_READ, auditKey } from './ask-about.js';
 export { applyManifest, readManifest, type GraphManifest, type ApplyReport } from './manifest.js';
-export { exportGraph, graphAt, graphEvents, graphDiff, type GraphEventSummary, type GraphDiff } from './graph-queries.js';
+export { exportGraph, graphAt, graphEvents, graphDiff, revocationOf, type GraphEventSummary, type GraphDiff, type Revocation } from './graph-queries.js';
 export { canonicalResource, checkResourceType, resourceTypeOf } from './resources.js';
 export { parseTime } from './time.js';
 export { acquireLeases, renewLease, releaseLease, listLeases, waitQueues, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome } from './leases.js';

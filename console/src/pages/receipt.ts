@@ -4,9 +4,16 @@ import { badge, dl, edgeLink, errorBox, fill, h, principalLink, section, table, 
 import { drawGraph, exportButtons } from '../graph-view.js';
 import type { PageContext, Route } from '../router.js';
 
-interface Why { receipt: Receipt; graph_revision: number | null; chain: { edge: Edge; now: { revoked_at: string | null } | null }[] }
+/** A revocation since the decision: when, by whom, why. */
+interface Revocation { revoked_at: string; revoked_by: string | null; reason: string | null }
+interface Why { receipt: Receipt; graph_revision: number | null; chain: { edge: Edge; now: Revocation | null }[]; principals_revoked: (Revocation & { principal: string })[] }
 /** GET /v1/audit/verify: every per-key chain, the index, the latest signed checkpoint. */
 interface Verdict { ok: boolean; entries: number; chains: number; head: string; chain?: string; firstBadPos?: number; problem?: string; checkpoint?: { seq: number; archived: number } }
+
+/** "revoked TIME by WHO: REASON", marked bad. */
+function revoked(r: Revocation): HTMLElement {
+  return h('span', { class: 'bad' }, 'revoked ', time(r.revoked_at), r.revoked_by === null ? '' : ` by ${r.revoked_by}`, r.reason === null ? '' : `: ${r.reason}`);
+}
 
 export function scopeText(e: Edge): string {
   const s = e.scope;
@@ -55,8 +62,10 @@ export function receiptPage(route: Route, ctx: PageContext): HTMLElement {
           table('Chain edges', ['Edge', 'Kind', 'From → to', 'Scope', 'Creator', 'Reason', 'Created', 'Window', 'Now'], why.chain.map(({ edge: e, now }) => [
             edgeLink(e.id), e.kind, h('span', {}, principalLink(e.from), ' → ', principalLink(e.to)), scopeText(e), e.creator, e.reason, time(e.created_at),
             h('span', {}, time(e.not_before), ' – ', time(e.expires_at)),
-            now?.revoked_at ? h('span', { class: 'bad' }, 'revoked ', time(now.revoked_at)) : e.revoked_at ? h('span', { class: 'bad' }, 'revoked') : 'unchanged',
-          ]), { empty: 'This receipt has no chain (it was rejected before a decision).', id: 'chain-edges' })),
+            now ? revoked(now) : e.revoked_at ? h('span', { class: 'bad' }, 'revoked') : 'unchanged',
+          ]), { empty: 'This receipt has no chain (it was rejected before a decision).', id: 'chain-edges' }),
+          why.principals_revoked.length === 0 ? null : table('Principals of the chain revoked since', ['Principal', 'Revoked'],
+            why.principals_revoked.map((p) => [principalLink(p.principal), revoked(p)]), { id: 'chain-principals-revoked' })),
         section('Hash chain',
           h('p', { class: 'muted' }, 'Where this receipt sits in the tamper-evident receipt log.'),
           verdictBox,

@@ -10,10 +10,14 @@ import {
 } from '../../service/index.js';
 import { toWireTime } from '../../wire/time.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
-import { chainEdgeToWire, edgeToWire, principalToWire, receiptToWire } from '../wire.js';
+import { chainEdgeToWire, edgeToWire, principalToWire, whyToWire } from '../wire.js';
 
 const iso = { type: 'string', format: 'date-time', description: 'RFC 3339 time' } as const;
-const isoOrNull = { type: ['string', 'null'], format: 'date-time', description: 'RFC 3339 time, or null' } as const;
+/** A revocation since a decision: when, by whom and why (null when the graph log no longer holds its event). */
+const revocation = {
+  type: 'object', required: ['revoked_at', 'revoked_by', 'reason'],
+  properties: { revoked_at: iso, revoked_by: { type: ['string', 'null'] }, reason: { type: ['string', 'null'] } },
+} as const;
 const strings = { type: 'array', items: { type: 'string' } } as const;
 const edges = (description: string) => ({ type: 'array', items: ref('Edge'), description });
 
@@ -72,15 +76,19 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
       operationId: 'explainReceipt', tags: ['Audit'], summary: 'Why this write was allowed (`writ why`): the receipt, and each edge of its chain as it was when the decision was made, with what became of it since',
       response: {
         200: {
-          type: 'object', description: 'The receipt and its chain', required: ['receipt', 'graph_revision', 'chain'],
+          type: 'object', description: 'The receipt and its chain', required: ['receipt', 'graph_revision', 'chain', 'principals_revoked'],
           properties: {
             receipt: ref('Receipt'), graph_revision: { type: ['integer', 'null'], description: 'the revision the decision was made at' },
             chain: {
               type: 'array', description: 'governance first',
               items: {
                 type: 'object', required: ['edge', 'now'],
-                properties: { edge: ref('ChainEdge'), now: { type: ['object', 'null'], required: ['revoked_at'], properties: { revoked_at: isoOrNull }, description: 'the edge now, when it was revoked since (null: unchanged)' } },
+                properties: { edge: ref('ChainEdge'), now: { ...revocation, type: ['object', 'null'], description: 'the edge now, when it was revoked since the decision (null: unchanged)' } },
               },
+            },
+            principals_revoked: {
+              type: 'array', description: 'principals of the chain (governance aside) revoked since the decision, each of which ends the chain too',
+              items: { ...revocation, required: ['principal', ...revocation.required], properties: { principal: { type: 'string' }, ...revocation.properties } },
             },
           },
         },
@@ -91,10 +99,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
     await app.caller(request);
     const why = await whyReceipt(ctx, request.params.id);
     checkOwn(request, why.receipt.principal, 'receipt');
-    return {
-      receipt: receiptToWire(why.receipt), graph_revision: why.graph_revision,
-      chain: why.chain.map((l) => ({ edge: chainEdgeToWire(l.edge), now: l.now && { revoked_at: l.now.revoked_at === null ? null : toWireTime(l.now.revoked_at) } })),
-    };
+    return whyToWire(why);
   });
 
   app.get<{ Querystring: { after?: number; limit?: number } }>('/v1/graph/events', {
