@@ -339,6 +339,19 @@ describe('the console in a real browser', () => {
     }
   });
 
+  it('a receipt whose chain was revoked since says by whom and why, for the edge and for the principal', async () => {
+    const gov = new WritClient({ baseUrl: server.url, principal: 'governance', privateJwk: readAdminCredential(server.dataDir).privateJwk as never });
+    const receipt = ((await gov.request('GET', '/v1/receipts?resource=wp:post:2048')) as { receipts: { receipt_id: string }[] }).receipts[0]!.receipt_id;
+    await gov.request('DELETE', '/v1/edges/d-orch-seo', { reason: 'incident 9: prompt injection' });
+    await gov.request('DELETE', '/v1/principals/seo-agent-7', { reason: 'its key leaked' });
+    await page.goto(`${server.url}/console/#/receipt/${receipt}`);
+    await poll(() => page.locator('#chain-edges').textContent()).toContain('by governance: incident 9: prompt injection');
+    const now = await page.locator('#chain-edges tbody tr td:last-child').allTextContents();
+    expect(now).toEqual(['unchanged', expect.stringMatching(/^revoked .+ by governance: incident 9: prompt injection$/)]);
+    expect(await page.locator('#chain-principals-revoked tbody tr').allTextContents()).toEqual([expect.stringMatching(/^seo-agent-7revoked .+ by governance: its key leaked$/)]);
+    await shoot('receipt-revoked-since');
+  });
+
   it('signing out returns to the sign-in page and the cookie no longer reads', async () => {
     await page.goto(`${server.url}/console/#/receipts`);
     await page.locator('#sign-out').click();
