@@ -195,7 +195,7 @@ function build(): Built {
   while (graph.edgeCount < TARGET_EDGES) {
     const r = random();
     const from = pick(everyone);
-    if (r < 0.6) edge('approves', from, pick(everyone), { ...noiseScope(), constraints: { risk_max: 3, approve_max: 7 } });
+    if (r < 0.6) edge('approves', from, pick(everyone), { ...noiseScope(), constraints: { risk_max: 3 } });
     else if (r < 0.95) {
       const pattern = `site:s${int(SITES)}:post:${int(POSTS)}`;
       edge('owns', from, pattern, { actions: [], resources: [pattern], environments: [], fields: subset(FIELDS, 2), constraints: { risk_max: 0 } });

@@ -10,7 +10,7 @@ import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { UsageError } from './cli-error.js';
 import { findOpa } from './opa.js';
-import { formatCapabilities, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
+import { applyCounts, formatCapabilities, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
 import { consoleLoginLink, httpOrigin, serve } from './serve.js';
 import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, policyImpactToWire, receiptToWire, whyToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
@@ -124,8 +124,10 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
   return v.ok ? 0 : 1;
 }
 
+/** Exactly `n` positional arguments: one too many is refused too (`writ revoke a b` would revoke a alone; `--reason two words` unquoted would keep "two"). */
 function need(positionals: string[], n: number, usage: string): void {
   if (positionals.length < n) throw new UsageError(`usage: ${usage}`);
+  if (positionals.length > n) throw new UsageError(`${positionals.length - n === 1 ? 'one argument' : `${positionals.length - n} arguments`} too many (${positionals.slice(n).map((p) => JSON.stringify(p)).join(' ')}; quote a value with spaces); usage: ${usage}`);
 }
 
 export const COMMANDS: Command[] = [
@@ -171,8 +173,9 @@ export const COMMANDS: Command[] = [
       return withWrit(values, async (w) => {
         const { manifest, baseDir } = readManifest(positionals[0]!);
         const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
-        console.log(`applied ${positionals[0]}: ${r.created.length} created, ${r.unchanged.length} unchanged; graph revision ${r.graph_revision}`);
+        console.log(`applied ${positionals[0]}: ${applyCounts(r)}; graph revision ${r.graph_revision}`);
         for (const c of r.created) console.log(`  + ${c}`);
+        for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
         return 0;
       });
     },

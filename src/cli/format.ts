@@ -1,5 +1,5 @@
 import type { Edge, Scope } from '../graph/model.js';
-import type { Capability, EdgeImpact, Explanation, ImpactReport, PolicyImpactReport, PrincipalImpact, Revocation, WhyReport } from '../service/index.js';
+import type { ApplyReport, Capability, EdgeImpact, Explanation, ImpactReport, PolicyImpactReport, PrincipalImpact, Revocation, WhyReport } from '../service/index.js';
 
 /** Human-readable `writ trace` output: the verdict, then each candidate chain edge by edge. */
 export function formatExplanation(x: Explanation): string {
@@ -34,6 +34,11 @@ function scopeLine(s: Scope): string {
 }
 
 /** `writ why`: the receipt, the decision it rests on, and the chain edge by edge. */
+/** `3 created, 1 updated, 20 unchanged` of a manifest's application (`updated` only when there are some). */
+export function applyCounts(r: ApplyReport): string {
+  return `${r.created.length} created, ${r.updated.length > 0 ? `${r.updated.length} updated, ` : ''}${r.unchanged.length} unchanged`;
+}
+
 function revocationLine(r: Revocation): string {
   return `at ${iso(r.revoked_at)}${r.revoked_by === null ? '' : ` by ${r.revoked_by}`}${r.reason === null ? '' : `: "${r.reason}"`}`;
 }

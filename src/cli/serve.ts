@@ -4,6 +4,7 @@ import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
 import { applyManifest, issueLoginToken, openWrit, readManifest, reconcileReceipts, type WritContext } from '../service/index.js';
 import { CliError } from './cli-error.js';
+import { applyCounts } from './format.js';
 
 /**
  * Where to reach a server that listens on `host`: the loopback for a wildcard, an IPv6 address in
@@ -62,7 +63,7 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
       const { manifest, baseDir } = readManifest(graphFile);
       return applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
     });
-    say(`[writ] applied ${graphFile}: ${r.created.length} created, ${r.unchanged.length} unchanged; graph revision ${r.graph_revision}`);
+    say(`[writ] applied ${graphFile}: ${applyCounts(r)}; graph revision ${r.graph_revision}`);
   }
   const upstreamPort = options.upstreamPort;
   if (upstreamPort !== null) {

@@ -3,7 +3,7 @@ import { WritError } from '../errors.js';
 import { findOwnershipConflict, principalsOf, resolveChainsTo, type AuthorityGraph } from '../graph/index.js';
 import { GOVERNANCE_ID, type Edge, type EdgeKind, type GraphEvent } from '../graph/model.js';
 import type { PolicyEdge } from '../policy/types.js';
-import { commitGraphChange } from './graph-changes.js';
+import { commitGraphChange, liveGraphWriter, type GraphWriter } from './graph-changes.js';
 import type { WritContext } from './context.js';
 import { requireGovernance } from './principals.js';
 import { checkScopeApplies } from './resources.js';
@@ -39,11 +39,12 @@ async function createEdge(
   caller: string,
   draft: Omit<Edge, 'id' | 'creator' | 'created_at' | 'revoked_at' | 'revision'> & { id?: string | undefined },
   check: (graph: AuthorityGraph, candidate: PolicyEdge, now: number) => void,
+  writer: GraphWriter,
 ): Promise<EdgeResult> {
   const id = checkId(draft.id ?? `e-${randomUUID()}`, 'edge id');
   if (!draft.reason || draft.reason.trim().length === 0) throw new WritError('UNPROCESSABLE', 'every edge needs a reason (auditors read it)');
   let created = false;
-  const revision = await commitGraphChange(ctx, caller, (graph, now): GraphEvent[] => {
+  const revision = await writer.commit((graph, now): GraphEvent[] => {
     const existing = graph.edge(id);
     if (existing) {
       const comparable = (e: Pick<Edge, 'kind' | 'from' | 'to' | 'scope' | 'max_depth' | 'reason' | 'not_before' | 'expires_at'>) => ({
@@ -58,7 +59,7 @@ async function createEdge(
     created = true;
     return [{ type: 'edge.created', edge }];
   });
-  const edge = (await ctx.graph.current()).edge(id);
+  const edge = (await writer.current()).edge(id);
   if (!edge) throw new WritError('INTERNAL', `edge ${id} vanished after creation`);
   return { edge, created, graph_revision: revision };
 }
@@ -70,7 +71,7 @@ function depth(value: number | undefined): number {
 }
 
 /** A root grant governance → P. Only governance grants. */
-export async function createGrant(ctx: WritContext, caller: string, input: GrantInput): Promise<EdgeResult> {
+export async function createGrant(ctx: WritContext, caller: string, input: GrantInput, writer: GraphWriter = liveGraphWriter(ctx, caller)): Promise<EdgeResult> {
   requireGovernance(caller, 'create grants');
   const draft = {
     id: input.id, kind: 'grant' as EdgeKind, from: GOVERNANCE_ID, to: input.to, scope: normalizeScope(input.scope),
@@ -79,7 +80,7 @@ export async function createGrant(ctx: WritContext, caller: string, input: Grant
   return createEdge(ctx, caller, draft, (graph) => {
     livePrincipal(graph, input.to, 'grantee');
     if (input.to === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'governance cannot grant to itself');
-  });
+  }, writer);
 }
 
 /**
@@ -87,11 +88,11 @@ export async function createGrant(ctx: WritContext, caller: string, input: Grant
  * and only if P holds, right now, a valid chain whose last scope covers the delegated scope on every
  * dimension. The policy (not TypeScript) judges that, so write time and decision time apply one rule set.
  */
-export async function createDelegation(ctx: WritContext, caller: string, input: DelegationInput): Promise<EdgeResult> {
+export async function createDelegation(ctx: WritContext, caller: string, input: DelegationInput, writer: GraphWriter = liveGraphWriter(ctx, caller)): Promise<EdgeResult> {
   if (caller !== input.from && caller !== GOVERNANCE_ID) {
     throw new WritError('FORBIDDEN', `${caller} cannot delegate on behalf of ${input.from}; only the holder of a scope may delegate it`);
   }
-  return createEdge(ctx, caller, delegationDraft(input), (graph, candidate, now) => checkDelegationFits(ctx, graph, candidate, now));
+  return createEdge(ctx, caller, delegationDraft(input), (graph, candidate, now) => checkDelegationFits(ctx, graph, candidate, now), writer);
 }
 
 /** A delegation input as an edge draft (scope normalized, window and depth checked). */
@@ -131,7 +132,7 @@ export function ownershipScope(input: Pick<OwnershipInput, 'resource' | 'fields'
 }
 
 /** owns P → managed state. One live owner per managed state (same pattern, overlapping fields). */
-export async function createOwnership(ctx: WritContext, caller: string, input: OwnershipInput): Promise<EdgeResult> {
+export async function createOwnership(ctx: WritContext, caller: string, input: OwnershipInput, writer: GraphWriter = liveGraphWriter(ctx, caller)): Promise<EdgeResult> {
   requireGovernance(caller, 'assign ownership');
   const scope = ownershipScope(input);
   const draft = {
@@ -147,11 +148,11 @@ export async function createOwnership(ctx: WritContext, caller: string, input: O
         owner: conflict.from,
       });
     }
-  });
+  }, writer);
 }
 
 /** approves P → Q: P may approve Q's requests up to scope.constraints.risk_max. */
-export async function createApproval(ctx: WritContext, caller: string, input: ApprovalInput): Promise<EdgeResult> {
+export async function createApproval(ctx: WritContext, caller: string, input: ApprovalInput, writer: GraphWriter = liveGraphWriter(ctx, caller)): Promise<EdgeResult> {
   requireGovernance(caller, 'create approval edges');
   const draft = {
     id: input.id, kind: 'approves' as EdgeKind, from: input.from, to: input.to, scope: normalizeScope(input.scope),
@@ -160,11 +161,11 @@ export async function createApproval(ctx: WritContext, caller: string, input: Ap
   return createEdge(ctx, caller, draft, (graph) => {
     livePrincipal(graph, input.from, 'approver');
     livePrincipal(graph, input.to, 'approved principal');
-  });
+  }, writer);
 }
 
 /** preempts P → Q (or → class:NAME): P may take over Q's leases during an active incident. */
-export async function createPreemption(ctx: WritContext, caller: string, input: PreemptionInput): Promise<EdgeResult> {
+export async function createPreemption(ctx: WritContext, caller: string, input: PreemptionInput, writer: GraphWriter = liveGraphWriter(ctx, caller)): Promise<EdgeResult> {
   requireGovernance(caller, 'create preemption edges');
   const draft = {
     id: input.id, kind: 'preempts' as EdgeKind, from: input.from, to: input.to,
@@ -179,7 +180,7 @@ export async function createPreemption(ctx: WritContext, caller: string, input: 
     } else {
       livePrincipal(graph, input.to, 'preempted principal');
     }
-  });
+  }, writer);
 }
 
 /**

@@ -8,11 +8,11 @@ import type { WritContext } from './context.js';
  * and returns the events to append (or throws a WritError); if another process moved the head in
  * between, the plan runs again on the newer graph. Returns the graph revision after the change.
  */
-export async function commitGraphChange(ctx: WritContext, actor: string, plan: (graph: AuthorityGraph, now: number) => GraphEvent[]): Promise<number> {
+export async function commitGraphChange(ctx: WritContext, actor: string, plan: (graph: AuthorityGraph, now: number) => GraphEvent[] | Promise<GraphEvent[]>): Promise<number> {
   for (let attempt = 0; attempt < 8; attempt++) {
     const graph = await ctx.graph.current();
     const now = ctx.clock.now();
-    const events = plan(graph, now);
+    const events = await plan(graph, now);
     if (events.length === 0) return graph.revision;
     const expected = graph.revision;
     try {
@@ -31,4 +31,37 @@ export async function commitGraphChange(ctx: WritContext, actor: string, plan: (
     }
   }
   throw new WritError('OVERLOADED', 'the graph kept changing under this request; retry');
+}
+
+/**
+ * Where the service's graph writes (registerPrincipal, createGrant, …) go: the live graph, one commit
+ * each (`liveGraphWriter`), or a working copy whose changes are committed together later — a graph
+ * manifest is applied all or nothing that way (manifest.ts).
+ */
+export interface GraphWriter {
+  /** The graph the next change is planned on. */
+  current(): Promise<AuthorityGraph>;
+  /** Plans and records one change (as commitGraphChange); the graph revision after it. */
+  commit(plan: (graph: AuthorityGraph, now: number) => GraphEvent[]): Promise<number>;
+}
+
+export function liveGraphWriter(ctx: WritContext, actor: string): GraphWriter {
+  return { current: () => ctx.graph.current(), commit: (plan) => commitGraphChange(ctx, actor, plan) };
+}
+
+/**
+ * A writer on a fork of `graph`: each change is planned on the fork and applied to it at once (so the
+ * next one sees it), and its events are added to `events`, to be appended in one commit.
+ */
+export function forkGraphWriter(graph: AuthorityGraph, actor: string, now: number, events: GraphEvent[]): GraphWriter {
+  const work = graph.fork();
+  return {
+    current: async () => work,
+    commit: async (plan) => {
+      const planned = plan(work, now);
+      for (const event of planned) work.apply({ revision: work.revision + 1, at: now, actor, event });
+      events.push(...planned);
+      return work.revision;
+    },
+  };
 }

@@ -2,15 +2,14 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parse } from 'yaml';
 import { WritError } from '../errors.js';
-import type { AuthorityGraph } from '../graph/index.js';
 import { dottedPath, schemaChecker } from '../json-schema.js';
-import type { EdgeKind, PublicJwk } from '../graph/model.js';
-import type { WritContext } from './context.js';
-import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, ownershipScope, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
-import { registerPrincipal, type PrincipalInput } from './principals.js';
-import { checkScopeApplies } from './resources.js';
-import { normalizeScope, publicPart, type ScopeInput } from './validate.js';
+import type { GraphEvent, PublicJwk } from '../graph/model.js';
 import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody } from '../wire/graph-bodies.js';
+import type { WritContext } from './context.js';
+import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
+import { commitGraphChange, forkGraphWriter } from './graph-changes.js';
+import { registerPrincipal, type PrincipalInput } from './principals.js';
+import { publicPart } from './validate.js';
 
 /**
  * A declarative graph definition (graph/*.yaml), applied idempotently like a manifest: objects are
@@ -27,6 +26,8 @@ export interface GraphManifest {
 
 export interface ApplyReport {
   created: string[];
+  /** Items that existed and were changed: a principal whose keys the manifest replaced. */
+  updated: string[];
   unchanged: string[];
   graph_revision: number;
 }
@@ -116,60 +117,49 @@ function readKeyFile(file: string): PublicJwk {
   return publicPart(jwk as Record<string, unknown>);
 }
 
-/** Applies a manifest as `caller` (governance). Order: principals, grants, delegations (file order), ownerships, approvals, preemptions. */
-export async function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string): Promise<ApplyReport> {
-  await checkBeforeApplying(ctx, manifest, baseDir, await ctx.graph.current());
-  const report: ApplyReport = { created: [], unchanged: [], graph_revision: (await ctx.graph.current()).revision };
-  const note = (what: string, created: boolean, revision: number) => {
-    (created ? report.created : report.unchanged).push(what);
-    report.graph_revision = revision;
-  };
-  for (const p of manifest.principals ?? []) {
-    const r = await asManifestError(itemName('principal', p), () => {
-      const keys = [...(p.keys ?? []), ...(p.key_files ?? []).map((f) => readKeyFile(resolve(baseDir, f)))];
-      const { key_files: _kf, ...rest } = p;
-      return registerPrincipal(ctx, caller, { ...rest, keys });
-    });
-    note(`principal ${p.id}`, r.created, r.graph_revision);
-  }
-  const edgeSections: [string, unknown[] | undefined, (input: never) => Promise<{ created: boolean; graph_revision: number; edge: { id: string } }>][] = [
-    ['grant', manifest.grants, (i) => createGrant(ctx, caller, i)],
-    ['delegation', manifest.delegations, (i) => createDelegation(ctx, caller, i)],
-    ['ownership', manifest.ownerships, (i) => createOwnership(ctx, caller, i)],
-    ['approval', manifest.approvals, (i) => createApproval(ctx, caller, i)],
-    ['preemption', manifest.preemptions, (i) => createPreemption(ctx, caller, i)],
-  ];
-  for (const [what, items, create] of edgeSections) {
-    for (const item of items ?? []) {
-      const r = await asManifestError(itemName(what, item), () => create(item as never));
-      note(`${what} ${r.edge.id}`, r.created, r.graph_revision);
-    }
-  }
-  return report;
-}
-
 /**
- * What can be known about every item without the graph, checked before the first item is written: a key
- * file that cannot be read, a scope that is malformed or could never apply (checkScopeApplies). Items are
- * applied one by one (each its own graph event, as through the API), so without this a typo in the last
- * item would leave the ones before it applied; now it changes nothing. What depends on the graph (an
- * unknown principal, a delegation wider than its delegator holds) is still found as each item is applied.
- * An edge whose id the graph holds already is left to the apply (unchanged if identical, else
- * ALREADY_EXISTS), as edges written before a check existed must not stop a manifest from re-applying.
+ * Applies a manifest as `caller` (governance), all or nothing: every item is planned on a working copy
+ * of the graph, in order — principals, grants, delegations (file order), ownerships, approvals,
+ * preemptions — each seeing the items before it, and the changes are appended in one commit. An item
+ * that fails (a key file that cannot be read, an unknown principal, a delegation wider than its
+ * delegator holds, a scope that could never apply) fails the manifest, naming the item, and nothing
+ * is written. If another process changes the graph meanwhile, the whole manifest is planned again.
  */
-async function checkBeforeApplying(ctx: WritContext, manifest: GraphManifest, baseDir: string, graph: AuthorityGraph): Promise<void> {
+export async function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string): Promise<ApplyReport> {
   checkManifestShape(manifest);
-  for (const p of manifest.principals ?? []) await asManifestError(itemName('principal', p), () => (p.key_files ?? []).forEach((f) => readKeyFile(resolve(baseDir, f))));
-  const scoped: [string, EdgeKind, { scope: ScopeInput }[] | undefined][] = [
-    ['grant', 'grant', manifest.grants],
-    ['delegation', 'delegate', manifest.delegations],
-    ['approval', 'approves', manifest.approvals],
-  ];
-  const exists = (item: unknown) => typeof (item as { id?: unknown } | null)?.id === 'string' && graph.edge((item as { id: string }).id) !== undefined;
-  for (const [what, kind, items] of scoped) {
-    for (const item of items ?? []) if (!exists(item)) await asManifestError(itemName(what, item), () => checkScopeApplies(ctx.policy.data, kind, normalizeScope(item.scope)));
-  }
-  for (const item of manifest.ownerships ?? []) {
-    if (!exists(item)) await asManifestError(itemName('ownership', item), () => checkScopeApplies(ctx.policy.data, 'owns', ownershipScope(item)));
-  }
+  let report: ApplyReport = { created: [], updated: [], unchanged: [], graph_revision: 0 };
+  const revision = await commitGraphChange(ctx, caller, async (graph, now) => {
+    const events: GraphEvent[] = [];
+    const writer = forkGraphWriter(graph, caller, now, events);
+    report = { created: [], updated: [], unchanged: [], graph_revision: 0 };
+    const note = (what: string, created: boolean, eventsBefore: number) => {
+      (created ? report.created : events.length > eventsBefore ? report.updated : report.unchanged).push(what);
+    };
+    for (const p of manifest.principals ?? []) {
+      const before = events.length;
+      const r = await asManifestError(itemName('principal', p), () => {
+        const keys = [...(p.keys ?? []), ...(p.key_files ?? []).map((f) => readKeyFile(resolve(baseDir, f)))];
+        const { key_files: _kf, ...rest } = p;
+        return registerPrincipal(ctx, caller, { ...rest, keys }, writer);
+      });
+      note(`principal ${p.id}`, r.created, before);
+    }
+    const edgeSections: [string, unknown[] | undefined, (input: never) => Promise<{ created: boolean; edge: { id: string } }>][] = [
+      ['grant', manifest.grants, (i) => createGrant(ctx, caller, i, writer)],
+      ['delegation', manifest.delegations, (i) => createDelegation(ctx, caller, i, writer)],
+      ['ownership', manifest.ownerships, (i) => createOwnership(ctx, caller, i, writer)],
+      ['approval', manifest.approvals, (i) => createApproval(ctx, caller, i, writer)],
+      ['preemption', manifest.preemptions, (i) => createPreemption(ctx, caller, i, writer)],
+    ];
+    for (const [what, items, create] of edgeSections) {
+      for (const item of items ?? []) {
+        const before = events.length;
+        const r = await asManifestError(itemName(what, item), () => create(item as never));
+        note(`${what} ${r.edge.id}`, r.created, before);
+      }
+    }
+    return events;
+  });
+  report.graph_revision = revision;
+  return report;
 }

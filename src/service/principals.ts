@@ -1,7 +1,7 @@
 import { WritError } from '../errors.js';
 import { isReservedNodeId } from '../graph/index.js';
 import { GOVERNANCE_ID, type Principal, type PrincipalKind, type PublicJwk } from '../graph/model.js';
-import { commitGraphChange } from './graph-changes.js';
+import { commitGraphChange, liveGraphWriter, type GraphWriter } from './graph-changes.js';
 import type { WritContext } from './context.js';
 import { checkId, checkPublicKeys, sameJson } from './validate.js';
 
@@ -31,7 +31,7 @@ export async function getPrincipal(ctx: WritContext, id: string): Promise<Princi
 }
 
 /** Registers a principal. Idempotent: registering the identical principal again changes nothing. */
-export async function registerPrincipal(ctx: WritContext, caller: string, input: PrincipalInput): Promise<{ principal: Principal; created: boolean; graph_revision: number }> {
+export async function registerPrincipal(ctx: WritContext, caller: string, input: PrincipalInput, writer: GraphWriter = liveGraphWriter(ctx, caller)): Promise<{ principal: Principal; created: boolean; graph_revision: number }> {
   requireGovernance(caller, 'register principals');
   checkId(input.id, 'principal id');
   if (input.id === GOVERNANCE_ID || isReservedNodeId(input.id)) {
@@ -44,7 +44,7 @@ export async function registerPrincipal(ctx: WritContext, caller: string, input:
   }
   const keys = checkPublicKeys(input.keys);
   let created = false;
-  const revision = await commitGraphChange(ctx, caller, (graph, now) => {
+  const revision = await writer.commit((graph, now) => {
     const existing = graph.principal(input.id);
     const wanted = { kind: input.kind, priority_class: priorityClass, attributes: input.attributes ?? {}, keys };
     if (existing) {
@@ -56,7 +56,9 @@ export async function registerPrincipal(ctx: WritContext, caller: string, input:
     created = true;
     return [{ type: 'principal.created', principal: { id: input.id, ...wanted, priority, created_at: now } }];
   });
-  return { principal: await getPrincipal(ctx, input.id), created, graph_revision: revision };
+  const principal = (await writer.current()).principal(input.id);
+  if (!principal) throw new WritError('INTERNAL', `principal ${input.id} vanished after registration`);
+  return { principal, created, graph_revision: revision };
 }
 
 /** Revokes a principal: every chain through it stops counting at once. */

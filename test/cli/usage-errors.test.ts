@@ -11,6 +11,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('writ given wrong arguments', () => {
   it.each([
     [['why'], 'writ: usage: writ why RECEIPT_ID'],
+    [['revoke', 'g-publisher', 'g-release-controller', '--reason', 'two at once'], 'writ: one argument too many ("g-release-controller"; quote a value with spaces); usage: writ revoke EDGE|PRINCIPAL --reason TEXT'],
+    [['revoke', 'g-publisher', '--reason', 'incident', '42'], 'writ: one argument too many ("42"; quote a value with spaces)'],
     [['graph', 'export', '--format', 'svg'], 'writ: --format is json or dot'],
     [['audit', 'archive', '--out', 'x.jsonl'], 'writ: usage: writ audit archive --older-than DURATION --out FILE'],
     [['trace', 'seo-agent-7', '--no-such-option'], "writ: Unknown option '--no-such-option'"],

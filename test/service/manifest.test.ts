@@ -3,6 +3,7 @@ import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { applyManifest, type GraphManifest } from '../../src/service/index.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
 import { startHarness, type Harness } from '../support/harness.js';
+import { generatePrincipalKeyPair } from '../../src/wire/principal-keys.js';
 
 let h: Harness;
 beforeAll(async () => {
@@ -41,6 +42,41 @@ describe('applying a graph manifest', () => {
       code: 'MALFORMED_REQUEST', message: expect.stringContaining('grants[0] (g-no-scope): "scope" is missing'),
     });
     expect((await h.ctx.graph.current()).revision).toBe(revision);
+  });
+
+  it('is applied all or nothing: a problem only the graph shows (an unknown principal, a delegation wider than its delegator holds) in the last item leaves the items before it unwritten', async () => {
+    const revision = (await h.ctx.graph.current()).revision;
+    const scope = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 };
+    const base: GraphManifest = {
+      principals: [{ id: 'atomic-agent', kind: 'agent', keys: [] }],
+      grants: [{ id: 'g-atomic-lead', to: 'editor-alice', reason: 'lead', max_depth: 1, scope }],
+    };
+    await expect(applyManifest(h.ctx, GOVERNANCE_ID, { ...base, delegations: [{ id: 'd-ghost', from: 'ghost', to: 'atomic-agent', reason: 'r', scope }] }, '.')).rejects.toMatchObject({
+      code: 'UNKNOWN_PRINCIPAL', message: expect.stringMatching(/^delegation d-ghost: delegator "ghost" is not a registered principal/),
+    });
+    await expect(applyManifest(h.ctx, GOVERNANCE_ID, { ...base, delegations: [{ id: 'd-wider', from: 'orchestrator', to: 'atomic-agent', reason: 'r', scope: { ...scope, risk_max: 5 } }] }, '.')).rejects.toMatchObject({
+      code: 'ATTENUATION_VIOLATION', message: expect.stringMatching(/^delegation d-wider: /),
+    });
+    const graph = await h.ctx.graph.current();
+    expect(graph.revision).toBe(revision);
+    expect(graph.principal('atomic-agent')).toBeUndefined();
+    expect(graph.edge('g-atomic-lead')).toBeUndefined();
+
+    // Whole, it is one commit, and each item sees the ones before it: a delegation from a grant the same manifest gives to a principal it registers.
+    const ok = await applyManifest(h.ctx, GOVERNANCE_ID, { ...base, delegations: [{ id: 'd-atomic', from: 'editor-alice', to: 'atomic-agent', reason: 'r', scope }] }, '.');
+    expect(ok).toEqual({ created: ['principal atomic-agent', 'grant g-atomic-lead', 'delegation d-atomic'], updated: [], unchanged: [], graph_revision: revision + 3 });
+    const events = await h.ctx.store.read((tx) => tx.graph.read(revision));
+    expect(events.map((e) => e.event.type)).toEqual(['principal.created', 'edge.created', 'edge.created']);
+    expect(new Set(events.map((e) => e.at)).size).toBe(1);
+  });
+
+  it('a principal whose keys the manifest changes is reported as updated (its old keys stop verifying), not as unchanged', async () => {
+    const { publicJwk } = await generatePrincipalKeyPair('rotated-key');
+    await applyManifest(h.ctx, GOVERNANCE_ID, { principals: [{ id: 'keyed-agent', kind: 'agent', keys: [] }] }, '.');
+    const r = await applyManifest(h.ctx, GOVERNANCE_ID, { principals: [{ id: 'keyed-agent', kind: 'agent', keys: [publicJwk as never] }] }, '.');
+    expect(r).toMatchObject({ created: [], updated: ['principal keyed-agent'], unchanged: [] });
+    expect((await h.ctx.graph.current()).principal('keyed-agent')?.keys.map((k) => k.kid)).toEqual(['rotated-key']);
+    expect(await applyManifest(h.ctx, GOVERNANCE_ID, { principals: [{ id: 'keyed-agent', kind: 'agent', keys: [publicJwk as never] }] }, '.')).toMatchObject({ updated: [], unchanged: ['principal keyed-agent'] });
   });
 
   it('an item is checked with the schema its API body has: a misspelt or unknown property is refused, with what it most likely meant, before anything is written', async () => {
