@@ -19,8 +19,12 @@ export function schemaChecker(schema: object, options: SchemaCheckOptions): (doc
   return (doc) => {
     validate ??= new Ajv({ allErrors: true, strict: true, verbose: true }).compile(schema);
     if (validate(doc)) return [];
+    const errors = validate.errors ?? [];
+    // An `anyOf` that fails also reports each branch's own failure: its one sentence says it all.
+    const anyOfs = errors.filter((e) => e.keyword === 'anyOf');
+    const inFailedAnyOf = (e: ErrorObject) => anyOfs.some((a) => a !== e && e.instancePath === a.instancePath && e.schemaPath.startsWith(`${a.schemaPath}/`));
     // A bad property name is reported twice (its own keyword, then `propertyNames`): the first says which.
-    return (validate.errors ?? []).filter((e) => e.keyword !== 'propertyNames').map((e) => describe(doc, e, options));
+    return errors.filter((e) => e.keyword !== 'propertyNames' && !inFailedAnyOf(e)).map((e) => describe(doc, e, options));
   };
 }
 
@@ -49,16 +53,23 @@ function describe(doc: unknown, e: ErrorObject, options: SchemaCheckOptions): st
     }
     case 'pattern':
       return e.propertyName === undefined ? `${where}: ${value} ${patternProblem(params.pattern)}` : `${where}: the name ${JSON.stringify(e.propertyName)} ${patternProblem(params.pattern)}`;
+    case 'anyOf': {
+      const kinds = (e.schema as { type?: unknown; description?: unknown }[]).map((branch) => String(branch.description ?? branch.type));
+      return `${where} must be ${kinds.slice(0, -1).join(', ')}${kinds.length > 1 ? ' or ' : ''}${kinds.at(-1) ?? ''} (found ${value})`;
+    }
     default:
       return `${where} ${e.message ?? 'is not valid'} (found ${value})`;
   }
 }
 
-/** ` (did you mean "fields"?)` when one candidate is a likely typo of `found` (a few edits away, or it cut short: `expires`), else nothing. */
+/**
+ * ` (did you mean "fields"?)` when one candidate is a likely typo of `found`, else nothing: a few edits
+ * away (one for a name of up to 3 characters, so `ttl` is not taken for `to`; two — a transposition —
+ * up to 6; a third of its length beyond), or the start of it (`expires` for `expires_at`).
+ */
 function didYouMean(found: string, candidates: string[]): string {
-  const match =
-    closestMatch(found, candidates, { maxDistance: Math.max(2, Math.floor(found.length / 4)) }) ??
-    (found.length >= 4 ? candidates.find((c) => c.startsWith(found) || found.startsWith(c)) : undefined);
+  const maxDistance = found.length <= 3 ? 1 : Math.max(2, Math.floor(found.length / 3));
+  const match = closestMatch(found, candidates, { maxDistance }) ?? (found.length >= 4 ? candidates.find((c) => c.startsWith(found)) : undefined);
   return match === undefined ? '' : ` (did you mean "${match}"?)`;
 }
 

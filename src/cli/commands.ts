@@ -1,6 +1,6 @@
 import { loadConfig, type WritConfig } from '../config/index.js';
 import { buildPolicyBundle, loadCandidatePolicy } from '../policy/index.js';
-import { KeyRing } from '../decision/index.js';
+import { KeyRing, writePrivateFile } from '../decision/index.js';
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import {
@@ -18,7 +18,7 @@ import { execFileSync } from 'node:child_process';
 import { userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
 import type { EpochBump } from '../lease/index.js';
-import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
 import { verifyArchiveFile, type ReceiptChainVerdict } from '../audit/index.js';
@@ -216,12 +216,14 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'keys new',
-    summary: "make a principal's Ed25519 key pair: the private JWK in FILE (mode 0600, for the agent only), the public one beside it in FILE.pub.jwk, to register",
+    summary: "make a principal's Ed25519 key pair: the private JWK in FILE (mode 0600, for the agent only; never overwritten), the public one beside it (NAME.jwk → NAME.pub.jwk), to register",
     usage: 'FILE [--kid KID] [--json]',
     options: { kid: { type: 'string' }, json: { type: 'boolean' } },
     run: async ({ values, positionals }) => {
       need(positionals, 1, 'writ keys new FILE [--kid KID] [--json]');
       const file = positionals[0]!;
+      if (file.endsWith('.pub.jwk')) throw new UsageError(`${file} names a public key file: name the private one (e.g. ${file.slice(0, -'.pub.jwk'.length)}.jwk); its public half goes beside it`);
+      const name = basename(file).replace(/\.jwk$/, '');
       const publicFile = `${file.replace(/\.jwk$/, '')}.pub.jwk`;
       for (const f of [file, publicFile]) if (existsSync(f)) throw new UsageError(`${f} exists: a key file is never overwritten (pick another name, or remove it first)`);
       const kid = values.kid as string | undefined;
@@ -229,12 +231,10 @@ export const COMMANDS: Command[] = [
       const { publicJwk, privateJwk } = await generatePrincipalKeyPair(kid);
       const cannot = (f: string, e: unknown) => new UsageError(`cannot write ${f}: ${(e as Error).message}`);
       try {
-        // 'wx': created here or not at all (another process may have made it since the check above).
-        writeFileSync(file, `${JSON.stringify(privateJwk, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+        writePrivateFile(file, `${JSON.stringify(privateJwk, null, 2)}\n`, { overwrite: false });
       } catch (e) {
         throw cannot(file, e);
       }
-      chmodSync(file, 0o600); // the umask may have narrowed it, never widened: make it exact
       try {
         writeFileSync(publicFile, `${JSON.stringify(publicJwk, null, 2)}\n`, { flag: 'wx' });
       } catch (e) {
@@ -245,7 +245,7 @@ export const COMMANDS: Command[] = [
         `private key: ${file} (mode 0600) — it signs as the principal: give it to that agent only (WritClient's privateJwk)`,
         `public key:  ${publicFile} (kid ${publicJwk.kid}) — register it as governance, e.g. in a graph manifest:`,
         '  principals:',
-        `    - { id: my-agent, kind: agent, key_files: [${basename(publicFile)}] }`,
+        `    - { id: ${name}, kind: agent, key_files: [${basename(publicFile)}] }`,
         '  then writ graph apply FILE (or POST /v1/principals with it in keys)',
       ].join('\n'));
       return 0;
@@ -432,20 +432,26 @@ export const COMMANDS: Command[] = [
       const reason = typeof values.reason === 'string' ? values.reason.trim() : '';
       // Auditors read it later (writ why, the console, the graph's event log): no default.
       if (reason === '') throw new UsageError('--reason TEXT is required: it is kept with the revocation for whoever audits it');
+      if (reason.length > 2000) throw new UsageError(`--reason is at most 2000 characters (as over HTTP), got ${reason.length}`);
       return withWrit(values, async (w) => {
         const name = positionals[0]!;
         const graph = await w.ctx.graph.current();
         // An edge id unless --principal says otherwise or no edge has that id, as for writ impact revoke.
         const edge = values.principal ? undefined : graph.edge(name);
-        const revokedBefore = edge ? edge.revoked_at : (graph.principal(name)?.revoked_at ?? null);
+        const what = edge ? `edge ${name} (${edge.from} → ${edge.to} [${edge.kind}])` : `principal ${name}`;
+        const already = (revokedAt: number, revision: number) => {
+          print({ revoked: false, graph_revision: revision, revoked_at: toWireTime(revokedAt) }, values.json, () => `${what} was already revoked at ${toWireTime(revokedAt)}; nothing changed`);
+          return 0;
+        };
+        const revokedAt = edge ? edge.revoked_at : (graph.principal(name)?.revoked_at ?? null);
+        if (revokedAt !== null) return already(revokedAt, graph.revision);
         // What it ends, analysed on the graph it is about to change (a copy; the revocation is the next write).
         const impact = await analyseImpact(w.ctx, GOVERNANCE_ID, { revoke: edge ? { edge: name } : { principal: name } });
-        const r = edge ? await revokeEdge(w.ctx, GOVERNANCE_ID, name, reason) : await revokePrincipal(w.ctx, GOVERNANCE_ID, name, reason);
-        const what = edge ? `edge ${name} (${edge.from} → ${edge.to} [${edge.kind}])` : `principal ${name}`;
-        if (revokedBefore !== null) {
-          print({ revoked: false, graph_revision: r.graph_revision, revoked_at: toWireTime(revokedBefore) }, values.json, () => `${what} was already revoked at ${toWireTime(revokedBefore)}; nothing changed`);
-          return 0;
-        }
+        const r = edge
+          ? await revokeEdge(w.ctx, GOVERNANCE_ID, name, reason).then((x) => ({ revoked: x.revoked, revoked_at: x.edge.revoked_at, graph_revision: x.graph_revision }))
+          : await revokePrincipal(w.ctx, GOVERNANCE_ID, name, reason).then((x) => ({ revoked: x.revoked, revoked_at: x.principal.revoked_at, graph_revision: x.graph_revision }));
+        // Another process may have revoked it meanwhile: then this changed nothing.
+        if (!r.revoked) return already(r.revoked_at!, r.graph_revision);
         print({ revoked: true, graph_revision: r.graph_revision, impact: impactToWire(impact) }, values.json, () =>
           formatImpact(impact, { header: `revoked ${what} at graph revision ${r.graph_revision}: "${reason}"; a running Writ refuses writes on decisions made before it. What it ended (analysed at revision ${impact.graph_revision}, just before):` }));
         return 0;

@@ -3,6 +3,7 @@ import {
   chmodSync,
   closeSync,
   fsyncSync,
+  linkSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -12,7 +13,7 @@ import {
   statSync,
   writeSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { JWK } from 'jose';
 
 /**
@@ -81,17 +82,32 @@ function parseKeyFile(text: string, kid: string): KeyFile | undefined {
 }
 
 export function writeKeyFile(dir: string, file: KeyFile): void {
-  const target = join(dir, `${file.kid}.json`);
-  const temp = join(dir, `.${file.kid}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+  // A key the ring has handed out must survive a crash, and a reader never sees half a file.
+  writePrivateFile(join(dir, `${file.kid}.json`), JSON.stringify(file, null, 2) + '\n', { overwrite: true });
+}
+
+/**
+ * Writes a secret (a private key) to `path`: mode 0600 exactly, whatever the umask; durable (fsync) and
+ * whole or not at all, through a temporary file in the same directory that is renamed over `path`, or,
+ * with `overwrite: false`, linked to it, so an existing file is never replaced (EEXIST). The key ring's
+ * files, the governance admin credential and `writ keys new` all go through here.
+ */
+export function writePrivateFile(path: string, text: string, options: { overwrite: boolean }): void {
+  const temp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
   const fd = openSync(temp, 'wx', 0o600);
   try {
-    writeSync(fd, JSON.stringify(file, null, 2) + '\n');
-    fsyncSync(fd); // a key the ring has handed out must survive a crash
+    try {
+      writeSync(fd, text);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    chmodSync(temp, 0o600); // the umask may have narrowed it further, never widened: make it exact
+    if (options.overwrite) renameSync(temp, path);
+    else linkSync(temp, path);
   } finally {
-    closeSync(fd);
+    rmSync(temp, { force: true }); // renamed away already, or the link's spare name, or a failed write
   }
-  chmodSync(temp, 0o600); // the umask may have narrowed it further, never widened: make it exact
-  renameSync(temp, target);
 }
 
 export function removeKeyFile(dir: string, kid: string): void {

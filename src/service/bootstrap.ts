@@ -1,4 +1,5 @@
-import { chmodSync, existsSync, readFileSync, writeFileSync, renameSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { writePrivateFile } from '../decision/index.js';
 import { join } from 'node:path';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
 import { GOVERNANCE_ID, type PublicJwk } from '../graph/model.js';
@@ -35,10 +36,7 @@ export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPa
     publicJwk = publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>);
   } else {
     const pair = await generatePrincipalKeyPair(`governance-${ctx.clock.now().toString(36)}`);
-    const tmp = `${path}.tmp`;
-    writeFileSync(tmp, JSON.stringify(pair.privateJwk, null, 2), { mode: 0o600 });
-    chmodSync(tmp, 0o600);
-    renameSync(tmp, path);
+    writePrivateFile(path, JSON.stringify(pair.privateJwk, null, 2), { overwrite: false });
     publicJwk = pair.publicJwk as PublicJwk;
   }
   await commitGraphChange(ctx, 'bootstrap', (g, now) => {

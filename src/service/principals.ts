@@ -62,14 +62,16 @@ export async function registerPrincipal(ctx: WritContext, caller: string, input:
 }
 
 /** Revokes a principal: every chain through it stops counting at once. */
-export async function revokePrincipal(ctx: WritContext, caller: string, id: string, reason: string): Promise<{ principal: Principal; graph_revision: number }> {
+export async function revokePrincipal(ctx: WritContext, caller: string, id: string, reason: string): Promise<{ principal: Principal; revoked: boolean; graph_revision: number }> {
   requireGovernance(caller, 'revoke principals');
   if (id === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'the governance root cannot be revoked');
+  let changed = false;
   const revision = await commitGraphChange(ctx, caller, (graph, now) => {
     const p = graph.principal(id);
     if (!p) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${id}"`);
     if (p.revoked_at !== null) return [];
+    changed = true;
     return [{ type: 'principal.revoked', id, at: now, reason }];
   });
-  return { principal: await getPrincipal(ctx, id), graph_revision: revision };
+  return { principal: await getPrincipal(ctx, id), revoked: changed, graph_revision: revision };
 }

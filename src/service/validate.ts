@@ -65,7 +65,11 @@ export function window(notBefore: string | number | null | undefined, expiresAt:
   return { not_before: nb, expires_at: ex };
 }
 
+/** As many keys as a principal may have (POST /v1/principals' schema; a manifest's keys and key_files together). */
+export const MAX_PRINCIPAL_KEYS = 16;
+
 export function checkPublicKeys(keys: PublicJwk[]): PublicJwk[] {
+  if (keys.length > MAX_PRINCIPAL_KEYS) throw new WritError('UNPROCESSABLE', `a principal has at most ${MAX_PRINCIPAL_KEYS} keys, not ${keys.length}`);
   const seen = new Set<string>();
   for (const k of keys) {
     if (typeof k !== 'object' || k === null) throw new WritError('UNPROCESSABLE', 'keys must be JWK objects');

@@ -7,7 +7,7 @@
 
 export const id = { type: 'string', minLength: 1, maxLength: 128 } as const;
 const names = { type: 'array', items: { type: 'string', minLength: 1, maxLength: 256 }, minItems: 1, maxItems: 256 } as const;
-const time = { anyOf: [{ type: 'string', maxLength: 64 }, { type: 'integer' }, { type: 'null' }] } as const;
+const time = { anyOf: [{ type: 'string', maxLength: 64, description: 'an RFC 3339 time' }, { type: 'integer', description: 'ms since the epoch' }, { type: 'null', description: 'null' }] } as const;
 
 export const scopeSchema = {
   type: 'object',

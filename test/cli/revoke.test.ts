@@ -19,10 +19,11 @@ beforeAll(async () => {
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
 describe('writ revoke: the operator revokes from the command line, with a reason, and sees what it ended', () => {
-  it('refuses without a reason (exit 2, nothing changed)', async () => {
+  it('refuses without a reason, or one longer than HTTP takes (exit 2, nothing changed)', async () => {
     const before = await revision();
     const r = await writ('revoke', 'd-orch-seo');
     expect(r).toMatchObject({ code: 2, output: expect.stringContaining('--reason TEXT is required') });
+    expect(await writ('revoke', 'd-orch-seo', '--reason', 'x'.repeat(2001))).toMatchObject({ code: 2, output: expect.stringContaining('--reason is at most 2000 characters') });
     expect(await revision()).toBe(before);
   });
 
@@ -59,6 +60,12 @@ describe('writ revoke: the operator revokes from the command line, with a reason
     expect(answer).toMatchObject({ revoked: true, graph_revision: await revision(), impact: { change: { revoke: { principal: 'content-agent-3' } }, lost: [expect.objectContaining({ principal: 'content-agent-3' })] } });
     expect(answer.impact.computed_at).toMatch(/Z$/);
     expect((await writ('trace', 'content-agent-3', 'update_post', 'wp:post:1024', '--fields', 'body')).code).toBe(3);
+
+    const again = JSON.parse((await writ('revoke', 'content-agent-3', '--reason', 'again', '--json')).stdout);
+    expect(again).toEqual({ revoked: false, graph_revision: answer.graph_revision, revoked_at: expect.stringMatching(/Z$/) });
+    // --principal: the name is a principal's even where an edge has it.
+    expect((await writ('revoke', 'g-publisher', '--principal', '--reason', 'x')).output).toContain('UNKNOWN_PRINCIPAL');
+    expect(JSON.parse((await writ('graph', 'export')).stdout).edges.find((e: { id: string }) => e.id === 'g-publisher').revoked_at).toBeNull();
 
     const ghost = await writ('revoke', 'ghost', '--reason', 'x');
     expect(ghost).toMatchObject({ code: 1, output: expect.stringContaining('UNKNOWN_PRINCIPAL') });

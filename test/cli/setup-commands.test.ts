@@ -146,6 +146,7 @@ describe('the writ command for operators and policy authors', () => {
     expect(publicJwk).not.toHaveProperty('d');
     expect(privateJwk).toMatchObject({ kty: 'OKP', crv: 'Ed25519', kid: publicJwk.kid, x: publicJwk.x, d: expect.any(String) });
 
+    expect((await writ('keys', 'new', join(dataDir, 'other.pub.jwk'))).out).toContain('names a public key file: name the private one');
     const again = await writ('keys', 'new', file);
     expect(again).toMatchObject({ code: 2, out: expect.stringContaining(`${file} exists: a key file is never overwritten`) });
     expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual(privateJwk);

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { applyManifest, type GraphManifest } from '../../src/service/index.js';
@@ -103,6 +106,32 @@ describe('applying a graph manifest', () => {
     await expect(refused).rejects.toThrow(/^the graph manifest has 6 problems; nothing was applied:\n {2}- the manifest: unknown property "edges"\n/);
     expect((await h.ctx.graph.current()).revision).toBe(revision);
     expect((await h.ctx.graph.current()).principal('typo-bot')).toBeUndefined();
+  });
+
+  it('says one thing per problem, and suggests a name only when it is a likely typo', async () => {
+    const manifest = {
+      principals: [{ id: 'p-1', kind: 'agent', keys: [], ttl: 3, by: 'me' }],
+      grants: [{ id: 'g-1', to: 'p-1', reason: 'r', expires_at: true, tokens: 1, scope: { actions: ['read_post'], resources: ['wp:post:*'], risk_max: 0, enviroments: ['production'] } }],
+    };
+    await expect(applyManifest(h.ctx, GOVERNANCE_ID, manifest as never, '.')).rejects.toMatchObject({ details: { problems: [
+      'principals[0] (p-1): unknown property "ttl"',
+      'principals[0] (p-1): unknown property "by"',
+      'grants[0] (g-1): unknown property "tokens"',
+      'grants[0] (g-1).expires_at must be an RFC 3339 time, ms since the epoch or null (found true)',
+      'grants[0] (g-1).scope: unknown property "enviroments" (did you mean "environments"?)',
+    ] } });
+  });
+
+  it('a principal has at most 16 keys, its keys and key_files together', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'writ-keys-'));
+    try {
+      const pairs = await Promise.all(Array.from({ length: 17 }, (_, i) => generatePrincipalKeyPair(`k-${i}`)));
+      writeFileSync(join(dir, 'k-16.pub.jwk'), JSON.stringify(pairs[16]!.publicJwk));
+      const manifest = { principals: [{ id: 'many-keys', kind: 'agent' as const, keys: pairs.slice(0, 16).map((p) => p.publicJwk as never), key_files: ['k-16.pub.jwk'] }] };
+      await expect(applyManifest(h.ctx, GOVERNANCE_ID, manifest, dir)).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: 'principal many-keys: a principal has at most 16 keys, not 17' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('an edge applied while its typo was dropped is refused when the manifest is applied again, so the wider edge is found (and replaced under a new id)', async () => {
