@@ -20,6 +20,8 @@ import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/s
 import type { EpochBump } from '../lease/index.js';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
+import type { JWK } from 'jose';
+import { createApprovalAssertion } from '../wire/assertions.js';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
 import { verifyArchiveFile, type ReceiptChainVerdict } from '../audit/index.js';
 import { publicKeyFromJwk } from '../decision/jws.js';
@@ -248,6 +250,42 @@ export const COMMANDS: Command[] = [
         `    - { id: ${name}, kind: agent, key_files: [${basename(publicFile)}] }`,
         '  then writ graph apply FILE (or POST /v1/principals with it in keys)',
       ].join('\n'));
+      return 0;
+    },
+  },
+  {
+    name: 'approve',
+    summary: "sign, as an approver, a single-use approval of one request (PRINCIPAL doing ACTION on RESOURCE in --env) for that principal to pass as its decision's context.approval; prints the assertion alone on stdout",
+    usage: 'PRINCIPAL ACTION RESOURCE --as APPROVER --key FILE [--env ENV] [--ttl 5m] [--json]',
+    options: { as: { type: 'string' }, key: { type: 'string' }, env: { type: 'string' }, ttl: { type: 'string' }, json: { type: 'boolean' } },
+    run: async ({ values, positionals }) => {
+      const usage = 'writ approve PRINCIPAL ACTION RESOURCE --as APPROVER --key FILE [--env ENV] [--ttl 5m] [--json]';
+      need(positionals, 3, usage);
+      if (typeof values.as !== 'string' || typeof values.key !== 'string') throw new UsageError(`--as APPROVER and --key FILE (the approver's private JWK) are required; usage: ${usage}`);
+      const [principal, action, resource] = positionals as [string, string, string];
+      const config = configFrom(values);
+      const ttlMs = values.ttl === undefined ? config.maxAssertionTtlMs : duration(values.ttl as string);
+      if (ttlMs < 1_000 || ttlMs > config.maxAssertionTtlMs) throw new UsageError(`--ttl is from 1s to ${config.maxAssertionTtlMs / 1000}s (Writ refuses longer assertions), got ${String(values.ttl)}`);
+      let privateJwk: JWK;
+      try {
+        privateJwk = JSON.parse(readFileSync(values.key, 'utf8')) as JWK;
+      } catch (e) {
+        throw new UsageError(`cannot read the key ${values.key}: ${(e as Error).message}`);
+      }
+      if (typeof privateJwk !== 'object' || privateJwk === null || typeof privateJwk.d !== 'string') throw new UsageError(`${values.key} is not a private JWK (writ keys new makes one)`);
+      const approve = { principal, action, resource, environment: (values.env as string | undefined) ?? 'production' };
+      const now = Date.now();
+      const assertion = await createApprovalAssertion({ approver: values.as, privateJwk, approve, ttlSeconds: ttlMs / 1000, audience: `${config.audience}:approval`, now }).catch((e: unknown) => {
+        throw new UsageError(`cannot sign with ${values.key}: ${(e as Error).message}`);
+      });
+      const expiresAt = toWireTime(Math.floor(now / 1000) * 1000 + ttlMs);
+      if (values.json) {
+        print({ assertion, approver: values.as, approve, expires_at: expiresAt }, true, () => '');
+      } else {
+        // stdout holds the assertion alone (for $(writ approve …)); what it is goes to stderr.
+        console.error(`approval by ${values.as} of ${principal} ${action} ${resource} in ${approve.environment}: single use, until ${expiresAt}; it counts through a live approves edge ${values.as} → ${principal} whose scope and risk_max cover the request (pass it as context.approval)`);
+        console.log(assertion);
+      }
       return 0;
     },
   },

@@ -31,7 +31,7 @@ describe('the README\'s SDK section', () => {
     const options: [string, string][] = [
       ['src/sdk/client.ts', 'WritClientOptions'], ['src/sdk/client.ts', 'LeaseOptions'], ['src/sdk/client.ts', 'RunExclusiveOptions'],
       ['src/sdk/client.ts', 'LeaseScope'], ['src/sdk/client.ts', 'JobScope'], ['src/sdk/client.ts', 'ActRequest'],
-      ['src/sdk/assertion.ts', 'CallerAssertionOptions'], ['src/sdk/backoff.ts', 'BackoffOptions'],
+      ['src/wire/assertions.ts', 'CallerAssertionOptions'], ['src/sdk/backoff.ts', 'BackoffOptions'],
     ];
     for (const [file, name] of options) {
       const list = members(file, name);

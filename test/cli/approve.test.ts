@@ -1,0 +1,65 @@
+import { join } from 'node:path';
+import { decodeJwt, decodeProtectedHeader } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { runWrit } from '../support/cli.js';
+import { REPO, startHarness, type Harness } from '../support/harness.js';
+import { requireDist } from '../support/server-process.js';
+import { WIRE_TIME } from '../support/wire-times.js';
+
+let h: Harness;
+const KEY = join(REPO, 'fixtures/keys/editor-alice.jwk');
+const writ = (...args: string[]) => runWrit(h.dataDir, ...args);
+const request = { action: 'publish_post', resource: 'wp:post:42', environment: 'production', fields: ['status'] };
+
+beforeAll(async () => {
+  requireDist();
+  // The CLI signs on the system clock: the service judges on the same one.
+  h = await startHarness({ clock: new ManualClock(Date.now()) });
+  await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-publisher-risky', to: 'publisher', reason: 'emergency publishing', max_depth: 0, scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['status'], risk_max: 3 } } });
+  await h.call('governance', { method: 'POST', url: '/v1/approvals', payload: { id: 'a-alice-publisher', from: 'editor-alice', to: 'publisher', reason: 'editor signs off risky publishing', scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], risk_max: 3 } } });
+});
+afterAll(async () => h?.close());
+
+describe('writ approve: a human approver signs off one request from the command line', () => {
+  it('prints the assertion alone on stdout (what it is on stderr); the requester passes it and the decision is allowed, once', async () => {
+    const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY);
+    expect(r.code).toBe(0);
+    const assertion = r.stdout.trim();
+    expect(assertion).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+    expect(r.output).toContain('approval by editor-alice of publisher publish_post wp:post:42 in production: single use, until ');
+    expect(decodeProtectedHeader(assertion)).toMatchObject({ alg: 'EdDSA', kid: expect.any(String) });
+    expect(decodeJwt(assertion)).toMatchObject({ iss: 'editor-alice', sub: 'editor-alice', aud: 'writ:approval', approve: { principal: 'publisher', action: 'publish_post', resource: 'wp:post:42', environment: 'production' } });
+
+    const without = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3 } } });
+    expect(without.body).toMatchObject({ allow: false, obligations: { approval_required: true } });
+    const allowed = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: assertion } } });
+    expect(allowed.body.allow, JSON.stringify(allowed.body.reasons)).toBe(true);
+    const again = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: assertion } } });
+    expect(again.body).toMatchObject({ code: 'UNPROCESSABLE', detail: expect.stringContaining('already used') });
+  });
+
+  it('--json gives the assertion with what it approves and until when; --ttl shortens it', async () => {
+    const before = Date.now();
+    const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--env', 'production', '--ttl', '90s', '--json');
+    expect(r.code).toBe(0);
+    const answer = JSON.parse(r.stdout);
+    expect(answer).toMatchObject({ approver: 'editor-alice', approve: { principal: 'publisher', action: 'publish_post', resource: 'wp:post:42', environment: 'production' }, expires_at: expect.stringMatching(WIRE_TIME) });
+    const claims = decodeJwt(answer.assertion);
+    expect(claims.exp! - claims.iat!).toBe(90);
+    expect(Date.parse(answer.expires_at)).toBe(claims.exp! * 1000);
+    expect(Date.parse(answer.expires_at) - before).toBeLessThanOrEqual(91_000);
+  });
+
+  it.each([
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--key', KEY], '--as APPROVER and --key FILE'],
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--ttl', '10m'], '--ttl is from 1s to 300s'],
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', join(REPO, 'package.json')], 'is not a private JWK'],
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', 'no-such.jwk'], 'cannot read the key no-such.jwk'],
+  ])('%j is refused in one line, exit 2', async (args, message) => {
+    const r = await writ(...args);
+    expect(r.code).toBe(2);
+    expect(r.output).toContain(message);
+    expect(r.stdout.split('\n')[0]).not.toMatch(/^eyJ/);
+  });
+});
