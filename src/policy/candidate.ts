@@ -16,12 +16,14 @@ import { loadPolicyEngine } from './wasm-engine.js';
 export async function loadCandidatePolicy(dir: string, opaPath: () => string): Promise<{ engine: PolicyEngine; built: boolean }> {
   if (!(await stat(dir).catch(() => null))?.isDirectory()) throw new WritError('UNPROCESSABLE', `${dir} is not a folder (a policy bundle or a policies folder)`);
   const entries = await readdir(dir);
-  if ((await readRevision(dir)) !== null || (entries.includes(WASM_FILE) && entries.includes(DATA_FILE))) {
+  // A bundle names its revision (writ policy build writes one). Without it, Rego wins over a policy.wasm
+  // lying beside it (left by an `opa build` in the folder): judging that stale wasm instead of the Rego
+  // being edited would answer for the wrong policy without a word.
+  const rego = entries.some((e) => e.endsWith('.rego')) || (await hasRego(dir));
+  if ((await readRevision(dir)) !== null || (!rego && entries.includes(WASM_FILE) && entries.includes(DATA_FILE))) {
     return { engine: await loadPolicyEngine(dir), built: false };
   }
-  if (!entries.some((e) => e.endsWith('.rego')) && !(await hasRego(dir))) {
-    throw new WritError('UNPROCESSABLE', `${dir} holds neither a policy bundle (revision, policy.wasm, data.json) nor Rego policies`);
-  }
+  if (!rego) throw new WritError('UNPROCESSABLE', `${dir} holds neither a policy bundle (revision, policy.wasm, data.json) nor Rego policies`);
   const out = await mkdtemp(join(tmpdir(), 'writ-candidate-policy-'));
   try {
     await buildPolicyBundle({ opaPath: opaPath(), policiesDir: dir, outDir: out });

@@ -1,4 +1,4 @@
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -93,6 +93,16 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     expect(seo.chain).toEqual(['g-orchestrator', 'd-orch-seo']);
     expect(r.candidate_revision).not.toBe(r.current_revision);
     expect(await state()).toEqual(before);
+  });
+
+  it('a policies folder with a stray policy.wasm beside its Rego (an opa build there) is built from the Rego, not read as that wasm', { timeout: 60_000 }, async () => {
+    const dir = candidatePolicies('stray-wasm', (d) => {
+      raiseUpdateRisk(d);
+      copyFileSync(join(BUNDLE_DIR, readFileSync(join(BUNDLE_DIR, 'revision'), 'utf8').trim().replace('sha256:', 'bundles/'), 'policy.wasm'), join(d, 'policy.wasm'));
+    });
+    const { engine, built } = await loadCandidatePolicy(dir, findOpa);
+    expect(built).toBe(true);
+    expect(flipsOf(await policyImpact(h.ctx, engine))).toContain('allow→deny seo-agent-7 update_post wp:post:1024 [title]');
   });
 
   it('removing the owner_only domain rule flips editor-alice\'s denial to an allow, naming the chain', { timeout: 60_000 }, async () => {
