@@ -20,11 +20,18 @@ export function schemaChecker(schema: object, options: SchemaCheckOptions): (doc
     validate ??= new Ajv({ allErrors: true, strict: true, verbose: true }).compile(schema);
     if (validate(doc)) return [];
     const errors = validate.errors ?? [];
-    // An `anyOf` that fails also reports each branch's own failure: its one sentence says it all.
-    const anyOfs = errors.filter((e) => e.keyword === 'anyOf');
-    const inFailedAnyOf = (e: ErrorObject) => anyOfs.some((a) => a !== e && e.instancePath === a.instancePath && e.schemaPath.startsWith(`${a.schemaPath}/`));
+    // An `anyOf` that fails also reports each branch's own failure. When the value is of a branch's
+    // type and fails it otherwise (a string too long), that failure says what is wrong; when it is of
+    // none of them, the anyOf's one sentence does ("must be an RFC 3339 time, ms … or null").
+    const branchesOf = (a: ErrorObject) => errors.filter((e) => e !== a && e.instancePath === a.instancePath && e.schemaPath.startsWith(`${a.schemaPath}/`));
+    const hidden = new Set<ErrorObject>();
+    for (const a of errors.filter((e) => e.keyword === 'anyOf')) {
+      const branches = branchesOf(a);
+      const telling = branches.filter((e) => e.keyword !== 'type');
+      for (const e of telling.length > 0 ? [a, ...branches.filter((b) => b.keyword === 'type')] : branches) hidden.add(e);
+    }
     // A bad property name is reported twice (its own keyword, then `propertyNames`): the first says which.
-    return errors.filter((e) => e.keyword !== 'propertyNames' && !inFailedAnyOf(e)).map((e) => describe(doc, e, options));
+    return errors.filter((e) => e.keyword !== 'propertyNames' && !hidden.has(e)).map((e) => describe(doc, e, options));
   };
 }
 

@@ -35,6 +35,7 @@ export interface CommandArgs {
 export interface Command {
   name: string;
   summary: string;
+  /** Its arguments: positional ones first, in capitals (FILE, PRINCIPAL); one that starts with an option, or none, takes no positional argument (main.ts refuses any). */
   usage?: string;
   options?: Record<string, { type: 'string' | 'boolean'; short?: string }>;
   run(args: CommandArgs): Promise<number>;
@@ -168,14 +169,18 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'graph apply',
-    summary: 'apply a graph manifest (idempotent) as governance',
-    usage: 'FILE',
+    summary: 'apply a graph manifest as governance, all or nothing (idempotent); --dry-run: say what it would change, change nothing',
+    usage: 'FILE [--dry-run]',
+    options: { 'dry-run': { type: 'boolean' } },
     run: async ({ values, positionals }) => {
-      need(positionals, 1, 'writ graph apply FILE');
+      need(positionals, 1, 'writ graph apply FILE [--dry-run]');
       return withWrit(values, async (w) => {
         const { manifest, baseDir } = readManifest(positionals[0]!);
-        const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
-        console.log(`applied ${positionals[0]}: ${applyCounts(r)}; graph revision ${r.graph_revision}`);
+        const dryRun = values['dry-run'] === true;
+        const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir, { dryRun });
+        console.log(dryRun
+          ? `${positionals[0]} applied to the graph at revision ${r.graph_revision} would give: ${applyCounts(r)} (dry run: nothing written)`
+          : `applied ${positionals[0]}: ${applyCounts(r)}; graph revision ${r.graph_revision}`);
         for (const c of r.created) console.log(`  + ${c}`);
         for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
         return 0;

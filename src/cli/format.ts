@@ -33,7 +33,6 @@ function scopeLine(s: Scope): string {
   return `${s.actions.join(',')} on ${s.resources.join(',')} in ${s.environments.join(',')} fields [${s.fields.join(', ')}] risk≤${s.constraints.risk_max}`;
 }
 
-/** `writ why`: the receipt, the decision it rests on, and the chain edge by edge. */
 /** `3 created, 1 updated, 20 unchanged` of a manifest's application (`updated` only when there are some). */
 export function applyCounts(r: ApplyReport): string {
   return `${r.created.length} created, ${r.updated.length > 0 ? `${r.updated.length} updated, ` : ''}${r.unchanged.length} unchanged`;
@@ -43,6 +42,7 @@ function revocationLine(r: Revocation): string {
   return `at ${iso(r.revoked_at)}${r.revoked_by === null ? '' : ` by ${r.revoked_by}`}${r.reason === null ? '' : `: "${r.reason}"`}`;
 }
 
+/** `writ why`: the receipt, the decision it rests on, and the chain edge by edge. */
 export function formatWhy(r: WhyReport): string {
   const x = r.receipt;
   const lines = [

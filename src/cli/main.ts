@@ -43,6 +43,13 @@ async function main(argv: string[]): Promise<number> {
     console.log(`${['writ', command.name, command.usage].filter(Boolean).join(' ')}\n\n${command.summary}`);
     return 0;
   }
+  // A command whose usage starts with no ARGUMENT (an option, or nothing) takes none: one given is a
+  // mistake (an unquoted value with a space, a second name), never something to ignore. The others
+  // check their count themselves (need, in commands.ts).
+  if (positionals.length > 0 && !/^[A-Z]/.test(command.usage ?? '')) {
+    console.error(`writ: ${command.name} takes no arguments, got ${positionals.map((p) => JSON.stringify(p)).join(' ')} (quote a value with spaces); usage: ${['writ', command.name, command.usage].filter(Boolean).join(' ')}`);
+    return 2;
+  }
   return command.run({ values: values as Record<string, string | boolean | undefined>, positionals });
 }
 

@@ -11,7 +11,7 @@ import {
   renameSync,
   rmSync,
   statSync,
-  writeSync,
+  writeFileSync,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { JWK } from 'jose';
@@ -87,27 +87,47 @@ export function writeKeyFile(dir: string, file: KeyFile): void {
 }
 
 /**
- * Writes a secret (a private key) to `path`: mode 0600 exactly, whatever the umask; durable (fsync) and
- * whole or not at all, through a temporary file in the same directory that is renamed over `path`, or,
- * with `overwrite: false`, linked to it, so an existing file is never replaced (EEXIST). The key ring's
- * files, the governance admin credential and `writ keys new` all go through here.
+ * Writes a secret (a private key) to `path`: mode 0600 exactly, whatever the umask; whole or not at all,
+ * through a temporary file in the same directory that is renamed over `path`, or, with `overwrite:
+ * false`, linked to it, so an existing file is never replaced (EEXIST); durable (the file and then its
+ * directory are fsynced). On a filesystem without hard links the new file is created with O_EXCL
+ * instead. The key ring's files, the governance admin credential and `writ keys new` go through here.
  */
 export function writePrivateFile(path: string, text: string, options: { overwrite: boolean }): void {
   const temp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
-  const fd = openSync(temp, 'wx', 0o600);
   try {
-    try {
-      writeSync(fd, text);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    chmodSync(temp, 0o600); // the umask may have narrowed it further, never widened: make it exact
+    writeSynced(temp, text);
     if (options.overwrite) renameSync(temp, path);
-    else linkSync(temp, path);
+    else {
+      try {
+        linkSync(temp, path);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw e;
+        writeSynced(path, text); // no hard links here: O_EXCL on the file itself
+      }
+    }
   } finally {
     rmSync(temp, { force: true }); // renamed away already, or the link's spare name, or a failed write
   }
+  const dir = openSync(dirname(path), 'r');
+  try {
+    fsyncSync(dir); // the new name survives a crash too
+  } finally {
+    closeSync(dir);
+  }
+}
+
+/** Creates `file` (O_EXCL, 0600 exactly) holding `text`, fsynced. */
+function writeSynced(file: string, text: string): void {
+  const fd = openSync(file, 'wx', 0o600);
+  try {
+    writeFileSync(fd, text); // loops until every byte is written
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  chmodSync(file, 0o600); // the umask may have narrowed it further, never widened: make it exact
 }
 
 export function removeKeyFile(dir: string, kid: string): void {

@@ -36,8 +36,14 @@ export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPa
     publicJwk = publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>);
   } else {
     const pair = await generatePrincipalKeyPair(`governance-${ctx.clock.now().toString(36)}`);
-    writePrivateFile(path, JSON.stringify(pair.privateJwk, null, 2), { overwrite: false });
-    publicJwk = pair.publicJwk as PublicJwk;
+    try {
+      writePrivateFile(path, JSON.stringify(pair.privateJwk, null, 2), { overwrite: false });
+      publicJwk = pair.publicJwk as PublicJwk;
+    } catch (e) {
+      // Another process sharing the data directory (a replica starting at the same moment) made it first: use its.
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      publicJwk = publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>);
+    }
   }
   await commitGraphChange(ctx, 'bootstrap', (g, now) => {
     const gov = g.principal(GOVERNANCE_ID);

@@ -11,10 +11,12 @@ import type { WritContext } from './context.js';
 export async function commitGraphChange(ctx: WritContext, actor: string, plan: (graph: AuthorityGraph, now: number) => GraphEvent[] | Promise<GraphEvent[]>): Promise<number> {
   for (let attempt = 0; attempt < 8; attempt++) {
     const graph = await ctx.graph.current();
+    // Taken before the plan: the live graph object moves on in place while an async plan awaits, and a
+    // plan made on revision N must be appended on N or not at all.
+    const expected = graph.revision;
     const now = ctx.clock.now();
     const events = await plan(graph, now);
-    if (events.length === 0) return graph.revision;
-    const expected = graph.revision;
+    if (events.length === 0) return expected;
     try {
       const revision = await ctx.store.readWrite((tx) => tx.graph.append(events, actor, now, expected));
       // This process sees its own change at once, whether or not its graph is fed by notifications.

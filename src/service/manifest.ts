@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { parse } from 'yaml';
 import { WritError } from '../errors.js';
 import { dottedPath, schemaChecker } from '../json-schema.js';
+import type { AuthorityGraph } from '../graph/index.js';
 import type { GraphEvent, PublicJwk } from '../graph/model.js';
 import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody } from '../wire/graph-bodies.js';
 import type { WritContext } from './context.js';
@@ -29,6 +30,7 @@ export interface ApplyReport {
   /** Items that existed and were changed: a principal whose keys the manifest replaced. */
   updated: string[];
   unchanged: string[];
+  /** The graph revision after the change; on a dry run, the revision it was planned on. */
   graph_revision: number;
 }
 
@@ -91,12 +93,12 @@ function checkManifestShape(manifest: unknown): void {
   });
 }
 
-/** Names the manifest item in every error, and turns a malformed item (a missing scope, a wrong type) into MALFORMED_REQUEST. */
 /** How a manifest item is named in errors: its section's word and its id. */
 function itemName(what: string, item: unknown): string {
   return `${what} ${(item as { id?: unknown } | null)?.id ?? '(no id)'}`;
 }
 
+/** Names the manifest item in every error, and turns a malformed item (a missing scope, a wrong type) into MALFORMED_REQUEST. */
 async function asManifestError<T>(item: string, fn: () => T | Promise<T>): Promise<T> {
   try {
     return await fn();
@@ -118,17 +120,18 @@ function readKeyFile(file: string): PublicJwk {
 }
 
 /**
- * Applies a manifest as `caller` (governance), all or nothing: every item is planned on a working copy
+ * Applies a manifest as `caller` (governance) — or, with `dryRun`, says what applying it now would do
+ * and writes nothing — all or nothing: every item is planned on a working copy
  * of the graph, in order — principals, grants, delegations (file order), ownerships, approvals,
  * preemptions — each seeing the items before it, and the changes are appended in one commit. An item
  * that fails (a key file that cannot be read, an unknown principal, a delegation wider than its
  * delegator holds, a scope that could never apply) fails the manifest, naming the item, and nothing
  * is written. If another process changes the graph meanwhile, the whole manifest is planned again.
  */
-export async function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string): Promise<ApplyReport> {
+export async function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string, options: { dryRun?: boolean } = {}): Promise<ApplyReport> {
   checkManifestShape(manifest);
   let report: ApplyReport = { created: [], updated: [], unchanged: [], graph_revision: 0 };
-  const revision = await commitGraphChange(ctx, caller, async (graph, now) => {
+  const plan = async (graph: AuthorityGraph, now: number): Promise<GraphEvent[]> => {
     const events: GraphEvent[] = [];
     const writer = forkGraphWriter(graph, caller, now, events);
     report = { created: [], updated: [], unchanged: [], graph_revision: 0 };
@@ -159,7 +162,17 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
       }
     }
     return events;
-  });
+  };
+  if (options.dryRun) {
+    // The same plan on the graph as it is, and nothing appended: what applying it now would do.
+    const graph = await ctx.graph.current();
+    await plan(graph, ctx.clock.now());
+    report.graph_revision = graph.revision;
+    return report;
+  }
+  // (Read into a local first: `report` is replaced by each planning, and `report.x = await …` would
+  // assign into the one taken before the await.)
+  const revision = await commitGraphChange(ctx, caller, plan);
   report.graph_revision = revision;
   return report;
 }

@@ -43,6 +43,8 @@ describe('the writ command for operators and policy authors', () => {
     expect(statSync(join(dataDir, 'admin.jwk')).mode & 0o777).toBe(0o600);
     const second = await writ('graph', 'apply', 'graph/example.yaml');
     expect(second.out).toMatch(/applied graph\/example\.yaml: 0 created, \d+ unchanged/);
+    const dry = await writ('graph', 'apply', 'graph/example.yaml', '--dry-run');
+    expect(dry.out).toMatch(/^graph\/example\.yaml applied to the graph at revision \d+ would give: 0 created, \d+ unchanged \(dry run: nothing written\)\n$/);
   });
 
   it('migrate applies the numbered migrations on either engine and says where the schema stands; another URL is refused', async () => {

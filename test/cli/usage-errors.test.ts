@@ -13,6 +13,8 @@ describe('writ given wrong arguments', () => {
     [['why'], 'writ: usage: writ why RECEIPT_ID'],
     [['revoke', 'g-publisher', 'g-release-controller', '--reason', 'two at once'], 'writ: one argument too many ("g-release-controller"; quote a value with spaces); usage: writ revoke EDGE|PRINCIPAL --reason TEXT'],
     [['revoke', 'g-publisher', '--reason', 'incident', '42'], 'writ: one argument too many ("42"; quote a value with spaces)'],
+    [['graph', 'export', 'extra'], 'writ: graph export takes no arguments, got "extra" (quote a value with spaces); usage: writ graph export [--at REV|TIME] [--format json|dot]'],
+    [['lease', 'bump-epochs', '--by', '5', '--reason', 'restored', 'from', 'backup'], 'writ: lease bump-epochs takes no arguments, got "from" "backup"'],
     [['graph', 'export', '--format', 'svg'], 'writ: --format is json or dot'],
     [['audit', 'archive', '--out', 'x.jsonl'], 'writ: usage: writ audit archive --older-than DURATION --out FILE'],
     [['trace', 'seo-agent-7', '--no-such-option'], "writ: Unknown option '--no-such-option'"],

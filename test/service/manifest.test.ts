@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { applyManifest, type GraphManifest } from '../../src/service/index.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
@@ -66,11 +66,24 @@ describe('applying a graph manifest', () => {
     expect(graph.edge('g-atomic-lead')).toBeUndefined();
 
     // Whole, it is one commit, and each item sees the ones before it: a delegation from a grant the same manifest gives to a principal it registers.
+    const appends = vi.spyOn(h.ctx.store, 'readWrite');
     const ok = await applyManifest(h.ctx, GOVERNANCE_ID, { ...base, delegations: [{ id: 'd-atomic', from: 'editor-alice', to: 'atomic-agent', reason: 'r', scope }] }, '.');
+    expect(appends).toHaveBeenCalledTimes(1);
+    appends.mockRestore();
     expect(ok).toEqual({ created: ['principal atomic-agent', 'grant g-atomic-lead', 'delegation d-atomic'], updated: [], unchanged: [], graph_revision: revision + 3 });
     const events = await h.ctx.store.read((tx) => tx.graph.read(revision));
     expect(events.map((e) => e.event.type)).toEqual(['principal.created', 'edge.created', 'edge.created']);
-    expect(new Set(events.map((e) => e.at)).size).toBe(1);
+  });
+
+  it('a dry run says what applying would do, with the same checks, and writes nothing', async () => {
+    const revision = (await h.ctx.graph.current()).revision;
+    const scope = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 };
+    const manifest: GraphManifest = { principals: [{ id: 'dry-agent', kind: 'agent', keys: [] }], delegations: [{ id: 'd-dry', from: 'orchestrator', to: 'dry-agent', reason: 'r', scope }, { id: 'd-orch-seo', from: 'orchestrator', to: 'seo-agent-7', reason: 'SEO agent may rewrite titles and meta descriptions only', max_depth: 0, scope: { ...scope, fields: ['title', 'meta_description'] } }] };
+    expect(await applyManifest(h.ctx, GOVERNANCE_ID, manifest, '.', { dryRun: true })).toEqual({ created: ['principal dry-agent', 'delegation d-dry'], updated: [], unchanged: ['delegation d-orch-seo'], graph_revision: revision });
+    await expect(applyManifest(h.ctx, GOVERNANCE_ID, { ...manifest, delegations: [{ id: 'd-dry', from: 'ghost', to: 'dry-agent', reason: 'r', scope }] }, '.', { dryRun: true })).rejects.toMatchObject({ code: 'UNKNOWN_PRINCIPAL' });
+    const graph = await h.ctx.graph.current();
+    expect(graph.revision).toBe(revision);
+    expect(graph.principal('dry-agent')).toBeUndefined();
   });
 
   it('a principal whose keys the manifest changes is reported as updated (its old keys stop verifying), not as unchanged', async () => {

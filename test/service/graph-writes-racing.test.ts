@@ -1,0 +1,70 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writePrivateFile } from '../../src/decision/index.js';
+import { AuthorityGraph } from '../../src/graph/index.js';
+import { GOVERNANCE_ID } from '../../src/graph/model.js';
+import { adminCredentialPath, createGrant, ensureGovernance } from '../../src/service/index.js';
+import { commitGraphChange } from '../../src/service/graph-changes.js';
+import { startHarness, type Harness } from '../support/harness.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => h?.close());
+
+const scope = { actions: ['read_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['*'], constraints: { risk_max: 0 } };
+
+describe('graph writes that race', () => {
+  it('a plan that awaits while another write commits is planned again on the newer graph, not appended on a head it never saw', async () => {
+    let plans = 0;
+    let release!: () => void;
+    const paused = new Promise<void>((r) => (release = r));
+    const slow = commitGraphChange(h.ctx, GOVERNANCE_ID, async (graph, now) => {
+      plans += 1;
+      const exists = graph.edge('g-race') !== undefined; // judged before the wait, as an async plan would
+      if (plans === 1) await paused;
+      if (exists) return [];
+      return [{ type: 'edge.created', edge: { id: 'g-race', kind: 'grant', from: GOVERNANCE_ID, to: 'editor-alice', scope, max_depth: 0, reason: 'slow', creator: GOVERNANCE_ID, created_at: now, not_before: null, expires_at: null } }];
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-race', to: 'editor-alice', reason: 'fast', max_depth: 0, scope: { ...scope, risk_max: 0, constraints: undefined } });
+    release();
+    await slow;
+    expect(plans).toBe(2);
+    // One g-race in the log, which replays.
+    const events = await h.ctx.store.read((tx) => tx.graph.read(0));
+    expect(events.filter((e) => e.event.type === 'edge.created' && e.event.edge.id === 'g-race')).toHaveLength(1);
+    expect(() => AuthorityGraph.replay(events)).not.toThrow();
+  });
+
+  it('two first starts on one data directory at once: one makes the admin credential, the other uses it', async () => {
+    const path = adminCredentialPath(h.config.dataDir);
+    rmSync(path);
+    const [a, b] = await Promise.all([ensureGovernance(h.ctx), ensureGovernance(h.ctx)]);
+    expect([a.created, b.created]).toEqual([true, true]);
+    const kid = JSON.parse(readFileSync(path, 'utf8')).kid as string;
+    expect((await h.ctx.graph.current()).principal(GOVERNANCE_ID)!.keys.map((k) => k.kid)).toContain(kid);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+  });
+});
+
+describe('writePrivateFile', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'writ-private-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('writes 0600; never replaces a file unless asked to; leaves no temporary file behind', () => {
+    const file = join(dir, 'key.jwk');
+    writePrivateFile(file, 'first', { overwrite: false });
+    expect(readFileSync(file, 'utf8')).toBe('first');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(() => writePrivateFile(file, 'second', { overwrite: false })).toThrow(/EEXIST/);
+    expect(readFileSync(file, 'utf8')).toBe('first');
+    writePrivateFile(file, 'third', { overwrite: true });
+    expect(readFileSync(file, 'utf8')).toBe('third');
+    writeFileSync(join(dir, 'other'), 'x', { mode: 0o644 });
+    expect(readdirSync(dir).sort()).toEqual(['key.jwk', 'other']);
+  });
+});
