@@ -2,15 +2,15 @@ import { loadConfig, type WritConfig } from '../config/index.js';
 import { buildPolicyBundle, loadCandidatePolicy } from '../policy/index.js';
 import { KeyRing, writePrivateFile } from '../decision/index.js';
 import { systemClock } from '../clock.js';
-import { GOVERNANCE_ID } from '../graph/model.js';
+import { GOVERNANCE_ID, PRINCIPAL_KINDS } from '../graph/model.js';
 import {
-  analyseImpact, applyManifest, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
+  analyseImpact, applyManifest, explainForEach, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
 } from '../service/index.js';
 import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { UsageError } from './cli-error.js';
 import { findOpa } from './opa.js';
-import { applyCounts, formatCapabilities, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
+import { applyCounts, formatCapabilities, formatWho, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
 import { consoleLoginLink, httpOrigin, serve } from './serve.js';
 import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, policyImpactToWire, receiptToWire, whyToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
@@ -414,6 +414,26 @@ export const COMMANDS: Command[] = [
         else if (format === 'dot') console.log(exportChainDot(edges));
         else if (format === 'mermaid') console.log(exportChainMermaid(edges));
         else console.log(formatWhy(report));
+        return 0;
+      });
+    },
+  },
+  {
+    name: 'who',
+    summary: 'who may do ACTION on RESOURCE now (in --env, on --fields): every live principal the policy allows, through which chain; --all also those it denies, with why',
+    usage: 'ACTION RESOURCE [--env ENV] [--fields a,b] [--kind agent|human|service|control_plane] [--all] [--json]',
+    options: { env: { type: 'string' }, fields: { type: 'string' }, kind: { type: 'string' }, all: { type: 'boolean' }, json: { type: 'boolean' } },
+    run: ({ values, positionals }) => {
+      need(positionals, 2, 'writ who ACTION RESOURCE [--env ENV] [--fields a,b] [--kind KIND] [--all] [--json]');
+      const [action, resource] = positionals as [string, string];
+      const kind = values.kind as string | undefined;
+      if (kind !== undefined && !(PRINCIPAL_KINDS as readonly string[]).includes(kind)) throw new UsageError(`--kind is one of ${PRINCIPAL_KINDS.filter((k) => k !== 'governance').join(', ')}, got "${kind}"`);
+      return withWrit(values, async (w) => {
+        const fields = typeof values.fields === 'string' ? values.fields.split(',').map((f) => f.trim()).filter(Boolean) : undefined;
+        const environment = (values.env as string | undefined) ?? 'production';
+        const answers = await explainForEach(w.ctx, GOVERNANCE_ID, { action, resource, environment, ...(fields ? { fields } : {}) }, kind);
+        const shown = values.all ? answers : answers.filter((x) => x.allow);
+        print(shown.map(explanationToWire), values.json, () => formatWho({ action, resource, environment, fields: fields ?? [] }, answers, values.all === true));
         return 0;
       });
     },

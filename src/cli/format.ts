@@ -69,6 +69,22 @@ export function formatWhy(r: WhyReport): string {
   return lines.join('\n');
 }
 
+/** `writ who`: the principals allowed, each with the chain that allows it; with `all`, the denied too, with the policy's first reason. */
+export function formatWho(q: { action: string; resource: string; environment: string; fields: string[] }, answers: Explanation[], all: boolean): string {
+  const allowed = answers.filter((x) => x.allow);
+  const first = answers[0];
+  const lines = [
+    `who may ${q.action} ${q.resource} in ${q.environment}${q.fields.length ? ` fields [${q.fields.join(', ')}]` : ''}: ${allowed.length} of ${answers.length} live principal(s)${first ? ` (graph revision ${first.graph_revision}, policy ${first.policy_revision})` : ''}`,
+  ];
+  for (const x of all ? answers : allowed) {
+    const chain = x.chains.find((c) => c.verdict.ok) ?? x.chains[0];
+    const via = chain ? `via ${chain.edges.map((e) => e.id).join(' → ')}` : 'no chain';
+    const needs = x.allow ? [x.obligations.lease_required ? 'a lease' : null, x.obligations.approval_required ? 'an approval' : null].filter(Boolean) : [];
+    lines.push(`  ${x.allow ? 'ALLOW' : 'deny '} ${x.principal.padEnd(24)} ${x.allow ? via : x.reasons[0] ?? ''}${needs.length ? `  (needs ${needs.join(' and ')})` : ''}`);
+  }
+  return lines.join('\n');
+}
+
 export function formatCapabilities(principal: string, c: { at: number; graph_revision: number; capabilities: Capability[] }): string {
   const lines = [`${principal} at ${iso(c.at)} (graph revision ${c.graph_revision}):`];
   if (c.capabilities.length === 0) lines.push('  nothing: no chain from governance');

@@ -13,7 +13,7 @@ import { checkMayAskAbout, liveScopes, mayAskAbout, scopeGives } from './ask-abo
 import { environmentAndFields, malformed, subjectPrincipal } from './authzen.js';
 import { checkResourceType } from './resources.js';
 import type { WritContext } from './context.js';
-import { explain, type DecisionRequestInput } from './decide.js';
+import { explain, type DecisionRequestInput, type Explanation } from './decide.js';
 
 const MAX_LIMIT = 1000;
 const DEFAULT_LIMIT = 50;
@@ -78,6 +78,24 @@ function question(principal: string, action: string, resource: string, f: { envi
 }
 
 /**
+ * The question asked for every live principal (of `kind`, when given) that `caller` may ask about
+ * (itself; everyone for governance or an auditor), in id order, each with the policy's explanation:
+ * `writ who` and POST /access/v1/search/subject.
+ */
+export async function explainForEach(ctx: WritContext, caller: string, q: DecisionRequestInput, kind?: string): Promise<Explanation[]> {
+  const now = ctx.clock.now();
+  const candidates: string[] = [];
+  for (const p of (await ctx.graph.current()).principals()) {
+    if (p.kind === 'governance' || (kind !== undefined && p.kind !== kind)) continue;
+    if ((p.revoked_at === null || p.revoked_at > now) && (await mayAskAbout(ctx, caller, p.id, q.environment))) candidates.push(p.id);
+  }
+  candidates.sort((a, b) => a.localeCompare(b));
+  const out: Explanation[] = [];
+  for (const id of candidates) out.push(await explain(ctx, id, { ...q, principal: id }));
+  return out;
+}
+
+/**
  * POST /access/v1/search/subject: the principals of kind `subject.type` the policy allows to do
  * `action` on `resource` in `resource.properties.environment` — limited to those the caller may ask
  * about (itself; everyone for governance or an auditor).
@@ -88,17 +106,8 @@ export async function searchSubjects(ctx: WritContext, caller: string, req: Auth
   const action = requireAction(req.action);
   const resource = requireResource(ctx, req.resource);
   const f = environmentAndFields(req.resource?.properties, true);
-  const now = ctx.clock.now();
-  const candidates: { id: string; kind: string }[] = [];
-  for (const p of (await ctx.graph.current()).principals()) {
-    if (p.kind === kind && (p.revoked_at === null || p.revoked_at > now) && (await mayAskAbout(ctx, caller, p.id, f.environment))) candidates.push(p);
-  }
-  candidates.sort((a, b) => a.id.localeCompare(b.id));
-  const allowed: { type: string; id: string }[] = [];
-  for (const p of candidates) {
-    const verdict = await explain(ctx, p.id, question(p.id, action, resource, f, req));
-    if (verdict.allow) allowed.push({ type: p.kind, id: p.id });
-  }
+  const { principal: _p, ...q } = question('', action, resource, f, req);
+  const allowed = (await explainForEach(ctx, caller, q, kind)).filter((x) => x.allow).map((x) => ({ type: kind, id: x.principal }));
   return paginate(allowed, req);
 }
 

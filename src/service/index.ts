@@ -9,7 +9,7 @@ export {
 } from './edges.js';
 export { decide, explain, type DecisionRequestInput, type DecisionOutcome, type DecideOptions, type Explanation } from './decide.js';
 export { evaluateAccess, evaluateAccessBatch, toDecisionRequest } from './authzen.js';
-export { searchSubjects, searchResources, searchActions } from './authzen-search.js';
+export { explainForEach, searchSubjects, searchResources, searchActions } from './authzen-search.js';
 export { mayAskAbout, checkMayAskAbout, AUDIT_READ, auditKey } from './ask-about.js';
 export { applyManifest, readManifest, type GraphManifest, type ApplyReport } from './manifest.js';
 export { exportGraph, graphAt, graphEvents, graphDiff, revocationOf, type GraphEventSummary, type GraphDiff, type Revocation } from './graph-queries.js';

@@ -56,6 +56,20 @@ describe('auditor commands tell what really happened', () => {
     expect(mermaid.stdout).toMatch(/seo-agent-7/);
   });
 
+  it('writ who: every live principal allowed, with its chain; --all the denied too, with why; --json the explanations', async () => {
+    const { stdout, code } = await writ('who', 'update_post', 'wp:post:1024', '--fields', 'title');
+    expect(code).toBe(0);
+    const lines = stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^who may update_post wp:post:1024 in production fields \[title\]: \d+ of \d+ live principal\(s\) \(graph revision \d+, policy sha256:[0-9a-f]{16}\)$/);
+    expect(lines).toContain('  ALLOW seo-agent-7              via g-orchestrator → d-orch-seo  (needs a lease)');
+    expect(stdout).not.toContain('editor-alice'); // its grant was revoked
+    const all = await writ('who', 'update_post', 'wp:post:1024', '--fields', 'title', '--all');
+    expect(all.stdout).toMatch(/\n {2}deny {2}editor-alice {13}.*g-editor-alice.*revoked/);
+    const json = JSON.parse((await writ('who', 'update_post', 'wp:post:1024', '--fields', 'title', '--kind', 'agent', '--json')).stdout);
+    expect(json.map((x: { principal: string; allow: boolean }) => [x.principal, x.allow])).toEqual([['seo-agent-7', true]]);
+    expect(misplacedTimes(json)).toEqual([]);
+  });
+
   it('writ why on a refused write says so', async () => {
     const { stdout } = await writ('why', story.refused!);
     expect(stdout).toContain('REJECTED');
