@@ -4,7 +4,7 @@ import { KeyRing, writePrivateFile } from '../decision/index.js';
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID, PRINCIPAL_KINDS } from '../graph/model.js';
 import {
-  analyseImpact, applyManifest, explainForEach, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
+  analyseImpact, applyManifest, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
 } from '../service/index.js';
 import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
@@ -189,15 +189,16 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'graph export',
-    summary: 'print the graph (now or --at REVISION|TIME) as JSON or DOT',
-    usage: '[--at REV|TIME] [--format json|dot]',
+    summary: 'print the graph (now or --at REVISION|TIME) as JSON, DOT, or a manifest writ graph apply reads (its live principals and edges)',
+    usage: '[--at REV|TIME] [--format json|dot|manifest]',
     options: { at: { type: 'string' }, format: { type: 'string' } },
     run: async ({ values }) => {
       const format = (values.format as string | undefined) ?? 'json';
-      if (format !== 'json' && format !== 'dot') throw new UsageError('--format is json or dot');
+      if (format !== 'json' && format !== 'dot' && format !== 'manifest') throw new UsageError('--format is json, dot or manifest');
       return withWrit(values, async (w) => {
         const at = values.at as string | undefined;
-        console.log(format === 'dot' ? await exportGraph(w.ctx, at, 'dot') : JSON.stringify(graphExportToWire(await exportGraph(w.ctx, at, 'json')), null, 2));
+        if (format === 'manifest') process.stdout.write(manifestYaml(await graphAt(w.ctx, at), w.ctx.clock.now()));
+        else console.log(format === 'dot' ? await exportGraph(w.ctx, at, 'dot') : JSON.stringify(graphExportToWire(await exportGraph(w.ctx, at, 'json')), null, 2));
         return 0;
       });
     },

@@ -11,7 +11,7 @@ export { decide, explain, type DecisionRequestInput, type DecisionOutcome, type 
 export { evaluateAccess, evaluateAccessBatch, toDecisionRequest } from './authzen.js';
 export { explainForEach, searchSubjects, searchResources, searchActions } from './authzen-search.js';
 export { mayAskAbout, checkMayAskAbout, AUDIT_READ, auditKey } from './ask-about.js';
-export { applyManifest, readManifest, type GraphManifest, type ApplyReport } from './manifest.js';
+export { applyManifest, manifestOf, manifestYaml, readManifest, type GraphManifest, type ApplyReport } from './manifest.js';
 export { exportGraph, graphAt, graphEvents, graphDiff, revocationOf, type GraphEventSummary, type GraphDiff, type Revocation } from './graph-queries.js';
 export { canonicalResource, checkResourceType, resourceTypeOf } from './resources.js';
 export { parseTime } from './time.js';

@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { WritError } from '../errors.js';
 import { dottedPath, schemaChecker } from '../json-schema.js';
 import type { AuthorityGraph } from '../graph/index.js';
-import type { GraphEvent, PublicJwk } from '../graph/model.js';
+import { toWireTimeOrNull } from '../wire/time.js';
+import { GOVERNANCE_ID, type Edge, type GraphEvent, type PublicJwk } from '../graph/model.js';
 import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody } from '../wire/graph-bodies.js';
 import type { WritContext } from './context.js';
 import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
@@ -175,4 +176,43 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
   const revision = await commitGraphChange(ctx, caller, plan);
   report.graph_revision = revision;
   return report;
+}
+
+/**
+ * The graph as a manifest (`writ graph export --format manifest`): its live principals (governance
+ * aside) with their keys inline, and the live edges between live principals, in the form
+ * `writ graph apply` reads — so a graph built through the API can be kept in a file from then on, and
+ * applying the export to the graph it came from changes nothing. A manifest cannot say "revoked": what
+ * is revoked (and an edge of a revoked principal) is left out, and so is who created each edge (an
+ * applied manifest's edges are governance's).
+ */
+export function manifestOf(graph: AuthorityGraph): GraphManifest {
+  const live = new Set(graph.principals().filter((p) => p.revoked_at === null).map((p) => p.id));
+  const principals = graph.principals()
+    .filter((p) => p.id !== GOVERNANCE_ID && live.has(p.id))
+    .sort((a, b) => a.id.localeCompare(b.id))
+    .map((p) => ({ id: p.id, kind: p.kind as PrincipalInput['kind'], priority_class: p.priority_class, ...(Object.keys(p.attributes).length > 0 ? { attributes: p.attributes } : {}), keys: p.keys }));
+  const edges = graph.edges()
+    .filter((e) => e.revoked_at === null && live.has(e.from) && (e.kind === 'owns' || e.to.startsWith('class:') || live.has(e.to)))
+    .sort((a, b) => a.id.localeCompare(b.id));
+  const window = (e: Edge) => ({
+    ...(e.not_before !== null ? { not_before: toWireTimeOrNull(e.not_before)! } : {}),
+    ...(e.expires_at !== null ? { expires_at: toWireTimeOrNull(e.expires_at)! } : {}),
+  });
+  const scope = (e: Edge) => ({ actions: e.scope.actions, resources: e.scope.resources, environments: e.scope.environments, fields: e.scope.fields, risk_max: e.scope.constraints.risk_max });
+  const of = (kind: Edge['kind']) => edges.filter((e) => e.kind === kind);
+  const manifest: GraphManifest = {
+    principals,
+    grants: of('grant').map((e) => ({ id: e.id, to: e.to, reason: e.reason, max_depth: e.max_depth ?? 0, ...window(e), scope: scope(e) })),
+    delegations: of('delegate').map((e) => ({ id: e.id, from: e.from, to: e.to, reason: e.reason, max_depth: e.max_depth ?? 0, ...window(e), scope: scope(e) })),
+    ownerships: of('owns').map((e) => ({ id: e.id, owner: e.from, resource: e.scope.resources[0]!, fields: e.scope.fields, reason: e.reason, ...window(e) })),
+    approvals: of('approves').map((e) => ({ id: e.id, from: e.from, to: e.to, reason: e.reason, ...window(e), scope: scope(e) })),
+    preemptions: of('preempts').map((e) => ({ id: e.id, from: e.from, to: e.to, reason: e.reason, ...window(e) })),
+  };
+  return manifest;
+}
+
+/** manifestOf as YAML, under a comment saying where and when it came from. */
+export function manifestYaml(graph: AuthorityGraph, at: number): string {
+  return `# Writ graph at revision ${graph.revision} (${toWireTimeOrNull(at)}), exported as a manifest (writ graph apply FILE);\n# revoked principals and edges are left out.\n${stringify(manifestOf(graph), { lineWidth: 0 })}`;
 }

@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
-import { applyManifest, type GraphManifest } from '../../src/service/index.js';
+import { applyManifest, manifestOf, manifestYaml, type GraphManifest } from '../../src/service/index.js';
+import { parse } from 'yaml';
+import { ManualClock } from '../../src/clock.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { generatePrincipalKeyPair } from '../../src/wire/principal-keys.js';
@@ -84,6 +86,35 @@ describe('applying a graph manifest', () => {
     const graph = await h.ctx.graph.current();
     expect(graph.revision).toBe(revision);
     expect(graph.principal('dry-agent')).toBeUndefined();
+  });
+
+  it('the graph exported as a manifest applies to its own graph as no change, and rebuilds it elsewhere (revoked edges left out)', async () => {
+    await h.call('orchestrator', { method: 'POST', url: '/v1/delegations', payload: { id: 'd-export-window', from: 'orchestrator', to: 'content-agent-3', reason: 'this week', max_depth: 0, not_before: new Date(h.clock.now()).toISOString(), expires_at: new Date(h.clock.now() + 7 * 86_400_000).toISOString(), scope: { actions: ['read_post'], resources: ['wp:post:*'], environments: ['staging'], fields: ['title'], risk_max: 0 } } });
+    await h.call('governance', { method: 'POST', url: '/v1/approvals', payload: { id: 'a-export', from: 'editor-alice', to: 'publisher', reason: 'sign-off', scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], risk_max: 3 } } });
+    await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-export-revoked', to: 'publisher', reason: 'gone', scope: { actions: ['read_post'], resources: ['wp:post:*'], risk_max: 0 } } });
+    await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-export-revoked', payload: { reason: 'gone' } });
+    // (The first test's grant from before scopes were checked would be refused by any other graph: it could never apply.)
+    await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-old-typo', payload: { reason: 'could never apply' } });
+    const exported = manifestOf(await h.ctx.graph.current());
+    expect(exported.grants!.map((g) => g.id)).not.toContain('g-export-revoked');
+    expect(exported.delegations!.find((d) => d.id === 'd-export-window')).toMatchObject({ not_before: expect.stringMatching(/Z$/), expires_at: expect.stringMatching(/Z$/) });
+    const round = parse(manifestYaml(await h.ctx.graph.current(), h.clock.now())) as GraphManifest;
+    expect(round).toEqual(JSON.parse(JSON.stringify(exported)));
+
+    const same = await applyManifest(h.ctx, GOVERNANCE_ID, round, '.', { dryRun: true });
+    expect(same.created).toEqual([]);
+    expect(same.updated).toEqual([]);
+    const items = Object.values(round).reduce((n, list) => n + (list as unknown[]).length, 0);
+    expect(same.unchanged).toHaveLength(items);
+
+    const elsewhere = await startHarness({ example: false, clock: h.clock as ManualClock });
+    try {
+      const built = await applyManifest(elsewhere.ctx, GOVERNANCE_ID, round, '.');
+      expect(built.created).toHaveLength(items);
+      expect(manifestOf(await elsewhere.ctx.graph.current())).toEqual(exported);
+    } finally {
+      await elsewhere.close();
+    }
   });
 
   it('a principal whose keys the manifest changes is reported as updated (its old keys stop verifying), not as unchanged', async () => {
