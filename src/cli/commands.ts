@@ -10,7 +10,7 @@ import { exportChainDot, exportChainMermaid } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { UsageError } from './cli-error.js';
 import { findOpa } from './opa.js';
-import { applyCounts, formatCapabilities, formatWho, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
+import { applyCounts, formatCapabilities, formatWho, withApproval, formatEdgeList, formatExplanation, formatImpact, formatPolicyImpact, formatWhy } from './format.js';
 import { consoleLoginLink, httpOrigin, serve } from './serve.js';
 import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, policyImpactToWire, receiptToWire, whyToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
@@ -69,6 +69,11 @@ function portOption(option: string, value: string, min = 0): number {
   const n = /^\d{1,5}$/.test(value) ? Number(value) : NaN;
   if (!(n >= min && n <= 65_535)) throw new UsageError(`${option} must be a port number from ${min} to 65535${min === 0 ? ' (0: any free port)' : ''}, got "${value}"`);
   return n;
+}
+
+/** `--fields a,b` as a list (spaces around names and empty entries dropped), or undefined when not given. */
+function fieldsOption(value: string | boolean | undefined): string[] | undefined {
+  return typeof value === 'string' ? value.split(',').map((f) => f.trim()).filter(Boolean) : undefined;
 }
 
 function duration(s: string): number {
@@ -197,7 +202,7 @@ export const COMMANDS: Command[] = [
       if (format !== 'json' && format !== 'dot' && format !== 'manifest') throw new UsageError('--format is json, dot or manifest');
       return withWrit(values, async (w) => {
         const at = values.at as string | undefined;
-        if (format === 'manifest') process.stdout.write(manifestYaml(await graphAt(w.ctx, at), w.ctx.clock.now()));
+        if (format === 'manifest') process.stdout.write(manifestYaml(w.ctx, await graphAt(w.ctx, at), w.ctx.clock.now()));
         else console.log(format === 'dot' ? await exportGraph(w.ctx, at, 'dot') : JSON.stringify(graphExportToWire(await exportGraph(w.ctx, at, 'json')), null, 2));
         return 0;
       });
@@ -214,7 +219,7 @@ export const COMMANDS: Command[] = [
       // A candidate is judged exactly as the running bundle would be: the same graph, the same explain.
       const candidate = typeof values.policy === 'string' ? (await loadCandidatePolicy(values.policy, findOpa)).engine : null;
       return withWrit(values, async (w) => {
-        const fields = typeof values.fields === 'string' && values.fields.length > 0 ? values.fields.split(',') : [];
+        const fields = fieldsOption(values.fields) ?? [];
         const ctx = candidate ? { ...w.ctx, policy: candidate } : w.ctx;
         const x = await explain(ctx, GOVERNANCE_ID, { principal, action, resource, environment: (values.env as string | undefined) ?? 'production', fields });
         print(explanationToWire(x), values.json, () => formatExplanation(x));
@@ -270,8 +275,9 @@ export const COMMANDS: Command[] = [
       if (typeof values.as !== 'string' || typeof values.key !== 'string') throw new UsageError(`--as APPROVER and --key FILE (the approver's private JWK) are required; usage: ${usage}`);
       const [principal, action, resource] = positionals as [string, string, string];
       const config = configFrom(values);
-      const ttlMs = values.ttl === undefined ? config.maxAssertionTtlMs : duration(values.ttl as string);
-      if (ttlMs < 1_000 || ttlMs > config.maxAssertionTtlMs) throw new UsageError(`--ttl is from 1s to ${config.maxAssertionTtlMs / 1000}s (Writ refuses longer assertions), got ${String(values.ttl)}`);
+      const ttlText = (values.ttl as string | undefined) ?? `${config.maxAssertionTtlMs / 1000}s`;
+      const ttlMs = /^\d+(s|m)$/.test(ttlText) ? duration(ttlText) : NaN;
+      if (!(ttlMs >= 1_000 && ttlMs <= config.maxAssertionTtlMs)) throw new UsageError(`--ttl is whole seconds or minutes from 1s to ${config.maxAssertionTtlMs / 1000}s (Writ refuses longer assertions), got "${ttlText}"`);
       let privateJwk: JWK;
       try {
         privateJwk = JSON.parse(readFileSync(values.key, 'utf8')) as JWK;
@@ -422,18 +428,20 @@ export const COMMANDS: Command[] = [
   {
     name: 'who',
     summary: 'who may do ACTION on RESOURCE now (in --env, on --fields): every live principal the policy allows, through which chain; --all also those it denies, with why',
-    usage: 'ACTION RESOURCE [--env ENV] [--fields a,b] [--kind agent|human|service|control_plane] [--all] [--json]',
-    options: { env: { type: 'string' }, fields: { type: 'string' }, kind: { type: 'string' }, all: { type: 'boolean' }, json: { type: 'boolean' } },
+    usage: 'ACTION RESOURCE [--env ENV] [--fields a,b] [--risk N] [--kind agent|human|service|control_plane] [--all] [--json]',
+    options: { env: { type: 'string' }, fields: { type: 'string' }, risk: { type: 'string' }, kind: { type: 'string' }, all: { type: 'boolean' }, json: { type: 'boolean' } },
     run: ({ values, positionals }) => {
-      need(positionals, 2, 'writ who ACTION RESOURCE [--env ENV] [--fields a,b] [--kind KIND] [--all] [--json]');
+      need(positionals, 2, 'writ who ACTION RESOURCE [--env ENV] [--fields a,b] [--risk N] [--kind KIND] [--all] [--json]');
+      const risk = values.risk === undefined ? undefined : Number(values.risk);
+      if (risk !== undefined && !(Number.isInteger(risk) && risk >= 0)) throw new UsageError(`--risk is a whole number from 0 (the request's risk, when above the action's), got "${String(values.risk)}"`);
       const [action, resource] = positionals as [string, string];
       const kind = values.kind as string | undefined;
       if (kind !== undefined && !(PRINCIPAL_KINDS as readonly string[]).includes(kind)) throw new UsageError(`--kind is one of ${PRINCIPAL_KINDS.filter((k) => k !== 'governance').join(', ')}, got "${kind}"`);
       return withWrit(values, async (w) => {
-        const fields = typeof values.fields === 'string' ? values.fields.split(',').map((f) => f.trim()).filter(Boolean) : undefined;
+        const fields = fieldsOption(values.fields);
         const environment = (values.env as string | undefined) ?? 'production';
-        const answers = await explainForEach(w.ctx, GOVERNANCE_ID, { action, resource, environment, ...(fields ? { fields } : {}) }, kind);
-        const shown = values.all ? answers : answers.filter((x) => x.allow);
+        const answers = await explainForEach(w.ctx, GOVERNANCE_ID, { action, resource, environment, ...(fields ? { fields } : {}), ...(risk !== undefined ? { context: { risk } } : {}) }, kind);
+        const shown = values.all ? answers : answers.filter((x) => x.allow || withApproval(x));
         print(shown.map(explanationToWire), values.json, () => formatWho({ action, resource, environment, fields: fields ?? [] }, answers, values.all === true));
         return 0;
       });

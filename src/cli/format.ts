@@ -69,18 +69,29 @@ export function formatWhy(r: WhyReport): string {
   return lines.join('\n');
 }
 
-/** `writ who`: the principals allowed, each with the chain that allows it; with `all`, the denied too, with the policy's first reason. */
+/** Denied only for want of an approval: a valid chain, and every reason an approval's. */
+export function withApproval(x: Explanation): boolean {
+  return !x.allow && x.obligations.approval_required && x.chains.some((c) => c.verdict.ok) && x.reasons.every((r) => r.startsWith('approval'));
+}
+
+/**
+ * `writ who`: the principals allowed, each with the chain that allows it and what it still needs; one
+ * the policy denies only for want of an approval is allowed with one, and said so. With `all`, the
+ * denied too, each with its most telling reason (a chain's, before an approval's).
+ */
 export function formatWho(q: { action: string; resource: string; environment: string; fields: string[] }, answers: Explanation[], all: boolean): string {
-  const allowed = answers.filter((x) => x.allow);
+  const allowed = answers.filter((x) => x.allow || withApproval(x));
   const first = answers[0];
   const lines = [
     `who may ${q.action} ${q.resource} in ${q.environment}${q.fields.length ? ` fields [${q.fields.join(', ')}]` : ''}: ${allowed.length} of ${answers.length} live principal(s)${first ? ` (graph revision ${first.graph_revision}, policy ${first.policy_revision})` : ''}`,
   ];
   for (const x of all ? answers : allowed) {
+    const yes = x.allow || withApproval(x);
     const chain = x.chains.find((c) => c.verdict.ok) ?? x.chains[0];
     const via = chain ? `via ${chain.edges.map((e) => e.id).join(' → ')}` : 'no chain';
-    const needs = x.allow ? [x.obligations.lease_required ? 'a lease' : null, x.obligations.approval_required ? 'an approval' : null].filter(Boolean) : [];
-    lines.push(`  ${x.allow ? 'ALLOW' : 'deny '} ${x.principal.padEnd(24)} ${x.allow ? via : x.reasons[0] ?? ''}${needs.length ? `  (needs ${needs.join(' and ')})` : ''}`);
+    const needs = yes ? [x.obligations.lease_required ? 'a lease' : null, x.obligations.approval_required ? 'an approval' : null].filter(Boolean) : [];
+    const why = x.reasons.find((r) => !r.startsWith('approval')) ?? x.reasons[0] ?? '';
+    lines.push(`  ${yes ? 'ALLOW' : 'deny '} ${x.principal.padEnd(24)} ${yes ? via : why}${needs.length ? `  (needs ${needs.join(' and ')})` : ''}`);
   }
   return lines.join('\n');
 }

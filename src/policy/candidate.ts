@@ -9,18 +9,21 @@ import type { PolicyEngine } from './types.js';
 import { loadPolicyEngine } from './wasm-engine.js';
 
 /**
- * Loads the policy in `dir`: a bundle folder (`writ policy build`'s output, or a folder holding
- * policy.wasm and data.json) as it is, or a folder of Rego policies compiled with `opaPath` into a
- * temporary bundle that is removed again. Never touches the service's own bundle folder.
+ * Loads the policy in `dir`: a bundle folder (`writ policy build`'s output; an extracted `opa build -t
+ * wasm` bundle; a folder holding policy.wasm and data.json and no Rego) as it is, or a folder of Rego
+ * policies compiled with `opaPath` into a temporary bundle that is removed again. Never touches the
+ * service's own bundle folder.
  */
 export async function loadCandidatePolicy(dir: string, opaPath: () => string): Promise<{ engine: PolicyEngine; built: boolean }> {
   if (!(await stat(dir).catch(() => null))?.isDirectory()) throw new WritError('UNPROCESSABLE', `${dir} is not a folder (a policy bundle or a policies folder)`);
   const entries = await readdir(dir);
-  // A bundle names its revision (writ policy build writes one). Without it, Rego wins over a policy.wasm
-  // lying beside it (left by an `opa build` in the folder): judging that stale wasm instead of the Rego
-  // being edited would answer for the wrong policy without a word.
+  // A bundle names its revision (writ policy build writes one) or is an extracted `opa build -t wasm`
+  // bundle (its .manifest; it carries its Rego sources too). Otherwise Rego wins over a policy.wasm
+  // lying beside it (left there by hand or a build): judging that stale wasm instead of the Rego being
+  // edited would answer for the wrong policy without a word.
   const rego = entries.some((e) => e.endsWith('.rego')) || (await hasRego(dir));
-  if ((await readRevision(dir)) !== null || (!rego && entries.includes(WASM_FILE) && entries.includes(DATA_FILE))) {
+  const wasmBundle = entries.includes(WASM_FILE) && entries.includes(DATA_FILE) && (!rego || entries.includes('.manifest'));
+  if ((await readRevision(dir)) !== null || wasmBundle) {
     return { engine: await loadPolicyEngine(dir), built: false };
   }
   if (!rego) throw new WritError('UNPROCESSABLE', `${dir} holds neither a policy bundle (revision, policy.wasm, data.json) nor Rego policies`);

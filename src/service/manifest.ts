@@ -11,6 +11,7 @@ import type { WritContext } from './context.js';
 import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
 import { commitGraphChange, forkGraphWriter } from './graph-changes.js';
 import { registerPrincipal, type PrincipalInput } from './principals.js';
+import { orphansIn } from './audit-queries.js';
 import { publicPart } from './validate.js';
 
 /**
@@ -167,8 +168,9 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
   if (options.dryRun) {
     // The same plan on the graph as it is, and nothing appended: what applying it now would do.
     const graph = await ctx.graph.current();
+    const revision = graph.revision; // before the plan's awaits: the live graph moves on in place
     await plan(graph, ctx.clock.now());
-    report.graph_revision = graph.revision;
+    report.graph_revision = revision;
     return report;
   }
   // (Read into a local first: `report` is replaced by each planning, and `report.x = await …` would
@@ -178,41 +180,74 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
   return report;
 }
 
+/** What `writ graph export --format manifest` writes: the manifest, and the live edges it leaves out with why. */
+export interface ManifestExport {
+  manifest: GraphManifest;
+  left_out: { id: string; why: string }[];
+}
+
 /**
- * The graph as a manifest (`writ graph export --format manifest`): its live principals (governance
- * aside) with their keys inline, and the live edges between live principals, in the form
- * `writ graph apply` reads — so a graph built through the API can be kept in a file from then on, and
- * applying the export to the graph it came from changes nothing. A manifest cannot say "revoked": what
- * is revoked (and an edge of a revoked principal) is left out, and so is who created each edge (an
- * applied manifest's edges are governance's).
+ * The graph as a manifest (`writ graph export --format manifest`), in the form `writ graph apply`
+ * reads: its live principals (governance aside) with their keys inline, and the edges that would be
+ * written again as they are — in the order they were created, so that a delegation comes after the
+ * one it rests on — so that a graph built through the API can be kept in a file from then on. Applied
+ * to the graph it came from it changes nothing; applied to an empty one it rebuilds it. A manifest
+ * cannot say "revoked": what is revoked is not in it. Left out, and listed, are edges a rebuild would
+ * refuse: expired ones, edges of a revoked principal, edges that count for nothing now (`writ orphans`:
+ * a delegator that no longer holds what it gave, a scope the policy's registry does not cover), and
+ * edges with a scope constraint a manifest cannot hold (other than risk_max). Who created each edge
+ * is not in it either (an applied manifest's edges are governance's).
  */
-export function manifestOf(graph: AuthorityGraph): GraphManifest {
+export function manifestOf(ctx: WritContext, graph: AuthorityGraph, now: number): ManifestExport {
   const live = new Set(graph.principals().filter((p) => p.revoked_at === null).map((p) => p.id));
   const principals = graph.principals()
     .filter((p) => p.id !== GOVERNANCE_ID && live.has(p.id))
     .sort((a, b) => a.id.localeCompare(b.id))
     .map((p) => ({ id: p.id, kind: p.kind as PrincipalInput['kind'], priority_class: p.priority_class, ...(Object.keys(p.attributes).length > 0 ? { attributes: p.attributes } : {}), keys: p.keys }));
+  const orphans = new Map(orphansIn(ctx, graph, now).map((o) => [o.edge.id, o.violations[0] ?? 'it counts for nothing']));
+  const left_out: ManifestExport['left_out'] = [];
   const edges = graph.edges()
-    .filter((e) => e.revoked_at === null && live.has(e.from) && (e.kind === 'owns' || e.to.startsWith('class:') || live.has(e.to)))
-    .sort((a, b) => a.id.localeCompare(b.id));
+    .filter((e) => e.revoked_at === null)
+    .sort((a, b) => a.revision - b.revision || a.id.localeCompare(b.id))
+    .filter((e) => {
+      const ends = e.kind === 'owns' || e.to.startsWith('class:') ? [e.from] : [e.from, e.to];
+      const revoked = ends.find((p) => !live.has(p));
+      const extra = Object.keys(e.scope.constraints).filter((k) => k !== 'risk_max');
+      const why =
+        revoked !== undefined ? `principal ${revoked} is revoked`
+        : e.expires_at !== null && e.expires_at <= now ? `it expired at ${toWireTimeOrNull(e.expires_at)}`
+        : orphans.has(e.id) ? `it counts for nothing now (writ orphans): ${orphans.get(e.id)}`
+        : extra.length > 0 ? `its scope constraint ${extra.join(', ')} cannot be written in a manifest (only risk_max)`
+        : null;
+      if (why !== null) left_out.push({ id: e.id, why });
+      return why === null;
+    });
   const window = (e: Edge) => ({
     ...(e.not_before !== null ? { not_before: toWireTimeOrNull(e.not_before)! } : {}),
     ...(e.expires_at !== null ? { expires_at: toWireTimeOrNull(e.expires_at)! } : {}),
   });
   const scope = (e: Edge) => ({ actions: e.scope.actions, resources: e.scope.resources, environments: e.scope.environments, fields: e.scope.fields, risk_max: e.scope.constraints.risk_max });
   const of = (kind: Edge['kind']) => edges.filter((e) => e.kind === kind);
-  const manifest: GraphManifest = {
-    principals,
-    grants: of('grant').map((e) => ({ id: e.id, to: e.to, reason: e.reason, max_depth: e.max_depth ?? 0, ...window(e), scope: scope(e) })),
-    delegations: of('delegate').map((e) => ({ id: e.id, from: e.from, to: e.to, reason: e.reason, max_depth: e.max_depth ?? 0, ...window(e), scope: scope(e) })),
-    ownerships: of('owns').map((e) => ({ id: e.id, owner: e.from, resource: e.scope.resources[0]!, fields: e.scope.fields, reason: e.reason, ...window(e) })),
-    approvals: of('approves').map((e) => ({ id: e.id, from: e.from, to: e.to, reason: e.reason, ...window(e), scope: scope(e) })),
-    preemptions: of('preempts').map((e) => ({ id: e.id, from: e.from, to: e.to, reason: e.reason, ...window(e) })),
+  return {
+    manifest: {
+      principals,
+      grants: of('grant').map((e) => ({ id: e.id, to: e.to, reason: e.reason, max_depth: e.max_depth ?? 0, ...window(e), scope: scope(e) })),
+      delegations: of('delegate').map((e) => ({ id: e.id, from: e.from, to: e.to, reason: e.reason, max_depth: e.max_depth ?? 0, ...window(e), scope: scope(e) })),
+      ownerships: of('owns').map((e) => ({ id: e.id, owner: e.from, resource: e.scope.resources[0]!, fields: e.scope.fields, reason: e.reason, ...window(e) })),
+      approvals: of('approves').map((e) => ({ id: e.id, from: e.from, to: e.to, reason: e.reason, ...window(e), scope: scope(e) })),
+      preemptions: of('preempts').map((e) => ({ id: e.id, from: e.from, to: e.to, reason: e.reason, ...window(e) })),
+    },
+    left_out,
   };
-  return manifest;
 }
 
-/** manifestOf as YAML, under a comment saying where and when it came from. */
-export function manifestYaml(graph: AuthorityGraph, at: number): string {
-  return `# Writ graph at revision ${graph.revision} (${toWireTimeOrNull(at)}), exported as a manifest (writ graph apply FILE);\n# revoked principals and edges are left out.\n${stringify(manifestOf(graph), { lineWidth: 0 })}`;
+/** manifestOf as YAML (no anchors: each list is written out where it is used), under comments saying where it came from and what it leaves out. */
+export function manifestYaml(ctx: WritContext, graph: AuthorityGraph, now: number): string {
+  const { manifest, left_out } = manifestOf(ctx, graph, now);
+  const header = [
+    `# Writ graph at revision ${graph.revision}, exported ${toWireTimeOrNull(now)} as a manifest (writ graph apply FILE).`,
+    '# Revoked principals and edges are not in it.',
+    ...(left_out.length > 0 ? ['# Left out, as a rebuild would refuse them:', ...left_out.map((x) => `#   ${x.id}: ${x.why}`)] : []),
+  ];
+  return `${header.map((l) => l.replace(/\n/g, ' ')).join('\n')}\n${stringify(manifest, { lineWidth: 0, aliasDuplicateObjects: false })}`;
 }

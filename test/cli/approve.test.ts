@@ -39,6 +39,13 @@ describe('writ approve: a human approver signs off one request from the command 
     expect(again.body).toMatchObject({ code: 'UNPROCESSABLE', detail: expect.stringContaining('already used') });
   });
 
+  it('writ who lists the principal that may do it with an approval as allowed, needing one', async () => {
+    const r = await writ('who', 'publish_post', 'wp:post:42', '--fields', 'status', '--risk', '3', '--all');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/\n {2}ALLOW publisher {16}via g-publisher-risky {2}\(needs (a lease and )?an approval\)/);
+    expect(r.stdout).toMatch(/\n {2}deny {2}content-agent-3 {10}chain 0: /); // the chain's reason, not the approval's
+  });
+
   it('--json gives the assertion with what it approves and until when; --ttl shortens it', async () => {
     const before = Date.now();
     const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--env', 'production', '--ttl', '90s', '--json');
@@ -53,7 +60,8 @@ describe('writ approve: a human approver signs off one request from the command 
 
   it.each([
     [['approve', 'publisher', 'publish_post', 'wp:post:42', '--key', KEY], '--as APPROVER and --key FILE'],
-    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--ttl', '10m'], '--ttl is from 1s to 300s'],
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--ttl', '10m'], '--ttl is whole seconds or minutes from 1s to 300s'],
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--ttl', '5x'], '--ttl is whole seconds or minutes'],
     [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', join(REPO, 'package.json')], 'is not a private JWK'],
     [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', 'no-such.jwk'], 'cannot read the key no-such.jwk'],
   ])('%j is refused in one line, exit 2', async (args, message) => {

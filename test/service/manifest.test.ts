@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
-import { applyManifest, manifestOf, manifestYaml, type GraphManifest } from '../../src/service/index.js';
+import { applyManifest, manifestOf, manifestYaml, registerPrincipal, type GraphManifest } from '../../src/service/index.js';
 import { parse } from 'yaml';
 import { ManualClock } from '../../src/clock.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
@@ -88,18 +88,36 @@ describe('applying a graph manifest', () => {
     expect(graph.principal('dry-agent')).toBeUndefined();
   });
 
-  it('the graph exported as a manifest applies to its own graph as no change, and rebuilds it elsewhere (revoked edges left out)', async () => {
-    await h.call('orchestrator', { method: 'POST', url: '/v1/delegations', payload: { id: 'd-export-window', from: 'orchestrator', to: 'content-agent-3', reason: 'this week', max_depth: 0, not_before: new Date(h.clock.now()).toISOString(), expires_at: new Date(h.clock.now() + 7 * 86_400_000).toISOString(), scope: { actions: ['read_post'], resources: ['wp:post:*'], environments: ['staging'], fields: ['title'], risk_max: 0 } } });
-    await h.call('governance', { method: 'POST', url: '/v1/approvals', payload: { id: 'a-export', from: 'editor-alice', to: 'publisher', reason: 'sign-off', scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], risk_max: 3 } } });
-    await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-export-revoked', to: 'publisher', reason: 'gone', scope: { actions: ['read_post'], resources: ['wp:post:*'], risk_max: 0 } } });
-    await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-export-revoked', payload: { reason: 'gone' } });
-    // (The first test's grant from before scopes were checked would be refused by any other graph: it could never apply.)
-    await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-old-typo', payload: { reason: 'could never apply' } });
-    const exported = manifestOf(await h.ctx.graph.current());
-    expect(exported.grants!.map((g) => g.id)).not.toContain('g-export-revoked');
-    expect(exported.delegations!.find((d) => d.id === 'd-export-window')).toMatchObject({ not_before: expect.stringMatching(/Z$/), expires_at: expect.stringMatching(/Z$/) });
-    const round = parse(manifestYaml(await h.ctx.graph.current(), h.clock.now())) as GraphManifest;
-    expect(round).toEqual(JSON.parse(JSON.stringify(exported)));
+  it('the graph exported as a manifest applies to its own graph as no change, and rebuilds it elsewhere; what a rebuild would refuse is left out and said', async () => {
+    const scope = (fields: string[]) => ({ actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields, risk_max: 1 });
+    const g = (payload: Record<string, unknown>, url = '/v1/delegations') => h.call('governance', { method: 'POST', url, payload });
+    for (const id of ['x-lead', 'x-mid', 'x-leaf', 'x-temp']) await registerPrincipal(h.ctx, GOVERNANCE_ID, { id, kind: 'agent', keys: [] });
+    // Created in an order their ids do not sort in: a rebuild must follow the creation order.
+    expect((await g({ id: 'z-grant', to: 'x-lead', reason: 'root', max_depth: 2, scope: scope(['title', 'body']) }, '/v1/grants')).status).toBe(201);
+    expect((await g({ id: 'z-d1', from: 'x-lead', to: 'x-mid', reason: 'r', max_depth: 1, scope: scope(['title', 'body']) })).status).toBe(201);
+    expect((await g({ id: 'a-d2', from: 'x-mid', to: 'x-leaf', reason: 'r', max_depth: 0, not_before: new Date(h.clock.now()).toISOString(), expires_at: new Date(h.clock.now() + 7 * 86_400_000).toISOString(), scope: scope(['title']) })).status).toBe(201);
+    // One that will have expired, and one orphaned by its parent's revocation.
+    expect((await g({ id: 'd-soon', from: 'x-lead', to: 'x-temp', reason: 'r', max_depth: 0, expires_at: new Date(h.clock.now() + 60_000).toISOString(), scope: scope(['title']) })).status).toBe(201);
+    expect((await g({ id: 'g-side', to: 'x-temp', reason: 'side', max_depth: 1, scope: scope(['body']) }, '/v1/grants')).status).toBe(201);
+    expect((await g({ id: 'd-orphan', from: 'x-temp', to: 'x-leaf', reason: 'r', max_depth: 0, scope: scope(['body']) })).status).toBe(201);
+    await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-side', payload: { reason: 'gone' } });
+    await g({ id: 'a-export', from: 'editor-alice', to: 'publisher', reason: 'sign-off', scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], risk_max: 3 } }, '/v1/approvals');
+    (h.clock as ManualClock).advance(120_000);
+
+    const graph = await h.ctx.graph.current();
+    const { manifest, left_out } = manifestOf(h.ctx, graph, h.clock.now());
+    expect(manifest.delegations!.map((d) => d.id).filter((id) => /^(z-|a-d2|d-soon|d-orphan)/.test(id ?? ""))).toEqual(['z-d1', 'a-d2']);
+    expect(left_out).toEqual(expect.arrayContaining([
+      { id: 'd-soon', why: expect.stringMatching(/^it expired at \S+Z$/) },
+      { id: 'd-orphan', why: expect.stringMatching(/^it counts for nothing now \(writ orphans\): /) },
+      { id: 'g-old-typo', why: expect.stringMatching(/^it counts for nothing now \(writ orphans\): .*update_psot/) },
+    ]));
+    const yaml = manifestYaml(h.ctx, graph, h.clock.now());
+    expect(yaml).toMatch(/^# Writ graph at revision \d+, exported \S+Z as a manifest/);
+    expect(yaml).toContain('#   d-orphan: it counts for nothing now (writ orphans): ');
+    expect(yaml).not.toMatch(/[&*]a\d/); // no YAML anchors: each list stands where it is used
+    const round = parse(yaml) as GraphManifest;
+    expect(round).toEqual(JSON.parse(JSON.stringify(manifest)));
 
     const same = await applyManifest(h.ctx, GOVERNANCE_ID, round, '.', { dryRun: true });
     expect(same.created).toEqual([]);
@@ -111,7 +129,7 @@ describe('applying a graph manifest', () => {
     try {
       const built = await applyManifest(elsewhere.ctx, GOVERNANCE_ID, round, '.');
       expect(built.created).toHaveLength(items);
-      expect(manifestOf(await elsewhere.ctx.graph.current())).toEqual(exported);
+      expect(manifestOf(elsewhere.ctx, await elsewhere.ctx.graph.current(), h.clock.now())).toEqual({ manifest, left_out: [] });
     } finally {
       await elsewhere.close();
     }

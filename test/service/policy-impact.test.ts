@@ -103,6 +103,9 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     const { engine, built } = await loadCandidatePolicy(dir, findOpa);
     expect(built).toBe(true);
     expect(flipsOf(await policyImpact(h.ctx, engine))).toContain('allow→deny seo-agent-7 update_post wp:post:1024 [title]');
+    // An extracted `opa build -t wasm` bundle carries its Rego too: its .manifest says it is a bundle.
+    writeFileSync(join(dir, '.manifest'), '{"revision":"","roots":[""]}');
+    expect((await loadCandidatePolicy(dir, findOpa)).built).toBe(false);
   });
 
   it('removing the owner_only domain rule flips editor-alice\'s denial to an allow, naming the chain', { timeout: 60_000 }, async () => {
