@@ -2,11 +2,11 @@ import { loadConfig, type WritConfig } from '../config/index.js';
 import { buildPolicyBundle, loadCandidatePolicy } from '../policy/index.js';
 import { KeyRing, writePrivateFile } from '../decision/index.js';
 import { systemClock } from '../clock.js';
-import { GOVERNANCE_ID, PRINCIPAL_KINDS } from '../graph/model.js';
+import { GOVERNANCE_ID, PRINCIPAL_KINDS, type Edge } from '../graph/model.js';
 import {
   analyseImpact, applyManifest, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
 } from '../service/index.js';
-import { exportChainDot, exportChainMermaid } from '../graph/index.js';
+import { exportChainDot, exportChainMermaid, type AuthorityGraph } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { UsageError } from './cli-error.js';
 import { findOpa } from './opa.js';
@@ -130,6 +130,11 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
   const v = verifyArchiveFile(file, (jws) => verifyCheckpoint(jws, keyFor));
   print(withWireCheckpoint(v), values.json, () => (v.ok ? `OK: ${file} holds ${v.entries} entries of ${v.ranges!.length} chain(s), its signed ${v.version === 1 ? 'checkpoint' : 'manifest'} verified` : `BROKEN${v.chain !== undefined ? ` in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}` : ''}: ${v.problem}`));
   return v.ok ? 0 : 1;
+}
+
+/** What `writ revoke NAME` and `writ impact revoke NAME` name: an edge's id, unless --principal says it is a principal's or no edge has it. */
+function namedEdge(graph: AuthorityGraph, name: string, values: CommandArgs['values']): Edge | undefined {
+  return values.principal ? undefined : graph.edge(name);
 }
 
 /** Exactly `n` positional arguments: one too many is refused too (`writ revoke a b` would revoke a alone; `--reason two words` unquoted would keep "two"). */
@@ -508,8 +513,7 @@ export const COMMANDS: Command[] = [
       return withWrit(values, async (w) => {
         const name = positionals[0]!;
         const graph = await w.ctx.graph.current();
-        // An edge id unless --principal says otherwise or no edge has that id, as for writ impact revoke.
-        const edge = values.principal ? undefined : graph.edge(name);
+        const edge = namedEdge(graph, name, values);
         const what = edge ? `edge ${name} (${edge.from} → ${edge.to} [${edge.kind}])` : `principal ${name}`;
         const already = (revokedAt: number, revision: number) => {
           print({ revoked: false, graph_revision: revision, revoked_at: toWireTime(revokedAt) }, values.json, () => `${what} was already revoked at ${toWireTime(revokedAt)}; nothing changed`);
@@ -539,9 +543,7 @@ export const COMMANDS: Command[] = [
       need(positionals, 1, 'writ impact revoke EDGE|PRINCIPAL [--principal]');
       return withWrit(values, async (w) => {
         const name = positionals[0]!;
-        // An edge id unless --principal says otherwise or no edge has that id.
-        const isEdge = !values.principal && (await w.ctx.graph.current()).edge(name) !== undefined;
-        const r = await analyseImpact(w.ctx, GOVERNANCE_ID, { revoke: isEdge ? { edge: name } : { principal: name } });
+        const r = await analyseImpact(w.ctx, GOVERNANCE_ID, { revoke: namedEdge(await w.ctx.graph.current(), name, values) ? { edge: name } : { principal: name } });
         print(values.json ? impactToWire(r) : r, values.json, () => formatImpact(r));
         return 0;
       });

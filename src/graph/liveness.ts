@@ -14,6 +14,14 @@ export function isEdgeLive(edge: Edge, now: number): boolean {
   );
 }
 
+/**
+ * The principals an edge joins: its `from`, and its `to` unless that is managed state (an ownership)
+ * or a priority class (`class:NAME`, a preemption's).
+ */
+export function principalEnds(edge: Pick<Edge, 'kind' | 'from' | 'to'>): string[] {
+  return edge.kind === 'owns' || edge.to.startsWith('class:') ? [edge.from] : [edge.from, edge.to];
+}
+
 /** The policy's view of an edge: a fresh object, so later graph changes cannot alter a decision's input. */
 export function toPolicyEdge(edge: Edge): PolicyEdge {
   return {

@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { WritError } from '../errors.js';
 import { dottedPath, schemaChecker } from '../json-schema.js';
-import type { AuthorityGraph } from '../graph/index.js';
+import { principalEnds, type AuthorityGraph } from '../graph/index.js';
 import { toWireTimeOrNull } from '../wire/time.js';
 import { GOVERNANCE_ID, type Edge, type GraphEvent, type PublicJwk } from '../graph/model.js';
 import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody } from '../wire/graph-bodies.js';
@@ -16,7 +16,8 @@ import { publicPart } from './validate.js';
 
 /**
  * A declarative graph definition (graph/*.yaml), applied idempotently like a manifest: objects are
- * identified by id; an identical object is left alone, a different one with the same id is refused.
+ * identified by id; an identical object is left alone, a principal listed with other keys gets them,
+ * and any other difference under the same id is refused.
  */
 export interface GraphManifest {
   principals?: (Omit<PrincipalInput, 'keys'> & { keys?: PublicJwk[]; key_files?: string[] })[];
@@ -210,8 +211,7 @@ export function manifestOf(ctx: WritContext, graph: AuthorityGraph, now: number)
     .filter((e) => e.revoked_at === null)
     .sort((a, b) => a.revision - b.revision || a.id.localeCompare(b.id))
     .filter((e) => {
-      const ends = e.kind === 'owns' || e.to.startsWith('class:') ? [e.from] : [e.from, e.to];
-      const revoked = ends.find((p) => !live.has(p));
+      const revoked = principalEnds(e).find((p) => !live.has(p));
       const extra = Object.keys(e.scope.constraints).filter((k) => k !== 'risk_max');
       const why =
         revoked !== undefined ? `principal ${revoked} is revoked`

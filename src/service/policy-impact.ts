@@ -8,7 +8,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { WritError } from '../errors.js';
-import { approvalEdges, resolveChains, type AuthorityGraph } from '../graph/index.js';
+import { approvalEdges, principalEnds, resolveChains, type AuthorityGraph } from '../graph/index.js';
 import type { Edge, EdgeKind } from '../graph/model.js';
 import type { DecisionLogEvent } from '../decision-log/index.js';
 import type { DecisionInput, DecisionResult, PolicyData, PolicyEngine, RequestProperties, VerifiedApproval } from '../policy/types.js';
@@ -181,8 +181,7 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
  * principals that are not revoked (an ownership's `to` is managed state, not a principal).
  */
 function countsNowOrLater(graph: AuthorityGraph, edge: Edge, now: number): boolean {
-  const live = (id: string) => graph.principal(id)?.revoked_at === null;
-  return edge.revoked_at === null && (edge.expires_at === null || now < edge.expires_at) && live(edge.from) && (edge.kind === 'owns' || edge.to.startsWith('class:') || live(edge.to));
+  return edge.revoked_at === null && (edge.expires_at === null || now < edge.expires_at) && principalEnds(edge).every((id) => graph.principal(id)?.revoked_at === null);
 }
 
 /** The edges that count now or later (countsNowOrLater) whose scope `current`'s registry covers and `candidate`'s does not (see checkScopeApplies). */
