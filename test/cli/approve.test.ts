@@ -60,6 +60,16 @@ describe('writ approve: a human approver signs off one request from the command 
     expect(Date.parse(answer.expires_at)).toBeLessThanOrEqual(Date.now() + 90_000);
   });
 
+  it('the audience follows WRIT_AUDIENCE, as the server\'s does', async () => {
+    process.env.WRIT_AUDIENCE = 'writ-staging';
+    try {
+      const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY);
+      expect(decodeJwt(r.stdout.trim()).aud).toBe('writ-staging:approval');
+    } finally {
+      delete process.env.WRIT_AUDIENCE;
+    }
+  });
+
   it.each([
     [['approve', 'publisher', 'publish_post', 'wp:post:42', '--key', KEY], '--as APPROVER and --key FILE'],
     [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--ttl', '10m'], '--ttl is whole seconds or minutes from 1s to 300s'],
