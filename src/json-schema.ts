@@ -74,7 +74,7 @@ function describe(doc: unknown, e: ErrorObject, options: SchemaCheckOptions): st
  * away (one for a name of up to 3 characters, so `ttl` is not taken for `to`; two — a transposition —
  * up to 6; a third of its length beyond), or the start of it (`expires` for `expires_at`).
  */
-function didYouMean(found: string, candidates: string[]): string {
+export function didYouMean(found: string, candidates: string[]): string {
   const maxDistance = found.length <= 3 ? 1 : Math.max(2, Math.floor(found.length / 3));
   const match = closestMatch(found, candidates, { maxDistance }) ?? (found.length >= 4 ? candidates.find((c) => c.startsWith(found)) : undefined);
   return match === undefined ? '' : ` (did you mean "${match}"?)`;

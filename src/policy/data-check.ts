@@ -1,6 +1,6 @@
 /**
  * The policy data a policy author edits (`data.writ`: actions, resource classes, approval thresholds,
- * aliases, conflict domains), checked before a bundle is published or loaded.
+ * environments, aliases, conflict domains), checked before a bundle is published or loaded.
  *
  * Rego reads whatever it is given: a typo there does not fail, it changes verdicts, and some typos open
  * what they were meant to close (a class `WRITE_EXCLUSVE` or a `write` of `"true"` requires neither
@@ -16,7 +16,7 @@
  */
 import { WritError } from '../errors.js';
 import { validatePattern, validateResourceKey } from '../graph/index.js';
-import { dottedPath, schemaChecker } from '../json-schema.js';
+import { didYouMean, dottedPath, schemaChecker } from '../json-schema.js';
 import type { PolicyData, ResourceClassRule } from './types.js';
 
 const CLASSES: readonly ResourceClassRule['class'][] = ['READ_SHARED', 'WRITE_OPTIMISTIC', 'WRITE_EXCLUSIVE', 'MULTI_WRITER_MERGEABLE'];
@@ -74,6 +74,7 @@ export const POLICY_DATA_SCHEMA = {
           },
         },
         approval_threshold: { type: 'object', propertyNames: name, additionalProperties: { type: 'integer', minimum: 0 } },
+        environments: { type: 'array', minItems: 1, uniqueItems: true, items: name },
         aliases: {
           type: 'array',
           items: { type: 'object', required: ['from', 'to'], additionalProperties: false, properties: { from: { type: 'string' }, to: { type: 'string' } } },
@@ -153,5 +154,16 @@ function crossChecks(data: PolicyData): string[] {
     if (first !== undefined) problems.push(`data.writ.aliases[${i}]: "${alias.from}" is the "from" of aliases[${first}], which is listed first, so this alias is never used`);
     else froms.set(alias.from, i);
   });
+  if (writ.environments !== undefined) {
+    const environments = writ.environments;
+    environments.forEach((environment, i) => {
+      if (environment === '*') problems.push(`data.writ.environments[${i}]: "*" stands for every environment in a scope; it is not an environment's name`);
+    });
+    for (const environment of Object.keys(writ.approval_threshold)) {
+      if (!environments.includes(environment)) {
+        problems.push(`data.writ.approval_threshold.${environment}: "${environment}" is not one of data.writ.environments (${environments.join(', ')})${didYouMean(environment, environments)}: no request would ever be in it, so its threshold would never ask for an approval`);
+      }
+    }
+  }
   return problems;
 }

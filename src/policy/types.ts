@@ -146,6 +146,12 @@ export interface PolicyData {
     resource_classes: ResourceClassRule[];
     /** Per environment: requests with risk above this need an approval. */
     approval_threshold: Record<string, number>;
+    /**
+     * The environments there are. When given, a scope, a decision request or an approval threshold
+     * naming another is refused (a misspelt `prodution` would otherwise grant nothing, be asked about
+     * in vain, or never ask for an approval); without it any name is taken as written.
+     */
+    environments?: string[];
     /** Coordination registry aliases: a key starting with `from` segments is rewritten to `to` (e.g. wordpress:article → wp:post). */
     aliases?: { from: string; to: string }[];
     /** The conflict domains resource classes may name (`conflict_domain`, `field_conflict_domains`). */

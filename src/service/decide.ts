@@ -7,7 +7,7 @@ import { GOVERNANCE_ID } from '../graph/model.js';
 import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, Obligations, PolicyEdge, RequestProperties, VerifiedApproval } from '../policy/types.js';
 import type { Decision, DecisionRequest } from '../wire/v1.js';
 import type { WritContext } from './context.js';
-import { canonicalResource } from './resources.js';
+import { canonicalResource, checkEnvironment } from './resources.js';
 import { decisionRecord } from './decision-record.js';
 
 /**
@@ -142,6 +142,7 @@ async function judge(ctx: WritContext, principal: string, body: DecisionRequestI
   const graph = await ctx.graph.current();
   const caller = graph.principal(principal);
   if (!caller) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${principal}"`);
+  checkEnvironment(ctx.policy.data, body.environment, 'environment');
   const request = {
     action: body.action,
     resource: canonicalResource(ctx.policy.data, body.resource),

@@ -8,11 +8,12 @@ import { toWireTimeOrNull } from '../wire/time.js';
 import { GOVERNANCE_ID, type Edge, type GraphEvent, type PublicJwk } from '../graph/model.js';
 import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody } from '../wire/graph-bodies.js';
 import type { WritContext } from './context.js';
-import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
+import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, ownershipScope, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
 import { commitGraphChange, forkGraphWriter } from './graph-changes.js';
 import { registerPrincipal, type PrincipalInput } from './principals.js';
 import { orphansIn } from './audit-queries.js';
-import { publicPart } from './validate.js';
+import { scopeProblems } from './resources.js';
+import { normalizeScope, publicPart } from './validate.js';
 
 /**
  * A declarative graph definition (graph/*.yaml), applied idempotently like a manifest: objects are
@@ -96,6 +97,42 @@ function checkManifestShape(manifest: unknown): void {
   });
 }
 
+/**
+ * Throws UNPROCESSABLE listing every edge of the manifest to be created whose scope could never apply
+ * under the policy's registry (an action, a pattern or an environment it does not have: scopeProblems),
+ * so that one run names every typo, as the shape check does. Edges already in `graph` under their id are
+ * left to the plan (unchanged, or refused as a change to an immutable edge), and so is a scope too
+ * malformed to read (the plan names it).
+ */
+function checkManifestRegistry(ctx: WritContext, graph: AuthorityGraph, manifest: GraphManifest): void {
+  const problems: string[] = [];
+  const sections: [string, Edge['kind'], { id?: string; scope?: unknown; resource?: string; fields?: string[] }[] | undefined][] = [
+    ['grants', 'grant', manifest.grants],
+    ['delegations', 'delegate', manifest.delegations],
+    ['ownerships', 'owns', manifest.ownerships],
+    ['approvals', 'approves', manifest.approvals],
+  ];
+  for (const [section, kind, items] of sections) {
+    (items ?? []).forEach((item, i) => {
+      if (item.id !== undefined && graph.edge(item.id) !== undefined) return;
+      let scope: Edge['scope'];
+      try {
+        scope = kind === 'owns' ? ownershipScope(item as OwnershipInput) : normalizeScope(item.scope as GrantInput['scope']);
+      } catch {
+        return;
+      }
+      const at = `${section}[${i}]${item.id === undefined ? '' : ` (${item.id})`}`;
+      for (const problem of scopeProblems(ctx.policy.data, kind, scope)) {
+        problems.push(kind === 'owns' ? `${at}.${problem.replace(/^scope\.resources: /, 'resource: ')}` : `${at}.${problem}`);
+      }
+    });
+  }
+  if (problems.length === 0) return;
+  throw new WritError('UNPROCESSABLE', `the graph manifest has ${problems.length === 1 ? 'an edge that could never apply under the policy' : `edges that could never apply under the policy (${problems.length} problems)`}; nothing was applied:\n${problems.map((p) => `  - ${p}`).join('\n')}`, {
+    problems,
+  });
+}
+
 /** How a manifest item is named in errors: its section's word and its id. */
 function itemName(what: string, item: unknown): string {
   return `${what} ${(item as { id?: unknown } | null)?.id ?? '(no id)'}`;
@@ -133,6 +170,7 @@ function readKeyFile(file: string): PublicJwk {
  */
 export async function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string, options: { dryRun?: boolean } = {}): Promise<ApplyReport> {
   checkManifestShape(manifest);
+  checkManifestRegistry(ctx, await ctx.graph.current(), manifest);
   let report: ApplyReport = { created: [], updated: [], unchanged: [], graph_revision: 0 };
   const plan = async (graph: AuthorityGraph, now: number): Promise<GraphEvent[]> => {
     const events: GraphEvent[] = [];

@@ -1,6 +1,7 @@
 import { WritError } from '../errors.js';
 import { matchesPattern, patternsOverlap, validateResourceKey } from '../graph/index.js';
 import type { EdgeKind, Scope } from '../graph/model.js';
+import { didYouMean } from '../json-schema.js';
 import type { PolicyData } from '../policy/types.js';
 
 /**
@@ -43,18 +44,34 @@ export function checkResourceType(data: PolicyData, key: string, type: string): 
 
 /**
  * An edge's scope must be able to apply under the policy's registry, as a relationship must name
- * relations its schema defines: every action (other than `*`) is in the action catalogue, and every
+ * relations its schema defines: every action (other than `*`) is in the action catalogue, every
+ * environment (other than `*`) is declared where the policy declares them (environmentProblem), and every
  * resource pattern can match a key of some resource class. Otherwise the edge would be stored and
  * silently never count (a typo such as `update_psot`, or `wordpress:article:*`, an alias: chains match
- * canonical keys). Preemption edges name no actions or resources.
+ * canonical keys). Preemption edges name no actions or resources. Throws UNPROCESSABLE naming every
+ * problem of the scope (scopeProblems), not the first alone.
  */
 export function checkScopeApplies(data: PolicyData, kind: EdgeKind, scope: Scope): void {
-  if (kind === 'preempts') return;
+  const problems = scopeProblems(data, kind, scope);
+  if (problems.length > 0) throw new WritError('UNPROCESSABLE', problems.join('; '));
+}
+
+/** Why `edge` could never apply under `data`'s registry (checkScopeApplies' message), or null. */
+export function registryProblem(data: PolicyData, edge: { kind: EdgeKind; scope: Scope }): string | null {
+  const problems = scopeProblems(data, edge.kind, edge.scope);
+  return problems.length > 0 ? problems.join('; ') : null;
+}
+
+/** Each reason a scope of this kind could never apply under `data`'s registry (see checkScopeApplies), in the scope's order. */
+export function scopeProblems(data: PolicyData, kind: EdgeKind, scope: Scope): string[] {
+  const problems: string[] = [];
+  if (kind === 'preempts') return problems;
   if (kind !== 'owns') {
     const catalogue = data.writ.actions;
     for (const action of scope.actions) {
       if (action !== '*' && !Object.hasOwn(catalogue, action)) {
-        throw new WritError('UNPROCESSABLE', `scope.actions: "${action}" is not an action of the policy (data.writ.actions: ${Object.keys(catalogue).sort().join(', ')})`);
+        const actions = Object.keys(catalogue).sort();
+        problems.push(`scope.actions: "${action}" is not an action of the policy (data.writ.actions: ${actions.join(', ')})${didYouMean(action, actions)}`);
       }
     }
   }
@@ -63,20 +80,33 @@ export function checkScopeApplies(data: PolicyData, kind: EdgeKind, scope: Scope
     // where a broad class such as `**` overlaps it).
     const alias = aliasOf(data, pattern);
     if (alias) {
-      throw new WritError('UNPROCESSABLE', `scope.resources: "${pattern}" is written with the alias "${alias.from}", and keys are matched as "${alias.to}": write "${alias.to}${pattern.slice(alias.from.length)}"`);
+      problems.push(`scope.resources: "${pattern}" is written with the alias "${alias.from}", and keys are matched as "${alias.to}": write "${alias.to}${pattern.slice(alias.from.length)}"`);
+    } else if (!data.writ.resource_classes.some((rule) => patternsOverlap(rule.pattern, pattern))) {
+      problems.push(`scope.resources: "${pattern}" matches no key of any resource class (data.writ.resource_classes: ${data.writ.resource_classes.map((r) => r.pattern).join(', ')}), so the edge would never apply`);
     }
-    if (data.writ.resource_classes.some((rule) => patternsOverlap(rule.pattern, pattern))) continue;
-    throw new WritError('UNPROCESSABLE', `scope.resources: "${pattern}" matches no key of any resource class (data.writ.resource_classes: ${data.writ.resource_classes.map((r) => r.pattern).join(', ')}), so the edge would never apply`);
   }
+  if (kind !== 'owns') {
+    for (const environment of scope.environments) {
+      const problem = environment === '*' ? null : environmentProblem(data, environment, 'scope.environments');
+      if (problem !== null) problems.push(problem);
+    }
+  }
+  return problems;
 }
 
-/** Why `edge` could never apply under `data`'s registry (checkScopeApplies' message), or null. */
-export function registryProblem(data: PolicyData, edge: { kind: EdgeKind; scope: Scope }): string | null {
-  try {
-    checkScopeApplies(data, edge.kind, edge.scope);
-    return null;
-  } catch (e) {
-    if (e instanceof WritError) return e.message;
-    throw e;
-  }
+/**
+ * Why an environment cannot be used, or null: the policy declares its environments (`data.writ.environments`)
+ * and this is not one. In a scope it would never match a request, and a request in it would find no scope
+ * (`prodution`). Without the list any name is taken as written.
+ */
+export function environmentProblem(data: PolicyData, environment: string, where: string): string | null {
+  const environments = data.writ.environments;
+  if (environments === undefined || environments.includes(environment)) return null;
+  return `${where}: "${environment}" is not an environment of the policy (data.writ.environments: ${environments.join(', ')})${didYouMean(environment, environments)}`;
+}
+
+/** Throws UNPROCESSABLE for an environment the policy does not declare (environmentProblem). */
+export function checkEnvironment(data: PolicyData, environment: string, where: string): void {
+  const problem = environmentProblem(data, environment, where);
+  if (problem !== null) throw new WritError('UNPROCESSABLE', problem);
 }

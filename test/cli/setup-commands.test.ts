@@ -123,7 +123,7 @@ describe('the writ command for operators and policy authors', () => {
     const r = await writ('graph', 'apply', file);
     expect(r.code).not.toBe(0);
     expect(r.out).toContain('UNPROCESSABLE');
-    expect(r.out).toContain('grant g-new-typo: scope.actions: "update_psot" is not an action of the policy');
+    expect(r.out).toContain('grants[1] (g-new-typo).scope.actions: "update_psot" is not an action of the policy');
     const after = JSON.parse((await writ('graph', 'export')).out);
     expect(after.revision).toBe(before.revision);
     expect(after.principals.map((p: { id: string }) => p.id)).not.toContain('new-agent');

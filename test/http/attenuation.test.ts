@@ -31,7 +31,7 @@ describe('a delegation wider than its parent is refused at write time', () => {
   const cases: [string, Record<string, unknown>, Record<string, unknown>, RegExp][] = [
     ['action', {}, { actions: ['update_post', 'publish_post'] }, /actions: publish_post is not in the delegator's/],
     ['resource', {}, { resources: ['site:example.com:template:canonical'] }, /resources: site:example.com:template:canonical /],
-    ['environment', {}, { environments: ['production', 'dev'] }, /environments: dev is not in the delegator's/],
+    ['environment', {}, { environments: ['production', 'development'] }, /environments: development is not in the delegator's/],
     ['field (via a narrower middle edge)', {}, {}, /./],
     ['risk', {}, { risk_max: 3 }, /risk: 3 exceeds the delegator's risk_max 2/],
     ['time window', { expires_at: '2027-01-01T00:00:00Z' }, {}, /./],

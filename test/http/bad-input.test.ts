@@ -42,19 +42,30 @@ describe('bad input gets a stable code and changes nothing', () => {
   it('unknown principal read', () => refused('governance', { method: 'GET', url: '/v1/principals/ghost' }, 404, 'UNKNOWN_PRINCIPAL'));
   it('unknown resource in a decision', () =>
     refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:comment:1', environment: 'production', fields: ['title'] } }, 404, 'UNKNOWN_RESOURCE'));
+  it('an environment the policy does not declare, in a decision, an explanation or an AuthZEN evaluation', async () => {
+    const why = 'environment: "prodution" is not an environment of the policy (data.writ.environments: production, staging, development) (did you mean "production"?)';
+    const body = { action: 'update_post', resource: 'wp:post:1024', environment: 'prodution', fields: ['title'] };
+    expect((await refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: body }, 422, 'UNPROCESSABLE')).body.detail).toBe(why);
+    expect((await refused('seo-agent-7', { method: 'POST', url: '/v1/explain', payload: body }, 422, 'UNPROCESSABLE')).body.detail).toBe(why);
+    const evaluation = { subject: { type: 'agent', id: 'seo-agent-7' }, action: { name: 'update_post' }, resource: { type: 'wp:post', id: 'wp:post:1024', properties: { environment: 'prodution', fields: ['title'] } } };
+    expect((await refused('seo-agent-7', { method: 'POST', url: '/access/v1/evaluation', payload: evaluation }, 422, 'UNPROCESSABLE')).body.detail).toBe(why);
+  });
   it('a wildcard is not a resource key', () =>
     refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:*', environment: 'production', fields: ['title'] } }, 422, 'UNPROCESSABLE'));
   it('an invalid resource pattern in a scope', () =>
     refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:**:post'], risk_max: 1 } } }, 422, 'UNPROCESSABLE'));
   // An edge that could never apply is refused, not stored to count for nothing (the policy's registry is its schema).
   it.each([
-    ['/v1/grants', { to: 'seo-agent-7' }, { actions: ['update_psot'] }, /scope\.actions: "update_psot" is not an action of the policy \(data\.writ\.actions: .*update_post/],
+    ['/v1/grants', { to: 'seo-agent-7' }, { actions: ['update_psot'] }, /scope\.actions: "update_psot" is not an action of the policy \(data\.writ\.actions: .*update_post.*\) \(did you mean "update_post"\?\)$/],
     ['/v1/grants', { to: 'seo-agent-7' }, { resources: ['wp:psot:*'] }, /scope\.resources: "wp:psot:\*" matches no key of any resource class .*so the edge would never apply$/],
     ['/v1/grants', { to: 'seo-agent-7' }, { resources: ['wordpress:article:*'] }, /"wordpress:article:\*" is written with the alias "wordpress:article", and keys are matched as "wp:post": write "wp:post:\*"$/],
     // Under an alias even where a broad pattern overlaps it: keys are rewritten before they are matched.
     ['/v1/grants', { to: 'seo-agent-7' }, { resources: ['wp:post:*', 'wordpress:article:1024'] }, /written with the alias "wordpress:article".*write "wp:post:1024"$/],
     ['/v1/delegations', { from: 'orchestrator', to: 'seo-agent-7' }, { actions: ['read_psot'] }, /"read_psot" is not an action of the policy/],
     ['/v1/approvals', { from: 'editor-alice', to: 'seo-agent-7' }, { resources: ['wp:page:*'] }, /"wp:page:\*" matches no key of any resource class/],
+    // The example's policy declares its environments (data.writ.environments: production, staging, development).
+    ['/v1/grants', { to: 'seo-agent-7' }, { environments: ['production', 'prodution'] }, /^scope\.environments: "prodution" is not an environment of the policy \(data\.writ\.environments: production, staging, development\) \(did you mean "production"\?\)$/],
+    ['/v1/approvals', { from: 'editor-alice', to: 'seo-agent-7' }, { environments: ['dev'] }, /^scope\.environments: "dev" is not an environment of the policy \(data\.writ\.environments: production, staging, development\)$/],
   ])('%s with %j in its scope: an edge that would never apply', async (url, ends, scope, why) => {
     const r = await refused('governance', { method: 'POST', url, payload: { ...ends, reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], risk_max: 1, ...scope } } }, 422, 'UNPROCESSABLE');
     expect(r.body.detail).toMatch(why);

@@ -69,6 +69,7 @@ describe('the policy data is checked before a bundle is used', () => {
       w.approval_treshold = w.approval_threshold;
       delete w.approval_threshold;
     }, 3)).toMatchObject({ approval_required: false });
+    expect(await obligationsUnder((w) => (w.approval_threshold = { prodution: 2 }), 3)).toMatchObject({ approval_required: false });
   });
 
   it('lists every problem of the shape at once, each at its place', () => {
@@ -100,6 +101,26 @@ describe('the policy data is checked before a bundle is used', () => {
       'data.writ.approval_threshold: the name "" must be non-empty, without whitespace',
       'data.writ.conflict_domains: the name "SEO:META" must have neither whitespace nor ":"',
     ]);
+  });
+
+  it('environments, when declared: each once, not "*", and every approval threshold is for one of them', () => {
+    expect(shipped().writ.environments).toEqual(['production', 'staging', 'development']);
+    expect(problemsAfter((w) => {
+      w.environments = ['production', 'production', '*'];
+    })).toEqual(['data.writ.environments must NOT have duplicate items (items ## 1 and 0 are identical) (found ["production","production","*"])']);
+    expect(problemsAfter((w) => {
+      w.environments = ['production', '*'];
+      w.approval_threshold = { prodution: 2 };
+    })).toEqual([
+      'data.writ.environments[1]: "*" stands for every environment in a scope; it is not an environment\'s name',
+      'data.writ.approval_threshold.prodution: "prodution" is not one of data.writ.environments (production, *) (did you mean "production"?): no request would ever be in it, so its threshold would never ask for an approval',
+    ]);
+    expect(problemsAfter((w) => (w.environments = []))).toEqual(['data.writ.environments must NOT have fewer than 1 items (found [])']);
+    // Without the list, any name is taken as written (the threshold's key included).
+    expect(problemsAfter((w) => {
+      delete w.environments;
+      w.approval_threshold = { prodution: 2 };
+    })).toEqual([]);
   });
 
   it('refuses a document without data.writ, or without its actions and resource classes', () => {

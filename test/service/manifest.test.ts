@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { WritError } from '../../src/errors.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { applyManifest, manifestOf, manifestYaml, registerPrincipal, type GraphManifest } from '../../src/service/index.js';
 import { parse } from 'yaml';
@@ -33,9 +34,36 @@ describe('applying a graph manifest', () => {
       principals: [{ id: 'manifest-agent', kind: 'agent', keys: [] }],
       grants: [...old.grants!, { id: 'g-new-typo', to: 'editor-alice', reason: 'new', scope: typo }],
     };
-    await expect(applyManifest(h.ctx, GOVERNANCE_ID, fresh, '.')).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringMatching(/^grant g-new-typo: scope\.actions: "update_psot" is not an action of the policy/) });
+    await expect(applyManifest(h.ctx, GOVERNANCE_ID, fresh, '.')).rejects.toMatchObject({
+      code: 'UNPROCESSABLE',
+      message: expect.stringMatching(/^the graph manifest has an edge that could never apply under the policy; nothing was applied:\n {2}- grants\[1\] \(g-new-typo\)\.scope\.actions: "update_psot" is not an action of the policy .*\(did you mean "update_post"\?\)$/),
+    });
     expect((await h.ctx.graph.current()).revision).toBe(revision);
     expect((await h.ctx.graph.current()).principal('manifest-agent')).toBeUndefined();
+  });
+
+  it('names every scope that could never apply at once (actions, resources, environments, an owned key), each at its place', async () => {
+    const revision = (await h.ctx.graph.current()).revision;
+    const manifest: GraphManifest = {
+      grants: [
+        { id: 'g-typos', to: 'editor-alice', reason: 'r', scope: { actions: ['update_post', 'pubish_post'], resources: ['wp:post:*'], environments: ['prodution'], risk_max: 1 } },
+        { id: 'g-fine', to: 'editor-alice', reason: 'r', scope: { actions: ['read_post'], resources: ['wp:post:*'], environments: ['staging'], risk_max: 0 } },
+      ],
+      ownerships: [{ id: 'o-typo', owner: 'editor-alice', resource: 'wp:psot:1', reason: 'r' }],
+      approvals: [{ id: 'a-typo', from: 'editor-alice', to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wordpress:article:*'], environments: ['stagig'], risk_max: 1 } }],
+    };
+    const error = await applyManifest(h.ctx, GOVERNANCE_ID, manifest, '.', { dryRun: true }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'UNPROCESSABLE' });
+    expect((error as WritError).details?.problems).toEqual([
+      expect.stringMatching(/^grants\[0\] \(g-typos\)\.scope\.actions: "pubish_post" is not an action of the policy .*\(did you mean "publish_post"\?\)$/),
+      'grants[0] (g-typos).scope.environments: "prodution" is not an environment of the policy (data.writ.environments: production, staging, development) (did you mean "production"?)',
+      expect.stringMatching(/^ownerships\[0\] \(o-typo\)\.resource: "wp:psot:1" matches no key of any resource class/),
+      'approvals[0] (a-typo).scope.resources: "wordpress:article:*" is written with the alias "wordpress:article", and keys are matched as "wp:post": write "wp:post:*"',
+      'approvals[0] (a-typo).scope.environments: "stagig" is not an environment of the policy (data.writ.environments: production, staging, development) (did you mean "staging"?)',
+    ]);
+    await expect(applyManifest(h.ctx, GOVERNANCE_ID, manifest, '.')).rejects.toMatchObject({ code: 'UNPROCESSABLE' });
+    expect((await h.ctx.graph.current()).revision).toBe(revision);
+    expect((await h.ctx.graph.current()).edge('g-fine')).toBeUndefined();
   });
 
   it('a key file that cannot be read or an item without a scope is refused before anything is written, naming the item', async () => {

@@ -168,6 +168,20 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     expect((await policyImpact(h.ctx, same)).stranded_edges).toEqual([]);
   });
 
+  it('an environment no longer declared: the live edges that name it are listed (as a rebuild would refuse them)', { timeout: 60_000 }, async () => {
+    const dir = candidatePolicies('environments', (d) => {
+      const file = join(d, 'data.json');
+      const data = JSON.parse(readFileSync(file, 'utf8'));
+      data.writ.environments = ['production'];
+      writeFileSync(file, JSON.stringify(data, null, 2));
+    });
+    const { engine } = await loadCandidatePolicy(dir, findOpa);
+    const r = await policyImpact(h.ctx, engine);
+    expect(r.stranded_edges.map((e) => `${e.edge_id} ${e.kind}: ${e.problem}`)).toEqual([
+      'g-orchestrator grant: scope.environments: "staging" is not an environment of the policy (data.writ.environments: production)',
+    ]);
+  });
+
   it('from the receipts when no decision log is given: the write\'s decision is rebuilt from the receipt and flips too', { timeout: 60_000 }, async () => {
     const { engine } = await loadCandidatePolicy(candidatePolicies('risk-receipts', raiseUpdateRisk), findOpa);
     const r = await policyImpact(h.ctx, engine, { decisionLogFile: null });
