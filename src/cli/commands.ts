@@ -17,6 +17,7 @@ import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
 import { userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
+import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
 import type { EpochBump } from '../lease/index.js';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
@@ -690,6 +691,35 @@ export const COMMANDS: Command[] = [
           formatRestore(r.bump),
         ].join('\n'));
       return 0;
+    },
+  },
+  {
+    name: 'store copy',
+    summary: "move a stopped Writ from its SQLite file to PostgreSQL (--to postgres://…, a database no Writ has used), for several replicas: the graph's history, leases and fencing epochs, spent single-use ids, receipts and checkpoints, incidents, in one transaction; then checks the copy's receipt chains",
+    usage: '--to postgres://… [--json]',
+    options: { to: { type: 'string' }, json: { type: 'boolean' } },
+    run: async ({ values, positionals }) => {
+      const usage = 'writ store copy --to postgres://USER@HOST:PORT/DATABASE [--data-dir DIR] [--json]';
+      need(positionals, 0, usage);
+      if (typeof values.to !== 'string' || !/^postgres(ql)?:\/\//.test(values.to)) throw new UsageError(`--to takes the PostgreSQL database to copy into (postgres://…); usage: ${usage}`);
+      const config = configFrom(values);
+      if (config.databaseUrl !== null) throw new UsageError('writ store copy reads the data directory\'s SQLite file: leave out --database (and WRIT_DATABASE_URL); the database it copies into is --to');
+      if (!existsSync(config.dbFile)) throw new WritError('NOT_FOUND', `no SQLite store at ${config.dbFile} (--data-dir DIR, or $WRIT_DATA_DIR)`);
+      const r = await copySqliteToPostgres(config.dbFile, values.to, { now: systemClock.now() });
+      // The copy read as every replica will read it: the receipt chains and checkpoints verified with the data directory's keys.
+      const verdict = await withWrit({ ...values, database: values.to }, (w) => w.ctx.receipts.verifyChain(async () => {}));
+      print({ ...r, verify: withWireCheckpoint(verdict) }, values.json, () =>
+        [
+          `copied ${r.from} into the PostgreSQL database (schema ${r.schema_version}), in one transaction:`,
+          `  graph: ${r.copied.graph_events} events (revision ${r.graph_revision})`,
+          `  leases: ${r.lease_keys} keys (highest fencing epoch ${r.max_epoch}), ${r.copied.leases} leases, ${r.copied.lease_history} history events, ${r.copied.lease_epoch_bumps} epoch bumps and restores`,
+          `  single-use ids still unexpired: ${r.copied.single_use_ids} (${r.not_copied.expired_single_use_ids} expired ones left behind)`,
+          `  receipts: ${r.copied.receipts} (${r.copied.receipt_entries} entries on ${r.copied.receipt_chains} chains, head seq ${r.receipt_head.seq}), ${r.copied.receipt_head_checkpoints + r.copied.receipt_checkpoints} checkpoints; incidents: ${r.copied.incidents}`,
+          ...(r.not_copied.waiting_callers > 0 ? [`  not copied: ${r.not_copied.waiting_callers} callers waiting in lease queues (they waited on the stopped server and ask again)`] : []),
+          formatVerdict(verdict),
+          `next: start every replica with --database (WRIT_DATABASE_URL) and this data directory's keys/ and admin.jwk (the keys that signed its decisions and checkpoints); do not start a server on ${r.from} again (it is the way back, as it was at the copy)`,
+        ].join('\n'));
+      return verdict.ok ? 0 : 1;
     },
   },
   {

@@ -64,7 +64,7 @@ export class PostgresSingleUseStore implements SingleUseStore {
  * principal with a NUL between them): NUL and the escape character are escaped, one to one, so two
  * different ids never share a row.
  */
-const storedId = (id: string) => id.replace(/\\/g, '\\\\').replace(/\u0000/g, '\\0');
+export const storedId = (id: string): string => id.replace(/\\/g, '\\\\').replace(/\u0000/g, '\\0');
 
 /** A purge runs at most this often per process, started by a spend (an idle replica sends nothing). */
 const PURGE_EVERY_MS = 1_000;

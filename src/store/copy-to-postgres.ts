@@ -1,0 +1,299 @@
+/**
+ * Moves a Writ from its embedded SQLite file to PostgreSQL (`writ store copy --to postgres://…`): the
+ * way from one process to several replicas without losing what the store holds. Everything durable is
+ * copied as it is, in one PostgreSQL transaction:
+ *
+ * - the graph's event log, revision for revision (decisions and receipts name revisions);
+ * - leases, every key's fencing epoch and the floor of keys never leased (epochs must never repeat),
+ *   the lease history, the authority each lease was taken on, the epoch bumps and restores;
+ * - the single-use ids still unexpired (a caller's assertion, a decision, an approval spent before the
+ *   move stays spent after it);
+ * - receipts, their hash chains entry for entry (same seq, position and hash: `writ audit verify` checks
+ *   the copy as it checked the file) and the signed checkpoints; incidents.
+ *
+ * Not copied: callers waiting in a lease queue (they waited on the stopped server and retry), the
+ * SQLite-only bookkeeping (WAL restarts, the per-key history links, lease tokens of migration 007's
+ * era). PostgreSQL's own heads (the graph head, each receipt chain's head row, the sequences) are set
+ * from what was copied.
+ *
+ * Safe by refusal: the SQLite file must not be open in any other process (STORE_IN_USE: stop every
+ * `writ serve` first; it is held exclusively while it is read), and the database must hold no Writ
+ * state yet (ALREADY_EXISTS); either way nothing is changed. The SQLite file is left as it was (it is
+ * the way back); point every replica at the database and do not start a server on the file again.
+ */
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { WritError } from '../errors.js';
+import { migratePostgres } from './postgres/migrate.js';
+import { storedId } from './postgres/single-use-store.js';
+import { assertNotInUse } from './sqlite/backup.js';
+import { openSqliteStore } from './sqlite/sqlite-store.js';
+
+/** What was copied, and the heads both sides agree on. */
+export interface StoreCopyReport {
+  from: string;
+  /** Rows written per PostgreSQL table. */
+  copied: Record<string, number>;
+  /** Left behind, with why (counts). */
+  not_copied: { waiting_callers: number; expired_single_use_ids: number };
+  graph_revision: number;
+  receipt_head: { seq: number; hash: string | null };
+  lease_keys: number;
+  max_epoch: number;
+  /** The database's schema version after its migrations. */
+  schema_version: number;
+}
+
+type PgType = 'bigint' | 'integer' | 'text' | 'jsonb' | 'text[]';
+
+/** One table: what to read from SQLite, and the PostgreSQL columns (in the same order) with their types. */
+interface TableCopy {
+  table: string;
+  select: string;
+  columns: [name: string, type: PgType][];
+  /** GENERATED ALWAYS AS IDENTITY: written with OVERRIDING SYSTEM VALUE, its sequence moved past the copy. */
+  identity?: string;
+  /** How a row read from SQLite is stored on PostgreSQL, where the engines store it differently. */
+  map?: (row: Record<string, unknown>) => void;
+}
+
+const TABLES: TableCopy[] = [
+  {
+    table: 'graph_events',
+    select: 'SELECT revision, at, actor, type, payload FROM graph_events ORDER BY revision',
+    columns: [['revision', 'bigint'], ['at', 'bigint'], ['actor', 'text'], ['type', 'text'], ['payload', 'text']],
+  },
+  {
+    table: 'single_use_ids',
+    select: 'SELECT namespace, id, expires_at FROM seen_ids WHERE expires_at > @now ORDER BY namespace, id',
+    columns: [['namespace', 'text'], ['id', 'text'], ['expires_at', 'bigint']],
+    // A caller's jti is kept with its principal and a NUL between them, which PostgreSQL text cannot hold.
+    map: (row) => {
+      row.id = storedId(row.id as string);
+    },
+  },
+  {
+    table: 'lease_keys',
+    select: `SELECT key, epoch, lease_id, holder, holder_instance, token_hash, priority, acquired_at, renewed_at, expires_at,
+                    duration_ms, transitions, last_holder, prev_lease_id, preempted_by FROM lease_keys ORDER BY key`,
+    columns: [
+      ['key', 'text'], ['epoch', 'bigint'], ['lease_id', 'text'], ['holder', 'text'], ['holder_instance', 'text'], ['token_hash', 'text'],
+      ['priority', 'integer'], ['acquired_at', 'bigint'], ['renewed_at', 'bigint'], ['expires_at', 'bigint'], ['duration_ms', 'bigint'],
+      ['transitions', 'bigint'], ['last_holder', 'text'], ['prev_lease_id', 'text'], ['preempted_by', 'text'],
+    ],
+  },
+  {
+    table: 'leases',
+    select: `SELECT lease_id, holder, holder_instance, resources, epochs, token_hash, priority, state, created_at, renewed_at, expires_at,
+                    duration_ms, ended_at, preempted_by FROM leases ORDER BY created_at, lease_id`,
+    columns: [
+      ['lease_id', 'text'], ['holder', 'text'], ['holder_instance', 'text'], ['resources', 'text[]'], ['epochs', 'jsonb'], ['token_hash', 'text'],
+      ['priority', 'integer'], ['state', 'text'], ['created_at', 'bigint'], ['renewed_at', 'bigint'], ['expires_at', 'bigint'],
+      ['duration_ms', 'bigint'], ['ended_at', 'bigint'], ['preempted_by', 'text'],
+    ],
+  },
+  {
+    table: 'lease_history',
+    select: 'SELECT seq, at, event, key, epoch, lease_id, holder, actor FROM lease_history ORDER BY seq',
+    columns: [['seq', 'bigint'], ['at', 'bigint'], ['event', 'text'], ['key', 'text'], ['epoch', 'bigint'], ['lease_id', 'text'], ['holder', 'text'], ['actor', 'text']],
+    identity: 'seq',
+  },
+  {
+    table: 'lease_authority',
+    select: 'SELECT lease_id, holder, decisions, created_at FROM lease_authority ORDER BY created_at, lease_id',
+    columns: [['lease_id', 'text'], ['holder', 'text'], ['decisions', 'jsonb'], ['created_at', 'bigint']],
+  },
+  {
+    table: 'lease_epoch_bumps',
+    select: 'SELECT seq, at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail FROM lease_epoch_bumps ORDER BY seq',
+    columns: [
+      ['seq', 'bigint'], ['at', 'bigint'], ['kind', 'text'], ['margin', 'bigint'], ['floor', 'bigint'], ['keys', 'bigint'], ['leases_ended', 'bigint'],
+      ['max_epoch', 'bigint'], ['actor', 'text'], ['reason', 'text'], ['detail', 'jsonb'],
+    ],
+    identity: 'seq',
+  },
+  {
+    table: 'incidents',
+    select: 'SELECT id, declared_by, reason, decision_id, declared_at, ends_at, resolved_at FROM incidents ORDER BY declared_at, id',
+    columns: [['id', 'text'], ['declared_by', 'text'], ['reason', 'text'], ['decision_id', 'text'], ['declared_at', 'bigint'], ['ends_at', 'bigint'], ['resolved_at', 'bigint']],
+  },
+  {
+    table: 'receipt_entries',
+    select: 'SELECT seq, receipt_id, kind, body, prev_hash, hash, chain, pos FROM receipt_entries ORDER BY seq',
+    columns: [['seq', 'bigint'], ['receipt_id', 'text'], ['kind', 'text'], ['body', 'text'], ['prev_hash', 'text'], ['hash', 'text'], ['chain', 'text'], ['pos', 'bigint']],
+  },
+  {
+    table: 'receipts',
+    select: `SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq
+               FROM receipts ORDER BY first_seq`,
+    columns: [
+      ['receipt_id', 'text'], ['principal', 'text'], ['resource_key', 'text'], ['status', 'text'], ['idempotency_key', 'text'], ['request_hash', 'text'],
+      ['created_at', 'bigint'], ['completed_at', 'bigint'], ['first_seq', 'bigint'], ['last_seq', 'bigint'],
+    ],
+  },
+  {
+    table: 'receipt_checkpoints',
+    select: 'SELECT seq, archived_through, hash, prev_hash, count, at, jws FROM receipt_checkpoints ORDER BY seq',
+    columns: [['seq', 'bigint'], ['archived_through', 'bigint'], ['hash', 'text'], ['prev_hash', 'text'], ['count', 'bigint'], ['at', 'bigint'], ['jws', 'text']],
+  },
+  {
+    table: 'receipt_head_checkpoints',
+    select: 'SELECT seq, at, chains, root, archived, jws FROM receipt_head_checkpoints ORDER BY seq',
+    columns: [['seq', 'bigint'], ['at', 'bigint'], ['chains', 'bigint'], ['root', 'text'], ['archived', 'bigint'], ['jws', 'text']],
+  },
+  {
+    table: 'receipt_checkpoint_leaves',
+    select: 'SELECT chain, checkpoint, pos, hash, floor_pos, floor_hash FROM receipt_checkpoint_leaves ORDER BY checkpoint, chain',
+    columns: [['chain', 'text'], ['checkpoint', 'bigint'], ['pos', 'bigint'], ['hash', 'text'], ['floor_pos', 'bigint'], ['floor_hash', 'text']],
+  },
+];
+
+/** Every table the copy writes (and finds empty first), PostgreSQL's own heads included. */
+const WRITTEN = [...TABLES.map((t) => t.table), 'receipt_chains', 'graph_head'];
+/** Rows per INSERT (one JSON parameter each). */
+const BATCH = 500;
+
+/**
+ * Copies the SQLite store in `sqliteFile` into the PostgreSQL database at `url` (see the module's
+ * comment). `now` decides which single-use ids have expired (they are not copied).
+ */
+export async function copySqliteToPostgres(sqliteFile: string, url: string, options: { now: number }): Promise<StoreCopyReport> {
+  await assertNotInUse(sqliteFile);
+  // Brings an older file to this Writ's schema (as a server starting on it would), and refuses a newer one.
+  await (await openSqliteStore(sqliteFile, { checkpointer: false })).close();
+  await assertNotInUse(sqliteFile); // the open turned it back to WAL: fold it again, and look once more
+  const source = new Database(sqliteFile, { fileMustExist: true });
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, application_name: 'writ store copy' });
+  try {
+    source.pragma('busy_timeout = 0');
+    try {
+      // In rollback-journal mode an exclusive lock keeps every other connection out, readers too, until the copy ends.
+      source.exec('BEGIN EXCLUSIVE');
+    } catch (e) {
+      throw new WritError('STORE_IN_USE', `${sqliteFile} is open in another process (a running Writ?): stop it before copying; nothing was changed (${(e as Error).message})`);
+    }
+    try {
+      await client.connect();
+    } catch (e) {
+      throw new WritError('OVERLOADED', `cannot connect to the PostgreSQL database (${(e as Error).message}); nothing was changed`);
+    }
+    const { version } = await migratePostgres(client);
+    await client.query('BEGIN');
+    try {
+      // No replica may write while the copy runs (one started on the empty database would append its own graph events).
+      await client.query(`LOCK TABLE ${WRITTEN.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+      await refuseUnlessEmpty(client);
+      const copied: Record<string, number> = {};
+      for (const t of TABLES) copied[t.table] = await copyTable(source, client, t, options.now);
+      copied.receipt_chains = await setHeads(client);
+      // Both sides must name the same heads before the copy counts (a difference is a bug here: nothing is kept).
+      const want = sqliteHeads(source);
+      const got = await headsOf(client);
+      if (JSON.stringify(got) !== JSON.stringify(want)) {
+        throw new WritError('INTERNAL', `the copy does not match ${sqliteFile} (file ${JSON.stringify(want)}, database ${JSON.stringify(got)}); nothing was changed`);
+      }
+      await client.query('COMMIT');
+      const waiting = (source.prepare('SELECT COUNT(*) AS n FROM lease_waiters').get() as { n: number }).n;
+      const spent = (source.prepare('SELECT COUNT(*) AS n FROM seen_ids').get() as { n: number }).n;
+      return {
+        from: sqliteFile,
+        copied,
+        not_copied: { waiting_callers: waiting, expired_single_use_ids: spent - copied.single_use_ids! },
+        ...got,
+        schema_version: version,
+      };
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw e;
+    }
+  } finally {
+    if (source.inTransaction) source.exec('ROLLBACK');
+    source.close();
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function refuseUnlessEmpty(client: pg.Client): Promise<void> {
+  const { rows } = await client.query<{ revision: number; receipts: number; keys: number; other: boolean }>(`
+    SELECT (SELECT revision FROM graph_head)::int AS revision,
+           (SELECT COUNT(*) FROM receipts)::int AS receipts,
+           (SELECT COUNT(*) FROM lease_keys)::int AS keys,
+           EXISTS (SELECT 1 FROM graph_events) OR EXISTS (SELECT 1 FROM single_use_ids) OR EXISTS (SELECT 1 FROM leases)
+             OR EXISTS (SELECT 1 FROM lease_history) OR EXISTS (SELECT 1 FROM lease_epoch_bumps) OR EXISTS (SELECT 1 FROM incidents)
+             OR EXISTS (SELECT 1 FROM receipt_entries) OR EXISTS (SELECT 1 FROM receipt_chains) OR EXISTS (SELECT 1 FROM receipt_checkpoints)
+             OR EXISTS (SELECT 1 FROM receipt_head_checkpoints) OR EXISTS (SELECT 1 FROM lease_authority) AS other`);
+  const r = rows[0]!;
+  if (r.revision === 0 && r.receipts === 0 && r.keys === 0 && !r.other) return;
+  throw new WritError(
+    'ALREADY_EXISTS',
+    `the PostgreSQL database already holds Writ state (graph revision ${r.revision}, ${r.receipts} receipts, ${r.keys} lease keys): copy into a database no Writ has used; nothing was changed`,
+  );
+}
+
+async function copyTable(source: Database.Database, client: pg.Client, t: TableCopy, now: number): Promise<number> {
+  const names = t.columns.map(([n]) => n).join(', ');
+  const insert = `INSERT INTO ${t.table} (${names})${t.identity ? ' OVERRIDING SYSTEM VALUE' : ''}
+    SELECT ${names} FROM json_to_recordset($1::json) AS x(${t.columns.map(([n, type]) => `${n} ${type}`).join(', ')})`;
+  const parsed = t.columns.filter(([, type]) => type === 'jsonb' || type === 'text[]').map(([n]) => n);
+  const statement = source.prepare(t.select);
+  let n = 0;
+  let batch: Record<string, unknown>[] = [];
+  const flush = async () => {
+    if (batch.length === 0) return;
+    await client.query(insert, [JSON.stringify(batch)]);
+    n += batch.length;
+    batch = [];
+  };
+  const rows = (t.select.includes('@now') ? statement.iterate({ now }) : statement.iterate()) as Iterable<Record<string, unknown>>;
+  for (const row of rows) {
+    // SQLite keeps JSON documents (a lease's keys and epochs, a bump's detail) as text; PostgreSQL as jsonb and text[].
+    for (const c of parsed) if (typeof row[c] === 'string') row[c] = JSON.parse(row[c] as string);
+    t.map?.(row);
+    batch.push(row);
+    if (batch.length >= BATCH) await flush();
+  }
+  await flush();
+  if (t.identity) {
+    await client.query(`SELECT setval(pg_get_serial_sequence('${t.table}', '${t.identity}'), GREATEST((SELECT MAX(${t.identity}) FROM ${t.table}), 1), (SELECT MAX(${t.identity}) FROM ${t.table}) IS NOT NULL)`);
+  }
+  return n;
+}
+
+/** PostgreSQL's own heads, from what was copied: the graph head, each receipt chain's head row, the next receipt seq. Returns the chains. */
+async function setHeads(client: pg.Client): Promise<number> {
+  await client.query('UPDATE graph_head SET revision = COALESCE((SELECT MAX(revision) FROM graph_events), 0)');
+  const chains = await client.query(`
+    INSERT INTO receipt_chains (chain, pos, hash, prev_hash)
+    SELECT DISTINCT ON (chain) chain, pos, hash, prev_hash FROM receipt_entries ORDER BY chain, pos DESC`);
+  await client.query(`SELECT setval('receipt_entry_seq', GREATEST(COALESCE((SELECT MAX(seq) FROM receipt_entries), 0), COALESCE((SELECT MAX(last_seq) FROM receipts), 0)) + 1, false)`);
+  return chains.rowCount ?? 0;
+}
+
+type Heads = Pick<StoreCopyReport, 'graph_revision' | 'receipt_head' | 'lease_keys' | 'max_epoch'>;
+
+/** The same heads as headsOf, read from the SQLite file. */
+function sqliteHeads(source: Database.Database): Heads {
+  const head = source.prepare('SELECT seq, hash FROM receipt_entries ORDER BY seq DESC LIMIT 1').get() as { seq: number; hash: string } | undefined;
+  const keys = source.prepare('SELECT COUNT(*) AS n, MAX(epoch) AS max FROM lease_keys').get() as { n: number; max: number | null };
+  return {
+    graph_revision: (source.prepare('SELECT MAX(revision) AS r FROM graph_events').get() as { r: number | null }).r ?? 0,
+    receipt_head: { seq: head?.seq ?? 0, hash: head?.hash ?? null },
+    lease_keys: keys.n,
+    max_epoch: keys.max ?? 0,
+  };
+}
+
+async function headsOf(client: pg.Client): Promise<Heads> {
+  const { rows } = await client.query<{ revision: string; seq: string | null; hash: string | null; keys: string; max_epoch: string | null }>(`
+    SELECT (SELECT revision FROM graph_head) AS revision,
+           h.seq, h.hash,
+           (SELECT COUNT(*) FROM lease_keys) AS keys, (SELECT MAX(epoch) FROM lease_keys) AS max_epoch
+      FROM (SELECT 1) one LEFT JOIN (SELECT seq, hash FROM receipt_entries ORDER BY seq DESC LIMIT 1) h ON true`);
+  const r = rows[0]!;
+  return {
+    graph_revision: Number(r.revision),
+    receipt_head: { seq: Number(r.seq ?? 0), hash: r.hash },
+    lease_keys: Number(r.keys),
+    max_epoch: Number(r.max_epoch ?? 0),
+  };
+}

@@ -1,0 +1,156 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { buildApp } from '../../src/http/index.js';
+import { openWrit, revokeEdge, type OpenedWrit } from '../../src/service/index.js';
+import { GOVERNANCE_ID } from '../../src/graph/model.js';
+import { copySqliteToPostgres } from '../../src/store/copy-to-postgres.js';
+import { UpstreamRouter } from '../../src/gateway/index.js';
+import { act, decideOk, leaseOk } from '../support/agent.js';
+import { REPO, startHarness, type Harness } from '../support/harness.js';
+import { createTestDatabase } from './conformance/engines.js';
+
+const run = promisify(execFile);
+
+/**
+ * The way from one embedded Writ to PostgreSQL replicas: everything durable comes along, so that what
+ * was acknowledged on the file still holds on the database (a spent assertion stays spent, a held lease
+ * stays held with its epoch, epochs go on rising, receipts verify and explain themselves).
+ */
+describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
+  let h: Harness;
+  let clock: ManualClock;
+  const drops: (() => Promise<void>)[] = [];
+  const closers: (() => Promise<void>)[] = [];
+  let before: { revision: number; receipt: string; held: { lease_id: string; token: string; epochs: Record<string, number> }; releasedEpoch: number; spent: Record<string, string> };
+
+  beforeAll(async () => {
+    // Lease time on PostgreSQL is the database's clock: the file's leases are taken at the real time.
+    clock = new ManualClock(Date.now());
+    h = await startHarness({ upstream: true, clock });
+    // A recovery drill first (it raises every epoch and the floor of new keys by 10).
+    await h.ctx.leases.bumpEpochs({ kind: 'BUMP', margin: 10, actor: 'test', reason: 'a recovery drill', detail: {} });
+    const first = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+    const lease = await leaseOk(h, 'seo-agent-7', [first.token]);
+    const write = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'before the move' }, expected_version: 0 }, { decision: first.token, lease });
+    expect(write.status, JSON.stringify(write.body)).toBe(201);
+    expect((await h.call('seo-agent-7', { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } })).status).toBe(200);
+    // A lease still held at the move.
+    const second = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:7', fields: ['title'] });
+    const held = await leaseOk(h, 'seo-agent-7', [second.token], { ttl_ms: 60_000 });
+    const spent = await h.auth('content-agent-3');
+    expect((await h.call(null, { method: 'GET', url: '/v1/principals/content-agent-3', headers: spent })).status).toBe(200);
+    await revokeEdge(h.ctx, GOVERNANCE_ID, 'd-orch-content', 'moved to another team');
+    expect(await h.ctx.receipts.checkpoint()).not.toBeNull();
+    before = { revision: (await h.ctx.graph.current()).revision, receipt: write.body.receipt.receipt_id, held, releasedEpoch: lease.epochs['wp:post:1024#title']!, spent };
+    // The server stops (the upstream keeps running for the replica to come).
+    await h.app.close();
+    await h.writ.close();
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const c of closers.reverse()) await c().catch(() => undefined);
+    for (const d of drops) await d().catch(() => undefined);
+    await h?.close().catch(() => undefined);
+  });
+
+  async function database(): Promise<string> {
+    const db = await createTestDatabase('writ_copy');
+    drops.push(db.drop);
+    return db.url;
+  }
+
+  async function replicaOn(url: string): Promise<{ w: OpenedWrit; call: Harness['call'] }> {
+    const w = await openWrit({ ...h.config, databaseUrl: url }, { clock, upstreams: UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: h.upstreamUrl!, timeoutMs: 5000, environment: 'production' }]) });
+    const app = await buildApp(w.ctx);
+    closers.push(async () => {
+      await app.close();
+      await w.close();
+    });
+    return {
+      w,
+      async call(principal, inject) {
+        const headers = { ...(inject.headers ?? {}), ...(principal ? await h.auth(principal) : {}) };
+        const res = await app.inject({ ...inject, headers });
+        return { status: res.statusCode, body: JSON.parse(res.body || 'null'), headers: res.headers as Record<string, unknown>, raw: res.body };
+      },
+    };
+  }
+
+  it('copies everything in one transaction; the replica goes on where the file stopped', async () => {
+    const url = await database();
+    const r = await copySqliteToPostgres(h.config.dbFile, url, { now: clock.now() });
+    expect(r).toMatchObject({ graph_revision: before.revision, not_copied: { waiting_callers: 0 } });
+    expect(r.copied.receipts).toBe(1);
+    expect(r.copied.receipt_entries).toBe(2);
+    expect(r.copied.lease_epoch_bumps).toBe(1);
+    expect(r.copied.receipt_head_checkpoints).toBe(1);
+    expect(r.copied.single_use_ids).toBeGreaterThan(5);
+
+    const { w, call } = await replicaOn(url);
+    // The graph, revision for revision, the revocation included.
+    expect((await w.ctx.graph.current()).revision).toBe(before.revision);
+    expect((await w.ctx.graph.current()).edge('d-orch-content')!.revoked_at).not.toBeNull();
+    // The receipt chain and its signed checkpoint verify; the receipt still says why it was allowed.
+    expect(await w.ctx.receipts.verifyChain(async () => {})).toMatchObject({ ok: true, entries: 2 });
+    const why = await call(GOVERNANCE_ID, { method: 'GET', url: `/v1/receipts/${before.receipt}/why` });
+    expect(why.status, why.raw).toBe(200);
+    expect(why.body.receipt.status).toBe('COMPLETED');
+    // A caller assertion spent on the file is spent on the database.
+    expect((await call(null, { method: 'GET', url: '/v1/principals/content-agent-3', headers: before.spent })).status).toBe(401);
+    // The lease held at the move is still held: its holder renews it with its token, with its epoch; another is refused.
+    const renewed = await call('seo-agent-7', { method: 'POST', url: `/v1/leases/${before.held.lease_id}/renew`, payload: { token: before.held.token, ttl_ms: 60_000 } });
+    expect(renewed.status, renewed.raw).toBe(200);
+    expect(renewed.body.epochs).toEqual(before.held.epochs);
+    const decideFor = async (resource: string) => (await call('orchestrator', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource, environment: 'production', fields: ['title'] } })).body.token as string;
+    expect((await call('orchestrator', { method: 'POST', url: '/v1/leases', payload: { decisions: [await decideFor('wp:post:7')], ttl_ms: 10_000 } })).body.code).toBe('RESOURCE_BUSY');
+    // Epochs go on rising from the file's (the drill's floor included): none issued there is issued again.
+    const again = await call('orchestrator', { method: 'POST', url: '/v1/leases', payload: { decisions: [await decideFor('wp:post:1024')], ttl_ms: 10_000 } });
+    expect(again.status, again.raw).toBe(201);
+    expect(before.releasedEpoch).toBeGreaterThan(10);
+    expect(again.body.epochs['wp:post:1024#title']).toBe(before.releasedEpoch + 1);
+  }, 60_000);
+
+  it('refuses a database that holds Writ state, and a file another process has open; nothing is changed', async () => {
+    const url = await database();
+    await copySqliteToPostgres(h.config.dbFile, url, { now: clock.now() });
+    const count = async (db: string, sql: string) => {
+      const c = new pg.Client(db);
+      await c.connect();
+      try {
+        return (await c.query<{ n: string }>(sql)).rows[0]!.n;
+      } finally {
+        await c.end();
+      }
+    };
+    const rows = "SELECT (SELECT COUNT(*) FROM graph_events) || '/' || (SELECT COUNT(*) FROM receipt_entries) || '/' || (SELECT COUNT(*) FROM single_use_ids) AS n";
+    const copied = await count(url, rows);
+    await expect(copySqliteToPostgres(h.config.dbFile, url, { now: clock.now() })).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+    expect(await count(url, rows)).toBe(copied);
+
+    const open = new Database(h.config.dbFile);
+    open.pragma('journal_mode = WAL');
+    open.prepare('SELECT COUNT(*) FROM graph_events').get();
+    try {
+      const fresh = await database();
+      await expect(copySqliteToPostgres(h.config.dbFile, fresh, { now: clock.now() })).rejects.toMatchObject({ code: 'STORE_IN_USE' });
+      expect(await count(fresh, "SELECT COUNT(*) AS n FROM pg_tables WHERE schemaname = 'public'")).toBe('0');
+    } finally {
+      open.close();
+    }
+  }, 60_000);
+
+  it('from the command line: writ store copy --to, then the copy verified with the data directory\'s keys', async () => {
+    const url = await database();
+    const cli = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'store', 'copy', '--to', url, '--data-dir', h.dataDir], { env: { ...process.env, WRIT_DATABASE_URL: '' } });
+    expect(cli.stdout).toContain(`graph: ${before.revision} events (revision ${before.revision})`);
+    expect(cli.stdout).toMatch(/receipts: 1 \(2 entries on 1 chains, head seq \d+\), 1 checkpoints/);
+    expect(cli.stdout).toMatch(/^OK: /m);
+    const refused = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'store', 'copy', '--to', url, '--data-dir', h.dataDir], { env: { ...process.env, WRIT_DATABASE_URL: '' } }).catch((e: { code: number; stderr: string }) => e);
+    expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining('ALREADY_EXISTS') });
+  }, 60_000);
+});
