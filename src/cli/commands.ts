@@ -15,12 +15,12 @@ import { consoleLoginLink, httpOrigin, serve } from './serve.js';
 import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, policyImpactToWire, receiptToWire, whyToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
-import { userInfo } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
 import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
 import type { EpochBump } from '../lease/index.js';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { basename } from 'node:path';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import type { JWK } from 'jose';
 import { createApprovalAssertion } from '../wire/assertions.js';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
@@ -185,17 +185,25 @@ export const COMMANDS: Command[] = [
     options: { 'dry-run': { type: 'boolean' } },
     run: async ({ values, positionals }) => {
       need(positionals, 1, 'writ graph apply FILE [--dry-run]');
-      return withWrit(values, async (w) => {
-        const { manifest, baseDir } = readManifest(positionals[0]!);
-        const dryRun = values['dry-run'] === true;
-        const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir, { dryRun });
-        console.log(dryRun
-          ? `${positionals[0]} applied to the graph at revision ${r.graph_revision} would give: ${applyCounts(r)} (dry run: nothing written)`
-          : `applied ${positionals[0]}: ${applyCounts(r)}; graph revision ${r.graph_revision}`);
-        for (const c of r.created) console.log(`  + ${c}`);
-        for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
-        return 0;
-      });
+      const dryRun = values['dry-run'] === true;
+      const config = configFrom(values);
+      // A dry run against a data directory with no store yet (a CI check of a manifest for a new
+      // install) judges it against a new, empty one made aside and removed: it creates nothing there.
+      const aside = dryRun && config.databaseUrl === null && !existsSync(config.dbFile) ? mkdtempSync(join(tmpdir(), 'writ-dry-run-')) : null;
+      try {
+        return await withWrit(aside === null ? values : { ...values, 'data-dir': aside }, async (w) => {
+          const { manifest, baseDir } = readManifest(positionals[0]!);
+          const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir, { dryRun });
+          console.log(dryRun
+            ? `${positionals[0]} applied to ${aside === null ? `the graph at revision ${r.graph_revision}` : `a new store (there is none at ${config.dbFile})`} would give: ${applyCounts(r)} (dry run: nothing written)`
+            : `applied ${positionals[0]}: ${applyCounts(r)}; graph revision ${r.graph_revision}`);
+          for (const c of r.created) console.log(`  + ${c}`);
+          for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
+          return 0;
+        });
+      } finally {
+        if (aside !== null) rmSync(aside, { recursive: true, force: true });
+      }
     },
   },
   {
@@ -698,9 +706,8 @@ export const COMMANDS: Command[] = [
     summary: "move a stopped Writ from its SQLite file to PostgreSQL (--to postgres://…, a database no Writ has used), for several replicas: the graph's history, leases and fencing epochs, spent single-use ids, receipts and checkpoints, incidents, in one transaction; then checks the copy's receipt chains",
     usage: '--to postgres://… [--json]',
     options: { to: { type: 'string' }, json: { type: 'boolean' } },
-    run: async ({ values, positionals }) => {
+    run: async ({ values }) => {
       const usage = 'writ store copy --to postgres://USER@HOST:PORT/DATABASE [--data-dir DIR] [--json]';
-      need(positionals, 0, usage);
       if (typeof values.to !== 'string' || !/^postgres(ql)?:\/\//.test(values.to)) throw new UsageError(`--to takes the PostgreSQL database to copy into (postgres://…); usage: ${usage}`);
       const config = configFrom(values);
       if (config.databaseUrl !== null) throw new UsageError('writ store copy reads the data directory\'s SQLite file: leave out --database (and WRIT_DATABASE_URL); the database it copies into is --to');

@@ -53,6 +53,14 @@ async function main(argv: string[]): Promise<number> {
   return command.run({ values: values as Record<string, string | boolean | undefined>, positionals });
 }
 
+// Output piped into a reader that stops early (`writ receipts | head`): what is left to print goes
+// nowhere, and the command still ends as it would (its clean-up runs), instead of a stack trace.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+  });
+}
+
 main(process.argv.slice(2)).then(
   (code) => {
     if (code !== undefined && code !== 0) process.exitCode = code;

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,6 +45,26 @@ describe('the writ command for operators and policy authors', () => {
     expect(second.out).toMatch(/applied graph\/example\.yaml: 0 created, \d+ unchanged/);
     const dry = await writ('graph', 'apply', 'graph/example.yaml', '--dry-run');
     expect(dry.out).toMatch(/^graph\/example\.yaml applied to the graph at revision \d+ would give: 0 created, \d+ unchanged \(dry run: nothing written\)\n$/);
+  });
+
+  it('graph apply --dry-run where there is no store yet judges the manifest against a new one and creates nothing', async () => {
+    const none = join(dataDir, 'not-yet');
+    const before = readdirSync(tmpdir()).filter((f) => f.startsWith('writ-dry-run-')).length;
+    const r = await runWrit(none, 'graph', 'apply', 'graph/example.yaml', '--dry-run');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`^graph/example\\.yaml applied to a new store \\(there is none at ${none}/writ\\.sqlite\\) would give: \\d+ created, 0 unchanged \\(dry run: nothing written\\)\\n`));
+    expect(existsSync(none)).toBe(false);
+    expect(readdirSync(tmpdir()).filter((f) => f.startsWith('writ-dry-run-')).length).toBe(before);
+  });
+
+  it('output piped into a reader that stops early ends the command quietly (no EPIPE stack trace)', async () => {
+    // `true` reads nothing and is gone before node has started: every write meets a closed pipe.
+    const command = [process.execPath, CLI, 'graph', 'apply', 'graph/example.yaml', '--dry-run', '--data-dir', dataDir].map((a) => JSON.stringify(a)).join(' ');
+    const r = await promisify(execFile)('bash', ['-c', `set -o pipefail; ${command} | true`], { cwd: REPO }).then(
+      ({ stderr }) => ({ code: 0, stderr }),
+      (e: { code: number; stderr: string }) => ({ code: e.code, stderr: e.stderr }),
+    );
+    expect(r).toEqual({ code: 0, stderr: '' });
   });
 
   it('migrate applies the numbered migrations on either engine and says where the schema stands; another URL is refused', async () => {
