@@ -158,10 +158,10 @@ const BATCH = 500;
  * comment). `now` decides which single-use ids have expired (they are not copied).
  */
 export async function copySqliteToPostgres(sqliteFile: string, url: string, options: { now: number }): Promise<StoreCopyReport> {
-  await assertNotInUse(sqliteFile);
+  await assertNotInUse(sqliteFile, 'copying');
   // Brings an older file to this Writ's schema (as a server starting on it would), and refuses a newer one.
   await (await openSqliteStore(sqliteFile, { checkpointer: false })).close();
-  await assertNotInUse(sqliteFile); // the open turned it back to WAL: fold it again, and look once more
+  await assertNotInUse(sqliteFile, 'copying'); // the open turned it back to WAL: fold it again, and look once more
   const source = new Database(sqliteFile, { fileMustExist: true });
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, application_name: 'writ store copy' });
   try {

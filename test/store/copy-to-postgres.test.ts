@@ -137,7 +137,7 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
     open.prepare('SELECT COUNT(*) FROM graph_events').get();
     try {
       const fresh = await database();
-      await expect(copySqliteToPostgres(h.config.dbFile, fresh, { now: clock.now() })).rejects.toMatchObject({ code: 'STORE_IN_USE' });
+      await expect(copySqliteToPostgres(h.config.dbFile, fresh, { now: clock.now() })).rejects.toMatchObject({ code: 'STORE_IN_USE', message: expect.stringContaining('stop it before copying; nothing was changed') });
       expect(await count(fresh, "SELECT COUNT(*) AS n FROM pg_tables WHERE schemaname = 'public'")).toBe('0');
     } finally {
       open.close();

@@ -161,9 +161,10 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
 /**
  * Refuses (STORE_IN_USE) when another connection has `file` open; otherwise leaves it a self-contained
  * file in rollback-journal mode (its WAL folded in), which the next Writ to open it turns back to WAL.
- * A connection that is closing (a process exiting) gets `graceMs` to let go.
+ * A connection that is closing (a process exiting) gets `graceMs` to let go. `doing` names the
+ * operation in the message ("restoring", "copying").
  */
-export async function assertNotInUse(file: string, graceMs = 1_000): Promise<void> {
+export async function assertNotInUse(file: string, doing = 'restoring', graceMs = 1_000): Promise<void> {
   const giveUpAt = Date.now() + graceMs;
   for (;;) {
     if (!existsSync(file)) return;
@@ -182,7 +183,7 @@ export async function assertNotInUse(file: string, graceMs = 1_000): Promise<voi
       db.close();
     }
     if (busy && Date.now() >= giveUpAt) {
-      throw new WritError('STORE_IN_USE', `${file} is open in another process (a running Writ?): stop it before restoring; nothing was changed`);
+      throw new WritError('STORE_IN_USE', `${file} is open in another process (a running Writ?): stop it before ${doing}; nothing was changed`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
