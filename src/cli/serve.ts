@@ -2,7 +2,8 @@ import { isIP } from 'node:net';
 import type { WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
-import { applyManifest, issueLoginToken, openWrit, readManifest, reconcileReceipts, type WritContext } from '../service/index.js';
+import { applyManifest, environmentProblem, issueLoginToken, openWrit, readManifest, reconcileReceipts, type WritContext } from '../service/index.js';
+import { WritError } from '../errors.js';
 import { CliError } from './cli-error.js';
 import { applyCounts } from './format.js';
 
@@ -57,6 +58,12 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
       throw e;
     }
   };
+  // An upstream configured for an environment the policy does not have would never be written to
+  // (every write would be NO_UPSTREAM): said at start, with the closest name.
+  await starting(async () => {
+    const problems = config.upstreams.map((u) => environmentProblem(w.ctx.policy.data, u.environment, `the upstream for ${u.pattern} (${u.url}): its environment (WRIT_UPSTREAM_ENVIRONMENT)`)).filter((p) => p !== null);
+    if (problems.length > 0) throw new WritError('UNPROCESSABLE', problems.join('; '));
+  });
   if (options.graphFile) {
     const graphFile = options.graphFile;
     const r = await starting(() => {

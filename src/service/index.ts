@@ -13,7 +13,7 @@ export { explainForEach, searchSubjects, searchResources, searchActions } from '
 export { mayAskAbout, checkMayAskAbout, AUDIT_READ, auditKey } from './ask-about.js';
 export { applyManifest, manifestOf, manifestYaml, readManifest, type GraphManifest, type ApplyReport } from './manifest.js';
 export { exportGraph, graphAt, graphEvents, graphDiff, revocationOf, type GraphEventSummary, type GraphDiff, type Revocation } from './graph-queries.js';
-export { canonicalResource, checkResourceType, resourceTypeOf } from './resources.js';
+export { canonicalResource, checkResourceType, environmentProblem, resourceTypeOf } from './resources.js';
 export { parseTime } from './time.js';
 export { acquireLeases, renewLease, releaseLease, listLeases, waitQueues, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome } from './leases.js';
 export { declareIncident, resolveIncident, activeIncidents, type Incident } from './incidents.js';
