@@ -11,7 +11,7 @@ import { PRINCIPAL_KINDS } from '../graph/model.js';
 import type { AuthzenAction, AuthzenSearchRequest, AuthzenSearchResponse, AuthzenResource, AuthzenSubject } from '../wire/authzen.js';
 import { checkMayAskAbout, liveScopes, mayAskAbout, scopeGives } from './ask-about.js';
 import { environmentAndFields, malformed, subjectPrincipal } from './authzen.js';
-import { checkResourceType } from './resources.js';
+import { checkEnvironment, checkResourceType } from './resources.js';
 import type { WritContext } from './context.js';
 import { explain, type DecisionRequestInput, type Explanation } from './decide.js';
 
@@ -83,6 +83,8 @@ function question(principal: string, action: string, resource: string, f: { envi
  * `writ who` and POST /access/v1/search/subject.
  */
 export async function explainForEach(ctx: WritContext, caller: string, q: DecisionRequestInput, kind?: string): Promise<Explanation[]> {
+  // Before the candidates: with none to ask about, a misspelt environment would answer "nobody".
+  checkEnvironment(ctx.policy.data, q.environment, 'environment');
   const now = ctx.clock.now();
   const candidates: string[] = [];
   for (const p of (await ctx.graph.current()).principals()) {
@@ -105,7 +107,7 @@ export async function searchSubjects(ctx: WritContext, caller: string, req: Auth
   if (typeof kind !== 'string' || !(PRINCIPAL_KINDS as readonly string[]).includes(kind)) throw malformed(`subject.type must be a principal kind (${PRINCIPAL_KINDS.join(', ')})`);
   const action = requireAction(req.action);
   const resource = requireResource(ctx, req.resource);
-  const f = environmentAndFields(req.resource?.properties, true);
+  const f = environmentAndFields(ctx.policy.data, req.resource?.properties, true);
   const { principal: _p, ...q } = question('', action, resource, f, req);
   const allowed = (await explainForEach(ctx, caller, q, kind)).filter((x) => x.allow).map((x) => ({ type: kind, id: x.principal }));
   return paginate(allowed, req);
@@ -117,7 +119,7 @@ export async function searchSubjects(ctx: WritContext, caller: string, req: Auth
  * a pattern (`wp:post:*`); `properties.chain` names the chain that gives it.
  */
 export async function searchResources(ctx: WritContext, caller: string, req: AuthzenSearchRequest): Promise<AuthzenSearchResponse<{ type: string; id: string; properties: { chain: string[] } }>> {
-  const f = environmentAndFields(req.resource?.properties, false);
+  const f = environmentAndFields(ctx.policy.data, req.resource?.properties, false);
   const subject = await requireSubject(ctx, caller, req.subject, f.environment);
   const action = requireAction(req.action);
   const type = req.resource?.type;
@@ -146,7 +148,7 @@ function keyOfType(pattern: string, type: string): string | null {
  * in `resource.properties.environment`; candidates come from the subject's valid chains.
  */
 export async function searchActions(ctx: WritContext, caller: string, req: AuthzenSearchRequest): Promise<AuthzenSearchResponse<{ name: string }>> {
-  const f = environmentAndFields(req.resource?.properties, true);
+  const f = environmentAndFields(ctx.policy.data, req.resource?.properties, true);
   const subject = await requireSubject(ctx, caller, req.subject, f.environment);
   const resource = requireResource(ctx, req.resource);
   const catalogue = Object.keys(ctx.policy.data.writ.actions);

@@ -23,7 +23,8 @@ import type {
 import { checkMayAskAbout } from './ask-about.js';
 import type { WritContext } from './context.js';
 import { decide, type DecisionRequestInput } from './decide.js';
-import { checkResourceType } from './resources.js';
+import { checkEnvironment, checkResourceType } from './resources.js';
+import type { PolicyData } from '../policy/types.js';
 
 export const malformed = (message: string) => new WritError('MALFORMED_REQUEST', message);
 
@@ -35,11 +36,15 @@ export async function subjectPrincipal(ctx: WritContext, subject: { type: string
   return principal.id;
 }
 
-/** `resource.properties.environment` (required when `required`) and `.fields` (a list of names), checked. */
-export function environmentAndFields(props: Record<string, unknown> | undefined, required: boolean): { environment?: string; fields?: string[] } {
+/**
+ * `resource.properties.environment` (required when `required`; one the policy declares, where it
+ * declares them) and `.fields` (a list of names), checked.
+ */
+export function environmentAndFields(data: PolicyData, props: Record<string, unknown> | undefined, required: boolean): { environment?: string; fields?: string[] } {
   const { environment, fields } = props ?? {};
   if (environment === undefined && required) throw malformed('resource.properties.environment is required: the environment the decision is for (e.g. "production")');
   if (environment !== undefined && (typeof environment !== 'string' || environment === '')) throw malformed('resource.properties.environment must be an environment name');
+  if (environment !== undefined) checkEnvironment(data, environment, 'resource.properties.environment');
   if (fields !== undefined && !(Array.isArray(fields) && fields.every((f) => typeof f === 'string' && f !== ''))) throw malformed('resource.properties.fields must be a list of field names');
   const checked: { environment?: string; fields?: string[] } = {};
   if (environment !== undefined) checked.environment = environment;
@@ -50,7 +55,7 @@ export function environmentAndFields(props: Record<string, unknown> | undefined,
 /** The v1 decision request an AuthZEN evaluation maps to, for principal `subject.id`. */
 export async function toDecisionRequest(ctx: WritContext, e: AuthzenEvaluationRequest): Promise<{ principal: string; body: DecisionRequestInput }> {
   const principal = await subjectPrincipal(ctx, e.subject);
-  const { environment, fields } = environmentAndFields(e.resource.properties, true);
+  const { environment, fields } = environmentAndFields(ctx.policy.data, e.resource.properties, true);
   const canonical = checkResourceType(ctx.policy.data, e.resource.id, e.resource.type);
   return {
     principal,
@@ -67,9 +72,11 @@ export async function toDecisionRequest(ctx: WritContext, e: AuthzenEvaluationRe
 
 /** POST /access/v1/evaluation: one decision, asked by `caller` (the authenticated assertion's principal). */
 export async function evaluateAccess(ctx: WritContext, caller: string, e: AuthzenEvaluationRequest, from?: string): Promise<AuthzenDecision> {
-  // Who may ask comes first: a caller that may not ask about others learns nothing about them, not even whether they exist.
-  const environment = e.resource.properties?.environment;
-  await checkMayAskAbout(ctx, caller, e.subject.id, typeof environment === 'string' ? environment : undefined);
+  // Who may ask comes first: a caller that may not ask about others learns nothing about them, not even
+  // whether they exist. The environment is checked before (it tells nothing about them), so that a
+  // misspelt one is named as such, not taken for a question the caller may not ask.
+  const { environment } = environmentAndFields(ctx.policy.data, e.resource.properties, false);
+  await checkMayAskAbout(ctx, caller, e.subject.id, environment);
   const { principal, body } = await toDecisionRequest(ctx, e);
   const d = await decide(ctx, principal, body, { via: 'authzen', askedBy: caller, ...(from !== undefined ? { requestedBy: from } : {}) });
   const common = { decision_id: d.decision_id, obligations: d.obligations, policy_revision: d.policy_revision, graph_revision: d.graph_revision };

@@ -48,7 +48,18 @@ describe('bad input gets a stable code and changes nothing', () => {
     expect((await refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: body }, 422, 'UNPROCESSABLE')).body.detail).toBe(why);
     expect((await refused('seo-agent-7', { method: 'POST', url: '/v1/explain', payload: body }, 422, 'UNPROCESSABLE')).body.detail).toBe(why);
     const evaluation = { subject: { type: 'agent', id: 'seo-agent-7' }, action: { name: 'update_post' }, resource: { type: 'wp:post', id: 'wp:post:1024', properties: { environment: 'prodution', fields: ['title'] } } };
-    expect((await refused('seo-agent-7', { method: 'POST', url: '/access/v1/evaluation', payload: evaluation }, 422, 'UNPROCESSABLE')).body.detail).toBe(why);
+    const asAuthzen = why.replace(/^environment:/, 'resource.properties.environment:');
+    expect((await refused('seo-agent-7', { method: 'POST', url: '/access/v1/evaluation', payload: evaluation }, 422, 'UNPROCESSABLE')).body.detail).toBe(asAuthzen);
+    // Also where no candidate would be asked (searches that would answer "nothing"), and before who may ask about whom.
+    const searches: [string, string, Record<string, unknown>][] = [
+      ['seo-agent-7', '/access/v1/search/subject', { subject: { type: 'human' }, action: { name: 'update_post' }, resource: evaluation.resource }],
+      ['seo-agent-7', '/access/v1/search/resource', { subject: evaluation.subject, action: { name: 'update_post' }, resource: { type: 'wp:post', properties: { environment: 'prodution' } } }],
+      ['seo-agent-7', '/access/v1/search/action', { subject: evaluation.subject, resource: evaluation.resource }],
+      ['content-agent-3', '/access/v1/evaluation', evaluation],
+    ];
+    for (const [caller, url, payload] of searches) {
+      expect((await refused(caller, { method: 'POST', url, payload }, 422, 'UNPROCESSABLE')).body.detail, url).toBe(asAuthzen);
+    }
   });
   it('a wildcard is not a resource key', () =>
     refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:*', environment: 'production', fields: ['title'] } }, 422, 'UNPROCESSABLE'));
