@@ -19,14 +19,14 @@ import { tmpdir, userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
 import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
 import type { EpochBump } from '../lease/index.js';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { JWK } from 'jose';
 import { createApprovalAssertion } from '../wire/assertions.js';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
 import { verifyArchiveFile, type ReceiptChainVerdict } from '../audit/index.js';
 import { publicKeyFromJwk } from '../decision/jws.js';
-import { verifyCheckpoint } from '../service/index.js';
+import { verifyCheckpoint, verifyPostgresReceipts } from '../service/index.js';
 
 export interface CommandArgs {
   values: Record<string, string | boolean | undefined>;
@@ -711,22 +711,30 @@ export const COMMANDS: Command[] = [
       if (typeof values.to !== 'string' || !/^postgres(ql)?:\/\//.test(values.to)) throw new UsageError(`--to takes the PostgreSQL database to copy into (postgres://…); usage: ${usage}`);
       const config = configFrom(values);
       if (config.databaseUrl !== null) throw new UsageError('writ store copy reads the data directory\'s SQLite file: leave out --database (and WRIT_DATABASE_URL); the database it copies into is --to');
-      if (!existsSync(config.dbFile)) throw new WritError('NOT_FOUND', `no SQLite store at ${config.dbFile} (--data-dir DIR, or $WRIT_DATA_DIR)`);
-      const r = await copySqliteToPostgres(config.dbFile, values.to, { now: systemClock.now() });
-      // The copy read as every replica will read it: the receipt chains and checkpoints verified with the data directory's keys.
-      const verdict = await withWrit({ ...values, database: values.to }, (w) => w.ctx.receipts.verifyChain(async () => {}));
-      print({ ...r, verify: withWireCheckpoint(verdict) }, values.json, () =>
+      const r = await copySqliteToPostgres(config.dbFile, values.to);
+      // The copy read as every replica will read it: the receipt chains, and the checkpoint with the
+      // data directory's keys. Nothing is written to the copy (no migration, policy or bootstrap), and a
+      // failure here does not hide that the copy is committed.
+      const keysDir = join(config.dataDir, 'keys');
+      let verdict: ReceiptChainVerdict | null = null;
+      let unverified: string | null = null;
+      try {
+        verdict = await verifyPostgresReceipts(values.to, existsSync(keysDir) && readdirSync(keysDir).length > 0 ? keysDir : null);
+      } catch (e) {
+        unverified = `the copy is committed, but it could not be verified here (${(e as Error).message}): run writ audit verify --database … where the replicas run`;
+      }
+      print({ ...r, verify: verdict === null ? { ok: false, problem: unverified } : withWireCheckpoint(verdict) }, values.json, () =>
         [
           `copied ${r.from} into the PostgreSQL database (schema ${r.schema_version}), in one transaction:`,
           `  graph: ${r.copied.graph_events} events (revision ${r.graph_revision})`,
           `  leases: ${r.lease_keys} keys (highest fencing epoch ${r.max_epoch}), ${r.copied.leases} leases, ${r.copied.lease_history} history events, ${r.copied.lease_epoch_bumps} epoch bumps and restores`,
-          `  single-use ids still unexpired: ${r.copied.single_use_ids} (${r.not_copied.expired_single_use_ids} expired ones left behind)`,
+          `  single-use ids spent: ${r.copied.single_use_ids} (an assertion, a decision or an approval spent on the file stays spent)`,
           `  receipts: ${r.copied.receipts} (${r.copied.receipt_entries} entries on ${r.copied.receipt_chains} chains, head seq ${r.receipt_head.seq}), ${r.copied.receipt_head_checkpoints + r.copied.receipt_checkpoints} checkpoints; incidents: ${r.copied.incidents}`,
           ...(r.not_copied.waiting_callers > 0 ? [`  not copied: ${r.not_copied.waiting_callers} callers waiting in lease queues (they waited on the stopped server and ask again)`] : []),
-          formatVerdict(verdict),
-          `next: start every replica with --database (WRIT_DATABASE_URL) and this data directory's keys/ and admin.jwk (the keys that signed its decisions and checkpoints); do not start a server on ${r.from} again (it is the way back, as it was at the copy)`,
+          verdict === null ? unverified! : formatVerdict(verdict),
+          `next: start every replica with --database (WRIT_DATABASE_URL) and this data directory's keys/ and admin.jwk (the keys that signed its decisions and checkpoints). Do not start a server on ${r.from} again: the database is the store now. To go back to the file after replicas have run, first raise its epochs (writ lease bump-epochs --by N on it, N above every epoch issued on the database): what was written on the database (receipts, spent ids) is not in the file`,
         ].join('\n'));
-      return verdict.ok ? 0 : 1;
+      return verdict?.ok === true ? 0 : 1;
     },
   },
   {

@@ -11,7 +11,7 @@ import { SQLITE_SCHEMA_VERSION } from '../store/sqlite/database.js';
 import type { WritStore } from '../store/contract.js';
 import { ensureGovernance } from './bootstrap.js';
 import { LeaseManager } from '../lease/index.js';
-import { ReceiptLog } from '../audit/index.js';
+import { ReceiptLog, type ReceiptChainVerdict } from '../audit/index.js';
 import { UpstreamRouter } from '../gateway/upstream-router.js';
 import { openDecisionLog, type DecisionLog } from '../decision-log/index.js';
 import { silentObserver, type WritContext } from './context.js';
@@ -103,6 +103,23 @@ export async function migrateStore(config: WritConfig): Promise<{ engine: WritSt
   const store = await openStore(config);
   await store.close();
   return { engine: store.engine, version: store.engine === 'postgres' ? Math.max(...POSTGRES_MIGRATIONS.map((m) => m.version)) : SQLITE_SCHEMA_VERSION };
+}
+
+/**
+ * Verifies the receipt chains of the PostgreSQL database at `url` (and its latest checkpoint with the
+ * keys in `keysDir`, when there are any) and nothing else: no migration, no policy, no bootstrap, so
+ * that checking a copy writes nothing to it (`writ store copy`). Without keys a checkpoint cannot be
+ * checked and the verdict says so.
+ */
+export async function verifyPostgresReceipts(url: string, keysDir: string | null, clock: Clock = systemClock): Promise<ReceiptChainVerdict> {
+  useEd25519(libsodiumEd25519);
+  const store = await openPostgresStore(url, { migrate: false, poolSize: 2, applicationName: `writ-verify-${process.pid}` });
+  try {
+    const keys = keysDir === null ? null : await KeyRing.open(keysDir, clock);
+    return await new ReceiptLog({ store, clock, ...(keys ? { checkpoints: keyRingCheckpointSigner(keys) } : {}) }).verifyChain(async () => {});
+  } finally {
+    await store.close();
+  }
 }
 
 export async function openStore(config: WritConfig): Promise<WritStore> {

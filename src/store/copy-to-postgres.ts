@@ -6,8 +6,8 @@
  * - the graph's event log, revision for revision (decisions and receipts name revisions);
  * - leases, every key's fencing epoch and the floor of keys never leased (epochs must never repeat),
  *   the lease history, the authority each lease was taken on, the epoch bumps and restores;
- * - the single-use ids still unexpired (a caller's assertion, a decision, an approval spent before the
- *   move stays spent after it);
+ * - the single-use ids (a caller's assertion, a decision, an approval spent before the move stays spent
+ *   after it; expired ones are purged by the database later);
  * - receipts, their hash chains entry for entry (same seq, position and hash: `writ audit verify` checks
  *   the copy as it checked the file) and the signed checkpoints; incidents.
  *
@@ -18,9 +18,13 @@
  *
  * Safe by refusal: the SQLite file must not be open in any other process (STORE_IN_USE: stop every
  * `writ serve` first; it is held exclusively while it is read), and the database must hold no Writ
- * state yet (ALREADY_EXISTS); either way nothing is changed. The SQLite file is left as it was (it is
- * the way back); point every replica at the database and do not start a server on the file again.
+ * state and no other application's tables (ALREADY_EXISTS), both looked at before either side is
+ * migrated; either way nothing is changed. The SQLite file keeps what it held (brought to this Writ's
+ * schema first); point every replica at the database and do not start a server on the file again: it
+ * would issue fencing epochs the database issued and know nothing of what was written there (going
+ * back needs its epochs raised first, `writ lease bump-epochs`).
  */
+import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { WritError } from '../errors.js';
@@ -34,8 +38,8 @@ export interface StoreCopyReport {
   from: string;
   /** Rows written per PostgreSQL table. */
   copied: Record<string, number>;
-  /** Left behind, with why (counts). */
-  not_copied: { waiting_callers: number; expired_single_use_ids: number };
+  /** Left behind: callers waiting in a lease queue (they waited on the stopped server, and ask again). */
+  not_copied: { waiting_callers: number };
   graph_revision: number;
   receipt_head: { seq: number; hash: string | null };
   lease_keys: number;
@@ -65,7 +69,9 @@ const TABLES: TableCopy[] = [
   },
   {
     table: 'single_use_ids',
-    select: 'SELECT namespace, id, expires_at FROM seen_ids WHERE expires_at > @now ORDER BY namespace, id',
+    // Expired ones too: PostgreSQL purges them after its grace, by the database's clock (a cut here, by
+    // this machine's, could let an id spent within the clocks' difference be spent again).
+    select: 'SELECT namespace, id, expires_at FROM seen_ids ORDER BY namespace, id',
     columns: [['namespace', 'text'], ['id', 'text'], ['expires_at', 'bigint']],
     // A caller's jti is kept with its principal and a NUL between them, which PostgreSQL text cannot hold.
     map: (row) => {
@@ -150,32 +156,36 @@ const TABLES: TableCopy[] = [
 
 /** Every table the copy writes (and finds empty first), PostgreSQL's own heads included. */
 const WRITTEN = [...TABLES.map((t) => t.table), 'receipt_chains', 'graph_head'];
+/** Every table Writ's PostgreSQL migrations make (receipt_chain_head: of migration 1, dropped by 4). */
+const WRIT_TABLES = new Set([...WRITTEN, 'schema_migrations', 'lease_waiters', 'lease_waiter_keys', 'receipt_chain_head']);
 /** Rows per INSERT (one JSON parameter each). */
 const BATCH = 500;
 
-/**
- * Copies the SQLite store in `sqliteFile` into the PostgreSQL database at `url` (see the module's
- * comment). `now` decides which single-use ids have expired (they are not copied).
- */
-export async function copySqliteToPostgres(sqliteFile: string, url: string, options: { now: number }): Promise<StoreCopyReport> {
-  await assertNotInUse(sqliteFile, 'copying');
-  // Brings an older file to this Writ's schema (as a server starting on it would), and refuses a newer one.
-  await (await openSqliteStore(sqliteFile, { checkpointer: false })).close();
-  await assertNotInUse(sqliteFile, 'copying'); // the open turned it back to WAL: fold it again, and look once more
-  const source = new Database(sqliteFile, { fileMustExist: true });
+/** Copies the SQLite store in `sqliteFile` into the PostgreSQL database at `url` (see the module's comment). */
+export async function copySqliteToPostgres(sqliteFile: string, url: string): Promise<StoreCopyReport> {
+  if (!existsSync(sqliteFile)) throw new WritError('NOT_FOUND', `no SQLite store at ${sqliteFile}; nothing was changed`);
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, application_name: 'writ store copy' });
+  let source: Database.Database | null = null;
   try {
+    try {
+      await client.connect();
+    } catch (e) {
+      throw new WritError('OVERLOADED', `cannot connect to the PostgreSQL database (${(e as Error).message}); nothing was changed`);
+    }
+    // Both sides are looked at before either is touched: a database with state (or not Writ's) or a
+    // file in use is refused before a migration runs on either.
+    await refuseUnlessEmpty(client);
+    await assertNotInUse(sqliteFile, 'copying');
+    // Brings an older file to this Writ's schema (as a server starting on it would), and refuses a newer one.
+    await (await openSqliteStore(sqliteFile, { checkpointer: false })).close();
+    await assertNotInUse(sqliteFile, 'copying'); // the open turned it back to WAL: fold it again, and look once more
+    source = new Database(sqliteFile, { fileMustExist: true });
     source.pragma('busy_timeout = 0');
     try {
       // In rollback-journal mode an exclusive lock keeps every other connection out, readers too, until the copy ends.
       source.exec('BEGIN EXCLUSIVE');
     } catch (e) {
       throw new WritError('STORE_IN_USE', `${sqliteFile} is open in another process (a running Writ?): stop it before copying; nothing was changed (${(e as Error).message})`);
-    }
-    try {
-      await client.connect();
-    } catch (e) {
-      throw new WritError('OVERLOADED', `cannot connect to the PostgreSQL database (${(e as Error).message}); nothing was changed`);
     }
     const { version } = await migratePostgres(client);
     await client.query('BEGIN');
@@ -184,7 +194,7 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string, opti
       await client.query(`LOCK TABLE ${WRITTEN.join(', ')} IN ACCESS EXCLUSIVE MODE`);
       await refuseUnlessEmpty(client);
       const copied: Record<string, number> = {};
-      for (const t of TABLES) copied[t.table] = await copyTable(source, client, t, options.now);
+      for (const t of TABLES) copied[t.table] = await copyTable(source, client, t);
       copied.receipt_chains = await setHeads(client);
       // Both sides must name the same heads before the copy counts (a difference is a bug here: nothing is kept).
       const want = sqliteHeads(source);
@@ -194,11 +204,10 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string, opti
       }
       await client.query('COMMIT');
       const waiting = (source.prepare('SELECT COUNT(*) AS n FROM lease_waiters').get() as { n: number }).n;
-      const spent = (source.prepare('SELECT COUNT(*) AS n FROM seen_ids').get() as { n: number }).n;
       return {
         from: sqliteFile,
         copied,
-        not_copied: { waiting_callers: waiting, expired_single_use_ids: spent - copied.single_use_ids! },
+        not_copied: { waiting_callers: waiting },
         ...got,
         schema_version: version,
       };
@@ -207,30 +216,35 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string, opti
       throw e;
     }
   } finally {
-    if (source.inTransaction) source.exec('ROLLBACK');
-    source.close();
+    if (source?.inTransaction) source.exec('ROLLBACK');
+    source?.close();
     await client.end().catch(() => undefined);
   }
 }
 
+/**
+ * Refuses (ALREADY_EXISTS) a database that holds Writ state, or tables that are not Writ's (an
+ * application's database given by mistake: Writ wants one of its own). Runs before the migrations, on
+ * whatever tables exist, and again under the copy's locks.
+ */
 async function refuseUnlessEmpty(client: pg.Client): Promise<void> {
-  const { rows } = await client.query<{ revision: number; receipts: number; keys: number; other: boolean }>(`
-    SELECT (SELECT revision FROM graph_head)::int AS revision,
-           (SELECT COUNT(*) FROM receipts)::int AS receipts,
-           (SELECT COUNT(*) FROM lease_keys)::int AS keys,
-           EXISTS (SELECT 1 FROM graph_events) OR EXISTS (SELECT 1 FROM single_use_ids) OR EXISTS (SELECT 1 FROM leases)
-             OR EXISTS (SELECT 1 FROM lease_history) OR EXISTS (SELECT 1 FROM lease_epoch_bumps) OR EXISTS (SELECT 1 FROM incidents)
-             OR EXISTS (SELECT 1 FROM receipt_entries) OR EXISTS (SELECT 1 FROM receipt_chains) OR EXISTS (SELECT 1 FROM receipt_checkpoints)
-             OR EXISTS (SELECT 1 FROM receipt_head_checkpoints) OR EXISTS (SELECT 1 FROM lease_authority) AS other`);
-  const r = rows[0]!;
-  if (r.revision === 0 && r.receipts === 0 && r.keys === 0 && !r.other) return;
-  throw new WritError(
-    'ALREADY_EXISTS',
-    `the PostgreSQL database already holds Writ state (graph revision ${r.revision}, ${r.receipts} receipts, ${r.keys} lease keys): copy into a database no Writ has used; nothing was changed`,
-  );
+  const present = (await client.query<{ name: string }>('SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1')).rows.map((r) => r.name);
+  const foreign = present.filter((t) => !WRIT_TABLES.has(t));
+  if (foreign.length > 0) {
+    throw new WritError('ALREADY_EXISTS', `the PostgreSQL database holds tables that are not Writ's (${foreign.slice(0, 8).join(', ')}${foreign.length > 8 ? ', …' : ''}): copy into a database of Writ's own; nothing was changed`);
+  }
+  const withRows: string[] = [];
+  for (const t of present) {
+    if (t === 'schema_migrations') continue;
+    // graph_head and receipt_chain_head (of an older schema) hold one row from the start: empty is revision/seq 0.
+    const check = t === 'graph_head' ? 'SELECT 1 FROM graph_head WHERE revision > 0' : t === 'receipt_chain_head' ? 'SELECT 1 FROM receipt_chain_head WHERE seq > 0' : `SELECT 1 FROM ${t} LIMIT 1`;
+    if ((await client.query(check)).rows.length > 0) withRows.push(t);
+  }
+  if (withRows.length === 0) return;
+  throw new WritError('ALREADY_EXISTS', `the PostgreSQL database already holds Writ state (in ${withRows.join(', ')}): copy into a database no Writ has used; nothing was changed`);
 }
 
-async function copyTable(source: Database.Database, client: pg.Client, t: TableCopy, now: number): Promise<number> {
+async function copyTable(source: Database.Database, client: pg.Client, t: TableCopy): Promise<number> {
   const names = t.columns.map(([n]) => n).join(', ');
   const insert = `INSERT INTO ${t.table} (${names})${t.identity ? ' OVERRIDING SYSTEM VALUE' : ''}
     SELECT ${names} FROM json_to_recordset($1::json) AS x(${t.columns.map(([n, type]) => `${n} ${type}`).join(', ')})`;
@@ -244,7 +258,7 @@ async function copyTable(source: Database.Database, client: pg.Client, t: TableC
     n += batch.length;
     batch = [];
   };
-  const rows = (t.select.includes('@now') ? statement.iterate({ now }) : statement.iterate()) as Iterable<Record<string, unknown>>;
+  const rows = statement.iterate() as Iterable<Record<string, unknown>>;
   for (const row of rows) {
     // SQLite keeps JSON documents (a lease's keys and epochs, a bump's detail) as text; PostgreSQL as jsonb and text[].
     for (const c of parsed) if (typeof row[c] === 'string') row[c] = JSON.parse(row[c] as string);

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
@@ -26,7 +27,7 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
   let clock: ManualClock;
   const drops: (() => Promise<void>)[] = [];
   const closers: (() => Promise<void>)[] = [];
-  let before: { revision: number; receipt: string; held: { lease_id: string; token: string; epochs: Record<string, number> }; releasedEpoch: number; spent: Record<string, string> };
+  let before: { revision: number; receipt: string; held: { lease_id: string; token: string; epochs: Record<string, number> }; releasedEpoch: number; spent: Record<string, string>; spentIds: number };
 
   beforeAll(async () => {
     // Lease time on PostgreSQL is the database's clock: the file's leases are taken at the real time.
@@ -46,7 +47,8 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
     expect((await h.call(null, { method: 'GET', url: '/v1/principals/content-agent-3', headers: spent })).status).toBe(200);
     await revokeEdge(h.ctx, GOVERNANCE_ID, 'd-orch-content', 'moved to another team');
     expect(await h.ctx.receipts.checkpoint()).not.toBeNull();
-    before = { revision: (await h.ctx.graph.current()).revision, receipt: write.body.receipt.receipt_id, held, releasedEpoch: lease.epochs['wp:post:1024#title']!, spent };
+    const spentIds = (h.db.prepare('SELECT COUNT(*) AS n FROM seen_ids').get() as { n: number }).n;
+    before = { revision: (await h.ctx.graph.current()).revision, receipt: write.body.receipt.receipt_id, held, releasedEpoch: lease.epochs['wp:post:1024#title']!, spent, spentIds };
     // The server stops (the upstream keeps running for the replica to come).
     await h.app.close();
     await h.writ.close();
@@ -83,13 +85,13 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
 
   it('copies everything in one transaction; the replica goes on where the file stopped', async () => {
     const url = await database();
-    const r = await copySqliteToPostgres(h.config.dbFile, url, { now: clock.now() });
+    const r = await copySqliteToPostgres(h.config.dbFile, url);
     expect(r).toMatchObject({ graph_revision: before.revision, not_copied: { waiting_callers: 0 } });
     expect(r.copied.receipts).toBe(1);
     expect(r.copied.receipt_entries).toBe(2);
     expect(r.copied.lease_epoch_bumps).toBe(1);
     expect(r.copied.receipt_head_checkpoints).toBe(1);
-    expect(r.copied.single_use_ids).toBeGreaterThan(5);
+    expect(r.copied.single_use_ids).toBe(before.spentIds);
 
     const { w, call } = await replicaOn(url);
     // The graph, revision for revision, the revocation included.
@@ -117,7 +119,7 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
 
   it('refuses a database that holds Writ state, and a file another process has open; nothing is changed', async () => {
     const url = await database();
-    await copySqliteToPostgres(h.config.dbFile, url, { now: clock.now() });
+    await copySqliteToPostgres(h.config.dbFile, url);
     const count = async (db: string, sql: string) => {
       const c = new pg.Client(db);
       await c.connect();
@@ -129,15 +131,25 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
     };
     const rows = "SELECT (SELECT COUNT(*) FROM graph_events) || '/' || (SELECT COUNT(*) FROM receipt_entries) || '/' || (SELECT COUNT(*) FROM single_use_ids) AS n";
     const copied = await count(url, rows);
-    await expect(copySqliteToPostgres(h.config.dbFile, url, { now: clock.now() })).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+    await expect(copySqliteToPostgres(h.config.dbFile, url)).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
     expect(await count(url, rows)).toBe(copied);
+
+    // An application's database given by mistake: refused before Writ's migrations touch it.
+    const foreign = await database();
+    const c = new pg.Client(foreign);
+    await c.connect();
+    await c.query('CREATE TABLE orders (id int)');
+    await c.end();
+    await expect(copySqliteToPostgres(h.config.dbFile, foreign)).rejects.toMatchObject({ code: 'ALREADY_EXISTS', message: expect.stringContaining("holds tables that are not Writ's (orders)") });
+    expect(await count(foreign, "SELECT COUNT(*) AS n FROM pg_tables WHERE schemaname = 'public'")).toBe('1');
+    await expect(copySqliteToPostgres(join(h.dataDir, 'no-such.sqlite'), foreign)).rejects.toMatchObject({ code: 'NOT_FOUND' });
 
     const open = new Database(h.config.dbFile);
     open.pragma('journal_mode = WAL');
     open.prepare('SELECT COUNT(*) FROM graph_events').get();
     try {
       const fresh = await database();
-      await expect(copySqliteToPostgres(h.config.dbFile, fresh, { now: clock.now() })).rejects.toMatchObject({ code: 'STORE_IN_USE', message: expect.stringContaining('stop it before copying; nothing was changed') });
+      await expect(copySqliteToPostgres(h.config.dbFile, fresh)).rejects.toMatchObject({ code: 'STORE_IN_USE', message: expect.stringContaining('stop it before copying; nothing was changed') });
       expect(await count(fresh, "SELECT COUNT(*) AS n FROM pg_tables WHERE schemaname = 'public'")).toBe('0');
     } finally {
       open.close();
@@ -146,7 +158,8 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
 
   it('from the command line: writ store copy --to, then the copy verified with the data directory\'s keys', async () => {
     const url = await database();
-    const cli = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'store', 'copy', '--to', url, '--data-dir', h.dataDir], { env: { ...process.env, WRIT_DATABASE_URL: '' } });
+    // From another directory than the repository's (no policy bundle there): the copy's check needs none.
+    const cli = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'store', 'copy', '--to', url, '--data-dir', h.dataDir], { cwd: tmpdir(), env: { ...process.env, WRIT_DATABASE_URL: '' } });
     expect(cli.stdout).toContain(`graph: ${before.revision} events (revision ${before.revision})`);
     expect(cli.stdout).toMatch(/receipts: 1 \(2 entries on 1 chains, head seq \d+\), 1 checkpoints/);
     expect(cli.stdout).toMatch(/^OK: /m);
