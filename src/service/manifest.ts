@@ -12,7 +12,7 @@ import { createApproval, createDelegation, createGrant, createOwnership, createP
 import { commitGraphChange, forkGraphWriter } from './graph-changes.js';
 import { registerPrincipal, type PrincipalInput } from './principals.js';
 import { orphansIn } from './audit-queries.js';
-import { scopeProblems } from './resources.js';
+import { registryProblem, scopeAppliesInPart, scopeProblems } from './resources.js';
 import { normalizeScope, publicPart } from './validate.js';
 
 /**
@@ -223,6 +223,8 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
 export interface ManifestExport {
   manifest: GraphManifest;
   left_out: { id: string; why: string }[];
+  /** Written as they are although a new graph would refuse them: part of their scope the policy does not have, the rest still counts. */
+  as_they_are: { id: string; why: string }[];
 }
 
 /**
@@ -243,7 +245,15 @@ export function manifestOf(ctx: WritContext, graph: AuthorityGraph, now: number)
     .filter((p) => p.id !== GOVERNANCE_ID && live.has(p.id))
     .sort((a, b) => a.id.localeCompare(b.id))
     .map((p) => ({ id: p.id, kind: p.kind as PrincipalInput['kind'], priority_class: p.priority_class, ...(Object.keys(p.attributes).length > 0 ? { attributes: p.attributes } : {}), keys: p.keys }));
-  const orphans = new Map(orphansIn(ctx, graph, now).map((o) => [o.edge.id, o.violations[0] ?? 'it counts for nothing']));
+  const orphans = new Map<string, string>();
+  const as_they_are: ManifestExport['as_they_are'] = [];
+  for (const o of orphansIn(ctx, graph, now)) {
+    // Part of its scope the policy does not have, the rest still counting (`[production, qa]`): written
+    // as it is, so that the manifest applies to its own graph unchanged; a new graph refuses it, naming why.
+    const registry = registryProblem(ctx.policy.data, o.edge);
+    if (registry !== null && o.violations.length === 1 && scopeAppliesInPart(ctx.policy.data, o.edge.kind, o.edge.scope)) as_they_are.push({ id: o.edge.id, why: registry });
+    else orphans.set(o.edge.id, o.violations[0] ?? 'it counts for nothing');
+  }
   const left_out: ManifestExport['left_out'] = [];
   const edges = graph.edges()
     .filter((e) => e.revoked_at === null)
@@ -276,16 +286,20 @@ export function manifestOf(ctx: WritContext, graph: AuthorityGraph, now: number)
       preemptions: of('preempts').map((e) => ({ id: e.id, from: e.from, to: e.to, reason: e.reason, ...window(e) })),
     },
     left_out,
+    as_they_are,
   };
 }
 
 /** manifestOf as YAML (no anchors: each list is written out where it is used), under comments saying where it came from and what it leaves out. */
 export function manifestYaml(ctx: WritContext, graph: AuthorityGraph, now: number): string {
-  const { manifest, left_out } = manifestOf(ctx, graph, now);
+  const { manifest, left_out, as_they_are } = manifestOf(ctx, graph, now);
   const header = [
     `# Writ graph at revision ${graph.revision}, exported ${toWireTimeOrNull(now)} as a manifest (writ graph apply FILE).`,
     '# Revoked principals and edges are not in it.',
     ...(left_out.length > 0 ? ['# Left out, as a rebuild would refuse them:', ...left_out.map((x) => `#   ${x.id}: ${x.why}`)] : []),
+    ...(as_they_are.length > 0
+      ? ['# Written as they are (the rest of their scope still counts), but a new graph refuses them: edit them before rebuilding elsewhere:', ...as_they_are.map((x) => `#   ${x.id}: ${x.why}`)]
+      : []),
   ];
   return `${header.map((l) => l.replace(/\n/g, ' ')).join('\n')}\n${stringify(manifest, { lineWidth: 0, aliasDuplicateObjects: false })}`;
 }

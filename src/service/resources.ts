@@ -64,34 +64,60 @@ export function registryProblem(data: PolicyData, edge: { kind: EdgeKind; scope:
 
 /** Each reason a scope of this kind could never apply under `data`'s registry (see checkScopeApplies), in the scope's order. */
 export function scopeProblems(data: PolicyData, kind: EdgeKind, scope: Scope): string[] {
+  return scopeCheck(data, kind, scope).problems;
+}
+
+/**
+ * Whether a scope with registry problems still applies in part (every dimension keeps an action, a
+ * pattern and an environment the policy has: `[production, qa]` still grants in production), or
+ * counts for nothing at all.
+ */
+export function scopeAppliesInPart(data: PolicyData, kind: EdgeKind, scope: Scope): boolean {
+  return !scopeCheck(data, kind, scope).dead;
+}
+
+function scopeCheck(data: PolicyData, kind: EdgeKind, scope: Scope): { problems: string[]; dead: boolean } {
   const problems: string[] = [];
-  if (kind === 'preempts') return problems;
+  if (kind === 'preempts') return { problems, dead: false };
+  let dead = false;
   if (kind !== 'owns') {
     const catalogue = data.writ.actions;
+    let bad = 0;
     for (const action of scope.actions) {
       if (action !== '*' && !Object.hasOwn(catalogue, action)) {
         const actions = Object.keys(catalogue).sort();
         problems.push(`scope.actions: "${action}" is not an action of the policy (data.writ.actions: ${actions.join(', ')})${didYouMean(action, actions)}`);
+        bad += 1;
       }
     }
+    dead ||= bad === scope.actions.length;
   }
+  let badPatterns = 0;
   for (const pattern of scope.resources) {
     // Keys are rewritten before anything is matched, so a pattern under an alias matches none (even
     // where a broad class such as `**` overlaps it).
     const alias = aliasOf(data, pattern);
     if (alias) {
       problems.push(`scope.resources: "${pattern}" is written with the alias "${alias.from}", and keys are matched as "${alias.to}": write "${alias.to}${pattern.slice(alias.from.length)}"`);
+      badPatterns += 1;
     } else if (!data.writ.resource_classes.some((rule) => patternsOverlap(rule.pattern, pattern))) {
       problems.push(`scope.resources: "${pattern}" matches no key of any resource class (data.writ.resource_classes: ${data.writ.resource_classes.map((r) => r.pattern).join(', ')}), so the edge would never apply`);
+      badPatterns += 1;
     }
   }
+  dead ||= badPatterns === scope.resources.length;
   if (kind !== 'owns') {
+    let bad = 0;
     for (const environment of scope.environments) {
       const problem = environment === '*' ? null : environmentProblem(data, environment, 'scope.environments');
-      if (problem !== null) problems.push(problem);
+      if (problem !== null) {
+        problems.push(problem);
+        bad += 1;
+      }
     }
+    dead ||= bad === scope.environments.length;
   }
-  return problems;
+  return { problems, dead };
 }
 
 /**

@@ -157,7 +157,38 @@ describe('applying a graph manifest', () => {
     try {
       const built = await applyManifest(elsewhere.ctx, GOVERNANCE_ID, round, '.');
       expect(built.created).toHaveLength(items);
-      expect(manifestOf(elsewhere.ctx, await elsewhere.ctx.graph.current(), h.clock.now())).toEqual({ manifest, left_out: [] });
+      expect(manifestOf(elsewhere.ctx, await elsewhere.ctx.graph.current(), h.clock.now())).toEqual({ manifest, left_out: [], as_they_are: [] });
+    } finally {
+      await elsewhere.close();
+    }
+  });
+
+  it('an edge part of whose scope the policy does not have (written before, the rest still counting) is exported as it is and named: its own graph takes the export unchanged, a new one refuses it with why', async () => {
+    // As a Writ before environments were declared would have written it: `qa` is not one of the policy's.
+    const scope = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production', 'qa'], fields: ['*'], constraints: { risk_max: 1 } };
+    await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'qa-lead', kind: 'agent', keys: [] });
+    await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'qa-bot', kind: 'agent', keys: [] });
+    await commitGraphChange(h.ctx, GOVERNANCE_ID, (_graph, now) => [{
+      type: 'edge.created',
+      edge: { id: 'g-qa-lead', kind: 'grant', from: GOVERNANCE_ID, to: 'qa-lead', scope, max_depth: 1, reason: 'before environments were declared', creator: GOVERNANCE_ID, created_at: now, not_before: null, expires_at: null },
+    }]);
+    await applyManifest(h.ctx, GOVERNANCE_ID, { delegations: [{ id: 'd-qa-bot', from: 'qa-lead', to: 'qa-bot', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], risk_max: 1 } }] }, '.');
+    const graph = await h.ctx.graph.current();
+    const { manifest, left_out, as_they_are } = manifestOf(h.ctx, graph, h.clock.now());
+    expect(manifest.grants!.find((g) => g.id === 'g-qa-lead')?.scope.environments).toEqual(['production', 'qa']);
+    expect(manifest.delegations!.some((d) => d.id === 'd-qa-bot')).toBe(true);
+    expect(left_out.map((x) => x.id)).not.toContain('g-qa-lead');
+    expect(as_they_are).toEqual([{ id: 'g-qa-lead', why: 'scope.environments: "qa" is not an environment of the policy (data.writ.environments: production, staging, development)' }]);
+    const yaml = manifestYaml(h.ctx, graph, h.clock.now());
+    expect(yaml).toContain('# Written as they are (the rest of their scope still counts), but a new graph refuses them: edit them before rebuilding elsewhere:\n#   g-qa-lead: scope.environments: "qa"');
+    const round = parse(yaml) as GraphManifest;
+    const same = await applyManifest(h.ctx, GOVERNANCE_ID, round, '.', { dryRun: true });
+    expect(same.created).toEqual([]);
+    const elsewhere = await startHarness({ example: false, clock: h.clock as ManualClock });
+    try {
+      await expect(applyManifest(elsewhere.ctx, GOVERNANCE_ID, round, '.')).rejects.toMatchObject({
+        code: 'UNPROCESSABLE', message: expect.stringContaining('(g-qa-lead).scope.environments: "qa" is not an environment of the policy'),
+      });
     } finally {
       await elsewhere.close();
     }
