@@ -85,8 +85,13 @@ async function verifyApproval(ctx: WritContext, graph: AuthorityGraph, principal
   } catch {
     throw new WritError('UNPROCESSABLE', 'context.approval is not a JWT');
   }
-  if (!a || a.principal !== principal || a.action !== req.action || a.resource !== req.resource || a.environment !== req.environment) {
-    throw new WritError('UNPROCESSABLE', 'the approval is for another principal, action, resource or environment');
+  if (!a) throw new WritError('UNPROCESSABLE', 'context.approval approves nothing (no "approve" claim: writ approve, or the SDK\'s createApprovalAssertion, makes one)');
+  // Each difference named, the approval's value beside the request's: a misspelt environment or an
+  // alias key shows at once.
+  const asked: Record<string, string> = { principal, action: req.action, resource: req.resource, environment: req.environment };
+  const differ = Object.keys(asked).filter((k) => a![k as keyof typeof a] !== asked[k]);
+  if (differ.length > 0) {
+    throw new WritError('UNPROCESSABLE', `the approval is for another request: ${differ.map((k) => `${k} ${JSON.stringify(a![k as keyof typeof a] ?? null)}, not ${JSON.stringify(asked[k])}`).join('; ')}`);
   }
   try {
     const auth = await verifyCallerAssertion(`Bearer ${token}`, {

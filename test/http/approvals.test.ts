@@ -35,6 +35,12 @@ describe('approval above the risk threshold', () => {
     const r = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: await approval('editor-alice', { resource: 'wp:post:43' }) } } });
     expect(r.status).toBe(422);
     expect(r.body.code).toBe('UNPROCESSABLE');
+    expect(r.body.detail).toBe('the approval is for another request: resource "wp:post:43", not "wp:post:42"');
+  });
+  it('each difference is named, the approval\'s value beside the request\'s (a misspelt environment shows at once)', async () => {
+    const r = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: await approval('editor-alice', { environment: 'prodution', action: 'unpublish_post' }) } } });
+    expect(r.status).toBe(422);
+    expect(r.body.detail).toBe('the approval is for another request: action "unpublish_post", not "publish_post"; environment "prodution", not "production"');
   });
   it('an approval is single-use', async () => {
     const token = await approval('editor-alice');
