@@ -40,7 +40,9 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   const w = await openWrit(config);
   const say = (s: string) => process.stderr.write(`${s}\n`);
   if (w.credentialCreated) say(`[writ] created the governance admin credential at ${w.credentialPath} (mode 0600) — keep it secret`);
-  else say(`[writ] governance admin credential: ${w.credentialPath}`);
+  else if (w.credentialMissing) {
+    say(`[writ] no governance admin credential at ${w.credentialPath}: governance exists, so none was made (copy admin.jwk from the data directory that made it; or, if it is lost, \`writ keys new ${w.credentialPath}\` and start again: its key is then registered for governance)`);
+  } else say(`[writ] governance admin credential: ${w.credentialPath}`);
   const closers: (() => Promise<void>)[] = [];
   let app: Awaited<ReturnType<typeof buildApp>> | undefined;
   /**

@@ -22,6 +22,8 @@ export interface OpenedWrit {
   ctx: WritContext;
   credentialPath: string;
   credentialCreated: boolean;
+  /** Governance exists and this data directory holds no admin credential (none was made: see ensureGovernance). */
+  credentialMissing: boolean;
   close(): Promise<void>;
 }
 
@@ -73,11 +75,12 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       decisionLog,
       observer: silentObserver,
     };
-    const { credentialPath, created } = await ensureGovernance(ctx);
+    const { credentialPath, created, missing } = await ensureGovernance(ctx);
     return {
       ctx,
       credentialPath,
       credentialCreated: created,
+      credentialMissing: missing,
       async close() {
         await decisionLog.close();
         (policy as { close?: () => void }).close?.();

@@ -1,13 +1,15 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writePrivateFile } from '../../src/decision/index.js';
 import { AuthorityGraph } from '../../src/graph/index.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
-import { adminCredentialPath, createGrant, ensureGovernance } from '../../src/service/index.js';
+import { adminCredentialPath, createGrant, ensureGovernance, openWrit } from '../../src/service/index.js';
+import { loadConfig } from '../../src/config/index.js';
+import { generatePrincipalKeyPair } from '../../src/wire/principal-keys.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
-import { startHarness, type Harness } from '../support/harness.js';
+import { BUNDLE_DIR, REPO, startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
 beforeAll(async () => {
@@ -41,13 +43,36 @@ describe('graph writes that race', () => {
   });
 
   it('two first starts on one data directory at once: one makes the admin credential, the other uses it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'writ-first-starts-'));
+    const config = loadConfig({ dataDir: dir, bundleDir: BUNDLE_DIR, policiesDir: join(REPO, 'policies') }, {});
+    const [a, b] = await Promise.all([openWrit(config), openWrit(config)]);
+    try {
+      expect([a.credentialCreated, b.credentialCreated].sort()).toEqual([false, true]); // one wrote it; the other found it
+      const kid = JSON.parse(readFileSync(adminCredentialPath(dir), 'utf8')).kid as string;
+      expect((await a.ctx.graph.current()).principal(GOVERNANCE_ID)!.keys.map((k) => k.kid)).toEqual([kid]);
+      expect(statSync(adminCredentialPath(dir)).mode & 0o777).toBe(0o600);
+    } finally {
+      await a.close();
+      await b.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a data directory without the admin credential, where governance exists', () => {
+  it('mints no governance key (a command run elsewhere against a shared store must not); a key pair put there on purpose is registered', async () => {
     const path = adminCredentialPath(h.config.dataDir);
+    const before = (await h.ctx.graph.current()).principal(GOVERNANCE_ID)!.keys.map((k) => k.kid);
+    const revision = (await h.ctx.graph.current()).revision;
     rmSync(path);
-    const [a, b] = await Promise.all([ensureGovernance(h.ctx), ensureGovernance(h.ctx)]);
-    expect([a.created, b.created].sort()).toEqual([false, true]); // one wrote it; the other found it
-    const kid = JSON.parse(readFileSync(path, 'utf8')).kid as string;
-    expect((await h.ctx.graph.current()).principal(GOVERNANCE_ID)!.keys.map((k) => k.kid)).toContain(kid);
-    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(await ensureGovernance(h.ctx)).toEqual({ credentialPath: path, created: false, missing: true });
+    expect(existsSync(path)).toBe(false);
+    expect((await h.ctx.graph.current()).revision).toBe(revision);
+    // The operator who lost it makes a new one there (writ keys new PATH): the next start registers it beside the old.
+    const { privateJwk } = await generatePrincipalKeyPair('governance-replacement');
+    writePrivateFile(path, JSON.stringify(privateJwk), { overwrite: false });
+    expect(await ensureGovernance(h.ctx)).toEqual({ credentialPath: path, created: false, missing: false });
+    expect((await h.ctx.graph.current()).principal(GOVERNANCE_ID)!.keys.map((k) => k.kid)).toEqual([...before, 'governance-replacement']);
   });
 });
 

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -16,6 +17,16 @@ import { REPO, startHarness, type Harness } from '../support/harness.js';
 import { createTestDatabase } from './conformance/engines.js';
 
 const run = promisify(execFile);
+
+async function sqlOn(url: string, text: string): Promise<string> {
+  const c = new pg.Client(url);
+  await c.connect();
+  try {
+    return String(Object.values((await c.query(text)).rows[0] as Record<string, unknown>)[0]);
+  } finally {
+    await c.end();
+  }
+}
 
 /**
  * The way from one embedded Writ to PostgreSQL replicas: everything durable comes along, so that what
@@ -165,5 +176,17 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
     expect(cli.stdout).toMatch(/^OK: /m);
     const refused = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'store', 'copy', '--to', url, '--data-dir', h.dataDir], { env: { ...process.env, WRIT_DATABASE_URL: '' } }).catch((e: { code: number; stderr: string }) => e);
     expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining('ALREADY_EXISTS') });
+    // An auditor's command from elsewhere (no admin credential there) reads the copy and mints no governance key into it.
+    const elsewhere = mkdtempSync(join(tmpdir(), 'writ-auditor-'));
+    try {
+      const events = async () => (await sqlOn(url, 'SELECT COUNT(*) AS n FROM graph_events'));
+      const revision = await events();
+      const receipts = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'receipts', '--database', url, '--data-dir', elsewhere], { cwd: REPO });
+      expect(receipts.stdout).toContain(before.receipt);
+      expect(existsSync(join(elsewhere, 'admin.jwk'))).toBe(false);
+      expect(await events()).toBe(revision);
+    } finally {
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
   }, 60_000);
 });
