@@ -51,14 +51,33 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
   return loadConfig(overrides);
 }
 
-/** Opens the data directory, runs `fn`, closes: every command that reads or changes Writ's state goes through here. */
+/**
+ * Opens the data directory, runs `fn`, closes: every command that reads or changes Writ's state goes
+ * through here. Against PostgreSQL it makes no signing key where there is none (`writ serve` does, on
+ * its first start): a command run from elsewhere against a shared store must not sign with a key no
+ * server has. A SQLite store's data directory is its server's own, keys included.
+ */
 async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T): Promise<T> {
-  const w = await openWrit(configFrom(values));
+  const config = configFrom(values);
+  const w = await openWrit(config, { makeSigningKey: config.databaseUrl === null });
   try {
     return await fn(w);
   } finally {
     await w.close();
   }
+}
+
+/**
+ * withWrit for a command that signs with Writ's key what the servers must verify (a checkpoint, a
+ * console login link): refused, saying where the key is, when the data directory holds none.
+ */
+function withSigningWrit<T>(what: string, values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T): Promise<T> {
+  return withWrit(values, (w) => {
+    if (!w.ctx.keys.canSign) {
+      throw new WritError('UNPROCESSABLE', `${w.ctx.config.dataDir}/keys holds no signing key, and ${what} is signed with the servers' key: run this with --data-dir naming the data directory the servers use (writ serve makes its key on its first start)`);
+    }
+    return fn(w);
+  });
 }
 
 function print(value: unknown, json: boolean | string | undefined, text: () => string): void {
@@ -168,7 +187,7 @@ export const COMMANDS: Command[] = [
     usage: '[--principal ID] [--url BASE] [--port N] [--host H] [--json]',
     options: { principal: { type: 'string' }, url: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, json: { type: 'boolean' } },
     run: ({ values }) =>
-      withWrit(values, async (w) => {
+      withSigningWrit('a console login link', values, async (w) => {
         const principal = (values.principal as string | undefined) ?? GOVERNANCE_ID;
         const link = await consoleLoginLink(w.ctx, principal, values.url as string | undefined);
         print({ principal, url: link.url, expires_at: toWireTime(link.expires_at), auditor: link.auditor }, values.json, () => [
@@ -631,7 +650,7 @@ export const COMMANDS: Command[] = [
       if (typeof values['older-than'] !== 'string' || typeof values.out !== 'string') throw new UsageError('usage: writ audit archive --older-than DURATION --out FILE');
       const olderThanMs = duration(values['older-than']);
       const file = values.out;
-      return withWrit(values, async (w) => {
+      return withSigningWrit('the checkpoint the archive records', values, async (w) => {
         const r = await w.ctx.receipts.archive({ olderThanMs, file });
         print(r.archived ? withWireCheckpoint(r) : r, values.json, () =>
           r.archived
@@ -647,7 +666,7 @@ export const COMMANDS: Command[] = [
     usage: '[--json]',
     options: { json: { type: 'boolean' } },
     run: ({ values }) =>
-      withWrit(values, async (w) => {
+      withSigningWrit('a checkpoint', values, async (w) => {
         const c = await w.ctx.receipts.checkpoint();
         print(c ? withWireCheckpoint({ checkpoint: c }) : { checkpoint: null }, values.json, () =>
           c ? `checkpoint ${c.seq}: ${c.chains} chains, heads root ${c.root}` : 'no chain moved since the latest checkpoint: none taken');

@@ -43,6 +43,9 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   else if (w.credentialMissing) {
     say(`[writ] no governance admin credential at ${w.credentialPath}: governance exists, so none was made (copy admin.jwk from the data directory that made it; or, if it is lost, \`writ keys new ${w.credentialPath}\` and start again: its key is then registered for governance)`);
   } else say(`[writ] governance admin credential: ${w.credentialPath}`);
+  if (w.signingKeysNew && config.databaseUrl !== null) {
+    say(`[writ] WARNING: ${config.dataDir}/keys had no signing key, so this replica made one, but the store has history: decisions and checkpoints this replica signs do not verify on the other replicas, nor theirs here. Give every replica the same keys/ (copy it from the data directory of the others), then restart this one.`);
+  }
   const closers: (() => Promise<void>)[] = [];
   let app: Awaited<ReturnType<typeof buildApp>> | undefined;
   /**

@@ -13,6 +13,11 @@ export interface KeyRingOptions {
    * disappears. Default 5 min.
    */
   maxTokenTtlMs?: number;
+  /**
+   * Make the signing key when the directory has none in use (default true: a server's first start). A
+   * command that only reads passes false, so that it signs nothing with a key no server has.
+   */
+  makeSigningKey?: boolean;
 }
 
 export interface SigningKey {
@@ -80,8 +85,19 @@ export class KeyRing implements DecisionKeyResolver {
     const ring = new KeyRing(dir, clock, options);
     ensureKeyDir(ring.dir);
     ring.reload();
-    if (!ring.signing) await ring.rotate();
+    if (!ring.signing && options.makeSigningKey !== false) {
+      await ring.rotate();
+      ring.madeSigningKey = true;
+    }
     return ring;
+  }
+
+  /** Whether opening it made the signing key (the directory had none in use). */
+  madeSigningKey = false;
+
+  /** Whether it has a key to sign with (one was opened with makeSigningKey false on a directory without one). */
+  get canSign(): boolean {
+    return this.signing !== undefined;
   }
 
   /**

@@ -24,6 +24,11 @@ export interface OpenedWrit {
   credentialCreated: boolean;
   /** Governance exists and this data directory holds no admin credential (none was made: see ensureGovernance). */
   credentialMissing: boolean;
+  /**
+   * This open made the signing key of a store that has history: the data directory is not the one the
+   * store's other processes sign with (their keys/ was not given to it), or its keys were lost.
+   */
+  signingKeysNew: boolean;
   close(): Promise<void>;
 }
 
@@ -31,7 +36,7 @@ export interface OpenedWrit {
  * Opens the store, replays the graph, loads keys and the policy bundle, and bootstraps governance.
  * The one place where an engine is chosen and wired to the domain's ports.
  */
-export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog } = {}): Promise<OpenedWrit> {
+export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog; makeSigningKey?: boolean } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
   // Every Ed25519 signature and check of this process through libsodium (see decision/ed25519.ts).
   useEd25519(libsodiumEd25519);
@@ -49,7 +54,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     // Where the store can tell when the graph changed (PostgreSQL: NOTIFY), no request reads the head.
     const watch = store.watchGraphHead ? await store.watchGraphHead((head) => graph.feedHead(head)) : null;
     closers.push(async () => watch?.close());
-    const keys = await KeyRing.open(`${config.dataDir}/keys`, clock, { maxTokenTtlMs: config.decisionTtlMs });
+    const keys = await KeyRing.open(`${config.dataDir}/keys`, clock, { maxTokenTtlMs: config.decisionTtlMs, makeSigningKey: options.makeSigningKey ?? true });
     const policy = await openReloadingPolicyEngine(config.bundleDir);
     const decisionLog = options.decisionLog ?? openDecisionLog(config.decisionLog, { version: writVersion() });
     const leases = new LeaseManager(store, clock, {
@@ -75,12 +80,16 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       decisionLog,
       observer: silentObserver,
     };
+    // A store with history (a graph beyond nothing) whose data directory had no signing key: what this
+    // process signs (decisions, checkpoints, console links) verifies nowhere else, nor what others signed here.
+    const signingKeysNew = keys.madeSigningKey && (await graph.current()).revision > 0;
     const { credentialPath, created, missing } = await ensureGovernance(ctx);
     return {
       ctx,
       credentialPath,
       credentialCreated: created,
       credentialMissing: missing,
+      signingKeysNew,
       async close() {
         await decisionLog.close();
         (policy as { close?: () => void }).close?.();

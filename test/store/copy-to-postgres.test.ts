@@ -15,6 +15,7 @@ import { UpstreamRouter } from '../../src/gateway/index.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
 import { REPO, startHarness, type Harness } from '../support/harness.js';
 import { createTestDatabase } from './conformance/engines.js';
+import { startServerProcess } from '../support/server-process.js';
 
 const run = promisify(execFile);
 
@@ -185,6 +186,19 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
       expect(receipts.stdout).toContain(before.receipt);
       expect(existsSync(join(elsewhere, 'admin.jwk'))).toBe(false);
       expect(await events()).toBe(revision);
+      // Signing there is refused: a checkpoint signed with the key just made in `elsewhere` would verify nowhere.
+      const checkpoints = await sqlOn(url, 'SELECT COUNT(*) FROM receipt_head_checkpoints');
+      const signing = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'audit', 'checkpoint', '--database', url, '--data-dir', elsewhere], { cwd: REPO }).catch((e: { code: number; stderr: string }) => e);
+      expect(signing).toMatchObject({ code: 1, stderr: expect.stringContaining("holds no signing key, and a checkpoint is signed with the servers' key: run this with --data-dir naming the data directory the servers use") });
+      expect(await sqlOn(url, 'SELECT COUNT(*) FROM receipt_head_checkpoints')).toBe(checkpoints);
+      // A replica started without the others' keys/ makes its own, and says loudly what that breaks.
+      const replica = await startServerProcess({ dataDir: elsewhere, upstreamUrl: 'http://127.0.0.1:9', env: { WRIT_DATABASE_URL: url } });
+      try {
+        expect(replica.log()).toContain('had no signing key, so this replica made one, but the store has history');
+        expect(replica.log()).toContain('no governance admin credential at');
+      } finally {
+        await replica.stop();
+      }
     } finally {
       rmSync(elsewhere, { recursive: true, force: true });
     }
