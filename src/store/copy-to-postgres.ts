@@ -252,11 +252,16 @@ async function copyTable(source: Database.Database, client: pg.Client, t: TableC
   const statement = source.prepare(t.select);
   let n = 0;
   let batch: Record<string, unknown>[] = [];
+  // One batch in flight while the next is read and encoded (the database works on the other core).
+  let inFlight: Promise<unknown> = Promise.resolve();
   const flush = async () => {
     if (batch.length === 0) return;
-    await client.query(insert, [JSON.stringify(batch)]);
+    const sent = client.query(insert, [JSON.stringify(batch)]);
+    sent.catch(() => undefined); // awaited below (as inFlight); a failure must not go unhandled meanwhile
     n += batch.length;
     batch = [];
+    await inFlight;
+    inFlight = sent;
   };
   const rows = statement.iterate() as Iterable<Record<string, unknown>>;
   for (const row of rows) {
@@ -267,6 +272,7 @@ async function copyTable(source: Database.Database, client: pg.Client, t: TableC
     if (batch.length >= BATCH) await flush();
   }
   await flush();
+  await inFlight;
   if (t.identity) {
     await client.query(`SELECT setval(pg_get_serial_sequence('${t.table}', '${t.identity}'), GREATEST((SELECT MAX(${t.identity}) FROM ${t.table}), 1), (SELECT MAX(${t.identity}) FROM ${t.table}) IS NOT NULL)`);
   }
