@@ -13,7 +13,8 @@ import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { canonicalJson, chainEntryHash, entryHash, GENESIS_HASH } from '../src/audit/index.js';
+import { canonicalJson } from '../src/audit/index.js';
+import { fillReceipts } from './receipt-fill.js';
 import { openDatabase } from '../src/store/sqlite/database.js';
 import { copySqliteToPostgres } from '../src/store/copy-to-postgres.js';
 import { verifyPostgresReceipts } from '../src/service/index.js';
@@ -36,33 +37,7 @@ try {
   const db = openDatabase(file);
   const now = Date.now();
   const t0 = performance.now();
-  const insertEntry = db.prepare('INSERT INTO receipt_entries (seq, chain, pos, receipt_id, kind, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
-  const insertRow = db.prepare(`INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq)
-    VALUES (?, ?, ?, 'COMPLETED', ?, ?, ?, ?, ?, ?)`);
-  const heads = new Map<string, { pos: number; hash: string }>();
-  const fill = db.transaction((from: number, to: number) => {
-    for (let seq = from; seq < to; seq += 2) {
-      const id = `rcpt_${seq}`;
-      const at = now - 86_400_000 + seq;
-      const principal = `agent-${seq % 97}`;
-      const resource = `wp:post:${((seq - 1) / 2) % KEYS}`;
-      const reqHash = entryHash(GENESIS_HASH, id, seq, 'intent', 'r');
-      const intent = canonicalJson({
-        at, principal, action: 'update_post', resource_key: resource, fields: ['title'], owners: ['content-team'], authority_epoch: 12, ownership_epoch: 3,
-        decision_id: `dec_${seq}`, policy_revision: 'sha256:4f0c3a9d', graph_revision: EVENTS, chain: ['g-orchestrator', 'd-orch-seo'], lease_id: `lease_${seq}`, lease_epoch: seq,
-        expected_version: 31, idempotency_key: `k-${seq}`, request_hash: reqHash,
-      });
-      const head = heads.get(resource) ?? { pos: 0, hash: GENESIS_HASH };
-      const h1 = chainEntryHash(head.hash, intent, resource, head.pos + 1, seq, 'intent', id);
-      insertEntry.run(seq, resource, head.pos + 1, id, 'intent', intent, head.hash, h1);
-      const done = canonicalJson({ at: at + 20, status: 'COMPLETED', final_version: 32, upstream_status: 200, error: null, conflicts: [] });
-      const h2 = chainEntryHash(h1, done, resource, head.pos + 2, seq + 1, 'completed', id);
-      insertEntry.run(seq + 1, resource, head.pos + 2, id, 'completed', done, h1, h2);
-      insertRow.run(id, principal, resource, `k-${seq}`, reqHash, at, at + 20, seq, seq + 1);
-      heads.set(resource, { pos: head.pos + 2, hash: h2 });
-    }
-  });
-  for (let seq = 1; seq <= N; seq += 100_000) fill(seq, Math.min(N + 1, seq + 100_000));
+  fillReceipts(db, { entries: N, keys: KEYS, at: (seq) => now - 86_400_000 + seq });
   db.transaction(() => {
     const event = db.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (?, ?, ?, ?, ?)');
     for (let r = 1; r <= EVENTS; r++) event.run(r, now - 86_400_000 + r, 'governance', 'principal.created', canonicalJson({ principal: { id: `agent-${r}`, kind: 'agent', keys: [], attributes: {}, priority_class: 0, created_at: now, revoked_at: null } }));

@@ -15,7 +15,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ManualClock } from '../src/clock.js';
-import { canonicalJson, chainEntryHash, entryHash, GENESIS_HASH, ReceiptLog, verifyArchiveFile } from '../src/audit/index.js';
+import { ReceiptLog, verifyArchiveFile } from '../src/audit/index.js';
+import { fillReceipts } from './receipt-fill.js';
 import { KeyRing } from '../src/decision/index.js';
 import { keyRingCheckpointSigner } from '../src/service/checkpoint-signer.js';
 import { openDatabase } from '../src/store/sqlite/database.js';
@@ -34,34 +35,8 @@ try {
   const clock = new ManualClock(Date.parse('2026-11-30T00:00:00Z'));
   const db = openDatabase(join(dir, 'writ.sqlite'));
   const t0 = performance.now();
-  const insertEntry = db.prepare('INSERT INTO receipt_entries (seq, chain, pos, receipt_id, kind, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
-  const insertRow = db.prepare(`INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq)
-    VALUES (?, ?, ?, 'COMPLETED', ?, ?, ?, ?, ?, ?)`);
   // One chain per resource key (5,000 of them), as the gateway writes them.
-  const heads = new Map<string, { pos: number; hash: string }>();
-  const fill = db.transaction((from: number, to: number) => {
-    for (let seq = from; seq < to; seq += 2) {
-      const id = `rcpt_${seq}`;
-      const at = seq > N - RECENT ? clock.now() - 1_000 : clock.now() - 60 * DAY + seq;
-      const principal = `agent-${seq % 97}`;
-      const resource = `wp:post:${seq % 5000}`;
-      const reqHash = entryHash(GENESIS_HASH, id, seq, 'intent', 'r');
-      const intent = canonicalJson({
-        at, principal, action: 'post.update', resource_key: resource, fields: ['title'], owners: ['content-team'], authority_epoch: 12, ownership_epoch: 3,
-        decision_id: `dec_${seq}`, policy_revision: 'sha256:4f0c3a9d', graph_revision: 1200, chain: ['e_grant_1', 'e_delegate_7'], lease_id: null, lease_epoch: null,
-        expected_version: 31, idempotency_key: `k-${seq}`, request_hash: reqHash,
-      });
-      const head = heads.get(resource) ?? { pos: 0, hash: GENESIS_HASH };
-      const h1 = chainEntryHash(head.hash, intent, resource, head.pos + 1, seq, 'intent', id);
-      insertEntry.run(seq, resource, head.pos + 1, id, 'intent', intent, head.hash, h1);
-      const done = canonicalJson({ at: at + 20, status: 'COMPLETED', final_version: 32, upstream_status: 200, error: null, conflicts: [] });
-      const h2 = chainEntryHash(h1, done, resource, head.pos + 2, seq + 1, 'completed', id);
-      insertEntry.run(seq + 1, resource, head.pos + 2, id, 'completed', done, h1, h2);
-      insertRow.run(id, principal, resource, `k-${seq}`, reqHash, at, at + 20, seq, seq + 1);
-      heads.set(resource, { pos: head.pos + 2, hash: h2 });
-    }
-  });
-  for (let seq = 1; seq <= N; seq += 100_000) fill(seq, Math.min(N + 1, seq + 100_000));
+  fillReceipts(db, { entries: N, keys: 5_000, at: (seq) => (seq > N - RECENT ? clock.now() - 1_000 : clock.now() - 60 * DAY + seq) });
   const built = performance.now() - t0;
   const ring = await KeyRing.open(join(dir, 'keys'), clock);
   const signer = keyRingCheckpointSigner(ring);
