@@ -26,7 +26,7 @@ import { createApprovalAssertion } from '../wire/assertions.js';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
 import { verifyArchiveFile, type ReceiptChainVerdict } from '../audit/index.js';
 import { publicKeyFromJwk } from '../decision/jws.js';
-import { verifyCheckpoint, verifyPostgresReceipts } from '../service/index.js';
+import { addGovernanceKey, verifyCheckpoint, verifyPostgresReceipts } from '../service/index.js';
 
 export interface CommandArgs {
   values: Record<string, string | boolean | undefined>;
@@ -332,6 +332,26 @@ export const COMMANDS: Command[] = [
         console.log(assertion);
       }
       return 0;
+    },
+  },
+  {
+    name: 'keys add-governance',
+    summary: "register the public key of FILE (a JWK: writ keys new makes a pair) as one more key of governance, after its admin credential was lost; nothing else ever adds one",
+    usage: 'FILE [--json]',
+    options: { json: { type: 'boolean' } },
+    run: async ({ values, positionals }) => {
+      need(positionals, 1, 'writ keys add-governance FILE [--json]');
+      let jwk: Record<string, unknown>;
+      try {
+        jwk = JSON.parse(readFileSync(positionals[0]!, 'utf8')) as Record<string, unknown>;
+      } catch (e) {
+        throw new UsageError(`cannot read the key ${positionals[0]}: ${(e as Error).message}`);
+      }
+      return withWrit(values, async (w) => {
+        const r = await addGovernanceKey(w.ctx, operator(), jwk);
+        print(r, values.json, () => `governance key ${r.kid} registered (graph revision ${r.graph_revision}); governance's keys now: ${r.keys.join(', ')}`);
+        return 0;
+      });
     },
   },
   {

@@ -1,7 +1,7 @@
 export type { WritContext, ServiceObserver } from './context.js';
 export { forOneOperation } from './context.js';
 export { openWrit, openStore, migrateStore, verifyPostgresReceipts, type OpenedWrit } from './open.js';
-export { ensureGovernance, readAdminCredential, adminCredentialPath, type AdminCredential } from './bootstrap.js';
+export { addGovernanceKey, ensureGovernance, readAdminCredential, adminCredentialPath, type AdminCredential } from './bootstrap.js';
 export { registerPrincipal, revokePrincipal, getPrincipal, type PrincipalInput } from './principals.js';
 export {
   createGrant, createDelegation, createOwnership, createApproval, createPreemption, revokeEdge,

@@ -57,6 +57,17 @@ describe('the writ command for operators and policy authors', () => {
     expect(readdirSync(tmpdir()).filter((f) => f.startsWith('writ-dry-run-')).length).toBe(before);
   });
 
+  it('keys add-governance registers a key pair\'s public half for governance (after losing the credential); twice is ALREADY_EXISTS', async () => {
+    expect((await writ('graph', 'apply', 'graph/example.yaml')).code).toBe(0);
+    const file = join(dataDir, 'replacement.jwk');
+    expect((await writ('keys', 'new', file)).code).toBe(0);
+    const added = await writ('keys', 'add-governance', file);
+    expect(added.code).toBe(0);
+    expect(added.out).toMatch(/^governance key \S+ registered \(graph revision \d+\); governance's keys now: \S+, \S+\n$/);
+    const again = await writ('keys', 'add-governance', join(dataDir, 'replacement.pub.jwk'));
+    expect(again).toMatchObject({ code: 1, out: expect.stringContaining('ALREADY_EXISTS') });
+  });
+
   it('output piped into a reader that stops early ends the command quietly (no EPIPE stack trace)', async () => {
     // `true` reads nothing and is gone before node has started: every write meets a closed pipe.
     const command = [process.execPath, CLI, 'graph', 'apply', 'graph/example.yaml', '--dry-run', '--data-dir', dataDir].map((a) => JSON.stringify(a)).join(' ');

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writePrivateFile } from '../../src/decision/index.js';
 import { AuthorityGraph } from '../../src/graph/index.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
-import { adminCredentialPath, createGrant, ensureGovernance, openWrit } from '../../src/service/index.js';
+import { addGovernanceKey, adminCredentialPath, createGrant, ensureGovernance, openWrit } from '../../src/service/index.js';
 import { loadConfig } from '../../src/config/index.js';
 import { generatePrincipalKeyPair } from '../../src/wire/principal-keys.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
@@ -59,20 +59,23 @@ describe('graph writes that race', () => {
   });
 });
 
-describe('a data directory without the admin credential, where governance exists', () => {
-  it('mints no governance key (a command run elsewhere against a shared store must not); a key pair put there on purpose is registered', async () => {
+describe('the admin credential, once governance exists', () => {
+  it('nothing mints or registers a governance key: not a missing credential, not a stray file; writ keys add-governance does, on purpose', async () => {
     const path = adminCredentialPath(h.config.dataDir);
     const before = (await h.ctx.graph.current()).principal(GOVERNANCE_ID)!.keys.map((k) => k.kid);
     const revision = (await h.ctx.graph.current()).revision;
     rmSync(path);
     expect(await ensureGovernance(h.ctx)).toEqual({ credentialPath: path, created: false, missing: true });
     expect(existsSync(path)).toBe(false);
-    expect((await h.ctx.graph.current()).revision).toBe(revision);
-    // The operator who lost it makes a new one there (writ keys new PATH): the next start registers it beside the old.
+    // A credential of another store (a laptop's own data/admin.jwk) is not taken for one of this store's.
     const { privateJwk } = await generatePrincipalKeyPair('governance-replacement');
     writePrivateFile(path, JSON.stringify(privateJwk), { overwrite: false });
     expect(await ensureGovernance(h.ctx)).toEqual({ credentialPath: path, created: false, missing: false });
-    expect((await h.ctx.graph.current()).principal(GOVERNANCE_ID)!.keys.map((k) => k.kid)).toEqual([...before, 'governance-replacement']);
+    expect((await h.ctx.graph.current()).revision).toBe(revision);
+    // After losing the credential, the operator registers a new key pair's public half explicitly.
+    expect(await addGovernanceKey(h.ctx, 'operator', privateJwk as Record<string, unknown>)).toMatchObject({ kid: 'governance-replacement', keys: [...before, 'governance-replacement'] });
+    await expect(addGovernanceKey(h.ctx, 'operator', privateJwk as Record<string, unknown>)).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+    await expect(addGovernanceKey(h.ctx, 'operator', { kty: 'oct', k: 'x', kid: 'sym' })).rejects.toMatchObject({ code: 'UNPROCESSABLE' });
   });
 });
 
