@@ -140,7 +140,7 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
   if (typeof values.jwks === 'string') {
     keys = readJwksFile(values.jwks);
   } else {
-    const ring = await KeyRing.open(`${configFrom(values).dataDir}/keys`, systemClock);
+    const ring = await KeyRing.open(`${configFrom(values).dataDir}/keys`, systemClock, { makeSigningKey: false }); // it only verifies
     keys = ring.jwks().keys;
   }
   const keyFor = (kid: string) => {
@@ -359,7 +359,9 @@ export const COMMANDS: Command[] = [
     summary: "rotate Writ's own signing key (decisions, checkpoints); old public keys stay in the JWKS until their decisions expire",
     run: async ({ values }) => {
       const config = configFrom(values);
-      const ring = await KeyRing.open(`${config.dataDir}/keys`, systemClock, { maxTokenTtlMs: config.decisionTtlMs });
+      // Against PostgreSQL, rotating where there is no key yet would make keys no server has.
+      const ring = await KeyRing.open(`${config.dataDir}/keys`, systemClock, { maxTokenTtlMs: config.decisionTtlMs, makeSigningKey: config.databaseUrl === null });
+      if (!ring.canSign) throw new WritError('UNPROCESSABLE', `${config.dataDir}/keys holds no signing key: rotate in the data directory the servers use (its keys/), then give the others the result`);
       const next = await ring.rotate();
       console.log(`signing key is now ${next.kid}; JWKS has ${ring.jwks().keys.length} key(s)`);
       // The receipt chain's latest checkpoint must verify once the old key leaves the JWKS: sign it again now.

@@ -163,10 +163,11 @@ export function formatPolicyImpact(r: PolicyImpactReport): string {
     for (const reason of f.reasons) lines.push(`      ${reason}`);
   }
   if (r.failures.length > 0) {
-    lines.push(`${r.failures.length} decision(s) the candidate fails on (it would answer them INTERNAL):`);
+    const codes = [...new Set(r.failures.map((f) => f.code))].join(' or ');
+    lines.push(`${r.failures.length} decision(s) the candidate fails on (it would answer them ${codes}):`);
     for (const f of r.failures) {
       const q = f.request;
-      lines.push(`  ${f.current ? 'ALLOW' : 'DENY'}→ERROR  ${f.decision_id}${f.receipt_id ? ` (receipt ${f.receipt_id})` : ''} at ${new Date(f.at).toISOString()}, graph revision ${f.graph_revision}`);
+      lines.push(`  ${f.current ? 'ALLOW' : 'DENY'}→${f.code === 'INTERNAL' ? 'ERROR' : f.code}  ${f.decision_id}${f.receipt_id ? ` (receipt ${f.receipt_id})` : ''} at ${new Date(f.at).toISOString()}, graph revision ${f.graph_revision}`);
       lines.push(`      ${q.principal} ${q.action} ${q.resource} in ${q.environment}${q.fields.length ? ` fields [${q.fields.join(', ')}]` : ''}`);
       lines.push(`      ${f.error}`);
     }

@@ -64,10 +64,13 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     }
   };
   // An upstream configured for an environment the policy does not have would never be written to
-  // (every write would be NO_UPSTREAM): said at start, with the closest name.
+  // (every write would be NO_UPSTREAM): said at start, with the closest name. Refused when the
+  // environment was set (a typo); the default's (production, under a policy without it) is only said.
   await starting(async () => {
     const problems = config.upstreams.map((u) => environmentProblem(w.ctx.policy.data, u.environment, `the upstream for ${u.pattern} (${u.url}): its environment (WRIT_UPSTREAM_ENVIRONMENT)`)).filter((p) => p !== null);
-    if (problems.length > 0) throw new WritError('UNPROCESSABLE', problems.join('; '));
+    if (problems.length === 0) return;
+    if (process.env.WRIT_UPSTREAM_ENVIRONMENT !== undefined) throw new WritError('UNPROCESSABLE', problems.join('; '));
+    say(`[writ] WARNING: ${problems.join('; ')}: writes there will be NO_UPSTREAM (set WRIT_UPSTREAM_ENVIRONMENT)`);
   });
   if (options.graphFile) {
     const graphFile = options.graphFile;

@@ -91,7 +91,12 @@ async function verifyApproval(ctx: WritContext, graph: AuthorityGraph, principal
   const asked: Record<string, string> = { principal, action: req.action, resource: req.resource, environment: req.environment };
   const differ = Object.keys(asked).filter((k) => a![k as keyof typeof a] !== asked[k]);
   if (differ.length > 0) {
-    throw new WritError('UNPROCESSABLE', `the approval is for another request: ${differ.map((k) => `${k} ${JSON.stringify(a![k as keyof typeof a] ?? null)}, not ${JSON.stringify(asked[k])}`).join('; ')}`);
+    // The approval's claims are not verified yet: each is shown cut to 80 characters.
+    const shown = (v: unknown) => {
+      const text = JSON.stringify(v ?? null) ?? 'null';
+      return text.length > 80 ? `${text.slice(0, 79)}…` : text;
+    };
+    throw new WritError('UNPROCESSABLE', `the approval is for another request: ${differ.map((k) => `${k} ${shown(a![k as keyof typeof a])}, not ${JSON.stringify(asked[k])}`).join('; ')}`);
   }
   try {
     const auth = await verifyCallerAssertion(`Bearer ${token}`, {

@@ -80,9 +80,11 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       decisionLog,
       observer: silentObserver,
     };
-    // A store with history (a graph beyond nothing) whose data directory had no signing key: what this
-    // process signs (decisions, checkpoints, console links) verifies nowhere else, nor what others signed here.
-    const signingKeysNew = keys.madeSigningKey && (await graph.current()).revision > 0;
+    // A store holding what a key signed before (a receipt names a decision, a checkpoint is signed)
+    // whose data directory had no signing key: what this process signs verifies nowhere else, nor what
+    // others signed here. A store only bootstrapped or given its graph (by commands, which sign nothing
+    // against PostgreSQL) is not that.
+    const signingKeysNew = keys.madeSigningKey && (await store.read(async (tx) => (await tx.receipts.latestCheckpoint()) !== null || (await tx.receipts.entriesFrom(null, 1)).length > 0));
     const { credentialPath, created, missing } = await ensureGovernance(ctx);
     return {
       ctx,
@@ -127,7 +129,7 @@ export async function verifyPostgresReceipts(url: string, keysDir: string | null
   useEd25519(libsodiumEd25519);
   const store = await openPostgresStore(url, { migrate: false, poolSize: 2, applicationName: `writ-verify-${process.pid}` });
   try {
-    const keys = keysDir === null ? null : await KeyRing.open(keysDir, clock);
+    const keys = keysDir === null ? null : await KeyRing.open(keysDir, clock, { makeSigningKey: false }); // it only verifies
     return await new ReceiptLog({ store, clock, ...(keys ? { checkpoints: keyRingCheckpointSigner(keys) } : {}) }).verifyChain(async () => {});
   } finally {
     await store.close();

@@ -15,7 +15,7 @@ import type { DecisionInput, DecisionResult, PolicyData, PolicyEngine, RequestPr
 import type { Receipt } from '../audit/index.js';
 import type { WritContext } from './context.js';
 import { decisionInputFor } from './decide.js';
-import { registryProblem } from './resources.js';
+import { checkEnvironment, registryProblem } from './resources.js';
 
 /** The request of a replayed decision: the policy input's own request. */
 export type ReplayedRequest = DecisionInput['request'];
@@ -43,8 +43,10 @@ export interface PolicyFlip extends ReplayedDecision {
 export interface PolicyFailure extends ReplayedDecision {
   /** Whether the running bundle allows it. */
   current: boolean;
-  /** The candidate's error (Rego's message, e.g. `var assignment conflict`). */
+  /** The candidate's error (Rego's message, e.g. `var assignment conflict`; or a request it refuses, such as an undeclared environment). */
   error: string;
+  /** The code it would be answered with (INTERNAL for a failing rule; UNPROCESSABLE for a refused request). */
+  code: string;
 }
 
 export interface StrandedEdge {
@@ -124,6 +126,8 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
       graphs.set(r.graph_revision, graph);
     }
     const judge = (engine: PolicyEngine): { result: DecisionResult; chain: string[] } => {
+      // As decide judges it: an environment the policy does not declare is refused before any chain (UNPROCESSABLE).
+      checkEnvironment(engine.data, r.request.environment, 'environment');
       const approval: VerifiedApproval | null = r.approvedBy === null ? null : { by: r.approvedBy, edges: approvalEdges(graph, r.approvedBy, r.request.principal, r.at) };
       const chains = resolveChains(graph, r.request, r.at, { mode: 'decide' });
       const result = engine.decide(decisionInputFor(graph, r.request, chains, r.at, { approval, properties: r.properties, context: r.context }));
@@ -146,7 +150,7 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
       next = judge(candidate);
     } catch (e) {
       if (!(e instanceof WritError)) throw e;
-      failures.push({ decision_id: r.decision_id, source: r.source, receipt_id: r.receipt_id, at: r.at, graph_revision: r.graph_revision, request: r.request, current: current.result.allow, error: e.message });
+      failures.push({ decision_id: r.decision_id, source: r.source, receipt_id: r.receipt_id, at: r.at, graph_revision: r.graph_revision, request: r.request, current: current.result.allow, error: e.message, code: e.code });
       continue;
     }
     if (current.result.allow === next.result.allow) continue;

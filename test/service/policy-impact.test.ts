@@ -175,11 +175,19 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
       data.writ.environments = ['production'];
       writeFileSync(file, JSON.stringify(data, null, 2));
     });
+    // A decision asked in staging: the candidate would refuse it before any chain (UNPROCESSABLE), which is a failure, not a flip.
+    const staging = await h.call('orchestrator', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:5', environment: 'staging', fields: ['title'] } });
+    expect(staging.body.allow).toBe(true);
+    await h.ctx.decisionLog.flush();
     const { engine } = await loadCandidatePolicy(dir, findOpa);
     const r = await policyImpact(h.ctx, engine);
     expect(r.stranded_edges.map((e) => `${e.edge_id} ${e.kind}: ${e.problem}`)).toEqual([
       'g-orchestrator grant: scope.environments: "staging" is not an environment of the policy (data.writ.environments: production)',
     ]);
+    expect(r.failures.filter((f) => f.decision_id === staging.body.decision_id)).toEqual([expect.objectContaining({
+      current: true, code: 'UNPROCESSABLE', error: 'environment: "staging" is not an environment of the policy (data.writ.environments: production)',
+    })]);
+    expect(r.flips.map((f) => f.decision_id)).not.toContain(staging.body.decision_id);
   });
 
   it('from the receipts when no decision log is given: the write\'s decision is rebuilt from the receipt and flips too', { timeout: 60_000 }, async () => {

@@ -12,7 +12,7 @@ import { openWrit, revokeEdge, type OpenedWrit } from '../../src/service/index.j
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { copySqliteToPostgres } from '../../src/store/copy-to-postgres.js';
 import { UpstreamRouter } from '../../src/gateway/index.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { act, decideOk, fencing, leaseOk } from '../support/agent.js';
 import { REPO, startHarness, type Harness } from '../support/harness.js';
 import { createTestDatabase } from './conformance/engines.js';
 import { startServerProcess } from '../support/server-process.js';
@@ -120,6 +120,15 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
     const renewed = await call('seo-agent-7', { method: 'POST', url: `/v1/leases/${before.held.lease_id}/renew`, payload: { token: before.held.token, ttl_ms: 60_000 } });
     expect(renewed.status, renewed.raw).toBe(200);
     expect(renewed.body.epochs).toEqual(before.held.epochs);
+    // …and writes with it through the replica's gateway, fenced at that epoch.
+    const fresh = (await call('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:7', environment: 'production', fields: ['title'] } })).body.token as string;
+    const written = await call('seo-agent-7', {
+      method: 'POST', url: '/v1/actions',
+      headers: { 'writ-decision': fresh, 'writ-lease-id': before.held.lease_id, 'writ-lease-token': before.held.token, 'writ-fencing-epoch': fencing(before.held.epochs) },
+      payload: { action: 'update_post', resource: 'wp:post:7', fields: ['title'], payload: { title: 'after the move' }, expected_version: 0 },
+    });
+    expect(written.status, written.raw).toBe(201);
+    expect(written.body.receipt).toMatchObject({ status: 'COMPLETED', lease_id: before.held.lease_id, lease_epoch: before.held.epochs['wp:post:7#title'] });
     const decideFor = async (resource: string) => (await call('orchestrator', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource, environment: 'production', fields: ['title'] } })).body.token as string;
     expect((await call('orchestrator', { method: 'POST', url: '/v1/leases', payload: { decisions: [await decideFor('wp:post:7')], ttl_ms: 10_000 } })).body.code).toBe('RESOURCE_BUSY');
     // Epochs go on rising from the file's (the drill's floor included): none issued there is issued again.
@@ -191,6 +200,22 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
       const signing = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'audit', 'checkpoint', '--database', url, '--data-dir', elsewhere], { cwd: REPO }).catch((e: { code: number; stderr: string }) => e);
       expect(signing).toMatchObject({ code: 1, stderr: expect.stringContaining("holds no signing key, and a checkpoint is signed with the servers' key: run this with --data-dir naming the data directory the servers use") });
       expect(await sqlOn(url, 'SELECT COUNT(*) FROM receipt_head_checkpoints')).toBe(checkpoints);
+      for (const [args, what] of [[['console'], 'a console login link'], [['audit', 'archive', '--older-than', '1d', '--out', join(elsewhere, 'archive.jsonl')], 'the checkpoint the archive records']] as const) {
+        const r = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), ...args, '--database', url, '--data-dir', elsewhere], { cwd: REPO }).catch((e: { code: number; stderr: string }) => e);
+        expect(r, args.join(' ')).toMatchObject({ code: 1, stderr: expect.stringContaining(`holds no signing key, and ${what} is signed with the servers' key`) });
+      }
+      expect(existsSync(join(elsewhere, 'archive.jsonl'))).toBe(false);
+      // A first server on a store that holds nothing signed yet (a graph only, applied by a command) makes its key without a warning.
+      const bare = await database();
+      const first = mkdtempSync(join(tmpdir(), 'writ-first-'));
+      try {
+        await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'graph', 'apply', 'graph/example.yaml', '--database', bare, '--data-dir', first], { cwd: REPO });
+        const server = await startServerProcess({ dataDir: first, upstreamUrl: 'http://127.0.0.1:9', env: { WRIT_DATABASE_URL: bare } });
+        await server.stop();
+        expect(server.log()).not.toContain('WARNING');
+      } finally {
+        rmSync(first, { recursive: true, force: true });
+      }
       // A replica started without the others' keys/ makes its own, and says loudly what that breaks.
       const replica = await startServerProcess({ dataDir: elsewhere, upstreamUrl: 'http://127.0.0.1:9', env: { WRIT_DATABASE_URL: url } });
       try {
