@@ -42,6 +42,8 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   if (w.credentialCreated) say(`[writ] created the governance admin credential at ${w.credentialPath} (mode 0600) — keep it secret`);
   else if (w.credentialMissing) {
     say(`[writ] no governance admin credential at ${w.credentialPath}: governance exists, so none was made (copy admin.jwk from the data directory that made it; if it is lost, \`writ keys new ${w.credentialPath}\` then \`writ keys add-governance ${w.credentialPath}\`)`);
+  } else if (w.credentialUnregistered) {
+    say(`[writ] WARNING: the admin credential at ${w.credentialPath} is not a key of this store's governance (another store's?): governance calls signed with it are refused; \`writ keys add-governance ${w.credentialPath}\` registers it, if it should be`);
   } else say(`[writ] governance admin credential: ${w.credentialPath}`);
   if (w.signingKeysNew && config.databaseUrl !== null) {
     say(`[writ] WARNING: ${config.dataDir}/keys had no signing key, so this replica made one, but the store has history: decisions and checkpoints this replica signs do not verify on the other replicas, nor theirs here. Give every replica the same keys/ (copy it from the data directory of the others), then restart this one.`);

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { writePrivateFile } from '../decision/index.js';
 import { join } from 'node:path';
@@ -17,6 +18,20 @@ export function adminCredentialPath(dataDir: string): string {
   return join(dataDir, 'admin.jwk');
 }
 
+/** Whether `keys` holds this very key (kid and key material, not the kid alone). */
+function sameKeyIn(keys: readonly PublicJwk[], key: PublicJwk): boolean {
+  return keys.some((k) => k.kid === key.kid && k.x === key.x && k.y === key.y);
+}
+
+/** Whether the credential file at `path` is one of `keys` (false for a file that cannot be read as a JWK). */
+function holdsKeyOf(keys: readonly PublicJwk[], path: string): boolean {
+  try {
+    return sameKeyIn(keys, publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>));
+  } catch {
+    return false;
+  }
+}
+
 export function readAdminCredential(dataDir: string): AdminCredential {
   const path = adminCredentialPath(dataDir);
   return { principal: GOVERNANCE_ID, privateJwk: JSON.parse(readFileSync(path, 'utf8')) };
@@ -31,19 +46,20 @@ export function readAdminCredential(dataDir: string): AdminCredential {
  * register a stray file's. Adding a governance key (after losing the credential) is an explicit act:
  * `writ keys add-governance FILE` (addGovernanceKey).
  */
-export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPath: string; created: boolean; missing: boolean }> {
+export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPath: string; created: boolean; missing: boolean; unregistered: boolean }> {
   const path = adminCredentialPath(ctx.config.dataDir);
   const graph = await ctx.graph.current();
   const existing = graph.principal(GOVERNANCE_ID);
   // Governance exists: nothing is made or registered, whatever file is there (a stray admin.jwk of another
   // store must not become a governance key of this one). Adding a key is `writ keys add-governance FILE`.
-  if (existing) return { credentialPath: path, created: false, missing: !existsSync(path) };
+  if (existing) return { credentialPath: path, created: false, missing: !existsSync(path), unregistered: existsSync(path) && !holdsKeyOf(existing.keys, path) };
   let publicJwk: PublicJwk;
   let created = false;
   if (existsSync(path)) {
     publicJwk = publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>);
   } else {
-    const pair = await generatePrincipalKeyPair(`governance-${ctx.clock.now().toString(36)}`);
+    // A random part: two processes starting in one millisecond must not make two keys under one kid.
+    const pair = await generatePrincipalKeyPair(`governance-${ctx.clock.now().toString(36)}-${randomBytes(4).toString('hex')}`);
     try {
       writePrivateFile(path, JSON.stringify(pair.privateJwk, null, 2), { overwrite: false });
       publicJwk = pair.publicJwk as PublicJwk;
@@ -67,13 +83,13 @@ export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPa
     }
     return []; // another process created it meanwhile (with its own credential, or this same file's)
   });
-  if (!(await ctx.graph.current()).principal(GOVERNANCE_ID)!.keys.some((k) => k.kid === publicJwk.kid)) {
+  if (!sameKeyIn((await ctx.graph.current()).principal(GOVERNANCE_ID)!.keys, publicJwk)) {
     // Another process with another data directory created governance first, with its credential: the
     // one this call wrote is no governance key, so it does not stay to be taken for one.
     if (created) rmSync(path, { force: true });
-    return { credentialPath: path, created: false, missing: created || !existsSync(path) };
+    return { credentialPath: path, created: false, missing: !existsSync(path), unregistered: existsSync(path) };
   }
-  return { credentialPath: path, created, missing: false };
+  return { credentialPath: path, created, missing: false, unregistered: false };
 }
 
 /**

@@ -24,6 +24,8 @@ export interface OpenedWrit {
   credentialCreated: boolean;
   /** Governance exists and this data directory holds no admin credential (none was made: see ensureGovernance). */
   credentialMissing: boolean;
+  /** The data directory holds an admin credential whose key is not governance's (another store's?). */
+  credentialUnregistered: boolean;
   /**
    * This open made the signing key of a store that has history: the data directory is not the one the
    * store's other processes sign with (their keys/ was not given to it), or its keys were lost.
@@ -85,12 +87,13 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     // others signed here. A store only bootstrapped or given its graph (by commands, which sign nothing
     // against PostgreSQL) is not that.
     const signingKeysNew = keys.madeSigningKey && (await store.read(async (tx) => (await tx.receipts.latestCheckpoint()) !== null || (await tx.receipts.entriesFrom(null, 1)).length > 0));
-    const { credentialPath, created, missing } = await ensureGovernance(ctx);
+    const { credentialPath, created, missing, unregistered } = await ensureGovernance(ctx);
     return {
       ctx,
       credentialPath,
       credentialCreated: created,
       credentialMissing: missing,
+      credentialUnregistered: unregistered,
       signingKeysNew,
       async close() {
         await decisionLog.close();

@@ -7,6 +7,7 @@ import { AuthorityGraph } from '../../src/graph/index.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { addGovernanceKey, adminCredentialPath, createGrant, ensureGovernance, openWrit } from '../../src/service/index.js';
 import { loadConfig } from '../../src/config/index.js';
+import { ManualClock } from '../../src/clock.js';
 import { generatePrincipalKeyPair } from '../../src/wire/principal-keys.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
 import { BUNDLE_DIR, REPO, startHarness, type Harness } from '../support/harness.js';
@@ -59,18 +60,42 @@ describe('graph writes that race', () => {
   });
 });
 
+describe('first starts of one store from two data directories at once, in one millisecond', () => {
+  it('one credential becomes governance\'s; the other is removed, not announced as created', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'writ-first-starts-two-'));
+    const clock = new ManualClock(Date.now()); // one millisecond for both
+    const configs = ['a', 'b'].map((d) => loadConfig({ dataDir: join(dir, d), dbFile: join(dir, 'writ.sqlite'), bundleDir: BUNDLE_DIR, policiesDir: join(REPO, 'policies') }, {}));
+    const [a, b] = await Promise.all(configs.map((c) => openWrit(c, { clock })));
+    try {
+      const opened = [a!, b!];
+      expect(opened.map((w) => w.credentialCreated).sort()).toEqual([false, true]);
+      const loser = opened.find((w) => !w.credentialCreated)!;
+      expect(loser.credentialMissing).toBe(true);
+      expect(existsSync(loser.credentialPath)).toBe(false);
+      const winner = opened.find((w) => w.credentialCreated)!;
+      const registered = (await a!.ctx.graph.current()).principal(GOVERNANCE_ID)!.keys;
+      expect(registered).toHaveLength(1);
+      expect(registered[0]!.x).toBe(JSON.parse(readFileSync(winner.credentialPath, 'utf8')).x);
+    } finally {
+      await a!.close();
+      await b!.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('the admin credential, once governance exists', () => {
   it('nothing mints or registers a governance key: not a missing credential, not a stray file; writ keys add-governance does, on purpose', async () => {
     const path = adminCredentialPath(h.config.dataDir);
     const before = (await h.ctx.graph.current()).principal(GOVERNANCE_ID)!.keys.map((k) => k.kid);
     const revision = (await h.ctx.graph.current()).revision;
     rmSync(path);
-    expect(await ensureGovernance(h.ctx)).toEqual({ credentialPath: path, created: false, missing: true });
+    expect(await ensureGovernance(h.ctx)).toEqual({ credentialPath: path, created: false, missing: true, unregistered: false });
     expect(existsSync(path)).toBe(false);
     // A credential of another store (a laptop's own data/admin.jwk) is not taken for one of this store's.
     const { privateJwk } = await generatePrincipalKeyPair('governance-replacement');
     writePrivateFile(path, JSON.stringify(privateJwk), { overwrite: false });
-    expect(await ensureGovernance(h.ctx)).toEqual({ credentialPath: path, created: false, missing: false });
+    expect(await ensureGovernance(h.ctx)).toEqual({ credentialPath: path, created: false, missing: false, unregistered: true });
     expect((await h.ctx.graph.current()).revision).toBe(revision);
     // After losing the credential, the operator registers a new key pair's public half explicitly.
     expect(await addGovernanceKey(h.ctx, 'operator', privateJwk as Record<string, unknown>)).toMatchObject({ kid: 'governance-replacement', keys: [...before, 'governance-replacement'] });
