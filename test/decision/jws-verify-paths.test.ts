@@ -59,9 +59,14 @@ async function quiet(): Promise<void> {
 
 describe('which thread checks a signature', () => {
   it('ES256: on the event loop when it is quiet, on the thread pool when it is busy, with the same answers', async () => {
-    await quiet();
-    calls.pool = calls.inline = 0;
-    expect(await answers(esToken, 'ES256', p256.publicKey, p256Other)).toEqual([true, false, false, false]);
+    // Quiet is measured on the loop's own time: on a machine loaded by other test files a window may read
+    // busy although this test slept through it, so the quiet case is looked at until one reads quiet.
+    for (let attempt = 1; ; attempt++) {
+      await quiet();
+      calls.pool = calls.inline = 0;
+      expect(await answers(esToken, 'ES256', p256.publicKey, p256Other)).toEqual([true, false, false, false]);
+      if (calls.inline === 3 || attempt === 5) break;
+    }
     expect(calls).toEqual({ pool: 0, inline: 3 });
 
     busy(60);
