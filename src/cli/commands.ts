@@ -19,7 +19,7 @@ import { tmpdir, userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
 import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
 import type { EpochBump } from '../lease/index.js';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { JWK } from 'jose';
 import { createApprovalAssertion } from '../wire/assertions.js';
@@ -150,6 +150,15 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
   const v = verifyArchiveFile(file, (jws) => verifyCheckpoint(jws, keyFor));
   print(withWireCheckpoint(v), values.json, () => (v.ok ? `OK: ${file} holds ${v.entries} entries of ${v.ranges!.length} chain(s), its signed ${v.version === 1 ? 'checkpoint' : 'manifest'} verified` : `BROKEN${v.chain !== undefined ? ` in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}` : ''}: ${v.problem}`));
   return v.ok ? 0 : 1;
+}
+
+/** A key file (a JWK) named on the command line, parsed; a UsageError saying why when it cannot be read. */
+function readJwkFile(file: string): Record<string, unknown> {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+  } catch (e) {
+    throw new UsageError(`cannot read the key ${file}: ${(e as Error).message}`);
+  }
 }
 
 /** What `writ revoke NAME` and `writ impact revoke NAME` name: an edge's id, unless --principal says it is a principal's or no edge has it. */
@@ -311,12 +320,7 @@ export const COMMANDS: Command[] = [
       const ttlText = (values.ttl as string | undefined) ?? `${config.maxAssertionTtlMs / 1000}s`;
       const ttlMs = /^\d+(s|m)$/.test(ttlText) ? duration(ttlText) : NaN;
       if (!(ttlMs >= 1_000 && ttlMs <= config.maxAssertionTtlMs)) throw new UsageError(`--ttl is whole seconds or minutes from 1s to ${config.maxAssertionTtlMs / 1000}s (Writ refuses longer assertions), got "${ttlText}"`);
-      let privateJwk: JWK;
-      try {
-        privateJwk = JSON.parse(readFileSync(values.key, 'utf8')) as JWK;
-      } catch (e) {
-        throw new UsageError(`cannot read the key ${values.key}: ${(e as Error).message}`);
-      }
+      const privateJwk = readJwkFile(values.key) as JWK;
       if (typeof privateJwk !== 'object' || privateJwk === null || typeof privateJwk.d !== 'string') throw new UsageError(`${values.key} is not a private JWK (writ keys new makes one)`);
       const approve = { principal, action, resource, environment: (values.env as string | undefined) ?? 'production' };
       const now = Date.now();
@@ -341,12 +345,7 @@ export const COMMANDS: Command[] = [
     options: { json: { type: 'boolean' } },
     run: async ({ values, positionals }) => {
       need(positionals, 1, 'writ keys add-governance FILE [--json]');
-      let jwk: Record<string, unknown>;
-      try {
-        jwk = JSON.parse(readFileSync(positionals[0]!, 'utf8')) as Record<string, unknown>;
-      } catch (e) {
-        throw new UsageError(`cannot read the key ${positionals[0]}: ${(e as Error).message}`);
-      }
+      const jwk = readJwkFile(positionals[0]!);
       return withWrit(values, async (w) => {
         const r = await addGovernanceKey(w.ctx, operator(), jwk);
         print(r, values.json, () => `governance key ${r.kid} registered (graph revision ${r.graph_revision}); governance's keys now: ${r.keys.join(', ')}`);
@@ -760,7 +759,7 @@ export const COMMANDS: Command[] = [
       let verdict: ReceiptChainVerdict | null = null;
       let unverified: string | null = null;
       try {
-        verdict = await verifyPostgresReceipts(values.to, existsSync(keysDir) && readdirSync(keysDir).length > 0 ? keysDir : null);
+        verdict = await verifyPostgresReceipts(values.to, existsSync(keysDir) ? keysDir : null);
       } catch (e) {
         unverified = `the copy is committed, but it could not be verified here (${(e as Error).message}): run writ audit verify --database … where the replicas run`;
       }

@@ -23,10 +23,15 @@ function sameKeyIn(keys: readonly PublicJwk[], key: PublicJwk): boolean {
   return keys.some((k) => k.kid === key.kid && k.x === key.x && k.y === key.y);
 }
 
+/** The public half of the credential file at `path`. */
+function credentialKey(path: string): PublicJwk {
+  return publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>);
+}
+
 /** Whether the credential file at `path` is one of `keys` (false for a file that cannot be read as a JWK). */
 function holdsKeyOf(keys: readonly PublicJwk[], path: string): boolean {
   try {
-    return sameKeyIn(keys, publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>));
+    return sameKeyIn(keys, credentialKey(path));
   } catch {
     return false;
   }
@@ -56,7 +61,7 @@ export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPa
   let publicJwk: PublicJwk;
   let created = false;
   if (existsSync(path)) {
-    publicJwk = publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>);
+    publicJwk = credentialKey(path);
   } else {
     // A random part: two processes starting in one millisecond must not make two keys under one kid.
     const pair = await generatePrincipalKeyPair(`governance-${ctx.clock.now().toString(36)}-${randomBytes(4).toString('hex')}`);
@@ -67,7 +72,7 @@ export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPa
     } catch (e) {
       // Another process sharing the data directory (a replica starting at the same moment) made it first: use its.
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      publicJwk = publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>);
+      publicJwk = credentialKey(path);
     }
   }
   await commitGraphChange(ctx, 'bootstrap', (g, now) => {

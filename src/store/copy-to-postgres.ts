@@ -25,12 +25,13 @@
  * back needs its epochs raised first, `writ lease bump-epochs`).
  */
 import { existsSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { WritError } from '../errors.js';
 import { migratePostgres } from './postgres/migrate.js';
 import { storedId } from './postgres/single-use-store.js';
-import { assertNotInUse } from './sqlite/backup.js';
+import { assertNotInUse, storeHeads } from './sqlite/backup.js';
 import { openSqliteStore } from './sqlite/sqlite-store.js';
 
 /** What was copied, and the heads both sides agree on. */
@@ -197,9 +198,9 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
       for (const t of TABLES) copied[t.table] = await copyTable(source, client, t);
       copied.receipt_chains = await setHeads(client);
       // Both sides must name the same heads before the copy counts (a difference is a bug here: nothing is kept).
-      const want = sqliteHeads(source);
+      const want = storeHeads(source);
       const got = await headsOf(client);
-      if (JSON.stringify(got) !== JSON.stringify(want)) {
+      if (!isDeepStrictEqual(got, want)) {
         throw new WritError('INTERNAL', `the copy does not match ${sqliteFile} (file ${JSON.stringify(want)}, database ${JSON.stringify(got)}); nothing was changed`);
       }
       await client.query('COMMIT');
@@ -289,20 +290,9 @@ async function setHeads(client: pg.Client): Promise<number> {
   return chains.rowCount ?? 0;
 }
 
-type Heads = Pick<StoreCopyReport, 'graph_revision' | 'receipt_head' | 'lease_keys' | 'max_epoch'>;
+type Heads = ReturnType<typeof storeHeads>;
 
-/** The same heads as headsOf, read from the SQLite file. */
-function sqliteHeads(source: Database.Database): Heads {
-  const head = source.prepare('SELECT seq, hash FROM receipt_entries ORDER BY seq DESC LIMIT 1').get() as { seq: number; hash: string } | undefined;
-  const keys = source.prepare('SELECT COUNT(*) AS n, MAX(epoch) AS max FROM lease_keys').get() as { n: number; max: number | null };
-  return {
-    graph_revision: (source.prepare('SELECT MAX(revision) AS r FROM graph_events').get() as { r: number | null }).r ?? 0,
-    receipt_head: { seq: head?.seq ?? 0, hash: head?.hash ?? null },
-    lease_keys: keys.n,
-    max_epoch: keys.max ?? 0,
-  };
-}
-
+/** The heads storeHeads reads from the file, read from the database. */
 async function headsOf(client: pg.Client): Promise<Heads> {
   const { rows } = await client.query<{ revision: string; seq: string | null; hash: string | null; keys: string; max_epoch: string | null }>(`
     SELECT (SELECT revision FROM graph_head) AS revision,

@@ -219,30 +219,34 @@ async function copyChecked(backupFile: string, to: string): Promise<BackupSummar
 export function summarize(file: string): BackupSummary {
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
-    const one = <T>(sql: string): T | undefined => {
-      try {
-        return db.prepare(sql).get() as T | undefined;
-      } catch {
-        return undefined; // a table of a later migration, absent in an older backup
-      }
-    };
-    const schema = one<{ v: number | null }>('SELECT MAX(version) AS v FROM schema_migrations')?.v ?? 0;
+    const schema = firstRow<{ v: number | null }>(db, 'SELECT MAX(version) AS v FROM schema_migrations')?.v ?? 0;
     if (schema > SQLITE_SCHEMA_VERSION) {
       throw new WritError('SCHEMA_TOO_NEW', `${file} has schema version ${schema}, newer than this Writ knows (${SQLITE_SCHEMA_VERSION})`, { schema_version: schema, known_version: SQLITE_SCHEMA_VERSION });
     }
-    const head = one<{ seq: number; hash: string }>('SELECT seq, hash FROM receipt_entries ORDER BY seq DESC LIMIT 1');
-    const keys = one<{ n: number; max: number | null }>('SELECT COUNT(*) AS n, MAX(epoch) AS max FROM lease_keys');
-    return {
-      file,
-      bytes: statSync(file).size,
-      schema_version: schema,
-      receipt_head: { seq: head?.seq ?? 0, hash: head?.hash ?? null },
-      graph_revision: one<{ r: number | null }>('SELECT MAX(revision) AS r FROM graph_events')?.r ?? 0,
-      lease_keys: keys?.n ?? 0,
-      max_epoch: keys?.max ?? 0,
-    };
+    return { file, bytes: statSync(file).size, schema_version: schema, ...storeHeads(db) };
   } finally {
     db.close();
+  }
+}
+
+/** Where a store's logs stand: its receipt head, graph revision, lease keys and highest epoch (a backup's summary; what `writ store copy` compares). */
+export function storeHeads(db: SqliteDatabase): Pick<BackupSummary, 'receipt_head' | 'graph_revision' | 'lease_keys' | 'max_epoch'> {
+  const head = firstRow<{ seq: number; hash: string }>(db, 'SELECT seq, hash FROM receipt_entries ORDER BY seq DESC LIMIT 1');
+  const keys = firstRow<{ n: number; max: number | null }>(db, 'SELECT COUNT(*) AS n, MAX(epoch) AS max FROM lease_keys');
+  return {
+    receipt_head: { seq: head?.seq ?? 0, hash: head?.hash ?? null },
+    graph_revision: firstRow<{ r: number | null }>(db, 'SELECT MAX(revision) AS r FROM graph_events')?.r ?? 0,
+    lease_keys: keys?.n ?? 0,
+    max_epoch: keys?.max ?? 0,
+  };
+}
+
+/** The first row of `sql`, or undefined (also when it names a table of a later migration, absent in an older backup). */
+function firstRow<T>(db: SqliteDatabase, sql: string): T | undefined {
+  try {
+    return db.prepare(sql).get() as T | undefined;
+  } catch {
+    return undefined;
   }
 }
 
