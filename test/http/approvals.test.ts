@@ -42,6 +42,12 @@ describe('approval above the risk threshold', () => {
     expect(r.status).toBe(422);
     expect(r.body.detail).toBe('the approval is for another request: action "unpublish_post", not "publish_post"; environment "prodution", not "production"');
   });
+  it('an approval\'s claims, not verified yet, are shown cut to 80 characters', async () => {
+    const long = `wp:post:${'9'.repeat(300)}`;
+    const r = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: await approval('editor-alice', { resource: long }) } } });
+    expect(r.status).toBe(422);
+    expect(r.body.detail).toBe(`the approval is for another request: resource ${JSON.stringify(long).slice(0, 79)}…, not "wp:post:42"`);
+  });
   it('an approval is single-use', async () => {
     const token = await approval('editor-alice');
     const first = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: token } } });
