@@ -18,6 +18,7 @@ import { execFileSync } from 'node:child_process';
 import { tmpdir, userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
 import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
+import { postgresHoldsGraph } from '../store/postgres/index.js';
 import type { EpochBump } from '../lease/index.js';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -57,8 +58,7 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
  * its first start): a command run from elsewhere against a shared store must not sign with a key no
  * server has. A SQLite store's data directory is its server's own, keys included.
  */
-async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T): Promise<T> {
-  const config = configFrom(values);
+async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values)): Promise<T> {
   const w = await openWrit(config, { makeSigningKey: config.databaseUrl === null });
   try {
     return await fn(w);
@@ -215,20 +215,26 @@ export const COMMANDS: Command[] = [
       need(positionals, 1, 'writ graph apply FILE [--dry-run]');
       const dryRun = values['dry-run'] === true;
       const config = configFrom(values);
-      // A dry run against a data directory with no store yet (a CI check of a manifest for a new
-      // install) judges it against a new, empty one made aside and removed: it creates nothing there.
-      const aside = dryRun && config.databaseUrl === null && !existsSync(config.dbFile) ? mkdtempSync(join(tmpdir(), 'writ-dry-run-')) : null;
+      // A dry run against a store that does not exist yet (a CI check of a manifest for a new install:
+      // no SQLite file, or a PostgreSQL database no Writ has opened) judges it against a new, empty
+      // store made aside and removed, as the new one would be: it creates nothing where it was pointed
+      // (opening the real one would bootstrap governance there, and put a credential in this data directory).
+      const none = !dryRun ? null
+        : config.databaseUrl === null ? (existsSync(config.dbFile) ? null : `there is none at ${config.dbFile}`)
+        : (await postgresHoldsGraph(config.databaseUrl)) ? null : 'the PostgreSQL database holds none yet';
+      const aside = none === null ? null : mkdtempSync(join(tmpdir(), 'writ-dry-run-'));
       try {
-        return await withWrit(aside === null ? values : { ...values, 'data-dir': aside }, async (w) => {
+        const judged = aside === null ? config : { ...config, dataDir: aside, dbFile: join(aside, 'writ.sqlite'), databaseUrl: null };
+        return await withWrit(values, async (w) => {
           const { manifest, baseDir } = readManifest(positionals[0]!);
           const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir, { dryRun });
           console.log(dryRun
-            ? `${positionals[0]} applied to ${aside === null ? `the graph at revision ${r.graph_revision}` : `a new store (there is none at ${config.dbFile})`} would give: ${applyCounts(r)} (dry run: nothing written)`
+            ? `${positionals[0]} applied to ${none === null ? `the graph at revision ${r.graph_revision}` : `a new store (${none})`} would give: ${applyCounts(r)} (dry run: nothing written)`
             : `applied ${positionals[0]}: ${applyCounts(r)}; graph revision ${r.graph_revision}`);
           for (const c of r.created) console.log(`  + ${c}`);
           for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
           return 0;
-        });
+        }, judged);
       } finally {
         if (aside !== null) rmSync(aside, { recursive: true, force: true });
       }

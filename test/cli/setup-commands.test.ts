@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO } from '../support/harness.js';
 import { CLI, requireDist } from '../support/server-process.js';
 import { runWrit } from '../support/cli.js';
+import pg from 'pg';
 import { createTestDatabase } from '../../scripts/test-database.js';
 
 let dataDir: string;
@@ -57,6 +58,33 @@ describe('the writ command for operators and policy authors', () => {
     expect(readdirSync(tmpdir()).filter((f) => f.startsWith('writ-dry-run-')).length).toBe(before);
   });
 
+  it('graph apply --dry-run on a PostgreSQL database no Writ has opened writes nothing there (no schema, no governance, no credential)', async () => {
+    const db = await createTestDatabase('writ_cli_dry');
+    const here = join(dataDir, 'dry-pg');
+    try {
+      const tables = async () => {
+        const c = new pg.Client({ connectionString: db.url });
+        await c.connect();
+        try {
+          return (await c.query('SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()')).rows.length;
+        } finally {
+          await c.end();
+        }
+      };
+      const dry = await runWrit(here, 'graph', 'apply', 'graph/example.yaml', '--dry-run', '--database', db.url);
+      expect(dry.code).toBe(0);
+      expect(dry.stdout).toMatch(/^graph\/example\.yaml applied to a new store \(the PostgreSQL database holds none yet\) would give: \d+ created, 0 unchanged \(dry run: nothing written\)\n/);
+      expect(await tables()).toBe(0);
+      expect(existsSync(here)).toBe(false);
+      // Once the database holds a graph, the dry run judges against it.
+      expect((await runWrit(here, 'graph', 'apply', 'graph/example.yaml', '--database', db.url)).code).toBe(0);
+      const again = await runWrit(here, 'graph', 'apply', 'graph/example.yaml', '--dry-run', '--database', db.url);
+      expect(again.stdout).toMatch(/^graph\/example\.yaml applied to the graph at revision \d+ would give: 0 created, \d+ unchanged \(dry run: nothing written\)\n$/);
+    } finally {
+      await db.drop();
+    }
+  });
+
   it('keys add-governance registers a key pair\'s public half for governance (after losing the credential); twice is ALREADY_EXISTS', async () => {
     expect((await writ('graph', 'apply', 'graph/example.yaml')).code).toBe(0);
     const file = join(dataDir, 'replacement.jwk');
@@ -83,8 +111,8 @@ describe('the writ command for operators and policy authors', () => {
     expect(sqlite).toMatchObject({ code: 0, out: expect.stringMatching(/^sqlite store .*writ\.sqlite: schema at version \d+/) });
     const db = await createTestDatabase('writ_cli_migrate');
     try {
-      const pg = await writ('migrate', '--database', db.url);
-      expect(pg).toMatchObject({ code: 0, out: expect.stringMatching(/^postgres store .*: schema at version \d+/) });
+      const onPg = await writ('migrate', '--database', db.url);
+      expect(onPg).toMatchObject({ code: 0, out: expect.stringMatching(/^postgres store .*: schema at version \d+/) });
       expect((await writ('migrate', '--database', db.url)).code).toBe(0); // again: nothing to apply
     } finally {
       await db.drop();

@@ -108,6 +108,25 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   return new PgStore(pool, options.maxAttempts ?? 8, retryAfterMs, options.beginWithFirstStatement ?? true, url);
 }
 
+/**
+ * Whether the database at `url` holds a Writ graph (a graph event: on a store Writ opened, at least
+ * its bootstrap), read without migrating or writing anything. A database without Writ's tables holds none.
+ */
+export async function postgresHoldsGraph(url: string, options: { connectTimeoutMs?: number } = {}): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000, application_name: `writ-probe-${process.pid}` });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ present: boolean }>("SELECT to_regclass('graph_events') IS NOT NULL AS present");
+    if (!rows[0]!.present) return false;
+    return (await client.query('SELECT 1 FROM graph_events LIMIT 1')).rows.length > 0;
+  } catch (e) {
+    throw mapEngineError(e, 1_000);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
 class PgStore implements PostgresStore {
   readonly engine = 'postgres' as const;
   private readonly counters = { roundTrips: 0, retries: 0, eagerRuns: 0, commits: 0 };
