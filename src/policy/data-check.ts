@@ -60,6 +60,7 @@ export const POLICY_DATA_SCHEMA = {
               class: resourceClass,
               managed: { type: 'boolean' },
               fields: { type: 'object', propertyNames: name, additionalProperties: resourceClass },
+              fields_closed: { type: 'boolean' },
               conflict_domain: domainName,
               field_conflict_domains: { type: 'object', propertyNames: name, additionalProperties: domainName },
               conflict_scope: {
@@ -122,6 +123,9 @@ function crossChecks(data: PolicyData): string[] {
     const first = seen.get(rule.pattern);
     if (first !== undefined) problems.push(`${at}: pattern "${rule.pattern}" is the pattern of resource_classes[${first}], which is listed first, so this rule never applies`);
     else seen.set(rule.pattern, i);
+    if (rule.fields_closed === true && Object.keys(rule.fields ?? {}).length === 0) {
+      problems.push(`${at}.fields_closed: a rule whose fields are closed must list them in "fields" (field → class): with none, every field of its keys would be refused`);
+    }
     if (rule.fields !== undefined) {
       for (const field of Object.keys(rule.field_conflict_domains ?? {})) {
         if (!Object.hasOwn(rule.fields, field)) problems.push(`${at}.field_conflict_domains.${field}: "${field}" is not one of the rule's fields (${Object.keys(rule.fields).join(', ')}): a misspelt field would lose its domain`);

@@ -132,6 +132,11 @@ export interface ResourceClassRule {
   managed: boolean;
   /** Per-field semantics overriding `class` for those fields. */
   fields?: Record<string, ResourceClassRule['class']>;
+  /**
+   * The rule's keys have no fields but `fields`: the policy denies a request naming another, and a scope
+   * naming a field no class it reaches has is refused (a misspelt `titel` would otherwise take `class`).
+   */
+  fields_closed?: boolean;
   conflict_domain?: string;
   /** Per-field conflict domains (e.g. a post's `canonical` field is in SEO_METADATA); used when `conflict_domain` is unset. */
   field_conflict_domains?: Record<string, string>;

@@ -45,8 +45,9 @@ export function checkResourceType(data: PolicyData, key: string, type: string): 
 /**
  * An edge's scope must be able to apply under the policy's registry, as a relationship must name
  * relations its schema defines: every action (other than `*`) is in the action catalogue, every
- * environment (other than `*`) is declared where the policy declares them (environmentProblem), and every
- * resource pattern can match a key of some resource class. Otherwise the edge would be stored and
+ * environment (other than `*`) is declared where the policy declares them (environmentProblem), every
+ * resource pattern can match a key of some resource class, and every field is one the classes it
+ * reaches have where they close their fields (fieldsProblems). Otherwise the edge would be stored and
  * silently never count (a typo such as `update_psot`, or `wordpress:article:*`, an alias: chains match
  * canonical keys). Preemption edges name no actions or resources. Throws UNPROCESSABLE naming every
  * problem of the scope (scopeProblems), not the first alone.
@@ -69,7 +70,7 @@ export function scopeProblems(data: PolicyData, kind: EdgeKind, scope: Scope): s
 
 /**
  * Whether a scope with registry problems still applies in part (every dimension keeps an action, a
- * pattern and an environment the policy has: `[production, qa]` still grants in production), or
+ * pattern, an environment and a field the policy has: `[production, qa]` still grants in production), or
  * counts for nothing at all.
  */
 export function scopeAppliesInPart(data: PolicyData, kind: EdgeKind, scope: Scope): boolean {
@@ -117,7 +118,33 @@ function scopeCheck(data: PolicyData, kind: EdgeKind, scope: Scope): { problems:
     }
     dead ||= bad === scope.environments.length;
   }
+  if (kind !== 'approves') {
+    const fields = fieldsProblems(data, scope);
+    problems.push(...fields.problems);
+    dead ||= fields.dead;
+  }
   return { problems, dead };
+}
+
+/**
+ * A scope's fields that no resource class its patterns reach has, where those classes close their
+ * fields (`fields_closed`): a field is known for a pattern when some class overlapping it is open or
+ * lists it. Patterns that reach no class are left to the resources' problems. Dead when the scope
+ * names fields (not `*`) and none is known.
+ */
+function fieldsProblems(data: PolicyData, scope: Scope): { problems: string[]; dead: boolean } {
+  const reach = scope.resources.map((p) => data.writ.resource_classes.filter((rule) => patternsOverlap(rule.pattern, p))).filter((rules) => rules.length > 0);
+  if (reach.length === 0 || scope.fields.includes('*')) return { problems: [], dead: false };
+  const problems: string[] = [];
+  let bad = 0;
+  for (const field of scope.fields) {
+    if (reach.some((rules) => rules.some((rule) => rule.fields_closed !== true || Object.hasOwn(rule.fields ?? {}, field)))) continue;
+    const classes = [...new Set(reach.flat())];
+    const known = [...new Set(classes.flatMap((rule) => Object.keys(rule.fields ?? {})))].sort();
+    problems.push(`scope.fields: "${field}" is not a field of ${classes.map((rule) => `${rule.pattern} (${Object.keys(rule.fields ?? {}).sort().join(', ')})`).join(', ')}, whose fields are closed (fields_closed), so the edge would never apply to it${didYouMean(field, known)}`);
+    bad += 1;
+  }
+  return { problems, dead: scope.fields.length > 0 && bad === scope.fields.length };
 }
 
 /**

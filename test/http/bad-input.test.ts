@@ -77,9 +77,27 @@ describe('bad input gets a stable code and changes nothing', () => {
     // The example's policy declares its environments (data.writ.environments: production, staging, development).
     ['/v1/grants', { to: 'seo-agent-7' }, { environments: ['production', 'prodution'] }, /^scope\.environments: "prodution" is not an environment of the policy \(data\.writ\.environments: production, staging, development\) \(did you mean "production"\?\)$/],
     ['/v1/approvals', { from: 'editor-alice', to: 'seo-agent-7' }, { environments: ['dev'] }, /^scope\.environments: "dev" is not an environment of the policy \(data\.writ\.environments: production, staging, development\)$/],
+    // wp:post:* lists its fields and closes them (fields_closed): one it does not list is never granted.
+    ['/v1/grants', { to: 'seo-agent-7' }, { fields: ['title', 'titel'] }, /^scope\.fields: "titel" is not a field of wp:post:\* \(body, canonical, meta_description, status, tags, title\), whose fields are closed \(fields_closed\), so the edge would never apply to it \(did you mean "title"\?\)$/],
+    ['/v1/delegations', { from: 'orchestrator', to: 'seo-agent-7' }, { fields: ['meta_desc'] }, /^scope\.fields: "meta_desc" is not a field of wp:post:\*/],
   ])('%s with %j in its scope: an edge that would never apply', async (url, ends, scope, why) => {
     const r = await refused('governance', { method: 'POST', url, payload: { ...ends, reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], risk_max: 1, ...scope } } }, 422, 'UNPROCESSABLE');
     expect(r.body.detail).toMatch(why);
+  });
+  it('an owner of a field its keys do not have, where their class closes its fields', async () => {
+    const r = await refused('governance', { method: 'POST', url: '/v1/ownerships', payload: { owner: 'editor-alice', resource: 'wp:post:1', fields: ['staus'], reason: 'r' } }, 422, 'UNPROCESSABLE');
+    expect(r.body.detail).toMatch(/^scope\.fields: "staus" is not a field of wp:post:\* .*\(did you mean "status"\?\)$/);
+  });
+  it('a field of a class that does not close its fields is taken as written (a scope reaching wp:post:* and deploy:**)', async () => {
+    const r = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: { actions: ['deploy'], resources: ['wp:post:*', 'deploy:**'], environments: ['production'], fields: ['artifact'], risk_max: 1 } } });
+    expect(r.status).toBe(201);
+    expect((await h.call('governance', { method: 'DELETE', url: `/v1/edges/${r.body.edge.id}?reason=test` })).status).toBe(200);
+  });
+  it('a decision on a field the closed class does not have is denied, naming the fields it has', async () => {
+    const r = await h.call('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['titel'] } });
+    expect(r.status).toBe(200);
+    expect(r.body.allow).toBe(false);
+    expect(r.body.reasons).toContain('fields: titel is not a field of wp:post:1024 (its resource class wp:post:* declares only [body, canonical, meta_description, status, tags, title])');
   });
   it('an owner of keys no resource class has', async () => {
     const r = await refused('governance', { method: 'POST', url: '/v1/ownerships', payload: { owner: 'editor-alice', resource: 'wp:page:1', reason: 'r' } }, 422, 'UNPROCESSABLE');

@@ -181,8 +181,19 @@ describe('the policy data is checked before a bundle is used', () => {
       w.resource_classes[0].field_conflict_domains.canonicl = 'SEO_METADATA';
       w.aliases.push({ from: 'wordpress:article', to: 'wp:page' });
     })).toEqual([
-      'data.writ.resource_classes[0].field_conflict_domains.canonicl: "canonicl" is not one of the rule\'s fields (body, title, meta_description, tags, canonical): a misspelt field would lose its domain',
+      'data.writ.resource_classes[0].field_conflict_domains.canonicl: "canonicl" is not one of the rule\'s fields (body, title, meta_description, tags, canonical, status): a misspelt field would lose its domain',
       'data.writ.aliases[1]: "wordpress:article" is the "from" of aliases[0], which is listed first, so this alias is never used',
     ]);
+  });
+
+  it('fields_closed is a boolean, and a rule that closes its fields lists them', () => {
+    expect(problemsAfter((w) => {
+      w.resource_classes[0].fields_closed = 'true';
+    })).toEqual(['data.writ.resource_classes[0].fields_closed must be boolean (found "true")']);
+    expect(problemsAfter((w) => {
+      delete w.resource_classes[0].fields;
+      delete w.resource_classes[0].field_conflict_domains;
+      w.resource_classes[0].conflict_domain = 'SEO_METADATA';
+    })).toEqual(['data.writ.resource_classes[0].fields_closed: a rule whose fields are closed must list them in "fields" (field → class): with none, every field of its keys would be refused']);
   });
 });

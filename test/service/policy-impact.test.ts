@@ -190,6 +190,27 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     expect(r.flips.map((f) => f.decision_id)).not.toContain(staging.body.decision_id);
   });
 
+  it('a field a closed class no longer lists: the edges naming it are listed, and a decision asking for it flips to a deny naming the fields there are', { timeout: 60_000 }, async () => {
+    const dir = candidatePolicies('fields', (d) => {
+      const file = join(d, 'data.json');
+      const data = JSON.parse(readFileSync(file, 'utf8'));
+      const post = data.writ.resource_classes.find((r: { pattern: string }) => r.pattern === 'wp:post:*');
+      delete post.fields.meta_description;
+      writeFileSync(file, JSON.stringify(data, null, 2));
+    });
+    const asked = await h.call('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['meta_description'] } });
+    expect(asked.body.allow).toBe(true);
+    await h.ctx.decisionLog.flush();
+    const { engine } = await loadCandidatePolicy(dir, findOpa);
+    const r = await policyImpact(h.ctx, engine);
+    // The seo delegation and ownership keep title: they still count in part, and are named; none counts for nothing.
+    expect(r.stranded_edges.map((e) => e.edge_id)).toEqual(expect.arrayContaining(['o-seo-metadata']));
+    expect(r.stranded_edges.find((e) => e.edge_id === 'o-seo-metadata')!.problem).toMatch(/^scope\.fields: "meta_description" is not a field of wp:post:\* \(body, canonical, status, tags, title\)/);
+    const flip = r.flips.find((f) => f.decision_id === asked.body.decision_id);
+    expect(flip).toMatchObject({ flip: 'allow→deny' });
+    expect(JSON.stringify(flip)).toContain('fields: meta_description is not a field of wp:post:1024');
+  });
+
   it('from the receipts when no decision log is given: the write\'s decision is rebuilt from the receipt and flips too', { timeout: 60_000 }, async () => {
     const { engine } = await loadCandidatePolicy(candidatePolicies('risk-receipts', raiseUpdateRisk), findOpa);
     const r = await policyImpact(h.ctx, engine, { decisionLogFile: null });

@@ -234,6 +234,31 @@ test_deny_fields_not_in_scope if {
 	reasons(f.with_request({"fields": ["body", "tags", "title"]})) == ["chain 0: fields: body, tags are not in the scope of edge d-orch-seo [meta_description, title]"]
 }
 
+# wp:post:* declares its fields ("fields_closed": true): a field it does not list is denied, whatever
+# the scope grants (fields [*] here), with the fields it has.
+test_deny_field_a_closed_class_does_not_declare if {
+	grant := f.edge(f.grant, {"to": "seo-agent-7", "scope": {"fields": ["*"]}})
+	r := decision with input as object.union(f.with_edges([grant]), {"request": {"fields": ["title", "titel"]}})
+	not r.allow
+	r.reasons == ["fields: titel is not a field of wp:post:1024 (its resource class wp:post:* declares only [body, canonical, meta_description, status, tags, title])"]
+}
+
+test_declared_fields_of_a_closed_class_allow if {
+	grant := f.edge(f.grant, {"to": "seo-agent-7", "scope": {"fields": ["*"]}})
+	r := decision with input as object.union(f.with_edges([grant]), {"request": {"fields": ["title", "status"]}})
+	r.allow
+}
+
+# Without "fields_closed" a field the class does not list takes the class's own.
+test_an_open_class_takes_any_field_with_its_own_class if {
+	grant := f.edge(f.grant, {"to": "seo-agent-7", "scope": {"fields": ["*"]}})
+	open := [object.remove(data.writ.resource_classes[0], ["fields_closed"])]
+	r := decision with input as object.union(f.with_edges([grant]), {"request": {"fields": ["titel"]}})
+		with data.writ.resource_classes as open
+	r.allow
+	r.obligations.field_classes == {"titel": "WRITE_EXCLUSIVE"}
+}
+
 test_deny_whole_resource_without_all_fields if {
 	reasons(f.with_request({"fields": []})) == ["chain 0: fields: the whole resource (no fields listed) needs fields [*], not in the scope of edge d-orch-seo [meta_description, title]"]
 }

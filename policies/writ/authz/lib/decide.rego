@@ -197,6 +197,23 @@ registration_reasons := set() if {
 	count(matching_rules) > 0
 } else := {concat("", ["resource ", request.resource, " matches no resource class in data.writ.resource_classes"])}
 
+# --- declared fields: a resource class with "fields_closed": true has no fields but those it lists
+# (without it a field it does not list takes the class's own; a misspelt `titel` would be granted
+# by a scope with fields [*] and written upstream as asked).
+
+field_reasons := {msg |
+	object.get(rule, "fields_closed", false) == true
+	some f in request.fields
+	f != "*"
+	not declared_field(f)
+	msg := concat("", [
+		"fields: ", f, " is not a field of ", request.resource, " (its resource class ", rule.pattern,
+		" declares only ", text.list([k | some k, _ in field_map]), ")",
+	])
+}
+
+declared_field(f) if field_map[f]
+
 # --- domain rules: every `deny` of a package below writ.authz.domain (see domain/owner_only.rego)
 # adds its messages to the reasons, on top of chain authority.
 
@@ -246,7 +263,7 @@ default both(_, _) := false
 
 reasons := sort(union({
 	chain_reasons, action_reasons, ownership_reasons, approval_reasons,
-	domain_reasons, registration_reasons, domain_rule_reasons,
+	domain_reasons, registration_reasons, domain_rule_reasons, field_reasons,
 }))
 
 allow := count(reasons) == 0
