@@ -15,7 +15,7 @@ import type { DecisionInput, DecisionResult, PolicyData, PolicyEngine, RequestPr
 import type { Receipt } from '../audit/index.js';
 import type { WritContext } from './context.js';
 import { decisionInputFor } from './decide.js';
-import { checkEnvironment, registryProblem } from './resources.js';
+import { canonicalResource, checkEnvironment, registryProblem } from './resources.js';
 
 /** The request of a replayed decision: the policy input's own request. */
 export type ReplayedRequest = DecisionInput['request'];
@@ -126,11 +126,13 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
       graphs.set(r.graph_revision, graph);
     }
     const judge = (engine: PolicyEngine): { result: DecisionResult; chain: string[] } => {
-      // As decide judges it: an environment the policy does not declare is refused before any chain (UNPROCESSABLE).
+      // As decide judges it: an environment the policy does not declare (UNPROCESSABLE) and a key no
+      // resource class has (UNKNOWN_RESOURCE) are refused before any chain; an alias is rewritten.
       checkEnvironment(engine.data, r.request.environment, 'environment');
-      const approval: VerifiedApproval | null = r.approvedBy === null ? null : { by: r.approvedBy, edges: approvalEdges(graph, r.approvedBy, r.request.principal, r.at) };
-      const chains = resolveChains(graph, r.request, r.at, { mode: 'decide' });
-      const result = engine.decide(decisionInputFor(graph, r.request, chains, r.at, { approval, properties: r.properties, context: r.context }));
+      const request = { ...r.request, resource: canonicalResource(engine.data, r.request.resource) };
+      const approval: VerifiedApproval | null = r.approvedBy === null ? null : { by: r.approvedBy, edges: approvalEdges(graph, r.approvedBy, request.principal, r.at) };
+      const chains = resolveChains(graph, request, r.at, { mode: 'decide' });
+      const result = engine.decide(decisionInputFor(graph, request, chains, r.at, { approval, properties: r.properties, context: r.context }));
       return { result, chain: result.chain_index === null ? [] : chains[result.chain_index]!.edges.map((e) => e.id) };
     };
     let current: { result: DecisionResult; chain: string[] };

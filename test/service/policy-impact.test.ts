@@ -151,8 +151,16 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'gone-agent', kind: 'agent', keys: [] });
     await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-gone', to: 'gone-agent', reason: 'its principal goes', scope });
     await revokePrincipal(h.ctx, GOVERNANCE_ID, 'gone-agent', 'test');
+    // A decision on a key the candidate no longer registers: it would refuse it (UNKNOWN_RESOURCE), a failure, not a flip.
+    const deploy = await h.call('release-controller', { method: 'POST', url: '/v1/decisions', payload: { action: 'deploy', resource: 'deploy:web:prod', environment: 'production', fields: [] } });
+    expect(deploy.body.allow).toBe(true);
+    await h.ctx.decisionLog.flush();
     const { engine } = await loadCandidatePolicy(dir, findOpa);
     const r = await policyImpact(h.ctx, engine);
+    expect(r.failures.filter((f) => f.decision_id === deploy.body.decision_id)).toEqual([expect.objectContaining({
+      current: true, code: 'UNKNOWN_RESOURCE', error: expect.stringContaining('"deploy:web:prod" is not a registered coordination key'),
+    })]);
+    expect(r.flips.map((f) => f.decision_id)).not.toContain(deploy.body.decision_id);
     expect(r.stranded_edges.map((e) => `${e.edge_id} ${e.kind}`)).toEqual([
       'g-editor-alice grant',
       'g-incident-commander grant',
