@@ -36,19 +36,31 @@ export function ensureKeyDir(dir: string): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
 }
 
-/** The kids present in the directory, sorted (cheap: names only). */
+/** The kids present in the directory, sorted (cheap: names only); none where there is no directory. */
 export function listKids(dir: string): string[] {
   const kids: string[] = [];
-  for (const name of readdirSync(dir)) {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return kids;
+    throw e;
+  }
+  for (const name of names) {
     const m = KEY_FILE.exec(name);
     if (m) kids.push(m[1]!);
   }
   return kids.sort();
 }
 
-/** Directory mtime: a rename into the directory changes it, so it is a cheap "something changed" hint. */
+/** Directory mtime: a rename into the directory changes it, so it is a cheap "something changed" hint (-1: no directory). */
 export function dirStamp(dir: string): number {
-  return statSync(dir).mtimeMs;
+  try {
+    return statSync(dir).mtimeMs;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return -1;
+    throw e;
+  }
 }
 
 export function readKeyFiles(dir: string): KeyFile[] {

@@ -79,11 +79,12 @@ export class KeyRing implements DecisionKeyResolver {
 
   /**
    * Opens the ring in `dir` (by convention `<dataDir>/keys`), creating the directory (0700) and the
-   * first key when there is none.
+   * first key when there is none (unless `makeSigningKey` is false: then neither).
    */
   static async open(dir: string, clock: Clock, options: KeyRingOptions = {}): Promise<KeyRing> {
     const ring = new KeyRing(dir, clock, options);
-    ensureKeyDir(ring.dir);
+    // A ring that only verifies leaves a missing directory missing (it reads as no keys until one appears).
+    if (options.makeSigningKey !== false) ensureKeyDir(ring.dir);
     ring.reload();
     if (!ring.signing && options.makeSigningKey !== false) {
       await ring.rotate();
@@ -144,6 +145,7 @@ export class KeyRing implements DecisionKeyResolver {
     const { privateKey } = await generateKeyPair('Ed25519', { extractable: true });
     const jwk = await exportJWK(privateKey);
     const kid = await calculateJwkThumbprint(jwk);
+    ensureKeyDir(this.dir);
     this.reload();
     // spread-then-add: once per key generated
     writeKeyFile(this.dir, { kid, alg: 'EdDSA', created_at: now, retired_at: null, jwk: { ...jwk, kid } });

@@ -27,6 +27,19 @@ describe('the key ring', () => {
     expect(readdirSync(keyDir)).toHaveLength(1);
   });
 
+  it('a ring that only verifies (makeSigningKey false) creates no directory, and finds the key a server makes there later', async () => {
+    const keyDir = join(tempDir(), 'keys');
+    const clock = new ManualClock(T0);
+    const reader = await KeyRing.open(keyDir, clock, { makeSigningKey: false });
+    expect(existsSync(keyDir)).toBe(false);
+    expect(reader.canSign).toBe(false);
+    expect(kids(reader)).toEqual([]);
+    const server = await KeyRing.open(keyDir, clock);
+    const token = await signDecision(server, longLived());
+    await expect(verifyDecision(token, { keys: reader, audience: AUDIENCE, now: T0 })).resolves.toMatchObject({ decision_id: 'dec-1' });
+    expect(kids(reader)).toEqual([server.current().kid]);
+  });
+
   it('rotates: new decisions use the new key, old ones verify during the grace period and not after it', async () => {
     const clock = new ManualClock(T0);
     const ring = await KeyRing.open(tempDir(), clock, { maxTokenTtlMs: GRACE });

@@ -205,6 +205,7 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
         expect(r, args.join(' ')).toMatchObject({ code: 1, stderr: expect.stringContaining(`holds no signing key, and ${what} is signed with the servers' key`) });
       }
       expect(existsSync(join(elsewhere, 'archive.jsonl'))).toBe(false);
+      expect(existsSync(join(elsewhere, 'keys'))).toBe(false); // reading and verifying make no key directory either
       // A first server on a store that holds nothing signed yet (a graph only, applied by a command) makes its key without a warning.
       const bare = await database();
       const first = mkdtempSync(join(tmpdir(), 'writ-first-'));
