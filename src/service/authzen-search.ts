@@ -11,7 +11,7 @@ import { PRINCIPAL_KINDS } from '../graph/model.js';
 import type { AuthzenAction, AuthzenSearchRequest, AuthzenSearchResponse, AuthzenResource, AuthzenSubject } from '../wire/authzen.js';
 import { checkMayAskAbout, liveScopes, mayAskAbout, scopeGives } from './ask-about.js';
 import { environmentAndFields, malformed, subjectPrincipal } from './authzen.js';
-import { checkEnvironment, checkResourceType } from './resources.js';
+import { checkEnvironment, checkFields, checkResourceType } from './resources.js';
 import type { WritContext } from './context.js';
 import { explain, type DecisionRequestInput, type Explanation } from './decide.js';
 
@@ -83,8 +83,9 @@ function question(principal: string, action: string, resource: string, f: { envi
  * `writ who` and POST /access/v1/search/subject.
  */
 export async function explainForEach(ctx: WritContext, caller: string, q: DecisionRequestInput, kind?: string): Promise<Explanation[]> {
-  // Before the candidates: with none to ask about, a misspelt environment would answer "nobody".
+  // Before the candidates: with none to ask about, a misspelt environment or field would answer "nobody".
   checkEnvironment(ctx.policy.data, q.environment, 'environment');
+  checkFields(ctx.policy.data, q.resource, q.fields ?? [], 'fields');
   const now = ctx.clock.now();
   const candidates: string[] = [];
   for (const p of (await ctx.graph.current()).principals()) {
@@ -108,6 +109,7 @@ export async function searchSubjects(ctx: WritContext, caller: string, req: Auth
   const action = requireAction(req.action);
   const resource = requireResource(ctx, req.resource);
   const f = environmentAndFields(ctx.policy.data, req.resource?.properties, true);
+  if (f.fields) checkFields(ctx.policy.data, resource, f.fields, 'resource.properties.fields');
   const { principal: _p, ...q } = question('', action, resource, f, req);
   const allowed = (await explainForEach(ctx, caller, q, kind)).filter((x) => x.allow).map((x) => ({ type: kind, id: x.principal }));
   return paginate(allowed, req);
@@ -120,10 +122,11 @@ export async function searchSubjects(ctx: WritContext, caller: string, req: Auth
  */
 export async function searchResources(ctx: WritContext, caller: string, req: AuthzenSearchRequest): Promise<AuthzenSearchResponse<{ type: string; id: string; properties: { chain: string[] } }>> {
   const f = environmentAndFields(ctx.policy.data, req.resource?.properties, false);
-  const subject = await requireSubject(ctx, caller, req.subject, f.environment);
-  const action = requireAction(req.action);
   const type = req.resource?.type;
   if (typeof type !== 'string' || validateResourceKey(type) !== null) throw malformed('resource.type is required: a key prefix such as "wp:post"');
+  if (f.fields) checkFields(ctx.policy.data, `${type}:**`, f.fields, 'resource.properties.fields');
+  const subject = await requireSubject(ctx, caller, req.subject, f.environment);
+  const action = requireAction(req.action);
   const found = new Map<string, string[]>();
   for (const { scope, chain } of await liveScopes(ctx, subject)) {
     if (!scopeGives(scope, { action, ...f })) continue;
@@ -149,8 +152,9 @@ function keyOfType(pattern: string, type: string): string | null {
  */
 export async function searchActions(ctx: WritContext, caller: string, req: AuthzenSearchRequest): Promise<AuthzenSearchResponse<{ name: string }>> {
   const f = environmentAndFields(ctx.policy.data, req.resource?.properties, true);
-  const subject = await requireSubject(ctx, caller, req.subject, f.environment);
   const resource = requireResource(ctx, req.resource);
+  if (f.fields) checkFields(ctx.policy.data, resource, f.fields, 'resource.properties.fields');
+  const subject = await requireSubject(ctx, caller, req.subject, f.environment);
   const catalogue = Object.keys(ctx.policy.data.writ.actions);
   const candidates = new Set<string>();
   for (const { scope } of await liveScopes(ctx, subject)) {

@@ -23,7 +23,7 @@ import type {
 import { checkMayAskAbout } from './ask-about.js';
 import type { WritContext } from './context.js';
 import { decide, type DecisionRequestInput } from './decide.js';
-import { checkEnvironment, checkResourceType } from './resources.js';
+import { checkEnvironment, checkFields, checkResourceType } from './resources.js';
 import type { PolicyData } from '../policy/types.js';
 
 export const malformed = (message: string) => new WritError('MALFORMED_REQUEST', message);
@@ -57,6 +57,7 @@ export async function toDecisionRequest(ctx: WritContext, e: AuthzenEvaluationRe
   const principal = await subjectPrincipal(ctx, e.subject);
   const { environment, fields } = environmentAndFields(ctx.policy.data, e.resource.properties, true);
   const canonical = checkResourceType(ctx.policy.data, e.resource.id, e.resource.type);
+  if (fields) checkFields(ctx.policy.data, canonical, fields, 'resource.properties.fields');
   return {
     principal,
     body: {
@@ -74,8 +75,9 @@ export async function toDecisionRequest(ctx: WritContext, e: AuthzenEvaluationRe
 export async function evaluateAccess(ctx: WritContext, caller: string, e: AuthzenEvaluationRequest, from?: string): Promise<AuthzenDecision> {
   // Who may ask comes first: a caller that may not ask about others learns nothing about them, not even
   // whether they exist. The environment is checked before (it tells nothing about them), so that a
-  // misspelt one is named as such, not taken for a question the caller may not ask.
-  const { environment } = environmentAndFields(ctx.policy.data, e.resource.properties, false);
+  // misspelt one is named as such, not taken for a question the caller may not ask. So are the fields.
+  const { environment, fields } = environmentAndFields(ctx.policy.data, e.resource.properties, false);
+  if (fields) checkFields(ctx.policy.data, e.resource.id, fields, 'resource.properties.fields');
   await checkMayAskAbout(ctx, caller, e.subject.id, environment);
   const { principal, body } = await toDecisionRequest(ctx, e);
   const d = await decide(ctx, principal, body, { via: 'authzen', askedBy: caller, ...(from !== undefined ? { requestedBy: from } : {}) });

@@ -7,7 +7,7 @@ import { GOVERNANCE_ID } from '../graph/model.js';
 import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, Obligations, PolicyEdge, RequestProperties, VerifiedApproval } from '../policy/types.js';
 import type { Decision, DecisionRequest } from '../wire/v1.js';
 import type { WritContext } from './context.js';
-import { canonicalResource, checkEnvironment } from './resources.js';
+import { canonicalResource, checkEnvironment, checkFields } from './resources.js';
 import { decisionRecord } from './decision-record.js';
 
 /**
@@ -159,6 +159,7 @@ async function judge(ctx: WritContext, principal: string, body: DecisionRequestI
     environment: body.environment,
     fields: normalizeFields(body.fields),
   };
+  checkFields(ctx.policy.data, request.resource, request.fields, 'fields');
   const declaredRisk = body.context?.risk;
   if (declaredRisk !== undefined && (typeof declaredRisk !== 'number' || !Number.isInteger(declaredRisk) || declaredRisk < 0)) {
     throw new WritError('UNPROCESSABLE', 'context.risk must be a non-negative integer');

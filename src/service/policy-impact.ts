@@ -15,7 +15,7 @@ import type { DecisionInput, DecisionResult, PolicyData, PolicyEngine, RequestPr
 import type { Receipt } from '../audit/index.js';
 import type { WritContext } from './context.js';
 import { decisionInputFor } from './decide.js';
-import { canonicalResource, checkEnvironment, registryProblem } from './resources.js';
+import { canonicalResource, checkEnvironment, checkFields, registryProblem } from './resources.js';
 
 /** The request of a replayed decision: the policy input's own request. */
 export type ReplayedRequest = DecisionInput['request'];
@@ -130,6 +130,7 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
       // resource class has (UNKNOWN_RESOURCE) are refused before any chain; an alias is rewritten.
       checkEnvironment(engine.data, r.request.environment, 'environment');
       const request = { ...r.request, resource: canonicalResource(engine.data, r.request.resource) };
+      checkFields(engine.data, request.resource, request.fields, 'fields');
       const approval: VerifiedApproval | null = r.approvedBy === null ? null : { by: r.approvedBy, edges: approvalEdges(graph, r.approvedBy, request.principal, r.at) };
       const chains = resolveChains(graph, request, r.at, { mode: 'decide' });
       const result = engine.decide(decisionInputFor(graph, request, chains, r.at, { approval, properties: r.properties, context: r.context }));

@@ -128,23 +128,50 @@ function scopeCheck(data: PolicyData, kind: EdgeKind, scope: Scope): { problems:
 
 /**
  * A scope's fields that no resource class its patterns reach has, where those classes close their
- * fields (`fields_closed`): a field is known for a pattern when some class overlapping it is open or
- * lists it. Patterns that reach no class are left to the resources' problems. Dead when the scope
- * names fields (not `*`) and none is known.
+ * fields (unknownFields). Patterns that reach no class are left to the resources' problems. Dead when
+ * the scope names fields and none is known.
  */
 function fieldsProblems(data: PolicyData, scope: Scope): { problems: string[]; dead: boolean } {
-  const reach = scope.resources.map((p) => data.writ.resource_classes.filter((rule) => patternsOverlap(rule.pattern, p))).filter((rules) => rules.length > 0);
-  if (reach.length === 0 || scope.fields.includes('*')) return { problems: [], dead: false };
-  const problems: string[] = [];
-  let bad = 0;
-  for (const field of scope.fields) {
-    if (reach.some((rules) => rules.some((rule) => rule.fields_closed !== true || Object.hasOwn(rule.fields ?? {}, field)))) continue;
+  if (scope.fields.includes('*')) return { problems: [], dead: false };
+  const unknown = unknownFields(data, scope.resources, scope.fields);
+  const problems = unknown.map((u) => `scope.fields: "${u.field}" is not a field of ${u.classes}, whose fields are closed (fields_closed), so the edge would never apply to it${didYouMean(u.field, u.known)}`);
+  return { problems, dead: scope.fields.length > 0 && unknown.length === scope.fields.length };
+}
+
+/**
+ * The fields (other than `*`) that no resource class reached from `patterns` (keys or patterns) has,
+ * where every class a pattern reaches closes its fields (`fields_closed`), in the given order: a field
+ * is known for a pattern when some class overlapping it is open or lists it, so this refuses nothing
+ * the policy, which judges by the one class that governs a key, would allow. Patterns that reach no
+ * class are ignored (they are a problem of their own). Each comes with the classes reached (with their
+ * fields, for a message) and the fields they list (for the closest name).
+ */
+function unknownFields(data: PolicyData, patterns: readonly string[], fields: readonly string[]): { field: string; classes: string; known: string[] }[] {
+  const reach = patterns.map((p) => data.writ.resource_classes.filter((rule) => patternsOverlap(rule.pattern, p))).filter((rules) => rules.length > 0);
+  if (reach.length === 0) return [];
+  const out: { field: string; classes: string; known: string[] }[] = [];
+  for (const field of fields) {
+    if (field === '*' || reach.some((rules) => rules.some((rule) => rule.fields_closed !== true || Object.hasOwn(rule.fields ?? {}, field)))) continue;
     const classes = [...new Set(reach.flat())];
-    const known = [...new Set(classes.flatMap((rule) => Object.keys(rule.fields ?? {})))].sort();
-    problems.push(`scope.fields: "${field}" is not a field of ${classes.map((rule) => `${rule.pattern} (${Object.keys(rule.fields ?? {}).sort().join(', ')})`).join(', ')}, whose fields are closed (fields_closed), so the edge would never apply to it${didYouMean(field, known)}`);
-    bad += 1;
+    out.push({
+      field,
+      classes: classes.map((rule) => `${rule.pattern} (${Object.keys(rule.fields ?? {}).sort().join(', ')})`).join(', '),
+      known: [...new Set(classes.flatMap((rule) => Object.keys(rule.fields ?? {})))].sort(),
+    });
   }
-  return { problems, dead: scope.fields.length > 0 && bad === scope.fields.length };
+  return out;
+}
+
+/**
+ * Throws UNPROCESSABLE for requested fields the resource (a key, or a pattern for a search) cannot
+ * have: its resource classes close their fields and list none of these (unknownFields), naming each
+ * with the closest name. A misspelt field would otherwise be denied by the policy, or under an open
+ * class granted as written.
+ */
+export function checkFields(data: PolicyData, resource: string, fields: readonly string[], where: string): void {
+  const unknown = unknownFields(data, [resource], fields);
+  if (unknown.length === 0) return;
+  throw new WritError('UNPROCESSABLE', unknown.map((u) => `${where}: "${u.field}" is not a field of ${resource}: its resource class ${u.classes} closes its fields (fields_closed)${didYouMean(u.field, u.known)}`).join('; '));
 }
 
 /**

@@ -93,11 +93,24 @@ describe('bad input gets a stable code and changes nothing', () => {
     expect(r.status).toBe(201);
     expect((await h.call('governance', { method: 'DELETE', url: `/v1/edges/${r.body.edge.id}?reason=test` })).status).toBe(200);
   });
-  it('a decision on a field the closed class does not have is denied, naming the fields it has', async () => {
-    const r = await h.call('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['titel'] } });
-    expect(r.status).toBe(200);
-    expect(r.body.allow).toBe(false);
-    expect(r.body.reasons).toContain('fields: titel is not a field of wp:post:1024 (its resource class wp:post:* declares only [body, canonical, meta_description, status, tags, title])');
+  it('a field the closed class does not have, in a decision, an explanation, an AuthZEN evaluation or search: refused with the closest name', async () => {
+    const why = 'fields: "titel" is not a field of wp:post:1024: its resource class wp:post:* (body, canonical, meta_description, status, tags, title) closes its fields (fields_closed) (did you mean "title"?)';
+    const body = { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title', 'titel'] };
+    expect((await refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: body }, 422, 'UNPROCESSABLE')).body.detail).toBe(why);
+    expect((await refused('seo-agent-7', { method: 'POST', url: '/v1/explain', payload: body }, 422, 'UNPROCESSABLE')).body.detail).toBe(why);
+    const evaluation = { subject: { type: 'agent', id: 'seo-agent-7' }, action: { name: 'update_post' }, resource: { type: 'wp:post', id: 'wp:post:1024', properties: { environment: 'production', fields: ['titel'] } } };
+    const asAuthzen = why.replace(/^fields:/, 'resource.properties.fields:');
+    // Also where no candidate would be asked (searches that would answer "nothing"), and before who may ask about whom.
+    const searches: [string, string, Record<string, unknown>, string][] = [
+      ['seo-agent-7', '/access/v1/evaluation', evaluation, asAuthzen],
+      ['content-agent-3', '/access/v1/evaluation', evaluation, asAuthzen],
+      ['seo-agent-7', '/access/v1/search/subject', { subject: { type: 'human' }, action: { name: 'update_post' }, resource: evaluation.resource }, asAuthzen],
+      ['content-agent-3', '/access/v1/search/action', { subject: evaluation.subject, resource: evaluation.resource }, asAuthzen],
+      ['content-agent-3', '/access/v1/search/resource', { subject: evaluation.subject, action: { name: 'update_post' }, resource: { type: 'wp:post', properties: { fields: ['titel'] } } }, asAuthzen.replace('wp:post:1024', 'wp:post:**')],
+    ];
+    for (const [caller, url, payload, detail] of searches) {
+      expect((await refused(caller, { method: 'POST', url, payload }, 422, 'UNPROCESSABLE')).body.detail, `${caller} ${url}`).toBe(detail);
+    }
   });
   it('an owner of keys no resource class has', async () => {
     const r = await refused('governance', { method: 'POST', url: '/v1/ownerships', payload: { owner: 'editor-alice', resource: 'wp:page:1', reason: 'r' } }, 422, 'UNPROCESSABLE');

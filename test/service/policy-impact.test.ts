@@ -198,7 +198,7 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     expect(r.flips.map((f) => f.decision_id)).not.toContain(staging.body.decision_id);
   });
 
-  it('a field a closed class no longer lists: the edges naming it are listed, and a decision asking for it flips to a deny naming the fields there are', { timeout: 60_000 }, async () => {
+  it('a field a closed class no longer lists: the edges naming it are listed, and a decision asking for it is one the candidate would refuse', { timeout: 60_000 }, async () => {
     const dir = candidatePolicies('fields', (d) => {
       const file = join(d, 'data.json');
       const data = JSON.parse(readFileSync(file, 'utf8'));
@@ -214,9 +214,11 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     // The seo delegation and ownership keep title: they still count in part, and are named; none counts for nothing.
     expect(r.stranded_edges.map((e) => e.edge_id)).toEqual(expect.arrayContaining(['o-seo-metadata']));
     expect(r.stranded_edges.find((e) => e.edge_id === 'o-seo-metadata')!.problem).toMatch(/^scope\.fields: "meta_description" is not a field of wp:post:\* \(body, canonical, status, tags, title\)/);
-    const flip = r.flips.find((f) => f.decision_id === asked.body.decision_id);
-    expect(flip).toMatchObject({ flip: 'allow→deny' });
-    expect(JSON.stringify(flip)).toContain('fields: meta_description is not a field of wp:post:1024');
+    // As decide would: refused before any chain (UNPROCESSABLE), a failure, not a flip.
+    expect(r.failures.filter((f) => f.decision_id === asked.body.decision_id)).toEqual([expect.objectContaining({
+      current: true, code: 'UNPROCESSABLE', error: expect.stringMatching(/^fields: "meta_description" is not a field of wp:post:1024: its resource class wp:post:\* \(body, canonical, status, tags, title\) closes its fields/),
+    })]);
+    expect(r.flips.map((f) => f.decision_id)).not.toContain(asked.body.decision_id);
   });
 
   it('from the receipts when no decision log is given: the write\'s decision is rebuilt from the receipt and flips too', { timeout: 60_000 }, async () => {
