@@ -58,8 +58,8 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
  * its first start): a command run from elsewhere against a shared store must not sign with a key no
  * server has. A SQLite store's data directory is its server's own, keys included.
  */
-async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values)): Promise<T> {
-  const w = await openWrit(config, { makeSigningKey: config.databaseUrl === null });
+async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean } = {}): Promise<T> {
+  const w = await openWrit(config, { makeSigningKey: config.databaseUrl === null, ...options });
   try {
     return await fn(w);
   } finally {
@@ -234,7 +234,7 @@ export const COMMANDS: Command[] = [
           for (const c of r.created) console.log(`  + ${c}`);
           for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
           return 0;
-        }, judged);
+        }, judged, { migrate: !dryRun }); // a dry run against a shared database's older schema says so, and migrates nothing
       } finally {
         if (aside !== null) rmSync(aside, { recursive: true, force: true });
       }

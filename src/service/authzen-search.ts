@@ -11,7 +11,7 @@ import { PRINCIPAL_KINDS } from '../graph/model.js';
 import type { AuthzenAction, AuthzenSearchRequest, AuthzenSearchResponse, AuthzenResource, AuthzenSubject } from '../wire/authzen.js';
 import { checkMayAskAbout, liveScopes, mayAskAbout, scopeGives } from './ask-about.js';
 import { environmentAndFields, malformed, subjectPrincipal } from './authzen.js';
-import { checkEnvironment, checkFields, checkResourceType } from './resources.js';
+import { canonicalResource, checkEnvironment, checkFields, checkResourceType } from './resources.js';
 import type { WritContext } from './context.js';
 import { explain, type DecisionRequestInput, type Explanation } from './decide.js';
 
@@ -85,7 +85,7 @@ function question(principal: string, action: string, resource: string, f: { envi
 export async function explainForEach(ctx: WritContext, caller: string, q: DecisionRequestInput, kind?: string): Promise<Explanation[]> {
   // Before the candidates: with none to ask about, a misspelt environment or field would answer "nobody".
   checkEnvironment(ctx.policy.data, q.environment, 'environment');
-  checkFields(ctx.policy.data, q.resource, q.fields ?? [], 'fields');
+  checkFields(ctx.policy.data, canonicalResource(ctx.policy.data, q.resource), q.fields ?? [], 'fields');
   const now = ctx.clock.now();
   const candidates: string[] = [];
   for (const p of (await ctx.graph.current()).principals()) {

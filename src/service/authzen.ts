@@ -77,7 +77,7 @@ export async function evaluateAccess(ctx: WritContext, caller: string, e: Authze
   // whether they exist. The environment is checked before (it tells nothing about them), so that a
   // misspelt one is named as such, not taken for a question the caller may not ask. So are the fields.
   const { environment, fields } = environmentAndFields(ctx.policy.data, e.resource.properties, false);
-  if (fields) checkFields(ctx.policy.data, e.resource.id, fields, 'resource.properties.fields');
+  if (fields) checkFields(ctx.policy.data, checkResourceType(ctx.policy.data, e.resource.id, e.resource.type), fields, 'resource.properties.fields');
   await checkMayAskAbout(ctx, caller, e.subject.id, environment);
   const { principal, body } = await toDecisionRequest(ctx, e);
   const d = await decide(ctx, principal, body, { via: 'authzen', askedBy: caller, ...(from !== undefined ? { requestedBy: from } : {}) });

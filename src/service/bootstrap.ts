@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { writePrivateFile } from '../decision/index.js';
 import { join } from 'node:path';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
@@ -66,6 +66,8 @@ export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPa
     // A random part: two processes starting in one millisecond must not make two keys under one kid.
     const pair = await generatePrincipalKeyPair(`governance-${ctx.clock.now().toString(36)}-${randomBytes(4).toString('hex')}`);
     try {
+      // On PostgreSQL nothing else makes the data directory (a first command run from a new one).
+      mkdirSync(ctx.config.dataDir, { recursive: true, mode: 0o700 });
       writePrivateFile(path, JSON.stringify(pair.privateJwk, null, 2), { overwrite: false });
       publicJwk = pair.publicJwk as PublicJwk;
       created = true;

@@ -38,11 +38,11 @@ export interface OpenedWrit {
  * Opens the store, replays the graph, loads keys and the policy bundle, and bootstraps governance.
  * The one place where an engine is chosen and wired to the domain's ports.
  */
-export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog; makeSigningKey?: boolean } = {}): Promise<OpenedWrit> {
+export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog; makeSigningKey?: boolean; migrate?: boolean } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
   // Every Ed25519 signature and check of this process through libsodium (see decision/ed25519.ts).
   useEd25519(libsodiumEd25519);
-  const store = options.store ?? (await openStore(config));
+  const store = options.store ?? (await openStore(config, { migrate: options.migrate ?? true }));
   const closers: (() => Promise<void>)[] = [];
   try {
     const graph = new LiveGraph({
@@ -139,7 +139,12 @@ export async function verifyPostgresReceipts(url: string, keysDir: string | null
   }
 }
 
-export async function openStore(config: WritConfig): Promise<WritStore> {
-  if (config.databaseUrl !== null) return openPostgresStore(config.databaseUrl, { applicationName: `writ-${process.pid}` });
+/**
+ * The store `config` names. `migrate: false` (a command that must write nothing, such as a dry run)
+ * refuses a PostgreSQL schema older than this Writ's instead of migrating it (a SQLite file, the data
+ * directory's own, is brought up to date either way).
+ */
+export async function openStore(config: WritConfig, options: { migrate?: boolean } = {}): Promise<WritStore> {
+  if (config.databaseUrl !== null) return openPostgresStore(config.databaseUrl, { applicationName: `writ-${process.pid}`, migrate: options.migrate ?? true });
   return openSqliteStore(config.dbFile);
 }

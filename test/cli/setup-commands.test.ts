@@ -80,6 +80,17 @@ describe('the writ command for operators and policy authors', () => {
       expect((await runWrit(here, 'graph', 'apply', 'graph/example.yaml', '--database', db.url)).code).toBe(0);
       const again = await runWrit(here, 'graph', 'apply', 'graph/example.yaml', '--dry-run', '--database', db.url);
       expect(again.stdout).toMatch(/^graph\/example\.yaml applied to the graph at revision \d+ would give: 0 created, \d+ unchanged \(dry run: nothing written\)\n$/);
+      // A dry run by a newer Writ (here: a schema whose last migration is not recorded) says so, and migrates nothing.
+      const c = new pg.Client({ connectionString: db.url });
+      await c.connect();
+      try {
+        const { rows } = await c.query<{ v: number }>('DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations) RETURNING version AS v');
+        const older = await runWrit(here, 'graph', 'apply', 'graph/example.yaml', '--dry-run', '--database', db.url);
+        expect(older).toMatchObject({ code: 1, output: expect.stringContaining(`the PostgreSQL schema is at version ${rows[0]!.v - 1}, this Writ needs ${rows[0]!.v}: run \`writ migrate\``) });
+        expect((await c.query('SELECT 1 FROM schema_migrations WHERE version = $1', [rows[0]!.v])).rows).toEqual([]);
+      } finally {
+        await c.end();
+      }
     } finally {
       await db.drop();
     }

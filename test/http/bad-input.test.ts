@@ -104,6 +104,8 @@ describe('bad input gets a stable code and changes nothing', () => {
     const searches: [string, string, Record<string, unknown>, string][] = [
       ['seo-agent-7', '/access/v1/evaluation', evaluation, asAuthzen],
       ['content-agent-3', '/access/v1/evaluation', evaluation, asAuthzen],
+      // Under an alias too: the key is rewritten before its fields are looked at.
+      ['content-agent-3', '/access/v1/evaluation', { ...evaluation, resource: { ...evaluation.resource, type: 'wordpress:article', id: 'wordpress:article:1024' } }, asAuthzen],
       ['seo-agent-7', '/access/v1/search/subject', { subject: { type: 'human' }, action: { name: 'update_post' }, resource: evaluation.resource }, asAuthzen],
       ['content-agent-3', '/access/v1/search/action', { subject: evaluation.subject, resource: evaluation.resource }, asAuthzen],
       ['content-agent-3', '/access/v1/search/resource', { subject: evaluation.subject, action: { name: 'update_post' }, resource: { type: 'wp:post', properties: { fields: ['titel'] } } }, asAuthzen.replace('wp:post:1024', 'wp:post:**')],

@@ -211,8 +211,8 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     await h.ctx.decisionLog.flush();
     const { engine } = await loadCandidatePolicy(dir, findOpa);
     const r = await policyImpact(h.ctx, engine);
-    // The seo delegation and ownership keep title: they still count in part, and are named; none counts for nothing.
-    expect(r.stranded_edges.map((e) => e.edge_id)).toEqual(expect.arrayContaining(['o-seo-metadata']));
+    // The edges that name the field are listed (the seo delegation and ownership still count for their other fields).
+    expect(r.stranded_edges.map((e) => e.edge_id).sort()).toEqual(['d-orch-seo', 'o-seo-metadata']);
     expect(r.stranded_edges.find((e) => e.edge_id === 'o-seo-metadata')!.problem).toMatch(/^scope\.fields: "meta_description" is not a field of wp:post:\* \(body, canonical, status, tags, title\)/);
     // As decide would: refused before any chain (UNPROCESSABLE), a failure, not a flip.
     expect(r.failures.filter((f) => f.decision_id === asked.body.decision_id)).toEqual([expect.objectContaining({
