@@ -32,15 +32,22 @@ export type { ChainEdge, Decision, DecisionRequest, Incident, LeaseGrant, LeaseR
 export type Lease = Omit<LeaseGrant, 'preempted'>;
 
 export interface ActRequest {
+  /** The allow that authorizes this write: the Decision, or its token. */
   decision: Decision | string;
-  action: string;
-  resource: string;
-  fields: string[];
+  /** Default: the decision's (the gateway refuses a write that differs from its decision). */
+  action?: string;
+  /** Default: the decision's canonical key. */
+  resource?: string;
+  /** Default: the decision's fields; `payload` must carry exactly these. */
+  fields?: string[];
   payload: Record<string, unknown>;
   expected_version?: number;
   lease?: Lease | null;
   idempotencyKey?: string;
 }
+
+/** A write in a lease's scope: `decision` may be left out when the scope was taken for one decision (it is that one). */
+export type ScopedActRequest = Omit<ActRequest, 'lease' | 'decision'> & { decision?: Decision | string };
 
 export interface LeaseOptions {
   /** Lease duration; renewed in the background every third of it. Default 15 000 ms. */
@@ -72,7 +79,7 @@ export interface LeaseScope {
   /** Aborted the moment the lease is lost (renew failed) or preempted; `signal.reason` is the typed error. Never aborts without a lease. */
   signal: AbortSignal;
   /** Sends a write under this lease (sets the lease and fencing headers). */
-  act(request: Omit<ActRequest, 'lease'>): Promise<Receipt>;
+  act(request: ScopedActRequest): Promise<Receipt>;
 }
 
 /** What `runExclusive` hands the job. */
@@ -84,8 +91,8 @@ export interface JobScope {
   fencingEpoch: number;
   /** Aborted the moment the lease is lost or preempted: stop the job. */
   signal: AbortSignal;
-  /** A write through the gateway under this run's lease. */
-  act(request: Omit<ActRequest, 'lease'>): Promise<Receipt>;
+  /** A write through the gateway under this run's lease (`decision` defaults to the run's). */
+  act(request: ScopedActRequest): Promise<Receipt>;
 }
 
 export interface RunExclusiveOptions extends Omit<LeaseOptions, 'waitMs'> {
@@ -198,16 +205,18 @@ export class WritClient {
 
   /** The write through the gateway; sets Writ-Decision, Writ-Lease-*, Writ-Fencing-Epoch and Idempotency-Key. */
   async act(request: ActRequest): Promise<Receipt> {
+    if (request.decision === undefined || request.decision === null) throw new TypeError('act: `decision` is required: the Decision (or its token) that allows this write');
     const headers: Record<string, string> = { 'writ-decision': tokenOf(request.decision), 'idempotency-key': request.idempotencyKey ?? crypto.randomUUID() };
+    const decided = request.action !== undefined && request.resource !== undefined && request.fields !== undefined ? null : decidedWrite(request.decision);
     if (request.lease) {
       headers['writ-lease-token'] = request.lease.token;
       headers['writ-lease-id'] = request.lease.lease_id;
       headers['writ-fencing-epoch'] = formatFencingEpochs(request.lease.epochs);
     }
     const out = await this.request<{ receipt: Receipt }>('POST', '/v1/actions', {
-      action: request.action,
-      resource: request.resource,
-      fields: request.fields,
+      action: request.action ?? decided!.action,
+      resource: request.resource ?? decided!.resource,
+      fields: request.fields ?? decided!.fields,
       payload: request.payload,
       ...(request.expected_version !== undefined ? { expected_version: request.expected_version } : {}),
     }, headers);
@@ -224,7 +233,7 @@ export class WritClient {
     const needing = decisions.filter(leaseRequired);
     if (needing.length === 0) {
       // Nothing to coordinate (e.g. WRITE_OPTIMISTIC fields: the version check is the guard): run the task as is.
-      return fn({ lease: null, signal: new AbortController().signal, act: (req) => this.act({ ...req, lease: null }) });
+      return fn({ lease: null, signal: new AbortController().signal, act: (req) => this.act({ ...req, decision: scopedDecision(req, decisions), lease: null }) });
     }
     const ttlMs = options.ttlMs ?? 15_000;
     const deadline = Date.now() + (options.deadlineMs ?? 30_000);
@@ -260,7 +269,7 @@ export class WritClient {
         await sleep(delay);
       }
     }
-    return this.holding(lease, acquiredSentAt, ttlMs, fn, options.stream);
+    return this.holding(lease, decisions, acquiredSentAt, ttlMs, fn, options.stream);
   }
 
   /**
@@ -296,7 +305,7 @@ export class WritClient {
    * error; a transport failure or 5xx is retried until the lease would have expired, and a watchdog
    * aborts with LeaseExpiredError at that instant, so `fn` never runs on a lease it can no longer prove.
    */
-  private async holding<T>(held: Lease, acquiredSentAt: number, ttlMs: number, fn: (scope: LeaseScope) => Promise<T>, stream?: LeaseStream): Promise<T> {
+  private async holding<T>(held: Lease, decisions: readonly (Decision | string)[], acquiredSentAt: number, ttlMs: number, fn: (scope: LeaseScope) => Promise<T>, stream?: LeaseStream): Promise<T> {
     const controller = new AbortController();
     // Over the stream while it is open; over HTTP once it has closed (the lease itself is still good).
     let via = stream;
@@ -368,8 +377,9 @@ export class WritClient {
         signal: controller.signal,
         act: (req) => {
           if (controller.signal.aborted) return Promise.reject(controller.signal.reason);
+          const decision = scopedDecision(req, decisions);
           // A write whose decision needs no lease goes without one (its keys are not this lease's).
-          return this.act({ ...req, lease: leaseRequired(req.decision) ? held : null });
+          return this.act({ ...req, decision, lease: leaseRequired(decision) ? held : null });
         },
       };
       return await fn(scope);
@@ -399,6 +409,27 @@ function leaseRequired(d: Decision | string): boolean {
   } catch {
     return true;
   }
+}
+
+/** The decision a scoped write names, else the scope's only one (a TypeError when it was taken for several). */
+function scopedDecision(req: ScopedActRequest, decisions: readonly (Decision | string)[]): Decision | string {
+  if (req.decision !== undefined && req.decision !== null) return req.decision;
+  if (decisions.length === 1) return decisions[0]!;
+  throw new TypeError(`act: this lease was taken for ${decisions.length} decisions: name the one that allows this write (\`decision\`)`);
+}
+
+/** The action, key and fields a decision allows: from the Decision, or from its token's claims. */
+function decidedWrite(d: Decision | string): { action: string; resource: string; fields: string[] } {
+  if (typeof d !== 'string') return { action: d.action, resource: d.resource, fields: d.fields };
+  let claims: Record<string, unknown>;
+  try {
+    claims = decodeJwt(d);
+  } catch (e) {
+    throw new TypeError(`act: the decision token cannot be read (${(e as Error).message}): pass action, resource and fields`);
+  }
+  const { action, resource, fields } = claims;
+  if (typeof action !== 'string' || typeof resource !== 'string' || !Array.isArray(fields)) throw new TypeError('act: the decision token names no action, resource and fields: pass them');
+  return { action, resource, fields: fields as string[] };
 }
 
 function tokenOf(d: Decision | string): string {

@@ -2,7 +2,7 @@
  * Writ's agent SDK (`import { WritClient } from 'writ/sdk'`). No server code is imported.
  */
 export {
-  WritClient, type WritClientOptions, type Decision, type DecisionRequest, type Lease, type LeaseOptions, type LeaseScope, type ActRequest, type Receipt,
+  WritClient, type WritClientOptions, type Decision, type DecisionRequest, type Lease, type LeaseOptions, type LeaseScope, type ActRequest, type ScopedActRequest, type Receipt,
   type JobScope, type RunExclusiveOptions, type RunExclusiveResult,
   type ChainEdge, type Incident, type LeaseGrant, type LeaseRecord, type LeaseRelease, type LeaseRenewal, type LeaseStreamReply, type LeaseStreamRequest, type Obligations, type ReceiptEntry, type WireTime,
 } from './client.js';

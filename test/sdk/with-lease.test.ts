@@ -65,6 +65,25 @@ describe('withLease against a running Writ', () => {
     expect(after[0]).toMatchObject({ key, state: 'FREE' });
   });
 
+  it('act in a scope taken for one decision needs only the payload: the decision, action, key and fields are the decision\'s (also from its token); a scope of several decisions asks which', async () => {
+    const { client } = clientFor(server, 'seo-agent-7');
+    const decision = await client.decide({ ...titleDecision, resource: 'wp:post:592' });
+    expect(decision.allow, decision.reasons.join('; ')).toBe(true);
+    const first = await client.withLease([decision], ({ act }) => act({ payload: { title: 'short form' }, expected_version: 0 }));
+    expect(first).toMatchObject({ status: 'COMPLETED', action: 'update_post', resource_key: 'wp:post:592', fields: ['title'] });
+    // A token alone: what it allows is read from its claims.
+    const again = await client.decide({ ...titleDecision, resource: 'wp:post:592' });
+    const second = await client.withLease([again.token!], ({ act }) => act({ payload: { title: 'from the token' }, expected_version: 1 }));
+    expect(second).toMatchObject({ status: 'COMPLETED', resource_key: 'wp:post:592' });
+    // Two decisions: the write must say which one allows it (a TypeError before anything is sent).
+    const body = await client.decide({ ...titleDecision, fields: ['meta_description'], resource: 'wp:post:593' });
+    const other = await client.decide({ ...titleDecision, resource: 'wp:post:593' });
+    await expect(client.withLease([body, other], ({ act }) => act({ payload: { title: 'which?' }, expected_version: 0 }))).rejects.toThrow(/this lease was taken for 2 decisions: name the one that allows this write/);
+    // From plain JavaScript, a write without its decision is a TypeError naming it (not a crash inside the SDK).
+    await expect(client.act({ payload: { title: 'x' } } as never)).rejects.toThrow('act: `decision` is required');
+    expect(await upstreamRequests(server, '593')).toEqual([]);
+  });
+
   it('a lease released behind the SDK\'s back aborts the task with LeaseExpiredError, and a later scope.act never reaches Writ nor the upstream', async () => {
     const { client, sent } = clientFor(server, 'seo-agent-7');
     const { client: sideChannel } = clientFor(server, 'seo-agent-7');
