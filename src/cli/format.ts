@@ -69,9 +69,9 @@ export function formatWhy(r: WhyReport): string {
   return lines.join('\n');
 }
 
-/** Denied only for want of an approval: a valid chain, and every reason an approval's. */
+/** Denied only for want of an approval: a valid chain, and every reason an approval's (the policy says so). */
 export function withApproval(x: Explanation): boolean {
-  return !x.allow && x.obligations.approval_required && x.chains.some((c) => c.verdict.ok) && x.reasons.every((r) => r.startsWith('approval'));
+  return !x.allow && x.approval_missing;
 }
 
 /**

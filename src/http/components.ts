@@ -167,7 +167,7 @@ const ChainVerdict = {
 const Explanation = {
   $id: 'Explanation',
   type: 'object',
-  required: ['principal', 'request', 'allow', 'reasons', 'risk', 'obligations', 'owners', 'chains', 'graph_revision', 'policy_revision'],
+  required: ['principal', 'request', 'allow', 'reasons', 'approval_missing', 'risk', 'obligations', 'owners', 'chains', 'graph_revision', 'policy_revision'],
   properties: {
     principal: { type: 'string' },
     request: {
@@ -176,6 +176,7 @@ const Explanation = {
     },
     allow: { type: 'boolean' },
     reasons: strings,
+    approval_missing: { type: 'boolean', description: 'Denied only for want of an approval (a valid chain; every reason is the approval\'s): an approval would allow it.' },
     risk: { type: 'integer' },
     obligations: ref('Obligations'),
     owners: { type: 'object', additionalProperties: { type: ['string', 'null'] } },

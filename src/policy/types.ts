@@ -74,6 +74,11 @@ export interface DecisionResult {
   allow: boolean;
   /** Sorted, human-readable; empty when allowed. What is missing, in words an auditor can act on. */
   reasons: string[];
+  /**
+   * Denied only for want of an approval (a valid chain; every reason is the approval's): an approval
+   * would allow it. False when allowed. A policy whose entrypoint lacks it reads as false.
+   */
+  approval_missing: boolean;
   obligations: Obligations;
   /** Index into input.chains of the chain that allows, or null. */
   chain_index: number | null;

@@ -49,8 +49,12 @@ export async function createPolicyEngine(bundle: BundleFiles): Promise<PolicyEng
   return {
     revision: bundle.revision,
     data,
-    decide: (input: DecisionInput) =>
-      evaluate<DecisionResult>(input, decisionId, DECISION, (r) => (!isObject(r) || typeof r.allow !== 'boolean' || !isObject(r.obligations) ? 'no allow and obligations (is the input well formed?)' : strings(r.reasons, 'reasons'))),
+    decide: (input: DecisionInput) => {
+      const result = evaluate<DecisionResult>(input, decisionId, DECISION, (r) => (!isObject(r) || typeof r.allow !== 'boolean' || !isObject(r.obligations) ? 'no allow and obligations (is the input well formed?)' : strings(r.reasons, 'reasons')));
+      // An entrypoint written before approval_missing (a policy author's copy): never "with an approval".
+      if (typeof result.approval_missing !== 'boolean') result.approval_missing = false;
+      return result;
+    },
     checkDelegation: (input: DelegationInput) =>
       evaluate<DelegationResult>(input, delegationId, DELEGATION, (r) => (!isObject(r) || typeof r.allow !== 'boolean' ? 'no allow (is the input well formed?)' : strings(r.violations, 'violations'))),
   };

@@ -44,6 +44,8 @@ export interface Explanation {
   request: { action: string; resource: string; environment: string; fields: string[] };
   allow: boolean;
   reasons: string[];
+  /** Denied only for want of an approval: an approval would allow it (DecisionResult.approval_missing). */
+  approval_missing: boolean;
   risk: number;
   obligations: Obligations;
   owners: Record<string, string | null>;
@@ -288,6 +290,7 @@ export async function explain(ctx: WritContext, caller: string, body: DecisionRe
     request: j.request,
     allow: j.result.allow,
     reasons: j.result.reasons,
+    approval_missing: j.result.approval_missing,
     risk: j.result.risk,
     obligations: j.result.obligations,
     owners: ownersOf(j.input),

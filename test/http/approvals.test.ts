@@ -23,6 +23,19 @@ describe('approval above the risk threshold', () => {
     expect(r.body.obligations.approval_required).toBe(true);
     expect(r.body.reasons.join('\n')).toMatch(/approval required/);
   });
+  it('an explanation says when an approval is all that is missing (approval_missing), and not when something else is', async () => {
+    const wanting = await h.call('publisher', { method: 'POST', url: '/v1/explain', payload: { ...request, context: { risk: 3 } } });
+    expect(wanting.status, JSON.stringify(wanting.body)).toBe(200);
+    expect(wanting.body).toMatchObject({ allow: false, approval_missing: true, obligations: { approval_required: true } });
+    // A field the publisher holds no grant for: an approval would not make it allowed.
+    const beside = await h.call('publisher', { method: 'POST', url: '/v1/explain', payload: { ...request, fields: ['status', 'title'], context: { risk: 3 } } });
+    expect(beside.body).toMatchObject({ allow: false, approval_missing: false, obligations: { approval_required: true } });
+    const allowed = await h.call('publisher', { method: 'POST', url: '/v1/explain', payload: { ...request, context: { risk: 3, approval: await approval('editor-alice') } } });
+    expect(allowed.body).toMatchObject({ allow: true, approval_missing: false });
+    // No chain at all: not an approval's want either.
+    const stranger = await h.call('content-agent-3', { method: 'POST', url: '/v1/explain', payload: { ...request, context: { risk: 3 } } });
+    expect(stranger.body).toMatchObject({ allow: false, approval_missing: false });
+  });
   it('with editor-alice\'s signed approval it is allowed', async () => {
     const r = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: await approval('editor-alice') } } });
     expect(r.body.allow, JSON.stringify(r.body.reasons)).toBe(true);

@@ -63,7 +63,9 @@ describe('a rebuilt bundle is picked up without re-creating the engine', () => {
 
   it('keeps the live bundle when the new one does not load, and reports it', async () => {
     const live = engine.revision;
-    await writeFile(join(outDir, 'revision'), 'sha256:0000000000000000\n');
+    // Published as a build publishes (a rename): a plain write could be read half done, empty, by the watcher.
+    await writeFile(join(outDir, 'revision.tmp'), 'sha256:0000000000000000\n');
+    await rename(join(outDir, 'revision.tmp'), join(outDir, 'revision'));
     await vi.waitFor(
       () => {
         clock.advance(250);

@@ -8,6 +8,8 @@ allow := decide.allow
 
 reasons := decide.reasons
 
+approval_missing := decide.approval_missing
+
 obligations := decide.obligations
 
 chain_index := decide.chain_index

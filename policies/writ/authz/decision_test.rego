@@ -336,12 +336,22 @@ test_deny_approval_missing if {
 	not r.allow
 	r.obligations.approval_required
 	r.reasons == ["approval required: risk 3 of publish_post on wp:post:1024 is above the production threshold 2; an approval by a principal with an approves edge to seo-agent-7 is needed"]
+	r.approval_missing
+}
+
+# Not only for want of an approval: the chain does not cover the request either.
+test_approval_missing_is_false_beside_another_reason if {
+	r := decision with input as object.union(approval_request, {"request": {"resource": "wp:page:1"}})
+	not r.allow
+	count(r.reasons) > 1
+	not r.approval_missing
 }
 
 test_allow_with_approval if {
 	r := decision with input as object.union(approval_request, {"approval": {"by": "editor", "edges": [approves]}})
 	r.allow
 	r.obligations.approval_required
+	not r.approval_missing
 }
 
 test_deny_approval_not_covering if {
@@ -349,6 +359,7 @@ test_deny_approval_not_covering if {
 	r := decision with input as object.union(approval_request, {"approval": {"by": "editor", "edges": [weak]}})
 	not r.allow
 	r.reasons == ["approval by editor does not cover publish_post on wp:post:1024 in production at risk 3: it needs a live approves edge from editor to seo-agent-7 with that scope and risk_max >= 3"]
+	r.approval_missing
 }
 
 test_deny_approval_edge_expired if {

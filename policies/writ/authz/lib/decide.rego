@@ -267,3 +267,15 @@ reasons := sort(union({
 }))
 
 allow := count(reasons) == 0
+
+# Denied only for want of an approval: a valid chain, and every reason is the approval's (none, or one
+# that does not cover the request): an approval by a principal with an approves edge would allow it.
+approval_missing if {
+	count(reasons) > 0
+	chain_index != null
+	every r in reasons {
+		r in approval_reasons
+	}
+}
+
+default approval_missing := false
