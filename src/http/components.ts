@@ -129,7 +129,7 @@ const Obligations = {
 const Decision = {
   $id: 'Decision',
   type: 'object',
-  required: ['decision_id', 'allow', 'principal', 'action', 'resource', 'environment', 'fields', 'reasons', 'obligations', 'risk', 'chain', 'chain_edges', 'owners', 'graph_revision', 'policy_revision', 'issued_at', 'expires_at', 'token'],
+  required: ['decision_id', 'allow', 'principal', 'action', 'resource', 'environment', 'fields', 'reasons', 'approval_missing', 'obligations', 'risk', 'chain', 'chain_edges', 'owners', 'graph_revision', 'policy_revision', 'issued_at', 'expires_at', 'token'],
   properties: {
     decision_id: { type: 'string' },
     allow: { type: 'boolean' },
@@ -139,6 +139,7 @@ const Decision = {
     environment: { type: 'string' },
     fields: strings,
     reasons: { ...strings, description: 'what is missing; empty on allow' },
+    approval_missing: { type: 'boolean', description: 'Denied only for want of an approval: decide again with context.approval from a principal with an approves edge.' },
     obligations: ref('Obligations'),
     risk: { type: 'integer' },
     chain: { ...strings, description: 'edge ids, governance first; empty on deny' },

@@ -88,8 +88,13 @@ export async function evaluateAccess(ctx: WritContext, caller: string, e: Authze
     decision: false,
     context: Object.assign(common, {
       reason_admin: { '403': d.reasons.join('; ') },
-      reason_user: { '403': `Not allowed: ${d.action} on ${d.resource}. Ask an administrator about decision ${d.decision_id}.` },
+      reason_user: {
+        '403': d.approval_missing
+          ? `Needs an approval: ${d.action} on ${d.resource}. Ask an approver to sign one for decision ${d.decision_id}.`
+          : `Not allowed: ${d.action} on ${d.resource}. Ask an administrator about decision ${d.decision_id}.`,
+      },
       reasons: d.reasons,
+      approval_missing: d.approval_missing,
     }),
   };
 }

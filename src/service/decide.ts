@@ -225,6 +225,7 @@ export async function decide(ctx: WritContext, caller: string, body: DecisionReq
       principal: caller,
       ...j.request,
       reasons: result.reasons,
+      approval_missing: result.approval_missing,
       obligations: result.obligations,
       risk: result.risk,
       chain: chainEdges.map((e) => e.id),

@@ -55,6 +55,8 @@ export interface AuthzenDecisionContext {
   /** Deny: a short reason fit to show an end user. */
   reason_user?: Record<string, string>;
   reasons?: string[];
+  /** Deny: only an approval is missing (decide again with one in `context.approval`). */
+  approval_missing?: boolean;
   obligations?: unknown;
   /** Allow: the signed decision (JWS) for POST /v1/leases and /v1/actions. */
   token?: string | null;

@@ -66,6 +66,11 @@ export interface Decision {
   fields: string[];
   /** What is missing, in words an auditor can act on; empty on allow. */
   reasons: string[];
+  /**
+   * Denied only for want of an approval (a valid chain; every reason is the approval's): ask an approver
+   * (`writ approve`) and decide again with `context.approval`. False on allow and on any other deny.
+   */
+  approval_missing: boolean;
   obligations: Obligations;
   risk: number;
   /** Edge ids of the chain that allows, governance first; empty on deny. */

@@ -22,6 +22,17 @@ describe('approval above the risk threshold', () => {
     expect(r.body.allow).toBe(false);
     expect(r.body.obligations.approval_required).toBe(true);
     expect(r.body.reasons.join('\n')).toMatch(/approval required/);
+    expect(r.body.approval_missing).toBe(true);
+  });
+  it('an AuthZEN evaluation says so too, to the user as well (a deny for another reason does not)', async () => {
+    const resource = (fields: string[]) => ({ type: 'wp:post', id: request.resource, properties: { environment: 'production', fields } });
+    const wanting = await h.call('publisher', { method: 'POST', url: '/access/v1/evaluation', payload: { subject: { type: 'service', id: 'publisher' }, action: { name: request.action }, resource: resource(['status']), context: { risk: 3 } } });
+    expect(wanting.status, JSON.stringify(wanting.body)).toBe(200);
+    expect(wanting.body).toMatchObject({ decision: false, context: { approval_missing: true, obligations: { approval_required: true } } });
+    expect(wanting.body.context.reason_user['403']).toMatch(/^Needs an approval: publish_post on wp:post:42\. Ask an approver to sign one for decision /);
+    const other = await h.call('publisher', { method: 'POST', url: '/access/v1/evaluation', payload: { subject: { type: 'service', id: 'publisher' }, action: { name: request.action }, resource: resource(['status', 'title']), context: { risk: 3 } } });
+    expect(other.body).toMatchObject({ decision: false, context: { approval_missing: false } });
+    expect(other.body.context.reason_user['403']).toMatch(/^Not allowed: publish_post on wp:post:42\./);
   });
   it('an explanation says when an approval is all that is missing (approval_missing), and not when something else is', async () => {
     const wanting = await h.call('publisher', { method: 'POST', url: '/v1/explain', payload: { ...request, context: { risk: 3 } } });
@@ -39,6 +50,7 @@ describe('approval above the risk threshold', () => {
   it('with editor-alice\'s signed approval it is allowed', async () => {
     const r = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: await approval('editor-alice') } } });
     expect(r.body.allow, JSON.stringify(r.body.reasons)).toBe(true);
+    expect(r.body.approval_missing).toBe(false);
   });
   it('an approval by someone without an approves edge does not count', async () => {
     const r = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: await approval('orchestrator') } } });

@@ -12,7 +12,7 @@ import { AUTHENTICATED, errorResponses, WITH_INPUT } from '../components.js';
 /** An AuthZEN decision: `context` carries Writ's token, chain and obligations (allow) or its reasons (deny). */
 const decisionReply = {
   type: 'object', required: ['decision'],
-  properties: { decision: { type: 'boolean' }, context: { type: 'object', additionalProperties: true, description: 'decision_id, token, expires_at, chain, obligations and revisions (allow); reason_admin, reason_user and reasons (deny); error (a failed item of a batch)' } },
+  properties: { decision: { type: 'boolean' }, context: { type: 'object', additionalProperties: true, description: 'decision_id, token, expires_at, chain, obligations and revisions (allow); reason_admin, reason_user, reasons and approval_missing (deny); error (a failed item of a batch)' } },
 } as const;
 
 const searchReply = (description: string) => ({
