@@ -11,7 +11,7 @@ import type { PolicyEdge } from '../graph/policy-view.js';
 import type { LeaseRecord as DomainLeaseRecord, RenewedLease } from '../lease/index.js';
 import type { DecisionOutcome, EdgeImpact, Explanation, ImpactReport, Incident as DomainIncident, LeaseOutcome, PolicyImpactReport, Revocation, WhyReport } from '../service/index.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
-import type { ChainEdge, Decision, Incident, LeaseGrant, LeaseRecord, LeaseRenewal, Receipt } from '../wire/v1.js';
+import type { ChainEdge, Decision, Explanation as WireExplanation, Incident, LeaseGrant, LeaseRecord, LeaseRenewal, Receipt } from '../wire/v1.js';
 
 export function principalToWire(p: Principal) {
   return { ...p, created_at: toWireTime(p.created_at), revoked_at: toWireTimeOrNull(p.revoked_at) };
@@ -36,7 +36,7 @@ export function decisionToWire(d: DecisionOutcome): Decision {
   return { ...d, chain_edges: d.chain_edges.map(chainEdgeToWire), issued_at: toWireTime(d.issued_at), expires_at: toWireTimeOrNull(d.expires_at) };
 }
 
-export function explanationToWire(x: Explanation) {
+export function explanationToWire(x: Explanation): WireExplanation {
   return { ...x, chains: x.chains.map((c) => ({ edges: c.edges.map(chainEdgeToWire), verdict: c.verdict })) };
 }
 

@@ -2,7 +2,7 @@ import { decodeJwt, decodeProtectedHeader, type JWK, type JSONWebKeySet } from '
 import { ERROR_CATALOGUE, WritError } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
-import type { Decision, DecisionRequest, LeaseGrant, LeaseRenewal, Receipt } from '../wire/v1.js';
+import type { Decision, DecisionRequest, ExplainRequest, Explanation, LeaseGrant, LeaseRenewal, Receipt } from '../wire/v1.js';
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
@@ -26,7 +26,7 @@ export interface WritClientOptions {
   fetch?: typeof fetch;
 }
 
-export type { ChainEdge, Decision, DecisionRequest, Incident, LeaseGrant, LeaseRecord, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
+export type { ChainEdge, ChainVerdict, Decision, DecisionRequest, ExplainRequest, Explanation, Incident, LeaseGrant, LeaseRecord, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
 
 /** A lease as POST /v1/leases grants it (what renew and release need); withLease keeps `expires_at` current. */
 export type Lease = Omit<LeaseGrant, 'preempted'>;
@@ -99,6 +99,12 @@ export interface RunExclusiveOptions extends Omit<LeaseOptions, 'waitMs'> {
   /** Environment of the `run_job` decision; default 'production'. */
   environment?: string;
   /**
+   * Context of the `run_job` decision: its risk, and the approval (`createApprovalAssertion`) a risky job
+   * needs in production. Without an approval a job that needs one throws ForbiddenError with
+   * `problem.approval_missing` true.
+   */
+  context?: DecisionRequest['context'];
+  /**
    * Wait this long for a running job to finish (Writ's queue) and then run; default 0: when another
    * runner holds the job, return `{ ran: false }` at once, so a scheduled tick runs once, not once per runner.
    */
@@ -148,7 +154,11 @@ export class WritClient {
     return this.request('POST', '/v1/decisions', request);
   }
 
-  explain(request: DecisionRequest & { principal?: string }): Promise<unknown> {
+  /**
+   * Every candidate chain with the verdict on each edge, for a request (`principal`: another's, governance
+   * only). Nothing is signed or spent: for a policy author's or an agent's "why not?".
+   */
+  explain(request: ExplainRequest): Promise<Explanation> {
     return this.request('POST', '/v1/explain', request);
   }
 
@@ -276,16 +286,20 @@ export class WritClient {
    * Runs a scheduled job on at most one runner at a time: decides `run_job` on `jobKey` (a `job:…`
    * key), takes the job's lease, renews it while `fn` runs, hands `fn` the run's fencing epoch, and
    * releases it when `fn` settles. When another runner holds the job it returns `{ ran: false, holder }`
-   * without running (unless `waitMs` lets it wait its turn). A denied decision throws ForbiddenError.
+   * without running (unless `waitMs` lets it wait its turn). A denied decision throws ForbiddenError
+   * (its `problem` holds decision_id, reasons and approval_missing).
    * Mutual exclusion is per key: for once-per-period semantics put the period in the key
    * (`job:daily-seo-publish:2026-06-01`).
    */
   async runExclusive<T>(jobKey: string, fn: (job: JobScope) => Promise<T>, options: RunExclusiveOptions = {}): Promise<RunExclusiveResult<T>> {
-    const decision = await this.decide({ action: 'run_job', resource: jobKey, environment: options.environment ?? 'production', fields: [] });
+    const decision = await this.decide({ action: 'run_job', resource: jobKey, environment: options.environment ?? 'production', fields: [], ...(options.context ? { context: options.context } : {}) });
     if (!decision.allow) {
-      throw new ForbiddenError(403, `run_job on ${jobKey} was denied: ${decision.reasons.join('; ')}`, { decision_id: decision.decision_id, reasons: decision.reasons });
+      const detail = decision.approval_missing
+        ? `run_job on ${jobKey} needs an approval (decision ${decision.decision_id}): ask an approver to sign one and pass it as context.approval`
+        : `run_job on ${jobKey} was denied: ${decision.reasons.join('; ')}`;
+      throw new ForbiddenError(403, detail, { decision_id: decision.decision_id, reasons: decision.reasons, approval_missing: decision.approval_missing });
     }
-    const { environment: _environment, waitMs = 0, ...leaseOptions } = options;
+    const { environment: _environment, context: _context, waitMs = 0, ...leaseOptions } = options;
     try {
       return await this.withLease([decision], async ({ lease, signal, act }) => {
         if (!lease) throw new TypeError(`${jobKey} needs no lease (its class is ${decision.obligations.resource_class}): runExclusive cannot make it exclusive`);
@@ -434,7 +448,11 @@ function decidedWrite(d: Decision | string): { action: string; resource: string;
 
 function tokenOf(d: Decision | string): string {
   if (typeof d === 'string') return d;
-  if (!d.token) throw new TypeError(`decision ${d.decision_id} is a deny (${d.reasons.join('; ')}); it has no token`);
+  if (!d.token) {
+    throw new TypeError(d.approval_missing
+      ? `decision ${d.decision_id} needs an approval: ask an approver to sign one, pass it as context.approval and decide again; a deny has no token`
+      : `decision ${d.decision_id} is a deny (${d.reasons.join('; ')}); it has no token`);
+  }
   return d.token;
 }
 

@@ -85,6 +85,36 @@ export interface Decision {
   token: string | null;
 }
 
+/** The body of POST /v1/explain: a decision request, for another principal too (governance only). */
+export type ExplainRequest = DecisionRequest & { principal?: string };
+
+/** The policy's verdict on one candidate chain: each edge's, then the chain's as a whole. */
+export interface ChainVerdict {
+  /** Index into the explanation's `chains`. */
+  index: number;
+  ok: boolean;
+  edges: { id: string; ok: boolean; problems: string[] }[];
+  /** Problems of the chain as a whole (e.g. its final scope does not cover the request). */
+  problems: string[];
+}
+
+/** The answer of POST /v1/explain: every candidate chain with the verdict on each edge; nothing is signed or spent. */
+export interface Explanation {
+  principal: string;
+  /** The request as judged (an alias resolved to its canonical key). */
+  request: { action: string; resource: string; environment: string; fields: string[] };
+  allow: boolean;
+  reasons: string[];
+  /** As on Decision: denied only for want of an approval. */
+  approval_missing: boolean;
+  risk: number;
+  obligations: Obligations;
+  owners: Record<string, string | null>;
+  chains: { edges: ChainEdge[]; verdict: ChainVerdict }[];
+  graph_revision: number;
+  policy_revision: string;
+}
+
 /** The answer of POST /v1/leases. */
 export interface LeaseGrant {
   lease_id: string;

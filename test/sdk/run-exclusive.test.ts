@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ForbiddenError, WritClient } from '../../src/sdk/index.js';
+import { createApprovalAssertion, ForbiddenError, UnprocessableError, WritClient, type Explanation } from '../../src/sdk/index.js';
 import { readAdminCredential } from '../../src/service/index.js';
-import { REPO } from '../support/harness.js';
+import { fixtureKey, REPO } from '../support/harness.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { clientFor } from './sdk-support.js';
 
@@ -16,6 +16,15 @@ beforeAll(async () => {
   await governance.request('POST', '/v1/grants', {
     id: 'g-publisher-jobs', to: 'publisher', reason: 'the publisher runs the scheduled publishing jobs',
     scope: { actions: ['run_job'], resources: ['job:**'], environments: ['production'], fields: ['*'], risk_max: 1 },
+  });
+  // A risky job (risk 3: above production's approval threshold) runs with editor-alice's approval.
+  await governance.request('POST', '/v1/grants', {
+    id: 'g-publisher-risky-jobs', to: 'publisher', reason: 'the publisher runs the site rebuild, with an editor\'s sign-off',
+    scope: { actions: ['run_job'], resources: ['job:rebuild-site:*'], environments: ['production'], fields: ['*'], risk_max: 3 },
+  });
+  await governance.request('POST', '/v1/approvals', {
+    id: 'a-alice-publisher-jobs', from: 'editor-alice', to: 'publisher', reason: 'an editor signs off risky jobs',
+    scope: { actions: ['run_job'], resources: ['job:**'], environments: ['production'], risk_max: 3 },
   });
 });
 afterAll(async () => server?.stop());
@@ -68,6 +77,39 @@ describe('runExclusive: a scheduled job on two runner processes', () => {
     expect(refused).toBeInstanceOf(ForbiddenError);
     expect((refused as ForbiddenError).status).toBe(403);
     expect((refused as ForbiddenError).detail).toContain('run_job on job:daily-seo-publish was denied');
+    expect((refused as ForbiddenError).problem).toMatchObject({ approval_missing: false, reasons: expect.arrayContaining([expect.stringMatching(/job:daily-seo-publish is not within the scope/)]) });
     expect(ran).toBe(false);
+  });
+
+  it('a risky job without an approval throws ForbiddenError saying an approval is all it lacks; with one it runs, once', async () => {
+    const { client } = clientFor(server, 'publisher');
+    const jobKey = 'job:rebuild-site:example.com';
+    let runs = 0;
+    const refused = await client.runExclusive(jobKey, async () => void runs++, { context: { risk: 3 } }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ForbiddenError);
+    expect((refused as ForbiddenError).problem).toMatchObject({ approval_missing: true, decision_id: expect.any(String) });
+    expect((refused as ForbiddenError).detail).toMatch(/^run_job on job:rebuild-site:example\.com needs an approval \(decision [\w-]+\): ask an approver/);
+    // What the agent sees when it asks why: the same want, and the chain that would allow it.
+    const why: Explanation = await client.explain({ action: 'run_job', resource: jobKey, environment: 'production', fields: [], context: { risk: 3 } });
+    expect(why).toMatchObject({ allow: false, approval_missing: true, obligations: { approval_required: true } });
+    expect(why.chains.map((c) => c.edges.map((e) => e.id))).toContainEqual(['g-publisher-risky-jobs']);
+    expect(why.chains.find((c) => c.edges[0]!.id === 'g-publisher-risky-jobs')!.verdict.ok).toBe(true);
+
+    const approval = await createApprovalAssertion({ approver: 'editor-alice', privateJwk: fixtureKey('editor-alice'), approve: { principal: 'publisher', action: 'run_job', resource: jobKey, environment: 'production' } });
+    const done = await client.runExclusive(jobKey, async () => void runs++, { context: { risk: 3, approval } });
+    expect(done).toMatchObject({ ran: true });
+    expect(runs).toBe(1);
+    // The approval was single-use: the next run needs a new one.
+    const again = await client.runExclusive(jobKey, async () => void runs++, { context: { risk: 3, approval } }).catch((e: unknown) => e);
+    expect(again).toBeInstanceOf(UnprocessableError);
+    expect((again as UnprocessableError).detail).toMatch(/^the approval is not valid: /);
+    expect(runs).toBe(1);
+  });
+
+  it('a deny handed to withLease is a TypeError that says when an approval is what it lacks', async () => {
+    const { client } = clientFor(server, 'publisher');
+    const denied = await client.decide({ action: 'run_job', resource: 'job:rebuild-site:example.org', environment: 'production', fields: [], context: { risk: 3 } });
+    expect(denied.approval_missing).toBe(true);
+    await expect(client.withLease([denied], async () => undefined)).rejects.toThrow(new TypeError(`decision ${denied.decision_id} needs an approval: ask an approver to sign one, pass it as context.approval and decide again; a deny has no token`));
   });
 });
