@@ -2,7 +2,7 @@ import { decodeJwt, decodeProtectedHeader, type JWK, type JSONWebKeySet } from '
 import { ERROR_CATALOGUE, WritError } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
-import type { Decision, DecisionRequest, ExplainRequest, Explanation, LeaseGrant, LeaseRenewal, Receipt } from '../wire/v1.js';
+import type { Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, LeaseGrant, LeaseRenewal, Receipt, ScopeInput, WireTime } from '../wire/v1.js';
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
@@ -26,7 +26,7 @@ export interface WritClientOptions {
   fetch?: typeof fetch;
 }
 
-export type { ChainEdge, ChainVerdict, Decision, DecisionRequest, ExplainRequest, Explanation, Incident, LeaseGrant, LeaseRecord, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
+export type { ChainEdge, ChainVerdict, Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, Incident, ScopeInput, LeaseGrant, LeaseRecord, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
 
 /** A lease as POST /v1/leases grants it (what renew and release need); withLease keeps `expires_at` current. */
 export type Lease = Omit<LeaseGrant, 'preempted'>;
@@ -48,6 +48,24 @@ export interface ActRequest {
 
 /** A write in a lease's scope: `decision` may be left out when the scope was taken for one decision (it is that one). */
 export type ScopedActRequest = Omit<ActRequest, 'lease' | 'decision'> & { decision?: Decision | string };
+
+/** A delegation this client's principal gives (`delegate`, `withDelegation`). */
+export interface DelegateRequest {
+  /** Who receives it: a registered principal (a sub-agent, say). */
+  to: string;
+  /** What it gives: at most what this principal holds now, on every dimension (else AttenuationViolationError, naming each one). */
+  scope: ScopeInput;
+  /** Why, in words an auditor reads (`writ why` shows it). */
+  reason: string;
+  /** How long it lasts from now (by this machine's clock); or give `expires_at`. */
+  ttlMs?: number;
+  expires_at?: WireTime | number;
+  not_before?: WireTime | number;
+  /** How many more hops the delegate may pass it on; default 0. */
+  max_depth?: number;
+  /** The edge's id; default one Writ makes. The same id with the same request is answered with the edge made before: pass one to retry safely. */
+  id?: string;
+}
 
 export interface LeaseOptions {
   /** Lease duration; renewed in the background every third of it. Default 15 000 ms. */
@@ -160,6 +178,44 @@ export class WritClient {
    */
   explain(request: ExplainRequest): Promise<Explanation> {
     return this.request('POST', '/v1/explain', request);
+  }
+
+  /**
+   * Gives part of this principal's authority to another (`POST /v1/delegations`), narrowed on every
+   * dimension Writ checks; it counts for no more than this principal holds at each decision, and dies
+   * with anything above it. → the edge (`created` false on the answer when the same id and request existed).
+   */
+  async delegate(request: DelegateRequest): Promise<Edge> {
+    const out = await this.request<EdgeWritten>('POST', '/v1/delegations', delegationBody(this.options.principal, request));
+    return out.edge;
+  }
+
+  /** Revokes an edge this principal gave or created (`DELETE /v1/edges/{id}`): every chain through it stops counting at once. */
+  revoke(edgeId: string, reason: string): Promise<EdgeRevoked> {
+    return this.request('DELETE', `/v1/edges/${encodeURIComponent(edgeId)}`, { reason });
+  }
+
+  /**
+   * Runs `fn` while `request.to` holds a delegation from this principal (a sub-agent's task): delegates,
+   * runs `fn(edge)`, and revokes the delegation when `fn` settles. `ttlMs` or `expires_at` is required, so
+   * that a delegation this process could not revoke (it died, or Writ was unreachable) still ends by
+   * itself. A failed revocation is thrown when `fn` succeeded (its authority outlives the task until it
+   * expires); when `fn` failed, `fn`'s error is thrown.
+   */
+  async withDelegation<T>(request: DelegateRequest, fn: (edge: Edge) => Promise<T>): Promise<T> {
+    if (request.ttlMs === undefined && request.expires_at === undefined) {
+      throw new TypeError('withDelegation: give ttlMs or expires_at, so that the delegation ends by itself if it cannot be revoked');
+    }
+    const edge = await this.delegate(request);
+    let value: T;
+    try {
+      value = await fn(edge);
+    } catch (e) {
+      await this.revoke(edge.id, `task ended: ${request.reason}`.slice(0, 2000)).catch(() => undefined);
+      throw e;
+    }
+    await this.revoke(edge.id, `task done: ${request.reason}`.slice(0, 2000));
+    return value;
   }
 
   /**
@@ -403,6 +459,16 @@ export class WritClient {
       if (!refusedByWrit) await release().catch(() => undefined);
     }
   }
+}
+
+/** The body of POST /v1/delegations for `request`, given by `from`. */
+function delegationBody(from: string, request: DelegateRequest): DelegationBody {
+  const { ttlMs, ...rest } = request;
+  if (ttlMs !== undefined) {
+    if (request.expires_at !== undefined) throw new TypeError('delegate: give ttlMs or expires_at, not both');
+    if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new TypeError(`delegate: ttlMs must be a positive number of ms, got ${String(ttlMs)}`);
+  }
+  return { ...rest, from, ...(ttlMs !== undefined ? { expires_at: Date.now() + ttlMs } : {}) };
 }
 
 function kidOf(token: string): string | null {

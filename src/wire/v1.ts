@@ -45,6 +45,50 @@ export interface ChainEdge {
   revoked_at: WireTime | null;
 }
 
+/** An edge of the authority graph as the API answers it (GET /v1/edges/{id}; the edge a write or a revocation touched). */
+export interface Edge extends ChainEdge {
+  /** The graph revision that created it. */
+  revision: number;
+}
+
+/** A scope as the graph's write routes take it: `environments` and `fields` default to every one (`['*']`). */
+export interface ScopeInput {
+  actions: string[];
+  resources: string[];
+  environments?: string[];
+  fields?: string[];
+  risk_max: number;
+}
+
+/** The body of POST /v1/delegations: `from` gives part of its own scope to `to` (only `from` or governance may). */
+export interface DelegationBody {
+  /** Default: one Writ makes (`e-…`); an identical body under the same id is answered 200 (idempotent). */
+  id?: string;
+  from: string;
+  to: string;
+  scope: ScopeInput;
+  reason: string;
+  /** How many more hops `to` may pass it on; default 0. */
+  max_depth?: number;
+  /** RFC 3339 or ms since the epoch. */
+  not_before?: WireTime | number | null;
+  expires_at?: WireTime | number | null;
+}
+
+/** The answer of POST /v1/delegations (and the other edge routes): `created` false when an identical edge existed. */
+export interface EdgeWritten {
+  edge: Edge;
+  created: boolean;
+  graph_revision: number;
+}
+
+/** The answer of DELETE /v1/edges/{id}: `revoked` false when it was revoked already. */
+export interface EdgeRevoked {
+  edge: Edge;
+  revoked: boolean;
+  graph_revision: number;
+}
+
 /** The body of POST /v1/decisions (the principal is always the authenticated caller). */
 export interface DecisionRequest {
   action: string;

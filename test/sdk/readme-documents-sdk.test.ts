@@ -30,7 +30,7 @@ describe('the README\'s SDK section', () => {
     for (const m of methods) expect(section, `method ${m}`).toContain(m);
     const options: [string, string][] = [
       ['src/sdk/client.ts', 'WritClientOptions'], ['src/sdk/client.ts', 'LeaseOptions'], ['src/sdk/client.ts', 'RunExclusiveOptions'],
-      ['src/sdk/client.ts', 'LeaseScope'], ['src/sdk/client.ts', 'JobScope'], ['src/sdk/client.ts', 'ActRequest'],
+      ['src/sdk/client.ts', 'LeaseScope'], ['src/sdk/client.ts', 'DelegateRequest'], ['src/sdk/client.ts', 'JobScope'], ['src/sdk/client.ts', 'ActRequest'],
       ['src/wire/assertions.ts', 'CallerAssertionOptions'], ['src/sdk/backoff.ts', 'BackoffOptions'],
     ];
     for (const [file, name] of options) {

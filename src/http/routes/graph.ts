@@ -5,6 +5,7 @@ import {
   registerPrincipal, revokeEdge, revokePrincipal,
   type ApprovalInput, type DelegationInput, type EdgeResult, type GrantInput, type OwnershipInput, type PreemptionInput, type PrincipalInput,
 } from '../../service/index.js';
+import type { EdgeRevoked, EdgeWritten } from '../../wire/v1.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
 import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody, reasonQuery, revokeBody } from '../schemas.js';
 import { edgeToWire, graphExportToWire, principalToWire } from '../wire.js';
@@ -23,7 +24,7 @@ function reasonOf(request: { body?: { reason?: string } | null; query: { reason?
   return request.body?.reason ?? request.query.reason ?? 'revoked';
 }
 
-function edgeReply(r: EdgeResult) {
+function edgeReply(r: EdgeResult): EdgeWritten {
   return { edge: edgeToWire(r.edge), created: r.created, graph_revision: r.graph_revision };
 }
 
@@ -100,7 +101,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
   }, async (request) => {
     const caller = await app.caller(request);
     const r = await revokeEdge(ctx, caller, request.params.id, reasonOf(request));
-    return { edge: edgeToWire(r.edge), revoked: r.revoked, graph_revision: r.graph_revision };
+    return { edge: edgeToWire(r.edge), revoked: r.revoked, graph_revision: r.graph_revision } satisfies EdgeRevoked;
   });
 
   app.get<{ Querystring: { at?: string; format?: string } }>('/v1/graph', {
