@@ -1,14 +1,25 @@
 import { WritError } from '../errors.js';
 
-/** Wire times are RFC 3339 strings (input may also give ms numbers); inside Writ they are ms numbers. */
+/** The instants an RFC 3339 time can name (years 0000–9999); outside them a time cannot be written back. */
+const EARLIEST = Date.parse('0000-01-01T00:00:00.000Z');
+const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
+ * Wire times are RFC 3339 strings (input may also give whole ms numbers); inside Writ they are ms numbers.
+ * A time outside years 0000–9999 is refused: stored, it could not be answered as RFC 3339 again (an edge
+ * that expired in the year 3 million made every read of the graph fail).
+ */
 export function parseTime(value: string | number | null | undefined, field: string): number | null {
   if (value === null || value === undefined) return null;
+  let t: number;
   if (typeof value === 'number') {
-    if (!Number.isFinite(value)) throw new WritError('UNPROCESSABLE', `${field} is not a valid time`);
-    return value;
+    if (!Number.isInteger(value)) throw new WritError('UNPROCESSABLE', `${field} is not a valid time: ${String(value)} is not a whole number of ms since the epoch`);
+    t = value;
+  } else {
+    t = Date.parse(value);
+    if (Number.isNaN(t)) throw new WritError('UNPROCESSABLE', `${field} is not an ISO-8601 time: "${value}"`);
   }
-  const t = Date.parse(value);
-  if (Number.isNaN(t)) throw new WritError('UNPROCESSABLE', `${field} is not an ISO-8601 time: "${value}"`);
+  if (t < EARLIEST || t > LATEST) throw new WritError('UNPROCESSABLE', `${field} is outside the years 0000–9999: ${JSON.stringify(value)}`);
   return t;
 }
 

@@ -50,3 +50,32 @@ describe('expired and not-yet-valid edges deny', () => {
     expect(Date.parse(r.body.expires_at) - Date.parse(r.body.issued_at)).toBe(30_000);
   });
 });
+
+describe('an edge\'s times are instants RFC 3339 can name', () => {
+  const body = (window: Record<string, unknown>) => ({
+    id: 'd-far', from: 'orchestrator', to: 'publisher', reason: 'far', max_depth: 0, ...window,
+    scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 },
+  });
+  // 1e20 ms was taken before and stored: every later read of the graph (GET /v1/graph, the edge, its revocation) failed with 500.
+  it.each([
+    [{ expires_at: 1e20 }, /^expires_at is outside the years 0000–9999: 100000000000000000000$/],
+    [{ expires_at: Date.parse('9999-12-31T23:59:59.999Z') + 1 }, /^expires_at is outside the years 0000–9999/],
+    [{ not_before: '+275760-09-13T00:00:00.000Z' }, /^not_before is outside the years 0000–9999/],
+    [{ not_before: -62_167_219_200_001 }, /^not_before is outside the years 0000–9999/],
+  ])('%j is UNPROCESSABLE, nothing is written, and the graph still reads', async (window, detail) => {
+    const before = await h.call('governance', { method: 'GET', url: '/v1/graph' });
+    const r = await h.call('orchestrator', { method: 'POST', url: '/v1/delegations', payload: body(window) });
+    expect(r.status, JSON.stringify(r.body)).toBe(422);
+    expect(r.body).toMatchObject({ code: 'UNPROCESSABLE', detail: expect.stringMatching(detail) });
+    const after = await h.call('governance', { method: 'GET', url: '/v1/graph' });
+    expect(after.status).toBe(200);
+    expect(after.body.revision).toBe(before.body.revision);
+    expect((await h.call('governance', { method: 'GET', url: '/v1/edges/d-far' })).status).toBe(404);
+  });
+  it('the last instant of 9999 is taken, and answered as RFC 3339', async () => {
+    const r = await h.call('orchestrator', { method: 'POST', url: '/v1/delegations', payload: body({ expires_at: Date.parse('9999-12-31T23:59:59.999Z') }) });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    expect(r.body.edge.expires_at).toBe('9999-12-31T23:59:59.999Z');
+    expect((await h.call('governance', { method: 'GET', url: '/v1/graph' })).status).toBe(200);
+  });
+});
