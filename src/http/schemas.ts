@@ -7,7 +7,7 @@ export { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody,
 /** The optional body of a revoking DELETE (the reason may come as the `reason` query parameter instead). */
 export const revokeBody = {
   type: ['object', 'null'], additionalProperties: false,
-  properties: { reason: { type: 'string', maxLength: 2000 } },
+  properties: { reason: { type: 'string', minLength: 1, maxLength: 2000 } },
 } as const;
 
 export const reasonQuery = {

@@ -6,7 +6,7 @@ import type { Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, Edge
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
-import { errorFromWritError, ForbiddenError, LeaseExpiredError, WritApiError } from './errors.js';
+import { AlreadyExistsError, DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, UnprocessableError, WritApiError } from './errors.js';
 import { LeaseStream, LeaseStreamClosedError, type LeaseStreamOptions } from './lease-stream.js';
 import { refusalError } from './refusal.js';
 
@@ -57,13 +57,18 @@ export interface DelegateRequest {
   scope: ScopeInput;
   /** Why, in words an auditor reads (`writ why` shows it). */
   reason: string;
-  /** How long it lasts from now (by this machine's clock); or give `expires_at`. */
+  /** How long it lasts from now (by this machine's clock, rounded up to whole ms); or give `expires_at`. */
   ttlMs?: number;
+  /** RFC 3339, or whole ms since the epoch. */
   expires_at?: WireTime | number;
   not_before?: WireTime | number;
   /** How many more hops the delegate may pass it on; default 0. */
   max_depth?: number;
-  /** The edge's id; default one Writ makes. The same id with the same request is answered with the edge made before: pass one to retry safely. */
+  /**
+   * The edge's id; default one Writ makes. The same id with the same request is answered with the edge
+   * made before, so an `id` with an `expires_at` makes a retry safe (a `ttlMs` counts from each call: a
+   * retry with one differs, and is AlreadyExistsError).
+   */
   id?: string;
 }
 
@@ -183,11 +188,10 @@ export class WritClient {
   /**
    * Gives part of this principal's authority to another (`POST /v1/delegations`), narrowed on every
    * dimension Writ checks; it counts for no more than this principal holds at each decision, and dies
-   * with anything above it. → the edge (`created` false on the answer when the same id and request existed).
+   * with anything above it. → the edge (the one made before, when the same id and request existed).
    */
   async delegate(request: DelegateRequest): Promise<Edge> {
-    const out = await this.request<EdgeWritten>('POST', '/v1/delegations', delegationBody(this.options.principal, request));
-    return out.edge;
+    return (await this.request<EdgeWritten>('POST', '/v1/delegations', delegationBody(this.options.principal, request))).edge;
   }
 
   /** Revokes an edge this principal gave or created (`DELETE /v1/edges/{id}`): every chain through it stops counting at once. */
@@ -199,23 +203,33 @@ export class WritClient {
    * Runs `fn` while `request.to` holds a delegation from this principal (a sub-agent's task): delegates,
    * runs `fn(edge)`, and revokes the delegation when `fn` settles. `ttlMs` or `expires_at` is required, so
    * that a delegation this process could not revoke (it died, or Writ was unreachable) still ends by
-   * itself. A failed revocation is thrown when `fn` succeeded (its authority outlives the task until it
-   * expires); when `fn` failed, `fn`'s error is thrown.
+   * itself. An edge already revoked (an `id` used before) or ended before Writ made it is refused before
+   * `fn` runs. When the revocation fails, DelegationNotRevokedError says so, with `fn`'s value or error.
    */
   async withDelegation<T>(request: DelegateRequest, fn: (edge: Edge) => Promise<T>): Promise<T> {
     if (request.ttlMs === undefined && request.expires_at === undefined) {
       throw new TypeError('withDelegation: give ttlMs or expires_at, so that the delegation ends by itself if it cannot be revoked');
     }
-    const edge = await this.delegate(request);
-    let value: T;
-    try {
-      value = await fn(edge);
-    } catch (e) {
-      await this.revoke(edge.id, `task ended: ${request.reason}`.slice(0, 2000)).catch(() => undefined);
-      throw e;
+    const { edge, created } = await this.request<EdgeWritten>('POST', '/v1/delegations', delegationBody(this.options.principal, request));
+    if (edge.revoked_at !== null) {
+      throw new AlreadyExistsError(409, `delegation ${edge.id} was revoked at ${edge.revoked_at}: a new task needs a new id`, { edge_id: edge.id });
     }
-    await this.revoke(edge.id, `task done: ${request.reason}`.slice(0, 2000));
-    return value;
+    if (created && edge.expires_at !== null && Date.parse(edge.expires_at) <= Date.parse(edge.created_at)) {
+      throw new UnprocessableError(422, `delegation ${edge.id} ended at ${edge.expires_at}, before Writ made it at ${edge.created_at}: give a later expires_at or a longer ttlMs`, { edge_id: edge.id });
+    }
+    let outcome: { ok: true; value: T } | { ok: false; error: unknown };
+    try {
+      outcome = { ok: true, value: await fn(edge) };
+    } catch (error) {
+      outcome = { ok: false, error };
+    }
+    try {
+      await this.revoke(edge.id, outcome.ok ? 'the task it was given for ended (withDelegation)' : 'the task it was given for failed (withDelegation)');
+    } catch (cause) {
+      throw new DelegationNotRevokedError(edge, outcome, cause);
+    }
+    if (!outcome.ok) throw outcome.error;
+    return outcome.value;
   }
 
   /**
@@ -468,7 +482,7 @@ function delegationBody(from: string, request: DelegateRequest): DelegationBody 
     if (request.expires_at !== undefined) throw new TypeError('delegate: give ttlMs or expires_at, not both');
     if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new TypeError(`delegate: ttlMs must be a positive number of ms, got ${String(ttlMs)}`);
   }
-  return { ...rest, from, ...(ttlMs !== undefined ? { expires_at: Date.now() + ttlMs } : {}) };
+  return { ...rest, from, ...(ttlMs !== undefined ? { expires_at: Date.now() + Math.ceil(ttlMs) } : {}) };
 }
 
 function kidOf(token: string): string | null {

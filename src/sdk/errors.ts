@@ -1,4 +1,5 @@
 import { ERROR_CATALOGUE, type ErrorCode, type WritError } from '../errors.js';
+import type { Edge } from '../wire/v1.js';
 
 /** A problem+json answer from Writ, as a typed error. `code` is stable: switch on it. */
 export class WritApiError extends Error {
@@ -156,4 +157,24 @@ export function errorFromProblem(status: number, problem: Record<string, unknown
 /** The typed SDK error for a WritError thrown locally (e.g. by offline decision verification). */
 export function errorFromWritError(e: WritError): WritApiError {
   return new ERROR_CLASSES[e.code](ERROR_CATALOGUE[e.code].status, e.message, e.details ?? {}, null);
+}
+
+/**
+ * withDelegation could not revoke the delegation after its task: it stays live until it expires (or an
+ * edge above it is revoked). `taskSucceeded` says how the task ended: its `value`, or its `taskError`;
+ * `cause` is why the revocation failed. Revoke it again with `revoke(edge.id, reason)`.
+ */
+export class DelegationNotRevokedError extends Error {
+  readonly edge: Edge;
+  readonly taskSucceeded: boolean;
+  readonly value: unknown;
+  readonly taskError: unknown;
+  constructor(edge: Edge, outcome: { ok: true; value: unknown } | { ok: false; error: unknown }, cause: unknown) {
+    super(`delegation ${edge.id} to ${edge.to} is still live until ${edge.expires_at ?? 'it is revoked'}: revoking it after its task (${outcome.ok ? 'done' : 'failed'}) failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = 'DelegationNotRevokedError';
+    this.edge = edge;
+    this.taskSucceeded = outcome.ok;
+    this.value = outcome.ok ? outcome.value : undefined;
+    this.taskError = outcome.ok ? undefined : outcome.error;
+  }
 }

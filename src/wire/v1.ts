@@ -51,13 +51,18 @@ export interface Edge extends ChainEdge {
   revision: number;
 }
 
-/** A scope as the graph's write routes take it: `environments` and `fields` default to every one (`['*']`). */
+/**
+ * A scope as the graph's write routes take it: `environments` and `fields` default to every one (`['*']`);
+ * the risk ceiling is `risk_max` or `constraints.risk_max` (one of them is required), so an edge's own
+ * `scope` (a WireScope) is one too.
+ */
 export interface ScopeInput {
   actions: string[];
   resources: string[];
   environments?: string[];
   fields?: string[];
-  risk_max: number;
+  risk_max?: number;
+  constraints?: { risk_max?: number };
 }
 
 /** The body of POST /v1/delegations: `from` gives part of its own scope to `to` (only `from` or governance may). */

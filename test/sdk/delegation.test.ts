@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AttenuationViolationError, UnknownEdgeError, type DecisionRequest, type Edge } from '../../src/sdk/index.js';
+import { AlreadyExistsError, AttenuationViolationError, DelegationNotRevokedError, MalformedRequestError, UnknownEdgeError, UnprocessableError, WritClient, type DecisionRequest, type Edge } from '../../src/sdk/index.js';
+import { readAdminCredential } from '../../src/service/index.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { clientFor, revisionOf } from './sdk-support.js';
 
@@ -39,10 +40,14 @@ describe('SDK: an agent delegates part of its authority to a sub-agent', () => {
     const { client: orchestrator } = clientFor(server, 'orchestrator');
     const refused = await orchestrator.delegate({
       id: 'd-too-wide', to: 'content-agent-3', reason: 'publish too', ttlMs: 60_000,
-      scope: { ...scopeOf('77'), actions: ['update_post', 'publish_post'] },
+      scope: { ...scopeOf('77'), actions: ['update_post', 'publish_post'], environments: ['*'], risk_max: 3 },
     }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(AttenuationViolationError);
-    expect((refused as AttenuationViolationError).problem.violations).toEqual(expect.arrayContaining([expect.stringMatching(/^actions: publish_post/)]));
+    expect((refused as AttenuationViolationError).problem.violations).toEqual([
+      expect.stringMatching(/^actions: publish_post is not in the delegator's/),
+      expect.stringMatching(/^environments: \* is not in the delegator's/),
+      expect.stringMatching(/^risk: 3 exceeds the delegator's risk_max 2/),
+    ]);
     await expect(orchestrator.request('GET', '/v1/edges/d-too-wide')).rejects.toBeInstanceOf(UnknownEdgeError);
   });
 
@@ -52,7 +57,35 @@ describe('SDK: an agent delegates part of its authority to a sub-agent', () => {
     const first = await orchestrator.delegate(request);
     const again = await orchestrator.delegate(request);
     expect(again).toEqual(first);
-    await orchestrator.revoke(first.id, 'test done');
+    // A ttlMs counts from each call: the retry asks for another end, under an id already taken.
+    const { expires_at: _end, ...counted } = request;
+    await orchestrator.delegate({ ...counted, id: 'd-retitle-79b', ttlMs: 600_000 });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await expect(orchestrator.delegate({ ...counted, id: 'd-retitle-79b', ttlMs: 600_000 })).rejects.toBeInstanceOf(AlreadyExistsError);
+    // An edge's own scope (constraints.risk_max) is a scope to give again.
+    const copy = await orchestrator.delegate({ to: 'content-agent-3', scope: first.scope, reason: 'the same again', ttlMs: 60_000 });
+    expect(copy.scope).toEqual(first.scope);
+    for (const id of [first.id, 'd-retitle-79b', copy.id]) await orchestrator.revoke(id, 'test done');
+    await expect(orchestrator.revoke(first.id, '')).rejects.toBeInstanceOf(MalformedRequestError);
+  });
+
+  it('it dies with any edge above it: revoking the delegator\'s grant ends the sub-agent\'s authority too', async () => {
+    const admin = readAdminCredential(server.dataDir);
+    const governance = new WritClient({ baseUrl: server.url, principal: 'governance', privateJwk: admin.privateJwk as never });
+    await governance.request('POST', '/v1/grants', {
+      id: 'g-publisher-delegable', to: 'publisher', reason: 'the publisher may hand publishing of post 90 on', max_depth: 1,
+      scope: { actions: ['publish_post'], resources: ['wp:post:90'], environments: ['production'], fields: ['status'], risk_max: 2 },
+    });
+    const { client: publisher } = clientFor(server, 'publisher');
+    const { client: sub } = clientFor(server, 'content-agent-3');
+    await publisher.delegate({ to: 'content-agent-3', reason: 'publish post 90', ttlMs: 600_000, scope: { actions: ['publish_post'], resources: ['wp:post:90'], environments: ['production'], fields: ['status'], risk_max: 2 } });
+    const publish: DecisionRequest = { action: 'publish_post', resource: 'wp:post:90', environment: 'production', fields: ['status'] };
+    const before = await sub.decide(publish);
+    expect(before.allow, before.reasons.join('; ')).toBe(true);
+    await governance.revoke('g-publisher-delegable', 'publishing of post 90 moves elsewhere');
+    const after = await sub.decide(publish);
+    expect(after.allow).toBe(false);
+    expect(after.reasons.join('\n')).toMatch(/g-publisher-delegable.*revoked/);
   });
 
   it('withDelegation: the sub-agent writes through the gateway during the task; the delegation is revoked when it ends, also when it fails', async () => {
@@ -75,6 +108,45 @@ describe('SDK: an agent delegates part of its authority to a sub-agent', () => {
       throw failure;
     })).rejects.toBe(failure);
     expect((await orchestrator.request<{ edge: Edge }>('GET', `/v1/edges/${failed!.id}`)).edge.revoked_at).not.toBeNull();
+  });
+
+  it('withDelegation refuses, before the task runs, an id already revoked and an edge that ended before Writ made it', async () => {
+    const { client: orchestrator } = clientFor(server, 'orchestrator');
+    let runs = 0;
+    const request = { id: 'd-task-84', to: 'content-agent-3', scope: scopeOf('84'), reason: 'retitle post 84', expires_at: new Date(Date.now() + 600_000).toISOString() };
+    await orchestrator.withDelegation(request, async () => void runs++);
+    expect(runs).toBe(1);
+    const again = await orchestrator.withDelegation(request, async () => void runs++).catch((e: unknown) => e);
+    expect(again).toBeInstanceOf(AlreadyExistsError);
+    expect((again as AlreadyExistsError).detail).toMatch(/^delegation d-task-84 was revoked at .+: a new task needs a new id$/);
+    const ended = await orchestrator.withDelegation({ ...request, id: 'd-task-85', expires_at: new Date(Date.now() - 1_000).toISOString() }, async () => void runs++).catch((e: unknown) => e);
+    expect(ended).toBeInstanceOf(UnprocessableError);
+    expect((ended as UnprocessableError).detail).toMatch(/^delegation d-task-85 ended at .+, before Writ made it at .+: give a later expires_at or a longer ttlMs$/);
+    expect(runs).toBe(1);
+  });
+
+  it('withDelegation says when it could not revoke: DelegationNotRevokedError with the task\'s value or error, and the edge still live', async () => {
+    // Writ unreachable for the revocation only.
+    const unreachable: typeof fetch = (input, init) => (init?.method === 'DELETE' ? Promise.reject(new TypeError('fetch failed')) : fetch(input, init));
+    const { client: orchestrator } = clientFor(server, 'orchestrator', unreachable);
+    const { client: sub } = clientFor(server, 'content-agent-3');
+    const done = await orchestrator.withDelegation({ to: 'content-agent-3', scope: scopeOf('86'), reason: 'retitle post 86', ttlMs: 60_000 }, async () => 'retitled').catch((e: unknown) => e);
+    expect(done).toBeInstanceOf(DelegationNotRevokedError);
+    const notRevoked = done as DelegationNotRevokedError;
+    expect(notRevoked).toMatchObject({ taskSucceeded: true, value: 'retitled', taskError: undefined, cause: new TypeError('fetch failed') });
+    expect(notRevoked.message).toMatch(new RegExp(`^delegation ${notRevoked.edge.id} to content-agent-3 is still live until .+: revoking it after its task \\(done\\) failed: fetch failed$`));
+    expect((await sub.decide(titleOf('86'))).allow).toBe(true);
+    const { client: reachable } = clientFor(server, 'orchestrator');
+    await reachable.revoke(notRevoked.edge.id, 'revoked by hand');
+    expect((await sub.decide(titleOf('86'))).allow).toBe(false);
+
+    const failure = new Error('the sub-agent gave up');
+    const failed = await orchestrator.withDelegation({ to: 'content-agent-3', scope: scopeOf('87'), reason: 'retitle post 87', ttlMs: 60_000 }, async () => {
+      throw failure;
+    }).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(DelegationNotRevokedError);
+    expect(failed).toMatchObject({ taskSucceeded: false, value: undefined, taskError: failure });
+    await reachable.revoke((failed as DelegationNotRevokedError).edge.id, 'revoked by hand');
   });
 
   it('withDelegation wants an end (ttlMs or expires_at), and delegate one of them: a TypeError before anything is sent', async () => {

@@ -106,6 +106,27 @@ describe('runExclusive: a scheduled job on two runner processes', () => {
     expect(runs).toBe(1);
   });
 
+  it('the approval is spent by the decision even when another runner holds the job ({ran: false})', async () => {
+    const { client } = clientFor(server, 'publisher');
+    const jobKey = 'job:rebuild-site:example.net';
+    const approve = () => createApprovalAssertion({ approver: 'editor-alice', privateJwk: fixtureKey('editor-alice'), approve: { principal: 'publisher', action: 'run_job', resource: jobKey, environment: 'production' } });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const first = client.runExclusive(jobKey, async () => {
+      started();
+      await held;
+    }, { context: { risk: 3, approval: await approve() } });
+    await running;
+    const second = await approve();
+    expect(await client.runExclusive(jobKey, async () => undefined, { context: { risk: 3, approval: second } })).toEqual({ ran: false, holder: 'publisher' });
+    release();
+    expect(await first).toMatchObject({ ran: true });
+    const reused = await client.runExclusive(jobKey, async () => undefined, { context: { risk: 3, approval: second } }).catch((e: unknown) => e);
+    expect(reused).toBeInstanceOf(UnprocessableError);
+  });
+
   it('a deny handed to withLease is a TypeError that says when an approval is what it lacks', async () => {
     const { client } = clientFor(server, 'publisher');
     const denied = await client.decide({ action: 'run_job', resource: 'job:rebuild-site:example.org', environment: 'production', fields: [], context: { risk: 3 } });
