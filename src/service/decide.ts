@@ -4,8 +4,8 @@ import { WritError } from '../errors.js';
 import { releaseAssertion, signDecision, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { approvalEdges, principalsOf, resolveChains, resolveOwners, type AuthorityGraph } from '../graph/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
-import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, Obligations, PolicyEdge, RequestProperties, VerifiedApproval } from '../policy/types.js';
-import type { Decision, DecisionRequest } from '../wire/v1.js';
+import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, PolicyEdge, RequestProperties, VerifiedApproval } from '../policy/types.js';
+import type { Decision, DecisionRequest, Explanation as WireExplanation } from '../wire/v1.js';
 import type { WritContext } from './context.js';
 import { canonicalResource, checkEnvironment, checkFields } from './resources.js';
 import { decisionRecord } from './decision-record.js';
@@ -39,20 +39,8 @@ export interface DecideOptions {
 /** A decision as the use case returns it: the v1 wire shape with times in ms (the HTTP layer renders them RFC 3339). */
 export type DecisionOutcome = Omit<Decision, 'issued_at' | 'expires_at' | 'chain_edges'> & { issued_at: number; expires_at: number | null; chain_edges: PolicyEdge[] };
 
-export interface Explanation {
-  principal: string;
-  request: { action: string; resource: string; environment: string; fields: string[] };
-  allow: boolean;
-  reasons: string[];
-  /** Denied only for want of an approval: an approval would allow it (DecisionResult.approval_missing). */
-  approval_missing: boolean;
-  risk: number;
-  obligations: Obligations;
-  owners: Record<string, string | null>;
-  chains: { edges: PolicyEdge[]; verdict: ChainVerdict }[];
-  graph_revision: number;
-  policy_revision: string;
-}
+/** POST /v1/explain's answer inside Writ: the wire Explanation with each chain's edges as the policy saw them (ms times). */
+export type Explanation = Omit<WireExplanation, 'chains'> & { chains: { edges: PolicyEdge[]; verdict: ChainVerdict }[] };
 
 interface Judged {
   principal: string;

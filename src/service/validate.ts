@@ -3,6 +3,7 @@ import { publicKeyFromJwk } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import { validatePattern } from '../graph/index.js';
 import type { PublicJwk, Scope } from '../graph/model.js';
+import type { ScopeInput } from '../wire/v1.js';
 import { parseTime } from './time.js';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$/;
@@ -12,15 +13,8 @@ export function checkId(value: string, what: string): string {
   return value;
 }
 
-/** A scope as callers write it (HTTP body, manifest): `risk_max` may sit at the top level or in constraints. */
-export interface ScopeInput {
-  actions: string[];
-  resources: string[];
-  environments?: string[];
-  fields?: string[];
-  risk_max?: number;
-  constraints?: Record<string, unknown>;
-}
+/** A scope as callers write it (HTTP body, manifest, SDK): `risk_max` may sit at the top level or in constraints. */
+export type { ScopeInput } from '../wire/v1.js';
 
 function names(list: string[] | undefined, what: string, fallback: string[] | null): string[] {
   if (list === undefined) {
