@@ -203,19 +203,23 @@ export class WritClient {
    * Runs `fn` while `request.to` holds a delegation from this principal (a sub-agent's task): delegates,
    * runs `fn(edge)`, and revokes the delegation when `fn` settles. `ttlMs` or `expires_at` is required, so
    * that a delegation this process could not revoke (it died, or Writ was unreachable) still ends by
-   * itself. An edge already revoked (an `id` used before) or ended before Writ made it is refused before
-   * `fn` runs. When the revocation fails, DelegationNotRevokedError says so, with `fn`'s value or error.
+   * itself. An edge already revoked (an `id` used before) or already ended is refused before `fn` runs. An
+   * `id` names one task: two tasks at once under one id share its edge, and the first to end revokes it.
+   * When the revocation fails, DelegationNotRevokedError says so, with `fn`'s value or error.
    */
   async withDelegation<T>(request: DelegateRequest, fn: (edge: Edge) => Promise<T>): Promise<T> {
     if (request.ttlMs === undefined && request.expires_at === undefined) {
       throw new TypeError('withDelegation: give ttlMs or expires_at, so that the delegation ends by itself if it cannot be revoked');
     }
-    const { edge, created } = await this.request<EdgeWritten>('POST', '/v1/delegations', delegationBody(this.options.principal, request));
+    if (request.not_before !== undefined) throw new TypeError('withDelegation: the task runs now, so the delegation has no not_before (delegate() takes one)');
+    const { edge } = await this.request<EdgeWritten>('POST', '/v1/delegations', delegationBody(this.options.principal, request));
     if (edge.revoked_at !== null) {
       throw new AlreadyExistsError(409, `delegation ${edge.id} was revoked at ${edge.revoked_at}: a new task needs a new id`, { edge_id: edge.id });
     }
-    if (created && edge.expires_at !== null && Date.parse(edge.expires_at) <= Date.parse(edge.created_at)) {
-      throw new UnprocessableError(422, `delegation ${edge.id} ended at ${edge.expires_at}, before Writ made it at ${edge.created_at}: give a later expires_at or a longer ttlMs`, { edge_id: edge.id });
+    // An edge made by an earlier call with this id (a retry) may have ended since: by Writ's clock when it made
+    // the edge, else by this machine's.
+    if (edge.expires_at !== null && Date.parse(edge.expires_at) <= Math.max(Date.parse(edge.created_at), Date.now())) {
+      throw new UnprocessableError(422, `delegation ${edge.id} ended at ${edge.expires_at} (made at ${edge.created_at}): give a later expires_at or a longer ttlMs`, { edge_id: edge.id });
     }
     let outcome: { ok: true; value: T } | { ok: false; error: unknown };
     try {

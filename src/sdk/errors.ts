@@ -160,8 +160,8 @@ export function errorFromWritError(e: WritError): WritApiError {
 }
 
 /**
- * withDelegation could not revoke the delegation after its task: it stays live until it expires (or an
- * edge above it is revoked). `taskSucceeded` says how the task ended: its `value`, or its `taskError`;
+ * withDelegation could not revoke the delegation after its task: it may stay live until it expires (unless
+ * the revocation landed with only its answer lost, or an edge above it is revoked). `taskSucceeded` says how the task ended: its `value`, or its `taskError`;
  * `cause` is why the revocation failed. Revoke it again with `revoke(edge.id, reason)`.
  */
 export class DelegationNotRevokedError extends Error {
@@ -170,7 +170,7 @@ export class DelegationNotRevokedError extends Error {
   readonly value: unknown;
   readonly taskError: unknown;
   constructor(edge: Edge, outcome: { ok: true; value: unknown } | { ok: false; error: unknown }, cause: unknown) {
-    super(`delegation ${edge.id} to ${edge.to} is still live until ${edge.expires_at ?? 'it is revoked'}: revoking it after its task (${outcome.ok ? 'done' : 'failed'}) failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    super(`delegation ${edge.id} to ${edge.to} may still be live until ${edge.expires_at ?? 'it is revoked'}: revoking it after its task (${outcome.ok ? 'done' : 'failed'}) failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
     this.name = 'DelegationNotRevokedError';
     this.edge = edge;
     this.taskSucceeded = outcome.ok;

@@ -119,9 +119,15 @@ describe('SDK: an agent delegates part of its authority to a sub-agent', () => {
     const again = await orchestrator.withDelegation(request, async () => void runs++).catch((e: unknown) => e);
     expect(again).toBeInstanceOf(AlreadyExistsError);
     expect((again as AlreadyExistsError).detail).toMatch(/^delegation d-task-84 was revoked at .+: a new task needs a new id$/);
-    const ended = await orchestrator.withDelegation({ ...request, id: 'd-task-85', expires_at: new Date(Date.now() - 1_000).toISOString() }, async () => void runs++).catch((e: unknown) => e);
+    const past = new Date(Date.now() - 1_000).toISOString();
+    const ended = await orchestrator.withDelegation({ ...request, id: 'd-task-85', expires_at: past }, async () => void runs++).catch((e: unknown) => e);
     expect(ended).toBeInstanceOf(UnprocessableError);
-    expect((ended as UnprocessableError).detail).toMatch(/^delegation d-task-85 ended at .+, before Writ made it at .+: give a later expires_at or a longer ttlMs$/);
+    expect((ended as UnprocessableError).detail).toMatch(/^delegation d-task-85 ended at .+ \(made at .+\): give a later expires_at or a longer ttlMs$/);
+    // A retry under the same id finds the ended edge (not made by this call): refused all the same.
+    const retried = await orchestrator.withDelegation({ ...request, id: 'd-task-85', expires_at: past }, async () => void runs++).catch((e: unknown) => e);
+    expect(retried).toBeInstanceOf(UnprocessableError);
+    await expect(orchestrator.withDelegation({ ...request, id: 'd-task-86', not_before: new Date(Date.now() + 60_000).toISOString() }, async () => void runs++))
+      .rejects.toThrow(new TypeError('withDelegation: the task runs now, so the delegation has no not_before (delegate() takes one)'));
     expect(runs).toBe(1);
   });
 
@@ -134,7 +140,7 @@ describe('SDK: an agent delegates part of its authority to a sub-agent', () => {
     expect(done).toBeInstanceOf(DelegationNotRevokedError);
     const notRevoked = done as DelegationNotRevokedError;
     expect(notRevoked).toMatchObject({ taskSucceeded: true, value: 'retitled', taskError: undefined, cause: new TypeError('fetch failed') });
-    expect(notRevoked.message).toMatch(new RegExp(`^delegation ${notRevoked.edge.id} to content-agent-3 is still live until .+: revoking it after its task \\(done\\) failed: fetch failed$`));
+    expect(notRevoked.message).toMatch(new RegExp(`^delegation ${notRevoked.edge.id} to content-agent-3 may still be live until .+: revoking it after its task \\(done\\) failed: fetch failed$`));
     expect((await sub.decide(titleOf('86'))).allow).toBe(true);
     const { client: reachable } = clientFor(server, 'orchestrator');
     await reachable.revoke(notRevoked.edge.id, 'revoked by hand');
