@@ -30,13 +30,33 @@ export function problemOf(code: ErrorCode, detail: string, details?: Record<stri
   return { type: `https://writ.dev/errors/${code}`, title: spec.title, status: spec.status, code, detail, ...members };
 }
 
+type ValidationError = NonNullable<FastifyError['validation']>[number];
+
+/**
+ * The validation problem to name. A value failing an `anyOf` (a time: an RFC 3339 string, whole ms, or
+ * null) is reported by each branch before the anyOf itself; the first branch's "must be string" would
+ * mislead for a number with a fraction. When a branch of the value's own type failed for another reason
+ * (a string too long), that is the problem; otherwise the value is of none of the branches' types.
+ */
+function telling(errors: readonly ValidationError[]): { first: ValidationError | undefined; message: string | undefined } {
+  const anyOf = errors.find((e) => e.keyword === 'anyOf');
+  if (anyOf) {
+    const branches = errors.filter((e) => e !== anyOf && e.instancePath === anyOf.instancePath && e.schemaPath.startsWith(`${anyOf.schemaPath}/`));
+    const own = branches.find((e) => e.keyword !== 'type');
+    if (own) return { first: own, message: own.message };
+    const types = branches.map((e) => String((e.params as { type?: unknown }).type));
+    if (types.length > 0) return { first: anyOf, message: `must be ${types.length > 1 ? `${types.slice(0, -1).join(', ')} or ${types.at(-1)}` : types[0]}` };
+  }
+  return { first: errors[0], message: errors[0]?.message };
+}
+
 /** Fastify's own errors (parsing, validation, limits) mapped onto the catalogue. */
 function fromFastify(error: FastifyError): WritError {
   if (error.validation) {
-    const first = error.validation[0];
+    const { first, message } = telling(error.validation);
     const where = first?.instancePath || error.validationContext || 'body';
     const extra = first?.params && 'additionalProperty' in first.params ? ` "${String(first.params.additionalProperty)}"` : '';
-    return new WritError('MALFORMED_REQUEST', `${error.validationContext ?? 'body'}${where.startsWith('/') ? where : ''}: ${first?.message ?? 'invalid'}${extra}`);
+    return new WritError('MALFORMED_REQUEST', `${error.validationContext ?? 'body'}${where.startsWith('/') ? where : ''}: ${message ?? 'invalid'}${extra}`);
   }
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

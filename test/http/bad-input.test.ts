@@ -34,6 +34,12 @@ describe('bad input gets a stable code and changes nothing', () => {
     const r = await refused('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: { actions: ['update_post'], resources: ['wp:post:*'], risk_max: 3, constraints: { risk_max: 1 } } } }, 422, 'UNPROCESSABLE');
     expect(r.body.detail).toBe('scope.risk_max (3) and scope.constraints.risk_max (1) differ: give one of them');
   });
+  it('a time of none of its kinds names them all (a number with a fraction is not "must be string"); one too long says so', async () => {
+    const delegation = (expires_at: unknown) => ({ method: 'POST' as const, url: '/v1/delegations', payload: { from: 'orchestrator', to: 'publisher', reason: 'r', expires_at, scope: { actions: ['update_post'], resources: ['wp:post:1'], risk_max: 1 } } });
+    expect((await refused('orchestrator', delegation(1500.5), 400, 'MALFORMED_REQUEST')).body.detail).toBe('body/expires_at: must be string, integer or null');
+    expect((await refused('orchestrator', delegation({ at: 1 }), 400, 'MALFORMED_REQUEST')).body.detail).toBe('body/expires_at: must be string, integer or null');
+    expect((await refused('orchestrator', delegation('2026-12-04T00:00:00.000Z'.padEnd(65, '0')), 400, 'MALFORMED_REQUEST')).body.detail).toBe('body/expires_at: must NOT have more than 64 characters');
+  });
   it('wrong type', () => refused('seo-agent-7', { method: 'POST', url: '/v1/decisions', payload: { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: 'title' } }, 400, 'MALFORMED_REQUEST'));
   it('oversized body', () =>
     refused('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'big', kind: 'agent', keys: [], attributes: { blob: 'x'.repeat(300 * 1024) } } }, 413, 'PAYLOAD_TOO_LARGE'));
