@@ -2,7 +2,7 @@ import { decodeJwt, decodeProtectedHeader, type JWK, type JSONWebKeySet } from '
 import { ERROR_CATALOGUE, WritError } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
-import type { Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, LeaseGrant, LeaseRenewal, Receipt, ScopeInput, WireTime } from '../wire/v1.js';
+import type { Capabilities, Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, LeaseGrant, LeaseRenewal, Receipt, ScopeInput, WireTime } from '../wire/v1.js';
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
@@ -26,7 +26,7 @@ export interface WritClientOptions {
   fetch?: typeof fetch;
 }
 
-export type { ChainEdge, ChainVerdict, Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, Incident, ScopeInput, LeaseGrant, LeaseRecord, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
+export type { Capabilities, ChainEdge, ChainVerdict, Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, Incident, ScopeInput, LeaseGrant, LeaseRecord, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
 
 /** A lease as POST /v1/leases grants it (what renew and release need); withLease keeps `expires_at` current. */
 export type Lease = Omit<LeaseGrant, 'preempted'>;
@@ -183,6 +183,17 @@ export class WritClient {
    */
   explain(request: ExplainRequest): Promise<Explanation> {
     return this.request('POST', '/v1/explain', request);
+  }
+
+  /**
+   * What this principal (or `principal`: governance, or a holder of audit_read on it, may ask) can do now
+   * or `at` a past instant: every candidate chain to it with the policy's verdict and the scope it gives.
+   * An orchestrator reads here what it holds before it delegates part of it.
+   */
+  capabilities(options: { principal?: string; at?: WireTime | Date } = {}): Promise<Capabilities> {
+    const at = options.at instanceof Date ? options.at.toISOString() : options.at;
+    const query = at === undefined ? '' : `?at=${encodeURIComponent(at)}`;
+    return this.request('GET', `/v1/principals/${encodeURIComponent(options.principal ?? this.options.principal)}/capabilities${query}`);
   }
 
   /**

@@ -4,7 +4,7 @@
 export {
   WritClient, type WritClientOptions, type Decision, type DecisionRequest, type Lease, type LeaseOptions, type LeaseScope, type ActRequest, type ScopedActRequest, type Receipt,
   type JobScope, type RunExclusiveOptions, type RunExclusiveResult,
-  type ChainEdge, type ChainVerdict, type DelegateRequest, type DelegationBody, type Edge, type EdgeRevoked, type EdgeWritten, type ExplainRequest, type Explanation, type Incident, type ScopeInput, type LeaseGrant, type LeaseRecord, type LeaseRelease, type LeaseRenewal, type LeaseStreamReply, type LeaseStreamRequest, type Obligations, type ReceiptEntry, type WireTime,
+  type Capabilities, type ChainEdge, type ChainVerdict, type DelegateRequest, type DelegationBody, type Edge, type EdgeRevoked, type EdgeWritten, type ExplainRequest, type Explanation, type Incident, type ScopeInput, type LeaseGrant, type LeaseRecord, type LeaseRelease, type LeaseRenewal, type LeaseStreamReply, type LeaseStreamRequest, type Obligations, type ReceiptEntry, type WireTime,
 } from './client.js';
 export { LeaseStream, LeaseStreamClosedError, type LeaseHandle, type LeaseStreamOptions } from './lease-stream.js';
 export { createCallerAssertion, createApprovalAssertion, generatePrincipalKeyPair, type ApprovalRequest, type CallerAssertionOptions, type PrincipalKeyPair } from './assertion.js';

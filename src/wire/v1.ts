@@ -94,6 +94,24 @@ export interface EdgeRevoked {
   graph_revision: number;
 }
 
+/** The answer of GET /v1/principals/{id}/capabilities (`writ can`): every candidate chain to the principal, judged. */
+export interface Capabilities {
+  principal: string;
+  /** The instant judged (default now). */
+  at: WireTime;
+  /** The revision the graph had at `at`. */
+  graph_revision: number;
+  capabilities: {
+    /** Governance first. */
+    chain: ChainEdge[];
+    valid: boolean;
+    /** What the chain gives: its final scope. */
+    scope: WireScope;
+    /** Why the chain does not count; empty when valid. */
+    problems: string[];
+  }[];
+}
+
 /** The body of POST /v1/decisions (the principal is always the authenticated caller). */
 export interface DecisionRequest {
   action: string;

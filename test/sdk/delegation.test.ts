@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AlreadyExistsError, AttenuationViolationError, DelegationNotRevokedError, MalformedRequestError, UnknownEdgeError, UnprocessableError, WritClient, type DecisionRequest, type Edge } from '../../src/sdk/index.js';
+import { AlreadyExistsError, AttenuationViolationError, DelegationNotRevokedError, ForbiddenError, MalformedRequestError, UnknownEdgeError, UnprocessableError, WritClient, type DecisionRequest, type Edge } from '../../src/sdk/index.js';
 import { readAdminCredential } from '../../src/service/index.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { clientFor, revisionOf } from './sdk-support.js';
@@ -34,6 +34,26 @@ describe('SDK: an agent delegates part of its authority to a sub-agent', () => {
     expect(revoked).toMatchObject({ revoked: true, edge: { id: edge.id, revoked_at: expect.any(String) } });
     expect((await sub.decide(titleOf('77'))).allow).toBe(false);
     expect((await orchestrator.revoke(edge.id, 'again')).revoked).toBe(false);
+  });
+
+  it('capabilities: what an agent holds (the scope to narrow and give), now and at a past instant; another\'s only for governance or an auditor', async () => {
+    const { client: orchestrator } = clientFor(server, 'orchestrator');
+    const { client: sub } = clientFor(server, 'content-agent-3');
+    const own = await orchestrator.capabilities();
+    expect(own.principal).toBe('orchestrator');
+    const grant = own.capabilities.find((c) => c.valid && c.chain.map((e) => e.id).join() === 'g-orchestrator')!;
+    expect(grant.scope).toMatchObject({ actions: ['read_post', 'update_post'], resources: ['wp:post:*'], environments: ['production', 'staging'], fields: ['*'], constraints: { risk_max: 2 } });
+    const before = new Date();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    // Give a sub-agent the grant's scope narrowed to one post and one field.
+    const edge = await orchestrator.delegate({ to: 'content-agent-3', reason: 'retitle post 88', ttlMs: 60_000, scope: { ...grant.scope, resources: ['wp:post:88'], environments: ['production'], fields: ['title'] } });
+    const now = await sub.capabilities();
+    expect(now.capabilities.find((c) => c.chain.at(-1)!.id === edge.id)).toMatchObject({ valid: true, problems: [], scope: { resources: ['wp:post:88'], fields: ['title'] } });
+    const then = await sub.capabilities({ at: before });
+    expect(then.at).toBe(before.toISOString());
+    expect(then.capabilities.some((c) => c.chain.some((e) => e.id === edge.id))).toBe(false);
+    await expect(orchestrator.capabilities({ principal: 'content-agent-3' })).rejects.toBeInstanceOf(ForbiddenError);
+    await orchestrator.revoke(edge.id, 'test done');
   });
 
   it('a delegation wider than the delegator holds is AttenuationViolationError naming the dimension, and nothing is written', async () => {

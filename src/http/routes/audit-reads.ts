@@ -9,6 +9,7 @@ import {
   capabilitiesOf, checkMayAskAbout, expiringEdges, graphDiff, graphEvents, orphanedDelegations, parseTime, waitQueues, whyReceipt,
 } from '../../service/index.js';
 import { toWireTime } from '../../wire/time.js';
+import type { Capabilities } from '../../wire/v1.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
 import { chainEdgeToWire, edgeToWire, principalToWire, whyToWire } from '../wire.js';
 
@@ -68,7 +69,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
     return {
       principal: request.params.id, at: toWireTime(r.at), graph_revision: r.graph_revision,
       capabilities: r.capabilities.map((c) => ({ chain: c.chain.map(chainEdgeToWire), valid: c.valid, scope: c.scope, problems: c.problems })),
-    };
+    } satisfies Capabilities;
   });
 
   app.get<{ Params: { id: string } }>('/v1/receipts/:id/why', {
