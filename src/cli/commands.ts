@@ -1,10 +1,10 @@
 import { loadConfig, type WritConfig } from '../config/index.js';
-import { buildPolicyBundle, loadCandidatePolicy } from '../policy/index.js';
+import { buildPolicyBundle, checkPolicyData, loadCandidatePolicy, readLiveBundle } from '../policy/index.js';
 import { KeyRing, writePrivateFile } from '../decision/index.js';
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID, PRINCIPAL_KINDS, type Edge } from '../graph/model.js';
 import {
-  analyseImpact, applyManifest, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
+  analyseImpact, applyManifest, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
 } from '../service/index.js';
 import { exportChainDot, exportChainMermaid, type AuthorityGraph } from '../graph/index.js';
 import { WritError } from '../errors.js';
@@ -78,6 +78,23 @@ function withSigningWrit<T>(what: string, values: CommandArgs['values'], fn: (w:
     }
     return fn(w);
   });
+}
+
+/**
+ * `writ approve --env`: an environment the local policy bundle (the one a server here runs) does not
+ * declare is a usage error naming the closest, since no decision could ever use the approval. Without a
+ * readable bundle (an approver's own machine) the server names the mismatch when the approval is used.
+ */
+async function checkApprovedEnvironment(config: WritConfig, environment: string): Promise<void> {
+  let data: unknown;
+  try {
+    data = JSON.parse((await readLiveBundle(config.bundleDir)).data.toString('utf8'));
+    checkPolicyData(data, config.bundleDir);
+  } catch {
+    return;
+  }
+  const problem = environmentProblem(data, environment, '--env');
+  if (problem !== null) throw new UsageError(`${problem}, in the policy bundle at ${config.bundleDir}: no decision would use this approval`);
 }
 
 function print(value: unknown, json: boolean | string | undefined, text: () => string): void {
@@ -329,6 +346,7 @@ export const COMMANDS: Command[] = [
       const privateJwk = readJwkFile(values.key) as JWK;
       if (typeof privateJwk !== 'object' || privateJwk === null || typeof privateJwk.d !== 'string') throw new UsageError(`${values.key} is not a private JWK (writ keys new makes one)`);
       const approve = { principal, action, resource, environment: (values.env as string | undefined) ?? 'production' };
+      await checkApprovedEnvironment(config, approve.environment);
       const now = Date.now();
       const assertion = await createApprovalAssertion({ approver: values.as, privateJwk, approve, ttlSeconds: ttlMs / 1000, audience: `${config.audience}:approval`, now }).catch((e: unknown) => {
         throw new UsageError(`cannot sign with ${values.key}: ${(e as Error).message}`);

@@ -7,3 +7,4 @@ export { createPolicyEngine, loadPolicyEngine } from './wasm-engine.js';
 export { openReloadingPolicyEngine, type ReloadingOptions, type ReloadingPolicyEngine } from './reloading-engine.js';
 export { WASM_ALLOWED_BUILTINS } from './wasm-builtins.js';
 export { loadCandidatePolicy } from './candidate.js';
+export { checkPolicyData } from './data-check.js';
