@@ -58,7 +58,7 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
  * its first start): a command run from elsewhere against a shared store must not sign with a key no
  * server has. A SQLite store's data directory is its server's own, keys included.
  */
-async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean } = {}): Promise<T> {
+async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean } = {}): Promise<T> {
   const w = await openWrit(config, { makeSigningKey: config.databaseUrl === null, ...options });
   try {
     return await fn(w);
@@ -364,17 +364,21 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'keys add-governance',
-    summary: "register the public key of FILE (a JWK: writ keys new makes a pair) as one more key of governance, after its admin credential was lost; nothing else ever adds one",
+    summary: "register the public key of FILE (a JWK: writ keys new makes a pair) as one more key of governance, after its admin credential was lost; nothing else ever adds one. On a new store: create governance with this key alone, writing no credential (keep the private half yourself)",
     usage: 'FILE [--json]',
     options: { json: { type: 'boolean' } },
     run: async ({ values, positionals }) => {
       need(positionals, 1, 'writ keys add-governance FILE [--json]');
       const jwk = readJwkFile(positionals[0]!);
+      const config = configFrom(values);
+      // Not bootstrapped first: on a new store governance is made with this key alone, and no credential is written.
       return withWrit(values, async (w) => {
         const r = await addGovernanceKey(w.ctx, operator(), jwk);
-        print(r, values.json, () => `governance key ${r.kid} registered (graph revision ${r.graph_revision}); governance's keys now: ${r.keys.join(', ')}`);
+        print(r, values.json, () => r.created
+          ? `governance created with key ${r.kid} as its only key (graph revision ${r.graph_revision}); no credential was written to ${config.dataDir}: sign as governance with the private half of ${positionals[0]}`
+          : `governance key ${r.kid} registered (graph revision ${r.graph_revision}); governance's keys now: ${r.keys.join(', ')}`);
         return 0;
-      });
+      }, config, { bootstrapGovernance: false });
     },
   },
   {

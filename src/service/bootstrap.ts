@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { writePrivateFile } from '../decision/index.js';
 import { join } from 'node:path';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
-import { GOVERNANCE_ID, type PublicJwk } from '../graph/model.js';
+import { GOVERNANCE_ID, type GraphEvent, type PublicJwk } from '../graph/model.js';
 import { commitGraphChange } from './graph-changes.js';
 import type { WritContext } from './context.js';
 import { checkPublicKeys, publicPart } from './validate.js';
@@ -78,17 +78,8 @@ export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPa
     }
   }
   await commitGraphChange(ctx, 'bootstrap', (g, now) => {
-    const gov = g.principal(GOVERNANCE_ID);
-    if (!gov) {
-      return [{
-        type: 'principal.created',
-        principal: {
-          id: GOVERNANCE_ID, kind: 'governance', priority_class: 'governance', priority: ctx.config.priorities.governance ?? 90,
-          attributes: { description: 'root authority' }, keys: [publicJwk], created_at: now,
-        },
-      }];
-    }
-    return []; // another process created it meanwhile (with its own credential, or this same file's)
+    // Else another process created it meanwhile (with its own credential, or this same file's).
+    return g.principal(GOVERNANCE_ID) ? [] : [governanceCreated(ctx, publicJwk, now)];
   });
   if (!sameKeyIn((await ctx.graph.current()).principal(GOVERNANCE_ID)!.keys, publicJwk)) {
     // Another process with another data directory created governance first, with its credential: the
@@ -99,20 +90,35 @@ export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPa
   return { credentialPath: path, created, missing: false, unregistered: false };
 }
 
+/** The event that creates the governance root principal with its one key. */
+function governanceCreated(ctx: WritContext, key: PublicJwk, now: number): GraphEvent {
+  return {
+    type: 'principal.created',
+    principal: {
+      id: GOVERNANCE_ID, kind: 'governance', priority_class: 'governance', priority: ctx.config.priorities.governance ?? 90,
+      attributes: { description: 'root authority' }, keys: [key], created_at: now,
+    },
+  };
+}
+
 /**
  * Registers the public half of `jwk` as one more key of governance (`writ keys add-governance FILE`),
- * as `actor`: after the admin credential was lost, with a key pair made by `writ keys new`. Refuses
+ * as `actor`: after the admin credential was lost, with a key pair made by `writ keys new`. On a store
+ * with no governance yet (opened without bootstrapping it) it creates governance with this key as its
+ * only one (`created`), and no credential is written anywhere: the operator keeps the private half. Refuses
  * a key already registered, and anything but a public or private Ed25519/P-256 JWK with a kid.
  */
-export async function addGovernanceKey(ctx: WritContext, actor: string, jwk: Record<string, unknown>): Promise<{ kid: string; keys: string[]; graph_revision: number }> {
+export async function addGovernanceKey(ctx: WritContext, actor: string, jwk: Record<string, unknown>): Promise<{ kid: string; keys: string[]; graph_revision: number; created: boolean }> {
   const publicJwk = checkPublicKeys([publicPart(jwk)])[0]!;
-  const revision = await commitGraphChange(ctx, actor, (g) => {
+  let created = false;
+  const revision = await commitGraphChange(ctx, actor, (g, now) => {
     const gov = g.principal(GOVERNANCE_ID);
-    if (!gov) throw new WritError('UNKNOWN_PRINCIPAL', 'this store has no governance yet: its first start makes it');
+    created = !gov;
+    if (!gov) return [governanceCreated(ctx, publicJwk, now)];
     if (gov.keys.some((k) => k.kid === publicJwk.kid)) throw new WritError('ALREADY_EXISTS', `governance already has a key ${publicJwk.kid}`);
     checkPublicKeys([...gov.keys, publicJwk]);
     return [{ type: 'principal.keys_set', id: GOVERNANCE_ID, keys: [...gov.keys, publicJwk] }];
   });
   const keys = (await ctx.graph.current()).principal(GOVERNANCE_ID)!.keys.map((k) => k.kid);
-  return { kid: publicJwk.kid, keys, graph_revision: revision };
+  return { kid: publicJwk.kid, keys, graph_revision: revision, created };
 }

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { systemClock, type Clock } from '../clock.js';
 import type { WritConfig } from '../config/index.js';
 import { KeyRing, ReplayGuard, useEd25519 } from '../decision/index.js';
@@ -9,7 +10,7 @@ import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
 import { openPostgresStore, POSTGRES_MIGRATIONS } from '../store/postgres/index.js';
 import { SQLITE_SCHEMA_VERSION } from '../store/sqlite/database.js';
 import type { WritStore } from '../store/contract.js';
-import { ensureGovernance } from './bootstrap.js';
+import { adminCredentialPath, ensureGovernance } from './bootstrap.js';
 import { LeaseManager } from '../lease/index.js';
 import { ReceiptLog, type ReceiptChainVerdict } from '../audit/index.js';
 import { UpstreamRouter } from '../gateway/upstream-router.js';
@@ -38,7 +39,7 @@ export interface OpenedWrit {
  * Opens the store, replays the graph, loads keys and the policy bundle, and bootstraps governance.
  * The one place where an engine is chosen and wired to the domain's ports.
  */
-export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog; makeSigningKey?: boolean; migrate?: boolean } = {}): Promise<OpenedWrit> {
+export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog; makeSigningKey?: boolean; migrate?: boolean; bootstrapGovernance?: boolean } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
   // Every Ed25519 signature and check of this process through libsodium (see decision/ed25519.ts).
   useEd25519(libsodiumEd25519);
@@ -87,7 +88,10 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     // others signed here. A store only bootstrapped or given its graph (by commands, which sign nothing
     // against PostgreSQL) is not that.
     const signingKeysNew = keys.madeSigningKey && (await store.read(async (tx) => (await tx.receipts.latestCheckpoint()) !== null || (await tx.receipts.entriesFrom(null, 1)).length > 0));
-    const { credentialPath, created, missing, unregistered } = await ensureGovernance(ctx);
+    // Not bootstrapped: for `writ keys add-governance`, which on a new store creates governance with its own key.
+    const { credentialPath, created, missing, unregistered } = options.bootstrapGovernance === false
+      ? { credentialPath: adminCredentialPath(config.dataDir), created: false, missing: !existsSync(adminCredentialPath(config.dataDir)), unregistered: false }
+      : await ensureGovernance(ctx);
     return {
       ctx,
       credentialPath,

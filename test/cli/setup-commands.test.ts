@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { CompactSign, compactVerify, importJWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO } from '../support/harness.js';
-import { CLI, requireDist } from '../support/server-process.js';
+import { CLI, requireDist, startServerProcess } from '../support/server-process.js';
+import { WritClient } from '../../src/sdk/index.js';
 import { runWrit } from '../support/cli.js';
 import pg from 'pg';
 import { createTestDatabase } from '../../scripts/test-database.js';
@@ -105,6 +106,38 @@ describe('the writ command for operators and policy authors', () => {
     expect(added.out).toMatch(/^governance key \S+ registered \(graph revision \d+\); governance's keys now: \S+, \S+\n$/);
     const again = await writ('keys', 'add-governance', join(dataDir, 'replacement.pub.jwk'));
     expect(again).toMatchObject({ code: 1, out: expect.stringContaining('ALREADY_EXISTS') });
+  });
+
+  it('keys add-governance on a new store creates governance with that key alone and writes no credential; a server then takes governance\'s writes signed with it', async () => {
+    const fresh = mkdtempSync(join(tmpdir(), 'writ-cli-byok-'));
+    try {
+      const file = join(fresh, '..', `${fresh.split('/').at(-1)}-vault.jwk`);
+      expect((await runWrit(fresh, 'keys', 'new', file)).code).toBe(0);
+      const made = await runWrit(fresh, 'keys', 'add-governance', file.replace(/\.jwk$/, '.pub.jwk'), '--json');
+      expect(made.code, made.output).toBe(0);
+      const kid = (JSON.parse(readFileSync(file, 'utf8')) as { kid: string }).kid;
+      expect(JSON.parse(made.stdout)).toMatchObject({ kid, keys: [kid], created: true });
+      expect(existsSync(join(fresh, 'admin.jwk'))).toBe(false);
+      const text = await runWrit(fresh, 'keys', 'add-governance', file);
+      expect(text).toMatchObject({ code: 1, output: expect.stringContaining('ALREADY_EXISTS') });
+
+      const server = await startServerProcess({ dataDir: fresh });
+      try {
+        expect(server.log()).toContain('no governance admin credential at');
+        const governance = new WritClient({ baseUrl: server.url, principal: 'governance', privateJwk: JSON.parse(readFileSync(file, 'utf8')) as never });
+        const grant = await governance.request<{ created: boolean }>('POST', '/v1/grants', {
+          id: 'g-byok', to: 'publisher', reason: 'governance signs with its own key', scope: { actions: ['publish_post'], resources: ['wp:post:1'], environments: ['production'], fields: ['status'], risk_max: 1 },
+        });
+        expect(grant.created).toBe(true);
+        expect(existsSync(join(fresh, 'admin.jwk'))).toBe(false);
+      } finally {
+        await server.stop();
+      }
+      rmSync(file);
+      rmSync(file.replace(/\.jwk$/, '.pub.jwk'));
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
   });
 
   it('output piped into a reader that stops early ends the command quietly (no EPIPE stack trace)', async () => {
