@@ -41,7 +41,7 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   const say = (s: string) => process.stderr.write(`${s}\n`);
   if (w.credentialCreated) say(`[writ] created the governance admin credential at ${w.credentialPath} (mode 0600) — keep it secret`);
   else if (w.credentialMissing) {
-    say(`[writ] no governance admin credential at ${w.credentialPath}: governance exists, so none was made (copy admin.jwk from the data directory that made it; if it is lost, \`writ keys new ${w.credentialPath}\` then \`writ keys add-governance ${w.credentialPath}\`)`);
+    say(`[writ] no governance admin credential at ${w.credentialPath}: governance exists, so none was made here (governance signs with a key it holds: the admin.jwk of the data directory that made it, or an operator's own registered with \`writ keys add-governance\`; if every one is lost, \`writ keys new ${w.credentialPath}\` then \`writ keys add-governance ${w.credentialPath}\`)`);
   } else if (w.credentialUnregistered) {
     say(`[writ] WARNING: the admin credential at ${w.credentialPath} is not a key of this store's governance (another store's?): governance calls signed with it are refused; \`writ keys add-governance ${w.credentialPath}\` registers it, if it should be`);
   } else say(`[writ] governance admin credential: ${w.credentialPath}`);
