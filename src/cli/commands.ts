@@ -81,20 +81,21 @@ function withSigningWrit<T>(what: string, values: CommandArgs['values'], fn: (w:
 }
 
 /**
- * `writ approve --env`: an environment the local policy bundle (the one a server here runs) does not
- * declare is a usage error naming the closest, since no decision could ever use the approval. Without a
- * readable bundle (an approver's own machine) the server names the mismatch when the approval is used.
+ * `writ approve --env`: why a decision under the local policy bundle (the one a server here would run) could
+ * not use the approval, or null: the bundle does not declare that environment. A warning, not a refusal: the
+ * bundle read here may not be the server's. Without a readable bundle there is nothing to say (the decision
+ * that uses the approval names a mismatch).
  */
-async function checkApprovedEnvironment(config: WritConfig, environment: string): Promise<void> {
+async function approvedEnvironmentProblem(config: WritConfig, environment: string): Promise<string | null> {
   let data: unknown;
   try {
     data = JSON.parse((await readLiveBundle(config.bundleDir)).data.toString('utf8'));
     checkPolicyData(data, config.bundleDir);
   } catch {
-    return;
+    return null;
   }
-  const problem = environmentProblem(data, environment, '--env');
-  if (problem !== null) throw new UsageError(`${problem}, in the policy bundle at ${config.bundleDir}: no decision would use this approval`);
+  const problem = environmentProblem(data, environment, 'the environment');
+  return problem === null ? null : `${problem}, in the policy bundle at ${config.bundleDir}: a decision under that policy would not use this approval`;
 }
 
 function print(value: unknown, json: boolean | string | undefined, text: () => string): void {
@@ -346,7 +347,8 @@ export const COMMANDS: Command[] = [
       const privateJwk = readJwkFile(values.key) as JWK;
       if (typeof privateJwk !== 'object' || privateJwk === null || typeof privateJwk.d !== 'string') throw new UsageError(`${values.key} is not a private JWK (writ keys new makes one)`);
       const approve = { principal, action, resource, environment: (values.env as string | undefined) ?? 'production' };
-      await checkApprovedEnvironment(config, approve.environment);
+      const environmentWarning = await approvedEnvironmentProblem(config, approve.environment);
+      if (environmentWarning !== null) console.error(`[writ] WARNING: ${environmentWarning}`);
       const now = Date.now();
       const assertion = await createApprovalAssertion({ approver: values.as, privateJwk, approve, ttlSeconds: ttlMs / 1000, audience: `${config.audience}:approval`, now }).catch((e: unknown) => {
         throw new UsageError(`cannot sign with ${values.key}: ${(e as Error).message}`);
@@ -374,6 +376,7 @@ export const COMMANDS: Command[] = [
       // Not bootstrapped first: on a new store governance is made with this key alone, and no credential is written.
       return withWrit(values, async (w) => {
         const r = await addGovernanceKey(w.ctx, operator(), jwk);
+        if (r.raced) console.error(`[writ] WARNING: governance was created meanwhile by another process (a server starting?), with its own key: ${r.kid} was added beside it (governance's keys: ${r.keys.join(', ')}); that process's admin.jwk is a governance credential as well`);
         print(r, values.json, () => r.created
           ? `governance created with key ${r.kid} as its only key (graph revision ${r.graph_revision}); no credential was written to ${config.dataDir}: sign as governance with the private half of ${positionals[0]}`
           : `governance key ${r.kid} registered (graph revision ${r.graph_revision}); governance's keys now: ${r.keys.join(', ')}`);

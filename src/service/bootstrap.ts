@@ -105,20 +105,24 @@ function governanceCreated(ctx: WritContext, key: PublicJwk, now: number): Graph
  * Registers the public half of `jwk` as one more key of governance (`writ keys add-governance FILE`),
  * as `actor`: after the admin credential was lost, with a key pair made by `writ keys new`. On a store
  * with no governance yet (opened without bootstrapping it) it creates governance with this key as its
- * only one (`created`), and no credential is written anywhere: the operator keeps the private half. Refuses
+ * only one (`created`), and no credential is written anywhere: the operator keeps the private half; when
+ * another process creates governance meanwhile, the key is added beside its key (`raced`). Refuses
  * a key already registered, and anything but a public or private Ed25519/P-256 JWK with a kid.
  */
-export async function addGovernanceKey(ctx: WritContext, actor: string, jwk: Record<string, unknown>): Promise<{ kid: string; keys: string[]; graph_revision: number; created: boolean }> {
+export async function addGovernanceKey(ctx: WritContext, actor: string, jwk: Record<string, unknown>): Promise<{ kid: string; keys: string[]; graph_revision: number; created: boolean; raced: boolean }> {
   const publicJwk = checkPublicKeys([publicPart(jwk)])[0]!;
   let created = false;
+  let sawNone = false;
   const revision = await commitGraphChange(ctx, actor, (g, now) => {
     const gov = g.principal(GOVERNANCE_ID);
     created = !gov;
+    sawNone ||= !gov;
     if (!gov) return [governanceCreated(ctx, publicJwk, now)];
     if (gov.keys.some((k) => k.kid === publicJwk.kid)) throw new WritError('ALREADY_EXISTS', `governance already has a key ${publicJwk.kid}`);
     checkPublicKeys([...gov.keys, publicJwk]);
     return [{ type: 'principal.keys_set', id: GOVERNANCE_ID, keys: [...gov.keys, publicJwk] }];
   });
   const keys = (await ctx.graph.current()).principal(GOVERNANCE_ID)!.keys.map((k) => k.kid);
-  return { kid: publicJwk.kid, keys, graph_revision: revision, created };
+  // `raced`: there was no governance when it began, and another process created it first (with its own key).
+  return { kid: publicJwk.kid, keys, graph_revision: revision, created, raced: sawNone && !created };
 }

@@ -116,7 +116,7 @@ describe('the writ command for operators and policy authors', () => {
       const made = await runWrit(fresh, 'keys', 'add-governance', file.replace(/\.jwk$/, '.pub.jwk'), '--json');
       expect(made.code, made.output).toBe(0);
       const kid = (JSON.parse(readFileSync(file, 'utf8')) as { kid: string }).kid;
-      expect(JSON.parse(made.stdout)).toMatchObject({ kid, keys: [kid], created: true });
+      expect(JSON.parse(made.stdout)).toMatchObject({ kid, keys: [kid], created: true, raced: false });
       expect(existsSync(join(fresh, 'admin.jwk'))).toBe(false);
       const text = await runWrit(fresh, 'keys', 'add-governance', file);
       expect(text).toMatchObject({ code: 1, output: expect.stringContaining('ALREADY_EXISTS') });

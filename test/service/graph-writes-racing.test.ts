@@ -84,6 +84,49 @@ describe('first starts of one store from two data directories at once, in one mi
   });
 });
 
+describe('writ keys add-governance on a new store', () => {
+  it('creates governance with the key alone; when a server created it meanwhile, the key is added beside its own and says so (raced)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'writ-byok-'));
+    const config = (d: string) => loadConfig({ dataDir: join(dir, d), dbFile: join(dir, 'writ.sqlite'), bundleDir: BUNDLE_DIR, policiesDir: join(REPO, 'policies') }, {});
+    const { privateJwk: first } = await generatePrincipalKeyPair('operator-1');
+    const { privateJwk: second } = await generatePrincipalKeyPair('operator-2');
+    // The operator's command opens without bootstrapping; a server starting at that moment bootstraps
+    // after the command planned on a graph without governance, and before its plan is appended.
+    const operator = await openWrit(config('cli'), { bootstrapGovernance: false });
+    let server: Awaited<ReturnType<typeof openWrit>> | undefined;
+    const store = operator.ctx.store;
+    const readWrite = store.readWrite.bind(store);
+    store.readWrite = (async (...args: Parameters<typeof readWrite>) => {
+      server ??= await openWrit(config('server'));
+      return readWrite(...args);
+    }) as typeof store.readWrite;
+    try {
+      const r = await addGovernanceKey(operator.ctx, 'operator', first as Record<string, unknown>);
+      expect(server!.credentialCreated).toBe(true);
+      expect(r).toMatchObject({ kid: 'operator-1', created: false, raced: true });
+      expect(r.keys).toHaveLength(2);
+      expect(await addGovernanceKey(operator.ctx, 'operator', second as Record<string, unknown>)).toMatchObject({ created: false, raced: false });
+    } finally {
+      await server?.close();
+      await operator.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('without a race, governance is made with the key alone (created) and no credential is written', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'writ-byok-'));
+    const { privateJwk } = await generatePrincipalKeyPair('operator-only');
+    const operator = await openWrit(loadConfig({ dataDir: join(dir, 'cli'), dbFile: join(dir, 'writ.sqlite'), bundleDir: BUNDLE_DIR, policiesDir: join(REPO, 'policies') }, {}), { bootstrapGovernance: false });
+    try {
+      expect(await addGovernanceKey(operator.ctx, 'operator', privateJwk as Record<string, unknown>)).toMatchObject({ keys: ['operator-only'], created: true, raced: false });
+      expect(existsSync(adminCredentialPath(join(dir, 'cli')))).toBe(false);
+    } finally {
+      await operator.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('the admin credential, once governance exists', () => {
   it('nothing mints or registers a governance key: not a missing credential, not a stray file; writ keys add-governance does, on purpose', async () => {
     const path = adminCredentialPath(h.config.dataDir);
