@@ -23,16 +23,20 @@ export function schemaChecker(schema: object, options: SchemaCheckOptions): (doc
     // An `anyOf` that fails also reports each branch's own failure. When the value is of a branch's
     // type and fails it otherwise (a string too long), that failure says what is wrong; when it is of
     // none of them, the anyOf's one sentence does ("must be an RFC 3339 time, ms … or null").
-    const branchesOf = (a: ErrorObject) => errors.filter((e) => e !== a && e.instancePath === a.instancePath && e.schemaPath.startsWith(`${a.schemaPath}/`));
     const hidden = new Set<ErrorObject>();
     for (const a of errors.filter((e) => e.keyword === 'anyOf')) {
-      const branches = branchesOf(a);
+      const branches = anyOfBranches(errors, a);
       const telling = branches.filter((e) => e.keyword !== 'type');
       for (const e of telling.length > 0 ? [a, ...branches.filter((b) => b.keyword === 'type')] : branches) hidden.add(e);
     }
     // A bad property name is reported twice (its own keyword, then `propertyNames`): the first says which.
     return errors.filter((e) => e.keyword !== 'propertyNames' && !hidden.has(e)).map((e) => describe(doc, e, options));
   };
+}
+
+/** The errors each branch of a failed `anyOf` reported about the same value (ajv reports them before the anyOf's own). */
+export function anyOfBranches<E extends Pick<ErrorObject, 'instancePath' | 'schemaPath'>>(errors: readonly E[], anyOf: E): E[] {
+  return errors.filter((e) => e !== anyOf && e.instancePath === anyOf.instancePath && e.schemaPath.startsWith(`${anyOf.schemaPath}/`));
 }
 
 /** Path segments written as a JavaScript-like path: `.name` for properties, `[i]` for indexes. */

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ERROR_CATALOGUE, WritError, type ErrorCode } from '../errors.js';
+import { anyOfBranches } from '../json-schema.js';
 import { toWireTime } from '../wire/time.js';
 
 /** RFC 9457 problem details with Writ's stable `code`. */
@@ -41,7 +42,7 @@ type ValidationError = NonNullable<FastifyError['validation']>[number];
 function telling(errors: readonly ValidationError[]): { first: ValidationError | undefined; message: string | undefined } {
   const anyOf = errors.find((e) => e.keyword === 'anyOf');
   if (anyOf) {
-    const branches = errors.filter((e) => e !== anyOf && e.instancePath === anyOf.instancePath && e.schemaPath.startsWith(`${anyOf.schemaPath}/`));
+    const branches = anyOfBranches(errors, anyOf);
     const own = branches.find((e) => e.keyword !== 'type');
     if (own) return { first: own, message: own.message };
     const types = branches.map((e) => String((e.params as { type?: unknown }).type));

@@ -5,7 +5,7 @@
  * `writ/authz/delegation`), so the rules cannot drift between write time and decision time.
  */
 import type { CandidateChain, OwnerResolution, PolicyEdge, PolicyPrincipal } from '../graph/policy-view.js';
-import type { Obligations } from '../wire/v1.js';
+import type { ChainVerdict, Obligations } from '../wire/v1.js';
 
 // The graph builds these for the policy; they are part of this contract too.
 export type { CandidateChain, OwnerResolution, PolicyEdge, PolicyPrincipal };
@@ -52,22 +52,8 @@ export interface RequestProperties {
   action: Record<string, unknown>;
 }
 
-/** The obligations are a wire type (the SDK reads them from decisions): defined once, in src/wire. */
-export type { Obligations } from '../wire/v1.js';
-
-export interface EdgeVerdict {
-  id: string;
-  ok: boolean;
-  problems: string[];
-}
-
-export interface ChainVerdict {
-  index: number;
-  ok: boolean;
-  edges: EdgeVerdict[];
-  /** Problems of the chain as a whole (e.g. final scope does not cover the request). */
-  problems: string[];
-}
+/** The obligations and a chain's verdict are wire types (the SDK reads them in decisions and explanations): defined once, in src/wire. */
+export type { ChainVerdict, Obligations } from '../wire/v1.js';
 
 /** result of `writ/authz/decision` */
 export interface DecisionResult {

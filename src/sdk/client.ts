@@ -202,7 +202,7 @@ export class WritClient {
    * with anything above it. → the edge (the one made before, when the same id and request existed).
    */
   async delegate(request: DelegateRequest): Promise<Edge> {
-    return (await this.request<EdgeWritten>('POST', '/v1/delegations', delegationBody(this.options.principal, request))).edge;
+    return (await this.request<EdgeWritten>('POST', '/v1/delegations', delegationRequestBody(this.options.principal, request))).edge;
   }
 
   /** Revokes an edge this principal gave or created (`DELETE /v1/edges/{id}`): every chain through it stops counting at once. */
@@ -223,7 +223,7 @@ export class WritClient {
       throw new TypeError('withDelegation: give ttlMs or expires_at, so that the delegation ends by itself if it cannot be revoked');
     }
     if (request.not_before !== undefined) throw new TypeError('withDelegation: the task runs now, so the delegation has no not_before (delegate() takes one)');
-    const { edge } = await this.request<EdgeWritten>('POST', '/v1/delegations', delegationBody(this.options.principal, request));
+    const edge = await this.delegate(request);
     if (edge.revoked_at !== null) {
       throw new AlreadyExistsError(409, `delegation ${edge.id} was revoked at ${edge.revoked_at}: a new task needs a new id`, { edge_id: edge.id });
     }
@@ -491,7 +491,7 @@ export class WritClient {
 }
 
 /** The body of POST /v1/delegations for `request`, given by `from`. */
-function delegationBody(from: string, request: DelegateRequest): DelegationBody {
+function delegationRequestBody(from: string, request: DelegateRequest): DelegationBody {
   const { ttlMs, ...rest } = request;
   if (ttlMs !== undefined) {
     if (request.expires_at !== undefined) throw new TypeError('delegate: give ttlMs or expires_at, not both');

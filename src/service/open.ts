@@ -90,7 +90,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     const signingKeysNew = keys.madeSigningKey && (await store.read(async (tx) => (await tx.receipts.latestCheckpoint()) !== null || (await tx.receipts.entriesFrom(null, 1)).length > 0));
     // Not bootstrapped: for `writ keys add-governance`, which on a new store creates governance with its own key.
     const { credentialPath, created, missing, unregistered } = options.bootstrapGovernance === false
-      ? { credentialPath: adminCredentialPath(config.dataDir), created: false, missing: !existsSync(adminCredentialPath(config.dataDir)), unregistered: false }
+      ? notBootstrapped(adminCredentialPath(config.dataDir))
       : await ensureGovernance(ctx);
     return {
       ctx,
@@ -151,4 +151,9 @@ export async function verifyPostgresReceipts(url: string, keysDir: string | null
 export async function openStore(config: WritConfig, options: { migrate?: boolean } = {}): Promise<WritStore> {
   if (config.databaseUrl !== null) return openPostgresStore(config.databaseUrl, { applicationName: `writ-${process.pid}`, migrate: options.migrate ?? true });
   return openSqliteStore(config.dbFile);
+}
+
+/** What openWrit says of the credential when it did not bootstrap governance: nothing made, nothing checked. */
+function notBootstrapped(credentialPath: string) {
+  return { credentialPath, created: false, missing: !existsSync(credentialPath), unregistered: false };
 }

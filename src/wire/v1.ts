@@ -157,7 +157,7 @@ export type ExplainRequest = DecisionRequest & { principal?: string };
 
 /** The policy's verdict on one candidate chain: each edge's, then the chain's as a whole. */
 export interface ChainVerdict {
-  /** Index into the explanation's `chains`. */
+  /** Which candidate chain (its index among those judged). */
   index: number;
   ok: boolean;
   edges: { id: string; ok: boolean; problems: string[] }[];

@@ -139,6 +139,7 @@ describe('SDK: an agent delegates part of its authority to a sub-agent', () => {
     const again = await orchestrator.withDelegation(request, async () => void runs++).catch((e: unknown) => e);
     expect(again).toBeInstanceOf(AlreadyExistsError);
     expect((again as AlreadyExistsError).detail).toMatch(/^delegation d-task-84 was revoked at .+: a new task needs a new id$/);
+    expect((again as AlreadyExistsError).problem).toEqual({ edge_id: 'd-task-84' });
     const past = new Date(Date.now() - 1_000).toISOString();
     const ended = await orchestrator.withDelegation({ ...request, id: 'd-task-85', expires_at: past }, async () => void runs++).catch((e: unknown) => e);
     expect(ended).toBeInstanceOf(UnprocessableError);
@@ -146,9 +147,31 @@ describe('SDK: an agent delegates part of its authority to a sub-agent', () => {
     // A retry under the same id finds the ended edge (not made by this call): refused all the same.
     const retried = await orchestrator.withDelegation({ ...request, id: 'd-task-85', expires_at: past }, async () => void runs++).catch((e: unknown) => e);
     expect(retried).toBeInstanceOf(UnprocessableError);
+    expect((retried as UnprocessableError).problem).toEqual({ edge_id: 'd-task-85' });
     await expect(orchestrator.withDelegation({ ...request, id: 'd-task-86', not_before: new Date(Date.now() + 60_000).toISOString() }, async () => void runs++))
       .rejects.toThrow(new TypeError('withDelegation: the task runs now, so the delegation has no not_before (delegate() takes one)'));
     expect(runs).toBe(1);
+  });
+
+  it('an id names one task: two tasks at once under one id share its edge, and the first to end revokes it under the other', async () => {
+    const { client: orchestrator } = clientFor(server, 'orchestrator');
+    const { client: sub } = clientFor(server, 'content-agent-3');
+    const request = { id: 'd-shared-89', to: 'content-agent-3', scope: scopeOf('89'), reason: 'retitle post 89', expires_at: new Date(Date.now() + 600_000).toISOString() };
+    let firstEnded!: () => void;
+    const ended = new Promise<void>((resolve) => (firstEnded = resolve));
+    let secondRunning!: () => void;
+    const running = new Promise<void>((resolve) => (secondRunning = resolve));
+    const [, second] = await Promise.all([
+      // The first task ends (and revokes) only once the second runs on the same edge.
+      orchestrator.withDelegation(request, async () => running).finally(() => firstEnded()),
+      orchestrator.withDelegation(request, async () => {
+        expect((await sub.decide(titleOf('89'))).allow).toBe(true);
+        secondRunning();
+        await ended;
+        return (await sub.decide(titleOf('89'))).allow;
+      }),
+    ]);
+    expect(second).toBe(false);
   });
 
   it('withDelegation says when it could not revoke: DelegationNotRevokedError with the task\'s value or error, and the edge still live', async () => {
