@@ -7,7 +7,7 @@ import { commitGraphChange, liveGraphWriter, type GraphWriter } from './graph-ch
 import type { WritContext } from './context.js';
 import { requireGovernance } from './principals.js';
 import { checkScopeApplies } from './resources.js';
-import { checkId, normalizeScope, sameJson, window, type ScopeInput } from './validate.js';
+import { checkId, checkReason, normalizeScope, sameJson, window, type ScopeInput } from './validate.js';
 
 interface EdgeInputBase {
   id?: string;
@@ -42,7 +42,7 @@ async function createEdge(
   writer: GraphWriter,
 ): Promise<EdgeResult> {
   const id = checkId(draft.id ?? `e-${randomUUID()}`, 'edge id');
-  if (!draft.reason || draft.reason.trim().length === 0) throw new WritError('UNPROCESSABLE', 'every edge needs a reason (auditors read it)');
+  checkReason(draft.reason ?? '', 'every edge');
   let created = false;
   const revision = await writer.commit((graph, now): GraphEvent[] => {
     const existing = graph.edge(id);
@@ -53,6 +53,7 @@ async function createEdge(
       if (sameJson(comparable(existing), comparable(draft as Edge))) return [];
       throw new WritError('ALREADY_EXISTS', `edge "${id}" exists with different content; edges are immutable (revoke and create a new one)`);
     }
+    checkNotEnded(draft.expires_at, now);
     const edge = { ...draft, id, creator: caller, created_at: now } as Omit<Edge, 'revoked_at' | 'revision'>;
     checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
     check(graph, { ...edge, revoked_at: null }, now);
@@ -62,6 +63,19 @@ async function createEdge(
   const edge = (await writer.current()).edge(id);
   if (!edge) throw new WritError('INTERNAL', `edge ${id} vanished after creation`);
   return { edge, created, graph_revision: revision };
+}
+
+/** 2001-09-09 in ms: an expiry before it was most likely meant in seconds. */
+const SECONDS_LOOK = 1e12;
+
+/**
+ * Why a new edge that has ended already is refused: it would never count, and nothing else says so (a
+ * retry by id of an edge that exists still answers it, as the idempotency check comes first).
+ */
+export function checkNotEnded(expiresAt: number | null, now: number): void {
+  if (expiresAt === null || expiresAt > now) return;
+  const hint = expiresAt < SECONDS_LOOK ? ' (a time given as a number is milliseconds since the epoch, not seconds)' : '';
+  throw new WritError('UNPROCESSABLE', `expires_at ${new Date(expiresAt).toISOString()} is not after now (${new Date(now).toISOString()}): the edge would never count${hint}`);
 }
 
 function depth(value: number | undefined): number {
@@ -188,6 +202,7 @@ export async function createPreemption(ctx: WritContext, caller: string, input: 
  * counting at the next decision, and the gateway refuses decisions made before the revocation.
  */
 export async function revokeEdge(ctx: WritContext, caller: string, id: string, reason: string): Promise<{ edge: Edge; revoked: boolean; graph_revision: number }> {
+  checkReason(reason, 'a revocation');
   let changed = false;
   const revision = await commitGraphChange(ctx, caller, (graph, now): GraphEvent[] => {
     const edge = graph.edge(id);

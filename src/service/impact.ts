@@ -14,8 +14,9 @@ import type { PolicyEdge } from '../policy/types.js';
 import { capabilitiesIn, orphansIn, type Orphan } from './audit-queries.js';
 import { AUDIT_READ, auditKey, liveScopes, scopeGives } from './ask-about.js';
 import type { WritContext } from './context.js';
-import { checkDelegationFits, delegationDraft, type DelegationInput } from './edges.js';
+import { checkDelegationFits, checkNotEnded, delegationDraft, type DelegationInput } from './edges.js';
 import { checkScopeApplies } from './resources.js';
+import { checkReason } from './validate.js';
 
 export type ImpactChange =
   | { revoke: { edge: string; principal?: undefined } | { principal: string; edge?: undefined }; delegate?: undefined }
@@ -197,9 +198,10 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   }
   const input = change.delegate!;
   if (!input || typeof input !== 'object') throw new WritError('UNPROCESSABLE', 'delegate must be a delegation (from, to, scope, reason)');
-  if (!input.reason || input.reason.trim().length === 0) throw new WritError('UNPROCESSABLE', 'every edge needs a reason (auditors read it)');
+  checkReason(input.reason ?? '', 'every edge');
   const draft = delegationDraft({ ...input, id: input.id ?? `impact-${randomUUID()}` });
   if (graph.edge(draft.id!)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
+  checkNotEnded(draft.expires_at, now);
   const edge = { ...draft, id: draft.id!, creator: caller, created_at: now };
   checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
   checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now);

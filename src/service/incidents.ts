@@ -4,6 +4,7 @@ import { checkDecisionBinding, verifyDecision } from '../decision/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import type { IncidentRecord } from '../lease/index.js';
 import type { WritContext } from './context.js';
+import { checkReason } from './validate.js';
 
 export type Incident = IncidentRecord;
 
@@ -13,6 +14,7 @@ export type Incident = IncidentRecord;
  * edge may take over leases.
  */
 export async function declareIncident(ctx: WritContext, caller: string, input: { id: string; reason: string; ttl_ms?: number; decision: string }): Promise<Incident> {
+  checkReason(input.reason, 'an incident');
   const now = ctx.clock.now();
   const claims = await verifyDecision(input.decision, { keys: ctx.keys, audience: ctx.config.gatewayAudience, now });
   checkDecisionBinding(claims, { principal: caller, action: 'declare_incident', resource: `incident:${input.id}`, environment: claims.environment, fields: claims.fields });

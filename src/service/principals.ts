@@ -3,7 +3,7 @@ import { isReservedNodeId } from '../graph/index.js';
 import { GOVERNANCE_ID, type Principal, type PrincipalKind, type PublicJwk } from '../graph/model.js';
 import { commitGraphChange, liveGraphWriter, type GraphWriter } from './graph-changes.js';
 import type { WritContext } from './context.js';
-import { checkId, checkPublicKeys, sameJson } from './validate.js';
+import { checkId, checkPublicKeys, checkReason, sameJson } from './validate.js';
 
 export interface PrincipalInput {
   id: string;
@@ -65,6 +65,7 @@ export async function registerPrincipal(ctx: WritContext, caller: string, input:
 export async function revokePrincipal(ctx: WritContext, caller: string, id: string, reason: string): Promise<{ principal: Principal; revoked: boolean; graph_revision: number }> {
   requireGovernance(caller, 'revoke principals');
   if (id === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'the governance root cannot be revoked');
+  checkReason(reason, 'a revocation');
   let changed = false;
   const revision = await commitGraphChange(ctx, caller, (graph, now) => {
     const p = graph.principal(id);

@@ -13,6 +13,15 @@ export function checkId(value: string, what: string): string {
   return value;
 }
 
+/**
+ * A reason an auditor will read (an edge's, a revocation's, an incident's): something other than blanks.
+ * The HTTP schemas bound its length; this refuses the blank ones, whichever door they came in by.
+ */
+export function checkReason(reason: string, what: string): string {
+  if (reason.trim().length === 0) throw new WritError('UNPROCESSABLE', `${what} needs a reason that is not blank (auditors read it)`);
+  return reason;
+}
+
 /** A scope as callers write it (HTTP body, manifest, SDK): `risk_max` may sit at the top level or in constraints. */
 export type { ScopeInput } from '../wire/v1.js';
 

@@ -79,3 +79,51 @@ describe('an edge\'s times are instants RFC 3339 can name', () => {
     expect((await h.call('governance', { method: 'GET', url: '/v1/graph' })).status).toBe(200);
   });
 });
+
+describe('a new edge that has ended already is refused: it would never count', () => {
+  const body = (window: Record<string, unknown>) => ({
+    id: 'd-over', from: 'orchestrator', to: 'publisher', reason: 'over before it starts', max_depth: 0, ...window,
+    scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 },
+  });
+  it.each([
+    ['now itself', T0, /^expires_at 2026-06-01T12:00:00.000Z is not after now \(2026-06-01T12:00:00.000Z\): the edge would never count$/],
+    ['a minute ago', new Date(T0 - 60_000).toISOString(), /is not after now .*would never count$/],
+    // Unix seconds for 2026-06-01 read as ms: 1970-01-21. The answer says what a number means.
+    ['seconds for ms', Math.floor(T0 / 1000) + 3600, /^expires_at 1970-01-21T.+ \(a time given as a number is milliseconds since the epoch, not seconds\)$/],
+  ])('%s: UNPROCESSABLE, and nothing is written', async (_label, expires_at, detail) => {
+    const before = await h.call('governance', { method: 'GET', url: '/v1/graph' });
+    const r = await h.call('orchestrator', { method: 'POST', url: '/v1/delegations', payload: body({ expires_at }) });
+    expect(r.status, JSON.stringify(r.body)).toBe(422);
+    expect(r.body).toMatchObject({ code: 'UNPROCESSABLE', detail: expect.stringMatching(detail) });
+    expect((await h.call('governance', { method: 'GET', url: '/v1/graph' })).body.revision).toBe(before.body.revision);
+    expect((await h.call('governance', { method: 'GET', url: '/v1/edges/d-over' })).status).toBe(404);
+  });
+  it('one millisecond after now is taken; a retry by id after it ended answers the edge made before', async () => {
+    const b = body({ expires_at: T0 + 1 });
+    expect((await h.call('orchestrator', { method: 'POST', url: '/v1/delegations', payload: b })).status).toBe(201);
+    clock.set(T0 + 5);
+    const again = await h.call('orchestrator', { method: 'POST', url: '/v1/delegations', payload: b });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(again.body).toMatchObject({ created: false, edge: { id: 'd-over' } });
+  });
+  it('impact analysis of such a delegation is refused the same way', async () => {
+    const r = await h.call('orchestrator', { method: 'POST', url: '/v1/impact', payload: { delegate: body({ expires_at: T0 - 1 }) } });
+    expect(r.status, JSON.stringify(r.body)).toBe(422);
+    expect(r.body.detail).toMatch(/would never count/);
+  });
+});
+
+describe('reasons auditors read are not blank', () => {
+  it.each([
+    ['a delegation', 'orchestrator', { method: 'POST', url: '/v1/delegations', payload: { from: 'orchestrator', to: 'publisher', reason: ' \t\n', scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 } } }, /^every edge needs a reason that is not blank/],
+    ['an edge revocation (body)', 'governance', { method: 'DELETE', url: '/v1/edges/d-window', payload: { reason: '   ' } }, /^a revocation needs a reason that is not blank/],
+    ['an edge revocation (query)', 'governance', { method: 'DELETE', url: '/v1/edges/d-window?reason=%20%20' }, /^a revocation needs a reason that is not blank/],
+    ['a principal revocation', 'governance', { method: 'DELETE', url: '/v1/principals/publisher', payload: { reason: '\u00a0' } }, /^a revocation needs a reason that is not blank/],
+  ] as const)('%s: UNPROCESSABLE, and nothing changes', async (_label, caller, req, detail) => {
+    const before = await h.call('governance', { method: 'GET', url: '/v1/graph' });
+    const r = await h.call(caller, req as never);
+    expect(r.status, JSON.stringify(r.body)).toBe(422);
+    expect(r.body).toMatchObject({ code: 'UNPROCESSABLE', detail: expect.stringMatching(detail) });
+    expect((await h.call('governance', { method: 'GET', url: '/v1/graph' })).body.revision).toBe(before.body.revision);
+  });
+});

@@ -140,14 +140,20 @@ describe('SDK: an agent delegates part of its authority to a sub-agent', () => {
     expect(again).toBeInstanceOf(AlreadyExistsError);
     expect((again as AlreadyExistsError).detail).toMatch(/^delegation d-task-84 was revoked at .+: a new task needs a new id$/);
     expect((again as AlreadyExistsError).problem).toEqual({ edge_id: 'd-task-84' });
+    // An expiry already past: Writ refuses to make the edge at all (it would never count).
     const past = new Date(Date.now() - 1_000).toISOString();
     const ended = await orchestrator.withDelegation({ ...request, id: 'd-task-85', expires_at: past }, async () => void runs++).catch((e: unknown) => e);
     expect(ended).toBeInstanceOf(UnprocessableError);
-    expect((ended as UnprocessableError).detail).toMatch(/^delegation d-task-85 ended at .+ \(made at .+\): give a later expires_at or a longer ttlMs$/);
-    // A retry under the same id finds the ended edge (not made by this call): refused all the same.
-    const retried = await orchestrator.withDelegation({ ...request, id: 'd-task-85', expires_at: past }, async () => void runs++).catch((e: unknown) => e);
+    expect((ended as UnprocessableError).detail).toMatch(/^expires_at .+ is not after now \(.+\): the edge would never count$/);
+    await expect(orchestrator.request('GET', '/v1/edges/d-task-85')).rejects.toMatchObject({ status: 404 });
+    // A retry under the id of an edge made before, that has ended since: refused all the same, by the SDK.
+    const soon = { ...request, id: 'd-task-87', expires_at: new Date(Date.now() + 300).toISOString() };
+    await orchestrator.delegate(soon);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const retried = await orchestrator.withDelegation(soon, async () => void runs++).catch((e: unknown) => e);
     expect(retried).toBeInstanceOf(UnprocessableError);
-    expect((retried as UnprocessableError).problem).toEqual({ edge_id: 'd-task-85' });
+    expect((retried as UnprocessableError).detail).toMatch(/^delegation d-task-87 ended at .+ \(made at .+\): give a later expires_at or a longer ttlMs$/);
+    expect((retried as UnprocessableError).problem).toEqual({ edge_id: 'd-task-87' });
     await expect(orchestrator.withDelegation({ ...request, id: 'd-task-86', not_before: new Date(Date.now() + 60_000).toISOString() }, async () => void runs++))
       .rejects.toThrow(new TypeError('withDelegation: the task runs now, so the delegation has no not_before (delegate() takes one)'));
     expect(runs).toBe(1);
