@@ -14,6 +14,30 @@ export function queryCoercingValidator(): AjvCompiler.ValidatorFactory {
     const strict = pool(externalSchemas, options);
     const custom = options && options.mode !== 'JTD' ? options.customOptions : undefined;
     const coercing = pool(externalSchemas, { ...options, mode: undefined, customOptions: { ...custom, coerceTypes: true } });
-    return (route) => (route.httpPart === 'querystring' ? coercing : strict)(route);
+    return (route) => (route.httpPart === 'querystring' ? finiteOnly(coercing(route)) : strict(route));
   };
+}
+
+type Validate = ReturnType<ReturnType<AjvCompiler.ValidatorFactory>>;
+
+/**
+ * Ajv's coercion reads `Infinity`, `-Infinity` and `1e309` as numbers that pass `minimum`, `maximum`
+ * and even `integer` (a `?limit=Infinity` lifted every page cap; `-Infinity` reached the store as a
+ * 500). A coerced query holds no number that is not finite.
+ */
+function finiteOnly(validate: Validate): Validate {
+  const checked = ((data: unknown, ...rest: unknown[]) => {
+    const ok = (validate as (data: unknown, ...rest: unknown[]) => unknown)(data, ...rest);
+    checked.errors = (validate as { errors?: unknown }).errors;
+    if (ok !== true || typeof data !== 'object' || data === null) return ok;
+    for (const [name, value] of Object.entries(data)) {
+      if ((Array.isArray(value) ? value : [value]).some((v) => typeof v === 'number' && !Number.isFinite(v))) {
+        checked.errors = [{ instancePath: `/${name}`, schemaPath: '#/finite', keyword: 'type', params: {}, message: 'must be a finite number' }];
+        return false;
+      }
+    }
+    return true;
+  }) as ((data: unknown, ...rest: unknown[]) => unknown) & { errors?: unknown; schemaEnv?: unknown };
+  checked.schemaEnv = (validate as { schemaEnv?: unknown }).schemaEnv;
+  return checked as unknown as Validate;
 }

@@ -2,6 +2,12 @@
 
 import { delegationBody, id } from '../wire/graph-bodies.js';
 
+/**
+ * The largest integer a JSON number carries exactly (2^53 − 1). A larger one passes `integer` (1e308 % 1
+ * is 0) but is not the number the caller wrote: an expected_version of 2^53 + 1 went upstream as another.
+ */
+const SAFE = Number.MAX_SAFE_INTEGER;
+
 export { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody, scopeSchema } from '../wire/graph-bodies.js';
 
 /** The optional body of a revoking DELETE (the reason may come as the `reason` query parameter instead). */
@@ -27,7 +33,7 @@ export const decisionBody = {
     context: {
       type: 'object',
       additionalProperties: false,
-      properties: { risk: { type: 'integer', minimum: 0 }, approval: { type: 'string', maxLength: 8192 }, reason: { type: 'string', maxLength: 2000 } },
+      properties: { risk: { type: 'integer', minimum: 0, maximum: SAFE }, approval: { type: 'string', maxLength: 8192 }, reason: { type: 'string', maxLength: 2000 } },
     },
   },
 } as const;
@@ -45,8 +51,8 @@ export const leaseBody = {
   required: ['decisions'],
   properties: {
     decisions: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 16384 }, minItems: 1, maxItems: 64 },
-    ttl_ms: { type: 'integer', minimum: 1 },
-    wait_ms: { type: 'integer', minimum: 0 },
+    ttl_ms: { type: 'integer', minimum: 1, maximum: SAFE },
+    wait_ms: { type: 'integer', minimum: 0, maximum: SAFE },
     preempt: { type: 'boolean' },
   },
 } as const;
@@ -55,7 +61,7 @@ export const renewBody = {
   type: 'object',
   additionalProperties: false,
   required: ['token'],
-  properties: { token: { type: 'string', minLength: 1, maxLength: 256 }, ttl_ms: { type: 'integer', minimum: 1 } },
+  properties: { token: { type: 'string', minLength: 1, maxLength: 256 }, ttl_ms: { type: 'integer', minimum: 1, maximum: SAFE } },
 } as const;
 
 /** The optional body of DELETE /v1/leases/{id}: the token may come in the Writ-Lease-Token header instead. */
@@ -87,7 +93,7 @@ export const actionBody = {
     environment: { type: 'string', minLength: 1, maxLength: 64 },
     fields: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 128 }, maxItems: 128 },
     payload: { type: 'object' },
-    expected_version: { type: 'integer', minimum: 0 },
+    expected_version: { type: 'integer', minimum: 0, maximum: SAFE },
   },
 } as const;
 
@@ -98,7 +104,7 @@ export const incidentBody = {
   properties: {
     id: { type: 'string', minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._-]+$' },
     reason: { type: 'string', minLength: 1, maxLength: 2000 },
-    ttl_ms: { type: 'integer', minimum: 1 },
+    ttl_ms: { type: 'integer', minimum: 1, maximum: SAFE },
     decision: { type: 'string', minLength: 1, maxLength: 16384 },
   },
 } as const;

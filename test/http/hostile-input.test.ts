@@ -126,6 +126,26 @@ const withSignature = (token: string, f: (s: string) => string) => {
   return `${a}.${b}.${f(c!)}`;
 };
 
+describe('integers past 2^53 − 1 are refused before anything is spent', () => {
+  // 1e308 and 2^53 + 1 pass `integer`; an expected_version of either went upstream as another number
+  // (502, a FAILED receipt) and spent the decision, so the corrected retry was DECISION_REPLAYED.
+  it.each([[1e308, 'wp:post:79'], [2 ** 53 + 1, 'wp:post:80']])('expected_version %d is 400 MALFORMED_REQUEST; the same decision then writes', async (version, resource) => {
+    const d = await decideOk(h, 'seo-agent-7', { resource, fields: ['title'] });
+    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const upstreamBefore = await upstreamGet(h, '/writes');
+    const r = await act(h, 'seo-agent-7', { resource, fields: ['title'], payload: { title: 'x' }, expected_version: version }, { decision: d.token, lease });
+    expect(r.status, r.raw).toBe(400);
+    expect(r.body).toMatchObject({ code: 'MALFORMED_REQUEST', detail: expect.stringMatching(/expected_version: must be <= 9007199254740991/) });
+    expect(await upstreamGet(h, '/writes')).toEqual(upstreamBefore);
+    const ok = await act(h, 'seo-agent-7', { resource, fields: ['title'], payload: { title: 'x' }, expected_version: 0 }, { decision: d.token, lease });
+    expect(ok.status, ok.raw).toBe(201);
+    await h.call('seo-agent-7', { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } });
+  });
+  it('a decision context\'s risk of 1e308 is 400 MALFORMED_REQUEST', async () => {
+    await refused('seo-agent-7', post('/v1/decisions', decisionText({ fields: '["title"],"context":{"risk":1e308}' })), 400, 'MALFORMED_REQUEST');
+  });
+});
+
 describe('JWS segments must be canonical base64url', () => {
   it('a decision whose signature differs only in unused bits is DECISION_INVALID and nothing is forwarded; the genuine one then writes', async () => {
     const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:77', fields: ['title'] });
@@ -230,5 +250,14 @@ describe('receipt listing pages', () => {
 
   it.each(['limit=0', 'limit=1001', 'limit=ten', 'limit=1.5', 'after=-1', 'limit=1&limit=2'])('?%s is 400 MALFORMED_REQUEST', async (q) => {
     await refused('governance', { method: 'GET', url: `/v1/receipts?${q}` }, 400, 'MALFORMED_REQUEST');
+  });
+  // The query's coercion read these as numbers that passed every bound: Infinity lifted the page caps,
+  // -Infinity reached the store and answered 500.
+  it.each([
+    '/v1/receipts?limit=Infinity', '/v1/receipts?limit=1e309', '/v1/receipts?after=-Infinity',
+    '/v1/graph/events?limit=-Infinity', '/v1/graph/events?after=-1e309', '/v1/graph/events?limit=Infinity',
+  ])('%s is 400 MALFORMED_REQUEST naming the parameter', async (url) => {
+    const r = await refused('governance', { method: 'GET', url }, 400, 'MALFORMED_REQUEST');
+    expect(r.body.detail).toMatch(/(limit|after).*must be a finite number/);
   });
 });

@@ -175,7 +175,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
       operationId: 'expiringEdges', tags: ['Audit'], summary: 'Live grants and delegations that expire soon (`writ expiring`), soonest first',
       querystring: {
         type: 'object', additionalProperties: false,
-        properties: { within_ms: { type: 'integer', minimum: 1, description: 'the window, default 7 days' }, principal: { type: 'string', description: 'only edges from or to this principal' } },
+        properties: { within_ms: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'the window, default 7 days' }, principal: { type: 'string', description: 'only edges from or to this principal' } },
       },
       response: { 200: { type: 'object', description: 'The edges', required: ['edges'], properties: { edges: edges('soonest first') } }, ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'NOT_FOUND']) },
     },

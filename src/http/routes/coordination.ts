@@ -140,7 +140,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
           resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string', enum: ['PENDING', 'COMPLETED', 'FAILED', 'REJECTED'] },
           after: { type: 'integer', minimum: 0, description: 'the `next` of the previous page' }, limit: { type: 'integer', minimum: 1, maximum: 1000, description: 'default 100' },
           order: { type: 'string', enum: ['oldest', 'newest'], description: 'oldest first (chain order, the default; page with `after`) or newest first (page with `before`)' },
-          before: { type: 'integer', minimum: 0, description: 'with order=newest: the `next` of the previous page' },
+          before: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'with order=newest: the `next` of the previous page' },
           since: { type: 'string', format: 'date-time', description: 'receipts created at or after this RFC 3339 time' },
           until: { type: 'string', format: 'date-time', description: 'receipts created at or before this RFC 3339 time' },
         },
