@@ -65,17 +65,13 @@ async function createEdge(
   return { edge, created, graph_revision: revision };
 }
 
-/** 2001-09-09 in ms: an expiry before it was most likely meant in seconds. */
-const SECONDS_LOOK = 1e12;
-
 /**
- * Why a new edge that has ended already is refused: it would never count, and nothing else says so (a
- * retry by id of an edge that exists still answers it, as the idempotency check comes first).
+ * A new edge that has ended already is refused: it would never count, and nothing else says so (a retry
+ * by id of an edge that exists still answers it, as the idempotency check comes first).
  */
 export function checkNotEnded(expiresAt: number | null, now: number): void {
   if (expiresAt === null || expiresAt > now) return;
-  const hint = expiresAt < SECONDS_LOOK ? ' (a time given as a number is milliseconds since the epoch, not seconds)' : '';
-  throw new WritError('UNPROCESSABLE', `expires_at ${new Date(expiresAt).toISOString()} is not after now (${new Date(now).toISOString()}): the edge would never count${hint}`);
+  throw new WritError('UNPROCESSABLE', `expires_at ${new Date(expiresAt).toISOString()} is not after now (${new Date(now).toISOString()}): the edge would never count`);
 }
 
 function depth(value: number | undefined): number {

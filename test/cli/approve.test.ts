@@ -8,14 +8,21 @@ import { requireDist } from '../support/server-process.js';
 import { WIRE_TIME } from '../support/wire-times.js';
 
 let h: Harness;
+let clock: ManualClock;
 const KEY = join(REPO, 'fixtures/keys/editor-alice.jwk');
-const writ = (...args: string[]) => runWrit(h.dataDir, ...args);
+const writ = async (...args: string[]) => {
+  const r = await runWrit(h.dataDir, ...args);
+  clock.set(Math.max(clock.now(), Date.now()));
+  return r;
+};
 const request = { action: 'publish_post', resource: 'wp:post:42', environment: 'production', fields: ['status'] };
 
 beforeAll(async () => {
   requireDist();
-  // The CLI signs on the system clock: the service judges on the same one.
-  h = await startHarness({ clock: new ManualClock(Date.now()) });
+  // The CLI signs on the system clock: the service judges on the same one (catchUp() before asking: a
+  // clock left where it started fell behind the CLI's on a loaded machine, "issued in the future").
+  clock = new ManualClock(Date.now());
+  h = await startHarness({ clock });
   await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-publisher-risky', to: 'publisher', reason: 'emergency publishing', max_depth: 0, scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['status'], risk_max: 3 } } });
   await h.call('governance', { method: 'POST', url: '/v1/approvals', payload: { id: 'a-alice-publisher', from: 'editor-alice', to: 'publisher', reason: 'editor signs off risky publishing', scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], risk_max: 3 } } });
 });
