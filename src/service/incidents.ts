@@ -21,7 +21,7 @@ export async function declareIncident(ctx: WritContext, caller: string, input: {
   checkAuthorityStillValid(await ctx.graph.current(), claims, now);
   const ttl = input.ttl_ms ?? 3_600_000;
   if (!Number.isInteger(ttl) || ttl <= 0 || ttl > 7 * 86_400_000) throw new WritError('UNPROCESSABLE', 'ttl_ms must be between 1 ms and 7 days');
-  const incident: Incident = { id: input.id, declared_by: caller, reason: input.reason, decision_id: claims.decision_id, declared_at: now, ends_at: now + ttl, resolved_at: null };
+  const incident: Incident = { id: input.id, declared_by: caller, reason: input.reason, decision_id: claims.decision_id, environment: claims.environment, declared_at: now, ends_at: now + ttl, resolved_at: null };
   // The decision is spent with the declaration, or not at all.
   return ctx.store.readWrite(async (tx) => {
     // (An id already expired at `now` is refused too; verifyDecision has just checked it is not.)
