@@ -51,7 +51,7 @@ export const ERROR_CATALOGUE = {
   STALE_FENCING_EPOCH: { status: 409, title: 'Stale fencing epoch', meaning: 'The fencing epoch is not the lease\'s current epoch or is below the resource\'s high-water mark.' },
   VERSION_CONFLICT: { status: 409, title: 'Version conflict', meaning: 'A field the write names changed after `expected_version` (or `expected_version` is ahead of the resource); re-read and retry. Never last-write-wins.' },
   VERSION_REQUIRED: { status: 428, title: 'Version required', meaning: 'The resource class requires expected_version on writes.' },
-  NO_INCIDENT: { status: 403, title: 'No active incident', meaning: 'Preemption is only possible during an active incident.' },
+  NO_INCIDENT: { status: 403, title: 'No active incident', meaning: 'Preemption is only possible during an active incident declared for the environment of the lease (of the decisions presented, and of the lease taken over); `environments` names those without one.' },
   IDEMPOTENCY_MISMATCH: { status: 422, title: 'Idempotency key reused', meaning: 'The Idempotency-Key was already used for a different request.' },
   // upstream and service
   UPSTREAM_FAILED: { status: 502, title: 'Upstream failed', meaning: 'The upstream refused or failed the write. A refusal (4xx) or a refused connection leaves the receipt FAILED; a 5xx answer does not say whether the upstream applied the write, so the receipt stays PENDING until reconciled (`receipt_status` says which).' },

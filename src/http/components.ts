@@ -42,6 +42,7 @@ const Problem = {
     max_waiters: { type: 'integer', description: 'OVERLOADED from POST /v1/leases: the most one key\'s queue holds (WRIT_LEASE_MAX_WAITERS)' },
     current_version: { type: 'integer', description: 'VERSION_CONFLICT: the version the upstream has now' },
     lease_id: { type: 'string', description: 'lease refusals: the lease concerned' },
+    environments: { type: 'array', items: { type: 'string' }, description: 'NO_INCIDENT: the environments of the lease in which no incident is active' },
   },
   additionalProperties: true,
 } as const;
@@ -279,8 +280,16 @@ const Receipt = {
 const Incident = {
   $id: 'Incident',
   type: 'object',
-  required: ['id', 'declared_by', 'reason', 'decision_id', 'declared_at', 'ends_at', 'resolved_at'],
-  properties: { id: { type: 'string' }, declared_by: { type: 'string' }, reason: { type: 'string' }, decision_id: { type: 'string' }, declared_at: iso, ends_at: iso, resolved_at: isoOrNull },
+  required: ['id', 'declared_by', 'reason', 'decision_id', 'environment', 'declared_at', 'ends_at', 'resolved_at'],
+  properties: {
+    id: { type: 'string' }, declared_by: { type: 'string' }, reason: { type: 'string' }, decision_id: { type: 'string' },
+    environment: {
+      type: ['string', 'null'],
+      description: 'the environment of the decision that declared it: preemption counts it only for leases in that environment. '
+        + 'null: declared before Writ recorded it; it counts in an environment while its declarer may declare it there',
+    },
+    declared_at: iso, ends_at: iso, resolved_at: isoOrNull,
+  },
 } as const;
 
 const COMPONENTS = { Problem, Scope, Jwk, Principal, Edge, ChainEdge, Obligations, Decision, ChainVerdict, Explanation, LeaseGrant, LeaseRecord, Receipt, Incident } satisfies Record<ComponentName, { $id: ComponentName }>;

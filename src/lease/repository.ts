@@ -203,12 +203,14 @@ export interface LeaseAuthorityRepository {
   holderOf(leaseId: string): Promise<string | undefined>;
 }
 
-/** A declared incident (while active, preempts edges may be used). Times in ms. */
+/** A declared incident (while active, preempts edges may be used in its environment). Times in ms. */
 export interface IncidentRecord {
   id: string;
   declared_by: string;
   reason: string;
   decision_id: string;
+  /** The environment of the decision that declared it; null for an incident declared before Writ recorded it. */
+  environment: string | null;
   declared_at: number;
   ends_at: number;
   resolved_at: number | null;

@@ -4,14 +4,16 @@ import { checkDecisionBinding, verifyDecision } from '../decision/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import type { IncidentRecord } from '../lease/index.js';
 import type { WritContext } from './context.js';
+import { explain } from './decide.js';
 import { checkReason } from './validate.js';
 
 export type Incident = IncidentRecord;
 
 /**
  * Declares an incident. It needs an allow decision for `declare_incident` on `incident:<id>` (so who may
- * declare is governed by the graph like everything else). While active, principals with a `preempts`
- * edge may take over leases.
+ * declare is governed by the graph like everything else), and it is declared for that decision's
+ * environment: while active, principals with a `preempts` edge may take over leases in that environment
+ * only (see `incidentsCounting`).
  */
 export async function declareIncident(ctx: WritContext, caller: string, input: { id: string; reason: string; ttl_ms?: number; decision: string }): Promise<Incident> {
   checkReason(input.reason, 'an incident');
@@ -21,7 +23,7 @@ export async function declareIncident(ctx: WritContext, caller: string, input: {
   checkAuthorityStillValid(await ctx.graph.current(), claims, now);
   const ttl = input.ttl_ms ?? 3_600_000;
   if (!Number.isInteger(ttl) || ttl <= 0 || ttl > 7 * 86_400_000) throw new WritError('UNPROCESSABLE', 'ttl_ms must be between 1 ms and 7 days');
-  const incident: Incident = { id: input.id, declared_by: caller, reason: input.reason, decision_id: claims.decision_id, declared_at: now, ends_at: now + ttl, resolved_at: null };
+  const incident: Incident = { id: input.id, declared_by: caller, reason: input.reason, decision_id: claims.decision_id, environment: claims.environment, declared_at: now, ends_at: now + ttl, resolved_at: null };
   // The decision is spent with the declaration, or not at all.
   return ctx.store.readWrite(async (tx) => {
     // (An id already expired at `now` is refused too; verifyDecision has just checked it is not.)
@@ -45,4 +47,37 @@ export async function resolveIncident(ctx: WritContext, caller: string, id: stri
 export function activeIncidents(ctx: WritContext): Promise<Incident[]> {
   const now = ctx.clock.now();
   return ctx.store.read((tx) => tx.incidents.active(now));
+}
+
+/**
+ * For each environment, the ids of the active incidents that let preemption happen there: those declared
+ * for it, and those declared before Writ recorded an incident's environment (`environment: null`) whose
+ * declarer may declare that incident in it now (the policy is asked, nothing is signed or spent). The
+ * declaring decision's environment of such an incident is lost; reading it as "every environment" would
+ * keep the hole this closes open until it ends, and as "no environment" would take preemption away from a
+ * commander in the middle of a real incident. What its declarer is allowed now is what it would have been
+ * declared for had the environment been recorded, as far as Writ can still tell.
+ */
+export async function incidentsCounting(ctx: WritContext, environments: readonly string[]): Promise<Map<string, string[]>> {
+  const active = await activeIncidents(ctx);
+  const counting = new Map<string, string[]>();
+  for (const environment of environments) {
+    const ids: string[] = [];
+    for (const i of active) {
+      if (i.environment === environment || (i.environment === null && (await mayDeclareIn(ctx, i, environment)))) ids.push(i.id);
+    }
+    counting.set(environment, ids);
+  }
+  return counting;
+}
+
+async function mayDeclareIn(ctx: WritContext, incident: Incident, environment: string): Promise<boolean> {
+  try {
+    const verdict = await explain(ctx, GOVERNANCE_ID, { principal: incident.declared_by, action: 'declare_incident', resource: `incident:${incident.id}`, environment, fields: [] });
+    return verdict.allow;
+  } catch (e) {
+    // A declarer no longer registered (or a request the policy data no longer accepts) declares nothing.
+    if (e instanceof WritError) return false;
+    throw e;
+  }
 }

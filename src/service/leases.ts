@@ -6,14 +6,14 @@ import { coordinationKeys } from '../gateway/coordination-keys.js';
 import type { LeaseGrant, LeaseRecord, WaiterRow } from '../lease/index.js';
 import type { StoreTx } from '../store/contract.js';
 import { forOneOperation, type WritContext } from './context.js';
-import { activeIncidents } from './incidents.js';
+import { incidentsCounting } from './incidents.js';
 
 export interface LeaseRequestInput {
   /** Allow decisions (tokens) for the writes this lease is for: a lease grants no authority, and authority is needed to take one. */
   decisions: string[];
   ttl_ms?: number;
   wait_ms?: number;
-  /** Take the keys over during an active incident (needs a preempts edge over the holder). */
+  /** Take the keys over during an active incident of the decisions' environment (needs a preempts edge over the holder). */
   preempt?: boolean;
 }
 
@@ -108,12 +108,20 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
   const now = ctx.clock.now();
   const preemptable = new Set<string>([caller]);
   let preempt = false;
+  // Per environment, the incidents that let this acquisition preempt there (checked again when it commits).
+  let incidents = new Map<string, string[]>();
   if (input.preempt) {
-    if ((await activeIncidents(ctx)).length === 0) throw new WritError('NO_INCIDENT', 'preemption is only possible during an active incident');
+    incidents = await incidentsCounting(ctx, environmentsOf(authority));
+    requireIncidents(incidents, environmentsOf(authority), 'the decisions presented are for');
     for (const key of keys) {
       const rec = await ctx.leases.describe(key);
       if (rec?.state === 'HELD' && rec.holderIdentity && rec.holderIdentity !== caller) {
         if (!(await mayPreempt(ctx, caller, rec.holderIdentity, now))) throw new WritError('FORBIDDEN', `${caller} has no preempts edge over ${rec.holderIdentity}, who holds ${key}`);
+        // Keys are not per environment: the lease taken over must be in an environment with an incident too.
+        const held = rec.leaseId === null ? undefined : await ctx.store.read((tx) => tx.leaseAuthority.get(rec.leaseId!));
+        const heldIn = environmentsOf(held?.decisions ?? []).filter((e) => !incidents.has(e));
+        for (const [e, ids] of await incidentsCounting(ctx, heldIn)) incidents.set(e, ids);
+        requireIncidents(incidents, environmentsOf(held?.decisions ?? []), `${rec.holderIdentity} holds ${key} with decisions for`);
         preemptable.add(rec.holderIdentity);
         preempt = true;
       }
@@ -131,12 +139,31 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     // acquisition that respects the wait queue (preempting nobody must not jump the queue).
     ...(preempt ? { preempt: true, preemptable: [...preemptable] } : {}),
     alsoCommit: async (tx, leaseId) => {
+      // An incident resolved (or ended) since it was counted preempts nothing: the takeover rolls back.
+      if (preempt) requireIncidents(stillActive(incidents, await tx.incidents.active(ctx.clock.now())), [...incidents.keys()], 'the takeover needs');
       await spend(tx);
       await tx.leaseAuthority.record(leaseId, caller, authority, now);
     },
   });
   // A literal, not `{ ...grant, keys, holder }`: see test/architecture/spread-then-add.test.ts.
   return { lease_id: grant.lease_id, token: grant.token, epochs: grant.epochs, expires_at: grant.expires_at, preempted: grant.preempted, keys: Object.keys(grant.epochs).sort(), holder: caller };
+}
+
+function environmentsOf(decisions: readonly DecisionClaims[]): string[] {
+  return [...new Set(decisions.map((d) => d.environment))].sort();
+}
+
+/** NO_INCIDENT unless every one of `environments` has an incident that counts there. */
+function requireIncidents(incidents: ReadonlyMap<string, string[]>, environments: readonly string[], what: string): void {
+  const without = environments.filter((e) => (incidents.get(e) ?? []).length === 0);
+  if (without.length === 0) return;
+  throw new WritError('NO_INCIDENT', `preemption is only possible during an active incident declared for the environment of the lease: ${what} ${environments.join(', ')}, `
+    + `and no incident is active in ${without.join(', ')}`, { environments: without });
+}
+
+function stillActive(incidents: ReadonlyMap<string, string[]>, active: readonly { id: string }[]): Map<string, string[]> {
+  const live = new Set(active.map((i) => i.id));
+  return new Map([...incidents].map(([e, ids]) => [e, ids.filter((id) => live.has(id))]));
 }
 
 /** Why a decision takes no lease, naming each written field's class, and what to do instead. */

@@ -121,8 +121,11 @@ const TABLES: TableCopy[] = [
   },
   {
     table: 'incidents',
-    select: 'SELECT id, declared_by, reason, decision_id, declared_at, ends_at, resolved_at FROM incidents ORDER BY declared_at, id',
-    columns: [['id', 'text'], ['declared_by', 'text'], ['reason', 'text'], ['decision_id', 'text'], ['declared_at', 'bigint'], ['ends_at', 'bigint'], ['resolved_at', 'bigint']],
+    select: 'SELECT id, declared_by, reason, decision_id, environment, declared_at, ends_at, resolved_at FROM incidents ORDER BY declared_at, id',
+    columns: [
+      ['id', 'text'], ['declared_by', 'text'], ['reason', 'text'], ['decision_id', 'text'], ['environment', 'text'], ['declared_at', 'bigint'], ['ends_at', 'bigint'],
+      ['resolved_at', 'bigint'],
+    ],
   },
   {
     table: 'receipt_entries',

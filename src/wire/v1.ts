@@ -292,6 +292,12 @@ export interface Incident {
   declared_by: string;
   reason: string;
   decision_id: string;
+  /**
+   * The environment of the decision that declared it: preemption counts it only for leases in that
+   * environment. null: declared before Writ recorded it; it counts in an environment while its declarer
+   * may declare it there.
+   */
+  environment: string | null;
   declared_at: WireTime;
   ends_at: WireTime;
   resolved_at: WireTime | null;

@@ -4,7 +4,7 @@ import type { PageContext, Route } from '../router.js';
 
 interface LeaseRecord { key: string; holderIdentity: string | null; leaseDurationSeconds: number | null; acquireTime: string | null; renewTime: string | null; leaseTransitions: number; epoch: number; expiresAt: string | null; leaseId: string | null; priority: number | null; state: string; preemptedBy: string | null }
 interface Queue { key: string; waiters: { ticket: number; holder: string; priority: number; enqueued_at: string; deadline: string }[] }
-interface Incident { id: string; declared_by: string; reason: string; declared_at: string; ends_at: string; resolved_at: string | null }
+interface Incident { id: string; declared_by: string; reason: string; environment: string | null; declared_at: string; ends_at: string; resolved_at: string | null }
 
 const REFRESH_MS = 3000;
 
@@ -31,8 +31,8 @@ export function coordinationPage(_route: Route, ctx: PageContext): HTMLElement {
       fill(queues, table('Wait queues', ['Key', 'Position', 'Waiter', 'Priority', 'Waiting since', 'Deadline'], qs.queues.flatMap((k) => k.waiters.map((w, i) => [
         h('code', {}, k.key), String(i + 1), principalLink(w.holder), String(w.priority), time(w.enqueued_at), time(w.deadline),
       ])), { empty: 'Nobody is waiting.' }));
-      fill(incidents, table('Incidents', ['Incident', 'Declared by', 'Reason', 'Declared', 'Ends'], inc.incidents.map((i) => [
-        i.id, principalLink(i.declared_by), i.reason, time(i.declared_at), time(i.ends_at),
+      fill(incidents, table('Incidents', ['Incident', 'Environment', 'Declared by', 'Reason', 'Declared', 'Ends'], inc.incidents.map((i) => [
+        i.id, i.environment ?? 'not recorded', principalLink(i.declared_by), i.reason, time(i.declared_at), time(i.ends_at),
       ]), { empty: 'No active incident.' }));
     } catch (e) {
       fill(leases, errorBox(e));

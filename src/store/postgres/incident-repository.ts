@@ -1,16 +1,16 @@
 import type { IncidentRecord, IncidentRepository } from '../../lease/repository.js';
 import type { Sql } from './session.js';
 
-const COLUMNS = 'id, declared_by, reason, decision_id, declared_at, ends_at, resolved_at';
+const COLUMNS = 'id, declared_by, reason, decision_id, environment, declared_at, ends_at, resolved_at';
 
 export class PostgresIncidentRepository implements IncidentRepository {
   constructor(private readonly sql: Sql) {}
 
   async declare(i: Omit<IncidentRecord, 'resolved_at'>): Promise<boolean> {
     const rows = await this.sql.query(
-      `INSERT INTO incidents (id, declared_by, reason, decision_id, declared_at, ends_at) VALUES ($1, $2, $3, $4, $5, $6)
+      `INSERT INTO incidents (id, declared_by, reason, decision_id, environment, declared_at, ends_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT (id) DO NOTHING RETURNING 1`,
-      [i.id, i.declared_by, i.reason, i.decision_id, i.declared_at, i.ends_at],
+      [i.id, i.declared_by, i.reason, i.decision_id, i.environment, i.declared_at, i.ends_at],
     );
     return rows.length === 1;
   }

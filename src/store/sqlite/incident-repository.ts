@@ -1,15 +1,17 @@
 import type { IncidentRecord, IncidentRepository } from '../../lease/repository.js';
 import type { SqliteDatabase } from './database.js';
 
+const COLUMNS = 'id, declared_by, reason, decision_id, environment, declared_at, ends_at, resolved_at';
+
 export class SqliteIncidentRepository implements IncidentRepository {
   private readonly s;
 
   constructor(db: SqliteDatabase) {
     this.s = {
-      insert: db.prepare('INSERT INTO incidents (id, declared_by, reason, decision_id, declared_at, ends_at) VALUES (@id, @declared_by, @reason, @decision_id, @declared_at, @ends_at) ON CONFLICT (id) DO NOTHING'),
-      get: db.prepare('SELECT * FROM incidents WHERE id = ?'),
+      insert: db.prepare('INSERT INTO incidents (id, declared_by, reason, decision_id, environment, declared_at, ends_at) VALUES (@id, @declared_by, @reason, @decision_id, @environment, @declared_at, @ends_at) ON CONFLICT (id) DO NOTHING'),
+      get: db.prepare(`SELECT ${COLUMNS} FROM incidents WHERE id = ?`),
       resolve: db.prepare('UPDATE incidents SET resolved_at = ? WHERE id = ? AND resolved_at IS NULL'),
-      active: db.prepare('SELECT * FROM incidents WHERE resolved_at IS NULL AND ends_at > ? ORDER BY declared_at'),
+      active: db.prepare(`SELECT ${COLUMNS} FROM incidents WHERE resolved_at IS NULL AND ends_at > ? ORDER BY declared_at, id`),
     };
   }
 

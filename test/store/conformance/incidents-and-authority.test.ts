@@ -2,7 +2,8 @@ import { expect, it } from 'vitest';
 import type { DecisionClaims } from '../../../src/decision/decision-claims.js';
 import { describeEngines } from './engines.js';
 
-const incident = (id: string, declared_at: number, ends_at: number) => ({ id, declared_by: 'incident-commander', reason: 'outage', decision_id: `dec-${id}`, declared_at, ends_at });
+const incident = (id: string, declared_at: number, ends_at: number, environment: string | null = 'production') =>
+  ({ id, declared_by: 'incident-commander', reason: 'outage', decision_id: `dec-${id}`, environment, declared_at, ends_at });
 
 describeEngines('incidents', (fresh) => {
   it('declares once, lists the active ones in declaration order, resolves once', async () => {
@@ -19,6 +20,17 @@ describeEngines('incidents', (fresh) => {
     await store.readWrite((tx) => tx.incidents.resolve('i1', 5_000));
     expect((await store.read((tx) => tx.incidents.get('i1')))?.resolved_at).toBe(4_000);
     expect((await store.read((tx) => tx.incidents.active(4_500))).map((i) => i.id)).toEqual(['i2']);
+  });
+
+  it('keeps the environment each incident was declared for, and null (declared before environments were recorded) as null', async () => {
+    const { store } = await fresh();
+    await store.readWrite((tx) => tx.incidents.declare(incident('prod', 1_000, 10_000)));
+    await store.readWrite((tx) => tx.incidents.declare(incident('dev', 1_000, 10_000, 'development')));
+    await store.readWrite((tx) => tx.incidents.declare(incident('old', 1_000, 10_000, null)));
+    expect(await store.read((tx) => tx.incidents.get('dev'))).toEqual({ ...incident('dev', 1_000, 10_000, 'development'), resolved_at: null });
+    expect(await store.read((tx) => tx.incidents.get('old'))).toEqual({ ...incident('old', 1_000, 10_000, null), resolved_at: null });
+    // Same declaration time: ties are listed by id, on every engine.
+    expect((await store.read((tx) => tx.incidents.active(2_000))).map((i) => [i.id, i.environment])).toEqual([['dev', 'development'], ['old', null], ['prod', 'production']]);
   });
 });
 

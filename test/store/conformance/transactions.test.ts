@@ -25,7 +25,7 @@ describeEngines('transactions', (fresh, engine) => {
         expect(acquired.granted).toBe(true);
         await tx.leases.enqueue({ keys: ['k:2'], holder: 'w', instance: null, priority: 1, enqueuedAt: now, deadline: now + 60_000 });
         await tx.leaseAuthority.record('lease_x', 'agent-a', [], now);
-        await tx.incidents.declare({ id: 'i1', declared_by: 'ic', reason: 'r', decision_id: 'd', declared_at: now, ends_at: now + 60_000 });
+        await tx.incidents.declare({ id: 'i1', declared_by: 'ic', reason: 'r', decision_id: 'd', environment: 'production', declared_at: now, ends_at: now + 60_000 });
         await tx.receipts.appendIntent(
           { chain: 'k:1', receipt_id: 'r1', kind: 'intent', body: canonicalJson({ at: now }) },
           { receipt_id: 'r1', principal: 'agent-a', resource_key: 'k:1', status: 'PENDING', idempotency_key: 'idem', request_hash: 'h', created_at: now, completed_at: null },
@@ -52,7 +52,7 @@ describeEngines('transactions', (fresh, engine) => {
   it('what one readWrite commits, every later transaction on another connection sees', async () => {
     const { store, another } = await fresh();
     const other = await another();
-    await store.readWrite((tx) => tx.incidents.declare({ id: 'i1', declared_by: 'ic', reason: 'r', decision_id: 'd', declared_at: 1, ends_at: 2 }));
+    await store.readWrite((tx) => tx.incidents.declare({ id: 'i1', declared_by: 'ic', reason: 'r', decision_id: 'd', environment: 'production', declared_at: 1, ends_at: 2 }));
     expect(await other.read((tx) => tx.incidents.get('i1'))).toMatchObject({ id: 'i1' });
   });
 });

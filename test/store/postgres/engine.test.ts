@@ -191,7 +191,7 @@ describe('PostgreSQL engine errors', () => {
     await store.readWrite((tx) => tx.leaseAuthority.record('lease_1', 'a', [], 1));
     const err = await store
       .readWrite(async (tx) => {
-        await tx.incidents.declare({ id: 'i', declared_by: 'x', reason: 'r', decision_id: 'd', declared_at: 1, ends_at: 2 });
+        await tx.incidents.declare({ id: 'i', declared_by: 'x', reason: 'r', decision_id: 'd', environment: 'production', declared_at: 1, ends_at: 2 });
         await tx.leaseAuthority.record('lease_1', 'a', [], 1).catch(() => undefined); // duplicate key: the transaction is aborted
         return 'looks fine';
       })

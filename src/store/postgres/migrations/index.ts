@@ -3,7 +3,8 @@ import { epochBumps } from './002-epoch-bumps.js';
 import { receiptCheckpoints } from './003-receipt-checkpoints.js';
 import { receiptChains } from './004-receipt-chains.js';
 import { receiptHashInSql } from './005-receipt-hash-in-sql.js';
+import { incidentEnvironments } from './006-incident-environments.js';
 import type { PostgresMigration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [initial, epochBumps, receiptCheckpoints, receiptChains, receiptHashInSql];
+export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [initial, epochBumps, receiptCheckpoints, receiptChains, receiptHashInSql, incidentEnvironments];
