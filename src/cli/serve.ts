@@ -23,6 +23,22 @@ export async function consoleLoginLink(ctx: WritContext, principal: string, base
   return { url: `${origin}/console/#login=${t.token}`, expires_at: t.expires_at, auditor: t.auditor };
 }
 
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
+
+/**
+ * writ serve's log (JSON lines on stdout): errors only by default, so that an INTERNAL answer's cause is
+ * always there to read ("the log has the details"), with no line per request; `WRIT_LOG=info` (or `1`)
+ * adds one per request, or another level by name.
+ */
+export function serveLogger(env: NodeJS.ProcessEnv): { level: (typeof LOG_LEVELS)[number] } {
+  const asked = env.WRIT_LOG;
+  if (asked === undefined || asked === '') return { level: 'error' };
+  if (asked === '1') return { level: 'info' };
+  const level = LOG_LEVELS.find((l) => l === asked);
+  if (!level) throw new WritError('UNPROCESSABLE', `configuration WRIT_LOG must be one of ${LOG_LEVELS.join(', ')} (or 1 for info), got ${JSON.stringify(asked)}`);
+  return { level };
+}
+
 export interface ServeOptions {
   graphFile?: string | undefined;
   /** Port of the sample upstream started beside Writ (null: don't start it). */
@@ -144,7 +160,7 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     say(`[writ] console at ${httpOrigin(config.host, config.port)}/console/ (\`writ console\` prints a one-time login link)`);
   }
   const server = await starting(async () => {
-    app = await buildApp(w.ctx, { logger: process.env.WRIT_LOG === '1' ? { level: 'info' } : false });
+    app = await buildApp(w.ctx, { logger: serveLogger(process.env) });
     await app.listen({ port: config.port, host: config.host }).catch((e: unknown) => {
       throw inUse(e, `port ${config.port}`, 'pass --port N (0: any free port), or stop the server that has it');
     });
