@@ -48,6 +48,9 @@ export function validatePattern(pattern: string): string | null {
 export function validateResourceKey(key: string): string | null {
   if (typeof key !== 'string' || key.length === 0) return 'resource key is empty';
   if (key.includes('*')) return `resource key "${key}" contains a wildcard`;
+  // `#` joins a resource and a field in a coordination key (wp:post:1 and title: wp:post:1#title); a
+  // resource named with one would share that field's lease key, and its fence.
+  if (key.includes('#')) return `resource key "${key}" contains "#", which joins a resource and a field in coordination keys (name fields in \`fields\`)`;
   const problem = validatePattern(key);
   return problem === null ? null : problem.replace('resource pattern', 'resource key');
 }

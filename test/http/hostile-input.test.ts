@@ -126,6 +126,15 @@ const withSignature = (token: string, f: (s: string) => string) => {
   return `${a}.${b}.${f(c!)}`;
 };
 
+describe('a resource key cannot name a field', () => {
+  // wp:post:3001#title matched wp:post:* and was allowed; its whole-resource lease key was post 3001's
+  // title key, so a write to it would share that field's lease and fence.
+  it.each(['/v1/decisions', '/v1/explain'])('%s for wp:post:3001#title is 422 UNPROCESSABLE', async (url) => {
+    const r = await refused('seo-agent-7', post(url, decisionText({ resource: '"wp:post:3001#title"', fields: '[]' })), 422, 'UNPROCESSABLE');
+    expect(r.body.detail).toMatch(/^resource: resource key "wp:post:3001#title" contains "#", which joins a resource and a field in coordination keys/);
+  });
+});
+
 describe('integers past 2^53 − 1 are refused before anything is spent', () => {
   // 1e308 and 2^53 + 1 pass `integer`; an expected_version of either went upstream as another number
   // (502, a FAILED receipt) and spent the decision, so the corrected retry was DECISION_REPLAYED.
