@@ -147,3 +147,20 @@ describe('reasons auditors read are not blank', () => {
     expect((await h.call('governance', { method: 'GET', url: '/v1/graph' })).body.revision).toBe(before.body.revision);
   });
 });
+
+describe('a revoked edge is not made again by a retry', () => {
+  it('the same request after the revocation is 409 ALREADY_EXISTS with {edge_id}, and nothing changes', async () => {
+    const payload = {
+      id: 'd-again', from: 'orchestrator', to: 'publisher', reason: 'then revoked', max_depth: 0, expires_at: new Date(T0 + 7_200_000).toISOString(),
+      scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 },
+    };
+    expect((await h.call('orchestrator', { method: 'POST', url: '/v1/delegations', payload })).status).toBe(201);
+    expect((await h.call('orchestrator', { method: 'POST', url: '/v1/delegations', payload })).status).toBe(200);
+    expect((await h.call('orchestrator', { method: 'DELETE', url: '/v1/edges/d-again', payload: { reason: 'done' } })).status).toBe(200);
+    const before = await h.call('governance', { method: 'GET', url: '/v1/graph' });
+    const r = await h.call('orchestrator', { method: 'POST', url: '/v1/delegations', payload });
+    expect(r.status, JSON.stringify(r.body)).toBe(409);
+    expect(r.body).toMatchObject({ code: 'ALREADY_EXISTS', edge_id: 'd-again', detail: expect.stringMatching(/^edge d-again was revoked at 2026-06-01T12:00:00.000Z: a revoked edge stays revoked; make a new one under a new id$/) });
+    expect((await h.call('governance', { method: 'GET', url: '/v1/graph' })).body.revision).toBe(before.body.revision);
+  });
+});

@@ -138,8 +138,8 @@ describe('SDK: an agent delegates part of its authority to a sub-agent', () => {
     expect(runs).toBe(1);
     const again = await orchestrator.withDelegation(request, async () => void runs++).catch((e: unknown) => e);
     expect(again).toBeInstanceOf(AlreadyExistsError);
-    expect((again as AlreadyExistsError).detail).toMatch(/^delegation d-task-84 was revoked at .+: a new task needs a new id$/);
-    expect((again as AlreadyExistsError).problem).toEqual({ edge_id: 'd-task-84' });
+    expect((again as AlreadyExistsError).detail).toMatch(/^edge d-task-84 was revoked at .+: a revoked edge stays revoked; make a new one under a new id$/);
+    expect((again as AlreadyExistsError).problem).toMatchObject({ code: 'ALREADY_EXISTS', edge_id: 'd-task-84' });
     // An expiry already past: Writ refuses to make the edge at all (it would never count).
     const past = new Date(Date.now() - 1_000).toISOString();
     const ended = await orchestrator.withDelegation({ ...request, id: 'd-task-85', expires_at: past }, async () => void runs++).catch((e: unknown) => e);
@@ -220,7 +220,8 @@ describe('SDK: an agent delegates part of its authority to a sub-agent', () => {
   it('a delegation ends by itself at its expiry', async () => {
     const { client: orchestrator } = clientFor(server, 'orchestrator');
     const { client: sub } = clientFor(server, 'content-agent-3');
-    const edge = await orchestrator.delegate({ to: 'content-agent-3', scope: scopeOf('83'), reason: 'a short task', ttlMs: 1_500 });
+    // Its id sorts first: a denial explains at most 8 chains, and this file leaves revoked ones behind.
+    const edge = await orchestrator.delegate({ id: 'a-short-task-83', to: 'content-agent-3', scope: scopeOf('83'), reason: 'a short task', ttlMs: 1_500 });
     expect((await sub.decide(titleOf('83'))).allow).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, Date.parse(edge.expires_at!) - Date.now()) + 100));
     const after = await sub.decide(titleOf('83'));

@@ -71,6 +71,11 @@ export function registerGraphRoutes(app: FastifyInstance): void {
     }, async (request, reply) => {
       const caller = await app.caller(request);
       const r = await create(caller, request.body as B);
+      // A retry by id answers the edge made before, unless it has been revoked since: a 200 would read as
+      // "delegated" to a caller that does not look at revoked_at (a manifest applied again leaves it so).
+      if (r.edge.revoked_at !== null) {
+        throw new WritError('ALREADY_EXISTS', `edge ${r.edge.id} was revoked at ${new Date(r.edge.revoked_at).toISOString()}: a revoked edge stays revoked; make a new one under a new id`, { edge_id: r.edge.id });
+      }
       return reply.code(r.created ? 201 : 200).send(edgeReply(r));
     });
   };
