@@ -239,7 +239,7 @@ function run(built: Built, mode: 'decide' | 'explain', count: number) {
   let budgetExceeded = 0;
   let truncated = 0;
   const visits = new Float64Array(count);
-  const stats = { visited: 0, truncated: false };
+  const stats = { visited: 0, truncated: false, complete: true };
   for (let i = 0; i < count; i++) {
     const { request: req, depth } = request(built);
     const c0 = process.cpuUsage();

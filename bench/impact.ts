@@ -76,7 +76,7 @@ async function main(): Promise<void> {
         let change = s.change(i);
         if (change.delegate) {
           // A delegation within what the manager holds: its own first field.
-          const fields = capabilitiesIn(ctx, await ctx.graph.current(), change.delegate.from, ctx.clock.now()).find((c) => c.valid)!.scope.fields;
+          const fields = capabilitiesIn(ctx, await ctx.graph.current(), change.delegate.from, ctx.clock.now()).capabilities.find((c) => c.valid)!.scope.fields;
           change = { delegate: { ...change.delegate, scope: { ...change.delegate.scope, fields: [fields[0]!] } } };
         }
         const t = process.hrtime.bigint();

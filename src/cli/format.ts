@@ -96,14 +96,15 @@ export function formatWho(q: { action: string; resource: string; environment: st
   return lines.join('\n');
 }
 
-export function formatCapabilities(principal: string, c: { at: number; graph_revision: number; capabilities: Capability[] }): string {
+export function formatCapabilities(principal: string, c: { at: number; graph_revision: number; capabilities: Capability[]; truncated: boolean }): string {
   const lines = [`${principal} at ${iso(c.at)} (graph revision ${c.graph_revision}):`];
-  if (c.capabilities.length === 0) lines.push('  nothing: no chain from governance');
+  if (c.capabilities.length === 0 && !c.truncated) lines.push('  nothing: no chain from governance');
   for (const cap of c.capabilities) {
     lines.push(`  ${cap.valid ? 'CAN ' : 'not '} ${scopeLine(cap.scope)}`);
     lines.push(`       via ${cap.chain.map((e) => e.id).join(' → ')}  (${['governance', ...cap.chain.map((e) => e.to)].join(' → ')})`);
     for (const p of cap.problems) lines.push(`       because: ${p}`);
   }
+  if (c.truncated) lines.push(`  TRUNCATED: ${principal} may hold more than this: it has more chains than Writ judges for one principal`);
   return lines.join('\n');
 }
 
@@ -136,6 +137,7 @@ export function formatImpact(r: ImpactReport, done?: { header: string }): string
   // `done`: the change was made (writ revoke), so the report says what it did, not what it would do.
   const would = (what: string, did: string) => (done ? did : what);
   const lines = [done?.header ?? `impact of ${describeChange(r)} at graph revision ${r.graph_revision} (computed on a copy; nothing changed; ${r.principals_examined} principal(s) examined)`];
+  if (!r.exact) lines.push(`NOT EXACT: what ${r.inexact_principals.join(', ')} ${would('would lose or gain', 'lost or gained')} is not fully known (more chains than Writ judges for one principal)`);
   lines.push(...formatPrincipalImpacts(would('would lose', 'lost'), r.lost));
   if (r.change.delegate || r.gained.length > 0) lines.push(...formatPrincipalImpacts(would('would gain', 'gained'), r.gained));
   lines.push(r.leases_ending.length === 0 ? 'leases ending at their next renewal: (none)' : 'leases ending at their next renewal:');

@@ -49,6 +49,11 @@ export interface ResolutionStats {
   visited: number;
   /** The budget ran out after complete chains had been found; those were returned. */
   truncated: boolean;
+  /**
+   * Every chain within `maxDepth` was returned. False when the budget ran out (`truncated`) or
+   * `maxChains` stopped the search or cut the chains found: more chains may exist than were returned.
+   */
+  complete: boolean;
 }
 
 export interface ChainRequest {
@@ -80,11 +85,13 @@ export function resolveChains(graph: AuthorityGraph, request: ChainRequest, now:
 }
 
 /**
- * Candidate chains `governance → … → principal` whatever they cover: for write-time checks of a
- * delegation by `principal`. In `decide` mode only liveness prunes; the policy compares scopes.
+ * Candidate chains `governance → … → principal`: for write-time checks of a delegation by
+ * `principal`, and for what a principal holds (`writ can`). In `decide` mode liveness prunes, and so
+ * does `gives` when given: an edge whose scope fails it cannot be on a valid chain whose final scope
+ * passes it (scopes narrow along a valid chain), e.g. "gives update_post". The policy compares scopes.
  */
-export function resolveChainsTo(graph: AuthorityGraph, principal: string, now: number, options: ResolveOptions): CandidateChain[] {
-  return resolve(graph, principal, now, options, null);
+export function resolveChainsTo(graph: AuthorityGraph, principal: string, now: number, options: ResolveOptions, gives?: (scope: Edge['scope']) => boolean): CandidateChain[] {
+  return resolve(graph, principal, now, options, gives === undefined ? null : (edge) => gives(edge.scope));
 }
 
 /** The principals of every chain plus `extra` (e.g. the caller), as the policy sees them. Unknown ids are left out. */
@@ -122,6 +129,7 @@ function resolve(
   let frontier: Step[] = [{ principal: target, edge: null, next: null }];
   let visited = 0;
   let truncated = false;
+  let stopped = false;
   try {
     for (let depth = 1; depth <= budget.maxDepth && frontier.length > 0; depth++) {
       const nextFrontier: Step[] = [];
@@ -152,8 +160,11 @@ function resolve(
           else if (depth < budget.maxDepth) nextFrontier.push(grown);
         });
       }
-      if (found.length >= budget.maxChains) break;
       frontier = nextFrontier;
+      if (found.length >= budget.maxChains) {
+        stopped = frontier.length > 0;
+        break;
+      }
     }
   } catch (e) {
     // Complete chains already found are enough candidates; only an empty-handed search fails.
@@ -163,6 +174,7 @@ function resolve(
     if (options.stats) {
       options.stats.visited = Math.min(visited, budget.maxVisited);
       options.stats.truncated = truncated;
+      options.stats.complete = !truncated && !stopped && found.length <= budget.maxChains;
     }
   }
   return order(graph, found, now).slice(0, budget.maxChains).map((edges) => ({ edges: edges.map(toPolicyEdge) }));

@@ -6,7 +6,7 @@ import type { Edge } from './model.js';
  * revocation counts whatever its time, because the graph is rebuilt per revision for the past.
  * This only prunes candidates; the policy judges liveness again from the same fields.
  */
-export function isEdgeLive(edge: Edge, now: number): boolean {
+export function isEdgeLive(edge: Pick<Edge, 'revoked_at' | 'not_before' | 'expires_at'>, now: number): boolean {
   return (
     edge.revoked_at === null &&
     (edge.not_before === null || edge.not_before <= now) &&

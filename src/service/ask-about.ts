@@ -33,11 +33,14 @@ export function scopeGives(scope: Scope, w: Wanted): boolean {
   return true;
 }
 
-/** The final scopes of `principal`'s valid chains now. */
-export async function liveScopes(ctx: WritContext, principal: string): Promise<{ scope: Scope; chain: string[] }[]> {
-  return (await capabilitiesOf(ctx, principal))
-    .capabilities.filter((c) => c.valid)
-    .map((c) => ({ scope: c.scope, chain: c.chain.map((e) => e.id) }));
+/**
+ * The final scopes of `principal`'s valid chains now that give `wanted` (every one when nothing is
+ * wanted); `truncated` when there may be more (capabilitiesIn). Chains that cannot give `wanted` are
+ * pruned while resolving, so they cannot crowd out one that does.
+ */
+export async function liveScopes(ctx: WritContext, principal: string, wanted: Wanted = {}): Promise<{ scopes: { scope: Scope; chain: string[] }[]; truncated: boolean }> {
+  const { capabilities, truncated } = await capabilitiesOf(ctx, principal, undefined, { gives: (scope) => scopeGives(scope, wanted) });
+  return { scopes: capabilities.filter((c) => c.valid).map((c) => ({ scope: c.scope, chain: c.chain.map((e) => e.id) })), truncated };
 }
 
 /**
@@ -48,7 +51,7 @@ export async function liveScopes(ctx: WritContext, principal: string): Promise<{
 export async function mayAskAbout(ctx: WritContext, caller: string, subject: string, environment?: string): Promise<boolean> {
   if (caller === subject || caller === GOVERNANCE_ID) return true;
   const wanted: Wanted = { action: AUDIT_READ, resource: auditKey(subject), ...(environment !== undefined ? { environment } : {}) };
-  return (await liveScopes(ctx, caller)).some((s) => scopeGives(s.scope, wanted));
+  return (await liveScopes(ctx, caller, wanted)).scopes.length > 0;
 }
 
 

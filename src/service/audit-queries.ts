@@ -1,10 +1,13 @@
 import { WritError } from '../errors.js';
 import type { Receipt } from '../audit/index.js';
-import { isEdgeLive, principalsOf, resolveChainsTo, resolveOwners, toPolicyEdge, type AuthorityGraph } from '../graph/index.js';
+import {
+  DEFAULT_RESOLUTION_BUDGET, edgeCovers, isEdgeLive, principalsOf, resolveChainsTo, resolveOwners, specificity, toPolicyEdge, type AuthorityGraph, type ResolutionStats,
+} from '../graph/index.js';
 import { GOVERNANCE_ID, type Edge, type Scope } from '../graph/model.js';
 import type { CandidateChain, PolicyEdge } from '../policy/types.js';
 import type { WritContext } from './context.js';
 import { revocationOf, type Revocation } from './graph-queries.js';
+import { delegatorHolds } from './edges.js';
 import { registryProblem } from './resources.js';
 
 export interface ChainLink {
@@ -52,6 +55,36 @@ export interface Capability {
   problems: string[];
 }
 
+/** What a principal holds: its chains, each judged, and whether some were left unjudged. */
+export interface CapabilityList {
+  capabilities: Capability[];
+  /**
+   * True when the principal may hold more than is listed: the chains that add something to the listed
+   * valid ones outnumbered CAPABILITY_LIMIT, or chain resolution stopped short (CANDIDATE_LIMIT, budget).
+   */
+  truncated: boolean;
+}
+
+/**
+ * Chains judged per principal at most, each one policy evaluation: the resolver's fan-out bound, so a
+ * principal's every incoming edge can end a judged chain (a chain's authority is its last edge's).
+ */
+export const CAPABILITY_LIMIT = DEFAULT_RESOLUTION_BUDGET.maxFanOut;
+
+/** Candidate chains read from the graph for one principal, before choosing which to judge. */
+const CANDIDATE_LIMIT = 256;
+
+export interface CapabilityQuery {
+  /**
+   * Only chains whose final scope passes (the searches' "gives update_post on …"): resolved in decide
+   * mode, pruned edge by edge, so chains that cannot pass cost nothing and crowd out nothing. Without
+   * it every chain comes, live or not, so that the policy can say what is wrong with the dead ones.
+   */
+  gives?: (scope: Scope) => boolean;
+  /** Chains judged at most (default CAPABILITY_LIMIT). */
+  limit?: number;
+}
+
 function representativeKey(pattern: string): string {
   return pattern.split(':').map((s) => (s === '*' || s === '**' ? 'any' : s)).join(':');
 }
@@ -61,35 +94,70 @@ function representativeKey(pattern: string): string {
  * the principal is judged by the policy with a request that its own final scope covers, so the
  * verdict is the chain's (live, narrowing at every step), not the request's.
  */
-export async function capabilitiesOf(ctx: WritContext, principal: string, at?: number): Promise<{ at: number; graph_revision: number; capabilities: Capability[] }> {
+export async function capabilitiesOf(ctx: WritContext, principal: string, at?: number, query: CapabilityQuery = {}): Promise<{ at: number; graph_revision: number } & CapabilityList> {
   const now = at ?? ctx.clock.now();
   const graph: AuthorityGraph = at === undefined ? await ctx.graph.current() : await ctx.graph.atTime(at);
   if (!graph.principal(principal)) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${principal}" at that time`);
-  return { at: now, graph_revision: graph.revision, capabilities: capabilitiesIn(ctx, graph, principal, now) };
+  return { at: now, graph_revision: graph.revision, ...capabilitiesIn(ctx, graph, principal, now, query) };
 }
 
-/** The capabilities of `principal` in a given graph (the live one, a past one, or a what-if copy) at `now`. */
-export function capabilitiesIn(ctx: WritContext, graph: AuthorityGraph, principal: string, now: number): Capability[] {
-  const chains = resolveChainsTo(graph, principal, now, { mode: 'explain' });
-  return chains.map((chain): Capability => {
-    const last = chain.edges[chain.edges.length - 1]!;
-    const action = last.scope.actions.find((a) => a !== '*') ?? Object.keys(ctx.policy.data.writ.actions)[0]!;
-    const resource = representativeKey(last.scope.resources[0]!);
-    const environment = last.scope.environments.find((e) => e !== '*') ?? 'production';
-    const fields = last.scope.fields.includes('*') ? [] : [...last.scope.fields].sort();
-    const one: CandidateChain[] = [chain];
-    const result = ctx.policy.decide({
-      now,
-      request: { principal, action, resource, environment, fields, risk: null },
-      principals: principalsOf(graph, one, [principal]),
-      chains: one,
-      owners: resolveOwners(graph, resource, fields, now),
-      approval: null,
-    });
-    const verdict = result.chains[0]!;
-    const problems = [...verdict.edges.flatMap((e) => e.problems), ...verdict.problems];
-    return { chain: chain.edges, valid: verdict.ok, scope: last.scope, problems };
+/**
+ * The capabilities of `principal` in a given graph (the live one, a past one, or a what-if copy) at `now`.
+ * Up to `limit` candidate chains, all are judged and listed. Past it, a chain adds nothing when a chain
+ * judged valid covers its last edge (edgeCovers), so chains are judged covering-first and covered ones
+ * dropped unjudged: many narrow chains cannot crowd out a wide one, and the limit, which bounds the
+ * policy evaluations a hostile graph can cause, bites only on authority that is distinct — then the
+ * answer says it is truncated.
+ */
+export function capabilitiesIn(ctx: WritContext, graph: AuthorityGraph, principal: string, now: number, query: CapabilityQuery = {}): CapabilityList {
+  const limit = query.limit ?? CAPABILITY_LIMIT;
+  const stats: ResolutionStats = { visited: 0, truncated: false, complete: true };
+  const options = { mode: query.gives ? 'decide' : 'explain', budget: { maxChains: CANDIDATE_LIMIT }, stats } as const;
+  const candidates = resolveChainsTo(graph, principal, now, options, query.gives);
+  const judge = (chain: CandidateChain) => judgeChain(ctx, graph, principal, chain, now);
+  if (candidates.length <= limit) return { capabilities: candidates.map(judge), truncated: !stats.complete };
+
+  const lasts = candidates.map((c) => c.edges.at(-1)!);
+  const live = candidates.map((c) => c.edges.every((e) => isEdgeLive(e, now) && graph.principal(e.from)?.revoked_at === null && graph.principal(e.to)?.revoked_at === null));
+  // A chain that covers another covers all that one covers as well, so it counts more: judged first.
+  const covers = lasts.map((w, i) => lasts.reduce((n, c, j) => (i !== j && edgeCovers(w, c) ? n + 1 : n), 0));
+  const breadth = lasts.map((e) => Math.min(...e.scope.resources.map(specificity)));
+  const order = candidates.map((_, i) => i).sort((a, b) => Number(live[b]) - Number(live[a]) || covers[b]! - covers[a]! || breadth[a]! - breadth[b]! || a - b);
+  const held: PolicyEdge[] = [];
+  const kept: { index: number; capability: Capability }[] = [];
+  let truncated = !stats.complete;
+  for (const i of order) {
+    if (held.some((w) => edgeCovers(w, lasts[i]!))) continue;
+    if (kept.length === limit) {
+      truncated = true;
+      break;
+    }
+    const capability = judge(candidates[i]!);
+    kept.push({ index: i, capability });
+    if (capability.valid) held.push(lasts[i]!);
+  }
+  return { capabilities: kept.sort((a, b) => a.index - b.index).map((k) => k.capability), truncated };
+}
+
+/** The policy's verdict on one chain, asked with a request that the chain's final scope covers. */
+function judgeChain(ctx: WritContext, graph: AuthorityGraph, principal: string, chain: CandidateChain, now: number): Capability {
+  const last = chain.edges[chain.edges.length - 1]!;
+  const action = last.scope.actions.find((a) => a !== '*') ?? Object.keys(ctx.policy.data.writ.actions)[0]!;
+  const resource = representativeKey(last.scope.resources[0]!);
+  const environment = last.scope.environments.find((e) => e !== '*') ?? 'production';
+  const fields = last.scope.fields.includes('*') ? [] : [...last.scope.fields].sort();
+  const one: CandidateChain[] = [chain];
+  const result = ctx.policy.decide({
+    now,
+    request: { principal, action, resource, environment, fields, risk: null },
+    principals: principalsOf(graph, one, [principal]),
+    chains: one,
+    owners: resolveOwners(graph, resource, fields, now),
+    approval: null,
   });
+  const verdict = result.chains[0]!;
+  const problems = [...verdict.edges.flatMap((e) => e.problems), ...verdict.problems];
+  return { chain: chain.edges, valid: verdict.ok, scope: last.scope, problems };
 }
 
 /** `writ expiring`: live grants and delegations that expire within the window. */
@@ -132,8 +200,7 @@ export function orphansIn(ctx: WritContext, graph: AuthorityGraph, now: number, 
     const registry = registryToo ? registryProblem(ctx.policy.data, edge) : null;
     if (registry !== null) violations.push(registry);
     if (edge.kind === 'delegate') {
-      const chains = resolveChainsTo(graph, edge.from, now, { mode: 'explain' });
-      const verdict = ctx.policy.checkDelegation({ now, proposed: toPolicyEdge(edge), principals: principalsOf(graph, chains, [edge.from, edge.to]), chains });
+      const verdict = delegatorHolds(ctx, graph, toPolicyEdge(edge), now);
       if (!verdict.allow) violations.push(...verdict.violations);
     }
     if (violations.length > 0) out.push({ edge, violations });

@@ -9,7 +9,7 @@ import { canonicalJson } from '../audit/canonical-json.js';
 import { matchesPattern, validateResourceKey } from '../graph/index.js';
 import { PRINCIPAL_KINDS } from '../graph/model.js';
 import type { AuthzenAction, AuthzenSearchRequest, AuthzenSearchResponse, AuthzenResource, AuthzenSubject } from '../wire/authzen.js';
-import { checkMayAskAbout, liveScopes, mayAskAbout, scopeGives } from './ask-about.js';
+import { checkMayAskAbout, liveScopes, mayAskAbout } from './ask-about.js';
 import { environmentAndFields, malformed, subjectPrincipal } from './authzen.js';
 import { canonicalResource, checkEnvironment, checkFields, checkResourceType } from './resources.js';
 import type { WritContext } from './context.js';
@@ -118,7 +118,8 @@ export async function searchSubjects(ctx: WritContext, caller: string, req: Auth
 /**
  * POST /access/v1/search/resource: the resources of type `resource.type` the subject's valid chains
  * give `action` on. Writ's authority is over key patterns, not a list of instances, so a result may be
- * a pattern (`wp:post:*`); `properties.chain` names the chain that gives it.
+ * a pattern (`wp:post:*`); `properties.chain` names the chain that gives it. `context.truncated`: the
+ * subject may hold more than the chains judged (capabilitiesIn), so the list may be short.
  */
 export async function searchResources(ctx: WritContext, caller: string, req: AuthzenSearchRequest): Promise<AuthzenSearchResponse<{ type: string; id: string; properties: { chain: string[] } }>> {
   const f = environmentAndFields(ctx.policy.data, req.resource?.properties, false);
@@ -128,15 +129,15 @@ export async function searchResources(ctx: WritContext, caller: string, req: Aut
   const subject = await requireSubject(ctx, caller, req.subject, f.environment);
   const action = requireAction(req.action);
   const found = new Map<string, string[]>();
-  for (const { scope, chain } of await liveScopes(ctx, subject)) {
-    if (!scopeGives(scope, { action, ...f })) continue;
+  const { scopes, truncated } = await liveScopes(ctx, subject, { action, ...f });
+  for (const { scope, chain } of scopes) {
     for (const pattern of scope.resources) {
       const id = keyOfType(pattern, type);
       if (id !== null && !found.has(id)) found.set(id, chain);
     }
   }
   const results = [...found.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([id, chain]) => ({ type, id, properties: { chain } }));
-  return paginate(results, req);
+  return { ...paginate(results, req), context: { truncated } };
 }
 
 /** The part of `pattern` with type `type` (`wp:post:*` and `wp:post` → `wp:post:*`; `deploy:**` and `deploy:site` → `deploy:site:**`), or null. */
@@ -157,8 +158,8 @@ export async function searchActions(ctx: WritContext, caller: string, req: Authz
   const subject = await requireSubject(ctx, caller, req.subject, f.environment);
   const catalogue = Object.keys(ctx.policy.data.writ.actions);
   const candidates = new Set<string>();
-  for (const { scope } of await liveScopes(ctx, subject)) {
-    if (!scopeGives(scope, { resource, ...f })) continue;
+  const { scopes, truncated } = await liveScopes(ctx, subject, { resource, ...f });
+  for (const { scope } of scopes) {
     for (const a of scope.actions.includes('*') ? catalogue : scope.actions) if (catalogue.includes(a)) candidates.add(a);
   }
   const allowed: { name: string }[] = [];
@@ -166,5 +167,5 @@ export async function searchActions(ctx: WritContext, caller: string, req: Authz
     const verdict = await explain(ctx, subject, question(subject, action, resource, f, req));
     if (verdict.allow) allowed.push({ name: action });
   }
-  return paginate(allowed, req);
+  return { ...paginate(allowed, req), context: { truncated } };
 }

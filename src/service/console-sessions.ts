@@ -80,8 +80,7 @@ export async function endConsoleSession(ctx: WritContext, session: ConsoleSessio
 export async function isAuditor(ctx: WritContext, principal: string): Promise<boolean> {
   if (principal === GOVERNANCE_ID) return true;
   const every = auditKey('*');
-  return (await liveScopes(ctx, principal)).some(({ scope }) =>
-    (scope.actions.includes('*') || scope.actions.includes(AUDIT_READ)) && scope.resources.some((r) => patternCovers(r, every)));
+  return (await liveScopes(ctx, principal, { action: AUDIT_READ })).scopes.some(({ scope }) => scope.resources.some((r) => patternCovers(r, every)));
 }
 
 async function livePrincipal(ctx: WritContext, id: string, code: 'UNKNOWN_PRINCIPAL' | 'LOGIN_LINK_INVALID' | 'UNAUTHENTICATED'): Promise<void> {

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { WritError } from '../errors.js';
-import { findOwnershipConflict, principalsOf, resolveChainsTo, type AuthorityGraph } from '../graph/index.js';
+import { findOwnershipConflict, principalsOf, resolveChainsTo, scopeCovers, type AuthorityGraph } from '../graph/index.js';
 import { GOVERNANCE_ID, type Edge, type EdgeKind, type GraphEvent } from '../graph/model.js';
-import type { PolicyEdge } from '../policy/types.js';
+import type { CandidateChain, PolicyEdge } from '../policy/types.js';
 import { commitGraphChange, liveGraphWriter, type GraphWriter } from './graph-changes.js';
 import type { WritContext } from './context.js';
 import { requireGovernance } from './principals.js';
@@ -122,18 +122,24 @@ export function checkDelegationFits(ctx: WritContext, graph: AuthorityGraph, can
   livePrincipal(graph, candidate.to, 'delegate');
   if (candidate.from === candidate.to) throw new WritError('UNPROCESSABLE', 'a principal cannot delegate to itself');
   if (candidate.to === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'nothing can be delegated to governance');
-  const chains = resolveChainsTo(graph, candidate.from, now, { mode: 'explain' });
-  const verdict = ctx.policy.checkDelegation({
-    now,
-    proposed: candidate,
-    principals: principalsOf(graph, chains, [candidate.from, candidate.to]),
-    chains,
-  });
+  const verdict = delegatorHolds(ctx, graph, candidate, now);
   if (!verdict.allow) {
     throw new WritError('ATTENUATION_VIOLATION', `delegation ${candidate.from} → ${candidate.to} exceeds what ${candidate.from} holds: ${verdict.violations.join('; ')}`, {
       violations: verdict.violations,
     });
   }
+}
+
+/**
+ * The policy's verdict on whether `proposed.from` holds what `proposed` gives. First only the delegator's
+ * live chains whose every edge covers the proposed scope (a supporting chain narrows down to a last edge
+ * that covers it), so chains that cannot support it — however many — do not crowd out one that does;
+ * when none does, every chain (explain mode), so that the violations say what is missing.
+ */
+export function delegatorHolds(ctx: WritContext, graph: AuthorityGraph, proposed: PolicyEdge, now: number): { allow: boolean; violations: string[] } {
+  const check = (chains: CandidateChain[]) => ctx.policy.checkDelegation({ now, proposed, principals: principalsOf(graph, chains, [proposed.from, proposed.to]), chains });
+  const supporting = check(resolveChainsTo(graph, proposed.from, now, { mode: 'decide' }, (scope) => scopeCovers(scope, proposed.scope)));
+  return supporting.allow ? supporting : check(resolveChainsTo(graph, proposed.from, now, { mode: 'explain' }));
 }
 
 /** An ownership's scope: its resource pattern and fields (every action). */

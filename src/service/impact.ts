@@ -59,6 +59,13 @@ export interface ImpactReport {
   computed_at: number;
   /** The principals whose authority the change can touch (the change's ends and everyone below them). */
   principals_examined: number;
+  /**
+   * False when `lost` and `gained` may be wrong for some principals: before or after the change they had
+   * more chains adding to their valid ones than Writ judges for one principal (capabilitiesIn), so what
+   * they hold was not fully known. Those principals are listed in `inexact_principals`.
+   */
+  exact: boolean;
+  inexact_principals: string[];
   lost: PrincipalImpact[];
   gained: PrincipalImpact[];
   leases_ending: LeaseImpact[];
@@ -143,9 +150,11 @@ function analyse(
 
   const lost: PrincipalImpact[] = [];
   const gained: PrincipalImpact[] = [];
+  const inexact: string[] = [];
   for (const principal of [...examined].sort()) {
-    const was = validScopes(ctx, before, principal, now);
-    const will = validScopes(ctx, after, principal, now);
+    const [was, wasCut] = validScopes(ctx, before, principal, now);
+    const [will, willCut] = validScopes(ctx, after, principal, now);
+    if (wasCut || willCut) inexact.push(principal);
     const l = difference(was, will);
     const g = difference(will, was);
     if (l.length > 0) lost.push({ principal, capabilities: l });
@@ -170,6 +179,8 @@ function analyse(
     graph_revision: revision,
     computed_at: now,
     principals_examined: examined.size,
+    exact: inexact.length === 0,
+    inexact_principals: inexact,
     lost,
     gained,
     leases_ending: leases,
@@ -231,7 +242,7 @@ function downstream(before: AuthorityGraph, after: AuthorityGraph, roots: string
 }
 
 async function auditScopes(ctx: WritContext, caller: string) {
-  return (await liveScopes(ctx, caller)).map((s) => s.scope);
+  return (await liveScopes(ctx, caller, { action: AUDIT_READ })).scopes.map((s) => s.scope);
 }
 
 interface Held {
@@ -243,12 +254,18 @@ interface Held {
   via: string[][];
 }
 
-/** The valid chains' final scopes of `principal` in `graph`, one entry per action × resource pattern × environment. */
-function validScopes(ctx: WritContext, graph: AuthorityGraph, principal: string, now: number): Map<string, Held> {
+/**
+ * The valid chains' final scopes of `principal` in `graph`, one entry per action × resource pattern ×
+ * environment, and whether the principal may hold more (capabilitiesIn's `truncated`). Chains covered by another
+ * valid chain may be left out: what they give is held anyway, so `difference` is the same.
+ */
+function validScopes(ctx: WritContext, graph: AuthorityGraph, principal: string, now: number): [held: Map<string, Held>, truncated: boolean] {
   const out = new Map<string, Held>();
   const p = graph.principal(principal);
-  if (!p || p.revoked_at !== null) return out;
-  for (const c of capabilitiesIn(ctx, graph, principal, now)) {
+  if (!p || p.revoked_at !== null) return [out, false];
+  // Valid chains only: decide mode (live chains; `gives` passes every scope).
+  const { capabilities, truncated } = capabilitiesIn(ctx, graph, principal, now, { gives: () => true });
+  for (const c of capabilities) {
     if (!c.valid) continue;
     const chain = c.chain.map((e) => e.id);
     for (const action of c.scope.actions) {
@@ -263,7 +280,7 @@ function validScopes(ctx: WritContext, graph: AuthorityGraph, principal: string,
       }
     }
   }
-  return out;
+  return [out, truncated];
 }
 
 /** What `a` holds that `b` does not: per action × resource pattern × environment, the fields no entry of `b` covers. */

@@ -93,4 +93,9 @@ export interface AuthzenSearchRequest {
 export interface AuthzenSearchResponse<T> {
   page: { next_token: string; count: number; total: number };
   results: T[];
+  /**
+   * Resource and action searches: `truncated` is true when the subject's chains that could give the
+   * answer outnumbered what Writ judges for one principal, so `results` may miss some (never when false).
+   */
+  context?: { truncated: boolean };
 }

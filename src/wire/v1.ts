@@ -94,13 +94,22 @@ export interface EdgeRevoked {
   graph_revision: number;
 }
 
-/** The answer of GET /v1/principals/{id}/capabilities (`writ can`): every candidate chain to the principal, judged. */
+/**
+ * The answer of GET /v1/principals/{id}/capabilities (`writ can`): every candidate chain to the principal,
+ * judged — or, past what Writ judges for one principal, the chains that add to the valid ones listed.
+ */
 export interface Capabilities {
   principal: string;
   /** The instant judged (default now). */
   at: WireTime;
   /** The revision the graph had at `at`. */
   graph_revision: number;
+  /**
+   * True when the principal may hold more than is listed: its chains that add something to the valid
+   * ones listed outnumbered what Writ judges for one principal (64), or chain resolution stopped short.
+   * When false, every authority the principal holds is given by a listed valid chain.
+   */
+  truncated: boolean;
   capabilities: {
     /** Governance first. */
     chain: ChainEdge[];

@@ -108,6 +108,26 @@ describe('chain resolution', () => {
     expect(ids(chains)).toEqual(['direct', 'g0>d4', 'g1>d3']);
   });
 
+  it('says whether every chain was returned: not when maxChains stopped the search or cut the chains found, nor when the budget ran out', () => {
+    const log = new EventLogBuilder().principal('governance', 'governance').principal('agent');
+    for (let i = 0; i < 5; i++) log.principal(`m${i}`).edge(`g${i}`, 'grant', 'governance', `m${i}`).edge(`d${i}`, 'delegate', `m${i}`, 'agent');
+    const g = AuthorityGraph.replay(log.events);
+    const stats = { visited: 0, truncated: false, complete: false };
+    const run = (maxChains: number) => resolveChainsTo(g, 'agent', NOW, { mode: 'explain', budget: { maxChains }, stats }).length;
+    expect([run(16), stats.complete]).toEqual([5, true]);
+    expect([run(5), stats.complete]).toEqual([5, true]);
+    expect([run(3), stats.complete]).toEqual([3, false]);
+    const two = AuthorityGraph.replay(twoChains().events);
+    expect(resolveChains(two, REQUEST, NOW, { mode: 'decide', budget: { maxChains: 1 }, stats })).toHaveLength(1);
+    expect(stats.complete).toBe(false); // stopped after g2>d3: the longer g1>d1>d2 was never looked for
+  });
+
+  it('resolveChainsTo with `gives` prunes, in decide mode, every edge whose scope cannot give it', () => {
+    const g = AuthorityGraph.replay(twoChains().events);
+    expect(ids(resolveChainsTo(g, 'seo-agent-7', NOW, { mode: 'decide' }, (s) => s.fields.includes('*') || s.fields.includes('body')))).toEqual(['g2>d3']);
+    expect(ids(resolveChainsTo(g, 'seo-agent-7', NOW, { mode: 'decide' }, () => true))).toEqual(['g2>d3', 'g1>d1>d2']);
+  });
+
   it('a synthetic wide graph exceeds the budget with BUDGET_EXCEEDED instead of searching on', () => {
     const log = new EventLogBuilder().principal('governance', 'governance').principal('target');
     // 100 delegators of the target, each with 100 delegators of its own, none reachable from governance

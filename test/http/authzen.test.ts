@@ -222,7 +222,7 @@ describe('search', () => {
   it('resource search: the key patterns the subject’s valid chains give the action on, by type', async () => {
     const r = await search('seo-agent-7', 'resource', { subject: seo, action: { name: 'update_post' }, resource: { type: 'wp:post' } });
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ page: { next_token: '', count: 1, total: 1 }, results: [{ type: 'wp:post', id: 'wp:post:*', properties: { chain: ['g-orchestrator', 'd-orch-seo'] } }] });
+    expect(r.body).toEqual({ page: { next_token: '', count: 1, total: 1 }, results: [{ type: 'wp:post', id: 'wp:post:*', properties: { chain: ['g-orchestrator', 'd-orch-seo'] } }], context: { truncated: false } });
     const site = await search('governance', 'resource', { subject: { type: 'control_plane', id: 'seo-control-plane' }, action: { name: 'bulk_update_canonical' }, resource: { type: 'site:example.com' } });
     expect(site.body.results.map((x: { id: string }) => x.id)).toEqual(['site:example.com:canonical-bulk']);
   });

@@ -46,9 +46,10 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
       querystring: { type: 'object', additionalProperties: false, properties: { at: { ...iso, description: 'RFC 3339 time (default now): the graph as it was then, judged at that instant' } } },
       response: {
         200: {
-          type: 'object', description: 'The chains and whether each counts', required: ['principal', 'at', 'graph_revision', 'capabilities'],
+          type: 'object', description: 'The chains and whether each counts', required: ['principal', 'at', 'graph_revision', 'truncated', 'capabilities'],
           properties: {
             principal: { type: 'string' }, at: iso, graph_revision: { type: 'integer', description: 'the revision the graph had at `at`' },
+            truncated: { type: 'boolean', description: 'true: the principal may hold more than is listed (more chains adding to the valid ones than Writ judges for one principal, 64, or chain resolution stopped short); false: every authority it holds is given by a listed valid chain' },
             capabilities: {
               type: 'array',
               items: {
@@ -67,7 +68,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
     const at = request.query.at === undefined ? undefined : parseTime(request.query.at, 'at') ?? undefined;
     const r = await capabilitiesOf(ctx, request.params.id, at);
     return {
-      principal: request.params.id, at: toWireTime(r.at), graph_revision: r.graph_revision,
+      principal: request.params.id, at: toWireTime(r.at), graph_revision: r.graph_revision, truncated: r.truncated,
       capabilities: r.capabilities.map((c) => ({ chain: c.chain.map(chainEdgeToWire), valid: c.valid, scope: c.scope, problems: c.problems })),
     } satisfies Capabilities;
   });

@@ -20,6 +20,10 @@ const searchReply = (description: string) => ({
   properties: {
     page: { type: 'object', required: ['next_token', 'count', 'total'], properties: { next_token: { type: 'string', description: 'empty on the last page' }, count: { type: 'integer' }, total: { type: 'integer' } } },
     results: { type: 'array', items: { type: 'object', additionalProperties: true } },
+    context: {
+      type: 'object', required: ['truncated'], description: 'resource and action searches',
+      properties: { truncated: { type: 'boolean', description: 'true: the subject had more chains that could give the answer than Writ judges for one principal, so results may be incomplete' } },
+    },
   },
 });
 

@@ -37,12 +37,14 @@ const impactEdge = {
 const impactReply = {
   type: 'object',
   description: 'What the change would do, computed on a copy of the graph: nothing was written (graph_revision is still the live one).',
-  required: ['change', 'graph_revision', 'computed_at', 'principals_examined', 'lost', 'gained', 'leases_ending', 'orphaned_delegations', 'healed_delegations', 'approvals_ending'],
+  required: ['change', 'graph_revision', 'computed_at', 'principals_examined', 'exact', 'inexact_principals', 'lost', 'gained', 'leases_ending', 'orphaned_delegations', 'healed_delegations', 'approvals_ending'],
   properties: {
     change: { type: 'object', additionalProperties: true, description: 'the change analysed, as asked' },
     graph_revision: { type: 'integer', description: 'the live graph revision the copy was taken from' },
     computed_at: iso,
     principals_examined: { type: 'integer', description: 'the change\'s ends and every principal below them' },
+    exact: { type: 'boolean', description: 'false: lost and gained may be wrong for the principals in inexact_principals (before or after the change they had more chains adding to their valid ones than Writ judges for one principal, 64)' },
+    inexact_principals: { ...strings, description: 'principals whose lost/gained may be wrong (empty when exact)' },
     lost: { type: 'array', items: principalImpact, description: 'capabilities principals would lose' },
     gained: { type: 'array', items: principalImpact, description: 'capabilities principals would gain' },
     leases_ending: {
