@@ -1,9 +1,11 @@
+import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { WritError } from '../errors.js';
 
 /**
  * The edge's checks on what a request carries, before any route sees it:
- * - a JSON body must be UTF-8 (a `charset` parameter naming anything else is 415), must not nest
+ * - a JSON body must be UTF-8 (a `charset` parameter naming anything else is 415; bytes that are not
+ *   UTF-8 are 400, not decoded to U+FFFD), must not nest
  *   deeper than `maxDepth` (counted on the raw text, before parsing), and is parsed by fastify's own
  *   parser (prototype-poisoning keys refused);
  * - every string of the body, the query, the path parameters and the headers must be well-formed
@@ -16,13 +18,20 @@ export function guardInput(app: FastifyInstance, options: { maxDepth: number; bo
   const parseJson = app.getDefaultJsonParser('error', 'error');
   // JSON only: fastify's text/plain parser would hand a string to routes that expect an object.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: options.bodyLimit }, (request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: options.bodyLimit }, (request, body, done) => {
     const charset = charsetOf(request.headers['content-type']);
     if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
       done(new WritError('UNSUPPORTED_MEDIA_TYPE', `a JSON body must be UTF-8, not charset=${charset}`), undefined);
       return;
     }
-    const text = body as string;
+    // Decoded as text, a byte that is not UTF-8 became U+FFFD and was taken (a Latin-1 "café" was
+    // stored as "caf\ufffd", and would have gone upstream so): refused instead.
+    const bytes = body as Buffer;
+    if (!isUtf8(bytes)) {
+      done(new WritError('MALFORMED_REQUEST', 'the body is not valid UTF-8 (a JSON body must be UTF-8)'), undefined);
+      return;
+    }
+    const text = bytes.toString('utf8');
     const depth = jsonDepthExceeds(text, options.maxDepth);
     if (depth) {
       done(new WritError('NESTING_TOO_DEEP', `the body nests objects and arrays more than ${options.maxDepth} deep`, { max_depth: options.maxDepth }), undefined);

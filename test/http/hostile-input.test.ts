@@ -220,6 +220,22 @@ describe('query strings, charsets', () => {
     await refused('governance', { method: 'POST', url: '/v1/principals', headers: { 'content-type': `application/json; charset=${charset}` }, payload: '{"id":"p-cs","kind":"agent","keys":[]}' }, 415, 'UNSUPPORTED_MEDIA_TYPE');
   });
 
+  // Decoded as text, these bytes became U+FFFD and were taken: a Latin-1 "café" stored as "caf\ufffd".
+  it.each([
+    ['Latin-1 é', Buffer.from('{"id":"p-caf\xe9","kind":"agent","keys":[]}', 'latin1')],
+    ['a lone continuation byte', Buffer.concat([Buffer.from('{"id":"p-x","kind":"agent","keys":[],"attributes":{"a":"'), Buffer.from([0x80]), Buffer.from('"}}')])],
+    ['an overlong encoding of /', Buffer.concat([Buffer.from('{"id":"p-x","kind":"agent","keys":[],"attributes":{"a":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}}')])],
+  ])('a body with %s (not UTF-8) is 400 MALFORMED_REQUEST', async (_label, payload) => {
+    const r = await refused('governance', { method: 'POST', url: '/v1/principals', headers: { 'content-type': 'application/json' }, payload }, 400, 'MALFORMED_REQUEST');
+    expect(r.body.detail).toBe('the body is not valid UTF-8 (a JSON body must be UTF-8)');
+  });
+
+  it('UTF-8 beyond ASCII is taken as sent', async () => {
+    const r = await h.call('governance', { method: 'POST', url: '/v1/principals', headers: { 'content-type': 'application/json' }, payload: Buffer.from('{"id":"p-utf8-name","kind":"agent","keys":[],"attributes":{"name":"café 😀 עברית"}}', 'utf8') });
+    expect([200, 201], r.raw).toContain(r.status);
+    expect(r.body.principal.attributes).toEqual({ name: 'café 😀 עברית' });
+  });
+
   it('a body that is not JSON at all is 415 too', () =>
     refused('governance', { method: 'POST', url: '/v1/principals', headers: { 'content-type': 'text/plain' }, payload: 'id=p-cs' }, 415, 'UNSUPPORTED_MEDIA_TYPE'));
 
