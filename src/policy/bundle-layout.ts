@@ -14,6 +14,9 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WritError } from '../errors.js';
 
+/** What a bundle must answer: the decision (DecisionInput → DecisionResult) and the delegation check (types.ts). */
+export const POLICY_ENTRYPOINTS = ['writ/authz/decision', 'writ/authz/delegation'] as const;
+
 export const REVISION_FILE = 'revision';
 export const BUNDLES_DIR = 'bundles';
 export const WASM_FILE = 'policy.wasm';
