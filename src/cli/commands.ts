@@ -433,18 +433,21 @@ export const COMMANDS: Command[] = [
     summary: 'run the Rego unit tests (opa test policies/, or $WRIT_POLICIES_DIR), then build the folder as `policy build` would, without publishing it (compiles, data.json checked)',
     run: async ({ values }) => {
       const config = configFrom(values);
+      const opa = findOpa();
       try {
-        const out = execFileSync(findOpa(), ['test', '--v1-compatible', '-v', config.policiesDir], { encoding: 'utf8' });
+        const out = execFileSync(opa, ['test', '--v1-compatible', '-v', config.policiesDir], { encoding: 'utf8' });
         console.log(out);
       } catch (e) {
-        const err = e as { stdout?: string; stderr?: string };
-        console.log(err.stdout ?? '');
-        console.error(err.stderr ?? '');
+        const err = e as Error & { stdout?: string; stderr?: string };
+        // opa ran and failed (a test, a compile error): its own words; it could not run at all: why.
+        if (!err.stdout && !err.stderr) throw new WritError('POLICY_UNAVAILABLE', `${opa} could not run the Rego tests: ${err.message}`);
+        if (err.stdout) console.log(err.stdout);
+        if (err.stderr) console.error(err.stderr);
         return 1;
       }
       // Tests pass on data a service would refuse (a typo in data.json): build it too, into a temporary folder.
       try {
-        const { engine } = await loadCandidatePolicy(config.policiesDir, findOpa);
+        const { engine } = await loadCandidatePolicy(config.policiesDir, () => opa);
         console.log(`and ${config.policiesDir} builds into a usable bundle (${engine.revision}; not published: \`writ policy build\` does that)`);
         return 0;
       } catch (e) {
