@@ -84,6 +84,13 @@ export interface PolicyImpactReport {
    */
   not_reproduced: { decision_id: string; recorded: boolean; current: boolean; recorded_revision: string | null }[];
   skipped: SkippedDecision[];
+  /**
+   * The most recent of the decisions read for replay that records its policy revision: what the service ran
+   * then. When it is not `current_revision` (the live bundle of this command's bundle folder), the service
+   * may run another bundle than the one called current here: a rebuild it refused (GET /readyz,
+   * `policy_refused`), another folder.
+   */
+  latest_recorded: { decision_id: string; at: number; revision: string } | null;
 }
 
 export interface PolicyImpactOptions {
@@ -107,6 +114,10 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
   const file = options.decisionLogFile === undefined ? ctx.config.decisionLog.file : options.decisionLogFile;
   const skipped: SkippedDecision[] = [];
   const replays = file !== null ? await fromDecisionLog(file, limit, skipped) : await fromReceipts(ctx, limit, skipped);
+  let latest: PolicyImpactReport['latest_recorded'] = null;
+  for (const r of replays) {
+    if (r.recordedRevision !== null && (latest === null || r.at >= latest.at)) latest = { decision_id: r.decision_id, at: r.at, revision: r.recordedRevision };
+  }
 
   const graphs = new Map<number, AuthorityGraph>();
   const flips: PolicyFlip[] = [];
@@ -180,6 +191,7 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
     stranded_edges: stranded,
     not_reproduced: notReproduced,
     skipped,
+    latest_recorded: latest,
   };
 }
 
