@@ -1,11 +1,11 @@
-import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config/index.js';
 import { findOpa } from '../../src/cli/opa.js';
-import { loadCandidatePolicy } from '../../src/policy/index.js';
+import { buildPolicyBundle, loadCandidatePolicy } from '../../src/policy/index.js';
 import { createGrant, policyImpact, registerPrincipal, revokeEdge, revokePrincipal, type PolicyImpactReport } from '../../src/service/index.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
@@ -243,6 +243,28 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
       { decision_id: 'masked-1', reason: expect.stringMatching(/lacks the request/) },
       { decision_id: null, reason: expect.stringMatching(/line 3 .* is not JSON/) },
     ]);
+  });
+
+  it('a candidate bundle in each layout the README shows: writ policy build\'s folder, policy.wasm + data.json alone; the two mixed is a clear error', { timeout: 60_000 }, async () => {
+    const built = join(work, 'candidate-bundle');
+    const { revision } = await buildPolicyBundle({ opaPath: findOpa(), policiesDir: candidatePolicies('layouts', raiseUpdateRisk), outDir: built });
+    expect(readdirSync(built).sort()).toEqual(['bundles', 'revision']);
+    const judged = async (dir: string) => {
+      const { engine, built: compiled } = await loadCandidatePolicy(dir, findOpa);
+      expect(compiled).toBe(false);
+      expect(engine.revision).toBe(revision);
+      expect(flipsOf(await policyImpact(h.ctx, engine))).toContain('allow→deny seo-agent-7 update_post wp:post:1024 [title]');
+    };
+    await judged(built);
+    const flat = join(work, 'candidate-flat');
+    mkdirSync(flat);
+    for (const f of ['policy.wasm', 'data.json']) copyFileSync(join(built, 'bundles', revision.slice('sha256:'.length), f), join(flat, f));
+    await judged(flat);
+    copyFileSync(join(built, 'revision'), join(flat, 'revision'));
+    await expect(loadCandidatePolicy(flat, findOpa)).rejects.toMatchObject({
+      code: 'POLICY_UNAVAILABLE',
+      message: expect.stringContaining(`; ${flat} names its bundle in a \`revision\` file, so it is read from bundles/<revision>/ (the layout \`writ policy build\` writes), not from the policy.wasm and data.json beside it: remove \`revision\` to read those`),
+    });
   });
 
   it('the running bundle itself flips nothing; a folder with no policy is a clear error', async () => {
