@@ -180,8 +180,10 @@ export function formatPolicyImpact(r: PolicyImpactReport, bundleDir: string): st
     }
   }
   if (r.stranded_edges.length > 0) {
-    lines.push(`${r.stranded_edges.length} live edge(s) the candidate's registry would no longer cover (they would stay and never count):`);
-    for (const e of r.stranded_edges) lines.push(`  ${e.edge_id} (${e.kind} ${e.from} → ${e.to}): ${e.problem}`);
+    lines.push(`${r.stranded_edges.length} live edge(s) the candidate's registry would no longer cover in full (they would stay in the graph):`);
+    for (const e of r.stranded_edges) {
+      lines.push(`  ${e.edge_id} (${e.kind} ${e.from} → ${e.to}) ${e.counts_in_part ? 'would count only for the rest of its scope' : 'would never count again'}: ${e.problem}`);
+    }
   }
   if (r.not_reproduced.length > 0) lines.push(`${r.not_reproduced.length} recorded decision(s) decide otherwise under the running bundle too (recorded with another bundle?): ${r.not_reproduced.map((n) => n.decision_id).join(', ')}`);
   if (r.skipped.length > 0) lines.push(`${r.skipped.length} decision(s) not replayed, so not checked:`, ...r.skipped.map((s) => `  ${s.decision_id ?? '(no id)'}: ${s.reason}`));

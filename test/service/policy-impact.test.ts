@@ -134,7 +134,7 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     expect(r.failures[0]!.error).toMatch(/two_values\.rego:\d+:\d+: var assignment conflict/);
   });
 
-  it('an action taken out of the catalogue and a resource class removed: the live edges that would never count again are listed', { timeout: 60_000 }, async () => {
+  it('an action taken out of the catalogue and a resource class removed: the live edges that would count for nothing, or only in part, are listed, saying which', { timeout: 60_000 }, async () => {
     const dir = candidatePolicies('registry', (d) => {
       const file = join(d, 'data.json');
       const data = JSON.parse(readFileSync(file, 'utf8'));
@@ -171,6 +171,10 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     ]);
     expect(r.stranded_edges.find((e) => e.edge_id === 'g-publisher')).toMatchObject({ from: 'governance', to: 'publisher', problem: expect.stringContaining('scope.actions: "unpublish_post" is not an action of the policy') });
     expect(r.stranded_edges.find((e) => e.edge_id === 'o-release')!.problem).toContain('"deploy:**" matches no key of any resource class');
+    // Its only pattern gone, the ownership counts for nothing; the publisher's grant keeps its other actions.
+    expect(r.stranded_edges.find((e) => e.edge_id === 'o-release')!.counts_in_part).toBe(false);
+    expect(r.stranded_edges.find((e) => e.edge_id === 'g-later')!.counts_in_part).toBe(false);
+    expect(r.stranded_edges.find((e) => e.edge_id === 'g-publisher')!.counts_in_part).toBe(true);
     // The running bundle strands nothing it does not strand itself.
     const { engine: same } = await loadCandidatePolicy(BUNDLE_DIR, findOpa);
     expect((await policyImpact(h.ctx, same)).stranded_edges).toEqual([]);
@@ -192,6 +196,8 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     expect(r.stranded_edges.map((e) => `${e.edge_id} ${e.kind}: ${e.problem}`)).toEqual([
       'g-orchestrator grant: scope.environments: "staging" is not an environment of the policy (data.writ.environments: production)',
     ]);
+    // production+staging under a candidate without staging: it still counts in production.
+    expect(r.stranded_edges[0]!.counts_in_part).toBe(true);
     expect(r.failures.filter((f) => f.decision_id === staging.body.decision_id)).toEqual([expect.objectContaining({
       current: true, code: 'UNPROCESSABLE', error: 'environment: "staging" is not an environment of the policy (data.writ.environments: production)',
     })]);
