@@ -413,18 +413,22 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'policy impact',
-    summary: 'replay recent decisions against a candidate bundle (or policies folder) and list every verdict that would flip or fail; changes nothing',
-    usage: 'BUNDLE_OR_POLICIES_DIR [--decision-log FILE | --receipts] [--limit N] [--json]',
-    options: { 'decision-log': { type: 'string' }, receipts: { type: 'boolean' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+    summary: 'replay recent decisions against a candidate bundle (or policies folder) and list every verdict that would flip or fail; changes nothing; exit 4 when something would change, 5 when some decisions could not be replayed, 6 when there were none (--allow-empty: 0)',
+    usage: 'BUNDLE_OR_POLICIES_DIR [--decision-log FILE | --receipts] [--limit N] [--allow-empty] [--json]',
+    options: { 'decision-log': { type: 'string' }, receipts: { type: 'boolean' }, limit: { type: 'string' }, 'allow-empty': { type: 'boolean' }, json: { type: 'boolean' } },
     run: async ({ values, positionals }) => {
-      need(positionals, 1, 'writ policy impact BUNDLE_OR_POLICIES_DIR');
+      need(positionals, 1, 'writ policy impact BUNDLE_OR_POLICIES_DIR [--decision-log FILE | --receipts] [--limit N] [--allow-empty] [--json]');
       const limit = typeof values.limit === 'string' ? Number(values.limit) : undefined;
       const { engine } = await loadCandidatePolicy(positionals[0]!, findOpa);
       return withWrit(values, async (w) => {
         const decisionLogFile = values.receipts ? null : typeof values['decision-log'] === 'string' ? values['decision-log'] : undefined;
         const r = await policyImpact(w.ctx, engine, { ...(decisionLogFile !== undefined ? { decisionLogFile } : {}), ...(limit !== undefined ? { limit } : {}) });
-        print(values.json ? policyImpactToWire(r) : r, values.json, () => formatPolicyImpact(r));
-        return r.flips.length === 0 && r.failures.length === 0 && r.stranded_edges.length === 0 ? 0 : 4;
+        print(values.json ? policyImpactToWire(r) : r, values.json, () => formatPolicyImpact(r, w.ctx.config.bundleDir));
+        // A gate must not pass on what it did not check: 4 a change, 5 decisions it could not replay, 6 none at all.
+        if (r.flips.length > 0 || r.failures.length > 0 || r.stranded_edges.length > 0) return 4;
+        if (r.skipped.length > 0) return 5;
+        if (r.replayed === 0 && !values['allow-empty']) return 6;
+        return 0;
       });
     },
   },
@@ -433,18 +437,21 @@ export const COMMANDS: Command[] = [
     summary: 'run the Rego unit tests (opa test policies/, or $WRIT_POLICIES_DIR), then build the folder as `policy build` would, without publishing it (compiles, data.json checked)',
     run: async ({ values }) => {
       const config = configFrom(values);
+      const opa = findOpa();
       try {
-        const out = execFileSync(findOpa(), ['test', '--v1-compatible', '-v', config.policiesDir], { encoding: 'utf8' });
+        const out = execFileSync(opa, ['test', '--v1-compatible', '-v', config.policiesDir], { encoding: 'utf8' });
         console.log(out);
       } catch (e) {
-        const err = e as { stdout?: string; stderr?: string };
-        console.log(err.stdout ?? '');
-        console.error(err.stderr ?? '');
+        const err = e as Error & { stdout?: string; stderr?: string };
+        // opa ran and failed (a test, a compile error): its own words; it could not run at all: why.
+        if (!err.stdout && !err.stderr) throw new WritError('POLICY_UNAVAILABLE', `${opa} could not run the Rego tests: ${err.message}`);
+        if (err.stdout) console.log(err.stdout);
+        if (err.stderr) console.error(err.stderr);
         return 1;
       }
       // Tests pass on data a service would refuse (a typo in data.json): build it too, into a temporary folder.
       try {
-        const { engine } = await loadCandidatePolicy(config.policiesDir, findOpa);
+        const { engine } = await loadCandidatePolicy(config.policiesDir, () => opa);
         console.log(`and ${config.policiesDir} builds into a usable bundle (${engine.revision}; not published: \`writ policy build\` does that)`);
         return 0;
       } catch (e) {

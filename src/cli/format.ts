@@ -153,11 +153,18 @@ export function formatImpact(r: ImpactReport, done?: { header: string }): string
 }
 
 /** `writ policy impact`: the decisions a candidate bundle would decide otherwise. */
-export function formatPolicyImpact(r: PolicyImpactReport): string {
+export function formatPolicyImpact(r: PolicyImpactReport, bundleDir: string): string {
   const lines = [
-    `policy impact of bundle ${r.candidate_revision} (running: ${r.current_revision}); ${r.replayed} decision(s) replayed from the ${r.source === 'decision_log' ? 'decision log' : 'receipts'}; nothing changed`,
-    r.flips.length === 0 ? 'no decision would flip' : `${r.flips.length} decision(s) would flip:`,
+    `policy impact of bundle ${r.candidate_revision} (against ${r.current_revision}, the live bundle of ${bundleDir}); ${r.replayed} decision(s) replayed from the ${r.source === 'decision_log' ? 'decision log' : 'receipts'}; nothing changed`,
   ];
+  const latest = r.latest_recorded;
+  if (latest !== null && latest.revision !== r.current_revision) {
+    lines.push(`WARNING: the latest decision read (${latest.decision_id} at ${new Date(latest.at).toISOString()}) was made under policy ${latest.revision}, not ${r.current_revision}: the service may not run the bundle of ${bundleDir} (a rebuild it refused shows in its GET /readyz as policy_refused); what follows compares the candidate with ${r.current_revision}`);
+  }
+  if (r.replayed === 0) {
+    lines.push(`WARNING: no decision was replayed${r.skipped.length > 0 ? '' : ` (none in the ${r.source === 'decision_log' ? 'decision log' : 'receipts'})`}: no verdict was checked, only the registry (stranded edges)`);
+  }
+  lines.push(r.flips.length === 0 ? `no ${r.replayed === 0 ? 'replayed ' : ''}decision would flip` : `${r.flips.length} decision(s) would flip:`);
   for (const f of r.flips) {
     const q = f.request;
     lines.push(`  ${f.flip.toUpperCase()}  ${f.decision_id}${f.receipt_id ? ` (receipt ${f.receipt_id})` : ''} at ${new Date(f.at).toISOString()}, graph revision ${f.graph_revision}`);
@@ -175,10 +182,12 @@ export function formatPolicyImpact(r: PolicyImpactReport): string {
     }
   }
   if (r.stranded_edges.length > 0) {
-    lines.push(`${r.stranded_edges.length} live edge(s) the candidate's registry would no longer cover (they would stay and never count):`);
-    for (const e of r.stranded_edges) lines.push(`  ${e.edge_id} (${e.kind} ${e.from} → ${e.to}): ${e.problem}`);
+    lines.push(`${r.stranded_edges.length} live edge(s) the candidate's registry would no longer cover in full (they would stay in the graph):`);
+    for (const e of r.stranded_edges) {
+      lines.push(`  ${e.edge_id} (${e.kind} ${e.from} → ${e.to}) ${e.counts_in_part ? 'would count only for the rest of its scope' : 'would never count again'}: ${e.problem}`);
+    }
   }
   if (r.not_reproduced.length > 0) lines.push(`${r.not_reproduced.length} recorded decision(s) decide otherwise under the running bundle too (recorded with another bundle?): ${r.not_reproduced.map((n) => n.decision_id).join(', ')}`);
-  if (r.skipped.length > 0) lines.push(`${r.skipped.length} decision(s) not replayed:`, ...r.skipped.map((s) => `  ${s.decision_id ?? '(no id)'}: ${s.reason}`));
+  if (r.skipped.length > 0) lines.push(`${r.skipped.length} decision(s) not replayed, so not checked:`, ...r.skipped.map((s) => `  ${s.decision_id ?? '(no id)'}: ${s.reason}`));
   return lines.join('\n');
 }

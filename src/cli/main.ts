@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { WritError, ERROR_CATALOGUE } from '../errors.js';
+import { didYouMean } from '../json-schema.js';
 import { CliError } from './cli-error.js';
 import { COMMANDS, type Command } from './commands.js';
 
@@ -10,6 +11,9 @@ function usage(): string {
   lines.push('', 'common options: --data-dir DIR (default ./data or $WRIT_DATA_DIR), --database postgres://… (default: the SQLite file in the data dir; or $WRIT_DATABASE_URL)');
   return lines.join('\n');
 }
+
+/** The options of the command being parsed, for the message of an unknown one. */
+let parsing: { options: NonNullable<ParseArgsConfig['options']> } | null = null;
 
 async function main(argv: string[]): Promise<number> {
   if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
@@ -38,7 +42,8 @@ async function main(argv: string[]): Promise<number> {
     console.error(`writ: unknown command "${argv.join(' ')}"\n\n${usage()}`);
     return 2;
   }
-  const { values, positionals } = parseArgs({ args: rest, options: { 'data-dir': { type: 'string' }, database: { type: 'string' }, help: { type: 'boolean' }, ...command.options }, allowPositionals: true, strict: true });
+  parsing = { options: { 'data-dir': { type: 'string' }, database: { type: 'string' }, help: { type: 'boolean' }, ...command.options } };
+  const { values, positionals } = parseArgs({ args: rest, options: parsing.options, allowPositionals: true, strict: true });
   if (values.help) {
     console.log(`${['writ', command.name, command.usage].filter(Boolean).join(' ')}\n\n${command.summary}`);
     return 0;
@@ -61,6 +66,17 @@ for (const stream of [process.stdout, process.stderr]) {
   });
 }
 
+/**
+ * Node's own words, but for an unknown option, whose message misses its closing quote (`as in '-- "--x"`):
+ * ours names it, the command's closest option and how to pass a value that starts with '-'.
+ */
+function parseArgsMessage(e: TypeError): string {
+  const unknown = (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /^Unknown option '([^']+)'/.exec(e.message)?.[1] : undefined;
+  if (unknown === undefined) return e.message;
+  const options = unknown.startsWith('--') && parsing ? Object.keys(parsing.options).map((o) => `--${o}`) : [];
+  return `Unknown option '${unknown}'${didYouMean(unknown, options)}. To pass a value starting with '-' as an argument, put it after '--', as in: -- "${unknown}"`;
+}
+
 main(process.argv.slice(2)).then(
   (code) => {
     if (code !== undefined && code !== 0) process.exitCode = code;
@@ -73,7 +89,7 @@ main(process.argv.slice(2)).then(
       console.error(`writ: ${e.message}`);
       process.exitCode = e.exitCode;
     } else if (e instanceof TypeError && (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      console.error(`writ: ${e.message}`);
+      console.error(`writ: ${parseArgsMessage(e)}`);
       process.exitCode = 2;
     } else {
       console.error(`writ: ${(e as Error).stack ?? String(e)}`);

@@ -97,6 +97,7 @@ export function policyImpactToWire(r: PolicyImpactReport) {
     ...r,
     flips: r.flips.map((f) => ({ ...f, at: toWireTime(f.at) })),
     failures: r.failures.map((f) => ({ ...f, at: toWireTime(f.at) })),
+    latest_recorded: r.latest_recorded && { ...r.latest_recorded, at: toWireTime(r.latest_recorded.at) },
   };
 }
 

@@ -4,14 +4,15 @@ import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from '
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { WritError } from '../errors.js';
-import { bundleRevision, BUNDLES_DIR, DATA_FILE, readRevision, REVISION_FILE, revisionFolder, WASM_FILE } from './bundle-layout.js';
+import { bundleRevision, BUNDLES_DIR, DATA_FILE, POLICY_ENTRYPOINTS, readRevision, REVISION_FILE, revisionFolder, WASM_FILE } from './bundle-layout.js';
 import { opaMessage, wasmCapabilities } from './capabilities.js';
 import { checkPolicyData } from './data-check.js';
 import { readTarGz } from './tar-gz.js';
+import { createPolicyEngine } from './wasm-engine.js';
 
 const run = promisify(execFile);
 
-export const POLICY_ENTRYPOINTS = ['writ/authz/decision', 'writ/authz/delegation'] as const;
+export { POLICY_ENTRYPOINTS };
 
 export interface BuildPolicyOptions {
   opaPath: string;
@@ -29,8 +30,9 @@ export interface BuiltPolicyBundle {
 /**
  * `opa build -t wasm` with both entrypoints and the wasm-only capabilities, `*_test.rego` left out;
  * then policy.wasm and data.json go to a folder of their own and the `revision` file is switched to
- * it last, by rename. Throws POLICY_UNAVAILABLE with opa's own message when opa refuses, and with
- * every problem of the data (data-check.ts) when the data has not the shape the policy relies on.
+ * it last, by rename. Throws POLICY_UNAVAILABLE with opa's own message when opa refuses, with every
+ * problem of the data (data-check.ts) when the data has not the shape the policy relies on, and with
+ * the outputs it lacks when the built bundle does not answer what Writ reads (result-check.ts).
  */
 export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<BuiltPolicyBundle> {
   const policiesDir = resolve(options.policiesDir);
@@ -64,6 +66,8 @@ export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<Bu
     // Nothing is published, so a running service keeps its bundle.
     checkPolicyData(JSON.parse(data.toString('utf8')), policiesDir);
     const revision = bundleRevision(wasm, data);
+    // As a service loading it would: a bundle it would refuse is not published.
+    await createPolicyEngine({ revision, wasm, data });
     const folder = revisionFolder(outDir, revision);
     await mkdir(join(outDir, BUNDLES_DIR), { recursive: true });
     const staged = join(work, 'bundle');

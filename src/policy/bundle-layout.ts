@@ -10,9 +10,12 @@
  * A folder holding just policy.wasm and data.json (no `revision` file) is read as well.
  */
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WritError } from '../errors.js';
+
+/** What a bundle must answer: the decision (DecisionInput → DecisionResult) and the delegation check (types.ts). */
+export const POLICY_ENTRYPOINTS = ['writ/authz/decision', 'writ/authz/delegation'] as const;
 
 export const REVISION_FILE = 'revision';
 export const BUNDLES_DIR = 'bundles';
@@ -46,7 +49,12 @@ export async function readLiveBundle(bundleDir: string): Promise<BundleFiles> {
   try {
     [wasm, data] = await Promise.all([readFile(join(folder, WASM_FILE)), readFile(join(folder, DATA_FILE))]);
   } catch (e) {
-    throw new WritError('POLICY_UNAVAILABLE', `no policy bundle in ${folder} (build it with \`writ policy build\`): ${(e as Error).message}`);
+    // policy.wasm and data.json copied beside a `revision` file by hand: say which layout is read.
+    const flat = named !== null && (await Promise.all([WASM_FILE, DATA_FILE].map((f) => access(join(bundleDir, f)).then(() => true, () => false)))).every(Boolean);
+    const hint = flat
+      ? `; ${bundleDir} names its bundle in a \`${REVISION_FILE}\` file, so it is read from ${BUNDLES_DIR}/<revision>/ (the layout \`writ policy build\` writes), not from the ${WASM_FILE} and ${DATA_FILE} beside it: remove \`${REVISION_FILE}\` to read those`
+      : '';
+    throw new WritError('POLICY_UNAVAILABLE', `no policy bundle in ${folder} (build it with \`writ policy build\`): ${(e as Error).message}${hint}`);
   }
   const revision = bundleRevision(wasm, data);
   if (named !== null && named !== revision) {

@@ -26,7 +26,7 @@ export async function loadCandidatePolicy(dir: string, opaPath: () => string): P
   if ((await readRevision(dir)) !== null || wasmBundle) {
     return { engine: await loadPolicyEngine(dir), built: false };
   }
-  if (!rego) throw new WritError('UNPROCESSABLE', `${dir} holds neither a policy bundle (revision, policy.wasm, data.json) nor Rego policies`);
+  if (!rego) throw new WritError('UNPROCESSABLE', `${dir} holds neither a policy bundle (revision + bundles/<hex>/ as writ policy build writes it, or policy.wasm + data.json) nor Rego policies`);
   const out = await mkdtemp(join(tmpdir(), 'writ-candidate-policy-'));
   try {
     await buildPolicyBundle({ opaPath: opaPath(), policiesDir: dir, outDir: out });

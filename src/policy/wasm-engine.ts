@@ -3,8 +3,9 @@ import { loadPolicy, type LoadedPolicy } from '@open-policy-agent/opa-wasm';
 import { WritError } from '../errors.js';
 import { type BundleFiles, readLiveBundle } from './bundle-layout.js';
 import { checkPolicyData } from './data-check.js';
-import { POLICY_ENTRYPOINTS } from './build.js';
-import type { DecisionInput, DecisionResult, DelegationInput, DelegationResult, PolicyEngine } from './types.js';
+import { POLICY_ENTRYPOINTS } from './bundle-layout.js';
+import { decisionResultProblems, delegationResultProblems, probeInputs } from './result-check.js';
+import type { DecisionInput, DecisionResult, DelegationInput, DelegationResult, PolicyData, PolicyEngine } from './types.js';
 
 const [DECISION, DELEGATION] = POLICY_ENTRYPOINTS;
 
@@ -31,8 +32,8 @@ export async function createPolicyEngine(bundle: BundleFiles): Promise<PolicyEng
   const entrypoints = policy.entrypoints as Record<string, number>;
   const decisionId = entrypointId(entrypoints, DECISION, bundle.revision);
   const delegationId = entrypointId(entrypoints, DELEGATION, bundle.revision);
-  /** `problem` says what is wrong with a result, or null when it has the shape the service relies on. */
-  const evaluate = <T>(input: unknown, id: number, name: string, problem: (r: unknown) => string | null): T => {
+  /** `problems` says what Writ could not read in a result (result-check.ts): the policy's mistake, each output named. */
+  const evaluate = <T>(input: unknown, id: number, name: string, problems: (r: unknown) => string[]): T => {
     let resultSet: { result: unknown }[];
     try {
       resultSet = policy.evaluate(input, id) as { result: unknown }[];
@@ -40,37 +41,53 @@ export async function createPolicyEngine(bundle: BundleFiles): Promise<PolicyEng
       throw new WritError('INTERNAL', `policy ${bundle.revision} failed evaluating ${name}: ${describe(e)}`);
     }
     const result = resultSet[0]?.result;
-    const wrong = problem(result);
-    if (wrong !== null) {
-      throw new WritError('INTERNAL', `policy ${bundle.revision} returned no complete result for ${name}: ${wrong}`, { result });
+    const wrong = problems(result);
+    if (wrong.length > 0) {
+      throw new WritError('INTERNAL', `policy ${bundle.revision} returned no complete result for ${name}: ${wrong.join('; ')}`, { result, problems: wrong });
     }
     return result as T;
   };
-  return {
+  const engine: PolicyEngine = {
     revision: bundle.revision,
-    data,
+    data: data as PolicyData,
     decide: (input: DecisionInput) => {
-      const result = evaluate<DecisionResult>(input, decisionId, DECISION, (r) => (!isObject(r) || typeof r.allow !== 'boolean' || !isObject(r.obligations) ? 'no allow and obligations (is the input well formed?)' : strings(r.reasons, 'reasons')));
+      const result = evaluate<DecisionResult>(input, decisionId, DECISION, (r) => decisionResultProblems(r, input));
       // An entrypoint written before approval_missing (a policy author's copy): never "with an approval".
       if (typeof result.approval_missing !== 'boolean') result.approval_missing = false;
       return result;
     },
-    checkDelegation: (input: DelegationInput) =>
-      evaluate<DelegationResult>(input, delegationId, DELEGATION, (r) => (!isObject(r) || typeof r.allow !== 'boolean' ? 'no allow (is the input well formed?)' : strings(r.violations, 'violations'))),
+    checkDelegation: (input: DelegationInput) => evaluate<DelegationResult>(input, delegationId, DELEGATION, delegationResultProblems),
   };
+  answersProbes(engine);
+  return engine;
+}
+
+/**
+ * Tries each entrypoint on a well-formed input: a bundle whose results lack or mistype an output Writ
+ * reads would answer every request INTERNAL (or crash an explanation); it is refused, naming the output.
+ */
+function answersProbes(engine: PolicyEngine): void {
+  const probe = probeInputs(engine.data);
+  for (const [name, run] of [[DECISION, () => engine.decide(probe.decision)], [DELEGATION, () => engine.checkDelegation(probe.delegation)]] as const) {
+    try {
+      run();
+    } catch (e) {
+      const problems = e instanceof WritError && Array.isArray(e.details?.problems) ? (e.details.problems as string[]) : null;
+      throw new WritError(
+        'POLICY_UNAVAILABLE',
+        problems
+          ? `policy bundle ${engine.revision} cannot be used: its ${name} result lacks or mistypes what Writ reads (the entrypoint must define each for every input; policies/README.md): ${problems.join('; ')}`
+          : `policy bundle ${engine.revision} cannot be used: ${name} fails on a well-formed input: ${describe(e)}`,
+        problems ? { entrypoint: name, problems } : { entrypoint: name },
+      );
+    }
+  }
 }
 
 function entrypointId(entrypoints: Record<string, number>, name: string, revision: string): number {
   const id = entrypoints[name];
   if (id === undefined) throw new WritError('POLICY_UNAVAILABLE', `policy bundle ${revision} has no entrypoint ${name}`);
   return id;
-}
-
-/** Reasons and violations are sentences: a domain rule's `deny contains 42` is the policy's mistake, not a reason. */
-function strings(v: unknown, name: string): string | null {
-  if (!Array.isArray(v)) return `no ${name}`;
-  const bad = v.find((x) => typeof x !== 'string');
-  return bad === undefined ? null : `${name} must be strings, one is ${JSON.stringify(bad)} (a \`deny\` message of a domain rule?)`;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

@@ -15,7 +15,7 @@ import type { DecisionInput, DecisionResult, PolicyData, PolicyEngine, RequestPr
 import type { Receipt } from '../audit/index.js';
 import type { WritContext } from './context.js';
 import { decisionInputFor } from './decide.js';
-import { canonicalResource, checkEnvironment, checkFields, registryProblem } from './resources.js';
+import { canonicalResource, checkEnvironment, checkFields, registryProblem, scopeAppliesInPart } from './resources.js';
 
 /** The request of a replayed decision: the policy input's own request. */
 export type ReplayedRequest = DecisionInput['request'];
@@ -56,6 +56,12 @@ export interface StrandedEdge {
   to: string;
   /** Why the candidate would not apply it (as an edge written under the candidate would be refused). */
   problem: string;
+  /**
+   * Whether it still counts under the candidate for the rest of its scope (every dimension keeps a value
+   * the candidate has: environments `[production, staging]` under a candidate without staging still grant
+   * in production), or for nothing at all.
+   */
+  counts_in_part: boolean;
 }
 
 export interface SkippedDecision {
@@ -74,7 +80,7 @@ export interface PolicyImpactReport {
   failures: PolicyFailure[];
   /**
    * Edges that count now or later (their principals not revoked) whose scope the candidate's registry would no longer cover (an action taken out of the
-   * catalogue, a resource class removed): they would stay in the graph and never count. Edges the running
+   * catalogue, a resource class removed): they would stay in the graph and count for less (`counts_in_part`) or nothing. Edges the running
    * bundle does not cover either are not listed (the candidate did not strand them).
    */
   stranded_edges: StrandedEdge[];
@@ -84,6 +90,13 @@ export interface PolicyImpactReport {
    */
   not_reproduced: { decision_id: string; recorded: boolean; current: boolean; recorded_revision: string | null }[];
   skipped: SkippedDecision[];
+  /**
+   * The most recent of the decisions read for replay that records its policy revision: what the service ran
+   * then. When it is not `current_revision` (the live bundle of this command's bundle folder), the service
+   * may run another bundle than the one called current here: a rebuild it refused (GET /readyz,
+   * `policy_refused`), another folder.
+   */
+  latest_recorded: { decision_id: string; at: number; revision: string } | null;
 }
 
 export interface PolicyImpactOptions {
@@ -107,6 +120,10 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
   const file = options.decisionLogFile === undefined ? ctx.config.decisionLog.file : options.decisionLogFile;
   const skipped: SkippedDecision[] = [];
   const replays = file !== null ? await fromDecisionLog(file, limit, skipped) : await fromReceipts(ctx, limit, skipped);
+  let latest: PolicyImpactReport['latest_recorded'] = null;
+  for (const r of replays) {
+    if (r.recordedRevision !== null && (latest === null || r.at >= latest.at)) latest = { decision_id: r.decision_id, at: r.at, revision: r.recordedRevision };
+  }
 
   const graphs = new Map<number, AuthorityGraph>();
   const flips: PolicyFlip[] = [];
@@ -180,6 +197,7 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
     stranded_edges: stranded,
     not_reproduced: notReproduced,
     skipped,
+    latest_recorded: latest,
   };
 }
 
@@ -197,7 +215,9 @@ function strandedEdges(graph: AuthorityGraph, current: PolicyData, candidate: Po
   for (const edge of graph.edges()) {
     if (!countsNowOrLater(graph, edge, now)) continue;
     const why = registryProblem(candidate, edge);
-    if (why !== null && registryProblem(current, edge) === null) out.push({ edge_id: edge.id, kind: edge.kind, from: edge.from, to: edge.to, problem: why });
+    if (why !== null && registryProblem(current, edge) === null) {
+      out.push({ edge_id: edge.id, kind: edge.kind, from: edge.from, to: edge.to, problem: why, counts_in_part: scopeAppliesInPart(candidate, edge.kind, edge.scope) });
+    }
   }
   return out.sort((a, b) => a.edge_id.localeCompare(b.edge_id));
 }

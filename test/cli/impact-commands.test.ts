@@ -82,8 +82,9 @@ describe('writ impact and writ policy impact', () => {
     writeFileSync(join(dir, 'data.json'), JSON.stringify(data, null, 2));
     const { stdout, code } = await writ('policy', 'impact', dir, '--decision-log', join(work, 'decisions.jsonl'));
     expect(code, stdout).toBe(4);
-    expect(stdout).toMatch(/2 live edge\(s\) the candidate's registry would no longer cover \(they would stay and never count\):\n {2}g-incident-commander \(grant governance → incident-commander\): scope\.actions: "rollback" is not an action of the policy/);
-    expect(stdout).toMatch(/\n {2}g-release-controller \(grant governance → release-controller\): /);
+    // Their other actions stay in the catalogue: they still count for those.
+    expect(stdout).toMatch(/2 live edge\(s\) the candidate's registry would no longer cover in full \(they would stay in the graph\):\n {2}g-incident-commander \(grant governance → incident-commander\) would count only for the rest of its scope: scope\.actions: "rollback" is not an action of the policy/);
+    expect(stdout).toMatch(/\n {2}g-release-controller \(grant governance → release-controller\) would count only for the rest of its scope: /);
   });
 
   it('writ policy impact lists the decisions a candidate fails on (exit 4), with Rego\'s message', { timeout: 60_000 }, async () => {
@@ -98,5 +99,45 @@ describe('writ impact and writ policy impact', () => {
     expect(json.failures).toMatchObject([{ current: true, request: { principal: 'seo-agent-7' }, error: expect.stringContaining('var assignment conflict') }]);
     expect(json.stranded_edges).toEqual([]);
     expect(misplacedTimes(json)).toEqual([]);
+  });
+
+  it('writ policy impact does not pass on what it did not check: 5 when a decision could not be replayed, 6 when none was (0 with --allow-empty)', { timeout: 60_000 }, async () => {
+    const unchanged = join(REPO, 'build/policy');
+    const log = readFileSync(join(work, 'decisions.jsonl'), 'utf8');
+    const partial = join(work, 'decisions-partial.jsonl');
+    writeFileSync(partial, `${log}not json\n`);
+    const some = await writ('policy', 'impact', unchanged, '--decision-log', partial);
+    expect(some.code, some.stdout).toBe(5);
+    expect(some.stdout).toMatch(/1 decision\(s\) replayed from the decision log/);
+    expect(some.stdout).toContain('no decision would flip');
+    expect(some.stdout).toMatch(/1 decision\(s\) not replayed, so not checked:\n {2}\(no id\): /);
+
+    const empty = join(work, 'decisions-empty.jsonl');
+    writeFileSync(empty, '');
+    const none = await writ('policy', 'impact', unchanged, '--decision-log', empty);
+    expect(none.code, none.stdout).toBe(6);
+    expect(none.stdout).toContain('WARNING: no decision was replayed (none in the decision log): no verdict was checked, only the registry (stranded edges)');
+    expect(none.stdout).toContain('no replayed decision would flip');
+    expect((await writ('policy', 'impact', unchanged, '--decision-log', empty, '--allow-empty')).code).toBe(0);
+    // Not replayable at all is not "empty": 5, --allow-empty or not.
+    const only = join(work, 'decisions-unreadable.jsonl');
+    writeFileSync(only, 'not json\n');
+    expect((await writ('policy', 'impact', unchanged, '--decision-log', only, '--allow-empty')).code).toBe(5);
+  });
+
+  it('writ policy impact warns when the decisions were made under another bundle than its folder\'s live one (one the service refused, say)', { timeout: 60_000 }, async () => {
+    const live = readFileSync(join(REPO, 'build/policy/revision'), 'utf8').trim();
+    const other = join(work, 'decisions-other-bundle.jsonl');
+    const event = JSON.parse(readFileSync(join(work, 'decisions.jsonl'), 'utf8').split('\n').find((l) => l.includes('"seo-agent-7"'))!);
+    event.bundles.writ.revision = 'sha256:00000000000000aa';
+    writeFileSync(other, `${JSON.stringify(event)}\n`);
+    const r = await writ('policy', 'impact', join(REPO, 'build/policy'), '--decision-log', other);
+    expect(r.code, r.stdout).toBe(0);
+    expect(r.stdout).toContain(`(against ${live}, the live bundle of ${join(REPO, 'build/policy')})`);
+    expect(r.stdout).toMatch(new RegExp(`WARNING: the latest decision read \\(${event.decision_id} at \\S+\\) was made under policy sha256:00000000000000aa, not ${live}: the service may not run the bundle of \\S+ \\(a rebuild it refused shows in its GET /readyz as policy_refused\\)`));
+    const json = JSON.parse((await writ('policy', 'impact', join(REPO, 'build/policy'), '--decision-log', other, '--json')).stdout);
+    expect(json.latest_recorded).toEqual({ decision_id: event.decision_id, at: expect.stringMatching(/Z$/), revision: 'sha256:00000000000000aa' });
+    const same = await writ('policy', 'impact', join(REPO, 'build/policy'), '--decision-log', join(work, 'decisions.jsonl'));
+    expect(same.stdout).not.toContain('WARNING');
   });
 });

@@ -8,7 +8,8 @@ import { bundleRevision } from '../../src/policy/index.js';
 import { WritClient } from '../../src/sdk/index.js';
 import { fixtureKey, REPO } from '../support/harness.js';
 import { CLI, startServerProcess, type ServerProcess } from '../support/server-process.js';
-import { TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
+import { publishUncheckedBundle, TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
+import { opaPath } from '../policy/support.js';
 
 /**
  * A policy author's mistakes, as a user meets them: a typo in data.json is refused by `writ policy
@@ -160,5 +161,35 @@ describe('policy data a policy would misread never reaches a decision', () => {
     const decision = await decideUnderRevision(builtRevision());
     expect(decision.reasons).toContain('no titles in production');
     expect(((await (await fetch(`${server.url}/readyz`)).json()) as { policy_refused?: unknown }).policy_refused).toBeUndefined();
+  });
+
+  it('a policy that forgets an output Writ reads is refused by the build and by the running service, naming it; decisions and explanations go on', { timeout: 60_000 }, async () => {
+    const live = (await decideTitle()).policy_revision;
+    const entrypoint = join(env.WRIT_POLICIES_DIR!, 'writ', 'authz', 'decision.rego');
+    const original = readFileSync(entrypoint, 'utf8');
+    writeFileSync(entrypoint, original.replace(/^risk := .*$/m, ''));
+    const refused = await policyBuild();
+    expect(refused.code).toBe(1);
+    expect(refused.output).toMatch(/^writ: POLICY_UNAVAILABLE \(Policy unavailable\): policy bundle sha256:[0-9a-f]{16} cannot be used: its writ\/authz\/decision result lacks or mistypes what Writ reads .*: risk is missing \(an integer\)\n$/);
+    expect(builtRevision()).toBe(live);
+
+    // The same bundle put in the folder by other means (another tool, an older Writ): not swapped in.
+    const lacking = await publishUncheckedBundle(opaPath(), env.WRIT_POLICIES_DIR!, env.WRIT_BUNDLE_DIR!);
+    writeFileSync(entrypoint, original);
+    let ready = { policy_revision: '', policy_refused: undefined as { revision: string; reason: string } | undefined };
+    for (let i = 0; i < 100 && ready.policy_refused?.revision !== lacking; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      ready = (await (await fetch(`${server.url}/readyz`)).json()) as typeof ready;
+    }
+    expect(ready.policy_revision).toBe(live);
+    expect(ready.policy_refused).toMatchObject({ revision: lacking, reason: expect.stringMatching(/result lacks or mistypes what Writ reads .*: risk is missing \(an integer\)$/) });
+    const decision = await decideTitle();
+    expect(decision).toMatchObject({ policy_revision: live, risk: 5 }); // answered by the live bundle (risk 5 since the test above)
+    const explained = await agent.explain({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'] });
+    expect(explained.chains.length).toBeGreaterThan(0);
+    expect(explained.policy_revision).toBe(live);
+
+    expect((await policyBuild()).code).toBe(0);
+    expect(builtRevision()).toBe(live);
   });
 });

@@ -60,4 +60,34 @@ describe('buildPolicyBundle', () => {
     expect(await readdir(join(out, 'bundles'))).toEqual([live.revision.slice('sha256:'.length)]);
     expect((await readdir(out)).sort()).toEqual(['bundles', 'revision']);
   });
+
+  it('refuses a policy whose decision lacks or mistypes an output Writ reads, naming each, and publishes nothing', async () => {
+    const out = join(dir.path, 'outputs');
+    const policies = await copyPolicies(join(dir.path, 'outputs-src'));
+    const live = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: out });
+    const entrypoint = join(policies, 'writ', 'authz', 'decision.rego');
+    const original = await readFile(entrypoint, 'utf8');
+    const refusal = async (edit: (rego: string) => string) => {
+      await writeFile(entrypoint, edit(original));
+      const e = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: out }).then(() => null, (e: unknown) => e as Error & { code: string });
+      expect(e).toMatchObject({ code: 'POLICY_UNAVAILABLE' });
+      expect((await readFile(join(out, 'revision'), 'utf8')).trim()).toBe(live.revision);
+      return e!.message;
+    };
+    const without = (...rules: string[]) => (rego: string) => rego.split('\n').filter((l) => !rules.some((r) => l.startsWith(`${r} := `))).join('\n');
+    expect(await refusal(without('risk'))).toMatch(/^policy bundle sha256:[0-9a-f]{16} cannot be used: its writ\/authz\/decision result lacks or mistypes what Writ reads .*: risk is missing \(an integer\)$/);
+    expect(await refusal(without('chains'))).toMatch(/: chains is missing \(an array with a verdict for each of the 1 candidate chain\(s\)\)$/);
+    // Not the input's fault, and each output by name.
+    const both = await refusal(without('allow', 'obligations'));
+    expect(both).toMatch(/: allow is missing \(a boolean\); obligations is missing \(an object\)$/);
+    expect(both).not.toContain('well formed');
+    expect(await refusal((rego) => rego.replace('risk := decide.risk', 'risk := "high"'))).toMatch(/: risk must be an integer, not "high"$/);
+    expect(await refusal((rego) => `${rego}\nchain_index := 7\n`.replace('chain_index := decide.chain_index\n', ''))).toMatch(/: chain_index must be null or the index of the allowing chain among the 1 candidate\(s\), not 7$/);
+    expect(await refusal((rego) => rego.replace('obligations := decide.obligations', 'obligations := object.remove(decide.obligations, ["conflict_domain"])'))).toMatch(/: obligations.conflict_domain is missing \(a string or null\)$/);
+    const delegation = join(policies, 'writ', 'authz', 'delegation.rego');
+    await writeFile(entrypoint, original);
+    await writeFile(delegation, (await readFile(delegation, 'utf8')).replace(/^violations := .*$/m, ''));
+    await expect(buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: out })).rejects.toThrow(/its writ\/authz\/delegation result lacks or mistypes what Writ reads .*: violations is missing \(an array of strings\)$/);
+    expect(await readdir(join(out, 'bundles'))).toEqual([live.revision.slice('sha256:'.length)]);
+  });
 });

@@ -2,9 +2,9 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { buildPolicyBundle, bundleRevision, openReloadingPolicyEngine, readLiveBundle, type ReloadingPolicyEngine } from '../../src/policy/index.js';
+import { buildPolicyBundle, bundleRevision, loadPolicyEngine, openReloadingPolicyEngine, readLiveBundle, type ReloadingPolicyEngine } from '../../src/policy/index.js';
 import { copyPolicies, decisionInput, NOW, opaPath, tempDir } from './support.js';
-import { TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
+import { publishUncheckedBundle, TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
 
 let root: { path: string; remove: () => Promise<void> };
 let policies: string;
@@ -152,7 +152,8 @@ describe('a rebuilt bundle is picked up without re-creating the engine', () => {
     const live = engine.revision;
     engine.decide(decisionInput());
     const rule = join(policies, 'writ', 'authz', 'domain', 'numbers.rego');
-    await writeFile(rule, 'package writ.authz.domain.numbers\n\ndeny contains 42 if input.request.environment == "production"\n');
+    // Only on requests naming a title: the build's probe (no fields) cannot see it, the inputs answered last do.
+    await writeFile(rule, 'package writ.authz.domain.numbers\n\ndeny contains 42 if "title" in input.request.fields\n');
     const built = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir });
     const reported = causes.length;
     await engine.reload();
@@ -161,6 +162,27 @@ describe('a rebuilt bundle is picked up without re-creating the engine', () => {
     expect((causes.at(-1) as Error).message).toMatch(/fails on \d+ of the last \d+ inputs/);
     expect((causes.at(-1) as Error).message).toContain(`answered: policy ${built.revision} returned no complete result for writ/authz/decision: reasons must be strings, one is 42 (a \`deny\` message of a domain rule?)`);
     await rm(rule);
+    await untilRevision((await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir })).revision);
+  });
+
+  it('keeps the live bundle when the new one lacks an output Writ reads (put in place without writ policy build), naming it; a start refuses it', async () => {
+    const live = engine.revision;
+    engine.decide(decisionInput());
+    const entrypoint = join(policies, 'writ', 'authz', 'decision.rego');
+    const original = await readFile(entrypoint, 'utf8');
+    await writeFile(entrypoint, original.replace(/^risk := .*$/m, ''));
+    const lacking = await publishUncheckedBundle(opaPath(), policies, outDir);
+    await writeFile(entrypoint, original);
+    expect(await engine.reload()).toBe(false);
+    expect(engine.revision).toBe(live);
+    expect(engine.reloads().last_refused).toMatchObject({
+      revision: lacking,
+      reason: `policy bundle ${lacking} cannot be used: its writ/authz/decision result lacks or mistypes what Writ reads (the entrypoint must define each for every input; policies/README.md): risk is missing (an integer)`,
+    });
+    expect(engine.decide(decisionInput()).risk).toBe(1);
+    // A service starting on that folder refuses the bundle the same way (before any request).
+    await expect(loadPolicyEngine(outDir)).rejects.toMatchObject({ code: 'POLICY_UNAVAILABLE', message: expect.stringContaining('risk is missing (an integer)') });
+    await expect(openReloadingPolicyEngine(outDir)).rejects.toMatchObject({ code: 'POLICY_UNAVAILABLE', message: expect.stringContaining('risk is missing (an integer)') });
     await untilRevision((await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir })).revision);
   });
 

@@ -1,11 +1,11 @@
-import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config/index.js';
 import { findOpa } from '../../src/cli/opa.js';
-import { loadCandidatePolicy } from '../../src/policy/index.js';
+import { buildPolicyBundle, loadCandidatePolicy } from '../../src/policy/index.js';
 import { createGrant, policyImpact, registerPrincipal, revokeEdge, revokePrincipal, type PolicyImpactReport } from '../../src/service/index.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
@@ -134,7 +134,7 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     expect(r.failures[0]!.error).toMatch(/two_values\.rego:\d+:\d+: var assignment conflict/);
   });
 
-  it('an action taken out of the catalogue and a resource class removed: the live edges that would never count again are listed', { timeout: 60_000 }, async () => {
+  it('an action taken out of the catalogue and a resource class removed: the live edges that would count for nothing, or only in part, are listed, saying which', { timeout: 60_000 }, async () => {
     const dir = candidatePolicies('registry', (d) => {
       const file = join(d, 'data.json');
       const data = JSON.parse(readFileSync(file, 'utf8'));
@@ -171,6 +171,10 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     ]);
     expect(r.stranded_edges.find((e) => e.edge_id === 'g-publisher')).toMatchObject({ from: 'governance', to: 'publisher', problem: expect.stringContaining('scope.actions: "unpublish_post" is not an action of the policy') });
     expect(r.stranded_edges.find((e) => e.edge_id === 'o-release')!.problem).toContain('"deploy:**" matches no key of any resource class');
+    // Its only pattern gone, the ownership counts for nothing; the publisher's grant keeps its other actions.
+    expect(r.stranded_edges.find((e) => e.edge_id === 'o-release')!.counts_in_part).toBe(false);
+    expect(r.stranded_edges.find((e) => e.edge_id === 'g-later')!.counts_in_part).toBe(false);
+    expect(r.stranded_edges.find((e) => e.edge_id === 'g-publisher')!.counts_in_part).toBe(true);
     // The running bundle strands nothing it does not strand itself.
     const { engine: same } = await loadCandidatePolicy(BUNDLE_DIR, findOpa);
     expect((await policyImpact(h.ctx, same)).stranded_edges).toEqual([]);
@@ -192,6 +196,8 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
     expect(r.stranded_edges.map((e) => `${e.edge_id} ${e.kind}: ${e.problem}`)).toEqual([
       'g-orchestrator grant: scope.environments: "staging" is not an environment of the policy (data.writ.environments: production)',
     ]);
+    // production+staging under a candidate without staging: it still counts in production.
+    expect(r.stranded_edges[0]!.counts_in_part).toBe(true);
     expect(r.failures.filter((f) => f.decision_id === staging.body.decision_id)).toEqual([expect.objectContaining({
       current: true, code: 'UNPROCESSABLE', error: 'environment: "staging" is not an environment of the policy (data.writ.environments: production)',
     })]);
@@ -243,6 +249,28 @@ describe('writ policy impact: the decisions a candidate bundle would flip', () =
       { decision_id: 'masked-1', reason: expect.stringMatching(/lacks the request/) },
       { decision_id: null, reason: expect.stringMatching(/line 3 .* is not JSON/) },
     ]);
+  });
+
+  it('a candidate bundle in each layout the README shows: writ policy build\'s folder, policy.wasm + data.json alone; the two mixed is a clear error', { timeout: 60_000 }, async () => {
+    const built = join(work, 'candidate-bundle');
+    const { revision } = await buildPolicyBundle({ opaPath: findOpa(), policiesDir: candidatePolicies('layouts', raiseUpdateRisk), outDir: built });
+    expect(readdirSync(built).sort()).toEqual(['bundles', 'revision']);
+    const judged = async (dir: string) => {
+      const { engine, built: compiled } = await loadCandidatePolicy(dir, findOpa);
+      expect(compiled).toBe(false);
+      expect(engine.revision).toBe(revision);
+      expect(flipsOf(await policyImpact(h.ctx, engine))).toContain('allow→deny seo-agent-7 update_post wp:post:1024 [title]');
+    };
+    await judged(built);
+    const flat = join(work, 'candidate-flat');
+    mkdirSync(flat);
+    for (const f of ['policy.wasm', 'data.json']) copyFileSync(join(built, 'bundles', revision.slice('sha256:'.length), f), join(flat, f));
+    await judged(flat);
+    copyFileSync(join(built, 'revision'), join(flat, 'revision'));
+    await expect(loadCandidatePolicy(flat, findOpa)).rejects.toMatchObject({
+      code: 'POLICY_UNAVAILABLE',
+      message: expect.stringContaining(`; ${flat} names its bundle in a \`revision\` file, so it is read from bundles/<revision>/ (the layout \`writ policy build\` writes), not from the policy.wasm and data.json beside it: remove \`revision\` to read those`),
+    });
   });
 
   it('the running bundle itself flips nothing; a folder with no policy is a clear error', async () => {
