@@ -18,7 +18,7 @@ import {
   type SignedPayload,
   type StoredCheckpoint,
 } from './checkpoint.js';
-import { foldReceipt } from './fold.js';
+import { foldReceipt, readEntryBody } from './fold.js';
 import { ChainVerifier, chainOf, GENESIS_HASH, LEGACY_CHAIN, type ChainBreak, type ChainHead, type ReceiptChainVerdict } from './hash-chain.js';
 import { checkIndexRows } from './index-check.js';
 import { LogWalk } from './log-walk.js';
@@ -414,7 +414,7 @@ export class ReceiptLog {
           cut = undefined;
         }
         if (stopped || e.pos <= (floors.get(e.chain)?.floor_pos ?? 0)) continue;
-        if (e.pos >= (heads.get(e.chain)?.pos ?? 0) || (JSON.parse(e.body) as { at: number }).at >= before) {
+        if (e.pos >= (heads.get(e.chain)?.pos ?? 0) || readEntryBody(e).at >= before) {
           stopped = true;
           continue;
         }

@@ -97,7 +97,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
         202: receiptReply('A replay while the first attempt is still PENDING'),
         ...errorResponses([
           ...WITH_INPUT, ...AUTHENTICATED, ...DECISION_CHECKS, 'DECISION_REPLAYED', 'UNPROCESSABLE', 'UNKNOWN_RESOURCE', 'LEASE_REQUIRED', 'LEASE_EXPIRED', 'LEASE_TOKEN_MISMATCH',
-          'LEASE_NOT_FOUND', 'LEASE_PREEMPTED', 'STALE_FENCING_EPOCH', 'VERSION_CONFLICT', 'VERSION_REQUIRED', 'IDEMPOTENCY_MISMATCH', 'NO_UPSTREAM', 'UPSTREAM_FAILED', 'UPSTREAM_TIMEOUT',
+          'LEASE_NOT_FOUND', 'LEASE_PREEMPTED', 'STALE_FENCING_EPOCH', 'VERSION_CONFLICT', 'VERSION_REQUIRED', 'IDEMPOTENCY_MISMATCH', 'NO_UPSTREAM', 'UPSTREAM_FAILED', 'UPSTREAM_TIMEOUT', 'RECEIPT_DAMAGED',
         ]),
       },
     },
@@ -122,7 +122,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
   });
 
   app.get<{ Params: { id: string } }>('/v1/receipts/:id', {
-    schema: { operationId: 'getReceipt', tags: ['Audit'], summary: 'One receipt', response: { 200: { type: 'object', description: 'The receipt', required: ['receipt'], properties: { receipt: ref('Receipt') } }, ...errorResponses([...AUTHENTICATED, 'NOT_FOUND']) } },
+    schema: { operationId: 'getReceipt', tags: ['Audit'], summary: 'One receipt', response: { 200: { type: 'object', description: 'The receipt', required: ['receipt'], properties: { receipt: ref('Receipt') } }, ...errorResponses([...AUTHENTICATED, 'NOT_FOUND', 'RECEIPT_DAMAGED']) } },
   }, async (request) => {
     await app.caller(request);
     const r = await ctx.receipts.get(request.params.id);
@@ -147,7 +147,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
       },
       response: {
         200: { type: 'object', description: 'A page of receipts, in the order asked (oldest first by default)', required: ['receipts', 'next'], properties: { receipts: { type: 'array', items: ref('Receipt') }, next: { type: ['integer', 'null'], description: 'pass as `after` (as `before` with order=newest) for the next page; null on the last' } } },
-        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'NOT_FOUND']),
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'NOT_FOUND', 'RECEIPT_DAMAGED']),
       },
     },
   }, async (request) => {
