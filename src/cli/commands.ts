@@ -18,9 +18,9 @@ import { execFileSync } from 'node:child_process';
 import { tmpdir, userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
 import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
-import { postgresHoldsGraph } from '../store/postgres/index.js';
+import { postgresHoldsGraph, postgresHoldsStore } from '../store/postgres/index.js';
 import type { EpochBump } from '../lease/index.js';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { JWK } from 'jose';
 import { createApprovalAssertion } from '../wire/assertions.js';
@@ -58,12 +58,30 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
  * its first start): a command run from elsewhere against a shared store must not sign with a key no
  * server has. A SQLite store's data directory is its server's own, keys included.
  */
-async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean } = {}): Promise<T> {
-  const w = await openWrit(config, { makeSigningKey: config.databaseUrl === null, ...options });
+async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean; create?: boolean } = {}): Promise<T> {
+  const { create = false, ...open } = options;
+  if (!create) await requireStore(config);
+  const w = await openWrit(config, { makeSigningKey: config.databaseUrl === null, ...open });
   try {
     return await fn(w);
   } finally {
     await w.close();
+  }
+}
+
+/**
+ * NOT_FOUND, naming where it looked, when there is no Writ store there: only the commands meant to make
+ * one (serve, graph apply, keys add-governance) may, and a mistyped --data-dir must not give an empty
+ * store (with a new governance credential) that every read then reports on as if it were the real one.
+ */
+async function requireStore(config: WritConfig): Promise<void> {
+  if (config.databaseUrl !== null) {
+    if (!(await postgresHoldsStore(config.databaseUrl))) throw new WritError('NOT_FOUND', 'the PostgreSQL database (--database / WRIT_DATABASE_URL) holds no Writ store: name the one the servers use (writ serve makes one on its first start); nothing was created');
+    return;
+  }
+  if (!existsSync(config.dbFile)) {
+    const dir = !existsSync(config.dataDir) ? 'does not exist' : statSync(config.dataDir).isDirectory() ? `holds no ${basename(config.dbFile)}` : 'is not a directory';
+    throw new WritError('NOT_FOUND', `no Writ store in ${config.dataDir} (it ${dir}): name the data directory the servers use with --data-dir or WRIT_DATA_DIR (writ serve makes one on its first start); nothing was created`);
   }
 }
 
@@ -252,7 +270,7 @@ export const COMMANDS: Command[] = [
           for (const c of r.created) console.log(`  + ${c}`);
           for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
           return 0;
-        }, judged, { migrate: !dryRun }); // a dry run against a shared database's older schema says so, and migrates nothing
+        }, judged, { migrate: !dryRun, create: true }); // a dry run against a shared database's older schema says so, and migrates nothing
       } finally {
         if (aside !== null) rmSync(aside, { recursive: true, force: true });
       }
@@ -381,7 +399,7 @@ export const COMMANDS: Command[] = [
           ? `governance created with key ${r.kid} as its only key (graph revision ${r.graph_revision}); no credential was written to ${config.dataDir}: sign as governance with the private half of ${positionals[0]}`
           : `governance key ${r.kid} registered (graph revision ${r.graph_revision}); governance's keys now: ${r.keys.join(', ')}`);
         return 0;
-      }, config, { bootstrapGovernance: false });
+      }, config, { bootstrapGovernance: false, create: true });
     },
   },
   {
@@ -389,6 +407,7 @@ export const COMMANDS: Command[] = [
     summary: "rotate Writ's own signing key (decisions, checkpoints); old public keys stay in the JWKS until their decisions expire",
     run: async ({ values }) => {
       const config = configFrom(values);
+      await requireStore(config);
       // Against PostgreSQL, rotating where there is no key yet would make keys no server has.
       const ring = await KeyRing.open(`${config.dataDir}/keys`, systemClock, { maxTokenTtlMs: config.decisionTtlMs, makeSigningKey: config.databaseUrl === null });
       if (!ring.canSign) throw new WritError('UNPROCESSABLE', `${config.dataDir}/keys holds no signing key: rotate in the data directory the servers use (its keys/), then give the others the result`);
