@@ -25,7 +25,7 @@ import { basename, join } from 'node:path';
 import type { JWK } from 'jose';
 import { createApprovalAssertion } from '../wire/assertions.js';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
-import { verifyArchiveFile, type ReceiptChainVerdict } from '../audit/index.js';
+import { RECEIPT_PAGE, RECEIPT_STATUSES, verifyArchiveFile, type ReceiptChainVerdict, type ReceiptQuery, type ReceiptStatus } from '../audit/index.js';
 import { publicKeyFromJwk } from '../decision/jws.js';
 import { addGovernanceKey, verifyCheckpoint, verifyPostgresReceipts } from '../service/index.js';
 
@@ -492,22 +492,50 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'receipts',
-    summary: 'list receipts (newest last) by resource, principal or status',
-    usage: '[--resource KEY] [--principal ID] [--status S] [--limit N] [--json]',
-    options: { resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
-    run: ({ values }) =>
-      withWrit(values, async (w) => {
-        const q: Record<string, unknown> = { limit: Number(values.limit ?? 100) };
-        for (const k of ['resource', 'principal', 'status'] as const) if (typeof values[k] === 'string') q[k] = values[k];
-        const page = await w.ctx.receipts.query(q as Parameters<typeof w.ctx.receipts.query>[0]);
+    summary: `list receipts by resource, principal or status, oldest first (--order newest: the latest first), ${RECEIPT_PAGE.defaultLimit} at a time (--limit N, at most ${RECEIPT_PAGE.maxLimit}); says how to get the next page`,
+    usage: '[--resource KEY] [--principal ID] [--status S] [--order oldest|newest] [--limit N] [--after N | --before N] [--json]',
+    options: { resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string' }, order: { type: 'string' }, limit: { type: 'string' }, after: { type: 'string' }, before: { type: 'string' }, json: { type: 'boolean' } },
+    run: ({ values }) => {
+      // As GET /v1/receipts checks its query: the same statuses, bounds and paging rules.
+      const q: ReceiptQuery = {};
+      if (values.status !== undefined) {
+        if (!(RECEIPT_STATUSES as readonly unknown[]).includes(values.status)) throw new UsageError(`--status is one of ${RECEIPT_STATUSES.join(', ')}, got "${String(values.status)}"`);
+        q.status = values.status as ReceiptStatus;
+      }
+      if (values.order !== undefined && values.order !== 'oldest' && values.order !== 'newest') throw new UsageError(`--order is oldest or newest, got "${String(values.order)}"`);
+      const newest = values.order === 'newest';
+      const whole = (option: string, min: number, max: number): number | undefined => {
+        const v = values[option];
+        if (v === undefined) return undefined;
+        const n = typeof v === 'string' && /^\d{1,16}$/.test(v) ? Number(v) : NaN;
+        if (!(n >= min && n <= max)) throw new UsageError(`--${option} is a whole number from ${min} to ${max}, got "${String(v)}"`);
+        return n;
+      };
+      q.limit = whole('limit', 1, RECEIPT_PAGE.maxLimit) ?? RECEIPT_PAGE.defaultLimit;
+      const after = whole('after', 0, Number.MAX_SAFE_INTEGER);
+      const before = whole('before', 0, Number.MAX_SAFE_INTEGER);
+      if (newest && after !== undefined) throw new UsageError('--order newest pages with --before, not --after');
+      if (!newest && before !== undefined) throw new UsageError('--before pages receipts newest first: add --order newest');
+      if (after !== undefined) q.after = after;
+      if (before !== undefined) q.before = before;
+      if (newest) q.newestFirst = true;
+      if (typeof values.resource === 'string') q.resource = values.resource;
+      if (typeof values.principal === 'string') q.principal = values.principal;
+      return withWrit(values, async (w) => {
+        const page = await w.ctx.receipts.query(q);
         print({ ...page, receipts: page.receipts.map(receiptToWire) }, values.json, () =>
           page.receipts.length === 0
             ? '(no receipts)'
             : page.receipts
                 .map((r) => `${r.receipt_id}  ${r.status.padEnd(9)} ${new Date(r.created_at).toISOString()}  ${r.principal} ${r.action} ${r.resource_key} [${r.fields.join(',')}] v${r.expected_version ?? '-'}→${r.final_version ?? '-'}${r.error ? `  ${r.error.code}` : ''}`)
                 .join('\n'));
+        // A page cut short says so (on stderr, so the list stays the list), and how to go on.
+        if (!values.json && page.next !== null) {
+          console.error(`(${page.receipts.length} shown; more ${newest ? 'older' : 'newer'} receipts: add ${newest ? '--before' : '--after'} ${page.next}${newest ? '' : ', or --order newest for the latest first'})`);
+        }
         return 0;
-      }),
+      });
+    },
   },
   {
     name: 'why',
