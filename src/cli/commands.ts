@@ -6,7 +6,7 @@ import { GOVERNANCE_ID, PRINCIPAL_KINDS, type Edge } from '../graph/model.js';
 import {
   analyseImpact, applyManifest, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
 } from '../service/index.js';
-import { exportChainDot, exportChainMermaid, type AuthorityGraph } from '../graph/index.js';
+import { exportChainDot, exportChainMermaid, isEdgeLive, type AuthorityGraph } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { UsageError } from './cli-error.js';
 import { findOpa } from './opa.js';
@@ -678,7 +678,7 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'impact delegate',
-    summary: 'what a principal would gain from a proposed delegation (computed on a copy; changes nothing)',
+    summary: 'what a principal would gain from a proposed delegation (computed on a copy; changes nothing); --environments, --fields and --risk-max left out are what FROM holds now',
     usage: 'FROM TO --actions A,B --resources P,Q [--environments E] [--fields F] [--risk-max N] [--max-depth N] [--reason TEXT] [--json]',
     options: {
       actions: { type: 'string' }, resources: { type: 'string' }, environments: { type: 'string' }, fields: { type: 'string' },
@@ -701,10 +701,21 @@ export const COMMANDS: Command[] = [
       const riskMax = int('risk-max');
       const maxDepth = int('max-depth');
       return withWrit(values, async (w) => {
+        // What is not said is what FROM holds now (its live grants and delegations): the proposal is judged on what it does say.
+        const held = (await w.ctx.graph.current()).incoming(positionals[0]!, ['grant', 'delegate']).filter((e) => isEdgeLive(e, w.ctx.clock.now()));
+        const union = (pick: (e: Edge) => readonly string[]) => (held.length === 0 ? undefined : [...new Set(held.flatMap(pick))]);
+        const heldRisk = held.map((e) => e.scope.constraints.risk_max).filter((n): n is number => typeof n === 'number');
+        if (riskMax === undefined && heldRisk.length === 0) throw new UsageError(`--risk-max N is needed: ${positionals[0]!} holds no live grant or delegation to take it from`);
+        const scope = {
+          actions, resources,
+          environments: environments ?? union((e) => e.scope.environments),
+          fields: fields ?? union((e) => e.scope.fields),
+          risk_max: riskMax ?? (heldRisk.length > 0 ? Math.max(...heldRisk) : undefined),
+        };
         const r = await analyseImpact(w.ctx, GOVERNANCE_ID, {
           delegate: {
             from: positionals[0]!, to: positionals[1]!, reason: (values.reason as string | undefined) ?? 'impact analysis',
-            scope: { actions, resources, ...(environments ? { environments } : {}), ...(fields ? { fields } : {}), ...(riskMax !== undefined ? { risk_max: riskMax } : {}) },
+            scope: Object.fromEntries(Object.entries(scope).filter(([, v]) => v !== undefined)) as typeof scope,
             ...(maxDepth !== undefined ? { max_depth: maxDepth } : {}),
           },
         });
