@@ -21,7 +21,7 @@ import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
 import { postgresHoldsGraph, postgresHoldsStore } from '../store/postgres/index.js';
 import type { EpochBump } from '../lease/index.js';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { JWK } from 'jose';
 import { createApprovalAssertion } from '../wire/assertions.js';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
@@ -125,6 +125,12 @@ function portOption(option: string, value: string, min = 0): number {
   const n = /^\d{1,5}$/.test(value) ? Number(value) : NaN;
   if (!(n >= min && n <= 65_535)) throw new UsageError(`${option} must be a port number from ${min} to 65535${min === 0 ? ' (0: any free port)' : ''}, got "${value}"`);
   return n;
+}
+
+/** NOT_FOUND, before anything is opened, when the folder a command is to write `file` into does not exist (or is no folder). */
+function outputFolderMustExist(file: string, what: string): void {
+  const dir = dirname(resolve(file));
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new WritError('NOT_FOUND', `cannot write ${what} ${file}: ${dir} is not an existing directory (create it first); nothing was written`);
 }
 
 /** `--fields a,b` as a list (spaces around names and empty entries dropped), or undefined when not given. */
@@ -760,6 +766,7 @@ export const COMMANDS: Command[] = [
       if (typeof values['older-than'] !== 'string' || typeof values.out !== 'string') throw new UsageError('usage: writ audit archive --older-than DURATION --out FILE');
       const olderThanMs = duration(values['older-than']);
       const file = values.out;
+      outputFolderMustExist(file, 'the archive');
       return withSigningWrit('the checkpoint the archive records', values, async (w) => {
         const r = await w.ctx.receipts.archive({ olderThanMs, file });
         print(r.archived ? withWireCheckpoint(r) : r, values.json, () =>
@@ -792,6 +799,8 @@ export const COMMANDS: Command[] = [
       need(positionals, 1, 'writ backup FILE');
       const config = configFrom(values);
       if (config.databaseUrl !== null) throw postgresHasItsOwn('backup');
+      outputFolderMustExist(positionals[0]!, 'the backup');
+      await requireStore(config);
       const db = openForBackup(config.dbFile);
       try {
         const b = await backupSqliteStore(db, positionals[0]!);

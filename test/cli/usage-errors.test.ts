@@ -119,3 +119,15 @@ describe('writ pointed at a data directory that holds no store (a typo, a missin
     }
   });
 });
+
+describe('writ told to write a file into a folder that does not exist', () => {
+  it.each([
+    [['backup', join(dir, 'nodir', 'b.sqlite')], 'the backup', join(dir, 'nodir', 'b.sqlite')],
+    [['audit', 'archive', '--older-than', '0s', '--out', join(dir, 'nodir', 'a.jsonl')], 'the archive', join(dir, 'nodir', 'a.jsonl')],
+  ])('%j: NOT_FOUND naming the folder, in one line (exit 1), nothing written', async (args, what, file) => {
+    requireDist();
+    const r = await runWrit(dir, ...args);
+    expect([r.code, r.output.trim()]).toEqual([1, `writ: NOT_FOUND (Not found): cannot write ${what} ${file}: ${join(dir, 'nodir')} is not an existing directory (create it first); nothing was written`]);
+    expect(existsSync(join(dir, 'nodir'))).toBe(false);
+  });
+});
