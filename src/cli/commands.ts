@@ -805,7 +805,7 @@ export const COMMANDS: Command[] = [
       try {
         const b = await backupSqliteStore(db, positionals[0]!);
         print(b, values.json, () =>
-          `backed up ${config.dbFile} to ${b.file}: ${b.bytes} bytes, schema ${b.schema_version}, receipt head seq ${b.receipt_head.seq}, graph revision ${b.graph_revision}, ${b.lease_keys} lease keys (highest epoch ${b.max_epoch})`);
+          `backed up ${config.dbFile} to ${b.file}: ${b.bytes} bytes, schema ${b.schema_version}, receipt head seq ${b.receipt_head.seq} (hash ${b.receipt_head.hash ?? '—: no entries'}), graph revision ${b.graph_revision}, ${b.lease_keys} lease keys (highest epoch ${b.max_epoch})`);
         return 0;
       } finally {
         db.close();
