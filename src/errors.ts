@@ -62,6 +62,7 @@ export const ERROR_CATALOGUE = {
   SCHEMA_TOO_NEW: { status: 503, title: 'Store schema too new', meaning: 'The store was migrated by a newer Writ than this one; this server refuses to start on it (run that version or a newer one). Nothing was changed.' },
   STORE_FAILED: { status: 503, title: 'Store failed', meaning: 'The disk reported an error while making writes durable (a failed sync). The outcome of the writes in flight is unknown, and the process refuses every request that touches the store until it is restarted (crash recovery then keeps exactly what reached the disk).' },
   STORE_IN_USE: { status: 409, title: 'Store in use', meaning: 'A restore was refused because another process (a running Writ) has the store file open; stop it first. Nothing was changed.' },
+  RECEIPT_DAMAGED: { status: 500, title: 'Stored receipt damaged', meaning: 'A receipt entry in the store is not what Writ wrote (its body cannot be read): the receipt log was altered outside Writ. The request was not at fault and nothing was changed; `writ audit verify` (GET /v1/audit/verify) names the first damaged entry.' },
   INTERNAL: { status: 500, title: 'Internal error', meaning: 'A bug or an unexpected failure; the log has the details.' },
 } as const satisfies Record<string, ErrorSpec>;
 

@@ -1,15 +1,39 @@
+import { WritError } from '../errors.js';
 import type { Receipt, ReceiptConflict, ReceiptError, ReceiptStatus, StoredEntry } from './receipt.js';
 
-interface Body {
+export interface EntryBody {
   at: number;
   [k: string]: unknown;
+}
+
+/**
+ * An entry's body as Writ wrote it (a JSON object with its time), or null: it was written by someone
+ * else (rewritten and re-hashed in the store). The chain walk reports such an entry as a break.
+ */
+export function entryBody(e: Pick<StoredEntry, 'body'>): EntryBody | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(e.body);
+  } catch {
+    return null;
+  }
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && typeof (v as { at?: unknown }).at === 'number' ? (v as EntryBody) : null;
+}
+
+/** The body of an entry a reader needs; RECEIPT_DAMAGED, naming the entry, when it is not one Writ wrote. */
+export function readEntryBody(e: Pick<StoredEntry, 'body' | 'seq' | 'chain' | 'pos' | 'receipt_id'>): EntryBody {
+  const body = entryBody(e);
+  if (body === null) {
+    throw new WritError('RECEIPT_DAMAGED', `receipt ${e.receipt_id}: its stored entry seq ${e.seq} (chain ${JSON.stringify(e.chain)}, entry ${e.pos}) is not the JSON object Writ writes: the receipt log was altered outside Writ (writ audit verify names the first break)`, { receipt_id: e.receipt_id, seq: e.seq });
+  }
+  return body;
 }
 
 /** The receipt that a receipt's entries (in seq order, first one an intent or a rejection) add up to. */
 export function foldReceipt(entries: readonly StoredEntry[]): Receipt {
   const first = entries[0];
   if (!first) throw new Error('a receipt has at least one entry');
-  const start = JSON.parse(first.body) as Body;
+  const start = readEntryBody(first);
   const receipt: Receipt = {
     receipt_id: first.receipt_id,
     coordination_id: first.receipt_id,
@@ -43,7 +67,7 @@ export function foldReceipt(entries: readonly StoredEntry[]): Receipt {
     entries: [],
   };
   for (const e of entries) {
-    const body = e === first ? start : (JSON.parse(e.body) as Body);
+    const body = e === first ? start : readEntryBody(e);
     receipt.entries.push({ seq: e.seq, pos: e.pos, kind: e.kind, at: body.at, prev_hash: e.prev_hash, hash: e.hash });
     receipt.hash = e.hash;
     if (e.kind === 'intent' || e.kind === 'rejected') continue;

@@ -21,6 +21,7 @@ export { GENESIS_HASH, LEGACY_CHAIN, chainEntryHash, chainOf, entryHash, hashOf,
 export { foldReceipt } from './fold.js';
 export {
   ENTRY_KINDS,
+  RECEIPT_PAGE,
   RECEIPT_STATUSES,
   type EntryKind,
   type Receipt,

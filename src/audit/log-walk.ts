@@ -1,6 +1,7 @@
 import { GENESIS_HASH, LEGACY_CHAIN, ChainVerifier, type ChainBreak, type ChainHead, type ChainId } from './hash-chain.js';
 import type { CheckpointLeaf } from './checkpoint.js';
 import type { StoredEntry } from './receipt.js';
+import { entryBody } from './fold.js';
 
 /**
  * Walks the whole log in (chain, pos) order, one ChainVerifier per chain, and checks each chain
@@ -49,8 +50,11 @@ export class LogWalk {
       }
       const bad = v.feed([e]);
       if (bad) return { bad };
+      // A body that hashes right but is not what Writ writes was rewritten and re-hashed (with the links after it).
+      const body = entryBody(e);
+      if (body === null) return { bad: v.bad(e.pos, `chain ${JSON.stringify(e.chain)}: entry ${e.pos} (receipt ${e.receipt_id}) has a body that is not the JSON object Writ writes (it was rewritten and re-hashed)`, e.seq) };
       if (e.chain !== LEGACY_CHAIN && (e.kind === 'intent' || e.kind === 'rejected')) {
-        const resource = (JSON.parse(e.body) as { resource_key?: unknown }).resource_key;
+        const resource = body.resource_key;
         if (resource !== e.chain) return { bad: v.bad(e.pos, `chain ${JSON.stringify(e.chain)}: entry ${e.pos} opens a receipt of ${JSON.stringify(resource)} (it was moved from that key's chain)`, e.seq) };
       }
       const leaf = this.signed.get(e.chain);

@@ -18,11 +18,11 @@ import {
   type SignedPayload,
   type StoredCheckpoint,
 } from './checkpoint.js';
-import { foldReceipt } from './fold.js';
+import { foldReceipt, readEntryBody } from './fold.js';
 import { ChainVerifier, chainOf, GENESIS_HASH, LEGACY_CHAIN, type ChainBreak, type ChainHead, type ReceiptChainVerdict } from './hash-chain.js';
 import { checkIndexRows } from './index-check.js';
 import { LogWalk } from './log-walk.js';
-import type { Receipt, ReceiptCompletion, ReceiptIntent, ReceiptPage, ReceiptQuery, ReceiptRejection, ReconcileOutcome, StoredEntry } from './receipt.js';
+import { RECEIPT_PAGE, type Receipt, type ReceiptCompletion, type ReceiptIntent, type ReceiptPage, type ReceiptQuery, type ReceiptRejection, type ReconcileOutcome, type StoredEntry } from './receipt.js';
 import type { ReceiptFilter, ReceiptRepository, SettlingEntry } from './repository.js';
 
 /** Entries read and checked per step of a chain verification (8–15 ms of work on these machines). */
@@ -47,8 +47,8 @@ export type ArchiveResult =
   | { archived: false; reason: string }
   | { archived: true; file: string; checkpoint: StoredCheckpoint; ranges: ArchiveRange[]; entries: number; receipts: number };
 
-const DEFAULT_LIMIT = 100;
-const MAX_LIMIT = 1000;
+const DEFAULT_LIMIT = RECEIPT_PAGE.defaultLimit;
+const MAX_LIMIT = RECEIPT_PAGE.maxLimit;
 
 /**
  * The append-only receipt log: one hash chain per coordination key, under periodic signed checkpoints
@@ -414,7 +414,7 @@ export class ReceiptLog {
           cut = undefined;
         }
         if (stopped || e.pos <= (floors.get(e.chain)?.floor_pos ?? 0)) continue;
-        if (e.pos >= (heads.get(e.chain)?.pos ?? 0) || (JSON.parse(e.body) as { at: number }).at >= before) {
+        if (e.pos >= (heads.get(e.chain)?.pos ?? 0) || readEntryBody(e).at >= before) {
           stopped = true;
           continue;
         }

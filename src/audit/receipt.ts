@@ -7,6 +7,9 @@
 export const RECEIPT_STATUSES = ['PENDING', 'COMPLETED', 'FAILED', 'REJECTED'] as const;
 export type ReceiptStatus = (typeof RECEIPT_STATUSES)[number];
 
+/** A page of receipts (GET /v1/receipts, writ receipts): how many when not said, and at most. */
+export const RECEIPT_PAGE = { defaultLimit: 100, maxLimit: 1000 } as const;
+
 export const ENTRY_KINDS = ['intent', 'completed', 'failed', 'rejected', 'reconciled'] as const;
 export type EntryKind = (typeof ENTRY_KINDS)[number];
 

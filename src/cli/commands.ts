@@ -6,7 +6,7 @@ import { GOVERNANCE_ID, PRINCIPAL_KINDS, type Edge } from '../graph/model.js';
 import {
   analyseImpact, applyManifest, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
 } from '../service/index.js';
-import { exportChainDot, exportChainMermaid, type AuthorityGraph } from '../graph/index.js';
+import { exportChainDot, exportChainMermaid, isEdgeLive, type AuthorityGraph } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { UsageError } from './cli-error.js';
 import { findOpa } from './opa.js';
@@ -18,14 +18,14 @@ import { execFileSync } from 'node:child_process';
 import { tmpdir, userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
 import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
-import { postgresHoldsGraph } from '../store/postgres/index.js';
+import { postgresHoldsGraph, postgresHoldsStore } from '../store/postgres/index.js';
 import type { EpochBump } from '../lease/index.js';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { JWK } from 'jose';
 import { createApprovalAssertion } from '../wire/assertions.js';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
-import { verifyArchiveFile, type ReceiptChainVerdict } from '../audit/index.js';
+import { RECEIPT_PAGE, RECEIPT_STATUSES, verifyArchiveFile, type ReceiptChainVerdict, type ReceiptQuery, type ReceiptStatus } from '../audit/index.js';
 import { publicKeyFromJwk } from '../decision/jws.js';
 import { addGovernanceKey, verifyCheckpoint, verifyPostgresReceipts } from '../service/index.js';
 
@@ -58,12 +58,30 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
  * its first start): a command run from elsewhere against a shared store must not sign with a key no
  * server has. A SQLite store's data directory is its server's own, keys included.
  */
-async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean } = {}): Promise<T> {
-  const w = await openWrit(config, { makeSigningKey: config.databaseUrl === null, ...options });
+async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean; create?: boolean } = {}): Promise<T> {
+  const { create = false, ...open } = options;
+  if (!create) await requireStore(config);
+  const w = await openWrit(config, { makeSigningKey: config.databaseUrl === null, ...open });
   try {
     return await fn(w);
   } finally {
     await w.close();
+  }
+}
+
+/**
+ * NOT_FOUND, naming where it looked, when there is no Writ store there: only the commands meant to make
+ * one (serve, graph apply, keys add-governance) may, and a mistyped --data-dir must not give an empty
+ * store (with a new governance credential) that every read then reports on as if it were the real one.
+ */
+async function requireStore(config: WritConfig): Promise<void> {
+  if (config.databaseUrl !== null) {
+    if (!(await postgresHoldsStore(config.databaseUrl))) throw new WritError('NOT_FOUND', 'the PostgreSQL database (--database / WRIT_DATABASE_URL) holds no Writ store: name the one the servers use (writ serve makes one on its first start); nothing was created');
+    return;
+  }
+  if (!existsSync(config.dbFile)) {
+    const dir = !existsSync(config.dataDir) ? 'does not exist' : statSync(config.dataDir).isDirectory() ? `holds no ${basename(config.dbFile)}` : 'is not a directory';
+    throw new WritError('NOT_FOUND', `no Writ store in ${config.dataDir} (it ${dir}): name the data directory the servers use with --data-dir or WRIT_DATA_DIR (writ serve makes one on its first start); nothing was created`);
   }
 }
 
@@ -107,6 +125,12 @@ function portOption(option: string, value: string, min = 0): number {
   const n = /^\d{1,5}$/.test(value) ? Number(value) : NaN;
   if (!(n >= min && n <= 65_535)) throw new UsageError(`${option} must be a port number from ${min} to 65535${min === 0 ? ' (0: any free port)' : ''}, got "${value}"`);
   return n;
+}
+
+/** NOT_FOUND, before anything is opened, when the folder a command is to write `file` into does not exist (or is no folder). */
+function outputFolderMustExist(file: string, what: string): void {
+  const dir = dirname(resolve(file));
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new WritError('NOT_FOUND', `cannot write ${what} ${file}: ${dir} is not an existing directory (create it first); nothing was written`);
 }
 
 /** `--fields a,b` as a list (spaces around names and empty entries dropped), or undefined when not given. */
@@ -252,7 +276,7 @@ export const COMMANDS: Command[] = [
           for (const c of r.created) console.log(`  + ${c}`);
           for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
           return 0;
-        }, judged, { migrate: !dryRun }); // a dry run against a shared database's older schema says so, and migrates nothing
+        }, judged, { migrate: !dryRun, create: true }); // a dry run against a shared database's older schema says so, and migrates nothing
       } finally {
         if (aside !== null) rmSync(aside, { recursive: true, force: true });
       }
@@ -381,7 +405,7 @@ export const COMMANDS: Command[] = [
           ? `governance created with key ${r.kid} as its only key (graph revision ${r.graph_revision}); no credential was written to ${config.dataDir}: sign as governance with the private half of ${positionals[0]}`
           : `governance key ${r.kid} registered (graph revision ${r.graph_revision}); governance's keys now: ${r.keys.join(', ')}`);
         return 0;
-      }, config, { bootstrapGovernance: false });
+      }, config, { bootstrapGovernance: false, create: true });
     },
   },
   {
@@ -389,6 +413,7 @@ export const COMMANDS: Command[] = [
     summary: "rotate Writ's own signing key (decisions, checkpoints); old public keys stay in the JWKS until their decisions expire",
     run: async ({ values }) => {
       const config = configFrom(values);
+      await requireStore(config);
       // Against PostgreSQL, rotating where there is no key yet would make keys no server has.
       const ring = await KeyRing.open(`${config.dataDir}/keys`, systemClock, { maxTokenTtlMs: config.decisionTtlMs, makeSigningKey: config.databaseUrl === null });
       if (!ring.canSign) throw new WritError('UNPROCESSABLE', `${config.dataDir}/keys holds no signing key: rotate in the data directory the servers use (its keys/), then give the others the result`);
@@ -480,22 +505,50 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'receipts',
-    summary: 'list receipts (newest last) by resource, principal or status',
-    usage: '[--resource KEY] [--principal ID] [--status S] [--limit N] [--json]',
-    options: { resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
-    run: ({ values }) =>
-      withWrit(values, async (w) => {
-        const q: Record<string, unknown> = { limit: Number(values.limit ?? 100) };
-        for (const k of ['resource', 'principal', 'status'] as const) if (typeof values[k] === 'string') q[k] = values[k];
-        const page = await w.ctx.receipts.query(q as Parameters<typeof w.ctx.receipts.query>[0]);
+    summary: `list receipts by resource, principal or status, oldest first (--order newest: the latest first), ${RECEIPT_PAGE.defaultLimit} at a time (--limit N, at most ${RECEIPT_PAGE.maxLimit}); says how to get the next page`,
+    usage: '[--resource KEY] [--principal ID] [--status S] [--order oldest|newest] [--limit N] [--after N | --before N] [--json]',
+    options: { resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string' }, order: { type: 'string' }, limit: { type: 'string' }, after: { type: 'string' }, before: { type: 'string' }, json: { type: 'boolean' } },
+    run: ({ values }) => {
+      // As GET /v1/receipts checks its query: the same statuses, bounds and paging rules.
+      const q: ReceiptQuery = {};
+      if (values.status !== undefined) {
+        if (!(RECEIPT_STATUSES as readonly unknown[]).includes(values.status)) throw new UsageError(`--status is one of ${RECEIPT_STATUSES.join(', ')}, got "${String(values.status)}"`);
+        q.status = values.status as ReceiptStatus;
+      }
+      if (values.order !== undefined && values.order !== 'oldest' && values.order !== 'newest') throw new UsageError(`--order is oldest or newest, got "${String(values.order)}"`);
+      const newest = values.order === 'newest';
+      const whole = (option: string, min: number, max: number): number | undefined => {
+        const v = values[option];
+        if (v === undefined) return undefined;
+        const n = typeof v === 'string' && /^\d{1,16}$/.test(v) ? Number(v) : NaN;
+        if (!(n >= min && n <= max)) throw new UsageError(`--${option} is a whole number from ${min} to ${max}, got "${String(v)}"`);
+        return n;
+      };
+      q.limit = whole('limit', 1, RECEIPT_PAGE.maxLimit) ?? RECEIPT_PAGE.defaultLimit;
+      const after = whole('after', 0, Number.MAX_SAFE_INTEGER);
+      const before = whole('before', 0, Number.MAX_SAFE_INTEGER);
+      if (newest && after !== undefined) throw new UsageError('--order newest pages with --before, not --after');
+      if (!newest && before !== undefined) throw new UsageError('--before pages receipts newest first: add --order newest');
+      if (after !== undefined) q.after = after;
+      if (before !== undefined) q.before = before;
+      if (newest) q.newestFirst = true;
+      if (typeof values.resource === 'string') q.resource = values.resource;
+      if (typeof values.principal === 'string') q.principal = values.principal;
+      return withWrit(values, async (w) => {
+        const page = await w.ctx.receipts.query(q);
         print({ ...page, receipts: page.receipts.map(receiptToWire) }, values.json, () =>
           page.receipts.length === 0
             ? '(no receipts)'
             : page.receipts
                 .map((r) => `${r.receipt_id}  ${r.status.padEnd(9)} ${new Date(r.created_at).toISOString()}  ${r.principal} ${r.action} ${r.resource_key} [${r.fields.join(',')}] v${r.expected_version ?? '-'}→${r.final_version ?? '-'}${r.error ? `  ${r.error.code}` : ''}`)
                 .join('\n'));
+        // A page cut short says so (on stderr, so the list stays the list), and how to go on.
+        if (!values.json && page.next !== null) {
+          console.error(`(${page.receipts.length} shown; more ${newest ? 'older' : 'newer'} receipts: add ${newest ? '--before' : '--after'} ${page.next}${newest ? '' : ', or --order newest for the latest first'})`);
+        }
         return 0;
-      }),
+      });
+    },
   },
   {
     name: 'why',
@@ -638,7 +691,7 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'impact delegate',
-    summary: 'what a principal would gain from a proposed delegation (computed on a copy; changes nothing)',
+    summary: 'what a principal would gain from a proposed delegation (computed on a copy; changes nothing); --environments, --fields and --risk-max left out are what FROM holds now',
     usage: 'FROM TO --actions A,B --resources P,Q [--environments E] [--fields F] [--risk-max N] [--max-depth N] [--reason TEXT] [--json]',
     options: {
       actions: { type: 'string' }, resources: { type: 'string' }, environments: { type: 'string' }, fields: { type: 'string' },
@@ -661,10 +714,21 @@ export const COMMANDS: Command[] = [
       const riskMax = int('risk-max');
       const maxDepth = int('max-depth');
       return withWrit(values, async (w) => {
+        // What is not said is what FROM holds now (its live grants and delegations): the proposal is judged on what it does say.
+        const held = (await w.ctx.graph.current()).incoming(positionals[0]!, ['grant', 'delegate']).filter((e) => isEdgeLive(e, w.ctx.clock.now()));
+        const union = (pick: (e: Edge) => readonly string[]) => (held.length === 0 ? undefined : [...new Set(held.flatMap(pick))]);
+        const heldRisk = held.map((e) => e.scope.constraints.risk_max).filter((n): n is number => typeof n === 'number');
+        if (riskMax === undefined && heldRisk.length === 0) throw new UsageError(`--risk-max N is needed: ${positionals[0]!} holds no live grant or delegation to take it from`);
+        const scope = {
+          actions, resources,
+          environments: environments ?? union((e) => e.scope.environments),
+          fields: fields ?? union((e) => e.scope.fields),
+          risk_max: riskMax ?? (heldRisk.length > 0 ? Math.max(...heldRisk) : undefined),
+        };
         const r = await analyseImpact(w.ctx, GOVERNANCE_ID, {
           delegate: {
             from: positionals[0]!, to: positionals[1]!, reason: (values.reason as string | undefined) ?? 'impact analysis',
-            scope: { actions, resources, ...(environments ? { environments } : {}), ...(fields ? { fields } : {}), ...(riskMax !== undefined ? { risk_max: riskMax } : {}) },
+            scope: Object.fromEntries(Object.entries(scope).filter(([, v]) => v !== undefined)) as typeof scope,
             ...(maxDepth !== undefined ? { max_depth: maxDepth } : {}),
           },
         });
@@ -709,6 +773,7 @@ export const COMMANDS: Command[] = [
       if (typeof values['older-than'] !== 'string' || typeof values.out !== 'string') throw new UsageError('usage: writ audit archive --older-than DURATION --out FILE');
       const olderThanMs = duration(values['older-than']);
       const file = values.out;
+      outputFolderMustExist(file, 'the archive');
       return withSigningWrit('the checkpoint the archive records', values, async (w) => {
         const r = await w.ctx.receipts.archive({ olderThanMs, file });
         print(r.archived ? withWireCheckpoint(r) : r, values.json, () =>
@@ -741,11 +806,13 @@ export const COMMANDS: Command[] = [
       need(positionals, 1, 'writ backup FILE');
       const config = configFrom(values);
       if (config.databaseUrl !== null) throw postgresHasItsOwn('backup');
+      outputFolderMustExist(positionals[0]!, 'the backup');
+      await requireStore(config);
       const db = openForBackup(config.dbFile);
       try {
         const b = await backupSqliteStore(db, positionals[0]!);
         print(b, values.json, () =>
-          `backed up ${config.dbFile} to ${b.file}: ${b.bytes} bytes, schema ${b.schema_version}, receipt head seq ${b.receipt_head.seq}, graph revision ${b.graph_revision}, ${b.lease_keys} lease keys (highest epoch ${b.max_epoch})`);
+          `backed up ${config.dbFile} to ${b.file}: ${b.bytes} bytes, schema ${b.schema_version}, receipt head seq ${b.receipt_head.seq} (hash ${b.receipt_head.hash ?? '—: no entries'}), graph revision ${b.graph_revision}, ${b.lease_keys} lease keys (highest epoch ${b.max_epoch})`);
         return 0;
       } finally {
         db.close();

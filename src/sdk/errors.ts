@@ -83,6 +83,7 @@ export const OverloadedError = define('OVERLOADED');
 export const SchemaTooNewError = define('SCHEMA_TOO_NEW');
 export const StoreFailedError = define('STORE_FAILED');
 export const StoreInUseError = define('STORE_IN_USE');
+export const ReceiptDamagedError = define('RECEIPT_DAMAGED');
 export const InternalError = define('INTERNAL');
 
 /** Each class is also a type (`catch (e) { if (e instanceof VersionConflictError) … }`, `let e: VersionConflictError`). */
@@ -123,6 +124,7 @@ export type UpstreamTimeoutError = InstanceType<typeof UpstreamTimeoutError>;
 export type NoUpstreamError = InstanceType<typeof NoUpstreamError>;
 export type OverloadedError = InstanceType<typeof OverloadedError>;
 export type StoreFailedError = InstanceType<typeof StoreFailedError>;
+export type ReceiptDamagedError = InstanceType<typeof ReceiptDamagedError>;
 export type InternalError = InstanceType<typeof InternalError>;
 export type LoginLinkInvalidError = InstanceType<typeof LoginLinkInvalidError>;
 export type LoginLinkSpentError = InstanceType<typeof LoginLinkSpentError>;
@@ -143,7 +145,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
   NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
   UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError,
-  SCHEMA_TOO_NEW: SchemaTooNewError, STORE_FAILED: StoreFailedError, STORE_IN_USE: StoreInUseError, INTERNAL: InternalError,
+  SCHEMA_TOO_NEW: SchemaTooNewError, STORE_FAILED: StoreFailedError, STORE_IN_USE: StoreInUseError, RECEIPT_DAMAGED: ReceiptDamagedError, INTERNAL: InternalError,
 };
 
 /** Builds the typed error for a problem+json body. Unknown codes (a newer server) become WritApiError with INTERNAL. */

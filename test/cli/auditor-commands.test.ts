@@ -82,6 +82,36 @@ describe('auditor commands tell what really happened', () => {
     expect(stdout).toContain(`${story.refused}  REJECTED`);
   });
 
+  it.each([
+    [['--limit', 'abc'], '--limit is a whole number from 1 to 1000, got "abc"'],
+    [['--limit', '0'], '--limit is a whole number from 1 to 1000, got "0"'],
+    [['--limit', '1001'], '--limit is a whole number from 1 to 1000, got "1001"'],
+    [['--status', 'bogus'], '--status is one of PENDING, COMPLETED, FAILED, REJECTED, got "bogus"'],
+    [['--status', 'completed'], '--status is one of PENDING, COMPLETED, FAILED, REJECTED, got "completed"'],
+    [['--order', 'latest'], '--order is oldest or newest, got "latest"'],
+    [['--order', 'newest', '--after', '1'], '--order newest pages with --before, not --after'],
+    [['--before', '5'], '--before pages receipts newest first: add --order newest'],
+  ])('writ receipts %j is refused as GET /v1/receipts refuses it: one line, exit 2', async (args, message) => {
+    const r = await writ('receipts', ...args);
+    expect([r.code, r.output.trim()]).toEqual([2, `writ: ${message}`]);
+  });
+
+  it('writ receipts says when a page is cut short and how to get the rest; --order newest shows the latest first', async () => {
+    const oldest = await writ('receipts', '--resource', 'wp:post:1024', '--limit', '1');
+    expect(oldest.code).toBe(0);
+    expect(oldest.stdout.trim().split('\n')).toEqual([expect.stringContaining(`${story.written}  COMPLETED`)]);
+    expect(oldest.output).toMatch(/\(1 shown; more newer receipts: add --after (\d+), or --order newest for the latest first\)/);
+    const next = /--after (\d+)/.exec(oldest.output)![1]!;
+    const rest = await writ('receipts', '--resource', 'wp:post:1024', '--limit', '1', '--after', next);
+    expect(rest.stdout).toContain(`${story.refused}  REJECTED`);
+    expect(rest.output).not.toContain('shown;');
+    const newest = await writ('receipts', '--resource', 'wp:post:1024', '--limit', '1', '--order', 'newest');
+    expect(newest.stdout.trim().split('\n')).toEqual([expect.stringContaining(`${story.refused}  REJECTED`)]);
+    expect(newest.output).toMatch(/\(1 shown; more older receipts: add --before \d+\)/);
+    const json = JSON.parse((await writ('receipts', '--resource', 'wp:post:1024', '--status', 'COMPLETED', '--json')).stdout);
+    expect(json.receipts.map((r: { receipt_id: string }) => r.receipt_id)).toEqual([story.written]);
+  });
+
   it('writ can: what a principal could do, now and before a revocation', async () => {
     const now = await writ('can', 'publisher');
     expect(now.stdout).toMatch(/CAN +publish_post,unpublish_post on wp:post:\*/);

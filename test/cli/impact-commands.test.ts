@@ -55,6 +55,22 @@ describe('writ impact and writ policy impact', () => {
     expect(bad.stdout).toContain('UNKNOWN_PRINCIPAL');
   });
 
+  it('writ impact delegate as the README writes it (no --environments, --fields, --risk-max): what FROM holds now is proposed for them', async () => {
+    const revision = (await h.ctx.graph.current()).revision;
+    // README, "Impact analysis": node bin/writ impact delegate FROM TO --actions update_post --resources 'wp:post:*'
+    const { stdout, code } = await writ('impact', 'delegate', 'orchestrator', 'seo-agent-7', '--actions', 'update_post', '--resources', 'wp:post:*');
+    expect(code, stdout).toBe(0);
+    expect(stdout).toMatch(/^impact of delegating orchestrator → seo-agent-7 at graph revision \d+ \(computed on a copy; nothing changed/);
+    expect(stdout).toMatch(/would gain:\n {2}seo-agent-7\n {4}update_post on wp:post:\* in production, fields \[\*\]/);
+    // What is said still counts (and is judged): a risk above the delegator's is refused.
+    const wider = await writ('impact', 'delegate', 'orchestrator', 'seo-agent-7', '--actions', 'update_post', '--resources', 'wp:post:*', '--risk-max', '9');
+    expect(wider.code).toBe(1);
+    expect(wider.stdout).toContain('ATTENUATION_VIOLATION');
+    const none = await writ('impact', 'delegate', 'no-such-principal', 'seo-agent-7', '--actions', 'update_post', '--resources', 'wp:post:*');
+    expect([none.code, none.stdout.trim()]).toEqual([2, 'writ: --risk-max N is needed: no-such-principal holds no live grant or delegation to take it from']);
+    expect((await h.ctx.graph.current()).revision).toBe(revision);
+  });
+
   it('writ policy impact POLICIES_DIR lists the decisions that would flip (exit 4), with the reason', { timeout: 60_000 }, async () => {
     const dir = join(work, 'policies');
     cpSync(join(REPO, 'policies'), dir, { recursive: true });

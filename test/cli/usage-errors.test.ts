@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -84,5 +84,51 @@ describe('writ given wrong arguments', () => {
     expect(notJwks.code).toBe(1);
     expect(notJwks.output).toContain('not-jwks.json is not a JWKS: it needs a "keys" array');
     expect(notJwks.output).not.toMatch(/^\s+at /m);
+  });
+});
+
+describe('writ pointed at a data directory that holds no store (a typo, a missing mount)', () => {
+  // Every command that reads or changes an existing store; only serve, graph apply and keys add-governance make one.
+  it.each([
+    ['audit', 'verify'], ['audit', 'checkpoint'], ['audit', 'archive', '--older-than', '1d', '--out', join(dir, 'a.jsonl')],
+    ['receipts'], ['why', 'rcpt_1'], ['trace', 'seo-agent-7', 'update_post', 'wp:post:1'], ['who', 'update_post', 'wp:post:1'],
+    ['can', 'seo-agent-7'], ['expiring'], ['orphans'], ['graph', 'export'], ['impact', 'revoke', 'g-publisher'],
+    ['impact', 'delegate', 'orchestrator', 'seo-agent-7', '--actions', 'update_post', '--resources', 'wp:post:*'],
+    ['revoke', 'g-publisher', '--reason', 'typo'], ['lease', 'ls'], ['lease', 'bumps'], ['lease', 'prune-history', '--older-than', '1d'],
+    ['lease', 'bump-epochs', '--by', '5', '--reason', 'typo'], ['console'], ['keys', 'rotate'],
+  ])('%j refuses it with NOT_FOUND naming the path (exit 1) and creates nothing there', async (...args) => {
+    requireDist();
+    const typo = join(dir, 'no-such-data-dir');
+    const r = await runWrit(typo, ...args);
+    expect([r.code, r.output.trim()]).toEqual([1, `writ: NOT_FOUND (Not found): no Writ store in ${typo} (it does not exist): name the data directory the servers use with --data-dir or WRIT_DATA_DIR (writ serve makes one on its first start); nothing was created`]);
+    expect(existsSync(typo)).toBe(false);
+  });
+
+  it('an existing directory without writ.sqlite, or a file, is refused the same way, and left as it was', async () => {
+    requireDist();
+    const empty = mkdtempSync(join(tmpdir(), 'writ-empty-'));
+    const file = join(empty, 'not-a-dir');
+    writeFileSync(file, 'mine');
+    try {
+      const inEmpty = await runWrit(empty, 'audit', 'verify');
+      expect([inEmpty.code, inEmpty.output.trim()]).toEqual([1, expect.stringContaining(`writ: NOT_FOUND (Not found): no Writ store in ${empty} (it holds no writ.sqlite)`)]);
+      const onFile = await runWrit(file, 'receipts');
+      expect([onFile.code, onFile.output.trim()]).toEqual([1, expect.stringContaining(`writ: NOT_FOUND (Not found): no Writ store in ${file} (it is not a directory)`)]);
+      expect(readdirSync(empty)).toEqual(['not-a-dir']);
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('writ told to write a file into a folder that does not exist', () => {
+  it.each([
+    [['backup', join(dir, 'nodir', 'b.sqlite')], 'the backup', join(dir, 'nodir', 'b.sqlite')],
+    [['audit', 'archive', '--older-than', '0s', '--out', join(dir, 'nodir', 'a.jsonl')], 'the archive', join(dir, 'nodir', 'a.jsonl')],
+  ])('%j: NOT_FOUND naming the folder, in one line (exit 1), nothing written', async (args, what, file) => {
+    requireDist();
+    const r = await runWrit(dir, ...args);
+    expect([r.code, r.output.trim()]).toEqual([1, `writ: NOT_FOUND (Not found): cannot write ${what} ${file}: ${join(dir, 'nodir')} is not an existing directory (create it first); nothing was written`]);
+    expect(existsSync(join(dir, 'nodir'))).toBe(false);
   });
 });

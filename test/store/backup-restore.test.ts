@@ -215,8 +215,16 @@ describe('restoring a backup never lets a fencing epoch repeat', () => {
     expect(await codeOf(restoreSqliteStore(join(t.dir, 'live.sqlite'), t.file, options))).toBe('UNPROCESSABLE');
     await live.close();
     expect(await codeOf(restoreSqliteStore(join(t.dir, 'missing.sqlite'), t.file, options))).toBe('NOT_FOUND');
+    // Another application's WAL-mode database, closed cleanly: refused the same way twice, nothing made beside it (no -wal, no -shm).
+    const walApp = join(t.dir, 'app-wal.sqlite');
+    const app = new Database(walApp);
+    app.pragma('journal_mode = WAL');
+    app.exec('CREATE TABLE t (x)');
+    app.close();
+    for (let i = 0; i < 2; i++) await expect(restoreSqliteStore(walApp, t.file, options)).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: `${walApp} is not a Writ store (it has no schema_migrations table)` });
+    expect(readdirSync(t.dir).filter((f) => f.startsWith('app-wal'))).toEqual(['app-wal.sqlite']);
 
     expect(summarize(t.file).receipt_head).toEqual(head);
-    expect(listing(t.dir).filter((f) => !['junk.sqlite', 'other.sqlite', 'live.sqlite'].includes(f))).toEqual(files);
+    expect(listing(t.dir).filter((f) => !['junk.sqlite', 'other.sqlite', 'live.sqlite', 'app-wal.sqlite'].includes(f))).toEqual(files);
   }, 60_000);
 });

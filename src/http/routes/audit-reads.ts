@@ -94,7 +94,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
             },
           },
         },
-        ...errorResponses([...AUTHENTICATED, 'NOT_FOUND']),
+        ...errorResponses([...AUTHENTICATED, 'NOT_FOUND', 'RECEIPT_DAMAGED']),
       },
     },
   }, async (request) => {

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { WritError } from '../../errors.js';
+import { RECEIPT_PAGE, RECEIPT_STATUSES } from '../../audit/index.js';
 import { performAction, type ActionInput } from '../../service/index.js';
 import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
@@ -97,7 +98,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
         202: receiptReply('A replay while the first attempt is still PENDING'),
         ...errorResponses([
           ...WITH_INPUT, ...AUTHENTICATED, ...DECISION_CHECKS, 'DECISION_REPLAYED', 'UNPROCESSABLE', 'UNKNOWN_RESOURCE', 'LEASE_REQUIRED', 'LEASE_EXPIRED', 'LEASE_TOKEN_MISMATCH',
-          'LEASE_NOT_FOUND', 'LEASE_PREEMPTED', 'STALE_FENCING_EPOCH', 'VERSION_CONFLICT', 'VERSION_REQUIRED', 'IDEMPOTENCY_MISMATCH', 'NO_UPSTREAM', 'UPSTREAM_FAILED', 'UPSTREAM_TIMEOUT',
+          'LEASE_NOT_FOUND', 'LEASE_PREEMPTED', 'STALE_FENCING_EPOCH', 'VERSION_CONFLICT', 'VERSION_REQUIRED', 'IDEMPOTENCY_MISMATCH', 'NO_UPSTREAM', 'UPSTREAM_FAILED', 'UPSTREAM_TIMEOUT', 'RECEIPT_DAMAGED',
         ]),
       },
     },
@@ -122,7 +123,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
   });
 
   app.get<{ Params: { id: string } }>('/v1/receipts/:id', {
-    schema: { operationId: 'getReceipt', tags: ['Audit'], summary: 'One receipt', response: { 200: { type: 'object', description: 'The receipt', required: ['receipt'], properties: { receipt: ref('Receipt') } }, ...errorResponses([...AUTHENTICATED, 'NOT_FOUND']) } },
+    schema: { operationId: 'getReceipt', tags: ['Audit'], summary: 'One receipt', response: { 200: { type: 'object', description: 'The receipt', required: ['receipt'], properties: { receipt: ref('Receipt') } }, ...errorResponses([...AUTHENTICATED, 'NOT_FOUND', 'RECEIPT_DAMAGED']) } },
   }, async (request) => {
     await app.caller(request);
     const r = await ctx.receipts.get(request.params.id);
@@ -137,8 +138,8 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
       querystring: {
         type: 'object', additionalProperties: false,
         properties: {
-          resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string', enum: ['PENDING', 'COMPLETED', 'FAILED', 'REJECTED'] },
-          after: { type: 'integer', minimum: 0, description: 'the `next` of the previous page' }, limit: { type: 'integer', minimum: 1, maximum: 1000, description: 'default 100' },
+          resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string', enum: [...RECEIPT_STATUSES] },
+          after: { type: 'integer', minimum: 0, description: 'the `next` of the previous page' }, limit: { type: 'integer', minimum: 1, maximum: RECEIPT_PAGE.maxLimit, description: `default ${RECEIPT_PAGE.defaultLimit}` },
           order: { type: 'string', enum: ['oldest', 'newest'], description: 'oldest first (chain order, the default; page with `after`) or newest first (page with `before`)' },
           before: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'with order=newest: the `next` of the previous page' },
           since: { type: 'string', format: 'date-time', description: 'receipts created at or after this RFC 3339 time' },
@@ -147,7 +148,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
       },
       response: {
         200: { type: 'object', description: 'A page of receipts, in the order asked (oldest first by default)', required: ['receipts', 'next'], properties: { receipts: { type: 'array', items: ref('Receipt') }, next: { type: ['integer', 'null'], description: 'pass as `after` (as `before` with order=newest) for the next page; null on the last' } } },
-        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'NOT_FOUND']),
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'NOT_FOUND', 'RECEIPT_DAMAGED']),
       },
     },
   }, async (request) => {

@@ -113,13 +113,24 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
  * its bootstrap), read without migrating or writing anything. A database without Writ's tables holds none.
  */
 export async function postgresHoldsGraph(url: string, options: { connectTimeoutMs?: number } = {}): Promise<boolean> {
+  return probe(url, options, async (client) => {
+    const { rows } = await client.query<{ present: boolean }>("SELECT to_regclass('graph_events') IS NOT NULL AS present");
+    if (!rows[0]!.present) return false;
+    return (await client.query('SELECT 1 FROM graph_events LIMIT 1')).rows.length > 0;
+  });
+}
+
+/** Whether a Writ has made its store in the database (its schema is migrated), without changing anything. */
+export async function postgresHoldsStore(url: string, options: { connectTimeoutMs?: number } = {}): Promise<boolean> {
+  return probe(url, options, async (client) => (await client.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")).rows[0]!.present);
+}
+
+async function probe<T>(url: string, options: { connectTimeoutMs?: number }, ask: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000, application_name: `writ-probe-${process.pid}` });
   client.on('error', () => undefined);
   try {
     await client.connect();
-    const { rows } = await client.query<{ present: boolean }>("SELECT to_regclass('graph_events') IS NOT NULL AS present");
-    if (!rows[0]!.present) return false;
-    return (await client.query('SELECT 1 FROM graph_events LIMIT 1')).rows.length > 0;
+    return await ask(client);
   } catch (e) {
     throw mapEngineError(e, 1_000);
   } finally {

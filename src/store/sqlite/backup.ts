@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
-import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, fsyncSync, linkSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { WritError } from '../../errors.js';
 import { checkEpochBump, type EpochBump } from '../../lease/index.js';
@@ -190,17 +191,26 @@ export async function assertNotInUse(file: string, doing = 'restoring', graceMs 
 }
 
 async function copyChecked(backupFile: string, to: string): Promise<BackupSummary> {
-  let src: SqliteDatabase;
+  // Read from a private copy: SQLite opening a WAL-mode file (even read-only) makes -wal and -shm files
+  // beside it, and a refusal must leave the user's folder as it was.
+  const scratch = mkdtempSync(join(tmpdir(), 'writ-restore-candidate-'));
   try {
-    src = new Database(backupFile, { readonly: true, fileMustExist: true });
-    src.pragma('schema_version');
-  } catch (e) {
-    throw new WritError('UNPROCESSABLE', `${backupFile} is not a SQLite database (${(e as Error).message})`);
-  }
-  try {
-    await src.backup(to);
+    const candidate = join(scratch, 'candidate.sqlite');
+    copyFileSync(backupFile, candidate);
+    let src: SqliteDatabase;
+    try {
+      src = new Database(candidate, { readonly: true, fileMustExist: true });
+      src.pragma('schema_version');
+    } catch (e) {
+      throw new WritError('UNPROCESSABLE', `${backupFile} is not a SQLite database (${(e as Error).message.replaceAll(candidate, backupFile)})`);
+    }
+    try {
+      await src.backup(to);
+    } finally {
+      src.close();
+    }
   } finally {
-    src.close();
+    rmSync(scratch, { recursive: true, force: true });
   }
   const copy = new Database(to);
   try {
