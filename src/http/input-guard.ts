@@ -38,7 +38,7 @@ export function guardInput(app: FastifyInstance, options: { maxDepth: number; bo
       return;
     }
     parseJson(request, text, (error, parsed) => {
-      if (error) return done(error, undefined);
+      if (error) return done(poisoned(error, text) ?? error, undefined);
       try {
         assertWellFormedJson(text, parsed, 'body');
       } catch (e) {
@@ -49,6 +49,20 @@ export function guardInput(app: FastifyInstance, options: { maxDepth: number; bo
   });
   // A body is checked where it is parsed (above): every body comes from that parser.
   app.addHook('preValidation', async (request) => assertWellFormedRequest(request));
+}
+
+/**
+ * fastify's parser refuses a `__proto__` key (or `constructor.prototype`) with "Body is not valid JSON",
+ * which it is: say what was refused instead (only on that error's path, so the text is parsed twice then).
+ */
+function poisoned(error: Error, text: string): WritError | null {
+  if ((error as { code?: string }).code !== 'FST_ERR_CTP_INVALID_JSON_BODY') return null;
+  try {
+    JSON.parse(text);
+  } catch {
+    return null;
+  }
+  return new WritError('MALFORMED_REQUEST', 'the body holds a "__proto__" key, or "constructor" with "prototype" in it, which Writ refuses');
 }
 
 function assertWellFormedRequest(request: FastifyRequest): void {

@@ -68,7 +68,9 @@ function fromFastify(error: FastifyError): WritError {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new WritError('MALFORMED_REQUEST', error.message);
     default:
-      if (error.statusCode === 400 || error instanceof SyntaxError) return new WritError('MALFORMED_REQUEST', error.message);
+      // (Not every SyntaxError: JSON.parse of a damaged stored row is no fault of the caller's. A body's
+      // parse error comes as FST_ERR_CTP_INVALID_JSON_BODY, or with status 400.)
+      if (error.statusCode === 400) return new WritError('MALFORMED_REQUEST', error.message);
       if (error.statusCode === 413) return new WritError('PAYLOAD_TOO_LARGE', error.message);
       return new WritError('INTERNAL', 'internal error');
   }

@@ -236,6 +236,19 @@ describe('query strings, charsets', () => {
     expect(r.body.principal.attributes).toEqual({ name: 'café 😀 עברית' });
   });
 
+  it.each([
+    '{"id":"p-proto","kind":"agent","keys":[],"__proto__":{"admin":true}}',
+    '{"id":"p-proto","kind":"agent","keys":[],"attributes":{"constructor":{"prototype":{"admin":true}}}}',
+  ])('valid JSON with a prototype-poisoning key is 400 MALFORMED_REQUEST saying so: %s', async (payload) => {
+    const r = await refused('governance', post('/v1/principals', payload), 400, 'MALFORMED_REQUEST');
+    expect(r.body.detail).toBe('the body holds a "__proto__" key, or "constructor" with "prototype" in it, which Writ refuses');
+  });
+
+  it('JSON that does not parse is still called so', async () => {
+    const r = await refused('governance', post('/v1/principals', '{"id":'), 400, 'MALFORMED_REQUEST');
+    expect(r.body.detail).toMatch(/not valid JSON/);
+  });
+
   it('a body that is not JSON at all is 415 too', () =>
     refused('governance', { method: 'POST', url: '/v1/principals', headers: { 'content-type': 'text/plain' }, payload: 'id=p-cs' }, 415, 'UNSUPPORTED_MEDIA_TYPE'));
 
