@@ -64,7 +64,7 @@ describe('migrations 8 and 11 (receipt log write path, per-key chains)', () => {
     const head = db.prepare('SELECT seq, pos, hash FROM receipt_entries ORDER BY seq DESC LIMIT 1').get() as { seq: number; pos: number; hash: string };
     const insert = (pos: number, prev: string) =>
       db.prepare("INSERT INTO receipt_entries (seq, chain, pos, receipt_id, kind, body, prev_hash, hash) VALUES (?, 'wp:post:100', ?, ?, ?, ?, ?, ?)")
-        .run(head.seq + 1, pos, 'rcpt_x', 'intent', '{"resource_key":"wp:post:100"}', prev, chainEntryHash(prev, '{"resource_key":"wp:post:100"}', 'wp:post:100', pos, head.seq + 1, 'intent', 'rcpt_x'));
+        .run(head.seq + 1, pos, 'rcpt_x', 'intent', '{"resource_key":"wp:post:100","at":1}', prev, chainEntryHash(prev, '{"resource_key":"wp:post:100","at":1}', 'wp:post:100', pos, head.seq + 1, 'intent', 'rcpt_x'));
     const first = db.prepare('SELECT hash FROM receipt_entries WHERE seq = 1').pluck().get() as string;
     expect(() => insert(head.pos + 1, first)).toThrow(/must extend its chain/); // fork: links to an older entry
     expect(() => insert(head.pos + 2, head.hash)).toThrow(/must extend its chain/); // gap
