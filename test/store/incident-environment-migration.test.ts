@@ -9,7 +9,7 @@ import { migratePostgres, openPostgresStore, POSTGRES_MIGRATIONS } from '../../s
 import { backupSqliteStore, restoreSqliteStore } from '../../src/store/sqlite/backup.js';
 import { MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { createTestDatabase } from './conformance/engines.js';
+import { createTestDatabase, sql } from './conformance/engines.js';
 
 /**
  * Migration 13 (SQLite) / 6 (PostgreSQL): incidents name the environment they were declared for. An
@@ -46,16 +46,6 @@ function fileAtVersion12(): string {
   db.prepare('INSERT INTO incidents (id, declared_by, reason, decision_id, declared_at, ends_at) VALUES (@id, @declared_by, @reason, @decision_id, @declared_at, @ends_at)').run(OLD);
   db.close();
   return file;
-}
-
-async function sql<R extends pg.QueryResultRow>(url: string, text: string, values: unknown[] = []): Promise<R[]> {
-  const c = new pg.Client(url);
-  await c.connect();
-  try {
-    return (await c.query<R>(text, values)).rows;
-  } finally {
-    await c.end();
-  }
 }
 
 describe('SQLite: migration 13 on a file written before it', () => {

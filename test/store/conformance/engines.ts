@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterEach, describe } from 'vitest';
 import type { StoreEngine, WritStore } from '../../../src/store/contract.js';
 import { openPostgresStore, type PostgresStoreOptions } from '../../../src/store/postgres/index.js';
@@ -87,3 +88,14 @@ export function describeEngines(title: string, body: (fresh: () => Promise<Fresh
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** One statement on its own connection to `url` (a test's look at the database behind the store). */
+export async function sql<R extends pg.QueryResultRow>(url: string, text: string, values: unknown[] = []): Promise<R[]> {
+  const c = new pg.Client(url);
+  await c.connect();
+  try {
+    return (await c.query<R>(text, values)).rows;
+  } finally {
+    await c.end();
+  }
+}

@@ -5,7 +5,7 @@ import { openPostgresStore, POSTGRES_MIGRATIONS, type PostgresStore } from '../.
 import { inlineValues } from '../../../src/store/postgres/session.js';
 import type { StoreTx } from '../../../src/store/contract.js';
 import { hashOf } from '../../../src/audit/hash-chain.js';
-import { createTestDatabase, sleep } from '../conformance/engines.js';
+import { createTestDatabase, sleep, sql } from '../conformance/engines.js';
 import { acquireCommand, release, renew, take } from '../conformance/helpers.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -23,16 +23,6 @@ async function open(url: string, options: Parameters<typeof openPostgresStore>[1
   const s = await openPostgresStore(url, { poolSize: 4, ...options });
   cleanups.push(() => s.close());
   return s;
-}
-
-async function sql<R extends pg.QueryResultRow>(url: string, text: string, values: unknown[] = []): Promise<R[]> {
-  const c = new pg.Client(url);
-  await c.connect();
-  try {
-    return (await c.query<R>(text, values)).rows;
-  } finally {
-    await c.end();
-  }
 }
 
 /** What the driver throws for a SQLSTATE (the engine decides on `code`). */
