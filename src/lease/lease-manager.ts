@@ -114,7 +114,7 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
         const outcome = await this.store.readWrite(async (tx) => {
           const o = await tx.leases.acquire(command);
           // The caller's own writes: if they throw, the acquisition rolls back with them.
-          if (o.granted && req.alsoCommit) await req.alsoCommit(tx, leaseId);
+          if (o.granted && req.alsoCommit) await req.alsoCommit(tx, leaseId, o.preempted);
           return o;
         });
         if (outcome.granted) {

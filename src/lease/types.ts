@@ -19,10 +19,11 @@ export interface AcquireRequest<Tx = unknown> {
   /**
    * Writes that must commit with the acquisition or not at all (the service records the authority
    * the lease was taken with, and spends the caller's assertion): called inside the granting
-   * transaction with its handle and the new lease id, only when every key was taken. If it throws,
-   * nothing is granted.
+   * transaction with its handle and the new lease id, only when every key was taken, with the leases
+   * that taking them preempted (for a check of what was really taken over). If it throws, nothing is
+   * granted.
    */
-  alsoCommit?: (tx: Tx, leaseId: string) => Promise<void>;
+  alsoCommit?: (tx: Tx, leaseId: string, preempted: readonly PreemptedLease[]) => Promise<void>;
 }
 
 export interface LeaseGrant {

@@ -6,7 +6,7 @@ import type { Capabilities, Decision, DecisionRequest, DelegationBody, Edge, Edg
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
-import { DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, UnprocessableError, WritApiError } from './errors.js';
+import { AlreadyExistsError, DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, UnprocessableError, WritApiError } from './errors.js';
 import { LeaseStream, LeaseStreamClosedError, type LeaseStreamOptions } from './lease-stream.js';
 import { refusalError } from './refusal.js';
 
@@ -223,8 +223,12 @@ export class WritClient {
       throw new TypeError('withDelegation: give ttlMs or expires_at, so that the delegation ends by itself if it cannot be revoked');
     }
     if (request.not_before !== undefined) throw new TypeError('withDelegation: the task runs now, so the delegation has no not_before (delegate() takes one)');
-    // An id revoked already is AlreadyExistsError from Writ, with {edge_id}.
+    // An id revoked already is AlreadyExistsError from Writ, with {edge_id}; checked here too, for a Writ
+    // from before that answered such a retry 200 with the revoked edge.
     const edge = await this.delegate(request);
+    if (edge.revoked_at !== null) {
+      throw new AlreadyExistsError(409, `edge ${edge.id} was revoked at ${edge.revoked_at}: a revoked edge stays revoked; make a new one under a new id`, { edge_id: edge.id });
+    }
     // An edge made by an earlier call with this id (a retry) may have ended since: by Writ's clock when it made
     // the edge, else by this machine's.
     if (edge.expires_at !== null && Date.parse(edge.expires_at) <= Math.max(Date.parse(edge.created_at), Date.now())) {

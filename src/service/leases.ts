@@ -138,9 +138,19 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     // Only a key held by someone the caller may preempt is taken over; otherwise this is an ordinary
     // acquisition that respects the wait queue (preempting nobody must not jump the queue).
     ...(preempt ? { preempt: true, preemptable: [...preemptable] } : {}),
-    alsoCommit: async (tx, leaseId) => {
-      // An incident resolved (or ended) since it was counted preempts nothing: the takeover rolls back.
-      if (preempt) requireIncidents(stillActive(incidents, await tx.incidents.active(ctx.clock.now())), [...incidents.keys()], 'the takeover needs');
+    alsoCommit: async (tx, leaseId, preempted) => {
+      if (preempted.length > 0) {
+        // An incident resolved (or ended) since it was counted preempts nothing: the takeover rolls back.
+        const live = stillActive(incidents, await tx.incidents.active(ctx.clock.now()));
+        requireIncidents(live, [...incidents.keys()], 'the takeover needs');
+        // What was really taken over, read in this transaction: a lease checked above may have ended and
+        // its holder taken the key again, with decisions for another environment, before this commit.
+        for (const p of new Map(preempted.map((x) => [x.lease_id, x])).values()) {
+          const held = await tx.leaseAuthority.get(p.lease_id);
+          if (!held) throw new WritError('NO_INCIDENT', `${p.holder} holds ${p.key} under lease ${p.lease_id}, whose decisions Writ has no record of: it is not taken over`, { environments: [] });
+          requireIncidents(live, environmentsOf(held.decisions), `${p.holder} holds ${p.key} with decisions for`);
+        }
+      }
       await spend(tx);
       await tx.leaseAuthority.record(leaseId, caller, authority, now);
     },

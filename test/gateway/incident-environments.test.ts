@@ -141,6 +141,39 @@ describe('an incident is scoped to the environment it was declared for (HTTP)', 
   });
 });
 
+describe('what is really taken over is checked in the takeover\'s transaction', () => {
+  it('a lease that ends after the check, its key taken again with a staging decision, is not taken over by a production incident', async () => {
+    const { h } = await listening({ upstream: true });
+    const g = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-release-staging', to: 'release-controller', reason: 'staging releases', max_depth: 0, scope: { actions: ['deploy'], resources: ['deploy:**'], environments: ['staging'], fields: ['*'], risk_max: 3 } } });
+    expect(g.status, g.raw).toBe(201);
+    const first = await releaseHeld(h);
+    await productionIncident(h, 'checkout-down');
+    const cd = await decideOk(h, 'incident-commander', deploy());
+    // The check sees the production lease; before the takeover commits, its holder lets it go and takes
+    // the key again for staging (the review's scenario: the first check alone would take the staging lease).
+    const describe = h.ctx.leases.describe.bind(h.ctx.leases);
+    let again: Awaited<ReturnType<typeof leaseOk>> | undefined;
+    h.ctx.leases.describe = async (key: string) => {
+      const seen = await describe(key);
+      if (!again) {
+        const released = await h.call('release-controller', { method: 'DELETE', url: `/v1/leases/${first.lease_id}`, payload: { token: first.token } });
+        expect(released.status, released.raw).toBe(200);
+        again = await leaseOk(h, 'release-controller', [(await decideOk(h, 'release-controller', deploy('staging'))).token], { ttl_ms: 60_000 });
+      }
+      return seen;
+    };
+    const r = await h.call('incident-commander', { method: 'POST', url: '/v1/leases', payload: { decisions: [cd.token], ttl_ms: 5_000, preempt: true } });
+    h.ctx.leases.describe = describe;
+    expect(again).toBeDefined();
+    expect(r.status, r.raw).toBe(403);
+    expect(r.body).toMatchObject({ code: 'NO_INCIDENT', environments: ['staging'] });
+    // The staging holder keeps its lease, at its epoch.
+    const renewed = await renews(h, again!);
+    expect(renewed.status, renewed.raw).toBe(200);
+    expect(renewed.body.epochs).toEqual(again!.epochs);
+  });
+});
+
 describe('incidents declared before environments were recorded (environment null)', () => {
   /** A row as the Writ before SQLite migration 13 wrote it. */
   function legacyIncident(h: Harness, id: string, declaredBy: string) {

@@ -298,4 +298,9 @@ describe('receipt listing pages', () => {
     const r = await refused('governance', { method: 'GET', url }, 400, 'MALFORMED_REQUEST');
     expect(r.body.detail).toMatch(/(limit|after).*must be a finite number/);
   });
+  // Finite, but past what a bigint column takes exactly: on PostgreSQL "1e+21" was a 500.
+  it.each(['/v1/receipts?after=1e21', '/v1/graph/events?after=9007199254740993'])('%s is 400 MALFORMED_REQUEST', async (url) => {
+    const r = await refused('governance', { method: 'GET', url }, 400, 'MALFORMED_REQUEST');
+    expect(r.body.detail).toMatch(/after: must be <= 9007199254740991/);
+  });
 });

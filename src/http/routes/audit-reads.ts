@@ -109,7 +109,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
       operationId: 'graphEvents', tags: ['Graph'], summary: 'The graph\'s event log (every change, with its revision, time, actor and reason), oldest first: the stops of a time slider',
       querystring: {
         type: 'object', additionalProperties: false,
-        properties: { after: { type: 'integer', minimum: 0, description: 'events after this revision (default 0)' }, limit: { type: 'integer', minimum: 1, maximum: 5000, description: 'default 1000' } },
+        properties: { after: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'events after this revision (default 0)' }, limit: { type: 'integer', minimum: 1, maximum: 5000, description: 'default 1000' } },
       },
       response: {
         200: {

@@ -139,7 +139,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
         type: 'object', additionalProperties: false,
         properties: {
           resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string', enum: [...RECEIPT_STATUSES] },
-          after: { type: 'integer', minimum: 0, description: 'the `next` of the previous page' }, limit: { type: 'integer', minimum: 1, maximum: RECEIPT_PAGE.maxLimit, description: `default ${RECEIPT_PAGE.defaultLimit}` },
+          after: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'the `next` of the previous page' }, limit: { type: 'integer', minimum: 1, maximum: RECEIPT_PAGE.maxLimit, description: `default ${RECEIPT_PAGE.defaultLimit}` },
           order: { type: 'string', enum: ['oldest', 'newest'], description: 'oldest first (chain order, the default; page with `after`) or newest first (page with `before`)' },
           before: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'with order=newest: the `next` of the previous page' },
           since: { type: 'string', format: 'date-time', description: 'receipts created at or after this RFC 3339 time' },
