@@ -6,7 +6,7 @@ import { GOVERNANCE_ID, PRINCIPAL_KINDS, type Edge } from '../graph/model.js';
 import {
   analyseImpact, applyManifest, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
 } from '../service/index.js';
-import { exportChainDot, exportChainMermaid, isEdgeLive, type AuthorityGraph } from '../graph/index.js';
+import { exportChainDot, exportChainMermaid, isEdgeLive, patternsOverlap, type AuthorityGraph } from '../graph/index.js';
 import { WritError } from '../errors.js';
 import { UsageError } from './cli-error.js';
 import { findOpa } from './opa.js';
@@ -714,11 +714,15 @@ export const COMMANDS: Command[] = [
       const riskMax = int('risk-max');
       const maxDepth = int('max-depth');
       return withWrit(values, async (w) => {
-        // What is not said is what FROM holds now (its live grants and delegations): the proposal is judged on what it does say.
-        const held = (await w.ctx.graph.current()).incoming(positionals[0]!, ['grant', 'delegate']).filter((e) => isEdgeLive(e, w.ctx.clock.now()));
+        // What is not said is what FROM holds now for these actions and resources (its live grants and
+        // delegations that give any of them: another edge's environments or risk would widen the proposal
+        // past every chain FROM has); the proposal is judged on what it does say.
+        const held = (await w.ctx.graph.current()).incoming(positionals[0]!, ['grant', 'delegate']).filter((e) => isEdgeLive(e, w.ctx.clock.now())
+          && (e.scope.actions.includes('*') || actions.some((a) => e.scope.actions.includes(a)))
+          && e.scope.resources.some((p) => resources.some((r) => patternsOverlap(p, r))));
         const union = (pick: (e: Edge) => readonly string[]) => (held.length === 0 ? undefined : [...new Set(held.flatMap(pick))]);
         const heldRisk = held.map((e) => e.scope.constraints.risk_max).filter((n): n is number => typeof n === 'number');
-        if (riskMax === undefined && heldRisk.length === 0) throw new UsageError(`--risk-max N is needed: ${positionals[0]!} holds no live grant or delegation to take it from`);
+        if (riskMax === undefined && heldRisk.length === 0) throw new UsageError(`--risk-max N is needed: ${positionals[0]!} holds no live grant or delegation for ${actions.join(', ')} on ${resources.join(', ')} to take it from`);
         const scope = {
           actions, resources,
           environments: environments ?? union((e) => e.scope.environments),

@@ -1,4 +1,4 @@
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, join, resolve } from 'node:path';
 import { WritError } from '../errors.js';
 import { writInstallDir } from '../service/version.js';
@@ -25,10 +25,11 @@ export function findOpa(installDir: string | null = writInstallDir()): string {
   );
 }
 
+/** A file that may be run (a folder passes X_OK too: a folder named opa on PATH is passed over). */
 function executable(path: string): boolean {
   try {
     accessSync(path, constants.X_OK);
-    return true;
+    return statSync(path).isFile();
   } catch {
     return false;
   }

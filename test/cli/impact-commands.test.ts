@@ -56,6 +56,10 @@ describe('writ impact and writ policy impact', () => {
   });
 
   it('writ impact delegate as the README writes it (no --environments, --fields, --risk-max): what FROM holds now is proposed for them', async () => {
+    // Another grant of FROM's, for other actions and resources in another environment at a higher risk:
+    // not taken into the proposal (its staging and risk 8 would widen it past every chain FROM has).
+    const other = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-orch-deploy-staging', to: 'orchestrator', reason: 'staging deploys', max_depth: 1, scope: { actions: ['deploy'], resources: ['deploy:**'], environments: ['staging'], fields: ['*'], risk_max: 8 } } });
+    expect(other.status, other.raw).toBe(201);
     const revision = (await h.ctx.graph.current()).revision;
     // README, "Impact analysis": node bin/writ impact delegate FROM TO --actions update_post --resources 'wp:post:*'
     const { stdout, code } = await writ('impact', 'delegate', 'orchestrator', 'seo-agent-7', '--actions', 'update_post', '--resources', 'wp:post:*');
@@ -67,8 +71,9 @@ describe('writ impact and writ policy impact', () => {
     expect(wider.code).toBe(1);
     expect(wider.stdout).toContain('ATTENUATION_VIOLATION');
     const none = await writ('impact', 'delegate', 'no-such-principal', 'seo-agent-7', '--actions', 'update_post', '--resources', 'wp:post:*');
-    expect([none.code, none.stdout.trim()]).toEqual([2, 'writ: --risk-max N is needed: no-such-principal holds no live grant or delegation to take it from']);
+    expect([none.code, none.stdout.trim()]).toEqual([2, 'writ: --risk-max N is needed: no-such-principal holds no live grant or delegation for update_post on wp:post:* to take it from']);
     expect((await h.ctx.graph.current()).revision).toBe(revision);
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-orch-deploy-staging', payload: { reason: 'test done' } })).status).toBe(200);
   });
 
   it('writ policy impact POLICIES_DIR lists the decisions that would flip (exit 4), with the reason', { timeout: 60_000 }, async () => {

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findOpa } from '../../src/cli/opa.js';
@@ -60,6 +60,15 @@ describe('writ policy commands run outside the Writ checkout', () => {
       process.env.PATH = noOpaOnPath;
       delete process.env.WRIT_OPA;
       expect(findOpa(REPO)).toBe(join(REPO, 'tools/bin/opa'));
+      // A folder named opa on PATH is passed over (it passes X_OK, and fails only when run); as WRIT_OPA it is refused.
+      const folderOnPath = mkdtempSync(join(tmpdir(), 'writ-opa-folder-'));
+      mkdirSync(join(folderOnPath, 'opa'));
+      process.env.PATH = `${folderOnPath}${delimiter}${noOpaOnPath}`;
+      expect(findOpa(REPO)).toBe(join(REPO, 'tools/bin/opa'));
+      process.env.WRIT_OPA = join(folderOnPath, 'opa');
+      expect(() => findOpa(REPO)).toThrow(expect.objectContaining({ code: 'POLICY_UNAVAILABLE', message: expect.stringContaining('which is not an executable file') }));
+      delete process.env.WRIT_OPA;
+      process.env.PATH = noOpaOnPath;
       expect(() => findOpa(elsewhere)).toThrow(expect.objectContaining({ code: 'POLICY_UNAVAILABLE', message: `the OPA CLI was not found (not on PATH, not at ${join(elsewhere, 'tools/bin/opa')}): run \`bash scripts/ensure-opa.sh\` in the Writ checkout (installs opa v1.22.3 with Go into tools/bin) or set WRIT_OPA` }));
     } finally {
       process.env.PATH = saved.PATH;
