@@ -129,7 +129,9 @@ export function capabilitiesIn(ctx: WritContext, graph: AuthorityGraph, principa
   for (const i of order) {
     if (held.some((w) => edgeCovers(w, lasts[i]!))) continue;
     if (kept.length === limit) {
-      truncated = true;
+      // Live chains come first: once the next one is dead (expired, revoked), so are the rest, and a
+      // dead chain adds no authority, so the list still holds all there is.
+      truncated ||= live[i]!;
       break;
     }
     const capability = judge(candidates[i]!);

@@ -5,6 +5,7 @@
  * (g-orchestrator > d-orch-content), or say plainly that they are cut. Decisions never were affected.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { ManualClock } from '../../src/clock.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { analyseImpact, capabilitiesIn, registerPrincipal } from '../../src/service/index.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
@@ -87,6 +88,23 @@ describe('past the chains judged for one principal', () => {
     expect(chainIds(r.capabilities)).toContain('g-orchestrator>d-orch-content');
     // in the resolver's order (shorter, then by edge id), as an uncut list is
     expect(chainIds(r.capabilities)).toEqual(['g-orchestrator>a-00', 'g-orchestrator>a-01', 'g-orchestrator>a-02', 'g-orchestrator>d-orch-content']);
+  });
+
+  it('dead chains past the limit (expired delegations) cut nothing the principal holds: not truncated', async () => {
+    const before = capabilitiesIn(h.ctx, await h.ctx.graph.current(), 'content-agent-3', now());
+    expect(before.truncated).toBe(false);
+    for (let i = 0; i < 6; i++) {
+      const r = await h.call('orchestrator', {
+        method: 'POST', url: '/v1/delegations',
+        payload: { id: `a-daily-${i}`, from: 'orchestrator', to: 'content-agent-3', reason: 'one day', max_depth: 0, expires_at: new Date(now() + 60_000).toISOString(), scope: readOne(100 + i) },
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+    }
+    (h.clock as ManualClock).advance(120_000);
+    // A limit that the live chains fill, with the 6 dead ones beyond it.
+    const r = capabilitiesIn(h.ctx, await h.ctx.graph.current(), 'content-agent-3', now(), { limit: before.capabilities.length });
+    expect(r.truncated).toBe(false);
+    expect(chainIds(r.capabilities)).toEqual(chainIds(before.capabilities));
   });
 
   it('a covering chain that is not valid drops nothing', async () => {
