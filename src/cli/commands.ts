@@ -54,14 +54,15 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
 
 /**
  * Opens the data directory, runs `fn`, closes: every command that reads or changes Writ's state goes
- * through here. Against PostgreSQL it makes no signing key where there is none (`writ serve` does, on
- * its first start): a command run from elsewhere against a shared store must not sign with a key no
- * server has. A SQLite store's data directory is its server's own, keys included.
+ * through here. Only a command that makes the store (`create`) makes a signing key where there is none,
+ * and only in a SQLite data directory, which is its server's own, keys included (`writ serve` makes one
+ * on its first start). Against PostgreSQL a command run from elsewhere must not sign with a key no
+ * server has; and a copy of a data directory without its keys/ (an auditor's) stays without one.
  */
 async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean; create?: boolean } = {}): Promise<T> {
   const { create = false, ...open } = options;
   if (!create) await requireStore(config);
-  const w = await openWrit(config, { makeSigningKey: config.databaseUrl === null, ...open });
+  const w = await openWrit(config, { makeSigningKey: create && config.databaseUrl === null, ...open });
   try {
     return await fn(w);
   } finally {

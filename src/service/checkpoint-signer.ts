@@ -12,7 +12,7 @@ import type { KeyRing } from '../decision/key-ring.js';
 export function keyRingCheckpointSigner(ring: KeyRing): CheckpointSigner {
   return {
     sign: (payload) => signCheckpoint(ring.current(), payload),
-    verify: (jws) => verifyCheckpoint(jws, (kid) => ring.verificationKey(kid)),
+    verify: (jws) => verifyCheckpoint(jws, (kid) => ring.verificationKey(kid), () => keysRead(ring)),
   };
 }
 
@@ -20,8 +20,17 @@ export function signCheckpoint(key: { kid: string; privateKey: KeyObject }, payl
   return signEdDsaJws(key, CHECKPOINT_TYP, canonicalJson(payload));
 }
 
-/** The checkpoint a JWS signs, if it is one and verifies with the key `keyFor` gives for its kid. */
-export function verifyCheckpoint(jws: string, keyFor: (kid: string) => KeyObject | undefined): { payload: SignedPayload } | { problem: string } {
+/** Where a ring's keys were read, for a problem that names a key it does not have: a copy without the servers' keys/ is not a forgery. */
+function keysRead(ring: KeyRing): string {
+  const n = ring.jwks().keys.length;
+  return `the keys read from ${ring.dir} (${n === 0 ? 'none' : `${n} published`}); if this is not the keys/ folder of the data directory the servers use, run this there`;
+}
+
+/**
+ * The checkpoint a JWS signs, if it is one and verifies with the key `keyFor` gives for its kid. `keysRead`
+ * says where the keys came from, for the problem of a kid none of them has.
+ */
+export function verifyCheckpoint(jws: string, keyFor: (kid: string) => KeyObject | undefined, keysRead?: () => string): { payload: SignedPayload } | { problem: string } {
   let decoded;
   try {
     decoded = decodeCompactJws(jws);
@@ -38,7 +47,7 @@ export function verifyCheckpoint(jws: string, keyFor: (kid: string) => KeyObject
   } catch (e) {
     return { problem: `the checkpoint was signed by key ${header.kid}, which is published but unusable (${(e as Error).message})` };
   }
-  if (!key) return { problem: `the checkpoint was signed by key ${header.kid}, which is not among the published keys` };
+  if (!key) return { problem: `the checkpoint was signed by key ${header.kid}, which is not among the published keys${keysRead ? `: ${keysRead()}` : ''}` };
   if (!verifyJwsSignature(decoded, 'EdDSA', key)) return { problem: `the checkpoint's signature does not verify with key ${header.kid} (it was forged or altered)` };
   const payload = signedPayloadOf(decoded.payload);
   if (!payload) return { problem: 'the checkpoint\'s payload is none of a checkpoint over the chain heads, an archive manifest or a legacy checkpoint' };

@@ -1,3 +1,6 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
@@ -74,6 +77,19 @@ describe('auditor commands tell what really happened', () => {
     const { stdout } = await writ('why', story.refused!);
     expect(stdout).toContain('REJECTED');
     expect(stdout).toContain('DECISION_INVALID');
+  });
+
+  it('writ audit verify on a copy of the data directory without its keys/ makes no key, and says which keys it read', async () => {
+    expect((await writ('audit', 'checkpoint')).code).toBe(0);
+    const copy = mkdtempSync(join(tmpdir(), 'writ-copy-'));
+    try {
+      expect((await writ('backup', join(copy, 'writ.sqlite'))).code).toBe(0); // the store alone, as an auditor is given it
+      const v = await runWrit(copy, 'audit', 'verify');
+      expect(v).toMatchObject({ code: 1, stdout: expect.stringContaining(`the keys read from ${join(copy, 'keys')} (none)`) });
+      expect(existsSync(join(copy, 'keys'))).toBe(false); // before: a new signing key, as if this copy were a server's data directory
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
   });
 
   it('writ receipts lists both, with their status', async () => {
