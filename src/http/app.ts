@@ -4,14 +4,14 @@ import websocket from '@fastify/websocket';
 import { countWorkInFlight, releaseAssertion, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/index.js';
-import { consoleSession, forOneOperation, type ConsoleSession, type WritContext } from '../service/index.js';
+import { consoleSession, forOneOperation, isAuditor, type ConsoleSession, type WritContext } from '../service/index.js';
 import { registerComponents } from './components.js';
 import { guardInput } from './input-guard.js';
 import { createMetrics } from './metrics.js';
 import { boundInflightWrites, claimedPrincipal, drainGate, PrincipalRateLimiter, type Drain } from './overload.js';
 import { queryCoercingValidator, STRICT_AJV_OPTIONS } from './query-coercion.js';
 import { sendProblem } from './problem.js';
-import { OWN_READS, sessionCookieOf, sessionMayCall } from './console-auth.js';
+import { COORDINATION_READS, OWN_READS, sessionCookieOf, sessionMayCall, type Reader } from './console-auth.js';
 import { registerConsoleRoutes } from './routes/console.js';
 import { registerAuditReadRoutes } from './routes/audit-reads.js';
 import { registerAuthzenRoutes } from './routes/authzen.js';
@@ -47,6 +47,13 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Set when the request was authenticated by the console's session cookie (not a caller assertion). */
     consoleSession?: ConsoleSession;
+    /**
+     * Set by `caller` on a read (a GET, or any call of a console session): who reads, and whether it is an
+     * auditor (governance, or audit_read on audit:principal:*), which reads everything. Anyone else reads
+     * through the routes of OWN_READS, which narrow their answers to it (checkOwn), and, with a caller
+     * assertion, COORDINATION_READS.
+     */
+    reader?: Reader;
   }
 }
 
@@ -125,19 +132,31 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   };
   app.decorate('caller', async (request: FastifyRequest) => {
     const cookie = request.headers.authorization === undefined ? sessionCookieOf(request.headers.cookie) : undefined;
+    // HEAD is the GET route's (fastify answers it with the GET handler).
+    const route = `${request.method === 'HEAD' ? 'GET' : request.method} ${request.routeOptions.url ?? ''}`;
     if (cookie !== undefined) {
       const session = await consoleSession(ctx, cookie);
-      // HEAD is the GET route's (fastify answers it with the GET handler).
-      const route = `${request.method === 'HEAD' ? 'GET' : request.method} ${request.routeOptions.url ?? ''}`;
       if (!session.auditor && !OWN_READS.has(route)) {
         throw new WritError('FORBIDDEN', `${session.principal} holds no audit grant (audit_read on audit:principal:*): its console shows only its own receipts and capabilities`);
       }
       // A session is held to its principal's rate like the principal's signed calls.
       admit(session.principal);
       request.consoleSession = session;
+      request.reader = { principal: session.principal, auditor: session.auditor };
       return session.principal;
     }
-    return (await spentCaller(request)).principal;
+    const principal = (await spentCaller(request)).principal;
+    // A signed read sees what a console session of the same principal sees, and the coordination state
+    // besides: the graph, other principals and their receipts are an auditor's (the grant is checked only
+    // where the route needs it, so an agent's lease and decision calls pay nothing for it).
+    if (route.startsWith('GET ') && !COORDINATION_READS.has(route)) {
+      const auditor = await isAuditor(ctx, principal);
+      if (!auditor && !OWN_READS.has(route)) {
+        throw new WritError('FORBIDDEN', `${principal} holds no audit grant (audit_read on audit:principal:*): it may read its own receipts and capabilities, the receipts and capabilities of the principals its audit_read covers, and the leases, lease queues and incidents`);
+      }
+      request.reader = { principal, auditor };
+    }
+    return principal;
   });
   app.decorate('spentCaller', spentCaller);
   app.decorate('unspentCaller', async (request: FastifyRequest) => admitted(request, await authDeps(request)));

@@ -304,7 +304,8 @@ const retryAfter = { 'Retry-After': { type: 'integer', minimum: 1, description: 
 
 /**
  * Codes every authenticated route may answer, besides its own. A console session (cookie) gets
- * SESSION_READ_ONLY from anything but a read, and FORBIDDEN from a whole-graph read when it is no auditor.
+ * SESSION_READ_ONLY from anything but a read; a reader that is no auditor (a session, or a signed GET)
+ * gets FORBIDDEN from a whole-graph read.
  */
 export const AUTHENTICATED: readonly ErrorCode[] = ['UNAUTHENTICATED', 'RATE_LIMITED', 'OVERLOADED', 'STORE_FAILED', 'INTERNAL', 'SESSION_READ_ONLY', 'FORBIDDEN'];
 /** Codes every route with a JSON body (or query) may answer. */

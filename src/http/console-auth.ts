@@ -7,15 +7,33 @@
  */
 export const SESSION_COOKIE = 'writ_console';
 
+/** Who reads: its principal, and whether it is an auditor (governance, or audit_read on audit:principal:*). */
+export interface Reader {
+  principal: string;
+  auditor: boolean;
+}
+
 /** Routes (method + fastify route url) a console session may call at all. */
 const SESSION_WRITES = new Set(['POST /v1/impact', 'POST /v1/console/session', 'DELETE /v1/console/session']);
 
-/** Routes a non-auditor's session may call; each narrows its answer to the session's principal. */
+/**
+ * Routes a non-auditor may read (a console session, or a caller assertion on a GET); each narrows its
+ * answer to what is the reader's own, or what its audit_read on audit:principal:<id> lets it ask about.
+ */
 export const OWN_READS = new Set([
   'GET /v1/receipts', 'GET /v1/receipts/:id', 'GET /v1/receipts/:id/why', 'GET /v1/principals/:id/capabilities',
+  'GET /v1/principals/:id', 'GET /v1/edges/:id',
   'GET /v1/audit/expiring', 'GET /v1/audit/orphans',
   'POST /v1/impact', 'GET /v1/console/session', 'DELETE /v1/console/session',
 ]);
+
+/**
+ * The coordination state that every principal calling the API works with, auditor or not: who holds which
+ * key at what epoch, who waits, and the incidents that allow preemption (an agent waiting on a key, or
+ * finding its own leases again after a crash, reads them). A non-auditor's console session does not: the
+ * console shows it only its own receipts and capabilities.
+ */
+export const COORDINATION_READS = new Set(['GET /v1/leases', 'GET /v1/leases/queues', 'GET /v1/incidents']);
 
 export function sessionMayCall(method: string, routeUrl: string | undefined): boolean {
   return method === 'GET' || method === 'HEAD' || SESSION_WRITES.has(`${method} ${routeUrl ?? ''}`);

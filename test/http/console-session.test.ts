@@ -107,14 +107,53 @@ describe('the session cookie as a credential of the public API', () => {
     expect((await get(seo, '/v1/receipts?principal=content-agent-3')).body.code).toBe('NOT_FOUND');
     expect((await get(seo, '/v1/principals/seo-agent-7/capabilities')).status).toBe(200);
     expect((await get(seo, '/v1/principals/content-agent-3/capabilities')).body.code).toBe('FORBIDDEN');
-    for (const url of ['/v1/graph', '/v1/graph/events', '/v1/graph/diff?from=1', '/v1/leases', '/v1/leases/queues', '/v1/incidents', '/v1/audit/verify', '/v1/edges/d-orch-seo', '/v1/principals/seo-agent-7']) {
+    for (const url of ['/v1/graph', '/v1/graph/events', '/v1/graph/diff?from=1', '/v1/leases', '/v1/leases/queues', '/v1/incidents', '/v1/audit/verify']) {
       expect((await get(seo, url)).body.code, url).toBe('FORBIDDEN');
     }
+    // Itself and the edges it holds, and no other's.
+    expect((await get(seo, '/v1/principals/seo-agent-7')).status).toBe(200);
+    expect((await get(seo, '/v1/edges/d-orch-seo')).status).toBe(200);
+    expect((await get(seo, '/v1/principals/content-agent-3')).body.code).toBe('NOT_FOUND');
+    expect((await get(seo, '/v1/edges/d-orch-content')).body.code).toBe('UNKNOWN_EDGE');
     // Its own delegations only: orphans and expiring edges are narrowed to it.
     expect((await get(seo, '/v1/audit/orphans')).status).toBe(200);
     expect((await get(seo, '/v1/audit/expiring?principal=editor-alice')).body.code).toBe('NOT_FOUND');
-    // The same principal with a signed assertion (an agent's credential) is not narrowed: the narrowing is the console's.
-    expect((await h.call('seo-agent-7', { method: 'GET', url: '/v1/receipts' })).body.receipts).toHaveLength(2);
+    // The same principal with a signed assertion (an agent's credential) is narrowed the same way (next test).
+    expect((await h.call('seo-agent-7', { method: 'GET', url: '/v1/receipts' })).body.receipts.map((r: { principal: string }) => r.principal)).toEqual(['seo-agent-7']);
+  });
+
+  it('a signed read by a principal without an audit grant sees what its console would, and the coordination state besides', async () => {
+    const seo = (url: string) => h.call('seo-agent-7', { method: 'GET', url });
+    const theirs = (await h.call('governance', { method: 'GET', url: '/v1/receipts?principal=content-agent-3' })).body.receipts[0].receipt_id;
+    // Before: every one of these answered 200 to any registered agent (the whole graph, another agent's receipts and chains).
+    for (const url of [`/v1/receipts/${theirs}`, `/v1/receipts/${theirs}/why`, '/v1/receipts?principal=content-agent-3', '/v1/audit/expiring?principal=editor-alice']) {
+      expect((await seo(url)).body.code, url).toBe('NOT_FOUND');
+    }
+    for (const url of ['/v1/graph', '/v1/graph/events', '/v1/graph/diff?from=1', '/v1/audit/verify']) {
+      const r = await seo(url);
+      expect(r.body.code, url).toBe('FORBIDDEN');
+      expect(r.body.detail).toContain('audit_read on audit:principal:*');
+    }
+    expect((await seo('/v1/principals/content-agent-3')).body.code).toBe('NOT_FOUND');
+    expect((await seo('/v1/principals/no-such-one')).body.code).toBe('NOT_FOUND'); // no telling unknown from unreadable
+    expect((await seo('/v1/edges/d-orch-content')).body.code).toBe('UNKNOWN_EDGE');
+    expect((await seo('/v1/principals/seo-agent-7')).status).toBe(200);
+    expect((await seo('/v1/edges/d-orch-seo')).status).toBe(200); // the delegation it holds
+    expect((await h.call('orchestrator', { method: 'GET', url: '/v1/edges/d-orch-content' })).status).toBe(200); // one it gave
+    const mine = (await seo('/v1/receipts')).body.receipts;
+    expect(mine.map((r: { principal: string }) => r.principal)).toEqual(['seo-agent-7']);
+    expect((await seo(`/v1/receipts/${mine[0].receipt_id}/why`)).status).toBe(200);
+    // Coordination: who holds which key, who waits, the incidents.
+    for (const url of ['/v1/leases', '/v1/leases/queues', '/v1/incidents']) expect((await seo(url)).status, url).toBe(200);
+    // audit_read on one principal's key lets a reader ask about that principal's receipts, and no one else's.
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-seo-reads-content', to: 'seo-agent-7', reason: 'reviews the content agent', scope: { actions: ['audit_read'], resources: ['audit:principal:content-agent-3'], environments: ['*'], fields: ['*'], constraints: { risk_max: 0 } } } as never);
+    expect((await seo(`/v1/receipts/${theirs}`)).status).toBe(200);
+    expect((await seo('/v1/receipts?principal=content-agent-3')).body.receipts).toHaveLength(1);
+    expect((await seo('/v1/graph')).body.code).toBe('FORBIDDEN');
+    await revokeEdge(h.ctx, GOVERNANCE_ID, 'g-seo-reads-content', 'review over');
+    expect((await seo(`/v1/receipts/${theirs}`)).body.code).toBe('NOT_FOUND');
+    // Governance reads everything.
+    for (const url of ['/v1/graph', `/v1/receipts/${theirs}/why`, '/v1/principals/content-agent-3']) expect((await h.call('governance', { method: 'GET', url })).status, url).toBe(200);
   });
 
   it('audit_read on audit:principal:* makes an auditor; revoking the grant (or the principal) takes it back at the next request', async () => {

@@ -15,7 +15,7 @@ describe('per-principal rate limit (WRIT_RATE_LIMIT_PER_S, WRIT_RATE_LIMIT_BURST
     const clock = new ManualClock(Date.UTC(2026, 5, 1, 12));
     const h = await startHarness({ clock, config: { rateLimit: { perSecond: 2, burst: 3 } } });
     harnesses.push(h);
-    const read = (who: string) => h.call(who, { method: 'GET', url: '/v1/principals/seo-agent-7' });
+    const read = (who: string) => h.call(who, { method: 'GET', url: `/v1/principals/${who}` });
     for (let i = 0; i < 3; i++) expect((await read('seo-agent-7')).status).toBe(200);
     const limited = await read('seo-agent-7');
     expect(limited.status).toBe(429);

@@ -6,8 +6,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { WritError } from '../../errors.js';
 import {
-  capabilitiesOf, checkMayAskAbout, expiringEdges, graphDiff, graphEvents, orphanedDelegations, parseTime, waitQueues, whyReceipt,
+  capabilitiesOf, checkMayAskAbout, expiringEdges, mayAskAbout, graphDiff, graphEvents, orphanedDelegations, parseTime, waitQueues, whyReceipt,
 } from '../../service/index.js';
+import type { WritContext } from '../../service/index.js';
 import { toWireTime } from '../../wire/time.js';
 import type { Capabilities } from '../../wire/v1.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
@@ -22,18 +23,28 @@ const revocation = {
 const strings = { type: 'array', items: { type: 'string' } } as const;
 const edges = (description: string) => ({ type: 'array', items: ref('Edge'), description });
 
-/** A console session of a principal without an audit grant reads only what is its own (receipts, capabilities, its delegations). */
-export function checkOwn(request: FastifyRequest, principal: string, what: string): void {
-  const s = request.consoleSession;
-  if (s && !s.auditor && s.principal !== principal) throw new WritError('NOT_FOUND', `no ${what} of ${s.principal}'s own here`);
+/**
+ * Whether the reader of this request may read what is `principal`'s: always when the request is no read
+ * (request.reader unset) or its reader is an auditor; otherwise when it is the reader's own, or its
+ * audit_read on audit:principal:<principal> lets it ask about that principal.
+ */
+export async function readsAbout(ctx: WritContext, request: FastifyRequest, principal: string): Promise<boolean> {
+  const r = request.reader;
+  return !r || r.auditor || r.principal === principal || mayAskAbout(ctx, r.principal, principal);
 }
 
-/** The `principal` filter of a list: a non-auditor's session may only ask about itself, and asks about itself when it names nobody. */
-function ownFilter(request: FastifyRequest, principal: string | undefined): string | undefined {
-  const s = request.consoleSession;
-  if (!s || s.auditor) return principal;
-  if (principal !== undefined) checkOwn(request, principal, 'delegations');
-  return s.principal;
+/** readsAbout, or NOT_FOUND: a reader learns nothing of what it may not read, not even that it exists. */
+export async function checkOwn(ctx: WritContext, request: FastifyRequest, principal: string, what: string): Promise<void> {
+  if (!(await readsAbout(ctx, request, principal))) throw new WritError('NOT_FOUND', `no ${what} of ${request.reader!.principal}'s own here`);
+}
+
+/** The `principal` filter of a list: a non-auditor reader asks about itself when it names nobody, and may name another only as checkOwn allows. */
+export async function ownFilter(ctx: WritContext, request: FastifyRequest, principal: string | undefined, what: string): Promise<string | undefined> {
+  const r = request.reader;
+  if (!r || r.auditor) return principal;
+  if (principal === undefined) return r.principal;
+  await checkOwn(ctx, request, principal, what);
+  return principal;
 }
 
 export function registerAuditReadRoutes(app: FastifyInstance): void {
@@ -100,7 +111,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
   }, async (request) => {
     await app.caller(request);
     const why = await whyReceipt(ctx, request.params.id);
-    checkOwn(request, why.receipt.principal, 'receipt');
+    await checkOwn(ctx, request, why.receipt.principal, 'receipt');
     return whyToWire(why);
   });
 
@@ -182,7 +193,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
     },
   }, async (request) => {
     await app.caller(request);
-    const p = ownFilter(request, request.query.principal);
+    const p = await ownFilter(ctx, request, request.query.principal, 'delegations');
     const found = await expiringEdges(ctx, request.query.within_ms ?? 7 * 86_400_000);
     return { edges: found.filter((e) => p === undefined || e.from === p || e.to === p).map(edgeToWire) };
   });
@@ -201,7 +212,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
     },
   }, async (request) => {
     await app.caller(request);
-    const p = ownFilter(request, request.query.principal);
+    const p = await ownFilter(ctx, request, request.query.principal, 'delegations');
     // Only the edges asked about are judged (a delegation's check is a policy evaluation). An ownership's
     // `to` is a resource pattern: asking for that pattern as a principal finds it too (harmless).
     const found = await orphanedDelegations(ctx, p === undefined ? undefined : (edge) => edge.from === p || edge.to === p);

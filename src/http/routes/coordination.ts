@@ -5,7 +5,7 @@ import { performAction, type ActionInput } from '../../service/index.js';
 import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
 import { parseTime } from '../../service/index.js';
-import { checkOwn } from './audit-reads.js';
+import { checkOwn, ownFilter } from './audit-reads.js';
 import { toWireTime } from '../../wire/time.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
 import { incidentToWire, leaseGrantToWire, leaseRecordToWire, leaseRenewalToWire, receiptToWire } from '../wire.js';
@@ -128,7 +128,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     await app.caller(request);
     const r = await ctx.receipts.get(request.params.id);
     if (!r) throw new WritError('NOT_FOUND', `no receipt ${request.params.id}`);
-    checkOwn(request, r.principal, 'receipt');
+    await checkOwn(ctx, request, r.principal, 'receipt');
     return { receipt: receiptToWire(r) };
   });
 
@@ -152,15 +152,12 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
       },
     },
   }, async (request) => {
-    const caller = await app.caller(request);
+    await app.caller(request);
     const { since, until, order, ...q } = request.query;
     if (order === 'newest' && q.after !== undefined) throw new WritError('UNPROCESSABLE', 'order=newest pages with `before`, not `after`');
     if (order !== 'newest' && q.before !== undefined) throw new WritError('UNPROCESSABLE', '`before` pages receipts newest first: add order=newest');
-    const session = request.consoleSession;
-    if (session && !session.auditor) {
-      if (q.principal !== undefined && q.principal !== caller) checkOwn(request, q.principal, 'receipts');
-      q.principal = caller;
-    }
+    const principal = await ownFilter(ctx, request, q.principal, 'receipts');
+    if (principal !== undefined) q.principal = principal;
     const page = await ctx.receipts.query({
       ...(q as Omit<Parameters<typeof ctx.receipts.query>[0], 'since' | 'until'>),
       ...(order === 'newest' ? { newestFirst: true } : {}),

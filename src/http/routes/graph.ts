@@ -7,6 +7,7 @@ import {
 } from '../../service/index.js';
 import type { EdgeRevoked, EdgeWritten } from '../../wire/v1.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
+import { checkOwn, readsAbout } from './audit-reads.js';
 import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody, reasonQuery, revokeBody } from '../schemas.js';
 import { edgeToWire, graphExportToWire, principalToWire } from '../wire.js';
 
@@ -47,9 +48,10 @@ export function registerGraphRoutes(app: FastifyInstance): void {
   });
 
   app.get<{ Params: { id: string } }>('/v1/principals/:id', {
-    schema: { operationId: 'getPrincipal', tags: ['Graph'], summary: 'Read a principal', response: { 200: principalReply('The principal'), ...errorResponses([...AUTHENTICATED, 'UNKNOWN_PRINCIPAL']) } },
+    schema: { operationId: 'getPrincipal', tags: ['Graph'], summary: 'Read a principal: the principal itself, an auditor (governance, audit_read on audit:principal:*) or a holder of audit_read on audit:principal:<id> may (anyone else: NOT_FOUND)', response: { 200: principalReply('The principal'), ...errorResponses([...AUTHENTICATED, 'UNKNOWN_PRINCIPAL', 'NOT_FOUND']) } },
   }, async (request) => {
     await app.caller(request);
+    await checkOwn(ctx, request, request.params.id, 'principal'); // before the lookup: an unknown id and another's read alike
     return { principal: principalToWire(await getPrincipal(ctx, request.params.id)) };
   });
 
@@ -86,11 +88,14 @@ export function registerGraphRoutes(app: FastifyInstance): void {
   edgeRoute<PreemptionInput>('/v1/preemptions', 'createPreemption', preemptionBody, 'Let a principal preempt another\'s leases during incidents', (c, b) => createPreemption(ctx, c, b));
 
   app.get<{ Params: { id: string } }>('/v1/edges/:id', {
-    schema: { operationId: 'getEdge', tags: ['Graph'], summary: 'Read an edge', response: { 200: { type: 'object', description: 'The edge (revoked ones too)', required: ['edge'], properties: { edge: ref('Edge') } }, ...errorResponses([...AUTHENTICATED, 'UNKNOWN_EDGE']) } },
+    schema: { operationId: 'getEdge', tags: ['Graph'], summary: 'Read an edge: one the caller made, gives or holds, or one into a principal it may ask about (audit_read on audit:principal:<id>); an auditor any (anyone else: UNKNOWN_EDGE, as for none)', response: { 200: { type: 'object', description: 'The edge (revoked ones too)', required: ['edge'], properties: { edge: ref('Edge') } }, ...errorResponses([...AUTHENTICATED, 'UNKNOWN_EDGE']) } },
   }, async (request) => {
-    await app.caller(request);
+    const caller = await app.caller(request);
     const edge = (await ctx.graph.current()).edge(request.params.id);
-    if (!edge) throw new WritError('UNKNOWN_EDGE', `no edge "${request.params.id}"`);
+    // A reader without an audit grant reads the edges it made, gives or holds, and those into a principal
+    // its audit_read covers; any other is as unknown to it as one that does not exist.
+    const readable = edge && (edge.from === caller || edge.creator === caller || (await readsAbout(ctx, request, edge.to)));
+    if (!readable) throw new WritError('UNKNOWN_EDGE', `no edge "${request.params.id}"`);
     return { edge: edgeToWire(edge) };
   });
 
