@@ -145,12 +145,11 @@ export async function verifyPostgresReceipts(url: string, keysDir: string | null
 
 /**
  * The store `config` names. `migrate: false` (a command that must write nothing, such as a dry run)
- * refuses a PostgreSQL schema older than this Writ's instead of migrating it (a SQLite file, the data
- * directory's own, is brought up to date either way).
+ * refuses a schema older than this Writ's instead of migrating it, on either engine.
  */
 export async function openStore(config: WritConfig, options: { migrate?: boolean } = {}): Promise<WritStore> {
   if (config.databaseUrl !== null) return openPostgresStore(config.databaseUrl, { applicationName: `writ-${process.pid}`, migrate: options.migrate ?? true });
-  return openSqliteStore(config.dbFile);
+  return openSqliteStore(config.dbFile, { migrate: options.migrate ?? true });
 }
 
 /** What openWrit says of the credential when it did not bootstrap governance: nothing made, nothing checked. */

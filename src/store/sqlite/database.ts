@@ -11,9 +11,10 @@ export type SqliteDatabase = Database.Database;
  * survive a crash, and `synchronous` is per connection: migrations and tools that commit directly sync
  * in COMMIT), a busy timeout so that several processes can share it, and all numbered migrations
  * applied. The store's group commit then switches its write connection to NORMAL and syncs the WAL
- * itself, off the event loop, before it answers (see wal-sync.ts).
+ * itself, off the event loop, before it answers (see wal-sync.ts). `migrate: false` (a command that
+ * must write nothing, such as a dry run) refuses a schema older than this Writ's instead of migrating it.
  */
-export function openDatabase(file: string, options: { busyTimeoutMs?: number } = {}): SqliteDatabase {
+export function openDatabase(file: string, options: { busyTimeoutMs?: number; migrate?: boolean } = {}): SqliteDatabase {
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const db = new Database(file);
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
@@ -22,7 +23,8 @@ export function openDatabase(file: string, options: { busyTimeoutMs?: number } =
     walMode(db, busyTimeoutMs);
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
-    migrate(db);
+    if (options.migrate === false) requireCurrentSchema(db);
+    else migrate(db);
   } catch (e) {
     db.close();
     throw e;
@@ -51,6 +53,23 @@ function walMode(db: SqliteDatabase, busyTimeoutMs: number): void {
 
 /** The newest schema version this code knows. */
 export const SQLITE_SCHEMA_VERSION = Math.max(...MIGRATIONS.map((m) => m.version));
+
+/**
+ * Refuses a file whose schema is not this Writ's, changing nothing: newer is SCHEMA_TOO_NEW, older is
+ * UNPROCESSABLE with what to run (the words PostgreSQL's store uses for the same refusal).
+ */
+function requireCurrentSchema(db: SqliteDatabase): void {
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
+  const current = table ? ((db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0) : 0;
+  if (current === SQLITE_SCHEMA_VERSION) return;
+  throw new WritError(
+    current > SQLITE_SCHEMA_VERSION ? 'SCHEMA_TOO_NEW' : 'UNPROCESSABLE',
+    current > SQLITE_SCHEMA_VERSION
+      ? `the SQLite store's schema is at version ${current}, newer than this Writ knows (${SQLITE_SCHEMA_VERSION}); run a Writ at least as new as the one that migrated it`
+      : `the SQLite store's schema is at version ${current}, this Writ needs ${SQLITE_SCHEMA_VERSION}: run \`writ migrate\``,
+    { schema_version: current, known_version: SQLITE_SCHEMA_VERSION },
+  );
+}
 
 /**
  * Applies every numbered migration not applied yet, each in its own immediate transaction (several
