@@ -1,10 +1,10 @@
 import Database from 'better-sqlite3';
-import { closeSync, copyFileSync, existsSync, fsyncSync, linkSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, fsyncSync, linkSync, mkdtempSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { WritError } from '../../errors.js';
 import { checkEpochBump, type EpochBump } from '../../lease/index.js';
-import { openDatabase, SQLITE_SCHEMA_VERSION, type SqliteDatabase } from './database.js';
+import { makeDataDirectory, openDatabase, SQLITE_SCHEMA_VERSION, type SqliteDatabase } from './database.js';
 import { openSqliteStore } from './sqlite-store.js';
 
 /** What a backup holds, read from the copy itself once it is complete. */
@@ -107,10 +107,11 @@ export function openForBackup(file: string): SqliteDatabase {
 export async function restoreSqliteStore(backupFile: string, dataFile: string, options: RestoreOptions): Promise<RestoreSummary> {
   checkEpochBump({ margin: options.epochMargin, reason: options.reason });
   if (!existsSync(backupFile)) throw new WritError('NOT_FOUND', `no backup at ${backupFile}`);
+  if (statSync(backupFile).isDirectory()) throw new WritError('UNPROCESSABLE', `${backupFile} is a directory, not a backup: name the file \`writ backup FILE\` wrote; nothing was changed`);
   if (existsSync(`${backupFile}-wal`)) {
     throw new WritError('UNPROCESSABLE', `${backupFile} has a -wal file beside it: it is a live database, not a backup (take one with \`writ backup\`)`);
   }
-  mkdirSync(dirname(dataFile), { recursive: true });
+  makeDataDirectory(dirname(dataFile));
   const restoring = join(dirname(dataFile), `.${basename(dataFile)}.restoring`);
   removeDatabaseFiles(restoring);
   try {

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WritError } from '../../errors.js';
 import { MIGRATIONS } from './migrations/index.js';
@@ -15,7 +15,7 @@ export type SqliteDatabase = Database.Database;
  * must write nothing, such as a dry run) refuses a schema older than this Writ's instead of migrating it.
  */
 export function openDatabase(file: string, options: { busyTimeoutMs?: number; migrate?: boolean } = {}): SqliteDatabase {
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+  if (file !== ':memory:') makeDataDirectory(dirname(file));
   const db = new Database(file);
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   db.pragma(`busy_timeout = ${busyTimeoutMs}`);
@@ -30,6 +30,22 @@ export function openDatabase(file: string, options: { busyTimeoutMs?: number; mi
     throw e;
   }
   return db;
+}
+
+/**
+ * Makes the directory of the store file if it is missing; a path there that is not a directory (a file
+ * named as the data directory, or above it) is refused with what to do, before anything is created.
+ */
+export function makeDataDirectory(dir: string): void {
+  for (let d = dir; ; d = dirname(d)) {
+    const found = statSync(d, { throwIfNoEntry: false });
+    if (found?.isDirectory()) break;
+    if (found) {
+      throw new WritError('UNPROCESSABLE', `the data directory ${dir} is not a directory (${d === dir ? 'it is a file' : `${d} is a file`}): name a directory with --data-dir or WRIT_DATA_DIR (it is made if missing); nothing was created`);
+    }
+    if (dirname(d) === d) break;
+  }
+  mkdirSync(dir, { recursive: true });
 }
 
 /**
