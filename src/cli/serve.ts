@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import type { WritConfig } from '../config/index.js';
+import { maskDatabaseUrl, type WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
 import { applyManifest, environmentProblem, issueLoginToken, openWrit, readManifest, reconcileReceipts, type WritContext } from '../service/index.js';
@@ -172,7 +172,8 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     checkpointTimer.unref();
   }
   const url = httpOrigin(config.host, config.port);
-  say(`[writ] listening on ${url}  (graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision})`);
+  const store = config.databaseUrl === null ? `SQLite ${config.dbFile}` : `PostgreSQL ${maskDatabaseUrl(config.databaseUrl)}`;
+  say(`[writ] listening on ${url}  (store: ${store}, graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision})`);
   say(`[writ] try:  curl ${url}/healthz   ·   curl ${url}/.well-known/jwks.json   ·   curl ${url}/openapi.json`);
   say(`[writ]       node bin/writ trace seo-agent-7 update_post wp:post:1024 --fields title,meta_description`);
   say(`[writ]       node bin/writ graph export --format dot`);

@@ -119,7 +119,8 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     await assertNotInUse(dataFile);
     const previous = existsSync(dataFile) ? `${dataFile}.pre-restore-${new Date(options.now).toISOString().replace(/[:.]/g, '-')}` : null;
     const replaced = previous === null ? null : carryReplacedEpochs(dataFile, restoring);
-    const store = await openSqliteStore(restoring, { checkpointer: false });
+    // A copy of a file moved to PostgreSQL stays marked so (its record is kept, and the replaced store's carried).
+    const store = await openSqliteStore(restoring, { checkpointer: false, moved: 'allow' });
     let bump: EpochBump;
     try {
       bump = await store.readWrite((tx) =>
@@ -183,23 +184,29 @@ function carryReplacedEpochs(dataFile: string, restoring: string): ReplacedEpoch
   const old = new Database(dataFile, { readonly: true, fileMustExist: true });
   let keys: { key: string; epoch: number }[];
   let bumps: Record<string, unknown>[];
+  let moves: Record<string, unknown>[];
   try {
     keys = allRows(old, 'SELECT key, epoch FROM lease_keys WHERE epoch > 0 ORDER BY key');
     bumps = allRows(old, `SELECT ${BUMP_COLUMNS} FROM lease_epoch_bumps ORDER BY seq`);
+    moves = allRows(old, `SELECT ${MOVE_COLUMNS} FROM store_moves ORDER BY seq`);
   } finally {
     old.close();
   }
-  const db = openDatabase(restoring);
+  const db = openDatabase(restoring, { moved: 'allow' });
   try {
     const ensureKey = db.prepare('INSERT OR IGNORE INTO lease_keys (key, epoch, transitions) VALUES (?, 0, 0)');
     const raiseKey = db.prepare('UPDATE lease_keys SET epoch = MAX(epoch, ?) WHERE key = ?');
     const same = BUMP_COLUMNS.split(', ').map((c) => `${c} IS :${c}`).join(' AND ');
     const carryBump = db.prepare(`INSERT INTO lease_epoch_bumps (${BUMP_COLUMNS}) SELECT ${BUMP_COLUMNS.split(', ').map((c) => `:${c}`).join(', ')}
       WHERE NOT EXISTS (SELECT 1 FROM lease_epoch_bumps WHERE ${same})`);
+    const carryMove = db.prepare(`INSERT INTO store_moves (${MOVE_COLUMNS}) SELECT ${MOVE_COLUMNS.split(', ').map((c) => `:${c}`).join(', ')}
+      WHERE NOT EXISTS (SELECT 1 FROM store_moves WHERE ${MOVE_COLUMNS.split(', ').map((c) => `${c} IS :${c}`).join(' AND ')})`);
     let carried = 0;
     db.transaction(() => {
       // The record first: a key row inserted below starts at the floor it sets (migration 9's trigger), then rises to the replaced epoch.
       for (const b of bumps) carried += carryBump.run(b).changes;
+      // A replaced file that was moved to PostgreSQL: the restored one is refused as it was, until taken back.
+      for (const m of moves) carryMove.run(m);
       for (const k of keys) {
         ensureKey.run(k.key);
         raiseKey.run(k.epoch, k.key);
@@ -211,6 +218,8 @@ function carryReplacedEpochs(dataFile: string, restoring: string): ReplacedEpoch
     db.close();
   }
 }
+
+const MOVE_COLUMNS = 'at, moved_to, lifted_at, lifted_by, lifted_reason';
 
 /** Columns of lease_epoch_bumps but its seq: a carried row is appended after the copy's own, with the next seq. */
 const BUMP_COLUMNS = 'at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail';

@@ -13,8 +13,9 @@ export type SqliteDatabase = Database.Database;
  * applied. The store's group commit then switches its write connection to NORMAL and syncs the WAL
  * itself, off the event loop, before it answers (see wal-sync.ts). `migrate: false` (a command that
  * must write nothing, such as a dry run) refuses a schema older than this Writ's instead of migrating it.
+ * A file moved to PostgreSQL (`writ store copy`) is refused (STORE_MOVED) unless `moved: 'allow'`.
  */
-export function openDatabase(file: string, options: { busyTimeoutMs?: number; migrate?: boolean } = {}): SqliteDatabase {
+export function openDatabase(file: string, options: { busyTimeoutMs?: number; migrate?: boolean; moved?: 'refuse' | 'allow' } = {}): SqliteDatabase {
   if (file !== ':memory:') makeDataDirectory(dirname(file));
   const db = new Database(file);
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
@@ -25,6 +26,7 @@ export function openDatabase(file: string, options: { busyTimeoutMs?: number; mi
     db.pragma('foreign_keys = ON');
     if (options.migrate === false) requireCurrentSchema(db);
     else migrate(db);
+    if (options.moved !== 'allow') refuseMoved(db, file);
   } catch (e) {
     db.close();
     throw e;
@@ -69,6 +71,44 @@ function walMode(db: SqliteDatabase, busyTimeoutMs: number): void {
 
 /** The newest schema version this code knows. */
 export const SQLITE_SCHEMA_VERSION = Math.max(...MIGRATIONS.map((m) => m.version));
+
+/** Where the file was moved, while the move stands (store_moves, migration 14); null when it was not, or was taken back. */
+export function storeMovedTo(db: SqliteDatabase): { at: number; moved_to: string } | null {
+  if (!db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_moves'").get()) return null;
+  return (db.prepare('SELECT at, moved_to FROM store_moves WHERE lifted_at IS NULL ORDER BY seq DESC LIMIT 1').get() as { at: number; moved_to: string } | undefined) ?? null;
+}
+
+/**
+ * `writ lease bump-epochs` on a file moved to PostgreSQL: the deliberate way back, once its epochs are
+ * raised. Records who and why on the move's row (kept); returns where it had been moved, or null.
+ */
+export function liftStoreMove(file: string, by: string, reason: string, now: number): string | null {
+  const db = openDatabase(file, { moved: 'allow' });
+  try {
+    const moved = storeMovedTo(db);
+    if (moved === null) return null;
+    db.prepare('UPDATE store_moves SET lifted_at = ?, lifted_by = ?, lifted_reason = ? WHERE lifted_at IS NULL').run(now, by, reason);
+    return moved.moved_to;
+  } finally {
+    db.close();
+  }
+}
+
+/** STORE_MOVED when the Writ file at `file` was moved to PostgreSQL; reads only (any schema). */
+export function refuseMovedStore(file: string): void {
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    refuseMoved(db, file);
+  } finally {
+    db.close();
+  }
+}
+
+function refuseMoved(db: SqliteDatabase, file: string): void {
+  const moved = storeMovedTo(db);
+  if (moved === null) return;
+  throw new WritError('STORE_MOVED', `${file} was copied to the PostgreSQL database ${moved.moved_to} at ${new Date(moved.at).toISOString()} (writ store copy), which is the store now: start with --database (WRIT_DATABASE_URL) naming it. To go back to the file anyway (what was written on the database is not in it), first raise its epochs above every epoch the database issued: \`writ lease bump-epochs --by N --reason TEXT\` on this data directory lifts this refusal; nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at });
+}
 
 /**
  * Refuses a file whose schema is not this Writ's, changing nothing: newer is SCHEMA_TOO_NEW, older is
