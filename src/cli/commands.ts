@@ -277,7 +277,7 @@ export const COMMANDS: Command[] = [
           for (const c of r.created) console.log(`  + ${c}`);
           for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
           return 0;
-        }, judged, { migrate: !dryRun, create: true }); // a dry run against a shared database's older schema says so, and migrates nothing
+        }, judged, { migrate: !dryRun || aside !== null, create: true }); // a dry run against an older schema (either engine) says so, and migrates nothing; the new store made aside is made whole
       } finally {
         if (aside !== null) rmSync(aside, { recursive: true, force: true });
       }
