@@ -20,9 +20,9 @@
  * `writ serve` first; it is held exclusively while it is read), and the database must hold no Writ
  * state and no other application's tables (ALREADY_EXISTS), both looked at before either side is
  * migrated; either way nothing is changed. The SQLite file keeps what it held (brought to this Writ's
- * schema first); point every replica at the database and do not start a server on the file again: it
- * would issue fencing epochs the database issued and know nothing of what was written there (going
- * back needs its epochs raised first, `writ lease bump-epochs`).
+ * schema first) and is marked as moved (store_moves), so that a server started on it refuses it
+ * (STORE_MOVED): it would issue fencing epochs the database issued and know nothing of what was written
+ * there. Going back needs its epochs raised first, `writ lease bump-epochs`, which lifts the mark.
  */
 import { existsSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
