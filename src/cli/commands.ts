@@ -17,6 +17,7 @@ import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
 import { tmpdir, userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
+import { liftStoreMove } from '../store/sqlite/database.js';
 import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
 import { postgresHoldsGraph, postgresHoldsStore } from '../store/postgres/index.js';
 import type { EpochBump } from '../lease/index.js';
@@ -59,7 +60,7 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
  * on its first start). Against PostgreSQL a command run from elsewhere must not sign with a key no
  * server has; and a copy of a data directory without its keys/ (an auditor's) stays without one.
  */
-async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean; create?: boolean } = {}): Promise<T> {
+async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean; create?: boolean; allowMovedStore?: boolean } = {}): Promise<T> {
   const { create = false, ...open } = options;
   if (!create) await requireStore(config);
   const w = await openWrit(config, { makeSigningKey: create && config.databaseUrl === null, ...open });
@@ -277,7 +278,7 @@ export const COMMANDS: Command[] = [
           for (const c of r.created) console.log(`  + ${c}`);
           for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
           return 0;
-        }, judged, { migrate: !dryRun, create: true }); // a dry run against a shared database's older schema says so, and migrates nothing
+        }, judged, { migrate: !dryRun || aside !== null, create: true }); // a dry run against an older schema (either engine) says so, and migrates nothing; the new store made aside is made whole
       } finally {
         if (aside !== null) rmSync(aside, { recursive: true, force: true });
       }
@@ -882,7 +883,7 @@ export const COMMANDS: Command[] = [
           `  receipts: ${r.copied.receipts} (${r.copied.receipt_entries} entries on ${r.copied.receipt_chains} chains, head seq ${r.receipt_head.seq}), ${r.copied.receipt_head_checkpoints + r.copied.receipt_checkpoints} checkpoints; incidents: ${r.copied.incidents}`,
           ...(r.not_copied.waiting_callers > 0 ? [`  not copied: ${r.not_copied.waiting_callers} callers waiting in lease queues (they waited on the stopped server and ask again)`] : []),
           verdict === null ? unverified! : formatVerdict(verdict),
-          `next: start every replica with --database (WRIT_DATABASE_URL) and this data directory's keys/ and admin.jwk (the keys that signed its decisions and checkpoints). Do not start a server on ${r.from} again: the database is the store now. To go back to the file after replicas have run, first raise its epochs (writ lease bump-epochs --by N on it, N above every epoch issued on the database): what was written on the database (receipts, spent ids) is not in the file`,
+          `next: start every replica with --database (WRIT_DATABASE_URL) and this data directory's keys/ and admin.jwk (the keys that signed its decisions and checkpoints). ${r.from} is marked as moved: a server started on it refuses it (STORE_MOVED). To go back to the file after replicas have run, raise its epochs (writ lease bump-epochs --by N on it, N above every epoch issued on the database), which lifts the mark: what was written on the database (receipts, spent ids) is not in the file`,
         ].join('\n'));
       return verdict?.ok === true ? 0 : 1;
     },
@@ -892,16 +893,21 @@ export const COMMANDS: Command[] = [
     summary: 'raise every fencing epoch (and the floor of new keys) by N, ending live leases: after a database was recovered to an earlier point',
     usage: '--by N --reason TEXT [--json]',
     options: { by: { type: 'string' }, reason: { type: 'string' }, json: { type: 'boolean' } },
-    run: ({ values }) => {
+    run: async ({ values }) => {
       const by = typeof values.by === 'string' && /^\d+$/.test(values.by) ? Number(values.by) : NaN;
       if (!(by >= 1)) throw new WritError('UNPROCESSABLE', '--by N (a positive integer) is required');
       if (typeof values.reason !== 'string') throw new WritError('UNPROCESSABLE', '--reason TEXT is required (it is recorded)');
       const reason = values.reason;
-      return withWrit(values, async (w) => {
-        const b = await w.ctx.leases.bumpEpochs({ kind: 'BUMP', margin: by, actor: operator(), reason, detail: {} });
-        print(b, values.json, () => `fencing epochs raised by ${b.margin} on ${b.keys} keys (highest now ${b.max_epoch}); keys leased for the first time start above ${b.floor}; ${b.leases_ended} live leases ended`);
-        return 0;
-      });
+      const config = configFrom(values);
+      // The deliberate way back to a SQLite file moved to PostgreSQL (writ store copy): its epochs are
+      // raised first, then its refusal (STORE_MOVED) is lifted, so a server may start on it again.
+      const b = await withWrit(values, (w) => w.ctx.leases.bumpEpochs({ kind: 'BUMP', margin: by, actor: operator(), reason, detail: {} }), config, { allowMovedStore: true });
+      const movedTo = config.databaseUrl === null ? liftStoreMove(config.dbFile, operator(), reason, systemClock.now()) : null;
+      print(movedTo === null ? b : { ...b, taken_back_from: movedTo }, values.json, () => [
+        `fencing epochs raised by ${b.margin} on ${b.keys} keys (highest now ${b.max_epoch}); keys leased for the first time start above ${b.floor}; ${b.leases_ended} live leases ended`,
+        ...(movedTo === null ? [] : [`${config.dbFile} had been moved to ${movedTo} (writ store copy): servers may start on it again; what was written on the database is not in it`]),
+      ].join('\n'));
+      return 0;
     },
   },
   {

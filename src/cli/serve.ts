@@ -1,7 +1,8 @@
-import { isIP } from 'node:net';
-import type { WritConfig } from '../config/index.js';
+import { createServer, isIP } from 'node:net';
+import { maskDatabaseUrl, type WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
+import { readLiveBundle } from '../policy/index.js';
 import { applyManifest, environmentProblem, issueLoginToken, openWrit, readManifest, reconcileReceipts, type WritContext } from '../service/index.js';
 import { WritError } from '../errors.js';
 import { CliError } from './cli-error.js';
@@ -53,6 +54,13 @@ export interface ServeOptions {
 
 /** `writ serve`: open the store, bootstrap governance, apply the example graph, listen; on SIGINT/SIGTERM drain (answered requests only), then close and exit 0. */
 export async function serve(config: WritConfig, options: ServeOptions): Promise<void> {
+  // What fails a start without needing the store is looked at before anything is created in the data
+  // directory (the store, keys/, the governance credential): a start refused for a busy port or a
+  // missing policy bundle leaves a new data directory as it was. The ports are probed, not reserved:
+  // one taken between the probe and the listen still fails there, with the same message.
+  await readLiveBundle(config.bundleDir);
+  await portFree(config.host, config.port, `port ${config.port}`, LISTEN_REMEDY);
+  if (options.upstreamPort !== null) await portFree(config.host, options.upstreamPort, `port ${options.upstreamPort} for the sample upstream`, UPSTREAM_REMEDY);
   const w = await openWrit(config);
   const say = (s: string) => process.stderr.write(`${s}\n`);
   if (w.credentialCreated) say(`[writ] created the governance admin credential at ${w.credentialPath} (mode 0600) — keep it secret`);
@@ -103,7 +111,7 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     const upstream = await starting(async () => {
       const { startSampleUpstream } = await import('../upstream/index.js');
       return startSampleUpstream({ port: upstreamPort, host: config.host, dbFile: `${config.dataDir}/upstream.sqlite` }).catch((e: unknown) => {
-        throw inUse(e, `port ${upstreamPort} for the sample upstream`, 'pass --upstream-port N, or --no-upstream (WRIT_UPSTREAM_URL names a real one)');
+        throw inUse(e, `port ${upstreamPort} for the sample upstream`, UPSTREAM_REMEDY);
       });
     });
     closers.push(async () => { await upstream.app.close(); });
@@ -162,7 +170,7 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   const server = await starting(async () => {
     app = await buildApp(w.ctx, { logger: serveLogger(process.env) });
     await app.listen({ port: config.port, host: config.host }).catch((e: unknown) => {
-      throw inUse(e, `port ${config.port}`, 'pass --port N (0: any free port), or stop the server that has it');
+      throw inUse(e, `port ${config.port}`, LISTEN_REMEDY);
     });
     return app;
   });
@@ -172,7 +180,8 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     checkpointTimer.unref();
   }
   const url = httpOrigin(config.host, config.port);
-  say(`[writ] listening on ${url}  (graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision})`);
+  const store = config.databaseUrl === null ? `SQLite ${config.dbFile}` : `PostgreSQL ${maskDatabaseUrl(config.databaseUrl)}`;
+  say(`[writ] listening on ${url}  (store: ${store}, graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision})`);
   say(`[writ] try:  curl ${url}/healthz   ·   curl ${url}/.well-known/jwks.json   ·   curl ${url}/openapi.json`);
   say(`[writ]       node bin/writ trace seo-agent-7 update_post wp:post:1024 --fields title,meta_description`);
   say(`[writ]       node bin/writ graph export --format dot`);
@@ -198,6 +207,21 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+const LISTEN_REMEDY = 'pass --port N (0: any free port), or stop the server that has it';
+const UPSTREAM_REMEDY = 'pass --upstream-port N, or --no-upstream (WRIT_UPSTREAM_URL names a real one)';
+
+/** Refuses, as the listen would (inUse), a port another socket has; port 0 (any free port) is always free. */
+async function portFree(host: string, port: number, what: string, remedy: string): Promise<void> {
+  if (port === 0) return;
+  const probe = createServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once('error', reject);
+    probe.listen(port, host, () => probe.close(() => resolve()));
+  }).catch((e: unknown) => {
+    throw inUse(e, what, remedy);
+  });
 }
 
 /** EADDRINUSE as one line that says what to do (a CliError); any other error as it is. */

@@ -163,6 +163,11 @@ function trustProxyOf(value: string | undefined): string | null {
   return v;
 }
 
+/** A database URL fit to print: its user and password, and any query (which may carry a password), become "…". */
+export function maskDatabaseUrl(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, '//…@').replace(/\?.*$/, '?…');
+}
+
 /** Reads configuration from environment variables (WRIT_*), with overrides from the caller (CLI flags). */
 export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.ProcessEnv = process.env): WritConfig {
   const dataDir = resolve(overrides.dataDir ?? env.WRIT_DATA_DIR ?? 'data');
@@ -223,7 +228,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   }
   checkDecisionLogConfig(merged.decisionLog);
   if (merged.databaseUrl !== null && !/^postgres(ql)?:\/\//.test(merged.databaseUrl)) {
-    throw new WritError('UNPROCESSABLE', `the database URL must be postgres://… (or leave it unset for the embedded SQLite file), got "${merged.databaseUrl.replace(/\/\/[^@/]*@/, '//…@')}"`);
+    throw new WritError('UNPROCESSABLE', `the database URL must be postgres://… (or leave it unset for the embedded SQLite file), got "${maskDatabaseUrl(merged.databaseUrl)}"`);
   }
   if (overrides.dataDir && !overrides.dbFile) merged.dbFile = resolve(merged.dataDir, 'writ.sqlite');
   return merged;

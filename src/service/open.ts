@@ -39,11 +39,11 @@ export interface OpenedWrit {
  * Opens the store, replays the graph, loads keys and the policy bundle, and bootstraps governance.
  * The one place where an engine is chosen and wired to the domain's ports.
  */
-export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog; makeSigningKey?: boolean; migrate?: boolean; bootstrapGovernance?: boolean } = {}): Promise<OpenedWrit> {
+export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog; makeSigningKey?: boolean; migrate?: boolean; bootstrapGovernance?: boolean; allowMovedStore?: boolean } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
   // Every Ed25519 signature and check of this process through libsodium (see decision/ed25519.ts).
   useEd25519(libsodiumEd25519);
-  const store = options.store ?? (await openStore(config, { migrate: options.migrate ?? true }));
+  const store = options.store ?? (await openStore(config, { migrate: options.migrate ?? true, allowMovedStore: options.allowMovedStore ?? false }));
   const closers: (() => Promise<void>)[] = [];
   try {
     const graph = new LiveGraph({
@@ -145,12 +145,12 @@ export async function verifyPostgresReceipts(url: string, keysDir: string | null
 
 /**
  * The store `config` names. `migrate: false` (a command that must write nothing, such as a dry run)
- * refuses a PostgreSQL schema older than this Writ's instead of migrating it (a SQLite file, the data
- * directory's own, is brought up to date either way).
+ * refuses a schema older than this Writ's instead of migrating it, on either engine. A SQLite file
+ * moved to PostgreSQL is refused (STORE_MOVED) unless `allowMovedStore` (the way back, bump-epochs).
  */
-export async function openStore(config: WritConfig, options: { migrate?: boolean } = {}): Promise<WritStore> {
+export async function openStore(config: WritConfig, options: { migrate?: boolean; allowMovedStore?: boolean } = {}): Promise<WritStore> {
   if (config.databaseUrl !== null) return openPostgresStore(config.databaseUrl, { applicationName: `writ-${process.pid}`, migrate: options.migrate ?? true });
-  return openSqliteStore(config.dbFile);
+  return openSqliteStore(config.dbFile, { migrate: options.migrate ?? true, moved: options.allowMovedStore === true ? 'allow' : 'refuse' });
 }
 
 /** What openWrit says of the credential when it did not bootstrap governance: nothing made, nothing checked. */

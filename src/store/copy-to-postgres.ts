@@ -20,18 +20,20 @@
  * `writ serve` first; it is held exclusively while it is read), and the database must hold no Writ
  * state and no other application's tables (ALREADY_EXISTS), both looked at before either side is
  * migrated; either way nothing is changed. The SQLite file keeps what it held (brought to this Writ's
- * schema first); point every replica at the database and do not start a server on the file again: it
- * would issue fencing epochs the database issued and know nothing of what was written there (going
- * back needs its epochs raised first, `writ lease bump-epochs`).
+ * schema first) and is marked as moved (store_moves), so that a server started on it refuses it
+ * (STORE_MOVED): it would issue fencing epochs the database issued and know nothing of what was written
+ * there. Going back needs its epochs raised first, `writ lease bump-epochs`, which lifts the mark.
  */
 import { existsSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { maskDatabaseUrl } from '../config/index.js';
 import { WritError } from '../errors.js';
 import { migratePostgres } from './postgres/migrate.js';
 import { storedId } from './postgres/single-use-store.js';
 import { assertNotInUse, storeHeads } from './sqlite/backup.js';
+import { refuseMovedStore } from './sqlite/database.js';
 import { openSqliteStore } from './sqlite/sqlite-store.js';
 
 /** What was copied, and the heads both sides agree on. */
@@ -168,6 +170,8 @@ const BATCH = 500;
 /** Copies the SQLite store in `sqliteFile` into the PostgreSQL database at `url` (see the module's comment). */
 export async function copySqliteToPostgres(sqliteFile: string, url: string): Promise<StoreCopyReport> {
   if (!existsSync(sqliteFile)) throw new WritError('NOT_FOUND', `no SQLite store at ${sqliteFile}; nothing was changed`);
+  // A file already moved is refused first (STORE_MOVED, naming where), before either side is looked at.
+  refuseMovedStore(sqliteFile);
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, application_name: 'writ store copy' });
   let source: Database.Database | null = null;
   try {
@@ -206,7 +210,11 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
       if (!isDeepStrictEqual(got, want)) {
         throw new WritError('INTERNAL', `the copy does not match ${sqliteFile} (file ${JSON.stringify(want)}, database ${JSON.stringify(got)}); nothing was changed`);
       }
+      // Marked in the file's exclusive transaction, committed once the database has committed: a server
+      // started on the file afterwards refuses it (STORE_MOVED) instead of issuing epochs the database issued.
+      source.prepare('INSERT INTO store_moves (at, moved_to) VALUES (?, ?)').run(Date.now(), maskDatabaseUrl(url));
       await client.query('COMMIT');
+      source.exec('COMMIT');
       const waiting = (source.prepare('SELECT COUNT(*) AS n FROM lease_waiters').get() as { n: number }).n;
       return {
         from: sqliteFile,

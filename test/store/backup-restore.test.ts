@@ -154,7 +154,8 @@ describe('restoring a backup never lets a fencing epoch repeat', () => {
     const lostHead = summarize(t.file).receipt_head;
 
     const r = await restoreSqliteStore(t.backup.file, t.file, { epochMargin: 1000, actor: 'operator:test', reason: 'disk lost', now: Date.now() });
-    expect(r.bump).toMatchObject({ kind: 'RESTORE', margin: 1000, floor: 1000, leases_ended: 1, max_epoch: 1003, detail: { backup_receipt_head: t.backup.receipt_head } });
+    // The margin is added above the replaced store's epochs too (k:old reached 8 there, the backup holds 3).
+    expect(r.bump).toMatchObject({ kind: 'RESTORE', margin: 1000, floor: 1000, leases_ended: 1, max_epoch: 1008, detail: { backup_receipt_head: t.backup.receipt_head, replaced_max_epoch: 8 } });
     // Nothing is deleted: the replaced file is kept, with the lost timeline in it.
     expect(r.previous_kept_at).not.toBeNull();
     expect(summarize(r.previous_kept_at!).receipt_head).toEqual(lostHead);
@@ -184,13 +185,24 @@ describe('restoring a backup never lets a fencing epoch repeat', () => {
     expect(summarize(fresh)).toMatchObject({ receipt_head: t.backup.receipt_head, max_epoch: 503 });
   }, 60_000);
 
-  it('--trust-backup (margin 0) keeps the epochs: the next one repeats an epoch issued after the backup (why a margin is needed)', async () => {
+  it('--trust-backup (margin 0) keeps the epochs: with the store that issued more lost, the next one repeats an epoch issued after the backup (why a margin is needed)', async () => {
     const t = await storyWithLostWrites();
-    await restoreSqliteStore(t.backup.file, t.file, { epochMargin: 0, actor: 'operator:test', reason: 'trusted', now: Date.now() });
-    const { store, s } = await t.reopen();
+    const fresh = join(tempDir(), 'writ.sqlite');
+    await restoreSqliteStore(t.backup.file, fresh, { epochMargin: 0, actor: 'operator:test', reason: 'trusted', now: Date.now() });
+    const store = await openSqliteStore(fresh);
+    const s = services(store);
     expect(await writeOnce(s, 'k:old', 1)).toBe(4);
     expect(await writeOnce(s, 'k:new', 1)).toBe(1);
     expect((await s.leases.epochBumps())[0]).toMatchObject({ kind: 'RESTORE', margin: 0 });
+    await store.close();
+  }, 60_000);
+
+  it('--trust-backup over the store it replaces still takes that store\'s higher epochs: nothing it issued repeats', async () => {
+    const t = await storyWithLostWrites();
+    await restoreSqliteStore(t.backup.file, t.file, { epochMargin: 0, actor: 'operator:test', reason: 'trusted', now: Date.now() });
+    const { store, s } = await t.reopen();
+    expect(await writeOnce(s, 'k:old', 1)).toBe(9);
+    expect(await writeOnce(s, 'k:new', 1)).toBe(3);
     await store.close();
   }, 60_000);
 

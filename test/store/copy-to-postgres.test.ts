@@ -11,6 +11,7 @@ import { buildApp } from '../../src/http/index.js';
 import { openWrit, revokeEdge, type OpenedWrit } from '../../src/service/index.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { copySqliteToPostgres } from '../../src/store/copy-to-postgres.js';
+import { liftStoreMove } from '../../src/store/sqlite/database.js';
 import { UpstreamRouter } from '../../src/gateway/index.js';
 import { act, decideOk, fencing, leaseOk } from '../support/agent.js';
 import { REPO, startHarness, type Harness } from '../support/harness.js';
@@ -36,6 +37,8 @@ async function sqlOn(url: string, text: string): Promise<string> {
  */
 describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
   let h: Harness;
+  /** `writ lease bump-epochs`'s lifting of the moved mark, so that the test may copy the same file again. */
+  const takeBack = () => liftStoreMove(h.config.dbFile, 'operator:test', 'copied again by the test', Date.now());
   let clock: ManualClock;
   const drops: (() => Promise<void>)[] = [];
   const closers: (() => Promise<void>)[] = [];
@@ -140,7 +143,9 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
 
   it('refuses a database that holds Writ state, and a file another process has open; nothing is changed', async () => {
     const url = await database();
+    takeBack(); // the file was copied by the test before: copied again here as if it had never been
     await copySqliteToPostgres(h.config.dbFile, url);
+    takeBack();
     const count = async (db: string, sql: string) => {
       const c = new pg.Client(db);
       await c.connect();
@@ -179,13 +184,15 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
 
   it('from the command line: writ store copy --to, then the copy verified with the data directory\'s keys', async () => {
     const url = await database();
+    takeBack();
     // From another directory than the repository's (no policy bundle there): the copy's check needs none.
     const cli = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'store', 'copy', '--to', url, '--data-dir', h.dataDir], { cwd: tmpdir(), env: { ...process.env, WRIT_DATABASE_URL: '' } });
     expect(cli.stdout).toContain(`graph: ${before.revision} events (revision ${before.revision})`);
     expect(cli.stdout).toMatch(/receipts: 1 \(2 entries on 1 chains, head seq \d+\), 1 checkpoints/);
     expect(cli.stdout).toMatch(/^OK: /m);
     const refused = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'store', 'copy', '--to', url, '--data-dir', h.dataDir], { env: { ...process.env, WRIT_DATABASE_URL: '' } }).catch((e: { code: number; stderr: string }) => e);
-    expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining('ALREADY_EXISTS') });
+    // The file is marked as moved: copied again (to any database), it is refused, naming where it went.
+    expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining(`STORE_MOVED (Store moved to PostgreSQL): ${h.config.dbFile} was copied to the PostgreSQL database postgres://…@${new URL(url).host}${new URL(url).pathname}`) });
     // An auditor's command from elsewhere (no admin credential there) reads the copy and mints no governance key into it.
     const elsewhere = mkdtempSync(join(tmpdir(), 'writ-auditor-'));
     try {

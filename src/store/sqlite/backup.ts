@@ -1,10 +1,10 @@
 import Database from 'better-sqlite3';
-import { closeSync, copyFileSync, existsSync, fsyncSync, linkSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, fsyncSync, linkSync, mkdtempSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { WritError } from '../../errors.js';
 import { checkEpochBump, type EpochBump } from '../../lease/index.js';
-import { SQLITE_SCHEMA_VERSION, type SqliteDatabase } from './database.js';
+import { makeDataDirectory, openDatabase, SQLITE_SCHEMA_VERSION, type SqliteDatabase } from './database.js';
 import { openSqliteStore } from './sqlite-store.js';
 
 /** What a backup holds, read from the copy itself once it is complete. */
@@ -91,10 +91,12 @@ export function openForBackup(file: string): SqliteDatabase {
  * 1. The backup is copied aside (`.<name>.restoring` beside the data file) and checked: a SQLite file
  *    that passes `integrity_check`, of a Writ store, with no `-wal` beside it (a live database is
  *    not a backup; take one with `writ backup`). Its schema is migrated if it is older.
- * 2. The fencing epochs are made safe (`epochMargin`, LeaseRepository.bumpEpochs): every key's epoch and
- *    the floor of keys never leased in the backup rise by the margin, live leases of the backup end,
- *    and the restore is recorded in the lease_epoch_bumps table with the backup's receipt head, graph
- *    revision and highest epoch — the visible mark of the gap.
+ * 2. The fencing epochs are made safe (`epochMargin`, LeaseRepository.bumpEpochs): when a store is
+ *    replaced, the copy first takes its epochs where they are higher and its record of bumps and
+ *    restores (carryReplacedEpochs: the replaced store may itself be a restore, with epochs the backup
+ *    never saw); then every key's epoch and the floor of keys never leased rise by the margin, live
+ *    leases of the backup end, and the restore is recorded in the lease_epoch_bumps table with the
+ *    backup's receipt head, graph revision and highest epoch — the visible mark of the gap.
  * 3. Refuses (STORE_IN_USE) when any process has the data file open: SQLite refuses to take a WAL
  *    database out of WAL mode while another connection has it open, so switching the current file to
  *    a rollback journal is both the test and, when it succeeds, folds its WAL into it. It is done once
@@ -105,16 +107,20 @@ export function openForBackup(file: string): SqliteDatabase {
 export async function restoreSqliteStore(backupFile: string, dataFile: string, options: RestoreOptions): Promise<RestoreSummary> {
   checkEpochBump({ margin: options.epochMargin, reason: options.reason });
   if (!existsSync(backupFile)) throw new WritError('NOT_FOUND', `no backup at ${backupFile}`);
+  if (statSync(backupFile).isDirectory()) throw new WritError('UNPROCESSABLE', `${backupFile} is a directory, not a backup: name the file \`writ backup FILE\` wrote; nothing was changed`);
   if (existsSync(`${backupFile}-wal`)) {
     throw new WritError('UNPROCESSABLE', `${backupFile} has a -wal file beside it: it is a live database, not a backup (take one with \`writ backup\`)`);
   }
-  mkdirSync(dirname(dataFile), { recursive: true });
+  makeDataDirectory(dirname(dataFile));
   const restoring = join(dirname(dataFile), `.${basename(dataFile)}.restoring`);
   removeDatabaseFiles(restoring);
   try {
     const from = await copyChecked(backupFile, restoring);
     await assertNotInUse(dataFile);
-    const store = await openSqliteStore(restoring, { checkpointer: false });
+    const previous = existsSync(dataFile) ? `${dataFile}.pre-restore-${new Date(options.now).toISOString().replace(/[:.]/g, '-')}` : null;
+    const replaced = previous === null ? null : carryReplacedEpochs(dataFile, restoring);
+    // A copy of a file moved to PostgreSQL stays marked so (its record is kept, and the replaced store's carried).
+    const store = await openSqliteStore(restoring, { checkpointer: false, moved: 'allow' });
     let bump: EpochBump;
     try {
       bump = await store.readWrite((tx) =>
@@ -130,6 +136,7 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
             backup_graph_revision: from.graph_revision,
             backup_max_epoch: from.max_epoch,
             backup_schema_version: from.schema_version,
+            ...(replaced === null ? {} : { replaced_file_kept_at: previous, replaced_max_epoch: replaced.max_epoch, replaced_floor: replaced.floor, replaced_bumps_carried: replaced.bumps_carried }),
           },
         }),
       );
@@ -145,11 +152,7 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     // The current file gets a second name first, then the copy replaces it in one rename: at every
     // instant the data file's name holds a whole store (the old one or the restored one), so a crash
     // never leaves a directory in which the next start would create an empty store.
-    let previous: string | null = null;
-    if (existsSync(dataFile)) {
-      previous = `${dataFile}.pre-restore-${new Date(options.now).toISOString().replace(/[:.]/g, '-')}`;
-      linkSync(dataFile, previous);
-    }
+    if (previous !== null) linkSync(dataFile, previous);
     renameSync(restoring, dataFile);
     syncFile(dirname(dataFile));
     return { restored_from: { ...from, file: backupFile }, data_file: dataFile, previous_kept_at: previous, bump };
@@ -158,6 +161,68 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     throw e;
   }
 }
+
+/** What a restore took over from the store it replaces. */
+interface ReplacedEpochs {
+  max_epoch: number;
+  floor: number;
+  bumps_carried: number;
+}
+
+/**
+ * Brings into the prepared copy (`restoring`, migrated here) what the store being replaced knows of
+ * fencing epochs, so that the restore's margin is added above both: each key's epoch where the replaced
+ * store's is higher (a key the backup never saw gets the replaced store's epoch), and the replaced
+ * store's record of bumps and restores, every row the copy does not already hold, after the copy's own
+ * (the floor of new keys is the highest floor recorded). Without this a second restore of the same
+ * backup gives out again every epoch issued since the first: the backup knows nothing of them, and the
+ * replaced store, kept aside as pre-restore-*, is the only place that does. The replaced file was folded
+ * into a self-contained file by assertNotInUse and is only read. A replaced store of an older schema
+ * may lack the record (before migration 9): its epochs are still taken.
+ */
+function carryReplacedEpochs(dataFile: string, restoring: string): ReplacedEpochs {
+  const old = new Database(dataFile, { readonly: true, fileMustExist: true });
+  let keys: { key: string; epoch: number }[];
+  let bumps: Record<string, unknown>[];
+  let moves: Record<string, unknown>[];
+  try {
+    keys = allRows(old, 'SELECT key, epoch FROM lease_keys WHERE epoch > 0 ORDER BY key');
+    bumps = allRows(old, `SELECT ${BUMP_COLUMNS} FROM lease_epoch_bumps ORDER BY seq`);
+    moves = allRows(old, `SELECT ${MOVE_COLUMNS} FROM store_moves ORDER BY seq`);
+  } finally {
+    old.close();
+  }
+  const db = openDatabase(restoring, { moved: 'allow' });
+  try {
+    const ensureKey = db.prepare('INSERT OR IGNORE INTO lease_keys (key, epoch, transitions) VALUES (?, 0, 0)');
+    const raiseKey = db.prepare('UPDATE lease_keys SET epoch = MAX(epoch, ?) WHERE key = ?');
+    const same = BUMP_COLUMNS.split(', ').map((c) => `${c} IS :${c}`).join(' AND ');
+    const carryBump = db.prepare(`INSERT INTO lease_epoch_bumps (${BUMP_COLUMNS}) SELECT ${BUMP_COLUMNS.split(', ').map((c) => `:${c}`).join(', ')}
+      WHERE NOT EXISTS (SELECT 1 FROM lease_epoch_bumps WHERE ${same})`);
+    const carryMove = db.prepare(`INSERT INTO store_moves (${MOVE_COLUMNS}) SELECT ${MOVE_COLUMNS.split(', ').map((c) => `:${c}`).join(', ')}
+      WHERE NOT EXISTS (SELECT 1 FROM store_moves WHERE ${MOVE_COLUMNS.split(', ').map((c) => `${c} IS :${c}`).join(' AND ')})`);
+    let carried = 0;
+    db.transaction(() => {
+      // The record first: a key row inserted below starts at the floor it sets (migration 9's trigger), then rises to the replaced epoch.
+      for (const b of bumps) carried += carryBump.run(b).changes;
+      // A replaced file that was moved to PostgreSQL: the restored one is refused as it was, until taken back.
+      for (const m of moves) carryMove.run(m);
+      for (const k of keys) {
+        ensureKey.run(k.key);
+        raiseKey.run(k.epoch, k.key);
+      }
+    }).immediate();
+    const floor = bumps.reduce((max, b) => Math.max(max, Number(b.floor)), 0);
+    return { max_epoch: keys.reduce((max, k) => Math.max(max, k.epoch), 0), floor, bumps_carried: carried };
+  } finally {
+    db.close();
+  }
+}
+
+const MOVE_COLUMNS = 'at, moved_to, lifted_at, lifted_by, lifted_reason';
+
+/** Columns of lease_epoch_bumps but its seq: a carried row is appended after the copy's own, with the next seq. */
+const BUMP_COLUMNS = 'at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail';
 
 /**
  * Refuses (STORE_IN_USE) when another connection has `file` open; otherwise leaves it a self-contained
@@ -257,6 +322,16 @@ function firstRow<T>(db: SqliteDatabase, sql: string): T | undefined {
     return db.prepare(sql).get() as T | undefined;
   } catch {
     return undefined;
+  }
+}
+
+/** Every row of `sql`, or none when it names a table of a later migration (an older store); any other failure is thrown. */
+function allRows<T>(db: SqliteDatabase, sql: string): T[] {
+  try {
+    return db.prepare(sql).all() as T[];
+  } catch (e) {
+    if (/no such table/.test((e as Error).message)) return [];
+    throw e;
   }
 }
 

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WritError } from '../../errors.js';
 import { MIGRATIONS } from './migrations/index.js';
@@ -11,10 +11,12 @@ export type SqliteDatabase = Database.Database;
  * survive a crash, and `synchronous` is per connection: migrations and tools that commit directly sync
  * in COMMIT), a busy timeout so that several processes can share it, and all numbered migrations
  * applied. The store's group commit then switches its write connection to NORMAL and syncs the WAL
- * itself, off the event loop, before it answers (see wal-sync.ts).
+ * itself, off the event loop, before it answers (see wal-sync.ts). `migrate: false` (a command that
+ * must write nothing, such as a dry run) refuses a schema older than this Writ's instead of migrating it.
+ * A file moved to PostgreSQL (`writ store copy`) is refused (STORE_MOVED) unless `moved: 'allow'`.
  */
-export function openDatabase(file: string, options: { busyTimeoutMs?: number } = {}): SqliteDatabase {
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+export function openDatabase(file: string, options: { busyTimeoutMs?: number; migrate?: boolean; moved?: 'refuse' | 'allow' } = {}): SqliteDatabase {
+  if (file !== ':memory:') makeDataDirectory(dirname(file));
   const db = new Database(file);
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   db.pragma(`busy_timeout = ${busyTimeoutMs}`);
@@ -22,12 +24,30 @@ export function openDatabase(file: string, options: { busyTimeoutMs?: number } =
     walMode(db, busyTimeoutMs);
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
-    migrate(db);
+    if (options.migrate === false) requireCurrentSchema(db);
+    else migrate(db);
+    if (options.moved !== 'allow') refuseMoved(db, file);
   } catch (e) {
     db.close();
     throw e;
   }
   return db;
+}
+
+/**
+ * Makes the directory of the store file if it is missing; a path there that is not a directory (a file
+ * named as the data directory, or above it) is refused with what to do, before anything is created.
+ */
+export function makeDataDirectory(dir: string): void {
+  for (let d = dir; ; d = dirname(d)) {
+    const found = statSync(d, { throwIfNoEntry: false });
+    if (found?.isDirectory()) break;
+    if (found) {
+      throw new WritError('UNPROCESSABLE', `the data directory ${dir} is not a directory (${d === dir ? 'it is a file' : `${d} is a file`}): name a directory with --data-dir or WRIT_DATA_DIR (it is made if missing); nothing was created`);
+    }
+    if (dirname(d) === d) break;
+  }
+  mkdirSync(dir, { recursive: true });
 }
 
 /**
@@ -51,6 +71,61 @@ function walMode(db: SqliteDatabase, busyTimeoutMs: number): void {
 
 /** The newest schema version this code knows. */
 export const SQLITE_SCHEMA_VERSION = Math.max(...MIGRATIONS.map((m) => m.version));
+
+/** Where the file was moved, while the move stands (store_moves, migration 14); null when it was not, or was taken back. */
+export function storeMovedTo(db: SqliteDatabase): { at: number; moved_to: string } | null {
+  if (!db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_moves'").get()) return null;
+  return (db.prepare('SELECT at, moved_to FROM store_moves WHERE lifted_at IS NULL ORDER BY seq DESC LIMIT 1').get() as { at: number; moved_to: string } | undefined) ?? null;
+}
+
+/**
+ * `writ lease bump-epochs` on a file moved to PostgreSQL: the deliberate way back, once its epochs are
+ * raised. Records who and why on the move's row (kept); returns where it had been moved, or null.
+ */
+export function liftStoreMove(file: string, by: string, reason: string, now: number): string | null {
+  const db = openDatabase(file, { moved: 'allow' });
+  try {
+    const moved = storeMovedTo(db);
+    if (moved === null) return null;
+    db.prepare('UPDATE store_moves SET lifted_at = ?, lifted_by = ?, lifted_reason = ? WHERE lifted_at IS NULL').run(now, by, reason);
+    return moved.moved_to;
+  } finally {
+    db.close();
+  }
+}
+
+/** STORE_MOVED when the Writ file at `file` was moved to PostgreSQL; reads only (any schema). */
+export function refuseMovedStore(file: string): void {
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    refuseMoved(db, file);
+  } finally {
+    db.close();
+  }
+}
+
+function refuseMoved(db: SqliteDatabase, file: string): void {
+  const moved = storeMovedTo(db);
+  if (moved === null) return;
+  throw new WritError('STORE_MOVED', `${file} was copied to the PostgreSQL database ${moved.moved_to} at ${new Date(moved.at).toISOString()} (writ store copy), which is the store now: start with --database (WRIT_DATABASE_URL) naming it. To go back to the file anyway (what was written on the database is not in it), first raise its epochs above every epoch the database issued: \`writ lease bump-epochs --by N --reason TEXT\` on this data directory lifts this refusal; nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at });
+}
+
+/**
+ * Refuses a file whose schema is not this Writ's, changing nothing: newer is SCHEMA_TOO_NEW, older is
+ * UNPROCESSABLE with what to run (the words PostgreSQL's store uses for the same refusal).
+ */
+function requireCurrentSchema(db: SqliteDatabase): void {
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
+  const current = table ? ((db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0) : 0;
+  if (current === SQLITE_SCHEMA_VERSION) return;
+  throw new WritError(
+    current > SQLITE_SCHEMA_VERSION ? 'SCHEMA_TOO_NEW' : 'UNPROCESSABLE',
+    current > SQLITE_SCHEMA_VERSION
+      ? `the SQLite store's schema is at version ${current}, newer than this Writ knows (${SQLITE_SCHEMA_VERSION}); run a Writ at least as new as the one that migrated it`
+      : `the SQLite store's schema is at version ${current}, this Writ needs ${SQLITE_SCHEMA_VERSION}: run \`writ migrate\``,
+    { schema_version: current, known_version: SQLITE_SCHEMA_VERSION },
+  );
+}
 
 /**
  * Applies every numbered migration not applied yet, each in its own immediate transaction (several

@@ -146,11 +146,13 @@ export class SqliteLeaseRepository implements LeaseRepository {
         token_hash = NULL, priority = NULL, expires_at = NULL`),
     };
     // Prepared on first use: a store opened on a file not yet migrated to version 9 (the migration tests) has no such table.
+    // The new floor is above the highest recorded, not only the latest: a restore carries the replaced
+    // store's record after the backup's (backup.ts), and the two need not be one history.
     let bumpStatements: { insert: Statement; list: Statement } | undefined;
     this.bumpStatements = () =>
       (bumpStatements ??= {
         insert: db.prepare(`INSERT INTO lease_epoch_bumps (at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail)
-          VALUES (:at, :kind, :margin, COALESCE((SELECT floor FROM lease_epoch_bumps ORDER BY seq DESC LIMIT 1), 0) + :margin, :keys,
+          VALUES (:at, :kind, :margin, COALESCE((SELECT MAX(floor) FROM lease_epoch_bumps), 0) + :margin, :keys,
                   :leases_ended, (SELECT COALESCE(MAX(epoch), 0) FROM lease_keys), :actor, :reason, :detail)
           RETURNING ${BUMP_COLUMNS}`),
         list: db.prepare(`SELECT ${BUMP_COLUMNS} FROM lease_epoch_bumps ORDER BY seq`),

@@ -20,6 +20,10 @@ export interface SqliteStoreOptions {
   checkpointer?: boolean;
   /** How the WAL is synced (default `fs.fdatasync` on libuv's thread pool): a test injects a failing one. */
   sync?: SyncFn;
+  /** false: refuse a schema older than this Writ's instead of migrating it (a command that writes nothing). */
+  migrate?: boolean;
+  /** 'allow': open a file moved to PostgreSQL (`writ store copy`), for the ways back (bump-epochs, restore); default refuse (STORE_MOVED). */
+  moved?: 'refuse' | 'allow';
 }
 
 /** The SQLite engine, with what a benchmark or a test may look at. */
@@ -50,7 +54,7 @@ export interface SqliteStore extends WritStore {
  * pread of `-shm` that changes with every commit of any process) changed since the last read.
  */
 export async function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Promise<SqliteStore> {
-  const writer = openDatabase(file, options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs });
+  const writer = openDatabase(file, { migrate: options.migrate ?? true, moved: options.moved ?? 'refuse', ...(options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs }) });
   try {
     // A `:memory:` database exists only on its own connection: reads share the writer there (tests only).
     const reader = file === ':memory:' ? writer : openReader(file, options.busyTimeoutMs ?? 5000);
