@@ -223,8 +223,13 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   }
   checkDecisionLogConfig(merged.decisionLog);
   if (merged.databaseUrl !== null && !/^postgres(ql)?:\/\//.test(merged.databaseUrl)) {
-    throw new WritError('UNPROCESSABLE', `the database URL must be postgres://… (or leave it unset for the embedded SQLite file), got "${merged.databaseUrl.replace(/\/\/[^@/]*@/, '//…@')}"`);
+    throw new WritError('UNPROCESSABLE', `the database URL must be postgres://… (or leave it unset for the embedded SQLite file), got "${withoutPassword(merged.databaseUrl)}"`);
   }
   if (overrides.dataDir && !overrides.dbFile) merged.dbFile = resolve(merged.dataDir, 'writ.sqlite');
   return merged;
+}
+
+/** A database URL fit to print: its password (if any) replaced by `…`, the rest (user, host, database) kept for the reader to check. */
+export function withoutPassword(url: string): string {
+  return url.replace(/^([^:/?#]+:\/\/[^:@/?#]*):[^@/?#]*@/, '$1:…@');
 }

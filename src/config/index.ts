@@ -1,1 +1,1 @@
-export { loadConfig, checkDecisionLogConfig, DEFAULT_PRIORITIES, type WritConfig, type DecisionLogConfig } from './config.js';
+export { loadConfig, checkDecisionLogConfig, withoutPassword, DEFAULT_PRIORITIES, type WritConfig, type DecisionLogConfig } from './config.js';
