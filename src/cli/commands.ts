@@ -1,6 +1,6 @@
 import { loadConfig, type WritConfig } from '../config/index.js';
 import { buildPolicyBundle, checkPolicyData, loadCandidatePolicy, readLiveBundle } from '../policy/index.js';
-import { KeyRing, writePrivateFile } from '../decision/index.js';
+import { damagedKeysMessage, KeyRing, writePrivateFile } from '../decision/index.js';
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID, PRINCIPAL_KINDS, type Edge } from '../graph/model.js';
 import {
@@ -64,11 +64,17 @@ async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) =>
   const { create = false, ...open } = options;
   if (!create) await requireStore(config);
   const w = await openWrit(config, { makeSigningKey: create && config.databaseUrl === null, ...open });
+  warnDamagedKeys(w.ctx.keys);
   try {
     return await fn(w);
   } finally {
     await w.close();
   }
+}
+
+/** A ring that only verifies goes on without a damaged key file (what it signed will not verify): said, naming the file. */
+function warnDamagedKeys(ring: KeyRing): void {
+  if (ring.damaged.length > 0) process.stderr.write(`writ: WARNING: ${damagedKeysMessage(ring.damaged)}\n`);
 }
 
 /**
@@ -185,6 +191,7 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
     keys = readJwksFile(values.jwks);
   } else {
     const ring = await KeyRing.open(`${configFrom(values).dataDir}/keys`, systemClock, { makeSigningKey: false }); // it only verifies
+    warnDamagedKeys(ring);
     keys = ring.jwks().keys;
   }
   const keyFor = (kid: string) => {

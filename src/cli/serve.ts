@@ -66,6 +66,8 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   if (w.credentialCreated) say(`[writ] created the governance admin credential at ${w.credentialPath} (mode 0600) — keep it secret`);
   else if (w.credentialMissing) {
     say(`[writ] no governance admin credential at ${w.credentialPath}: governance exists, so none was made here (governance signs with a key it holds: the admin.jwk of the data directory that made it, or an operator's own registered with \`writ keys add-governance\`; if every one is lost, \`writ keys new ${w.credentialPath}\` then \`writ keys add-governance ${w.credentialPath}\`)`);
+  } else if (w.credentialUnreadable !== null) {
+    say(`[writ] WARNING: the admin credential at ${w.credentialPath} is not a JWK (${w.credentialUnreadable}): governance calls cannot be signed with it; restore it from a backup, or move it aside and register another with \`writ keys new FILE\` then \`writ keys add-governance FILE\``);
   } else if (w.credentialUnregistered) {
     say(`[writ] WARNING: the admin credential at ${w.credentialPath} is not a key of this store's governance (another store's?): governance calls signed with it are refused; \`writ keys add-governance ${w.credentialPath}\` registers it, if it should be`);
   } else say(`[writ] governance admin credential: ${w.credentialPath}`);

@@ -163,9 +163,12 @@ function trustProxyOf(value: string | undefined): string | null {
   return v;
 }
 
-/** A database URL fit to print: its user and password, and any query (which may carry a password), become "…". */
+/**
+ * A database URL fit to print: its password (if any) and any query (which may carry one) become "…"; the
+ * user, host and database stay, for the reader to check.
+ */
 export function maskDatabaseUrl(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//…@').replace(/\?.*$/, '?…');
+  return url.replace(/^([^:/?#]+:\/\/[^:@/?#]*):[^@/?#]*@/, '$1:…@').replace(/\?.*$/, '?…');
 }
 
 /** Reads configuration from environment variables (WRIT_*), with overrides from the caller (CLI flags). */
@@ -233,3 +236,4 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   if (overrides.dataDir && !overrides.dbFile) merged.dbFile = resolve(merged.dataDir, 'writ.sqlite');
   return merged;
 }
+

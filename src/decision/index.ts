@@ -3,7 +3,7 @@
  * verifying decision tokens, binding a decision to one request, and caller assertions.
  */
 export { KeyRing, type KeyRingOptions, type SigningKey } from './key-ring.js';
-export { writePrivateFile } from './key-files.js';
+export { writePrivateFile, damagedKeysMessage, type DamagedKeyFile } from './key-files.js';
 export { ed25519, opensslEd25519, useEd25519, type Ed25519 } from './ed25519.js';
 export { countWorkInFlight, publicKeyFromJwk, signatureChecks } from './jws.js';
 export {

@@ -63,34 +63,57 @@ export function dirStamp(dir: string): number {
   }
 }
 
-export function readKeyFiles(dir: string): KeyFile[] {
-  const files: KeyFile[] = [];
-  for (const kid of listKids(dir)) {
-    let text: string;
-    try {
-      text = readFileSync(join(dir, `${kid}.json`), 'utf8');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue; // pruned by another process meanwhile
-      throw e;
-    }
-    const file = parseKeyFile(text, kid);
-    if (file) files.push(file);
-  }
-  return files;
+/** A file in the key directory named as a key (`<kid>.json`) that cannot be read or is not a key: what signed with it no longer verifies. */
+export interface DamagedKeyFile {
+  path: string;
+  /** Why it cannot be used, e.g. "not JSON (Unexpected token …)". */
+  reason: string;
 }
 
-function parseKeyFile(text: string, kid: string): KeyFile | undefined {
+/**
+ * The key files of the directory, and those named as keys that cannot be read or parsed (`damaged`):
+ * never dropped in silence, since the decisions and checkpoints a lost key signed stop verifying.
+ */
+export function readKeyFiles(dir: string): { files: KeyFile[]; damaged: DamagedKeyFile[] } {
+  const files: KeyFile[] = [];
+  const damaged: DamagedKeyFile[] = [];
+  for (const kid of listKids(dir)) {
+    const path = join(dir, `${kid}.json`);
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue; // pruned by another process meanwhile
+      damaged.push({ path, reason: `cannot be read (${(e as Error).message})` });
+      continue;
+    }
+    const file = parseKeyFile(text, kid);
+    if (typeof file === 'string') damaged.push({ path, reason: file });
+    else files.push(file);
+  }
+  return { files, damaged };
+}
+
+/** The key file, or why it is none. */
+function parseKeyFile(text: string, kid: string): KeyFile | string {
   let v: Partial<KeyFile>;
   try {
     v = JSON.parse(text) as Partial<KeyFile>;
-  } catch {
-    return undefined;
+  } catch (e) {
+    return `not JSON (${(e as Error).message})`;
   }
+  if (typeof v !== 'object' || v === null) return 'not a key file (not a JSON object)';
   const jwk = v.jwk;
   // A file that is not an Ed25519 private key named by its own kid is not ours to use.
-  if (v.kid !== kid || v.alg !== 'EdDSA' || typeof v.created_at !== 'number') return undefined;
-  if (!jwk || jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string' || typeof jwk.d !== 'string') return undefined;
+  if (v.kid !== kid || v.alg !== 'EdDSA' || typeof v.created_at !== 'number') return `not a key file of this name (kid ${JSON.stringify(v.kid)}, alg ${JSON.stringify(v.alg)}, created_at ${JSON.stringify(v.created_at)})`;
+  if (!jwk || jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string' || typeof jwk.d !== 'string') return 'its jwk is not an Ed25519 private key (kty OKP, crv Ed25519, x, d)';
   return { kid, alg: 'EdDSA', created_at: v.created_at, retired_at: typeof v.retired_at === 'number' ? v.retired_at : null, jwk };
+}
+
+/** What to say of damaged key files: which, why, and what to do. */
+export function damagedKeysMessage(damaged: readonly DamagedKeyFile[]): string {
+  const which = damaged.map((d) => `${d.path} ${d.reason}`).join('; ');
+  return `${damaged.length === 1 ? 'a signing key file is' : 'signing key files are'} damaged: ${which}. Restore ${damaged.length === 1 ? 'it' : 'them'} from a backup of the data directory (or the keys/ of another replica); or, if lost for good, move ${damaged.length === 1 ? 'it' : 'them'} aside out of the keys directory: a new key is then made, and what the lost key signed (decisions, receipt checkpoints) no longer verifies`;
 }
 
 export function writeKeyFile(dir: string, file: KeyFile): void {

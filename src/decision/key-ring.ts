@@ -4,7 +4,7 @@ import type { Clock } from '../clock.js';
 import { WritError } from '../errors.js';
 import { DECISION_ALG } from './decision-claims.js';
 import type { DecisionKeyResolver } from './decision-verify.js';
-import { dirStamp, ensureKeyDir, listKids, readKeyFiles, removeKeyFile, writeKeyFile, type KeyFile } from './key-files.js';
+import { damagedKeysMessage, dirStamp, ensureKeyDir, listKids, readKeyFiles, removeKeyFile, writeKeyFile, type DamagedKeyFile, type KeyFile } from './key-files.js';
 
 export interface KeyRingOptions {
   /**
@@ -86,12 +86,19 @@ export class KeyRing implements DecisionKeyResolver {
     // A ring that only verifies leaves a missing directory missing (it reads as no keys until one appears).
     if (options.makeSigningKey !== false) ensureKeyDir(ring.dir);
     ring.reload();
+    // A ring that may sign refuses a damaged key file rather than sign beside it (or make a new key in its
+    // place): what the lost key signed would stop verifying, unsaid. One that only verifies goes on
+    // without it; its caller says so (`damaged`).
+    if (ring.damaged.length > 0 && options.makeSigningKey !== false) throw new WritError('UNPROCESSABLE', damagedKeysMessage(ring.damaged), { damaged: ring.damaged.map((d) => d.path) });
     if (!ring.signing && options.makeSigningKey !== false) {
       await ring.rotate();
       ring.madeSigningKey = true;
     }
     return ring;
   }
+
+  /** Files of the directory named as keys that cannot be read or parsed, as of the last reload (none are used). */
+  damaged: readonly DamagedKeyFile[] = [];
 
   /** Whether opening it made the signing key (the directory had none in use). */
   madeSigningKey = false;
@@ -176,13 +183,20 @@ export class KeyRing implements DecisionKeyResolver {
     this.listedAt = this.clock.now();
     this.kidList = listKids(this.dir).join(',');
     const next = new Map<string, LoadedKey>();
-    for (const file of readKeyFiles(this.dir)) {
+    const { files, damaged } = readKeyFiles(this.dir);
+    for (const file of files) {
       const known = this.keys.get(file.kid);
       if (known) {
         next.set(file.kid, { ...known, file });
         continue;
       }
-      const privateKey = createPrivateKey({ key: file.jwk as JsonWebKey, format: 'jwk' });
+      let privateKey: KeyObject;
+      try {
+        privateKey = createPrivateKey({ key: file.jwk as JsonWebKey, format: 'jwk' });
+      } catch (e) {
+        damaged.push({ path: `${this.dir}/${file.kid}.json`, reason: `its jwk is not a usable Ed25519 key (${(e as Error).message})` });
+        continue;
+      }
       const { kty, crv, x } = file.jwk;
       next.set(file.kid, {
         file,
@@ -192,6 +206,7 @@ export class KeyRing implements DecisionKeyResolver {
       });
     }
     this.keys = next;
+    this.damaged = damaged;
     const newest = [...next.values()].filter((k) => k.file.retired_at === null).sort(newestFirst)[0];
     this.signing = newest && { kid: newest.file.kid, privateKey: newest.privateKey, publicKey: newest.publicKey };
   }

@@ -23,9 +23,21 @@ function sameKeyIn(keys: readonly PublicJwk[], key: PublicJwk): boolean {
   return keys.some((k) => k.kid === key.kid && k.x === key.x && k.y === key.y);
 }
 
-/** The public half of the credential file at `path`. */
+/** The public half of the credential file at `path`; UNPROCESSABLE, naming it, for a file that is not a JWK. */
 function credentialKey(path: string): PublicJwk {
+  const why = notAJwk(path);
+  if (why !== null) throw new WritError('UNPROCESSABLE', `the admin credential ${path} is not a JWK (${why}): restore it from a backup, or move it aside`);
   return publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>);
+}
+
+/** Why the file at `path` cannot be read as a JWK (null: it can). */
+function notAJwk(path: string): string | null {
+  try {
+    publicPart(JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>);
+    return null;
+  } catch (e) {
+    return (e as Error).message;
+  }
 }
 
 /** Whether the credential file at `path` is one of `keys` (false for a file that cannot be read as a JWK). */
@@ -51,13 +63,16 @@ export function readAdminCredential(dataDir: string): AdminCredential {
  * register a stray file's. Adding a governance key (after losing the credential) is an explicit act:
  * `writ keys add-governance FILE` (addGovernanceKey).
  */
-export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPath: string; created: boolean; missing: boolean; unregistered: boolean }> {
+export async function ensureGovernance(ctx: WritContext): Promise<{ credentialPath: string; created: boolean; missing: boolean; unregistered: boolean; unreadable?: string }> {
   const path = adminCredentialPath(ctx.config.dataDir);
   const graph = await ctx.graph.current();
   const existing = graph.principal(GOVERNANCE_ID);
   // Governance exists: nothing is made or registered, whatever file is there (a stray admin.jwk of another
   // store must not become a governance key of this one). Adding a key is `writ keys add-governance FILE`.
-  if (existing) return { credentialPath: path, created: false, missing: !existsSync(path), unregistered: existsSync(path) && !holdsKeyOf(existing.keys, path) };
+  if (existing) {
+    const unreadable = existsSync(path) ? notAJwk(path) : null;
+    return { credentialPath: path, created: false, missing: !existsSync(path), unregistered: unreadable === null && existsSync(path) && !holdsKeyOf(existing.keys, path), ...(unreadable !== null ? { unreadable } : {}) };
+  }
   let publicJwk: PublicJwk;
   let created = false;
   if (existsSync(path)) {

@@ -18,6 +18,7 @@ export { parseTime } from './time.js';
 export { acquireLeases, renewLease, releaseLease, listLeases, waitQueues, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome } from './leases.js';
 export { declareIncident, resolveIncident, activeIncidents, type Incident } from './incidents.js';
 export { reconcileReceipts } from './reconcile.js';
+export { checkStoreAnswers, READINESS_TIMEOUT_MS } from './readiness.js';
 export { performAction, type ActionInput, type ActionCredentials, type ActionOutcome, type ActionTimings } from './actions.js';
 export { policyImpact, type PolicyImpactReport, type PolicyImpactOptions, type PolicyFailure, type PolicyFlip, type StrandedEdge } from './policy-impact.js';
 export { analyseImpact, type ImpactChange, type ImpactReport, type PrincipalImpact, type CapabilityDelta, type LeaseImpact, type EdgeImpact } from './impact.js';

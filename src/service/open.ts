@@ -27,6 +27,8 @@ export interface OpenedWrit {
   credentialMissing: boolean;
   /** The data directory holds an admin credential whose key is not governance's (another store's?). */
   credentialUnregistered: boolean;
+  /** The data directory's admin credential is not a JWK (why), or null. */
+  credentialUnreadable: string | null;
   /**
    * This open made the signing key of a store that has history: the data directory is not the one the
    * store's other processes sign with (their keys/ was not given to it), or its keys were lost.
@@ -89,7 +91,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     // against PostgreSQL) is not that.
     const signingKeysNew = keys.madeSigningKey && (await store.read(async (tx) => (await tx.receipts.latestCheckpoint()) !== null || (await tx.receipts.entriesFrom(null, 1)).length > 0));
     // Not bootstrapped: for `writ keys add-governance`, which on a new store creates governance with its own key.
-    const { credentialPath, created, missing, unregistered } = options.bootstrapGovernance === false
+    const { credentialPath, created, missing, unregistered, unreadable } = options.bootstrapGovernance === false
       ? notBootstrapped(adminCredentialPath(config.dataDir))
       : await ensureGovernance(ctx);
     return {
@@ -98,6 +100,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       credentialCreated: created,
       credentialMissing: missing,
       credentialUnregistered: unregistered,
+      credentialUnreadable: unreadable ?? null,
       signingKeysNew,
       async close() {
         await decisionLog.close();
@@ -155,5 +158,5 @@ export async function openStore(config: WritConfig, options: { migrate?: boolean
 
 /** What openWrit says of the credential when it did not bootstrap governance: nothing made, nothing checked. */
 function notBootstrapped(credentialPath: string) {
-  return { credentialPath, created: false, missing: !existsSync(credentialPath), unregistered: false };
+  return { credentialPath, created: false, missing: !existsSync(credentialPath), unregistered: false, unreadable: undefined as string | undefined };
 }

@@ -31,7 +31,7 @@ describe('after writ store copy, the SQLite file is marked as moved', () => {
     drops.push(db.drop);
     const url = new URL(db.url);
     url.password = 's3cret-pw'; // the server trusts local connections: the password is only there to be masked
-    const masked = `postgres://…@${url.host}${url.pathname}`;
+    const masked = `postgres://${url.username}:…@${url.host}${url.pathname}`; // the user stays, for the reader to check
     const copy = await runWrit(data, 'store', 'copy', '--to', url.toString());
     expect(copy.code, copy.output).toBe(0);
 

@@ -155,11 +155,12 @@ describe('the key ring', () => {
     expect(c.current().kid).toBe(k3); // at least once a second it re-lists before signing
   });
 
-  it('ignores temp files and files that are not keys', async () => {
+  // A file named as a key (<kid>.json) that is not one is damaged, not ignored (damaged-key-file.test.ts).
+  it('ignores temp files and files not named as keys', async () => {
     const keyDir = tempDir();
     const clock = new ManualClock(T0);
     const ring = await KeyRing.open(keyDir, clock);
-    writeFileSync(join(keyDir, 'garbage-file-name.json'), '{ not json');
+    writeFileSync(join(keyDir, 'notes.txt'), '{ not json');
     writeFileSync(join(keyDir, '.abc.tmp'), '{}');
     const again = await KeyRing.open(keyDir, clock);
     expect(again.current().kid).toBe(ring.current().kid);

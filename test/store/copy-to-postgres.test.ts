@@ -192,7 +192,7 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
     expect(cli.stdout).toMatch(/^OK: /m);
     const refused = await run(process.execPath, [join(REPO, 'dist/src/cli/main.js'), 'store', 'copy', '--to', url, '--data-dir', h.dataDir], { env: { ...process.env, WRIT_DATABASE_URL: '' } }).catch((e: { code: number; stderr: string }) => e);
     // The file is marked as moved: copied again (to any database), it is refused, naming where it went.
-    expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining(`STORE_MOVED (Store moved to PostgreSQL): ${h.config.dbFile} was copied to the PostgreSQL database postgres://…@${new URL(url).host}${new URL(url).pathname}`) });
+    expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining(`STORE_MOVED (Store moved to PostgreSQL): ${h.config.dbFile} was copied to the PostgreSQL database postgres://${new URL(url).username}@${new URL(url).host}${new URL(url).pathname}`) });
     // An auditor's command from elsewhere (no admin credential there) reads the copy and mints no governance key into it.
     const elsewhere = mkdtempSync(join(tmpdir(), 'writ-auditor-'));
     try {

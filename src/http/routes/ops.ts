@@ -1,5 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { isWritError } from '../../errors.js';
+import { checkStoreAnswers } from '../../service/index.js';
 import { toWireTime } from '../../wire/time.js';
 import { errorResponses, ref } from '../components.js';
 
@@ -8,6 +10,8 @@ const status = (name: string) => ({ type: 'object', required: ['status'], proper
 
 export function registerOpsRoutes(app: FastifyInstance, registry: Registry): void {
   const ctx = app.writ;
+  // Why the last probe was not ready (null: it was): a lost store is logged once when it goes and once when it is back, not at every probe.
+  let notReady: string | null = null;
   app.get('/healthz', { schema: { ...open, operationId: 'healthz', tags: ['Operations'], summary: 'Liveness', response: { 200: { ...status('ok'), description: 'Alive' } } } }, async () => ({ status: 'ok' }));
   app.get('/readyz', {
     schema: {
@@ -26,21 +30,32 @@ export function registerOpsRoutes(app: FastifyInstance, registry: Registry): voi
             },
           },
         },
-        503: { type: 'object', description: 'Not ready', required: ['status', 'error'], properties: { ...status('not ready').properties, error: { type: 'string' } } },
+        503: {
+          type: 'object', description: 'Not ready: the store did not answer (in time), or no policy is loaded; `code` is the error code of the cause (OVERLOADED: the database cannot be reached)',
+          required: ['status', 'code', 'error'], properties: { ...status('not ready').properties, code: { type: 'string' }, error: { type: 'string' } },
+        },
       },
     },
-  }, async (_request, reply) => {
+  }, async (request, reply) => {
     try {
-      // Reading the graph head touches the store: ready means the store answers and a policy is loaded.
+      // Ready means the store answers (a round trip to it: the live graph's head may come from memory) and a policy is loaded.
+      await checkStoreAnswers(ctx);
       const refused = ctx.policy.reloads?.().last_refused ?? null;
-      return {
+      const ready = {
         status: 'ready',
         graph_revision: (await ctx.graph.current()).revision,
         policy_revision: ctx.policy.revision,
         ...(refused ? { policy_refused: { ...refused, at: toWireTime(refused.at) } } : {}),
       };
+      if (notReady !== null) request.log.warn(`ready again (was not ready: ${notReady})`);
+      notReady = null;
+      return ready;
     } catch (e) {
-      return reply.code(503).send({ status: 'not ready', error: (e as Error).message });
+      const code = isWritError(e) ? e.code : 'INTERNAL';
+      const error = (e as Error).message;
+      if (notReady === null) request.log.warn({ code }, `not ready: ${code} ${error}; /readyz answers 503 until it is back`);
+      notReady = `${code} ${error}`;
+      return reply.code(503).send({ status: 'not ready', code, error });
     }
   });
   app.get('/metrics', {

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { maskDatabaseUrl } from '../../config/index.js';
 import { WritError } from '../../errors.js';
 
 /** SQLSTATEs after which the whole transaction may simply run again. */
@@ -46,4 +47,50 @@ export function mapEngineError(e: unknown, retryAfterMs: number): unknown {
     return err;
   }
   return e;
+}
+
+/** Where the operator names the database, for messages that tell them what to change. */
+const WHERE = '--database / WRIT_DATABASE_URL';
+
+/**
+ * What a failure to open the store becomes: a mistake in setting up the database (its name, the role
+ * or its password, the role's rights) is the operator's to fix, not a bug, so it is UNPROCESSABLE (as
+ * every other configuration Writ cannot work with) with what to change; the URL is shown without its
+ * password. Anything else is mapped as on the request path (mapEngineError).
+ */
+export function mapSetupError(e: unknown, url: string, retryAfterMs: number): unknown {
+  if (!(e instanceof pg.DatabaseError)) return mapEngineError(e, retryAfterMs);
+  const code = e.code ?? '';
+  const at = maskDatabaseUrl(url);
+  const remedy =
+    code.startsWith('28') ? `check the user and password in ${WHERE} (and the server's pg_hba.conf for this host)`
+    : code === '3D000' ? `create it (createdb, or CREATE DATABASE) or name an existing one in ${WHERE}`
+    : code === '42501' ? `give the role the rights Writ needs: make it the owner of the database (ALTER DATABASE … OWNER TO it), or GRANT it CREATE and USAGE on the schema and all rights on Writ's tables, or use another role in ${WHERE}`
+    : code === '3F000' ? `create the schema or fix the search_path of the role in ${WHERE}`
+    : null;
+  if (remedy === null) return mapEngineError(e, retryAfterMs);
+  const err = new WritError('UNPROCESSABLE', `PostgreSQL at ${at} refused: ${e.message} (SQLSTATE ${code}): ${remedy}; nothing was changed`, { sqlstate: code });
+  (err as { cause?: unknown }).cause = e;
+  return err;
+}
+
+/** SQLSTATEs of creating what is already there (a table, an index, a function, a column, a schema). */
+const DUPLICATE_OBJECT = new Set(['42P07', '42723', '42710', '42701', '42P06']);
+
+/** Whether a migration failed because what it creates is already there. */
+export function isDuplicateObject(e: unknown): boolean {
+  return e instanceof pg.DatabaseError && DUPLICATE_OBJECT.has(e.code ?? '');
+}
+
+/**
+ * The refusal for a database that holds Writ's tables and functions but not (all of) the record of the
+ * migrations that made them: a restore cut short (pg_restore of a truncated dump), or another program's
+ * objects. Migrating it would fail half way or clobber them, so nothing is changed.
+ */
+export function partialSchema(recorded: number, detail: string): WritError {
+  return new WritError(
+    'UNPROCESSABLE',
+    `the PostgreSQL database holds a partial or foreign Writ schema (${detail}; schema_migrations records ${recorded === 0 ? 'no migration' : `migrations up to ${recorded}`}): restore it again from a whole dump, or name an empty database in ${WHERE} (writ serve makes its store there); nothing was changed`,
+    { schema_version: recorded },
+  );
 }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { WritError } from '../../errors.js';
+import { isDuplicateObject, partialSchema } from './errors.js';
 import { POSTGRES_MIGRATIONS } from './migrations/index.js';
 import type { PostgresMigration } from './migrations/types.js';
 
@@ -23,6 +24,8 @@ export async function migratePostgres(client: pg.ClientBase, migrations: readonl
   await client.query('SET lock_timeout = 0');
   await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
   try {
+    // Checked before anything is created: a refused database is left exactly as it was.
+    await refusePartialSchema(client);
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version    integer     PRIMARY KEY,
       name       text        NOT NULL,
@@ -46,6 +49,8 @@ export async function migratePostgres(client: pg.ClientBase, migrations: readonl
         await client.query('COMMIT');
       } catch (e) {
         await client.query('ROLLBACK').catch(() => undefined);
+        // What this migration creates is there already, though it is not recorded as applied.
+        if (isDuplicateObject(e)) throw partialSchema(Math.max(current, ...applied), `migration ${m.version} (${m.name}) found its objects already there: ${(e as Error).message}`);
         throw e;
       }
       applied.push(m.version);
@@ -55,6 +60,26 @@ export async function migratePostgres(client: pg.ClientBase, migrations: readonl
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
     await client.query('RESET lock_timeout').catch(() => undefined);
   }
+}
+
+/**
+ * Refuses (nothing changed) a database that holds Writ's objects but records no migration: a restore
+ * cut short, or another program's tables under Writ's names. A partial record shows later, when a
+ * migration finds its objects already there (migratePostgres).
+ */
+export async function refusePartialSchema(client: pg.ClientBase): Promise<void> {
+  const { rows } = await client.query<{ record: boolean; objects: string[] }>(`SELECT
+      to_regclass('schema_migrations') IS NOT NULL AS record,
+      array_remove(ARRAY[
+        CASE WHEN to_regclass('graph_events') IS NOT NULL THEN 'table graph_events' END,
+        CASE WHEN to_regclass('graph_head') IS NOT NULL THEN 'table graph_head' END,
+        CASE WHEN to_regclass('leases') IS NOT NULL THEN 'table leases' END,
+        CASE WHEN to_regprocedure('writ_now_ms()') IS NOT NULL THEN 'function writ_now_ms' END
+      ], NULL) AS objects`);
+  const { record, objects } = rows[0]!;
+  if (objects.length === 0) return;
+  const recorded = record ? await schemaVersion(client) : 0;
+  if (recorded === 0) throw partialSchema(0, `it has ${objects.join(', ')}`);
 }
 
 async function schemaVersion(client: pg.ClientBase): Promise<number> {

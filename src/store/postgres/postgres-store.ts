@@ -2,12 +2,12 @@ import pg from 'pg';
 import { listenForGraphHeads, listenForLeaseReleases } from './graph-notifications.js';
 import type { StoreTx, WritStore } from '../contract.js';
 import type { ReadWriteOptions } from '../../transactions.js';
-import { isRetryable, mapEngineError, overloaded } from './errors.js';
+import { isRetryable, mapEngineError, mapSetupError, overloaded } from './errors.js';
 import { PostgresGraphEventStore } from './graph-event-store.js';
 import { PostgresIncidentRepository } from './incident-repository.js';
 import { PostgresLeaseAuthorityRepository } from './lease-authority-repository.js';
 import { PostgresLeaseRepository } from './lease-repository.js';
-import { migratePostgres } from './migrate.js';
+import { migratePostgres, refusePartialSchema } from './migrate.js';
 import { PostgresReceiptRepository } from './receipt-repository.js';
 import { TxSession, type PostgresStoreStats } from './session.js';
 import { PostgresSingleUseStore, SingleUsePurge } from './single-use-store.js';
@@ -103,7 +103,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     }
   } catch (e) {
     await pool.end().catch(() => undefined);
-    throw mapEngineError(e, retryAfterMs);
+    throw mapSetupError(e, url, retryAfterMs);
   }
   return new PgStore(pool, options.maxAttempts ?? 8, retryAfterMs, options.beginWithFirstStatement ?? true, url);
 }
@@ -132,7 +132,7 @@ async function probe<T>(url: string, options: { connectTimeoutMs?: number }, ask
     await client.connect();
     return await ask(client);
   } catch (e) {
-    throw mapEngineError(e, 1_000);
+    throw mapSetupError(e, url, 1_000);
   } finally {
     await client.end().catch(() => undefined);
   }
@@ -274,6 +274,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 async function checkSchemaCurrent(client: pg.PoolClient): Promise<void> {
   const { POSTGRES_MIGRATIONS } = await import('./migrations/index.js');
+  await refusePartialSchema(client);
   const known = POSTGRES_MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
   const { rows: table } = await client.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present");
   const { rows } = table[0]?.present
