@@ -300,7 +300,11 @@ export class WritClient {
     return this.request('DELETE', `/v1/leases/${encodeURIComponent(lease.lease_id)}`, { token: lease.token });
   }
 
-  /** The write through the gateway; sets Writ-Decision, Writ-Lease-*, Writ-Fencing-Epoch and Idempotency-Key. */
+  /**
+   * The write through the gateway; sets Writ-Decision, Writ-Lease-*, Writ-Fencing-Epoch and Idempotency-Key.
+   * → the receipt, with `replayed` true when an Idempotency-Key retry wrote nothing and answers with the
+   * first attempt's receipt (COMPLETED, or PENDING while that attempt is still under way), false when this call wrote.
+   */
   async act(request: ActRequest): Promise<Receipt> {
     if (request.decision === undefined || request.decision === null) throw new TypeError('act: `decision` is required: the Decision (or its token) that allows this write');
     const headers: Record<string, string> = { 'writ-decision': tokenOf(request.decision), 'idempotency-key': request.idempotencyKey ?? crypto.randomUUID() };
@@ -310,14 +314,16 @@ export class WritClient {
       headers['writ-lease-id'] = request.lease.lease_id;
       headers['writ-fencing-epoch'] = formatFencingEpochs(request.lease.epochs);
     }
-    const out = await this.request<{ receipt: Receipt }>('POST', '/v1/actions', {
+    const out = await this.request<{ receipt: Receipt; replayed?: boolean }>('POST', '/v1/actions', {
       action: request.action ?? decided!.action,
       resource: request.resource ?? decided!.resource,
       fields: request.fields ?? decided!.fields,
       payload: request.payload,
       ...(request.expected_version !== undefined ? { expected_version: request.expected_version } : {}),
     }, headers);
-    return out.receipt;
+    // Always a boolean here, so that an agent can tell a retry that wrote nothing from a new write (a Writ
+    // from before the receipt carried it says so only beside the receipt).
+    return { ...out.receipt, replayed: out.replayed === true || out.receipt.replayed === true };
   }
 
   /**
