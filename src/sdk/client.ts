@@ -2,12 +2,12 @@ import { decodeJwt, decodeProtectedHeader, type JWK, type JSONWebKeySet } from '
 import { ERROR_CATALOGUE, WritError } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
-import type { Capabilities, Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, LeaseGrant, LeaseRenewal, Receipt, ScopeInput, WireTime } from '../wire/v1.js';
+import type { Capabilities, Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, LeaseGrant, LeaseRelease, LeaseRenewal, Receipt, ScopeInput, WireTime } from '../wire/v1.js';
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { AlreadyExistsError, DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, UnprocessableError, WritApiError } from './errors.js';
-import { LeaseStream, LeaseStreamClosedError, type LeaseStreamOptions } from './lease-stream.js';
+import { LeaseStream, LeaseStreamClosedError, type LeaseHandle, type LeaseStreamOptions } from './lease-stream.js';
 import { refusalError } from './refusal.js';
 
 /**
@@ -292,11 +292,17 @@ export class WritClient {
     });
   }
 
-  renewLease(lease: Lease, ttlMs?: number): Promise<LeaseRenewal> {
-    return this.request('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs ? { ttl_ms: ttlMs } : {}) });
+  /**
+   * Renews for `ttlMs` (default: the lease's own TTL). `lease` needs only `lease_id` and `token` (a
+   * `LeaseHandle`: what an agent kept across a restart). A `ttlMs` Writ does not take (0, say) is sent and
+   * refused, as over the lease stream, not dropped for the lease's own.
+   */
+  renewLease(lease: LeaseHandle, ttlMs?: number): Promise<LeaseRenewal> {
+    return this.request('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}) });
   }
 
-  releaseLease(lease: Lease): Promise<unknown> {
+  /** Releases (`lease` needs only `lease_id` and `token`); the epochs stay as high-water marks. */
+  releaseLease(lease: LeaseHandle): Promise<LeaseRelease> {
     return this.request('DELETE', `/v1/leases/${encodeURIComponent(lease.lease_id)}`, { token: lease.token });
   }
 
