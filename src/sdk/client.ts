@@ -1,5 +1,5 @@
 import { decodeJwt, decodeProtectedHeader, type JWK, type JSONWebKeySet } from 'jose';
-import { ERROR_CATALOGUE, WritError } from '../errors.js';
+import { ERROR_CATALOGUE, WritError, type ErrorCode } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
 import type { Capabilities, Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, LeaseGrant, LeaseRelease, LeaseRenewal, Receipt, ScopeInput, WireTime } from '../wire/v1.js';
@@ -83,11 +83,15 @@ export interface LeaseOptions {
    * retries RESOURCE_BUSY on the client side instead, with full-jitter backoff over Retry-After.
    */
   waitMs?: number;
-  /** Overall deadline for taking the lease (ms from now); default 30 000 ms. */
+  /**
+   * Overall deadline for taking the lease (ms from now); default 30 000 ms. Until then a busy key is waited
+   * for, and so is a Writ that sheds load or is shutting down (OVERLOADED, RATE_LIMITED: after their
+   * Retry-After) or cannot be reached (refused or dropped connections, as while it restarts).
+   */
   deadlineMs?: number;
   preempt?: boolean;
   backoff?: BackoffOptions;
-  /** Called before each retry sleep (for tests and logs). */
+  /** Called before each retry sleep after a refusal from Writ (for tests and logs); not for a connection that failed. */
   onRetry?: (attempt: number, delayMs: number, error: WritApiError) => void;
   /**
    * Take, renew and release over this lease stream (`openLeaseStream()`) instead of one HTTP request
@@ -137,6 +141,10 @@ export interface RunExclusiveOptions extends Omit<LeaseOptions, 'waitMs'> {
 export type RunExclusiveResult<T> = { ran: true; value: T; fencingEpoch: number } | { ran: false; holder: string | null };
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** Refusals that did nothing and say to ask again after Retry-After (the error table's words). */
+const ASK_AGAIN_LATER: ReadonlySet<ErrorCode> = new Set(['OVERLOADED', 'RATE_LIMITED']);
+/** Connection errors (Node's, and undici's for a socket the server closed) of a Writ that is down or restarting. */
+const CONNECTION_LOST = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
 /** Writ's default `max_wait` for one queued acquisition. */
 const SERVER_MAX_WAIT_MS = 60_000;
 
@@ -333,11 +341,17 @@ export class WritClient {
   }
 
   /**
-   * Runs `fn` while holding leases for `decisions`: takes them (retrying RESOURCE_BUSY with full-jitter
-   * backoff that honours Retry-After, up to the deadline), renews at a third of the TTL, aborts `fn`'s
+   * Runs `fn` while holding leases for `decisions`: takes them (waiting in Writ's queue for a busy key, and
+   * retrying RESOURCE_BUSY, OVERLOADED, RATE_LIMITED and lost connections with full-jitter backoff that
+   * honours Retry-After, up to the deadline), renews at a third of the TTL, aborts `fn`'s
    * signal the moment the lease is lost or preempted, and releases in `finally`.
    */
-  async withLease<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
+  withLease<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
+    return this.leased(decisions, fn, options, true);
+  }
+
+  /** withLease; `waitForBusy` false answers a busy key at once (runExclusive's skip) while still waiting out an unavailable Writ. */
+  private async leased<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions, waitForBusy: boolean): Promise<T> {
     for (const d of decisions) tokenOf(d); // a deny has no token: refuse it before anything runs
     const needing = decisions.filter(leaseRequired);
     if (needing.length === 0) {
@@ -357,7 +371,7 @@ export class WritClient {
         const stream = options.stream;
         lease = stream
           // A stream closed before the request was sent: nothing was asked, so ask over HTTP. (One that
-          // closed after sending leaves the outcome unknown, as a dropped HTTP connection does: thrown.)
+          // closed after sending leaves the outcome unknown, as a dropped HTTP connection does: asked again below.)
           ? await streamElseHttp(() => stream.acquire(needing.map(tokenOf), asked), () => this.acquireLease(needing, asked), (closed) => closed.requestId === null)
           : await this.acquireLease(needing, asked);
         // After a server-side wait the TTL started near the answer, not at the send.
@@ -370,11 +384,17 @@ export class WritClient {
           maxWaitMs = serverMax;
           continue;
         }
-        if (!(e instanceof WritApiError) || (e.code !== 'RESOURCE_BUSY' && e.code !== 'LEASE_WAIT_TIMEOUT')) throw e;
+        const refused = e instanceof WritApiError ? e : null;
+        const busy = refused !== null && (refused.code === 'RESOURCE_BUSY' || refused.code === 'LEASE_WAIT_TIMEOUT');
+        // A Writ shedding load, shutting down or restarting answers later: the deadline is for that too. A
+        // connection dropped after the request was sent leaves its outcome unknown; a lease granted then
+        // lapses at its TTL, and the next request waits for it like any holder's.
+        const unavailable = refused ? ASK_AGAIN_LATER.has(refused.code) : connectionLost(e);
+        if (!(busy && waitForBusy) && !unavailable) throw e;
         // A queued wait that timed out asks again at once while the deadline allows; an immediate refusal backs off.
-        const delay = waitMs > 0 ? 0 : backoffDelay(attempt, e.retryAfterMs, options.backoff);
+        const delay = busy && waitMs > 0 ? 0 : backoffDelay(attempt, refused?.retryAfterMs ?? null, options.backoff);
         if (Date.now() + delay >= deadline) throw e;
-        options.onRetry?.(attempt, delay, e);
+        if (refused) options.onRetry?.(attempt, delay, refused);
         await sleep(delay);
       }
     }
@@ -400,12 +420,14 @@ export class WritClient {
     }
     const { environment: _environment, context: _context, waitMs = 0, ...leaseOptions } = options;
     try {
-      return await this.withLease([decision], async ({ lease, signal, act }) => {
+      // Without a wait, a job another runner holds is skipped at once (not retried); an unavailable Writ is
+      // still waited for, within deadlineMs.
+      return await this.leased([decision], async ({ lease, signal, act }) => {
         if (!lease) throw new TypeError(`${jobKey} needs no lease (its class is ${decision.obligations.resource_class}): runExclusive cannot make it exclusive`);
         const fencingEpoch = lease.epochs[decision.resource]!;
         const value = await fn({ jobKey: decision.resource, lease, fencingEpoch, signal, act });
         return { ran: true as const, value, fencingEpoch };
-      }, { ...leaseOptions, waitMs, ...(waitMs === 0 ? { deadlineMs: 0 } : {}) });
+      }, { ...leaseOptions, waitMs }, waitMs > 0);
     } catch (e) {
       if (e instanceof WritApiError && (e.code === 'RESOURCE_BUSY' || e.code === 'LEASE_WAIT_TIMEOUT')) return { ran: false, holder: e.holder };
       throw e;
@@ -512,6 +534,18 @@ function delegationRequestBody(from: string, request: DelegateRequest): Delegati
     if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new TypeError(`delegate: ttlMs must be a positive number of ms, got ${String(ttlMs)}`);
   }
   return { ...rest, from, ...(ttlMs !== undefined ? { expires_at: Date.now() + Math.ceil(ttlMs) } : {}) };
+}
+
+/** A request that failed for want of a connection (refused, reset, closed by Writ): a fetch's, or the lease stream's. */
+function connectionLost(e: unknown): boolean {
+  if (e instanceof LeaseStreamClosedError) return true;
+  // fetch's TypeError carries the socket's error as its cause (an AggregateError when each address refused).
+  for (let cause = e, depth = 0; cause instanceof Error && depth < 5; cause = cause.cause, depth++) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && CONNECTION_LOST.has(code)) return true;
+    if (cause instanceof AggregateError && cause.errors.some(connectionLost)) return true;
+  }
+  return false;
 }
 
 function kidOf(token: string): string | null {
