@@ -107,12 +107,14 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   }
   if (!audienceIncludes(payload.aud, deps.audience)) throw refuse('assertion is for another audience');
   const time = timeClaimProblem(payload, now, toleranceMs);
-  if (time) throw refuse(time.kind === 'past' ? 'assertion expired' : time.kind === 'early' ? 'assertion is not yet valid (nbf)' : `assertion claim ${time.claim} is invalid`);
+  if (time?.kind === 'past') throw refuse(expired(payload.exp as number, now, toleranceMs));
+  if (time?.kind === 'early') throw refuse(`assertion is not yet valid (nbf)${aheadOfWrit('nbf', payload.nbf as number, now, toleranceMs)}`);
+  if (time) throw refuse(`assertion claim ${time.claim} is invalid`);
 
   // iat and exp are numbers here, and exp is not past (with tolerance).
   const expMs = (payload.exp as number) * 1000;
   const iatMs = (payload.iat as number) * 1000;
-  if (iatMs > now + toleranceMs) throw refuse('assertion is issued in the future');
+  if (iatMs > now + toleranceMs) throw refuse(`assertion is issued in the future${aheadOfWrit('iat', payload.iat as number, now, toleranceMs)}`);
   if (expMs - iatMs > maxTtlMs || expMs - now > maxTtlMs + toleranceMs) throw refuse(`assertion lifetime is longer than ${maxTtlMs / 1000} s`);
   if (typeof payload.jti !== 'string' || payload.jti === '') throw refuse('malformed assertion: jti is not a string');
   if (payload.jti.length > MAX_JTI_LENGTH) throw refuse(`malformed assertion: jti is longer than ${MAX_JTI_LENGTH} characters`);
@@ -121,7 +123,7 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
 
   const caller = { principal: principalId, kid: header.kid, key: keyMaterial(jwk), jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
   // Accepted only while its spend is remembered (whole-second exp checks alone leave up to 1 s more).
-  if (now >= caller.spendUntil) throw refuse('assertion expired');
+  if (now >= caller.spendUntil) throw refuse(expired(payload.exp as number, now, toleranceMs));
   // Spent already (durably), or shown to this process before and not yet spent: either way a replay.
   if (deps.readSpent !== false && (await deps.replay.isSpent(REPLAY_NAMESPACE, replayId(caller), now))) throw replayed();
   if (!deps.replay.present(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
@@ -216,4 +218,29 @@ function publicKey(jwk: PublicJwk, alg: AssertionAlgorithm, principalId: string)
     keyCache.set(cacheKey, key);
   }
   return key;
+}
+
+/** ms since the epoch as RFC 3339, for a message (a claim out of Date's range as the number it is). */
+function instant(ms: number): string {
+  const at = new Date(ms);
+  return Number.isNaN(at.getTime()) ? `${ms / 1000} s after the epoch` : at.toISOString();
+}
+
+/**
+ * Why an assertion dated after Writ's time (`claim` in seconds) is refused, and the likely cause: an
+ * assertion is made just before it is sent, so the caller's clock is ahead of Writ's.
+ */
+function aheadOfWrit(claim: string, seconds: number, now: number, toleranceMs: number): string {
+  return `: its ${claim} ${instant(seconds * 1000)} is ${((seconds * 1000 - now) / 1000).toFixed(1)} s after Writ's time ${instant(now)}, more than the ${toleranceMs / 1000} s `
+    + 'of clock skew tolerated; the caller\'s clock is probably ahead: set it right (NTP) and send a new assertion';
+}
+
+/**
+ * Why an expired assertion is refused. One made for this request (as the SDK makes one per request)
+ * that Writ finds expired was made by a clock behind Writ's; else it is an old one sent again.
+ */
+function expired(expSeconds: number, now: number, toleranceMs: number): string {
+  return `assertion expired: its exp ${instant(expSeconds * 1000)} is ${((now - expSeconds * 1000) / 1000).toFixed(1)} s before Writ's time ${instant(now)}, `
+    + `beyond the ${toleranceMs / 1000} s of clock skew tolerated; sign a new assertion for each request, and if this one was just made, `
+    + 'the caller\'s clock is behind: set it right (NTP)';
 }

@@ -119,13 +119,13 @@ export async function verifyDecision(token: string, options: VerifyDecisionOptio
   if (payload.iss !== DECISION_ISSUER) throw invalid('was not issued by writ');
   if (!audienceIncludes(payload.aud, options.audience)) throw invalid('was issued for another audience');
   const time = timeClaimProblem(payload, options.now, toleranceMs);
-  if (time?.kind === 'past') throw new WritError('DECISION_EXPIRED', 'decision expired');
+  if (time?.kind === 'past') throw expired(typeof payload.jti === 'string' ? payload.jti : null, (payload.exp as number) * 1000);
   if (time) throw invalid(`claim "${time.claim}" is invalid`);
 
   if (typeof payload.aud !== 'string') throw invalid('audience must be a single string');
   const claims = (read.claims ??= deepFreeze(payloadToClaims(payload)));
   if (options.now >= claims.expires_at + toleranceMs) {
-    throw new WritError('DECISION_EXPIRED', `decision ${claims.decision_id} expired at ${new Date(claims.expires_at).toISOString()}`);
+    throw expired(claims.decision_id, claims.expires_at);
   }
   return claims;
 }
@@ -166,3 +166,10 @@ function jwksKey(jwks: JSONWebKeySet, kid: string): KeyObject {
 }
 
 const invalid = (why: string) => new WritError('DECISION_INVALID', `decision ${why}`);
+
+/** A decision is short-lived by design: the remedy is a new one, not a retry of this one. */
+function expired(decisionId: string | null, expiresAtMs: number): WritError {
+  const at = new Date(expiresAtMs);
+  const when = Number.isNaN(at.getTime()) ? '' : ` at ${at.toISOString()}`;
+  return new WritError('DECISION_EXPIRED', `decision${decisionId === null ? '' : ` ${decisionId}`} expired${when}: ask for a new decision (decide again) and use it at once`);
+}

@@ -1,13 +1,13 @@
 import { decodeJwt, decodeProtectedHeader, type JWK, type JSONWebKeySet } from 'jose';
-import { ERROR_CATALOGUE, WritError } from '../errors.js';
+import { ERROR_CATALOGUE, WritError, type ErrorCode } from '../errors.js';
 import { verifyDecision } from '../decision/decision-verify.js';
 import type { DecisionClaims } from '../decision/decision-claims.js';
-import type { Capabilities, Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, LeaseGrant, LeaseRenewal, Receipt, ScopeInput, WireTime } from '../wire/v1.js';
+import type { Capabilities, Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, LeaseGrant, LeaseRelease, LeaseRenewal, Receipt, ScopeInput, WireTime } from '../wire/v1.js';
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
 import { AlreadyExistsError, DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, UnprocessableError, WritApiError } from './errors.js';
-import { LeaseStream, LeaseStreamClosedError, type LeaseStreamOptions } from './lease-stream.js';
+import { LeaseStream, LeaseStreamClosedError, type LeaseHandle, type LeaseStreamOptions } from './lease-stream.js';
 import { refusalError } from './refusal.js';
 
 /**
@@ -83,11 +83,15 @@ export interface LeaseOptions {
    * retries RESOURCE_BUSY on the client side instead, with full-jitter backoff over Retry-After.
    */
   waitMs?: number;
-  /** Overall deadline for taking the lease (ms from now); default 30 000 ms. */
+  /**
+   * Overall deadline for taking the lease (ms from now); default 30 000 ms. Until then a busy key is waited
+   * for, and so is a Writ that sheds load or is shutting down (OVERLOADED, RATE_LIMITED: after their
+   * Retry-After) or cannot be reached (refused or dropped connections, as while it restarts).
+   */
   deadlineMs?: number;
   preempt?: boolean;
   backoff?: BackoffOptions;
-  /** Called before each retry sleep (for tests and logs). */
+  /** Called before each retry sleep after a refusal from Writ (for tests and logs); not for a connection that failed. */
   onRetry?: (attempt: number, delayMs: number, error: WritApiError) => void;
   /**
    * Take, renew and release over this lease stream (`openLeaseStream()`) instead of one HTTP request
@@ -137,6 +141,10 @@ export interface RunExclusiveOptions extends Omit<LeaseOptions, 'waitMs'> {
 export type RunExclusiveResult<T> = { ran: true; value: T; fencingEpoch: number } | { ran: false; holder: string | null };
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** Refusals that did nothing and say to ask again after Retry-After (the error table's words). */
+const ASK_AGAIN_LATER: ReadonlySet<ErrorCode> = new Set(['OVERLOADED', 'RATE_LIMITED']);
+/** Connection errors (Node's, and undici's for a socket the server closed) of a Writ that is down or restarting. */
+const CONNECTION_LOST = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
 /** Writ's default `max_wait` for one queued acquisition. */
 const SERVER_MAX_WAIT_MS = 60_000;
 
@@ -292,15 +300,25 @@ export class WritClient {
     });
   }
 
-  renewLease(lease: Lease, ttlMs?: number): Promise<LeaseRenewal> {
-    return this.request('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs ? { ttl_ms: ttlMs } : {}) });
+  /**
+   * Renews for `ttlMs` (default: the lease's own TTL). `lease` needs only `lease_id` and `token` (a
+   * `LeaseHandle`: what an agent kept across a restart). A `ttlMs` Writ does not take (0, say) is sent and
+   * refused, as over the lease stream, not dropped for the lease's own.
+   */
+  renewLease(lease: LeaseHandle, ttlMs?: number): Promise<LeaseRenewal> {
+    return this.request('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}) });
   }
 
-  releaseLease(lease: Lease): Promise<unknown> {
+  /** Releases (`lease` needs only `lease_id` and `token`); the epochs stay as high-water marks. */
+  releaseLease(lease: LeaseHandle): Promise<LeaseRelease> {
     return this.request('DELETE', `/v1/leases/${encodeURIComponent(lease.lease_id)}`, { token: lease.token });
   }
 
-  /** The write through the gateway; sets Writ-Decision, Writ-Lease-*, Writ-Fencing-Epoch and Idempotency-Key. */
+  /**
+   * The write through the gateway; sets Writ-Decision, Writ-Lease-*, Writ-Fencing-Epoch and Idempotency-Key.
+   * → the receipt, with `replayed` true when an Idempotency-Key retry wrote nothing and answers with the
+   * first attempt's receipt (COMPLETED, or PENDING while that attempt is still under way), false when this call wrote.
+   */
   async act(request: ActRequest): Promise<Receipt> {
     if (request.decision === undefined || request.decision === null) throw new TypeError('act: `decision` is required: the Decision (or its token) that allows this write');
     const headers: Record<string, string> = { 'writ-decision': tokenOf(request.decision), 'idempotency-key': request.idempotencyKey ?? crypto.randomUUID() };
@@ -310,22 +328,30 @@ export class WritClient {
       headers['writ-lease-id'] = request.lease.lease_id;
       headers['writ-fencing-epoch'] = formatFencingEpochs(request.lease.epochs);
     }
-    const out = await this.request<{ receipt: Receipt }>('POST', '/v1/actions', {
+    const out = await this.request<{ receipt: Receipt; replayed?: boolean }>('POST', '/v1/actions', {
       action: request.action ?? decided!.action,
       resource: request.resource ?? decided!.resource,
       fields: request.fields ?? decided!.fields,
       payload: request.payload,
       ...(request.expected_version !== undefined ? { expected_version: request.expected_version } : {}),
     }, headers);
-    return out.receipt;
+    // Always a boolean here, so that an agent can tell a retry that wrote nothing from a new write (a Writ
+    // from before the receipt carried it says so only beside the receipt).
+    return { ...out.receipt, replayed: out.replayed === true || out.receipt.replayed === true };
   }
 
   /**
-   * Runs `fn` while holding leases for `decisions`: takes them (retrying RESOURCE_BUSY with full-jitter
-   * backoff that honours Retry-After, up to the deadline), renews at a third of the TTL, aborts `fn`'s
+   * Runs `fn` while holding leases for `decisions`: takes them (waiting in Writ's queue for a busy key, and
+   * retrying RESOURCE_BUSY, OVERLOADED, RATE_LIMITED and lost connections with full-jitter backoff that
+   * honours Retry-After, up to the deadline), renews at a third of the TTL, aborts `fn`'s
    * signal the moment the lease is lost or preempted, and releases in `finally`.
    */
-  async withLease<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
+  withLease<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
+    return this.leased(decisions, fn, options, true);
+  }
+
+  /** withLease; `waitForBusy` false answers a busy key at once (runExclusive's skip) while still waiting out an unavailable Writ. */
+  private async leased<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions, waitForBusy: boolean): Promise<T> {
     for (const d of decisions) tokenOf(d); // a deny has no token: refuse it before anything runs
     const needing = decisions.filter(leaseRequired);
     if (needing.length === 0) {
@@ -345,7 +371,7 @@ export class WritClient {
         const stream = options.stream;
         lease = stream
           // A stream closed before the request was sent: nothing was asked, so ask over HTTP. (One that
-          // closed after sending leaves the outcome unknown, as a dropped HTTP connection does: thrown.)
+          // closed after sending leaves the outcome unknown, as a dropped HTTP connection does: asked again below.)
           ? await streamElseHttp(() => stream.acquire(needing.map(tokenOf), asked), () => this.acquireLease(needing, asked), (closed) => closed.requestId === null)
           : await this.acquireLease(needing, asked);
         // After a server-side wait the TTL started near the answer, not at the send.
@@ -358,11 +384,17 @@ export class WritClient {
           maxWaitMs = serverMax;
           continue;
         }
-        if (!(e instanceof WritApiError) || (e.code !== 'RESOURCE_BUSY' && e.code !== 'LEASE_WAIT_TIMEOUT')) throw e;
+        const refused = e instanceof WritApiError ? e : null;
+        const busy = refused !== null && (refused.code === 'RESOURCE_BUSY' || refused.code === 'LEASE_WAIT_TIMEOUT');
+        // A Writ shedding load, shutting down or restarting answers later: the deadline is for that too. A
+        // connection dropped after the request was sent leaves its outcome unknown; a lease granted then
+        // lapses at its TTL, and the next request waits for it like any holder's.
+        const unavailable = refused ? ASK_AGAIN_LATER.has(refused.code) : connectionLost(e);
+        if (!(busy && waitForBusy) && !unavailable) throw e;
         // A queued wait that timed out asks again at once while the deadline allows; an immediate refusal backs off.
-        const delay = waitMs > 0 ? 0 : backoffDelay(attempt, e.retryAfterMs, options.backoff);
+        const delay = busy && waitMs > 0 ? 0 : backoffDelay(attempt, refused?.retryAfterMs ?? null, options.backoff);
         if (Date.now() + delay >= deadline) throw e;
-        options.onRetry?.(attempt, delay, e);
+        if (refused) options.onRetry?.(attempt, delay, refused);
         await sleep(delay);
       }
     }
@@ -388,12 +420,14 @@ export class WritClient {
     }
     const { environment: _environment, context: _context, waitMs = 0, ...leaseOptions } = options;
     try {
-      return await this.withLease([decision], async ({ lease, signal, act }) => {
+      // Without a wait, a job another runner holds is skipped at once (not retried); an unavailable Writ is
+      // still waited for, within deadlineMs.
+      return await this.leased([decision], async ({ lease, signal, act }) => {
         if (!lease) throw new TypeError(`${jobKey} needs no lease (its class is ${decision.obligations.resource_class}): runExclusive cannot make it exclusive`);
         const fencingEpoch = lease.epochs[decision.resource]!;
         const value = await fn({ jobKey: decision.resource, lease, fencingEpoch, signal, act });
         return { ran: true as const, value, fencingEpoch };
-      }, { ...leaseOptions, waitMs, ...(waitMs === 0 ? { deadlineMs: 0 } : {}) });
+      }, { ...leaseOptions, waitMs }, waitMs > 0);
     } catch (e) {
       if (e instanceof WritApiError && (e.code === 'RESOURCE_BUSY' || e.code === 'LEASE_WAIT_TIMEOUT')) return { ran: false, holder: e.holder };
       throw e;
@@ -500,6 +534,18 @@ function delegationRequestBody(from: string, request: DelegateRequest): Delegati
     if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new TypeError(`delegate: ttlMs must be a positive number of ms, got ${String(ttlMs)}`);
   }
   return { ...rest, from, ...(ttlMs !== undefined ? { expires_at: Date.now() + Math.ceil(ttlMs) } : {}) };
+}
+
+/** A request that failed for want of a connection (refused, reset, closed by Writ): a fetch's, or the lease stream's. */
+function connectionLost(e: unknown): boolean {
+  if (e instanceof LeaseStreamClosedError) return true;
+  // fetch's TypeError carries the socket's error as its cause (an AggregateError when each address refused).
+  for (let cause = e, depth = 0; cause instanceof Error && depth < 5; cause = cause.cause, depth++) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && CONNECTION_LOST.has(code)) return true;
+    if (cause instanceof AggregateError && cause.errors.some(connectionLost)) return true;
+  }
+  return false;
 }
 
 function kidOf(token: string): string | null {

@@ -87,8 +87,13 @@ export const StoreMovedError = define('STORE_MOVED');
 export const ReceiptDamagedError = define('RECEIPT_DAMAGED');
 export const InternalError = define('INTERNAL');
 
-/** Each class is also a type (`catch (e) { if (e instanceof VersionConflictError) … }`, `let e: VersionConflictError`). */
+/**
+ * Each class is also a type (`catch (e) { if (e instanceof VersionConflictError) … }`, `let e: VersionConflictError`);
+ * test/sdk/typed-errors.test.ts type-checks a use of each catalogued code's.
+ */
 export type MalformedRequestError = InstanceType<typeof MalformedRequestError>;
+export type NestingTooDeepError = InstanceType<typeof NestingTooDeepError>;
+export type UnsupportedMediaTypeError = InstanceType<typeof UnsupportedMediaTypeError>;
 export type PayloadTooLargeError = InstanceType<typeof PayloadTooLargeError>;
 export type UnprocessableError = InstanceType<typeof UnprocessableError>;
 export type UnknownPrincipalError = InstanceType<typeof UnknownPrincipalError>;
@@ -123,8 +128,11 @@ export type IdempotencyMismatchError = InstanceType<typeof IdempotencyMismatchEr
 export type UpstreamFailedError = InstanceType<typeof UpstreamFailedError>;
 export type UpstreamTimeoutError = InstanceType<typeof UpstreamTimeoutError>;
 export type NoUpstreamError = InstanceType<typeof NoUpstreamError>;
+export type RateLimitedError = InstanceType<typeof RateLimitedError>;
 export type OverloadedError = InstanceType<typeof OverloadedError>;
+export type SchemaTooNewError = InstanceType<typeof SchemaTooNewError>;
 export type StoreFailedError = InstanceType<typeof StoreFailedError>;
+export type StoreInUseError = InstanceType<typeof StoreInUseError>;
 export type ReceiptDamagedError = InstanceType<typeof ReceiptDamagedError>;
 export type InternalError = InstanceType<typeof InternalError>;
 export type LoginLinkInvalidError = InstanceType<typeof LoginLinkInvalidError>;

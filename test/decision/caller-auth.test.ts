@@ -77,8 +77,27 @@ describe('caller authentication', () => {
   it('refuses an assertion that expired, exactly at exp + tolerance (5 s)', async () => {
     const w = await world();
     const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0, ttlSeconds: 60 });
-    expect(await refusal(bearer(token), w.deps({ now: T0 + 65_000 }))).toBe('assertion expired');
+    expect(await refusal(bearer(token), w.deps({ now: T0 + 65_000 }))).toMatch(/^assertion expired: /);
     await expect(authenticateCaller(bearer(token), w.deps({ now: T0 + 64_999 }))).resolves.toMatchObject({ principal: 'alice' });
+  });
+
+  it('names the caller\'s clock when an assertion it just made is refused for its time: Writ\'s time, the skew and the 5 s tolerated', async () => {
+    const w = await world();
+    // The caller's clock 10 s ahead of Writ's: its fresh assertion is issued in the future.
+    const ahead = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 + 10_000 });
+    const early = await refusal(bearer(ahead), w.deps());
+    expect(early).toContain(`its iat ${new Date(T0 + 10_000).toISOString()} is 10.0 s after Writ's time ${new Date(T0).toISOString()}`);
+    expect(early).toMatch(/more than the 5 s of clock skew tolerated; the caller's clock is probably ahead: set it right \(NTP\)/);
+    // 65 s behind: a fresh 60 s assertion has expired by Writ's clock.
+    const behind = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 - 65_000, ttlSeconds: 60 });
+    const late = await refusal(bearer(behind), w.deps());
+    expect(late).toContain(`its exp ${new Date(T0 - 5_000).toISOString()} is 5.0 s before Writ's time ${new Date(T0).toISOString()}, beyond the 5 s of clock skew tolerated`);
+    expect(late).toMatch(/if this one was just made, the caller's clock is behind: set it right \(NTP\)/);
+    // A claim beyond what a Date can hold is still a refusal that says what it was, not a crash.
+    const farFuture = await signJwt(await importPrivate(w.alice.privateJwk), { alg: 'EdDSA', kid: 'alice-key-1' }, { jti: 'far-1', iat: 1e15, exp: 1e15 + 60 });
+    expect(await refusal(bearer(farFuture), w.deps())).toMatch(/^assertion (is issued in the future|lifetime)/);
+    const farPast = await signJwt(await importPrivate(w.alice.privateJwk), { alg: 'EdDSA', kid: 'alice-key-1' }, { jti: 'far-2', iat: -1e15 - 60, exp: -1e15 });
+    expect(await refusal(bearer(farPast), w.deps())).toMatch(/^assertion expired: its exp -1000000000000000 s after the epoch/);
   });
 
   it('never accepts a jti twice, also after the store is reopened', async () => {
@@ -114,7 +133,7 @@ describe('caller authentication', () => {
     expect(await refusal(bearer(await make({ principal: 'ex-agent' })), w.deps())).toBe('principal ex-agent is revoked');
     expect(await refusal(bearer(await make({ audience: 'elsewhere' })), w.deps())).toBe('assertion is for another audience');
     expect(await refusal(bearer(await make({ ttlSeconds: 301 })), w.deps())).toBe('assertion lifetime is longer than 300 s');
-    expect(await refusal(bearer(await make({ now: T0 + 60_000 })), w.deps())).toBe('assertion is issued in the future');
+    expect(await refusal(bearer(await make({ now: T0 + 60_000 })), w.deps())).toMatch(/^assertion is issued in the future: /);
     const hs = await signJwt(base64url.decode(w.alice.publicJwk.x!), { alg: 'HS256', kid: 'alice-key-1' }, { jti: 'h1' });
     expect(await refusal(bearer(hs), w.deps())).toMatch(/algorithm "HS256" is not allowed/);
     const noJti = await signJwt(await importPrivate(w.alice.privateJwk), { alg: 'EdDSA', kid: 'alice-key-1' }, { jti: undefined });
@@ -160,7 +179,7 @@ describe('the assertion is verified as a strict compact JWS', () => {
 
   it('refuses a token that is not yet valid (nbf), an iat that is not a number, and a signature of the wrong size', async () => {
     const w = await world();
-    expect(await refusal(bearer(await signed(w, {}, { ...claims, nbf: T0 / 1000 + 30 })), w.deps())).toBe('assertion is not yet valid (nbf)');
+    expect(await refusal(bearer(await signed(w, {}, { ...claims, nbf: T0 / 1000 + 30 })), w.deps())).toMatch(/^assertion is not yet valid \(nbf\): its nbf .* is 30.0 s after Writ's time/);
     expect(await refusal(bearer(await signed(w, {}, { ...claims, iat: 'yesterday' })), w.deps())).toBe('assertion claim iat is invalid');
     const good = await signed(w, {});
     const [h, p, sig] = good.split('.');
@@ -226,7 +245,7 @@ describe('the window between verifying an assertion and spending it', () => {
     const w = await world();
     const fractional = await signJwt(await importPrivate(w.alice.privateJwk), { alg: 'EdDSA', kid: 'alice-key-1' }, { jti: 'frac-1', exp: T0 / 1000 + 0.9 });
     // The default tolerance is 5 s: the spend is remembered until exp + 5 s = T0 + 5,900 ms.
-    expect(await refusal(bearer(fractional), w.deps({ now: T0 + 5_950 }))).toBe('assertion expired');
+    expect(await refusal(bearer(fractional), w.deps({ now: T0 + 5_950 }))).toMatch(/^assertion expired: /);
     await expect(authenticateCaller(bearer(fractional), w.deps({ now: T0 + 5_500 }))).resolves.toMatchObject({ jti: 'frac-1' });
   });
 });

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as sdk from '../../src/sdk/index.js';
 import { REPO } from '../support/harness.js';
+import { typeErrors } from './type-check.js';
 
 const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
 const section = readme.slice(readme.indexOf('## For agents: the TypeScript SDK'), readme.indexOf('## For auditors'));
@@ -26,7 +27,7 @@ describe('the README\'s SDK section', () => {
   });
 
   it('documents every method of WritClient and every option', () => {
-    const methods = Object.getOwnPropertyNames(sdk.WritClient.prototype).filter((m) => m !== 'constructor' && !m.startsWith('fetch') && m !== 'holding');
+    const methods = Object.getOwnPropertyNames(sdk.WritClient.prototype).filter((m) => m !== 'constructor' && !m.startsWith('fetch') && !['holding', 'leased'].includes(m));
     for (const m of methods) expect(section, `method ${m}`).toContain(m);
     const options: [string, string][] = [
       ['src/sdk/client.ts', 'WritClientOptions'], ['src/sdk/client.ts', 'LeaseOptions'], ['src/sdk/client.ts', 'RunExclusiveOptions'],
@@ -39,5 +40,22 @@ describe('the README\'s SDK section', () => {
       for (const member of list) expect(section, `${name}.${member}`).toContain(member);
     }
     for (const field of ['code', 'status', 'detail', 'problem', 'retryAfterMs', 'holder']) expect(section, `WritApiError.${field}`).toContain(`\`${field}\``);
+  });
+
+  it('has TypeScript examples that compile under strict TS against the SDK (`@writ/sdk`)', () => {
+    const blocks = [...section.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1]!);
+    expect(blocks.length).toBeGreaterThanOrEqual(3);
+    // A fragment (no import of its own) goes on from the agent example: `writ` and `decision` are its, and
+    // `orchestrator` and `runSubAgent` stand for the reader's own. Declared after the code, so that the
+    // line numbers in an error are the block's.
+    const context = [
+      "import type { Decision, WritClient } from '@writ/sdk';",
+      'declare const writ: WritClient;',
+      'declare const decision: Decision;',
+      'declare const orchestrator: WritClient;',
+      'declare function runSubAgent(principal: string): Promise<void>;',
+    ].join('\n');
+    const sources = Object.fromEntries(blocks.map((code, i) => [`readme-example-${i + 1}`, code.includes("from '@writ/sdk'") ? code : `${code}${context}\n`]));
+    expect(typeErrors(sources)).toEqual([]);
   });
 });

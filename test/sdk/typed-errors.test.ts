@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ERROR_CATALOGUE, WritError, type ErrorCode } from '../../src/errors.js';
 import * as sdk from '../../src/sdk/index.js';
 import { ERROR_CLASSES, errorFromProblem, errorFromWritError, WritApiError } from '../../src/sdk/index.js';
+import { typeErrors } from './type-check.js';
 
 const codes = Object.keys(ERROR_CATALOGUE) as ErrorCode[];
 /** VERSION_CONFLICT → VersionConflictError */
@@ -17,6 +18,15 @@ describe('typed SDK errors', () => {
       expect((sdk as Record<string, unknown>)[className(code)], `sdk exports ${className(code)}`).toBe(cls);
     }
     expect(new Set(Object.values(ERROR_CLASSES)).size).toBe(codes.length);
+  });
+
+  it('every class is also a type (`let e: VersionConflictError`), as the README promises: a code whose class has no type export fails here', () => {
+    const names = codes.map(className);
+    const source = [
+      `import type { ${names.join(', ')} } from '@writ/sdk';`,
+      ...names.map((name, i) => `export const e${i}: ${name} | undefined = undefined;`),
+    ].join('\n');
+    expect(typeErrors({ 'error-types': source })).toEqual([]);
   });
 
   it.each(codes)('errorFromProblem turns a %s problem into its class, with code, status, detail, problem and Retry-After', (code) => {

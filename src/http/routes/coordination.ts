@@ -119,7 +119,10 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     reply.header('Server-Timing', formatServerTiming({ auth, ...out.timings, total: reply.elapsedTime }));
     // 201 a new write; 200 an idempotent replay of a completed one; 202 while the first attempt is still PENDING.
     const status = out.receipt.status === 'PENDING' ? 202 : out.replayed ? 200 : 201;
-    return reply.code(status).send({ receipt: receiptToWire(out.receipt), replayed: out.replayed });
+    const receipt = receiptToWire(out.receipt);
+    // The Receipt schema's `replayed` is set whenever the call wrote nothing, not only when a racing
+    // retry found the intent already recorded (a retry that finds the receipt first read it as stored).
+    return reply.code(status).send({ receipt: out.replayed ? { ...receipt, replayed: true } : receipt, replayed: out.replayed });
   });
 
   app.get<{ Params: { id: string } }>('/v1/receipts/:id', {
