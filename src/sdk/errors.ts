@@ -133,6 +133,7 @@ export type OverloadedError = InstanceType<typeof OverloadedError>;
 export type SchemaTooNewError = InstanceType<typeof SchemaTooNewError>;
 export type StoreFailedError = InstanceType<typeof StoreFailedError>;
 export type StoreInUseError = InstanceType<typeof StoreInUseError>;
+export type StoreMovedError = InstanceType<typeof StoreMovedError>;
 export type ReceiptDamagedError = InstanceType<typeof ReceiptDamagedError>;
 export type InternalError = InstanceType<typeof InternalError>;
 export type LoginLinkInvalidError = InstanceType<typeof LoginLinkInvalidError>;
