@@ -1,22 +1,15 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApprovalAssertion, ForbiddenError, UnprocessableError, WritClient, type Explanation } from '../../src/sdk/index.js';
-import { readAdminCredential } from '../../src/service/index.js';
+import { createApprovalAssertion, ForbiddenError, UnprocessableError, type Explanation } from '../../src/sdk/index.js';
 import { fixtureKey, REPO } from '../support/harness.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
-import { clientFor } from './sdk-support.js';
+import { clientFor, grantPublisherJobs } from './sdk-support.js';
 
 let server: ServerProcess;
 beforeAll(async () => {
   server = await startServerProcess();
-  // Governance lets the publisher service run scheduled jobs (the catalogue's run_job action on job:**).
-  const admin = readAdminCredential(server.dataDir);
-  const governance = new WritClient({ baseUrl: server.url, principal: 'governance', privateJwk: admin.privateJwk as never });
-  await governance.request('POST', '/v1/grants', {
-    id: 'g-publisher-jobs', to: 'publisher', reason: 'the publisher runs the scheduled publishing jobs',
-    scope: { actions: ['run_job'], resources: ['job:**'], environments: ['production'], fields: ['*'], risk_max: 1 },
-  });
+  const governance = await grantPublisherJobs(server);
   // A risky job (risk 3: above production's approval threshold) runs with editor-alice's approval.
   await governance.request('POST', '/v1/grants', {
     id: 'g-publisher-risky-jobs', to: 'publisher', reason: 'the publisher runs the site rebuild, with an editor\'s sign-off',

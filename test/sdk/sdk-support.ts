@@ -1,4 +1,5 @@
 import { WritClient } from '../../src/sdk/index.js';
+import { readAdminCredential } from '../../src/service/index.js';
 import { fixtureKey } from '../support/harness.js';
 import type { ServerProcess } from '../support/server-process.js';
 
@@ -59,3 +60,19 @@ export function aborted(signal: AbortSignal, withinMs: number): Promise<unknown>
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Governance's client on `server` (its admin.jwk). */
+export function governanceOf(server: ServerProcess): WritClient {
+  const admin = readAdminCredential(server.dataDir);
+  return new WritClient({ baseUrl: server.url, principal: 'governance', privateJwk: admin.privateJwk as never });
+}
+
+/** Governance lets the publisher service run scheduled jobs (the catalogue's run_job action on job:**); answers governance's client. */
+export async function grantPublisherJobs(server: ServerProcess): Promise<WritClient> {
+  const governance = governanceOf(server);
+  await governance.request('POST', '/v1/grants', {
+    id: 'g-publisher-jobs', to: 'publisher', reason: 'the publisher runs the scheduled publishing jobs',
+    scope: { actions: ['run_job'], resources: ['job:**'], environments: ['production'], fields: ['*'], risk_max: 1 },
+  });
+  return governance;
+}

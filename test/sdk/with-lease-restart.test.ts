@@ -1,20 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OverloadedError, WritClient, type WritApiError } from '../../src/sdk/index.js';
-import { readAdminCredential } from '../../src/service/index.js';
+import { OverloadedError, type WritApiError } from '../../src/sdk/index.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
-import { clientFor, sleep } from './sdk-support.js';
+import { clientFor, grantPublisherJobs, sleep } from './sdk-support.js';
 
 /** Taking a lease across Writ shedding load or restarting: within the deadline, that is a wait, not a refusal. */
 let server: ServerProcess;
 beforeAll(async () => {
   server = await startServerProcess();
-  // Governance lets the publisher run scheduled jobs (the catalogue's run_job action on job:**).
-  const admin = readAdminCredential(server.dataDir);
-  const governance = new WritClient({ baseUrl: server.url, principal: 'governance', privateJwk: admin.privateJwk as never });
-  await governance.request('POST', '/v1/grants', {
-    id: 'g-publisher-jobs', to: 'publisher', reason: 'the publisher runs the scheduled publishing jobs',
-    scope: { actions: ['run_job'], resources: ['job:**'], environments: ['production'], fields: ['*'], risk_max: 1 },
-  });
+  await grantPublisherJobs(server);
 });
 afterAll(async () => server?.stop());
 
