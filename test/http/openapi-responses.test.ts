@@ -114,8 +114,10 @@ describe('the OpenAPI document', () => {
         }
       }
     }
-    // SCHEMA_TOO_NEW refuses a server's start (a store migrated by a newer Writ), STORE_IN_USE a `writ restore`: never a request.
-    expect(Object.keys(ERROR_CATALOGUE).filter((c) => !listed.has(c) && c !== 'NOT_FOUND' && c !== 'SCHEMA_TOO_NEW' && c !== 'STORE_IN_USE')).toEqual([]);
+    // SCHEMA_TOO_NEW refuses a server's start (a store migrated by a newer Writ), STORE_MOVED one on a file copied to
+    // PostgreSQL, STORE_IN_USE a `writ restore`: never a request.
+    const startOnly = new Set(['NOT_FOUND', 'SCHEMA_TOO_NEW', 'STORE_MOVED', 'STORE_IN_USE']);
+    expect(Object.keys(ERROR_CATALOGUE).filter((c) => !listed.has(c) && !startOnly.has(c))).toEqual([]);
   });
 
   it('declares every instant as an RFC 3339 string (format date-time), never as a number', () => {
