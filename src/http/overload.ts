@@ -121,7 +121,7 @@ export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
       reply.header('connection', 'close');
       if (request.routeOptions.url === '/readyz') {
         // Its own documented "not ready" answer, which a load balancer's probe reads.
-        return reply.code(503).header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).send({ status: 'not ready', error: 'shutting down: draining the requests in flight' });
+        return reply.code(503).header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).send({ status: 'not ready', code: 'OVERLOADED', error: 'shutting down: draining the requests in flight' });
       }
       throw new WritError('OVERLOADED', 'this Writ is shutting down; retry (another replica, or this one once restarted)', { retry_after_ms: retryAfterMs });
     }

@@ -76,6 +76,7 @@ describe('SIGTERM under load', () => {
     expect(ready.status).toBe(503);
     expect(ready.headers.get('retry-after')).toBe('1');
     expect(ready.headers.get('connection')).toBe('close');
+    expect(await ready.json()).toMatchObject({ status: 'not ready', code: 'OVERLOADED' }); // the 503 schema's code (without it: a 500)
     expect((await fetch(`${first.url}/healthz`)).status).toBe(200);
     expect(first.proc.exitCode).toBeNull();
     // The queued acquisition is told at once to retry, instead of holding the drain for its whole wait.
