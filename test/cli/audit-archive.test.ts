@@ -41,7 +41,7 @@ describe('writ audit archive and writ audit verify --archive', () => {
     const v = await writ('audit', 'verify');
     expect(v.code).toBe(0);
     expect(v.stdout).toMatch(/^OK: 2 entries in 1 chains against checkpoint 1 of .* \(1 chains\), heads root [0-9a-f]{64}/);
-    const http = await h.call('seo-agent-7', { method: 'GET', url: '/v1/audit/verify' });
+    const http = await h.call('governance', { method: 'GET', url: '/v1/audit/verify' }); // an auditor's read
     expect(http.body).toMatchObject({ ok: true, entries: 2, chains: 1, checkpoint: { seq: 1, archived: 3, chains: 1 } });
     expect(typeof http.body.checkpoint.at).toBe('string');
 
