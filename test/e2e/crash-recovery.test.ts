@@ -39,10 +39,11 @@ describe('kill -9 in the middle of a stream of writes', () => {
     ));
     await new Promise((r) => setTimeout(r, 15));
     await server.kill9();
+    server = await startServerProcess({ dataDir, port, upstreamPort, env: { WRIT_UPSTREAM_TIMEOUT_MS: '1000' } });
+    // Settled only now: the SDK waits out a restart while it takes a lease (refused connections are retried
+    // within the deadline), so a write whose lease was not yet taken goes on against the restarted Writ.
     const outcomes = await Promise.all(inflight);
     for (const o of outcomes) if (o.ok && o.r.status === 'COMPLETED') acknowledged.push(o.r.receipt_id);
-
-    server = await startServerProcess({ dataDir, port, upstreamPort, env: { WRIT_UPSTREAM_TIMEOUT_MS: '1000' } });
     const gov = new WritClient({ baseUrl: server.url, principal: 'governance', privateJwk: JSON.parse((await import('node:fs')).readFileSync(`${dataDir}/admin.jwk`, 'utf8')) });
     for (const id of acknowledged) {
       const { receipt } = await gov.request<{ receipt: { status: string } }>('GET', `/v1/receipts/${id}`);
