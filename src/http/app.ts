@@ -49,7 +49,7 @@ declare module 'fastify' {
     consoleSession?: ConsoleSession;
     /**
      * Set by `caller` on a read (a GET, or any call of a console session): who reads, and whether it is an
-     * auditor (governance, or audit_read on audit:principal:*), which reads everything. Anyone else reads
+     * auditor (governance, or audit_read on audit:principal:* in every environment), which reads everything. Anyone else reads
      * through the routes of OWN_READS, which narrow their answers to it (checkOwn), and, with a caller
      * assertion, COORDINATION_READS.
      */
@@ -137,7 +137,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     if (cookie !== undefined) {
       const session = await consoleSession(ctx, cookie);
       if (!session.auditor && !OWN_READS.has(route)) {
-        throw new WritError('FORBIDDEN', `${session.principal} holds no audit grant (audit_read on audit:principal:*): its console shows only its own receipts and capabilities`);
+        throw new WritError('FORBIDDEN', `${session.principal} holds no audit grant (audit_read on audit:principal:* in every environment): its console shows only its own receipts and capabilities`);
       }
       // A session is held to its principal's rate like the principal's signed calls.
       admit(session.principal);
@@ -152,7 +152,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     if (route.startsWith('GET ') && !COORDINATION_READS.has(route)) {
       const auditor = await isAuditor(ctx, principal);
       if (!auditor && !OWN_READS.has(route)) {
-        throw new WritError('FORBIDDEN', `${principal} holds no audit grant (audit_read on audit:principal:*): it may read its own receipts and capabilities, the receipts and capabilities of the principals its audit_read covers, and the leases, lease queues and incidents`);
+        throw new WritError('FORBIDDEN', `${principal} holds no audit grant (audit_read on audit:principal:* in every environment): it may read its own receipts and capabilities, the receipts and capabilities of the principals its audit_read covers in every environment, and the leases, lease queues and incidents`);
       }
       request.reader = { principal, auditor };
     }
@@ -230,7 +230,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
         securitySchemes: {
           consoleSession: {
             type: 'apiKey', in: 'cookie', name: 'writ_console',
-            description: 'The console\'s session cookie (HttpOnly, SameSite=Strict; from POST /v1/console/session with a one-time link of `writ console`). Reads only: GET routes and POST /v1/impact; anything else answers SESSION_READ_ONLY. A principal without audit_read on audit:principal:* reads only its own receipts and capabilities (FORBIDDEN elsewhere).',
+            description: 'The console\'s session cookie (HttpOnly, SameSite=Strict; from POST /v1/console/session with a one-time link of `writ console`). Reads only: GET routes and POST /v1/impact; anything else answers SESSION_READ_ONLY. A principal without audit_read on audit:principal:* in every environment reads only its own receipts and capabilities, and those of the principals its audit_read covers in every environment (FORBIDDEN elsewhere).',
           },
           callerAssertion: {
             type: 'http', scheme: 'bearer', bearerFormat: 'JWT',

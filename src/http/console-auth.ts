@@ -7,7 +7,7 @@
  */
 export const SESSION_COOKIE = 'writ_console';
 
-/** Who reads: its principal, and whether it is an auditor (governance, or audit_read on audit:principal:*). */
+/** Who reads: its principal, and whether it is an auditor (governance, or audit_read on audit:principal:* in every environment). */
 export interface Reader {
   principal: string;
   auditor: boolean;
@@ -18,7 +18,7 @@ const SESSION_WRITES = new Set(['POST /v1/impact', 'POST /v1/console/session', '
 
 /**
  * Routes a non-auditor may read (a console session, or a caller assertion on a GET); each narrows its
- * answer to what is the reader's own, or what its audit_read on audit:principal:<id> lets it ask about.
+ * answer to what is the reader's own, or what its audit_read on audit:principal:<id> in every environment lets it ask about.
  */
 export const OWN_READS = new Set([
   'GET /v1/receipts', 'GET /v1/receipts/:id', 'GET /v1/receipts/:id/why', 'GET /v1/principals/:id/capabilities',

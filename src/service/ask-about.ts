@@ -14,6 +14,13 @@ export const AUDIT_READ = 'audit_read';
 /** The key a principal's authority is read under: `audit:principal:<id>`. */
 export const auditKey = (principal: string) => `audit:principal:${principal}`;
 
+/**
+ * The environment asked about by a read tied to no one environment (a principal, its edges, its
+ * capabilities, its receipts, which record none, the graph): `*`, which only a scope whose
+ * environments include `*` gives (scopeGives), not one limited to `staging`.
+ */
+export const EVERY_ENVIRONMENT = '*';
+
 export interface Wanted {
   action?: string;
   resource?: string;
@@ -21,7 +28,7 @@ export interface Wanted {
   fields?: string[];
 }
 
-/** Does a chain's final scope give this (each dimension only when asked)? `*` covers every value. */
+/** Does a chain's final scope give this (each dimension only when asked)? `*` covers every value, and only `*` gives `*` (EVERY_ENVIRONMENT). */
 export function scopeGives(scope: Scope, w: Wanted): boolean {
   const has = (list: string[], v: string) => list.includes('*') || list.includes(v);
   if (w.action !== undefined && !has(scope.actions, w.action)) return false;
@@ -45,19 +52,19 @@ export async function liveScopes(ctx: WritContext, principal: string, wanted: Wa
 
 /**
  * A caller may ask about itself; governance about anyone; anyone else about `subject` only through a
- * valid chain whose scope gives action `audit_read` on `audit:principal:<subject>` (in `environment`,
- * when the question names one).
+ * valid chain whose scope gives action `audit_read` on `audit:principal:<subject>` in `environment`:
+ * the one a question names (an AuthZEN evaluation), or, when it names none (a read of a principal, its
+ * edges or receipts; a search that spans every environment), EVERY_ENVIRONMENT.
  */
-export async function mayAskAbout(ctx: WritContext, caller: string, subject: string, environment?: string): Promise<boolean> {
+export async function mayAskAbout(ctx: WritContext, caller: string, subject: string, environment: string = EVERY_ENVIRONMENT): Promise<boolean> {
   if (caller === subject || caller === GOVERNANCE_ID) return true;
-  const wanted: Wanted = { action: AUDIT_READ, resource: auditKey(subject), ...(environment !== undefined ? { environment } : {}) };
-  return (await liveScopes(ctx, caller, wanted)).scopes.length > 0;
+  return (await liveScopes(ctx, caller, { action: AUDIT_READ, resource: auditKey(subject), environment })).scopes.length > 0;
 }
 
-
 /** mayAskAbout, or FORBIDDEN saying what would make it allowed. */
-export async function checkMayAskAbout(ctx: WritContext, caller: string, subject: string, environment?: string): Promise<void> {
+export async function checkMayAskAbout(ctx: WritContext, caller: string, subject: string, environment: string = EVERY_ENVIRONMENT): Promise<void> {
   if (!(await mayAskAbout(ctx, caller, subject, environment))) {
-    throw new WritError('FORBIDDEN', `${caller} may not ask about ${subject}: only governance, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey(subject)}, may ask about another subject`);
+    const where = environment === EVERY_ENVIRONMENT ? 'in every environment' : `in ${environment}`;
+    throw new WritError('FORBIDDEN', `${caller} may not ask about ${subject} ${where}: only governance, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey(subject)} ${where}, may ask about another subject`);
   }
 }

@@ -14,7 +14,7 @@ import { newConsoleTokenId, signConsoleToken, verifyConsoleToken } from '../deci
 import { WritError } from '../errors.js';
 import { patternCovers } from '../graph/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
-import { AUDIT_READ, auditKey, liveScopes } from './ask-about.js';
+import { AUDIT_READ, auditKey, EVERY_ENVIRONMENT, liveScopes } from './ask-about.js';
 import type { WritContext } from './context.js';
 
 /** How long a printed login link may wait to be used. */
@@ -27,7 +27,7 @@ const SESSION_NAMESPACE = 'console-session';
 
 export interface ConsoleSession {
   principal: string;
-  /** Governance, or a holder of audit_read on every principal: sees everything; others see their own receipts and capabilities. */
+  /** Governance, or a holder of audit_read on every principal in every environment: sees everything; others see their own receipts and capabilities. */
   auditor: boolean;
   expires_at: number;
   /** The session token (the cookie's value). */
@@ -75,12 +75,14 @@ export async function endConsoleSession(ctx: WritContext, session: ConsoleSessio
 
 /**
  * Whether `principal` may read about every principal: governance, or a valid chain whose scope gives
- * `audit_read` on a pattern covering `audit:principal:*`.
+ * `audit_read` on a pattern covering `audit:principal:*` in every environment (environments `*`). One
+ * limited to `staging` makes no auditor: an auditor reads the graph and every receipt, which are tied
+ * to no one environment.
  */
 export async function isAuditor(ctx: WritContext, principal: string): Promise<boolean> {
   if (principal === GOVERNANCE_ID) return true;
   const every = auditKey('*');
-  return (await liveScopes(ctx, principal, { action: AUDIT_READ })).scopes.some(({ scope }) => scope.resources.some((r) => patternCovers(r, every)));
+  return (await liveScopes(ctx, principal, { action: AUDIT_READ, environment: EVERY_ENVIRONMENT })).scopes.some(({ scope }) => scope.resources.some((r) => patternCovers(r, every)));
 }
 
 async function livePrincipal(ctx: WritContext, id: string, code: 'UNKNOWN_PRINCIPAL' | 'LOGIN_LINK_INVALID' | 'UNAUTHENTICATED'): Promise<void> {

@@ -167,6 +167,48 @@ describe('the session cookie as a credential of the public API', () => {
     expect((await get(alice, '/v1/receipts')).body.receipts).toEqual([]);
   });
 
+  it('audit_read limited to some environments makes no auditor and reads nothing of another principal (the reads are tied to no one environment); in those environments it still asks AuthZEN', async () => {
+    const theirs = (await h.call('governance', { method: 'GET', url: '/v1/receipts?principal=content-agent-3' })).body.receipts[0].receipt_id;
+    const staging = (id: string, resource: string) => createGrant(h.ctx, GOVERNANCE_ID, { id, to: 'editor-alice', reason: 'audits staging', scope: { actions: ['audit_read'], resources: [resource], environments: ['staging'], fields: ['*'], constraints: { risk_max: 0 } } } as never);
+    const every = await staging('g-alice-audit-staging', 'audit:principal:*');
+    const one = await staging('g-alice-reads-content-staging', 'audit:principal:content-agent-3');
+    const alice = (url: string) => h.call('editor-alice', { method: 'GET', url });
+    try {
+      // Before: an auditor that read everything everywhere (the production receipts and chains of every principal, the whole graph).
+      expect((await get(await signIn('editor-alice'), '/v1/console/session')).body.auditor).toBe(false);
+      for (const url of ['/v1/graph', '/v1/graph/events', '/v1/audit/verify']) expect((await alice(url)).body.code, url).toBe('FORBIDDEN');
+      for (const url of [`/v1/receipts/${theirs}`, `/v1/receipts/${theirs}/why`, '/v1/receipts?principal=content-agent-3', '/v1/principals/content-agent-3', '/v1/audit/expiring?principal=content-agent-3', '/v1/audit/orphans?principal=content-agent-3']) {
+        expect((await alice(url)).body.code, url).toBe('NOT_FOUND');
+      }
+      expect((await alice('/v1/edges/d-orch-content')).body.code).toBe('UNKNOWN_EDGE');
+      expect((await alice('/v1/principals/content-agent-3/capabilities')).body.code).toBe('FORBIDDEN');
+      expect((await alice('/v1/receipts')).body.receipts).toEqual([]); // its own: none
+      // What the grants say they give, they still give: questions about content-agent-3 in staging, none in production.
+      const ask = (environment: string) => h.call('editor-alice', {
+        method: 'POST', url: '/access/v1/evaluation',
+        payload: { subject: { type: 'agent', id: 'content-agent-3' }, resource: { type: 'wp:post', id: 'wp:post:5', properties: { environment, fields: ['body'] } }, action: { name: 'update_post' } },
+      });
+      expect((await ask('staging')).status).toBe(200);
+      expect((await ask('production')).body.code).toBe('FORBIDDEN');
+      // A resource search that names no environment reads the subject's authority in every one.
+      const search = (properties: object) => h.call('editor-alice', {
+        method: 'POST', url: '/access/v1/search/resource',
+        payload: { subject: { type: 'agent', id: 'content-agent-3' }, action: { name: 'update_post' }, resource: { type: 'wp:post', properties } },
+      });
+      expect((await search({ environment: 'staging' })).status).toBe(200);
+      expect((await search({})).body.code).toBe('FORBIDDEN');
+      // Every environment: the same resources read as before.
+      await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-alice-reads-content', to: 'editor-alice', reason: 'reviews the content agent', scope: { actions: ['audit_read'], resources: ['audit:principal:content-agent-3'], environments: ['*'], fields: ['*'], constraints: { risk_max: 0 } } } as never);
+      for (const url of [`/v1/receipts/${theirs}`, `/v1/receipts/${theirs}/why`, '/v1/principals/content-agent-3', '/v1/principals/content-agent-3/capabilities', '/v1/edges/d-orch-content']) {
+        expect((await alice(url)).status, url).toBe(200);
+      }
+      expect((await alice('/v1/graph')).body.code).toBe('FORBIDDEN');
+      await revokeEdge(h.ctx, GOVERNANCE_ID, 'g-alice-reads-content', 'review over');
+    } finally {
+      for (const g of [every, one]) await revokeEdge(h.ctx, GOVERNANCE_ID, g.edge.id, 'audit over');
+    }
+  });
+
   it('signing out spends the session: the cookie is refused afterwards', async () => {
     const gov = await signIn(GOVERNANCE_ID);
     const out = await h.call(null, { method: 'DELETE', url: '/v1/console/session', headers: gov });

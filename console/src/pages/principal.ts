@@ -104,7 +104,7 @@ export function principalPage(route: Route, ctx: PageContext): HTMLElement {
       void loadAt(e.at, h('span', {}, 'Just after revision ', String(e.revision), ' (', time(e.at), ')'));
     } catch (e) {
       fill(sliderBox, (e as { code?: string }).code === 'FORBIDDEN'
-        ? h('p', { class: 'notice' }, 'The time slider reads the whole graph\'s event log: it needs an audit grant (audit_read on audit:principal:*).')
+        ? h('p', { class: 'notice' }, 'The time slider reads the whole graph\'s event log: it needs an audit grant (audit_read on audit:principal:* in every environment).')
         : errorBox(e));
     }
     const edgeRows = (edges: Edge[]) => edges.map((e) => [edgeLink(e.id), e.kind, h('span', {}, principalLink(e.from), ' → ', principalLink(e.to)), time(e.expires_at), e.reason]);

@@ -6,7 +6,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { WritError } from '../../errors.js';
 import {
-  capabilitiesOf, checkMayAskAbout, expiringEdges, mayAskAbout, graphDiff, graphEvents, orphanedDelegations, parseTime, waitQueues, whyReceipt,
+  capabilitiesOf, checkMayAskAbout, EVERY_ENVIRONMENT, expiringEdges, mayAskAbout, graphDiff, graphEvents, orphanedDelegations, parseTime, waitQueues, whyReceipt,
 } from '../../service/index.js';
 import type { WritContext } from '../../service/index.js';
 import { toWireTime } from '../../wire/time.js';
@@ -26,11 +26,13 @@ const edges = (description: string) => ({ type: 'array', items: ref('Edge'), des
 /**
  * Whether the reader of this request may read what is `principal`'s: always when the request is no read
  * (request.reader unset) or its reader is an auditor; otherwise when it is the reader's own, or its
- * audit_read on audit:principal:<principal> lets it ask about that principal.
+ * audit_read on audit:principal:<principal> lets it ask about that principal in every environment. None
+ * of the reads narrowed here is tied to one environment (a principal, its edges and capabilities, its
+ * receipts, which record none), so an audit_read limited to `staging` reads none of them.
  */
 export async function readsAbout(ctx: WritContext, request: FastifyRequest, principal: string): Promise<boolean> {
   const r = request.reader;
-  return !r || r.auditor || r.principal === principal || mayAskAbout(ctx, r.principal, principal);
+  return !r || r.auditor || r.principal === principal || mayAskAbout(ctx, r.principal, principal, EVERY_ENVIRONMENT);
 }
 
 /** readsAbout, or NOT_FOUND: a reader learns nothing of what it may not read, not even that it exists. */
@@ -53,7 +55,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
   app.get<{ Params: { id: string }; Querystring: { at?: string } }>('/v1/principals/:id/capabilities', {
     schema: {
       operationId: 'principalCapabilities', tags: ['Audit'],
-      summary: 'What a principal can do now or at a past time (`writ can --at`): every candidate chain to it, judged by the policy. The principal itself, governance, or a holder of audit_read on audit:principal:<id> may ask',
+      summary: 'What a principal can do now or at a past time (`writ can --at`): every candidate chain to it, judged by the policy. The principal itself, governance, or a holder of audit_read on audit:principal:<id> in every environment may ask',
       querystring: { type: 'object', additionalProperties: false, properties: { at: { ...iso, description: 'RFC 3339 time (default now): the graph as it was then, judged at that instant' } } },
       response: {
         200: {
@@ -75,7 +77,8 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
     },
   }, async (request) => {
     const caller = await app.caller(request);
-    await checkMayAskAbout(ctx, caller, request.params.id);
+    // Chains in every environment: asking needs audit_read in every environment too.
+    await checkMayAskAbout(ctx, caller, request.params.id, EVERY_ENVIRONMENT);
     const at = request.query.at === undefined ? undefined : parseTime(request.query.at, 'at') ?? undefined;
     const r = await capabilitiesOf(ctx, request.params.id, at);
     return {

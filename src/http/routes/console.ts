@@ -29,7 +29,7 @@ const sessionReply = {
   type: 'object', description: 'The session', required: ['principal', 'auditor', 'expires_at'],
   properties: {
     principal: { type: 'string' },
-    auditor: { type: 'boolean', description: 'true: governance or audit_read on audit:principal:* (sees everything); false: sees its own receipts and capabilities only' },
+    auditor: { type: 'boolean', description: 'true: governance or audit_read on audit:principal:* in every environment (sees everything); false: sees its own receipts and capabilities only' },
     expires_at: { type: 'string', format: 'date-time', description: 'RFC 3339 time' },
   },
 } as const;

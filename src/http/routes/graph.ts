@@ -48,7 +48,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
   });
 
   app.get<{ Params: { id: string } }>('/v1/principals/:id', {
-    schema: { operationId: 'getPrincipal', tags: ['Graph'], summary: 'Read a principal: the principal itself, an auditor (governance, audit_read on audit:principal:*) or a holder of audit_read on audit:principal:<id> may (anyone else: NOT_FOUND)', response: { 200: principalReply('The principal'), ...errorResponses([...AUTHENTICATED, 'UNKNOWN_PRINCIPAL', 'NOT_FOUND']) } },
+    schema: { operationId: 'getPrincipal', tags: ['Graph'], summary: 'Read a principal: the principal itself, an auditor (governance, audit_read on audit:principal:* in every environment) or a holder of audit_read on audit:principal:<id> in every environment may (anyone else: NOT_FOUND)', response: { 200: principalReply('The principal'), ...errorResponses([...AUTHENTICATED, 'UNKNOWN_PRINCIPAL', 'NOT_FOUND']) } },
   }, async (request) => {
     await app.caller(request);
     await checkOwn(ctx, request, request.params.id, 'principal'); // before the lookup: an unknown id and another's read alike
@@ -88,7 +88,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
   edgeRoute<PreemptionInput>('/v1/preemptions', 'createPreemption', preemptionBody, 'Let a principal preempt another\'s leases during incidents', (c, b) => createPreemption(ctx, c, b));
 
   app.get<{ Params: { id: string } }>('/v1/edges/:id', {
-    schema: { operationId: 'getEdge', tags: ['Graph'], summary: 'Read an edge: one the caller made, gives or holds, or one into a principal it may ask about (audit_read on audit:principal:<id>); an auditor any (anyone else: UNKNOWN_EDGE, as for none)', response: { 200: { type: 'object', description: 'The edge (revoked ones too)', required: ['edge'], properties: { edge: ref('Edge') } }, ...errorResponses([...AUTHENTICATED, 'UNKNOWN_EDGE']) } },
+    schema: { operationId: 'getEdge', tags: ['Graph'], summary: 'Read an edge: one the caller made, gives or holds, or one into a principal it may ask about (audit_read on audit:principal:<id> in every environment); an auditor any (anyone else: UNKNOWN_EDGE, as for none)', response: { 200: { type: 'object', description: 'The edge (revoked ones too)', required: ['edge'], properties: { edge: ref('Edge') } }, ...errorResponses([...AUTHENTICATED, 'UNKNOWN_EDGE']) } },
   }, async (request) => {
     const caller = await app.caller(request);
     const edge = (await ctx.graph.current()).edge(request.params.id);
