@@ -174,6 +174,15 @@ export class ReceiptLog {
     return this.store.read((tx) => receiptOf(tx, receiptId));
   }
 
+  /**
+   * Whose receipt this is, from the receipts index (null: no such receipt): its entries' bodies are not
+   * read, so a reader may be told it may not read a receipt before anything of it is (even that it is damaged).
+   */
+  async ownerOf(receiptId: string): Promise<string | null> {
+    const [found] = await this.store.read((tx) => tx.receipts.indexOf([receiptId]));
+    return found?.row.principal ?? null;
+  }
+
   query(q: ReceiptQuery = {}): Promise<ReceiptPage> {
     return this.page({
       resource: q.resource, principal: q.principal, status: q.status, after: q.after, before: q.before, newestFirst: q.newestFirst, createdAtOrAfter: q.since, createdAtOrBefore: q.until,

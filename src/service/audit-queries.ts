@@ -25,10 +25,15 @@ export interface WhyReport {
   principals_revoked: (Revocation & { principal: string })[];
 }
 
+/** NOT_FOUND for a receipt: an unknown id, and one its reader may not read, alike (the message names only the id asked for). */
+export function noReceipt(receiptId: string): WritError {
+  return new WritError('NOT_FOUND', `no receipt ${receiptId}`);
+}
+
 /** `writ why`: receipt → decision → chain → each edge as it was when the decision was made, and what became of it and its principals. */
 export async function whyReceipt(ctx: WritContext, receiptId: string): Promise<WhyReport> {
   const receipt = await ctx.receipts.get(receiptId);
-  if (!receipt) throw new WritError('NOT_FOUND', `no receipt ${receiptId}`);
+  if (!receipt) throw noReceipt(receiptId);
   const current = await ctx.graph.current();
   const then = receipt.graph_revision !== null ? await ctx.graph.atRevision(receipt.graph_revision) : current;
   const chain: ChainLink[] = [];

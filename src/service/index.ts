@@ -22,6 +22,6 @@ export { checkStoreAnswers, READINESS_TIMEOUT_MS } from './readiness.js';
 export { performAction, type ActionInput, type ActionCredentials, type ActionOutcome, type ActionTimings } from './actions.js';
 export { policyImpact, type PolicyImpactReport, type PolicyImpactOptions, type PolicyFailure, type PolicyFlip, type StrandedEdge } from './policy-impact.js';
 export { analyseImpact, type ImpactChange, type ImpactReport, type PrincipalImpact, type CapabilityDelta, type LeaseImpact, type EdgeImpact } from './impact.js';
-export { whyReceipt, capabilitiesOf, capabilitiesIn, orphansIn, expiringEdges, orphanedDelegations, type WhyReport, type Capability, type Orphan } from './audit-queries.js';
+export { whyReceipt, noReceipt, capabilitiesOf, capabilitiesIn, orphansIn, expiringEdges, orphanedDelegations, type WhyReport, type Capability, type Orphan } from './audit-queries.js';
 export { keyRingCheckpointSigner, signCheckpoint, verifyCheckpoint } from './checkpoint-signer.js';
 export { issueLoginToken, exchangeLoginToken, consoleSession, endConsoleSession, isAuditor, LOGIN_LINK_TTL_MS, CONSOLE_SESSION_TTL_MS, type ConsoleSession } from './console-sessions.js';

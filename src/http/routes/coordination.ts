@@ -4,8 +4,8 @@ import { RECEIPT_PAGE, RECEIPT_STATUSES } from '../../audit/index.js';
 import { performAction, type ActionInput } from '../../service/index.js';
 import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
-import { parseTime } from '../../service/index.js';
-import { checkOwn, ownFilter } from './audit-reads.js';
+import { noReceipt, parseTime } from '../../service/index.js';
+import { checkReceiptReadable, ownFilter } from './audit-reads.js';
 import { toWireTime } from '../../wire/time.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
 import { incidentToWire, leaseGrantToWire, leaseRecordToWire, leaseRenewalToWire, receiptToWire } from '../wire.js';
@@ -129,9 +129,9 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     schema: { operationId: 'getReceipt', tags: ['Audit'], summary: 'One receipt', response: { 200: { type: 'object', description: 'The receipt', required: ['receipt'], properties: { receipt: ref('Receipt') } }, ...errorResponses([...AUTHENTICATED, 'NOT_FOUND', 'RECEIPT_DAMAGED']) } },
   }, async (request) => {
     await app.caller(request);
+    await checkReceiptReadable(ctx, request, request.params.id);
     const r = await ctx.receipts.get(request.params.id);
-    if (!r) throw new WritError('NOT_FOUND', `no receipt ${request.params.id}`);
-    await checkOwn(ctx, request, r.principal, 'receipt');
+    if (!r) throw noReceipt(request.params.id);
     return { receipt: receiptToWire(r) };
   });
 
