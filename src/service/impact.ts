@@ -85,7 +85,8 @@ const MAX_DEPTH = 6;
  * - governance, about anything;
  * - anyone, about a principal its authority covers action `audit_read` on `audit:principal:<id>` for
  *   (and about itself): the report may concern only such principals — those examined (lost, gained,
- *   principals_examined), lease holders, and both ends of the orphaned, healed and ending edges;
+ *   principals_examined), lease holders, both ends of the orphaned, healed and ending edges, and both
+ *   ends of a delegation proposed on another's behalf (checked before anything about them is looked up);
  * - the principal who could make the change itself (an edge's creator or `from`; a delegation's
  *   `from`) or a principal about its own revocation learns without `audit_read` only what is its own:
  *   itself and the other ends of the edges the change makes or ends (a delegation's `to` and what it
@@ -93,7 +94,10 @@ const MAX_DEPTH = 6;
  *   those principals passed on further below is theirs, not the asker's: it needs `audit_read` as above.
  *
  * A caller who may not ask gets FORBIDDEN naming no one it did not name (any principal below the change
- * it names would tell it who is there).
+ * it names would tell it who is there), and learns nothing of what it named: a principal it may not ask
+ * about is FORBIDDEN before it is looked up (as checkMayAskAbout), and an edge it may not read (GET
+ * /v1/edges/:id) is UNKNOWN_EDGE like one that does not exist. Governance and an auditor of the named
+ * principal get the precise UNKNOWN_* codes.
  */
 export async function analyseImpact(ctx: WritContext, caller: string, change: ImpactChange): Promise<ImpactReport> {
   // Everything read from the store comes first: from the moment the live graph is taken the analysis
@@ -213,12 +217,16 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   if (asked !== 1) throw new WritError('UNPROCESSABLE', 'name exactly one change: revoke.edge, revoke.principal or delegate');
   if (change.revoke?.edge !== undefined) {
     const edge = graph.edge(change.revoke.edge);
-    if (!edge) throw new WritError('UNKNOWN_EDGE', `no edge "${change.revoke.edge}"`);
+    const own = edge !== undefined && (caller === edge.creator || caller === edge.from);
+    // An edge the caller may not read (GET /v1/edges/:id: one it made, gives or holds, or one into a
+    // principal it may ask about) is as unknown to it as one that does not exist.
+    if (!edge || !(own || asks(edge.to))) throw new WritError('UNKNOWN_EDGE', `no edge "${change.revoke.edge}"`);
     const events: GraphEvent[] = edge.revoked_at === null ? [{ type: 'edge.revoked', id: edge.id, at: now, reason: 'impact analysis' }] : [];
-    const own = caller === edge.creator || caller === edge.from;
     return { events, roots: [edge.to], exempt: new Set(own ? [caller, edge.from, edge.to] : [caller]) };
   }
   if (change.revoke?.principal !== undefined) {
+    // Before the lookup (as checkMayAskAbout): an unknown principal and one the caller may not ask about alike.
+    if (!asks(change.revoke.principal)) throw mayNotAsk(caller);
     const p = graph.principal(change.revoke.principal);
     if (!p) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${change.revoke.principal}"`);
     if (p.id === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'governance cannot be revoked');

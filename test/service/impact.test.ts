@@ -120,7 +120,8 @@ describe('impact analysis of a new delegation', () => {
 describe('who may ask', () => {
   it('the principal who could make the change may ask; an unrelated agent may not; an audit_read holder over the subjects may', async () => {
     await expect(analyseImpact(h.ctx, 'orchestrator', { revoke: { edge: 'd-orch-seo' } })).resolves.toMatchObject({ lost: [{ principal: 'seo-agent-7' }] });
-    await expect(analyseImpact(h.ctx, 'content-agent-3', { revoke: { edge: 'd-orch-seo' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    // An edge it may not read is as unknown to it as one that does not exist (it may not learn d-orch-seo is there).
+    await expect(analyseImpact(h.ctx, 'content-agent-3', { revoke: { edge: 'd-orch-seo' } })).rejects.toMatchObject({ code: 'UNKNOWN_EDGE' });
     await expect(analyseImpact(h.ctx, 'content-agent-3', { delegate: { ...proposal, from: 'orchestrator' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
     await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'auditor-1', kind: 'human', keys: [] });
     await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-auditor-1', to: 'auditor-1', reason: 'reads every principal', scope: { actions: ['audit_read'], resources: ['audit:principal:*'], environments: ['*'], fields: ['*'], risk_max: 0 } });
@@ -206,6 +207,34 @@ describe('what the principal who could make the change itself learns: itself and
     await expect(analyseImpact(h.ctx, 'boss-1', { revoke: { edge: 'd-boss-mid' } })).resolves.toMatchObject({ lost: [{ principal: 'leaf-1' }, { principal: 'mid-1' }] });
     await expect(analyseImpact(h.ctx, 'boss-1', { delegate: toMid })).resolves.toMatchObject({ principals_examined: 2 });
     await expect(analyseImpact(h.ctx, 'boss-1', { revoke: { principal: 'boss-1' } })).resolves.toMatchObject({ principals_examined: 3 });
+  });
+});
+
+describe('a caller who may not ask learns nothing, not even whether what it names exists', () => {
+  const refusal = async (p: Promise<unknown>) => p.then(() => expect.unreachable('answered'), (e: { code: string; message: string }) => e);
+
+  it('an unknown principal and a known one it may not ask about: the same FORBIDDEN, word for word', async () => {
+    const unknown = await refusal(analyseImpact(h.ctx, 'content-agent-3', { revoke: { principal: 'nobody' } }));
+    const known = await refusal(analyseImpact(h.ctx, 'content-agent-3', { revoke: { principal: 'orchestrator' } }));
+    expect(unknown).toMatchObject({ code: 'FORBIDDEN' });
+    expect(known).toMatchObject({ code: 'FORBIDDEN', message: unknown.message });
+  });
+
+  it('an unknown edge and one it may not read: the same UNKNOWN_EDGE (as GET /v1/edges/:id answers), not who the edge is to', async () => {
+    const unknown = await refusal(analyseImpact(h.ctx, 'content-agent-3', { revoke: { edge: 'nope' } }));
+    const known = await refusal(analyseImpact(h.ctx, 'content-agent-3', { revoke: { edge: 'd-orch-seo' } }));
+    expect(unknown).toMatchObject({ code: 'UNKNOWN_EDGE', message: 'no edge "nope"' });
+    expect(known).toMatchObject({ code: 'UNKNOWN_EDGE', message: 'no edge "d-orch-seo"' });
+  });
+
+  it('governance and an auditor of every principal get the precise codes', async () => {
+    await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'auditor-all', kind: 'human', keys: [] });
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-auditor-all', to: 'auditor-all', reason: 'reads every principal', scope: { actions: ['audit_read'], resources: ['audit:principal:*'], environments: ['*'], fields: ['*'], risk_max: 0 } });
+    for (const caller of [GOVERNANCE_ID, 'auditor-all']) {
+      await expect(analyseImpact(h.ctx, caller, { revoke: { edge: 'nope' } })).rejects.toMatchObject({ code: 'UNKNOWN_EDGE' });
+      await expect(analyseImpact(h.ctx, caller, { revoke: { principal: 'nobody' } })).rejects.toMatchObject({ code: 'UNKNOWN_PRINCIPAL' });
+      await expect(analyseImpact(h.ctx, caller, { delegate: { ...proposal, from: 'orchestrator', to: 'nobody' } })).rejects.toMatchObject({ code: 'UNKNOWN_PRINCIPAL' });
+    }
   });
 });
 
