@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { WritError } from '../errors.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import { isEdgeLive, patternCovers, toPolicyEdge, type AuthorityGraph } from '../graph/index.js';
-import { GOVERNANCE_ID, type Edge, type GraphEvent, type RecordedGraphEvent, type Scope } from '../graph/model.js';
+import { GOVERNANCE_ID, type Edge, type GraphEvent, type RecordedGraphEvent } from '../graph/model.js';
 import type { DecisionClaims } from '../decision/index.js';
 import type { PolicyEdge } from '../policy/types.js';
 import { capabilitiesIn, orphansIn, type Orphan } from './audit-queries.js';
@@ -80,9 +80,24 @@ export interface ImpactReport {
 const MAX_DEPTH = 6;
 
 /**
- * What would change if `change` were made now. Only governance, the principal who could make the change
- * itself (an edge's creator or `from`, a principal about itself, a delegator about its own delegation),
- * or a principal holding `audit_read` on every principal concerned may ask (see mayAskAboutImpact).
+ * What would change if `change` were made now. Who may ask, and about what:
+ *
+ * - governance, about anything;
+ * - anyone, about a principal its authority covers action `audit_read` on `audit:principal:<id>` for
+ *   (and about itself): the report may concern only such principals — those examined (lost, gained,
+ *   principals_examined), lease holders, both ends of the orphaned, healed and ending edges, and both
+ *   ends of a delegation proposed on another's behalf (checked before anything about them is looked up);
+ * - the principal who could make the change itself (an edge's creator or `from`; a delegation's
+ *   `from`) or a principal about its own revocation learns without `audit_read` only what is its own:
+ *   itself and the other ends of the edges the change makes or ends (a delegation's `to` and what it
+ *   would gain, a revoked edge's `to` and what it would lose, a revoked principal's neighbours). What
+ *   those principals passed on further below is theirs, not the asker's: it needs `audit_read` as above.
+ *
+ * A caller who may not ask gets FORBIDDEN naming no one it did not name (any principal below the change
+ * it names would tell it who is there), and learns nothing of what it named: a principal it may not ask
+ * about is FORBIDDEN before it is looked up (as checkMayAskAbout), and an edge it may not read (GET
+ * /v1/edges/:id) is UNKNOWN_EDGE like one that does not exist. Governance and an auditor of the named
+ * principal get the precise UNKNOWN_* codes.
  */
 export async function analyseImpact(ctx: WritContext, caller: string, change: ImpactChange): Promise<ImpactReport> {
   // Everything read from the store comes first: from the moment the live graph is taken the analysis
@@ -92,7 +107,8 @@ export async function analyseImpact(ctx: WritContext, caller: string, change: Im
   const now = ctx.clock.now();
   const before = await ctx.graph.current();
   const revision = before.revision;
-  const { events, roots, own } = plan(ctx, before, caller, change, now);
+  const asks = (s: string) => auditor === null || s === caller || auditor.some((scope) => scopeGives(scope, { action: AUDIT_READ, resource: auditKey(s) }));
+  const { events, roots, exempt } = plan(ctx, before, caller, change, now, asks);
   const after = takeFork(before);
   const applied: RecordedGraphEvent[] = [];
   try {
@@ -101,7 +117,7 @@ export async function analyseImpact(ctx: WritContext, caller: string, change: Im
       after.apply(rec);
       applied.push(rec);
     }
-    return analyse(ctx, caller, change, { before, after, roots, auditor: own ? null : auditor, leases, revision, now });
+    return analyse(ctx, caller, change, { before, after, roots, asks, exempt, leases, revision, now });
   } finally {
     giveBackFork(before, after, revision, applied);
   }
@@ -134,17 +150,12 @@ function analyse(
   ctx: WritContext,
   caller: string,
   change: ImpactChange,
-  { before, after, roots, auditor, leases: held, revision, now }: { before: AuthorityGraph; after: AuthorityGraph; roots: string[]; auditor: Scope[] | null; leases: LeaseAuthority[]; revision: number; now: number },
+  { before, after, roots, asks, exempt, leases: held, revision, now }: { before: AuthorityGraph; after: AuthorityGraph; roots: string[]; asks: (principal: string) => boolean; exempt: ReadonlySet<string>; leases: LeaseAuthority[]; revision: number; now: number },
 ): ImpactReport {
 
   const examined = downstream(before, after, roots);
   const requireSubjects = (subjects: Iterable<string>) => {
-    if (auditor === null) return;
-    for (const s of subjects) {
-      if (s !== caller && !auditor.some((scope) => scopeGives(scope, { action: AUDIT_READ, resource: auditKey(s) }))) {
-        throw new WritError('FORBIDDEN', `${caller} may not ask about this change: it concerns ${s}, and only governance, the principal who could make the change itself, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey(s)} for every principal concerned may ask`);
-      }
-    }
+    for (const s of subjects) if (!exempt.has(s) && !asks(s)) throw mayNotAsk(caller);
   };
   requireSubjects(examined);
 
@@ -172,7 +183,8 @@ function analyse(
 
   const approvals = approvalsEnding(before, after, now);
   const leases = leasesEnding(held, before, after, now);
-  requireSubjects([...leases.map((l) => l.holder), ...approvals.flatMap((a) => [a.edge.from, a.edge.to]), ...orphaned.map((o) => o.edge.to)]);
+  const ends = (impacts: EdgeImpact[]) => impacts.flatMap((i) => [i.edge.from, i.edge.to]);
+  requireSubjects([...leases.map((l) => l.holder), ...ends(approvals), ...ends(orphaned), ...ends(healed)]);
 
   return {
     change,
@@ -190,25 +202,48 @@ function analyse(
   };
 }
 
-/** The events the change would append, the principals it starts from, and whether the caller could make it. */
-function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: ImpactChange, now: number): { events: GraphEvent[]; roots: string[]; own: boolean } {
+/** FORBIDDEN for a caller who may not ask about a change: it names no principal, so it tells nothing of who is below it. */
+function mayNotAsk(caller: string): WritError {
+  return new WritError('FORBIDDEN', `${caller} may not ask about this change: only governance, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey('<id>')} for every principal the change concerns, may ask (the principal who could make the change itself may ask about itself and the other ends of its own edges the change makes or ends, not about what is below them)`);
+}
+
+/**
+ * The events the change would append, the principals it starts from, and the principals the caller
+ * may learn about without audit_read (itself; when the change is its own, the ends of its own edges
+ * the change makes or ends, see analyseImpact).
+ */
+function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: ImpactChange, now: number, asks: (principal: string) => boolean): { events: GraphEvent[]; roots: string[]; exempt: Set<string> } {
   const asked = [change.revoke?.edge, change.revoke?.principal, change.delegate].filter((x) => x !== undefined).length;
   if (asked !== 1) throw new WritError('UNPROCESSABLE', 'name exactly one change: revoke.edge, revoke.principal or delegate');
   if (change.revoke?.edge !== undefined) {
     const edge = graph.edge(change.revoke.edge);
-    if (!edge) throw new WritError('UNKNOWN_EDGE', `no edge "${change.revoke.edge}"`);
+    const own = edge !== undefined && (caller === edge.creator || caller === edge.from);
+    // An edge the caller may not read (GET /v1/edges/:id: one it made, gives or holds, or one into a
+    // principal it may ask about) is as unknown to it as one that does not exist.
+    if (!edge || !(own || asks(edge.to))) throw new WritError('UNKNOWN_EDGE', `no edge "${change.revoke.edge}"`);
     const events: GraphEvent[] = edge.revoked_at === null ? [{ type: 'edge.revoked', id: edge.id, at: now, reason: 'impact analysis' }] : [];
-    return { events, roots: [edge.to], own: caller === edge.creator || caller === edge.from };
+    return { events, roots: [edge.to], exempt: new Set(own ? [caller, edge.from, edge.to] : [caller]) };
   }
   if (change.revoke?.principal !== undefined) {
+    // Before the lookup (as checkMayAskAbout): an unknown principal and one the caller may not ask about alike.
+    if (!asks(change.revoke.principal)) throw mayNotAsk(caller);
     const p = graph.principal(change.revoke.principal);
     if (!p) throw new WritError('UNKNOWN_PRINCIPAL', `no principal "${change.revoke.principal}"`);
     if (p.id === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'governance cannot be revoked');
     const events: GraphEvent[] = p.revoked_at === null ? [{ type: 'principal.revoked', id: p.id, at: now, reason: 'impact analysis' }] : [];
-    return { events, roots: [p.id], own: caller === p.id };
+    const exempt = new Set([caller]);
+    if (caller === p.id) {
+      graph.forEachOutgoing(p.id, (e) => exempt.add(e.to));
+      graph.forEachIncoming(p.id, (e) => exempt.add(e.from));
+    }
+    return { events, roots: [p.id], exempt };
   }
   const input = change.delegate!;
   if (!input || typeof input !== 'object') throw new WritError('UNPROCESSABLE', 'delegate must be a delegation (from, to, scope, reason)');
+  const own = caller === input.from;
+  // On another's behalf only who may ask about both ends, before anything about them is looked up:
+  // POST /v1/delegations refuses such a caller at once too, telling nothing of either end.
+  if (!own && !(asks(input.from) && asks(input.to))) throw mayNotAsk(caller);
   checkReason(input.reason ?? '', 'every edge');
   const draft = delegationDraft({ ...input, id: input.id ?? `impact-${randomUUID()}` });
   if (graph.edge(draft.id!)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
@@ -216,7 +251,7 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   const edge = { ...draft, id: draft.id!, creator: caller, created_at: now };
   checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
   checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now);
-  return { events: [{ type: 'edge.created', edge }], roots: [draft.to], own: caller === draft.from };
+  return { events: [{ type: 'edge.created', edge }], roots: [draft.to], exempt: new Set(own ? [caller, draft.to] : [caller]) };
 }
 
 /** The roots and every principal reachable from them over grant/delegate edges (in either graph), up to MAX_DEPTH hops. */

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
-import { analyseImpact, createGrant, registerPrincipal } from '../../src/service/index.js';
+import { analyseImpact, createDelegation, createGrant, registerPrincipal, type DelegationInput } from '../../src/service/index.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
 import { startHarness, type Harness } from '../support/harness.js';
@@ -120,11 +120,121 @@ describe('impact analysis of a new delegation', () => {
 describe('who may ask', () => {
   it('the principal who could make the change may ask; an unrelated agent may not; an audit_read holder over the subjects may', async () => {
     await expect(analyseImpact(h.ctx, 'orchestrator', { revoke: { edge: 'd-orch-seo' } })).resolves.toMatchObject({ lost: [{ principal: 'seo-agent-7' }] });
-    await expect(analyseImpact(h.ctx, 'content-agent-3', { revoke: { edge: 'd-orch-seo' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    // An edge it may not read is as unknown to it as one that does not exist (it may not learn d-orch-seo is there).
+    await expect(analyseImpact(h.ctx, 'content-agent-3', { revoke: { edge: 'd-orch-seo' } })).rejects.toMatchObject({ code: 'UNKNOWN_EDGE' });
     await expect(analyseImpact(h.ctx, 'content-agent-3', { delegate: { ...proposal, from: 'orchestrator' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
     await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'auditor-1', kind: 'human', keys: [] });
     await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-auditor-1', to: 'auditor-1', reason: 'reads every principal', scope: { actions: ['audit_read'], resources: ['audit:principal:*'], environments: ['*'], fields: ['*'], risk_max: 0 } });
     await expect(analyseImpact(h.ctx, 'auditor-1', { revoke: { edge: 'd-orch-seo' } })).resolves.toMatchObject({ lost: [{ principal: 'seo-agent-7' }] });
+  });
+});
+
+/**
+ * boss-1 (granted, max_depth 2) → mid-1 (d-boss-mid, max_depth 1) → leaf-1 (d-mid-leaf); spare-1 holds
+ * nothing; peeker-1 holds audit_read on mid-1 only. None of them holds audit_read on the others.
+ */
+describe('what the principal who could make the change itself learns: itself and the other end of its own edge, nothing below', () => {
+  const update = (fields: string[]) => ({ actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields, risk_max: 1 });
+  const audit = (resource: string) => ({ actions: ['audit_read'], resources: [resource], environments: ['*'], fields: ['*'], risk_max: 0 });
+  const FORBIDDEN = (caller: string) => ({ code: 'FORBIDDEN', message: expect.stringMatching(new RegExp(`^${caller} may not ask about this change`)) });
+  const refusal = async (p: Promise<unknown>) => p.then(() => expect.unreachable('answered'), (e: { code: string; message: string }) => e);
+
+  beforeAll(async () => {
+    for (const id of ['boss-1', 'mid-1', 'leaf-1', 'spare-1', 'peeker-1']) await registerPrincipal(h.ctx, GOVERNANCE_ID, { id, kind: 'agent', keys: [] });
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-boss-1', to: 'boss-1', reason: 'leads', max_depth: 2, scope: update(['*']) });
+    await createDelegation(h.ctx, 'boss-1', { id: 'd-boss-mid', from: 'boss-1', to: 'mid-1', reason: 'middle', max_depth: 1, scope: update(['title', 'body']) });
+    await createDelegation(h.ctx, 'mid-1', { id: 'd-mid-leaf', from: 'mid-1', to: 'leaf-1', reason: 'leaf', max_depth: 0, scope: update(['title']) });
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-peeker-1', to: 'peeker-1', reason: 'reads mid-1', scope: audit('audit:principal:mid-1') });
+  });
+
+  const toMid = { from: 'boss-1', to: 'mid-1', reason: 'more', max_depth: 0, scope: update(['meta_description']) };
+
+  it('a delegation of its own to a principal with delegates: FORBIDDEN, naming none of them (the report would count and list them)', async () => {
+    const e = await refusal(analyseImpact(h.ctx, 'boss-1', { delegate: toMid }));
+    expect(e).toMatchObject(FORBIDDEN('boss-1'));
+    expect(e.message).not.toContain('leaf-1');
+    // To a principal with nothing below it: what it would gain is the delegator's to see.
+    const r = await analyseImpact(h.ctx, 'boss-1', { delegate: { ...toMid, to: 'spare-1' } });
+    expect(r).toMatchObject({ principals_examined: 1, gained: [{ principal: 'spare-1' }] });
+  });
+
+  it('revoking an edge of its own: what its delegate loses, not what the principals below it lose', async () => {
+    expect(await refusal(analyseImpact(h.ctx, 'boss-1', { revoke: { edge: 'd-boss-mid' } }))).toMatchObject(FORBIDDEN('boss-1'));
+    const r = await analyseImpact(h.ctx, 'mid-1', { revoke: { edge: 'd-mid-leaf' } });
+    expect(r.lost.map((p) => p.principal)).toEqual(['leaf-1']);
+  });
+
+  it('a principal asking about its own revocation: itself and the ends of its own edges, nothing further', async () => {
+    expect(await refusal(analyseImpact(h.ctx, 'boss-1', { revoke: { principal: 'boss-1' } }))).toMatchObject(FORBIDDEN('boss-1'));
+    const r = await analyseImpact(h.ctx, 'mid-1', { revoke: { principal: 'mid-1' } });
+    expect(r.lost.map((p) => p.principal)).toEqual(['leaf-1', 'mid-1']);
+    expect(r.orphaned_delegations.map((o) => o.edge.id)).toEqual(['d-mid-leaf']);
+  });
+
+  it('a delegation on another\'s behalf: refused before anything about its ends is checked, as POST /v1/delegations refuses it', async () => {
+    const asks = [
+      { ...proposal, from: 'orchestrator', to: 'publisher' },
+      { ...proposal, from: 'orchestrator', to: 'nobody' }, // unknown delegate
+      { ...proposal, from: 'nobody', to: 'publisher' }, // unknown delegator
+      { ...proposal, from: 'orchestrator', scope: { ...proposal.scope, actions: ['deploy'] } }, // beyond what orchestrator holds
+    ];
+    for (const delegate of asks) {
+      const e = await refusal(analyseImpact(h.ctx, 'content-agent-3', { delegate }));
+      expect(e, JSON.stringify(delegate)).toMatchObject(FORBIDDEN('content-agent-3'));
+      expect(e.message).not.toMatch(/nobody|orchestrator|publisher/);
+      await expect(createDelegation(h.ctx, 'content-agent-3', delegate)).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    }
+  });
+
+  it('a delegation of its own tells what writing it would: an unknown delegate, one beyond its scope', async () => {
+    const cases: [DelegationInput, string][] = [[{ ...proposal, to: 'nobody' }, 'UNKNOWN_PRINCIPAL'], [{ ...proposal, scope: { ...proposal.scope, actions: ['deploy'] } }, 'ATTENUATION_VIOLATION']];
+    for (const [delegate, code] of cases) {
+      await expect(analyseImpact(h.ctx, 'editor-alice', { delegate })).rejects.toMatchObject({ code });
+      await expect(createDelegation(h.ctx, 'editor-alice', delegate)).rejects.toMatchObject({ code });
+    }
+  });
+
+  it('FORBIDDEN names no principal the caller did not name: peeker-1 reads mid-1, not leaf-1 below it', async () => {
+    for (const change of [{ revoke: { principal: 'mid-1' } }, { revoke: { edge: 'd-boss-mid' } }] as const) {
+      const e = await refusal(analyseImpact(h.ctx, 'peeker-1', change));
+      expect(e).toMatchObject({ code: 'FORBIDDEN' });
+      expect(e.message).not.toContain('leaf-1');
+    }
+  });
+
+  it('with audit_read on every principal below, the principal who could make the change may ask about all of it', async () => {
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-boss-1-reads-leaf', to: 'boss-1', reason: 'reads leaf-1', scope: audit('audit:principal:leaf-1') });
+    await expect(analyseImpact(h.ctx, 'boss-1', { revoke: { edge: 'd-boss-mid' } })).resolves.toMatchObject({ lost: [{ principal: 'leaf-1' }, { principal: 'mid-1' }] });
+    await expect(analyseImpact(h.ctx, 'boss-1', { delegate: toMid })).resolves.toMatchObject({ principals_examined: 2 });
+    await expect(analyseImpact(h.ctx, 'boss-1', { revoke: { principal: 'boss-1' } })).resolves.toMatchObject({ principals_examined: 3 });
+  });
+});
+
+describe('a caller who may not ask learns nothing, not even whether what it names exists', () => {
+  const refusal = async (p: Promise<unknown>) => p.then(() => expect.unreachable('answered'), (e: { code: string; message: string }) => e);
+
+  it('an unknown principal and a known one it may not ask about: the same FORBIDDEN, word for word', async () => {
+    const unknown = await refusal(analyseImpact(h.ctx, 'content-agent-3', { revoke: { principal: 'nobody' } }));
+    const known = await refusal(analyseImpact(h.ctx, 'content-agent-3', { revoke: { principal: 'orchestrator' } }));
+    expect(unknown).toMatchObject({ code: 'FORBIDDEN' });
+    expect(known).toMatchObject({ code: 'FORBIDDEN', message: unknown.message });
+  });
+
+  it('an unknown edge and one it may not read: the same UNKNOWN_EDGE (as GET /v1/edges/:id answers), not who the edge is to', async () => {
+    const unknown = await refusal(analyseImpact(h.ctx, 'content-agent-3', { revoke: { edge: 'nope' } }));
+    const known = await refusal(analyseImpact(h.ctx, 'content-agent-3', { revoke: { edge: 'd-orch-seo' } }));
+    expect(unknown).toMatchObject({ code: 'UNKNOWN_EDGE', message: 'no edge "nope"' });
+    expect(known).toMatchObject({ code: 'UNKNOWN_EDGE', message: 'no edge "d-orch-seo"' });
+  });
+
+  it('governance and an auditor of every principal get the precise codes', async () => {
+    await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'auditor-all', kind: 'human', keys: [] });
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-auditor-all', to: 'auditor-all', reason: 'reads every principal', scope: { actions: ['audit_read'], resources: ['audit:principal:*'], environments: ['*'], fields: ['*'], risk_max: 0 } });
+    for (const caller of [GOVERNANCE_ID, 'auditor-all']) {
+      await expect(analyseImpact(h.ctx, caller, { revoke: { edge: 'nope' } })).rejects.toMatchObject({ code: 'UNKNOWN_EDGE' });
+      await expect(analyseImpact(h.ctx, caller, { revoke: { principal: 'nobody' } })).rejects.toMatchObject({ code: 'UNKNOWN_PRINCIPAL' });
+      await expect(analyseImpact(h.ctx, caller, { delegate: { ...proposal, from: 'orchestrator', to: 'nobody' } })).rejects.toMatchObject({ code: 'UNKNOWN_PRINCIPAL' });
+    }
   });
 });
 
