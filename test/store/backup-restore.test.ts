@@ -206,6 +206,32 @@ describe('restoring a backup never lets a fencing epoch repeat', () => {
     await store.close();
   }, 60_000);
 
+  it('a key the backup never saw, carried from the replaced store, starts above the highest floor of the merged record, not the latest row\'s', async () => {
+    const dir = tempDir();
+    let store = await openSqliteStore(join(dir, 'writ.sqlite'));
+    await writeOnce(services(store), 'k:a', 1);
+    const older = await backupSqliteStore(store.writer, join(dir, 'older.sqlite'));
+    await store.readWrite((tx) => tx.leases.bumpEpochs({ kind: 'BUMP', margin: 1000, actor: 'operator:test', reason: 'PITR', detail: {}, now: Date.now() }));
+    const newer = await backupSqliteStore(store.writer, join(dir, 'newer.sqlite'));
+    await store.close();
+    // That machine is lost. A new one gets the older backup first (floor 5), and leases a key the newer backup never saw.
+    const file = join(tempDir(), 'writ.sqlite');
+    await restoreSqliteStore(older.file, file, { epochMargin: 5, actor: 'operator:test', reason: 'first try', now: Date.now() });
+    store = await openSqliteStore(file);
+    expect(await writeOnce(services(store), 'k:x', 1)).toBe(6);
+    await store.close();
+    // Then the newer one: its record (floor 1000) and the replaced store's (floor 5) carried after it.
+    const r = await restoreSqliteStore(newer.file, file, { epochMargin: 10, actor: 'operator:test', reason: 'the newer backup', now: Date.now() });
+    expect(r.bump).toMatchObject({ floor: 1010 });
+    store = await openSqliteStore(file);
+    const s = services(store);
+    expect((await s.leases.epochBumps()).map((b) => [b.kind, b.floor])).toEqual([['BUMP', 1000], ['RESTORE', 5], ['RESTORE', 1010]]);
+    // In the newer backup's timeline k:x would have started above 1000: after a margin of 10, above 1010, as any new key.
+    expect(await writeOnce(s, 'k:x', 2)).toBe(1011);
+    expect(await writeOnce(s, 'k:never', 1)).toBe(1011);
+    await store.close();
+  }, 60_000);
+
   it('refuses while another connection has the store open (STORE_IN_USE), and a file that is not a backup, changing nothing', async () => {
     const t = await storyWithLostWrites();
     const head = summarize(t.file).receipt_head;

@@ -203,7 +203,8 @@ function carryReplacedEpochs(dataFile: string, restoring: string): ReplacedEpoch
       WHERE NOT EXISTS (SELECT 1 FROM store_moves WHERE ${MOVE_COLUMNS.split(', ').map((c) => `${c} IS :${c}`).join(' AND ')})`);
     let carried = 0;
     db.transaction(() => {
-      // The record first: a key row inserted below starts at the floor it sets (migration 9's trigger), then rises to the replaced epoch.
+      // The record first: a key row inserted below starts at the highest floor of the merged record (the
+      // trigger of migration 15; a carried row may have a lower floor than the backup's), then rises to the replaced epoch.
       for (const b of bumps) carried += carryBump.run(b).changes;
       // A replaced file that was moved to PostgreSQL: the restored one is refused as it was, until taken back.
       for (const m of moves) carryMove.run(m);
