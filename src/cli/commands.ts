@@ -835,8 +835,8 @@ export const COMMANDS: Command[] = [
   {
     name: 'restore',
     summary: 'put a backup in place of a stopped Writ\'s SQLite store; fencing epochs rise by --epoch-margin N (or --trust-backup)',
-    usage: 'FILE (--epoch-margin N | --trust-backup) [--reason TEXT] [--json]',
-    options: { 'epoch-margin': { type: 'string' }, 'trust-backup': { type: 'boolean' }, reason: { type: 'string' }, json: { type: 'boolean' } },
+    usage: 'FILE (--epoch-margin N | --trust-backup) [--replace-damaged] [--reason TEXT] [--json]',
+    options: { 'epoch-margin': { type: 'string' }, 'trust-backup': { type: 'boolean' }, 'replace-damaged': { type: 'boolean' }, reason: { type: 'string' }, json: { type: 'boolean' } },
     run: async ({ values, positionals }) => {
       need(positionals, 1, 'writ restore FILE (--epoch-margin N | --trust-backup)');
       const config = configFrom(values);
@@ -847,10 +847,12 @@ export const COMMANDS: Command[] = [
         actor: operator(),
         reason: typeof values.reason === 'string' ? values.reason : `restore of ${positionals[0]!}`,
         now: systemClock.now(),
+        replaceDamaged: values['replace-damaged'] === true,
       });
       print(r, values.json, () =>
         [
           `restored ${r.restored_from.file} into ${r.data_file}${r.previous_kept_at ? ` (the replaced file is kept at ${r.previous_kept_at})` : ''}`,
+          ...(typeof r.bump.detail.replaced_damaged === 'string' ? [`the replaced store was damaged (${r.bump.detail.replaced_damaged}): its epochs were not read, only the margin keeps them from repeating`] : []),
           margin > 0
             ? `fencing epochs raised by ${margin} on ${r.bump.keys} keys (highest now ${r.bump.max_epoch}); keys leased for the first time start above ${r.bump.floor}; ${r.bump.leases_ended} live leases of the backup ended`
             : 'fencing epochs unchanged (--trust-backup): only safe if nothing was leased after the backup was taken',

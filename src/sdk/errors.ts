@@ -83,6 +83,7 @@ export const OverloadedError = define('OVERLOADED');
 export const SchemaTooNewError = define('SCHEMA_TOO_NEW');
 export const StoreFailedError = define('STORE_FAILED');
 export const StoreInUseError = define('STORE_IN_USE');
+export const StoreDamagedError = define('STORE_DAMAGED');
 export const StoreMovedError = define('STORE_MOVED');
 export const ReceiptDamagedError = define('RECEIPT_DAMAGED');
 export const InternalError = define('INTERNAL');
@@ -133,6 +134,7 @@ export type OverloadedError = InstanceType<typeof OverloadedError>;
 export type SchemaTooNewError = InstanceType<typeof SchemaTooNewError>;
 export type StoreFailedError = InstanceType<typeof StoreFailedError>;
 export type StoreInUseError = InstanceType<typeof StoreInUseError>;
+export type StoreDamagedError = InstanceType<typeof StoreDamagedError>;
 export type StoreMovedError = InstanceType<typeof StoreMovedError>;
 export type ReceiptDamagedError = InstanceType<typeof ReceiptDamagedError>;
 export type InternalError = InstanceType<typeof InternalError>;
@@ -155,7 +157,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
   NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
   UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError,
-  SCHEMA_TOO_NEW: SchemaTooNewError, STORE_FAILED: StoreFailedError, STORE_IN_USE: StoreInUseError, STORE_MOVED: StoreMovedError, RECEIPT_DAMAGED: ReceiptDamagedError, INTERNAL: InternalError,
+  SCHEMA_TOO_NEW: SchemaTooNewError, STORE_FAILED: StoreFailedError, STORE_IN_USE: StoreInUseError, STORE_DAMAGED: StoreDamagedError, STORE_MOVED: StoreMovedError, RECEIPT_DAMAGED: ReceiptDamagedError, INTERNAL: InternalError,
 };
 
 /** Builds the typed error for a problem+json body. Unknown codes (a newer server) become WritApiError with INTERNAL. */

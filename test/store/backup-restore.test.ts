@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -206,6 +206,32 @@ describe('restoring a backup never lets a fencing epoch repeat', () => {
     await store.close();
   }, 60_000);
 
+  it('a key the backup never saw, carried from the replaced store, starts above the highest floor of the merged record, not the latest row\'s', async () => {
+    const dir = tempDir();
+    let store = await openSqliteStore(join(dir, 'writ.sqlite'));
+    await writeOnce(services(store), 'k:a', 1);
+    const older = await backupSqliteStore(store.writer, join(dir, 'older.sqlite'));
+    await store.readWrite((tx) => tx.leases.bumpEpochs({ kind: 'BUMP', margin: 1000, actor: 'operator:test', reason: 'PITR', detail: {}, now: Date.now() }));
+    const newer = await backupSqliteStore(store.writer, join(dir, 'newer.sqlite'));
+    await store.close();
+    // That machine is lost. A new one gets the older backup first (floor 5), and leases a key the newer backup never saw.
+    const file = join(tempDir(), 'writ.sqlite');
+    await restoreSqliteStore(older.file, file, { epochMargin: 5, actor: 'operator:test', reason: 'first try', now: Date.now() });
+    store = await openSqliteStore(file);
+    expect(await writeOnce(services(store), 'k:x', 1)).toBe(6);
+    await store.close();
+    // Then the newer one: its record (floor 1000) and the replaced store's (floor 5) carried after it.
+    const r = await restoreSqliteStore(newer.file, file, { epochMargin: 10, actor: 'operator:test', reason: 'the newer backup', now: Date.now() });
+    expect(r.bump).toMatchObject({ floor: 1010 });
+    store = await openSqliteStore(file);
+    const s = services(store);
+    expect((await s.leases.epochBumps()).map((b) => [b.kind, b.floor])).toEqual([['BUMP', 1000], ['RESTORE', 5], ['RESTORE', 1010]]);
+    // In the newer backup's timeline k:x would have started above 1000: after a margin of 10, above 1010, as any new key.
+    expect(await writeOnce(s, 'k:x', 2)).toBe(1011);
+    expect(await writeOnce(s, 'k:never', 1)).toBe(1011);
+    await store.close();
+  }, 60_000);
+
   it('refuses while another connection has the store open (STORE_IN_USE), and a file that is not a backup, changing nothing', async () => {
     const t = await storyWithLostWrites();
     const head = summarize(t.file).receipt_head;
@@ -238,5 +264,96 @@ describe('restoring a backup never lets a fencing epoch repeat', () => {
 
     expect(summarize(t.file).receipt_head).toEqual(head);
     expect(listing(t.dir).filter((f) => !['junk.sqlite', 'other.sqlite', 'live.sqlite', 'app-wal.sqlite'].includes(f))).toEqual(files);
+  }, 60_000);
+});
+
+/**
+ * The file's bytes but those a refused restore's check may change: the journal mode (header bytes
+ * 18-19, WAL to rollback, its WAL folded in) and the change counters that go with it (24-27, 92-95).
+ */
+function content(file: string): Buffer {
+  const b = readFileSync(file);
+  b.fill(0, 18, 20);
+  b.fill(0, 24, 28);
+  b.fill(0, 92, 96);
+  return b;
+}
+
+/** Overwrites one page of `file` (the root page of `table`), or the 100-byte header, as a failing disk would. */
+function damage(file: string, what: { table: string } | 'header'): void {
+  const db = new Database(file);
+  const pageSize = db.pragma('page_size', { simple: true }) as number;
+  const root = what === 'header' ? 1 : (db.prepare('SELECT rootpage FROM sqlite_master WHERE name = ?').pluck().get(what.table) as number);
+  db.close();
+  const fd = openSync(file, 'r+');
+  try {
+    if (what === 'header') writeSync(fd, Buffer.alloc(100, 7), 0, 100, 0);
+    else writeSync(fd, Buffer.alloc(pageSize, 0xff), 0, pageSize, (root - 1) * pageSize);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+describe('restoring over a damaged store', () => {
+  async function storyWithDamage(what: { table: string } | 'header') {
+    const dir = tempDir();
+    const file = join(dir, 'writ.sqlite');
+    const store = await openSqliteStore(file);
+    const s = services(store);
+    for (let i = 0; i < 3; i++) await writeOnce(s, 'k:old', i);
+    const backup = await backupSqliteStore(store.writer, join(dir, 'backup.sqlite'));
+    for (let i = 0; i < 5; i++) await writeOnce(s, 'k:old', 100 + i);
+    await store.close();
+    damage(file, what);
+    return { dir, file, backup, bytes: content(file) };
+  }
+  const options = (over: Partial<Parameters<typeof restoreSqliteStore>[2]> = {}) => ({ epochMargin: 1000, actor: 'operator:test', reason: 'disk failing', now: Date.now(), ...over });
+
+  for (const what of [{ table: 'lease_keys' }, { table: 'lease_epoch_bumps' }, 'header'] as const) {
+    const name = what === 'header' ? 'not a database (its header overwritten)' : `malformed (the ${what.table} table's root page overwritten)`;
+    it(`${name}: refused with STORE_DAMAGED, saying why and what to do, changing nothing; --replace-damaged with a margin replaces it, kept aside, and records it`, async () => {
+      const t = await storyWithDamage(what);
+      const files = listing(t.dir);
+      const refused = await restoreSqliteStore(t.backup.file, t.file, options()).then(() => null, (e: unknown) => e);
+      expect(refused).toBeInstanceOf(WritError);
+      expect(refused).toMatchObject({ code: 'STORE_DAMAGED', message: expect.stringContaining(`the current store ${t.file} is damaged`) });
+      expect((refused as Error).message).toContain('--replace-damaged');
+      expect((refused as Error).message).toContain('so that epochs keep rising above them');
+      expect(content(t.file).equals(t.bytes)).toBe(true);
+      expect(listing(t.dir)).toEqual(files);
+      // Without its epochs, only a margin keeps them from repeating: --trust-backup is refused.
+      expect(await codeOf(restoreSqliteStore(t.backup.file, t.file, options({ epochMargin: 0, replaceDamaged: true })))).toBe('UNPROCESSABLE');
+      expect(listing(t.dir)).toEqual(files);
+
+      const r = await restoreSqliteStore(t.backup.file, t.file, options({ replaceDamaged: true }));
+      expect(r.previous_kept_at).not.toBeNull();
+      expect(content(r.previous_kept_at!).equals(t.bytes)).toBe(true);
+      expect(r.bump).toMatchObject({ kind: 'RESTORE', margin: 1000, floor: 1000, detail: { replaced_file_kept_at: r.previous_kept_at, replaced_damaged: expect.stringMatching(/^SQLITE_(CORRUPT|NOTADB)/) } });
+      const store = await openSqliteStore(t.file);
+      // The damaged store issued 4..8 on k:old after the backup (epoch 3): the margin is above them.
+      expect(await writeOnce(services(store), 'k:old', 1)).toBe(1004);
+      await store.close();
+    }, 60_000);
+  }
+
+  it('not a database, with a -shm beside it (a process may still have it open): refused even with --replace-damaged', async () => {
+    const t = await storyWithDamage('header');
+    writeFileSync(`${t.file}-shm`, Buffer.alloc(32_768));
+    const files = listing(t.dir);
+    await expect(restoreSqliteStore(t.backup.file, t.file, options({ replaceDamaged: true }))).rejects.toMatchObject({
+      code: 'STORE_DAMAGED',
+      message: expect.stringContaining('writ.sqlite-shm beside it may belong to a process that still has it open'),
+    });
+    expect(content(t.file).equals(t.bytes)).toBe(true);
+    expect(listing(t.dir)).toEqual(files);
+    expect(existsSync(`${t.file}-shm`)).toBe(true);
+  }, 60_000);
+
+  it('moved aside by hand without its -wal: refused, since SQLite would apply that WAL to the restored file', async () => {
+    const t = await storyWithDamage('header');
+    renameSync(t.file, join(t.dir, 'damaged.sqlite'));
+    writeFileSync(`${t.file}-wal`, 'the moved store\'s WAL');
+    await expect(restoreSqliteStore(t.backup.file, t.file, options())).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringContaining('writ.sqlite-wal is there without writ.sqlite') });
+    expect(existsSync(t.file)).toBe(false);
   }, 60_000);
 });

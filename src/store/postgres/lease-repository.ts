@@ -74,9 +74,11 @@ export class PostgresLeaseRepository implements LeaseRepository {
       );
       keys = k!.n;
     }
+    // The new floor is above the highest recorded, not only the latest: a record copied from a SQLite
+    // file (`writ store copy`) may hold a restore's merged history, with a lower floor after a higher one.
     const [row] = await this.sql.query<EpochBump>(
       `INSERT INTO lease_epoch_bumps (at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail)
-       VALUES (writ_now_ms(), $1, $2, coalesce((SELECT floor FROM lease_epoch_bumps ORDER BY seq DESC LIMIT 1), 0) + $2, $3, $4,
+       VALUES (writ_now_ms(), $1, $2, coalesce((SELECT max(floor) FROM lease_epoch_bumps), 0) + $2, $3, $4,
                (SELECT coalesce(max(epoch), 0) FROM lease_keys), $5, $6, $7::jsonb)
        RETURNING ${BUMP_COLUMNS}`,
       [cmd.kind, cmd.margin, keys, ended, cmd.actor, cmd.reason, JSON.stringify(cmd.detail)],

@@ -37,6 +37,12 @@ export interface RestoreOptions {
   reason: string;
   /** Lease time of the restore's record (ms). */
   now: number;
+  /**
+   * Replace the current store even when it is damaged (SQLite finds it malformed, or not a database)
+   * so that its epochs cannot be read: it is kept aside as usual, and only the margin keeps epochs from
+   * repeating (a margin is required). Without it such a store is refused (STORE_DAMAGED).
+   */
+  replaceDamaged?: boolean;
 }
 
 /**
@@ -106,6 +112,9 @@ export function openForBackup(file: string): SqliteDatabase {
  */
 export async function restoreSqliteStore(backupFile: string, dataFile: string, options: RestoreOptions): Promise<RestoreSummary> {
   checkEpochBump({ margin: options.epochMargin, reason: options.reason });
+  if (options.replaceDamaged === true && options.epochMargin === 0) {
+    throw new WritError('UNPROCESSABLE', 'replacing a damaged store needs --epoch-margin N, not --trust-backup: the epochs the damaged store issued cannot be read, so only a margin keeps them from being issued again; nothing was changed');
+  }
   if (!existsSync(backupFile)) throw new WritError('NOT_FOUND', `no backup at ${backupFile}`);
   if (statSync(backupFile).isDirectory()) throw new WritError('UNPROCESSABLE', `${backupFile} is a directory, not a backup: name the file \`writ backup FILE\` wrote; nothing was changed`);
   if (existsSync(`${backupFile}-wal`)) {
@@ -116,9 +125,28 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
   removeDatabaseFiles(restoring);
   try {
     const from = await copyChecked(backupFile, restoring);
-    await assertNotInUse(dataFile);
+    // A damaged current store: SQLite cannot even check whether it is in use (not a database), or cannot
+    // read its epochs (malformed). Either is refused unless the operator says to replace it anyway.
+    let damaged: Damage | null = null;
+    try {
+      await assertNotInUse(dataFile);
+    } catch (e) {
+      damaged = damageOf(e, 'check');
+    }
+    if (!existsSync(dataFile) && existsSync(`${dataFile}-wal`)) {
+      // SQLite would take it as the restored file's own WAL and apply its pages (a store moved aside by hand without it).
+      throw new WritError('UNPROCESSABLE', `${dataFile}-wal is there without ${basename(dataFile)}: it belongs to a store that was moved or deleted, and SQLite would apply it to the restored file; move it (and any -shm) to where that store went. Nothing was changed`);
+    }
     const previous = existsSync(dataFile) ? `${dataFile}.pre-restore-${new Date(options.now).toISOString().replace(/[:.]/g, '-')}` : null;
-    const replaced = previous === null ? null : carryReplacedEpochs(dataFile, restoring);
+    let replaced: ReplacedEpochs | null = null;
+    if (previous !== null && damaged === null) {
+      try {
+        replaced = carryReplacedEpochs(dataFile, restoring);
+      } catch (e) {
+        damaged = damageOf(e, 'read');
+      }
+    }
+    if (damaged !== null) acceptDamaged(dataFile, damaged, options);
     // A copy of a file moved to PostgreSQL stays marked so (its record is kept, and the replaced store's carried).
     const store = await openSqliteStore(restoring, { checkpointer: false, moved: 'allow' });
     let bump: EpochBump;
@@ -137,6 +165,8 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
             backup_max_epoch: from.max_epoch,
             backup_schema_version: from.schema_version,
             ...(replaced === null ? {} : { replaced_file_kept_at: previous, replaced_max_epoch: replaced.max_epoch, replaced_floor: replaced.floor, replaced_bumps_carried: replaced.bumps_carried }),
+            // Replaced without its epochs: the gap only the margin covers is on record.
+            ...(damaged === null ? {} : { replaced_file_kept_at: previous, replaced_damaged: damaged.message }),
           },
         }),
       );
@@ -148,7 +178,8 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     prepared.close();
     syncFile(restoring);
 
-    await assertNotInUse(dataFile);
+    if (damaged?.at === 'check') refuseIfOpenedInWal(dataFile);
+    else await assertNotInUse(dataFile);
     // The current file gets a second name first, then the copy replaces it in one rename: at every
     // instant the data file's name holds a whole store (the old one or the restored one), so a crash
     // never leaves a directory in which the next start would create an empty store.
@@ -160,6 +191,53 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     removeDatabaseFiles(restoring);
     throw e;
   }
+}
+
+/** The store being replaced is damaged: found so when checking whether it is in use, or when reading its epochs. */
+interface Damage {
+  at: 'check' | 'read';
+  message: string;
+}
+
+/** `e` as damage of the file (SQLite: malformed, or not a database); any other failure is thrown as it is. */
+function damageOf(e: unknown, at: Damage['at']): Damage {
+  const code = (e as { code?: unknown }).code;
+  if (typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code.startsWith('SQLITE_NOTADB'))) return { at, message: `${code}: ${(e as Error).message}` };
+  throw e;
+}
+
+/**
+ * A damaged store is replaced only when the operator said so (`replaceDamaged`, with a margin): restore
+ * carries the replaced store's epochs so that they keep rising, and silently dropping them would let
+ * the restored store issue again epochs it issued after the backup. Else STORE_DAMAGED, saying what to do.
+ */
+function acceptDamaged(dataFile: string, damaged: Damage, options: RestoreOptions): void {
+  if (options.replaceDamaged === true) {
+    if (damaged.at === 'check') refuseIfOpenedInWal(dataFile);
+    return;
+  }
+  throw new WritError(
+    'STORE_DAMAGED',
+    `the current store ${dataFile} is damaged (${damaged.message}): a restore reads the fencing epochs it issued, and its record of restores and bumps, so that epochs keep rising above them, and cannot. ` +
+      'To replace it anyway, without its epochs, restore again with --replace-damaged and an --epoch-margin N above the number of acquisitions of any one key since the backup was taken ' +
+      `(the damaged file is kept as ${basename(dataFile)}.pre-restore-<time>); or move it aside yourself (with any -wal and -shm file beside it) and restore with such a margin. Nothing was changed`,
+    { data_file: dataFile, damage: damaged.message },
+  );
+}
+
+/**
+ * For a file SQLite cannot open as a database: a process that had it open in WAL mode before it was
+ * damaged keeps a -shm (and -wal) file beside it, and may still write to it; without one, no process has
+ * it open in WAL mode, and none can open it now (a Writ starting on it fails at once).
+ */
+function refuseIfOpenedInWal(dataFile: string): void {
+  const beside = [`${dataFile}-wal`, `${dataFile}-shm`].filter((f) => existsSync(f));
+  if (beside.length === 0) return;
+  throw new WritError(
+    'STORE_DAMAGED',
+    `the current store ${dataFile} is not a database SQLite can open, and ${beside.map((f) => basename(f)).join(' and ')} beside it may belong to a process that still has it open: make sure no Writ runs on it, then move it and ${beside.length === 1 ? 'that file' : 'those files'} aside yourself and restore with an --epoch-margin N above the number of acquisitions of any one key since the backup. Nothing was changed`,
+    { data_file: dataFile, beside },
+  );
 }
 
 /** What a restore took over from the store it replaces. */
@@ -203,7 +281,8 @@ function carryReplacedEpochs(dataFile: string, restoring: string): ReplacedEpoch
       WHERE NOT EXISTS (SELECT 1 FROM store_moves WHERE ${MOVE_COLUMNS.split(', ').map((c) => `${c} IS :${c}`).join(' AND ')})`);
     let carried = 0;
     db.transaction(() => {
-      // The record first: a key row inserted below starts at the floor it sets (migration 9's trigger), then rises to the replaced epoch.
+      // The record first: a key row inserted below starts at the highest floor of the merged record (the
+      // trigger of migration 15; a carried row may have a lower floor than the backup's), then rises to the replaced epoch.
       for (const b of bumps) carried += carryBump.run(b).changes;
       // A replaced file that was moved to PostgreSQL: the restored one is refused as it was, until taken back.
       for (const m of moves) carryMove.run(m);
