@@ -12,7 +12,7 @@ import { GOVERNANCE_ID, type Edge, type GraphEvent, type RecordedGraphEvent } fr
 import type { DecisionClaims } from '../decision/index.js';
 import type { PolicyEdge } from '../policy/types.js';
 import { capabilitiesIn, orphansIn, type Orphan } from './audit-queries.js';
-import { AUDIT_READ, auditKey, liveScopes, scopeGives } from './ask-about.js';
+import { AUDIT_READ, auditKey, EVERY_ENVIRONMENT, liveScopes, scopeGives } from './ask-about.js';
 import type { WritContext } from './context.js';
 import { checkDelegationFits, checkNotEnded, delegationDraft, type DelegationInput } from './edges.js';
 import { checkScopeApplies } from './resources.js';
@@ -276,8 +276,9 @@ function downstream(before: AuthorityGraph, after: AuthorityGraph, roots: string
   return seen;
 }
 
+/** The caller's audit_read scopes that cover every environment: an impact report spans them all (a grant limited to staging asks about nobody here). */
 async function auditScopes(ctx: WritContext, caller: string) {
-  return (await liveScopes(ctx, caller, { action: AUDIT_READ })).scopes.map((s) => s.scope);
+  return (await liveScopes(ctx, caller, { action: AUDIT_READ, environment: EVERY_ENVIRONMENT })).scopes.map((s) => s.scope);
 }
 
 interface Held {

@@ -127,6 +127,13 @@ describe('who may ask', () => {
     await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-auditor-1', to: 'auditor-1', reason: 'reads every principal', scope: { actions: ['audit_read'], resources: ['audit:principal:*'], environments: ['*'], fields: ['*'], risk_max: 0 } });
     await expect(analyseImpact(h.ctx, 'auditor-1', { revoke: { edge: 'd-orch-seo' } })).resolves.toMatchObject({ lost: [{ principal: 'seo-agent-7' }] });
   });
+
+  it('audit_read limited to some environments asks about nobody: a report spans every environment', async () => {
+    await registerPrincipal(h.ctx, GOVERNANCE_ID, { id: 'auditor-staging', kind: 'human', keys: [] });
+    await createGrant(h.ctx, GOVERNANCE_ID, { id: 'g-auditor-staging', to: 'auditor-staging', reason: 'reads staging only', scope: { actions: ['audit_read'], resources: ['audit:principal:*'], environments: ['staging'], fields: ['*'], risk_max: 0 } });
+    await expect(analyseImpact(h.ctx, 'auditor-staging', { revoke: { principal: 'seo-agent-7' } })).rejects.toMatchObject({ code: expect.stringMatching(/^(FORBIDDEN|UNKNOWN_PRINCIPAL)$/) });
+    await expect(analyseImpact(h.ctx, 'auditor-staging', { revoke: { edge: 'd-orch-seo' } })).rejects.toMatchObject({ code: expect.stringMatching(/^(FORBIDDEN|UNKNOWN_EDGE)$/) });
+  });
 });
 
 /**
