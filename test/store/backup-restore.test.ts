@@ -1,7 +1,9 @@
 import Database from 'better-sqlite3';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.js';
 import { ReceiptLog } from '../../src/audit/index.js';
@@ -10,6 +12,7 @@ import { WritError } from '../../src/errors.js';
 import { backupSqliteStore, openForBackup, restoreSqliteStore, summarize } from '../../src/store/sqlite/backup.js';
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { syncNow } from '../support/sync-now.js';
+import { REPO, requireDist } from '../../scripts/server-process.js';
 
 const dirs: string[] = [];
 afterAll(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -355,5 +358,46 @@ describe('restoring over a damaged store', () => {
     writeFileSync(`${t.file}-wal`, 'the moved store\'s WAL');
     await expect(restoreSqliteStore(t.backup.file, t.file, options())).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringContaining('writ.sqlite-wal is there without writ.sqlite') });
     expect(existsSync(t.file)).toBe(false);
+  }, 60_000);
+});
+
+describe('a Writ starting while the restore swaps the files', () => {
+  it('ends up on the restored store, never on the replaced file (a real process, started once the restore found the store not in use)', async () => {
+    requireDist();
+    const dir = tempDir();
+    const file = join(dir, 'writ.sqlite');
+    const store = await openSqliteStore(file);
+    const s = services(store);
+    await writeOnce(s, 'k:a', 1);
+    const backup = await backupSqliteStore(store.writer, join(dir, 'backup.sqlite'));
+    await store.close();
+    let opener: Promise<string> | undefined;
+    const r = await restoreSqliteStore(backup.file, file, {
+      epochMargin: 1000, actor: 'operator:test', reason: 'race', now: Date.now(),
+      beforeSwap: async () => {
+        const child = spawn(process.execPath, [join(dirname(fileURLToPath(import.meta.url)), 'fixtures/store-opener.mjs'), join(REPO, 'dist'), file, 'k:new'], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        let err = '';
+        child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+        let opening!: () => void;
+        const started = new Promise<void>((resolve) => (opening = resolve));
+        child.stdout!.on('data', (d: Buffer) => {
+          out += d.toString();
+          if (out.includes('opening\n')) opening();
+        });
+        opener = new Promise((resolve) => child.on('exit', (code) => resolve(`${code}\n${out}${err}`)));
+        await started;
+        // Long enough for it to open the file and, unless held off, take it over.
+        await new Promise((res) => setTimeout(res, 500));
+      },
+    });
+    expect(r.bump.kind).toBe('RESTORE');
+    const result = await opener!;
+    const [code, , line] = result.split('\n');
+    expect(code, result).toBe('0');
+    // It runs on the restored store: the restore's record is there, and a new key starts above its floor.
+    expect(JSON.parse(line!)).toEqual({ bumps: ['RESTORE'], epoch: 1001 });
+    // The replaced file, kept aside, was not written by it.
+    expect(summarize(r.previous_kept_at!).max_epoch).toBe(1);
   }, 60_000);
 });

@@ -43,6 +43,8 @@ export interface RestoreOptions {
    * repeating (a margin is required). Without it such a store is refused (STORE_DAMAGED).
    */
   replaceDamaged?: boolean;
+  /** For tests: runs just before the swap, once the current file is found not in use (and held so). */
+  beforeSwap?: () => Promise<void>;
 }
 
 /**
@@ -106,7 +108,9 @@ export function openForBackup(file: string): SqliteDatabase {
  * 3. Refuses (STORE_IN_USE) when any process has the data file open: SQLite refuses to take a WAL
  *    database out of WAL mode while another connection has it open, so switching the current file to
  *    a rollback journal is both the test and, when it succeeds, folds its WAL into it. It is done once
- *    the backup is found sound (to fail before the real work) and again just before the swap.
+ *    the backup is found sound (to fail before the real work) and again just before the swap, holding
+ *    the file locked from there to the rename (holdNotInUse): a Writ that opens it meanwhile waits, then
+ *    finds the name moved on and opens the restored file (openDatabase).
  * 4. The current data file is kept as `<name>.pre-restore-<time>` (a hard link: nothing is deleted),
  *    and the prepared copy is renamed over the data file, atomically.
  */
@@ -178,14 +182,33 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     prepared.close();
     syncFile(restoring);
 
+    // Held from the check to the swap: a Writ that opens the current file meanwhile cannot use it until
+    // it is renamed away, and then finds its name moved on and opens the restored file (openDatabase).
+    let unlock: (() => void) | null = null;
     if (damaged?.at === 'check') refuseIfOpenedInWal(dataFile);
-    else await assertNotInUse(dataFile);
-    // The current file gets a second name first, then the copy replaces it in one rename: at every
-    // instant the data file's name holds a whole store (the old one or the restored one), so a crash
-    // never leaves a directory in which the next start would create an empty store.
-    if (previous !== null) linkSync(dataFile, previous);
-    renameSync(restoring, dataFile);
-    syncFile(dirname(dataFile));
+    else unlock = await holdNotInUse(dataFile);
+    try {
+      await options.beforeSwap?.();
+      // The current file gets a second name first, then the copy replaces it in one rename: at every
+      // instant the data file's name holds a whole store (the old one or the restored one), so a crash
+      // never leaves a directory in which the next start would create an empty store.
+      if (previous !== null) {
+        linkSync(dataFile, previous);
+        renameSync(restoring, dataFile);
+      } else {
+        // No store to hold: the name is taken only if still free (a Writ started meanwhile made a store there).
+        try {
+          linkSync(restoring, dataFile);
+        } catch (e) {
+          if ((e as { code?: unknown }).code !== 'EEXIST') throw e;
+          throw new WritError('STORE_IN_USE', `${dataFile} was created while restoring (a Writ started on the data directory?): stop it before restoring; nothing was changed`);
+        }
+        rmSync(restoring);
+      }
+      syncFile(dirname(dataFile));
+    } finally {
+      unlock?.();
+    }
     return { restored_from: { ...from, file: backupFile }, data_file: dataFile, previous_kept_at: previous, bump };
   } catch (e) {
     removeDatabaseFiles(restoring);
@@ -310,24 +333,50 @@ const BUMP_COLUMNS = 'at, kind, margin, floor, keys, leases_ended, max_epoch, ac
  * operation in the message ("restoring", "copying").
  */
 export async function assertNotInUse(file: string, doing = 'restoring', graceMs = 1_000): Promise<void> {
+  (await notInUse(file, doing, graceMs, false))?.close();
+}
+
+/**
+ * As assertNotInUse, and then holds the file so until the returned function is called: an exclusive
+ * transaction on it (rollback journal), so that no other connection can read or write it, nor switch it
+ * to WAL. A process that opens it meanwhile waits (its busy timeout) at its first statement. Null when
+ * there is no file.
+ */
+async function holdNotInUse(file: string, doing = 'restoring', graceMs = 1_000): Promise<(() => void) | null> {
+  const db = await notInUse(file, doing, graceMs, true);
+  if (db === null) return null;
+  return () => {
+    db.exec('ROLLBACK');
+    db.close();
+  };
+}
+
+async function notInUse(file: string, doing: string, graceMs: number, hold: boolean): Promise<SqliteDatabase | null> {
   const giveUpAt = Date.now() + graceMs;
   for (;;) {
-    if (!existsSync(file)) return;
+    if (!existsSync(file)) return null;
     const db = new Database(file, { fileMustExist: true });
-    let busy = false;
+    let handed = false;
     try {
       db.pragma('busy_timeout = 0');
-      const mode = db.pragma('journal_mode = DELETE', { simple: true });
-      if (mode === 'delete') return;
-      busy = true;
+      if (db.pragma('journal_mode = DELETE', { simple: true }) === 'delete') {
+        if (hold) {
+          db.exec('BEGIN EXCLUSIVE');
+          // Another process may have opened it and switched it to WAL between the two statements.
+          handed = db.pragma('journal_mode', { simple: true }) === 'delete';
+          if (!handed) db.exec('ROLLBACK');
+        } else {
+          handed = true;
+        }
+        if (handed) return db;
+      }
     } catch (e) {
       const code = (e as { code?: unknown }).code;
       if (!(typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')))) throw e;
-      busy = true;
     } finally {
-      db.close();
+      if (!handed) db.close();
     }
-    if (busy && Date.now() >= giveUpAt) {
+    if (Date.now() >= giveUpAt) {
       throw new WritError('STORE_IN_USE', `${file} is open in another process (a running Writ?): stop it before ${doing}; nothing was changed`);
     }
     await new Promise((r) => setTimeout(r, 50));

@@ -17,11 +17,27 @@ export type SqliteDatabase = Database.Database;
  */
 export function openDatabase(file: string, options: { busyTimeoutMs?: number; migrate?: boolean; moved?: 'refuse' | 'allow' } = {}): SqliteDatabase {
   if (file !== ':memory:') makeDataDirectory(dirname(file));
+  const named = fileIdentity(file);
   const db = new Database(file);
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   try {
-    walMode(db, busyTimeoutMs);
+    // `writ restore` holds the file it replaces locked until it has renamed the restored one over it:
+    // a connection opened on it meanwhile gets its first lock only then, on a file no longer named so
+    // (SQLite refuses to write to it, SQLITE_READONLY_DBMOVED, or the name now leads elsewhere): the
+    // restored file is opened instead. Once in WAL mode this connection is seen by a restore
+    // (STORE_IN_USE), so the name stays ours.
+    let moved = false;
+    try {
+      walMode(db, busyTimeoutMs);
+    } catch (e) {
+      if ((e as { code?: unknown }).code !== 'SQLITE_READONLY_DBMOVED') throw e;
+      moved = true;
+    }
+    if (moved || fileIdentity(file) !== named) {
+      db.close();
+      return openDatabase(file, options);
+    }
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
     if (options.migrate === false) requireCurrentSchema(db);
@@ -32,6 +48,13 @@ export function openDatabase(file: string, options: { busyTimeoutMs?: number; mi
     throw e;
   }
   return db;
+}
+
+/** Which file `file` names now (device and inode), or null (none, or an in-memory database). */
+function fileIdentity(file: string): string | null {
+  if (file === ':memory:') return null;
+  const s = statSync(file, { throwIfNoEntry: false });
+  return s === undefined ? null : `${s.dev}:${s.ino}`;
 }
 
 /**
