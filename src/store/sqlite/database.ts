@@ -13,7 +13,8 @@ export type SqliteDatabase = Database.Database;
  * applied. The store's group commit then switches its write connection to NORMAL and syncs the WAL
  * itself, off the event loop, before it answers (see wal-sync.ts). `migrate: false` (a command that
  * must write nothing, such as a dry run) refuses a schema older than this Writ's instead of migrating it.
- * A file moved to PostgreSQL (`writ store copy`) is refused (STORE_MOVED) unless `moved: 'allow'`.
+ * A file moved to PostgreSQL (`writ store copy`) is refused (STORE_MOVED) unless `moved: 'allow'`,
+ * before anything is written to it (its mark is read first, on a file of any schema).
  */
 export function openDatabase(file: string, options: { busyTimeoutMs?: number; migrate?: boolean; moved?: 'refuse' | 'allow' } = {}): SqliteDatabase {
   if (file !== ':memory:') makeDataDirectory(dirname(file));
@@ -22,6 +23,8 @@ export function openDatabase(file: string, options: { busyTimeoutMs?: number; mi
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   try {
+    // Read before anything is written (WAL mode, migrations): a refused file is left as it was.
+    if (options.moved !== 'allow') refuseMoved(db, file);
     // `writ restore` holds the file it replaces locked until it has renamed the restored one over it:
     // a connection opened on it meanwhile gets its first lock only then, on a file no longer named so
     // (SQLite refuses to write to it, SQLITE_READONLY_DBMOVED, or the name now leads elsewhere): the
@@ -42,7 +45,6 @@ export function openDatabase(file: string, options: { busyTimeoutMs?: number; mi
     db.pragma('foreign_keys = ON');
     if (options.migrate === false) requireCurrentSchema(db);
     else migrate(db);
-    if (options.moved !== 'allow') refuseMoved(db, file);
   } catch (e) {
     db.close();
     throw e;
@@ -117,10 +119,15 @@ export function liftStoreMove(file: string, by: string, reason: string, now: num
   }
 }
 
-/** STORE_MOVED when the Writ file at `file` was moved to PostgreSQL; reads only (any schema). */
+/**
+ * STORE_MOVED when the Writ file at `file` was moved to PostgreSQL; writes nothing (any schema): no WAL
+ * switch, no migration. The connection is a writable one all the same, so that a rollback journal left
+ * hot by a process killed in a transaction is rolled back first (a read-only one cannot, and fails).
+ */
 export function refuseMovedStore(file: string): void {
-  const db = new Database(file, { readonly: true, fileMustExist: true });
+  const db = new Database(file, { fileMustExist: true });
   try {
+    db.pragma('busy_timeout = 5000');
     refuseMoved(db, file);
   } finally {
     db.close();
