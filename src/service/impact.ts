@@ -287,7 +287,8 @@ interface Held {
   resource: string;
   environment: string;
   fields: Set<string>;
-  via: string[][];
+  /** The chains that give it, each with the fields it gives. */
+  via: { chain: string[]; fields: readonly string[] }[];
 }
 
 /**
@@ -311,7 +312,7 @@ function validScopes(ctx: WritContext, graph: AuthorityGraph, principal: string,
           let held = out.get(key);
           if (!held) out.set(key, (held = { key, action, resource, environment, fields: new Set(), via: [] }));
           for (const f of c.scope.fields) held.fields.add(f);
-          held.via.push(chain);
+          held.via.push({ chain, fields: c.scope.fields });
         }
       }
     }
@@ -319,7 +320,11 @@ function validScopes(ctx: WritContext, graph: AuthorityGraph, principal: string,
   return [out, truncated];
 }
 
-/** What `a` holds that `b` does not: per action × resource pattern × environment, the fields no entry of `b` covers. */
+/**
+ * What `a` holds that `b` does not: per action × resource pattern × environment, the fields no entry of
+ * `b` covers, and the chains that give those fields (not those that give only fields `b` has too: they
+ * are no part of the change, and the principal's other chains are not the asker's to see).
+ */
 function difference(a: Map<string, Held>, b: Map<string, Held>): CapabilityDelta[] {
   const out: CapabilityDelta[] = [];
   for (const held of a.values()) {
@@ -333,7 +338,8 @@ function difference(a: Map<string, Held>, b: Map<string, Held>): CapabilityDelta
     }
     if (covered.has('*')) continue;
     const fields = [...held.fields].filter((f) => !covered.has(f)).sort();
-    if (fields.length > 0) out.push({ action: held.action, resource: held.resource, environment: held.environment, fields, via: held.via });
+    const via = held.via.filter((v) => v.fields.some((f) => fields.includes(f))).map((v) => v.chain);
+    if (fields.length > 0) out.push({ action: held.action, resource: held.resource, environment: held.environment, fields, via });
   }
   return out.sort((x, y) => x.action.localeCompare(y.action) || x.resource.localeCompare(y.resource) || x.environment.localeCompare(y.environment));
 }

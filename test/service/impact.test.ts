@@ -105,6 +105,12 @@ describe('impact analysis of a new delegation', () => {
     expect(await state(h)).toEqual(was);
   });
 
+  it('what the delegate would gain names only the chains that would give it, not the delegate\'s other chains (its own affair)', async () => {
+    // publisher holds publish_post on wp:post:* in production for status through g-publisher; editor-alice would add title.
+    const r = await analyseImpact(h.ctx, 'editor-alice', { delegate: { ...proposal, scope: { ...proposal.scope, actions: ['publish_post'], risk_max: 2 } } });
+    expect(r.gained).toEqual([{ principal: 'publisher', capabilities: [{ action: 'publish_post', resource: 'wp:post:*', environment: 'production', fields: ['title'], via: [['g-editor-alice', expect.stringMatching(/^impact-/)]] }] }]);
+  });
+
   it('a delegation beyond the delegator\'s scope is refused as it would be when written', async () => {
     await expect(analyseImpact(h.ctx, 'editor-alice', { delegate: { ...proposal, scope: { ...proposal.scope, actions: ['deploy'] } } })).rejects.toMatchObject({ code: 'ATTENUATION_VIOLATION' });
   });
