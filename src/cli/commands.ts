@@ -885,7 +885,9 @@ export const COMMANDS: Command[] = [
       }
       print({ ...r, verify: verdict === null ? { ok: false, problem: unverified } : withWireCheckpoint(verdict) }, values.json, () =>
         [
-          `copied ${r.from} into the PostgreSQL database (schema ${r.schema_version}), in one transaction:`,
+          r.unfinished_copy === 'had committed'
+            ? `an earlier writ store copy of ${r.from} into this PostgreSQL database (schema ${r.schema_version}) had committed before it was stopped: nothing was copied again, and the file's mark is confirmed. The database holds:`
+            : `copied ${r.from} into the PostgreSQL database (schema ${r.schema_version}), in one transaction${r.unfinished_copy === 'copied again' ? ' (an earlier copy into it had been stopped before it committed)' : ''}:`,
           `  graph: ${r.copied.graph_events} events (revision ${r.graph_revision})`,
           `  leases: ${r.lease_keys} keys (highest fencing epoch ${r.max_epoch}), ${r.copied.leases} leases, ${r.copied.lease_history} history events, ${r.copied.lease_epoch_bumps} epoch bumps and restores`,
           `  single-use ids spent: ${r.copied.single_use_ids} (an assertion, a decision or an approval spent on the file stays spent)`,

@@ -22,7 +22,8 @@
  * migrated; either way nothing is changed. The SQLite file keeps what it held (brought to this Writ's
  * schema first) and is marked as moved (store_moves), so that a server started on it refuses it
  * (STORE_MOVED): it would issue fencing epochs the database issued and know nothing of what was written
- * there. Going back needs its epochs raised first, `writ lease bump-epochs`, which lifts the mark.
+ * there. The mark is made before the database commits and confirmed after (see copySqliteToPostgres).
+ * Going back needs its epochs raised first, `writ lease bump-epochs`, which lifts the mark.
  */
 import { existsSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
@@ -33,7 +34,7 @@ import { WritError } from '../errors.js';
 import { migratePostgres } from './postgres/migrate.js';
 import { storedId } from './postgres/single-use-store.js';
 import { assertNotInUse, storeHeads } from './sqlite/backup.js';
-import { refuseMovedStore } from './sqlite/database.js';
+import { readStoreMove, storeMovedError, type StoreMove } from './sqlite/database.js';
 import { openSqliteStore } from './sqlite/sqlite-store.js';
 
 /** What was copied, and the heads both sides agree on. */
@@ -49,6 +50,11 @@ export interface StoreCopyReport {
   max_epoch: number;
   /** The database's schema version after its migrations. */
   schema_version: number;
+  /**
+   * An earlier copy of the file into this database that was stopped after the file was marked: copied
+   * again (the database had not committed it), or found committed (nothing copied: the mark is confirmed).
+   */
+  unfinished_copy: 'copied again' | 'had committed' | null;
 }
 
 type PgType = 'bigint' | 'integer' | 'text' | 'jsonb' | 'text[]';
@@ -167,11 +173,24 @@ const WRIT_TABLES = new Set([...WRITTEN, 'schema_migrations', 'lease_waiters', '
 /** Rows per INSERT (one JSON parameter each). */
 const BATCH = 500;
 
-/** Copies the SQLite store in `sqliteFile` into the PostgreSQL database at `url` (see the module's comment). */
+/**
+ * Copies the SQLite store in `sqliteFile` into the PostgreSQL database at `url` (see the module's comment).
+ *
+ * The file is marked as moved (pending) and the mark made durable before the database commits, and the
+ * mark is confirmed after: killed at any point, the file is never left unmarked while the database holds
+ * the copy. Killed between the two, the file is refused (STORE_MOVED, saying the copy did not finish),
+ * and the same command run again finishes the move: it copies again when the database holds nothing (the
+ * commit never happened), or confirms the mark when the database holds this file's copy. A commit the
+ * database refused takes the mark back (nothing changed); a commit whose answer was lost leaves it, and
+ * says to run the copy again.
+ */
 export async function copySqliteToPostgres(sqliteFile: string, url: string): Promise<StoreCopyReport> {
   if (!existsSync(sqliteFile)) throw new WritError('NOT_FOUND', `no SQLite store at ${sqliteFile}; nothing was changed`);
-  // A file already moved is refused first (STORE_MOVED, naming where), before either side is looked at.
-  refuseMovedStore(sqliteFile);
+  const target = maskDatabaseUrl(url);
+  // A file already moved is refused first (STORE_MOVED, naming where), before either side is looked at;
+  // so is one an unfinished copy marked for another database (the one that copy must be run again on).
+  const unfinished = readStoreMove(sqliteFile);
+  if (unfinished !== null && !(unfinished.pending && unfinished.moved_to === target)) throw storeMovedError(sqliteFile, unfinished);
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, application_name: 'writ store copy' });
   let source: Database.Database | null = null;
   try {
@@ -180,15 +199,17 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
     } catch (e) {
       throw new WritError('OVERLOADED', `cannot connect to the PostgreSQL database (${(e as Error).message}); nothing was changed`);
     }
+    if (unfinished !== null && (await writStateIn(client)).length > 0) return await confirmCommittedCopy(sqliteFile, client, unfinished);
     // Both sides are looked at before either is touched: a database with state (or not Writ's) or a
     // file in use is refused before a migration runs on either.
     await refuseUnlessEmpty(client);
     await assertNotInUse(sqliteFile, 'copying');
     // Brings an older file to this Writ's schema (as a server starting on it would), and refuses a newer one.
-    await (await openSqliteStore(sqliteFile, { checkpointer: false })).close();
+    await (await openSqliteStore(sqliteFile, { checkpointer: false, moved: unfinished === null ? 'refuse' : 'allow' })).close();
     await assertNotInUse(sqliteFile, 'copying'); // the open turned it back to WAL: fold it again, and look once more
     source = new Database(sqliteFile, { fileMustExist: true });
     source.pragma('busy_timeout = 0');
+    source.pragma('synchronous = FULL'); // the mark must be on disk before the database commits
     try {
       // In rollback-journal mode an exclusive lock keeps every other connection out, readers too, until the copy ends.
       source.exec('BEGIN EXCLUSIVE');
@@ -197,41 +218,125 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
     }
     const { version } = await migratePostgres(client);
     await client.query('BEGIN');
+    let copied: Record<string, number>;
+    let got: Heads;
     try {
       // No replica may write while the copy runs (one started on the empty database would append its own graph events).
       await client.query(`LOCK TABLE ${WRITTEN.join(', ')} IN ACCESS EXCLUSIVE MODE`);
       await refuseUnlessEmpty(client);
-      const copied: Record<string, number> = {};
+      copied = {};
       for (const t of TABLES) copied[t.table] = await copyTable(source, client, t);
       copied.receipt_chains = await setHeads(client);
       // Both sides must name the same heads before the copy counts (a difference is a bug here: nothing is kept).
       const want = storeHeads(source);
-      const got = await headsOf(client);
+      got = await headsOf(client);
       if (!isDeepStrictEqual(got, want)) {
         throw new WritError('INTERNAL', `the copy does not match ${sqliteFile} (file ${JSON.stringify(want)}, database ${JSON.stringify(got)}); nothing was changed`);
       }
-      // Marked in the file's exclusive transaction, committed once the database has committed: a server
-      // started on the file afterwards refuses it (STORE_MOVED) instead of issuing epochs the database issued.
-      source.prepare('INSERT INTO store_moves (at, moved_to) VALUES (?, ?)').run(Date.now(), maskDatabaseUrl(url));
-      await client.query('COMMIT');
+      // The mark, committed (on disk) before the database commits: from here a server started on the file
+      // refuses it (STORE_MOVED) whether or not the database's commit happens.
+      if (unfinished === null) source.prepare('INSERT INTO store_moves (at, moved_to, pending) VALUES (?, ?, 1)').run(Date.now(), target);
       source.exec('COMMIT');
-      const waiting = (source.prepare('SELECT COUNT(*) AS n FROM lease_waiters').get() as { n: number }).n;
-      return {
-        from: sqliteFile,
-        copied,
-        not_copied: { waiting_callers: waiting },
-        ...got,
-        schema_version: version,
-      };
     } catch (e) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw e;
     }
+    source.pragma('busy_timeout = 5000'); // the lock is let go: a server refused on the file may be reading the mark
+    try {
+      await client.query('COMMIT');
+    } catch (e) {
+      // An error the database answered (the session lives on) is a commit it did not make: the mark goes.
+      // A lost answer, or the session ended (FATAL), may hide a commit made: the mark stays, and the copy
+      // run again finds out.
+      if (!(e instanceof pg.DatabaseError && e.severity === 'ERROR')) {
+        throw new WritError('OVERLOADED', `the PostgreSQL database's answer to the copy's commit was lost (${(e as Error).message}): it may or may not hold the copy, so ${sqliteFile} stays marked as moved (a server on it refuses it). Run writ store copy --to … again: it copies the file if the database holds nothing, or confirms the copy it committed`);
+      }
+      source.prepare('DELETE FROM store_moves WHERE pending = 1 AND lifted_at IS NULL').run();
+      throw new WritError('OVERLOADED', `the PostgreSQL database refused to commit the copy (${e.message}): it holds none of it, and ${sqliteFile} is no longer marked as moved; nothing was changed`);
+    }
+    confirmMove(source, sqliteFile);
+    const waiting = (source.prepare('SELECT COUNT(*) AS n FROM lease_waiters').get() as { n: number }).n;
+    return {
+      from: sqliteFile,
+      copied,
+      not_copied: { waiting_callers: waiting },
+      ...got,
+      schema_version: version,
+      unfinished_copy: unfinished === null ? null : 'copied again',
+    };
   } finally {
     if (source?.inTransaction) source.exec('ROLLBACK');
     source?.close();
     await client.end().catch(() => undefined);
   }
+}
+
+/** The move is confirmed on the file: the database committed the copy. Failing here leaves it pending, which the copy run again confirms. */
+function confirmMove(db: Database.Database, file: string): void {
+  try {
+    db.prepare('UPDATE store_moves SET pending = 0 WHERE pending = 1 AND lifted_at IS NULL').run();
+  } catch (e) {
+    throw new WritError('OVERLOADED', `the PostgreSQL database committed the copy, but ${file} could not be marked so (${(e as Error).message}): it stays refused as a copy that did not finish; run writ store copy --to … again to confirm the move`);
+  }
+}
+
+/**
+ * An earlier `writ store copy` of the file into this database was killed after the file was marked,
+ * and the database holds Writ state: when it holds this file's copy (perhaps with what replicas wrote
+ * since), the database committed it, and the mark is confirmed. Anything else is refused
+ * (ALREADY_EXISTS), the mark kept.
+ */
+async function confirmCommittedCopy(file: string, client: pg.Client, move: StoreMove): Promise<StoreCopyReport> {
+  const db = new Database(file, { fileMustExist: true });
+  try {
+    db.pragma('busy_timeout = 5000');
+    const missing = await notInDatabase(db, client);
+    if (missing !== null) {
+      throw new WritError('ALREADY_EXISTS', `${file} was being copied to ${move.moved_to} at ${new Date(move.at).toISOString()} and the copy did not finish, but this database holds Writ state that is not that copy (${missing}): copy into the database that was named then, or, if no database holds the copy, take the file back with \`writ lease bump-epochs --by N --reason TEXT\`; nothing was changed`);
+    }
+    confirmMove(db, file);
+    const copied: Record<string, number> = {};
+    for (const t of [...TABLES.map((x) => x.table), 'receipt_chains']) copied[t] = Number((await client.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${t}`)).rows[0]!.n);
+    const version = Number((await client.query<{ v: string }>('SELECT MAX(version) AS v FROM schema_migrations')).rows[0]!.v);
+    return { from: file, copied, not_copied: { waiting_callers: 0 }, ...(await headsOf(client)), schema_version: version, unfinished_copy: 'had committed' };
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * What of the file the database lacks (null: nothing, it holds the file's copy): the file's last graph
+ * event, its last receipt entry (same hash), each of its lease keys at an epoch at least the file's.
+ */
+async function notInDatabase(db: Database.Database, client: pg.Client): Promise<string | null> {
+  const event = db.prepare('SELECT revision, at, actor, type, payload FROM graph_events ORDER BY revision DESC LIMIT 1').get() as { revision: number; at: number; actor: string; type: string; payload: string } | undefined;
+  if (event !== undefined) {
+    const there = (await client.query<{ at: string; actor: string; type: string; payload: string }>('SELECT at, actor, type, payload FROM graph_events WHERE revision = $1', [event.revision])).rows[0];
+    if (there === undefined || Number(there.at) !== event.at || there.actor !== event.actor || there.type !== event.type || there.payload !== event.payload) return `the file's graph revision ${event.revision} differs`;
+  }
+  const entry = db.prepare('SELECT seq, hash FROM receipt_entries ORDER BY seq DESC LIMIT 1').get() as { seq: number; hash: string } | undefined;
+  if (entry !== undefined) {
+    const there = (await client.query<{ hash: string }>('SELECT hash FROM receipt_entries WHERE seq = $1', [entry.seq])).rows[0];
+    if (there?.hash !== entry.hash) return `the file's receipt entry ${entry.seq} differs`;
+  }
+  const epochs = new Map((await client.query<{ key: string; epoch: string }>('SELECT key, epoch FROM lease_keys')).rows.map((r) => [r.key, Number(r.epoch)]));
+  for (const k of db.prepare('SELECT key, epoch FROM lease_keys').iterate() as Iterable<{ key: string; epoch: number }>) {
+    if (!((epochs.get(k.key) ?? -1) >= k.epoch)) return `lease key ${k.key} is not there at epoch ${k.epoch} or above`;
+  }
+  return null;
+}
+
+/** The Writ tables of the database that hold rows (its own heads count from revision/seq 1). */
+async function writStateIn(client: pg.Client): Promise<string[]> {
+  const present = (await client.query<{ name: string }>('SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1')).rows.map((r) => r.name);
+  const withRows: string[] = [];
+  for (const t of present) {
+    if (t === 'schema_migrations' || !WRIT_TABLES.has(t)) continue;
+    // graph_head and receipt_chain_head (of an older schema) hold one row from the start: empty is revision/seq 0.
+    const check = t === 'graph_head' ? 'SELECT 1 FROM graph_head WHERE revision > 0' : t === 'receipt_chain_head' ? 'SELECT 1 FROM receipt_chain_head WHERE seq > 0' : `SELECT 1 FROM ${t} LIMIT 1`;
+    if ((await client.query(check)).rows.length > 0) withRows.push(t);
+  }
+  return withRows;
 }
 
 /**
@@ -245,13 +350,7 @@ async function refuseUnlessEmpty(client: pg.Client): Promise<void> {
   if (foreign.length > 0) {
     throw new WritError('ALREADY_EXISTS', `the PostgreSQL database holds tables that are not Writ's (${foreign.slice(0, 8).join(', ')}${foreign.length > 8 ? ', …' : ''}): copy into a database of Writ's own; nothing was changed`);
   }
-  const withRows: string[] = [];
-  for (const t of present) {
-    if (t === 'schema_migrations') continue;
-    // graph_head and receipt_chain_head (of an older schema) hold one row from the start: empty is revision/seq 0.
-    const check = t === 'graph_head' ? 'SELECT 1 FROM graph_head WHERE revision > 0' : t === 'receipt_chain_head' ? 'SELECT 1 FROM receipt_chain_head WHERE seq > 0' : `SELECT 1 FROM ${t} LIMIT 1`;
-    if ((await client.query(check)).rows.length > 0) withRows.push(t);
-  }
+  const withRows = await writStateIn(client);
   if (withRows.length === 0) return;
   throw new WritError('ALREADY_EXISTS', `the PostgreSQL database already holds Writ state (in ${withRows.join(', ')}): copy into a database no Writ has used; nothing was changed`);
 }

@@ -97,15 +97,41 @@ function walMode(db: SqliteDatabase, busyTimeoutMs: number): void {
 /** The newest schema version this code knows. */
 export const SQLITE_SCHEMA_VERSION = Math.max(...MIGRATIONS.map((m) => m.version));
 
-/** Where the file was moved, while the move stands (store_moves, migration 14); null when it was not, or was taken back. */
-export function storeMovedTo(db: SqliteDatabase): { at: number; moved_to: string } | null {
+/** A move to PostgreSQL that stands on a file (store_moves). */
+export interface StoreMove {
+  at: number;
+  /** The database's URL, masked. */
+  moved_to: string;
+  /** Marked by a `writ store copy` that did not get to confirm that the database committed the copy (migration 16). */
+  pending: boolean;
+}
+
+/** The move that stands on the file (store_moves, migration 14), read only: null when it was not moved, or was taken back. */
+export function storeMovedTo(db: SqliteDatabase): StoreMove | null {
   if (!db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_moves'").get()) return null;
-  return (db.prepare('SELECT at, moved_to FROM store_moves WHERE lifted_at IS NULL ORDER BY seq DESC LIMIT 1').get() as { at: number; moved_to: string } | undefined) ?? null;
+  // SELECT *: a file of schema 14 or 15, read before it is migrated, has no pending column (its moves were committed).
+  const row = db.prepare('SELECT * FROM store_moves WHERE lifted_at IS NULL ORDER BY seq DESC LIMIT 1').get() as { at: number; moved_to: string; pending?: number } | undefined;
+  return row === undefined ? null : { at: row.at, moved_to: row.moved_to, pending: row.pending === 1 };
 }
 
 /**
- * `writ lease bump-epochs` on a file moved to PostgreSQL: the deliberate way back, once its epochs are
- * raised. Records who and why on the move's row (kept); returns where it had been moved, or null.
+ * The move that stands on the Writ file at `file` (any schema), without writing to it: no WAL switch,
+ * no migration. The connection is a writable one all the same, so that a rollback journal left hot by a
+ * process killed in a transaction is rolled back first (a read-only one cannot, and fails).
+ */
+export function readStoreMove(file: string): StoreMove | null {
+  const db = new Database(file, { fileMustExist: true });
+  try {
+    db.pragma('busy_timeout = 5000');
+    return storeMovedTo(db);
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * `writ lease bump-epochs` on a file moved to PostgreSQL: the deliberate way back, once
+ * its epochs are raised. Records who and why on the move's row (kept); returns where it had been moved, or null.
  */
 export function liftStoreMove(file: string, by: string, reason: string, now: number): string | null {
   const db = openDatabase(file, { moved: 'allow' });
@@ -119,25 +145,24 @@ export function liftStoreMove(file: string, by: string, reason: string, now: num
   }
 }
 
-/**
- * STORE_MOVED when the Writ file at `file` was moved to PostgreSQL; writes nothing (any schema): no WAL
- * switch, no migration. The connection is a writable one all the same, so that a rollback journal left
- * hot by a process killed in a transaction is rolled back first (a read-only one cannot, and fails).
- */
+/** STORE_MOVED when the Writ file at `file` was moved to PostgreSQL; writes nothing (any schema). */
 export function refuseMovedStore(file: string): void {
-  const db = new Database(file, { fileMustExist: true });
-  try {
-    db.pragma('busy_timeout = 5000');
-    refuseMoved(db, file);
-  } finally {
-    db.close();
-  }
+  const moved = readStoreMove(file);
+  if (moved !== null) throw storeMovedError(file, moved);
 }
 
 function refuseMoved(db: SqliteDatabase, file: string): void {
   const moved = storeMovedTo(db);
-  if (moved === null) return;
-  throw new WritError('STORE_MOVED', `${file} was copied to the PostgreSQL database ${moved.moved_to} at ${new Date(moved.at).toISOString()} (writ store copy), which is the store now: start with --database (WRIT_DATABASE_URL) naming it. To go back to the file anyway (what was written on the database is not in it), first raise its epochs above every epoch the database issued: \`writ lease bump-epochs --by N --reason TEXT\` on this data directory lifts this refusal; nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at });
+  if (moved !== null) throw storeMovedError(file, moved);
+}
+
+/** What a file moved to PostgreSQL is refused with: where it went, and what to do (finish an unfinished copy; or go back deliberately). */
+export function storeMovedError(file: string, moved: StoreMove): WritError {
+  const when = new Date(moved.at).toISOString();
+  if (moved.pending) {
+    return new WritError('STORE_MOVED', `${file} was being copied to the PostgreSQL database ${moved.moved_to} (writ store copy, at ${when}), and the copy did not finish: the database may or may not have committed it, and while it may have, a server on the file could issue fencing epochs the database issued. Run \`writ store copy --to ${moved.moved_to}\` (with its password) on this data directory again: it copies the file if the database holds nothing yet, or confirms the copy the database committed. To keep the file instead, and only if the database holds no copy: \`writ lease bump-epochs --by N --reason TEXT\` on this data directory. Nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at, unfinished: true });
+  }
+  return new WritError('STORE_MOVED', `${file} was copied to the PostgreSQL database ${moved.moved_to} at ${when} (writ store copy), which is the store now: start with --database (WRIT_DATABASE_URL) naming it. To go back to the file anyway (what was written on the database is not in it), first raise its epochs above every epoch the database issued: \`writ lease bump-epochs --by N --reason TEXT\` on this data directory lifts this refusal; nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at });
 }
 
 /**

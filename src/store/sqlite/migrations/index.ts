@@ -13,7 +13,8 @@ import { walRestarts } from './012-wal-restarts.js';
 import { incidentEnvironments } from './013-incident-environments.js';
 import { storeMoves } from './014-store-moves.js';
 import { epochFloorHighest } from './015-epoch-floor-highest.js';
+import { storeMovePending } from './016-store-move-pending.js';
 import type { Migration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath, receiptWritePath, epochBumps, receiptCheckpoints, receiptChains, walRestarts, incidentEnvironments, storeMoves, epochFloorHighest];
+export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath, receiptWritePath, epochBumps, receiptCheckpoints, receiptChains, walRestarts, incidentEnvironments, storeMoves, epochFloorHighest, storeMovePending];
