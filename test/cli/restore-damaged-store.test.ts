@@ -2,29 +2,13 @@ import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { epochsOf, release, take } from '../store/conformance/helpers.js';
 import { runWrit } from '../support/cli.js';
+import { takeEpochs as acquire } from '../support/data-dir-epochs.js';
 import { requireDist } from '../support/server-process.js';
 
 const dirs: string[] = [];
 beforeAll(() => requireDist());
 afterAll(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
-
-async function acquire(dataDir: string, key: string, times: number): Promise<number[]> {
-  const store = await openSqliteStore(join(dataDir, 'writ.sqlite'));
-  try {
-    const epochs: number[] = [];
-    for (let i = 0; i < times; i++) {
-      const t = await take(store, [key], 'seo-agent-7');
-      epochs.push(epochsOf(t)[key]!);
-      await release(store, t);
-    }
-    return epochs;
-  } finally {
-    await store.close();
-  }
-}
 
 describe('writ restore over a damaged store', () => {
   it('refuses with STORE_DAMAGED and says what to do; --replace-damaged with --epoch-margin replaces it and says so', { timeout: 120_000 }, async () => {
