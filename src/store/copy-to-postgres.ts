@@ -188,7 +188,7 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
   if (!existsSync(sqliteFile)) throw new WritError('NOT_FOUND', `no SQLite store at ${sqliteFile}; nothing was changed`);
   const target = maskDatabaseUrl(url);
   // A file already moved is refused first (STORE_MOVED, naming where), before either side is looked at;
-  // so is one an unfinished copy marked for another database (the one that copy must be run again on).
+  // so is a file whose unfinished copy named another database (that copy is finished by running it again there).
   const unfinished = readStoreMove(sqliteFile);
   if (unfinished !== null && !(unfinished.pending && unfinished.moved_to === target)) throw storeMovedError(sqliteFile, unfinished);
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, application_name: 'writ store copy' });
