@@ -17,7 +17,7 @@ import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
 import { tmpdir, userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
-import { liftStoreMove } from '../store/sqlite/database.js';
+import { liftStoreMove, readStoreMove } from '../store/sqlite/database.js';
 import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
 import { postgresHoldsGraph, postgresHoldsStore } from '../store/postgres/index.js';
 import type { EpochBump } from '../lease/index.js';
@@ -894,16 +894,17 @@ export const COMMANDS: Command[] = [
           `  receipts: ${r.copied.receipts} (${r.copied.receipt_entries} entries on ${r.copied.receipt_chains} chains, head seq ${r.receipt_head.seq}), ${r.copied.receipt_head_checkpoints + r.copied.receipt_checkpoints} checkpoints; incidents: ${r.copied.incidents}`,
           ...(r.not_copied.waiting_callers > 0 ? [`  not copied: ${r.not_copied.waiting_callers} callers waiting in lease queues (they waited on the stopped server and ask again)`] : []),
           verdict === null ? unverified! : formatVerdict(verdict),
-          `next: start every replica with --database (WRIT_DATABASE_URL) and this data directory's keys/ and admin.jwk (the keys that signed its decisions and checkpoints). ${r.from} is marked as moved: a server started on it refuses it (STORE_MOVED). To go back to the file after replicas have run, raise its epochs (writ lease bump-epochs --by N on it, N above every epoch issued on the database), which lifts the mark: what was written on the database (receipts, spent ids) is not in the file`,
+          `next: start every replica with --database (WRIT_DATABASE_URL) and this data directory's keys/ and admin.jwk (the keys that signed its decisions and checkpoints). ${r.from} is marked as moved: a server started on it refuses it (STORE_MOVED). To go back to the file after replicas have run, raise its epochs and lift the mark (writ lease bump-epochs --by N --reason TEXT --lift-move-mark on it, N at least the highest epoch issued on the database): what was written on the database (receipts, spent ids) is not in the file`,
         ].join('\n'));
       return verdict?.ok === true ? 0 : 1;
     },
   },
   {
     name: 'lease bump-epochs',
-    summary: 'raise every fencing epoch (and the floor of new keys) by N, ending live leases: after a database was recovered to an earlier point',
-    usage: '--by N --reason TEXT [--json]',
-    options: { by: { type: 'string' }, reason: { type: 'string' }, json: { type: 'boolean' } },
+    summary:
+      'raise every fencing epoch (and the floor of new keys) by N, ending live leases: after a database was recovered to an earlier point. On a SQLite file moved to PostgreSQL (writ store copy) it is refused unless --lift-move-mark, which also lifts the mark so that servers start on the file again: the file cannot know the epochs the database issued since, so N must be at least the database\'s highest fencing epoch, or epochs it issued are issued again',
+    usage: '--by N --reason TEXT [--lift-move-mark] [--json]',
+    options: { by: { type: 'string' }, reason: { type: 'string' }, 'lift-move-mark': { type: 'boolean' }, json: { type: 'boolean' } },
     run: async ({ values }) => {
       const by = typeof values.by === 'string' && /^\d+$/.test(values.by) ? Number(values.by) : NaN;
       if (!(by >= 1)) throw new WritError('UNPROCESSABLE', '--by N (a positive integer) is required');
@@ -911,9 +912,18 @@ export const COMMANDS: Command[] = [
       const reason = values.reason;
       const config = configFrom(values);
       // The deliberate way back to a SQLite file moved to PostgreSQL (writ store copy): its epochs are
-      // raised first, then its refusal (STORE_MOVED) is lifted, so a server may start on it again.
-      const b = await withWrit(values, (w) => w.ctx.leases.bumpEpochs({ kind: 'BUMP', margin: by, actor: operator(), reason, detail: {} }), config, { allowMovedStore: true });
-      const movedTo = config.databaseUrl === null ? liftStoreMove(config.dbFile, operator(), reason, systemClock.now()) : null;
+      // raised first, then its refusal (STORE_MOVED) is lifted, so a server may start on it again. Only
+      // when asked: whether N is enough depends on what the database issued, which the file cannot tell.
+      const lift = values['lift-move-mark'] === true;
+      if (config.databaseUrl === null && !lift && existsSync(config.dbFile)) {
+        const moved = readStoreMove(config.dbFile);
+        if (moved !== null) {
+          const finish = moved.pending ? ' (a copy that did not finish: running writ store copy --to … again finishes it)' : '';
+          throw new WritError('STORE_MOVED', `${config.dbFile} is marked as moved to the PostgreSQL database ${moved.moved_to}${finish}. Bumping its epochs takes the file back only with --lift-move-mark, which then lifts the mark so that servers start on the file again: give it only when N (here ${by}) is at least the highest fencing epoch the database issued (the file cannot know them: with less, epochs the database issued are issued again); nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at });
+        }
+      }
+      const b = await withWrit(values, (w) => w.ctx.leases.bumpEpochs({ kind: 'BUMP', margin: by, actor: operator(), reason, detail: {} }), config, { allowMovedStore: lift });
+      const movedTo = config.databaseUrl === null && lift ? liftStoreMove(config.dbFile, operator(), reason, systemClock.now()) : null;
       print(movedTo === null ? b : { ...b, taken_back_from: movedTo }, values.json, () => [
         `fencing epochs raised by ${b.margin} on ${b.keys} keys (highest now ${b.max_epoch}); keys leased for the first time start above ${b.floor}; ${b.leases_ended} live leases ended`,
         ...(movedTo === null ? [] : [`${config.dbFile} had been moved to ${movedTo} (writ store copy): servers may start on it again; what was written on the database is not in it`]),

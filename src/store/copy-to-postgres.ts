@@ -23,7 +23,7 @@
  * schema first) and is marked as moved (store_moves), so that a server started on it refuses it
  * (STORE_MOVED): it would issue fencing epochs the database issued and know nothing of what was written
  * there. The mark is made before the database commits and confirmed after (see copySqliteToPostgres).
- * Going back needs its epochs raised first, `writ lease bump-epochs`, which lifts the mark.
+ * Going back needs its epochs raised first, `writ lease bump-epochs --lift-move-mark`, which lifts it.
  */
 import { existsSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
@@ -188,7 +188,7 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
   if (!existsSync(sqliteFile)) throw new WritError('NOT_FOUND', `no SQLite store at ${sqliteFile}; nothing was changed`);
   const target = maskDatabaseUrl(url);
   // A file already moved is refused first (STORE_MOVED, naming where), before either side is looked at;
-  // so is one an unfinished copy marked for another database (the one that copy must be run again on).
+  // so is a file whose unfinished copy named another database (that copy is finished by running it again there).
   const unfinished = readStoreMove(sqliteFile);
   if (unfinished !== null && !(unfinished.pending && unfinished.moved_to === target)) throw storeMovedError(sqliteFile, unfinished);
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, application_name: 'writ store copy' });
@@ -292,7 +292,7 @@ async function confirmCommittedCopy(file: string, client: pg.Client, move: Store
     db.pragma('busy_timeout = 5000');
     const missing = await notInDatabase(db, client);
     if (missing !== null) {
-      throw new WritError('ALREADY_EXISTS', `${file} was being copied to ${move.moved_to} at ${new Date(move.at).toISOString()} and the copy did not finish, but this database holds Writ state that is not that copy (${missing}): copy into the database that was named then, or, if no database holds the copy, take the file back with \`writ lease bump-epochs --by N --reason TEXT\`; nothing was changed`);
+      throw new WritError('ALREADY_EXISTS', `${file} was being copied to ${move.moved_to} at ${new Date(move.at).toISOString()} and the copy did not finish, but this database holds Writ state that is not that copy (${missing}): copy into the database that was named then, or, if no database holds the copy, take the file back with \`writ lease bump-epochs --by N --reason TEXT --lift-move-mark\`; nothing was changed`);
     }
     confirmMove(db, file);
     const copied: Record<string, number> = {};

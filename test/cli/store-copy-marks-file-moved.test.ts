@@ -21,7 +21,7 @@ function tempDir(): string {
 }
 
 describe('after writ store copy, the SQLite file is marked as moved', () => {
-  it('serve and commands that write refuse it naming the database (password masked); bump-epochs lifts the mark; the listening line names the store', { timeout: 180_000 }, async () => {
+  it('serve and commands that write refuse it naming the database (password masked); bump-epochs --lift-move-mark lifts the mark; the listening line names the store', { timeout: 180_000 }, async () => {
     const data = tempDir();
     let server = await startServerProcess({ dataDir: data });
     await server.stop();
@@ -40,11 +40,11 @@ describe('after writ store copy, the SQLite file is marked as moved', () => {
       expect(r.code, `${args.join(' ')}: ${r.output}`).toBe(1);
       expect(r.output, args.join(' ')).toContain('writ: STORE_MOVED');
       expect(r.output, args.join(' ')).toContain(masked);
-      expect(r.output, args.join(' ')).toContain('writ lease bump-epochs');
+      expect(r.output, args.join(' ')).toContain('writ lease bump-epochs --by N --reason TEXT --lift-move-mark');
       expect(r.output, args.join(' ')).not.toContain('s3cret-pw');
     }
 
-    const back = await runWrit(data, 'lease', 'bump-epochs', '--by', '1000', '--reason', 'back to the file');
+    const back = await runWrit(data, 'lease', 'bump-epochs', '--by', '1000', '--reason', 'back to the file', '--lift-move-mark');
     expect(back.code, back.output).toBe(0);
     server = await startServerProcess({ dataDir: data });
     await server.stop();

@@ -130,7 +130,7 @@ export function readStoreMove(file: string): StoreMove | null {
 }
 
 /**
- * `writ lease bump-epochs` on a file moved to PostgreSQL: the deliberate way back, once
+ * `writ lease bump-epochs --lift-move-mark` on a file moved to PostgreSQL: the deliberate way back, once
  * its epochs are raised. Records who and why on the move's row (kept); returns where it had been moved, or null.
  */
 export function liftStoreMove(file: string, by: string, reason: string, now: number): string | null {
@@ -160,9 +160,9 @@ function refuseMoved(db: SqliteDatabase, file: string): void {
 export function storeMovedError(file: string, moved: StoreMove): WritError {
   const when = new Date(moved.at).toISOString();
   if (moved.pending) {
-    return new WritError('STORE_MOVED', `${file} was being copied to the PostgreSQL database ${moved.moved_to} (writ store copy, at ${when}), and the copy did not finish: the database may or may not have committed it, and while it may have, a server on the file could issue fencing epochs the database issued. Run \`writ store copy --to ${moved.moved_to}\` (with its password) on this data directory again: it copies the file if the database holds nothing yet, or confirms the copy the database committed. To keep the file instead, and only if the database holds no copy: \`writ lease bump-epochs --by N --reason TEXT\` on this data directory. Nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at, unfinished: true });
+    return new WritError('STORE_MOVED', `${file} was being copied to the PostgreSQL database ${moved.moved_to} (writ store copy, at ${when}), and the copy did not finish: the database may or may not have committed it, and while it may have, a server on the file could issue fencing epochs the database issued. Run \`writ store copy --to ${moved.moved_to}\` (with its password) on this data directory again: it copies the file if the database holds nothing yet, or confirms the copy the database committed. To keep the file instead, and only if the database holds no copy: \`writ lease bump-epochs --by N --reason TEXT --lift-move-mark\` on this data directory. Nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at, unfinished: true });
   }
-  return new WritError('STORE_MOVED', `${file} was copied to the PostgreSQL database ${moved.moved_to} at ${when} (writ store copy), which is the store now: start with --database (WRIT_DATABASE_URL) naming it. To go back to the file anyway (what was written on the database is not in it), first raise its epochs above every epoch the database issued: \`writ lease bump-epochs --by N --reason TEXT\` on this data directory lifts this refusal; nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at });
+  return new WritError('STORE_MOVED', `${file} was copied to the PostgreSQL database ${moved.moved_to} at ${when} (writ store copy), which is the store now: start with --database (WRIT_DATABASE_URL) naming it. To go back to the file anyway (what was written on the database is not in it), first raise its epochs above every epoch the database issued: \`writ lease bump-epochs --by N --reason TEXT --lift-move-mark\` on this data directory, with N at least the database's highest fencing epoch, lifts this refusal; nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at });
 }
 
 /**
