@@ -49,7 +49,10 @@ export function normalizeScope(input: ScopeInput): Scope {
   }
   const risk = input.risk_max ?? (constraints.risk_max as number | undefined);
   if (typeof risk !== 'number' || !Number.isInteger(risk) || risk < 0) {
-    throw new WritError('UNPROCESSABLE', 'scope.risk_max (or scope.constraints.risk_max) must be a non-negative integer');
+    // Every scope bounds the risk it carries: there is no default, so a missing bound says so.
+    throw new WritError('UNPROCESSABLE', risk === undefined
+      ? 'scope.risk_max is missing: every scope names the highest risk it allows (a non-negative integer, e.g. "risk_max": 1; or scope.constraints.risk_max)'
+      : `scope.risk_max (or scope.constraints.risk_max) must be a non-negative integer, got ${JSON.stringify(risk)}`);
   }
   constraints.risk_max = risk;
   return {
