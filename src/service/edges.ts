@@ -4,6 +4,7 @@ import { findOwnershipConflict, principalsOf, resolveChainsTo, scopeCovers, type
 import { GOVERNANCE_ID, type Edge, type EdgeKind, type GraphEvent } from '../graph/model.js';
 import type { CandidateChain, PolicyEdge } from '../policy/types.js';
 import { commitGraphChange, liveGraphWriter, type GraphWriter } from './graph-changes.js';
+import { readableEdge, unknownEdge, whomMayAsk } from './ask-about.js';
 import type { WritContext } from './context.js';
 import { requireGovernance } from './principals.js';
 import { checkScopeApplies } from './resources.js';
@@ -201,14 +202,17 @@ export async function createPreemption(ctx: WritContext, caller: string, input: 
 
 /**
  * Revokes an edge. Governance, the edge's creator or its `from` may revoke. Everything below it stops
- * counting at the next decision, and the gateway refuses decisions made before the revocation.
+ * counting at the next decision, and the gateway refuses decisions made before the revocation. An edge
+ * the caller may not read (readableEdge) is UNKNOWN_EDGE, as one that does not exist; FORBIDDEN, which
+ * names who may revoke it, is for a caller who may read it.
  */
 export async function revokeEdge(ctx: WritContext, caller: string, id: string, reason: string): Promise<{ edge: Edge; revoked: boolean; graph_revision: number }> {
   checkReason(reason, 'a revocation');
+  const asks = await whomMayAsk(ctx, caller);
   let changed = false;
   const revision = await commitGraphChange(ctx, caller, (graph, now): GraphEvent[] => {
-    const edge = graph.edge(id);
-    if (!edge) throw new WritError('UNKNOWN_EDGE', `no edge "${id}"`);
+    const edge = readableEdge(graph, caller, id, asks);
+    if (!edge) throw unknownEdge(id);
     if (caller !== GOVERNANCE_ID && caller !== edge.creator && caller !== edge.from) {
       throw new WritError('FORBIDDEN', `${caller} may not revoke edge ${id} (only governance, its creator ${edge.creator} or ${edge.from})`);
     }

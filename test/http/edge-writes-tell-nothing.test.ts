@@ -1,0 +1,77 @@
+/**
+ * Writes tell no more than reads: a caller that may not read an edge (GET /v1/edges/:id answers it
+ * UNKNOWN_EDGE) or ask about a principal must not learn of them by writing either — revoking the edge,
+ * taking its id for a delegation, or delegating to the principal once it is revoked. Each answer is
+ * the one a missing edge, a free id or an unknown principal gets; a caller who may read gets the precise one.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startHarness, type Harness } from '../support/harness.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+  // editor-alice may ask about seo-agent-7, so read d-orch-seo (orchestrator → seo-agent-7), but not revoke it.
+  const audit = await h.call('governance', {
+    method: 'POST', url: '/v1/grants',
+    payload: { id: 'g-alice-reads-seo', to: 'editor-alice', reason: 'reviews the SEO agent', max_depth: 0, scope: { actions: ['audit_read'], resources: ['audit:principal:seo-agent-7'], environments: ['*'], fields: ['*'], risk_max: 0 } },
+  });
+  expect(audit.status).toBe(201);
+  expect((await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'gone-agent', kind: 'agent', keys: [] } })).status).toBe(201);
+  expect((await h.call('governance', { method: 'DELETE', url: '/v1/principals/gone-agent?reason=retired' })).status).toBe(200);
+}, 60_000);
+afterAll(async () => h?.close());
+
+type Answer = { status: number; body: unknown };
+/** What a caller can tell of an answer, the id it named taken out. */
+const seen = (r: Answer, id: string) => ({ status: r.status, body: JSON.parse(JSON.stringify(r.body).split(id).join('<id>')) as unknown });
+
+const revoke = (principal: string, id: string) => h.call(principal, { method: 'DELETE', url: `/v1/edges/${id}?reason=cleanup` });
+const delegate = (principal: string, body: object) => h.call(principal, { method: 'POST', url: '/v1/delegations', payload: body });
+/** A delegation orchestrator holds what it needs for (titles of posts in production). */
+const fits = (extra: object = {}) => ({
+  from: 'orchestrator', to: 'seo-agent-7', reason: 'titles only', max_depth: 0,
+  scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 }, ...extra,
+});
+
+describe('DELETE /v1/edges/:id by a caller who may not read the edge', () => {
+  it('answers 404 UNKNOWN_EDGE, word for word as for an edge that does not exist, and revokes nothing', async () => {
+    const unknown = await revoke('content-agent-3', 'no-such-edge');
+    expect(unknown.status).toBe(404);
+    expect((unknown.body as { code: string }).code).toBe('UNKNOWN_EDGE');
+    const known = await revoke('content-agent-3', 'd-orch-seo');
+    expect(seen(known, 'd-orch-seo')).toEqual(seen(unknown, 'no-such-edge'));
+    expect(JSON.stringify(known.body)).not.toMatch(/orchestrator|governance|seo-agent-7/);
+    expect((await h.call('governance', { method: 'GET', url: '/v1/edges/d-orch-seo' })).body.edge.revoked_at).toBeNull();
+  });
+
+  it('costs the same work for one that exists as for an unknown id', async () => {
+    const current = vi.spyOn(h.ctx.graph, 'current');
+    const graphReads = async (id: string) => {
+      current.mockClear();
+      await revoke('content-agent-3', id);
+      return current.mock.calls.length;
+    };
+    try {
+      expect(await graphReads('d-orch-seo')).toBe(await graphReads('no-such-edge'));
+    } finally {
+      current.mockRestore();
+    }
+  });
+
+  it('a caller who may read it but not revoke it (its holder, an audit_read on its `to`) gets 403 FORBIDDEN naming who may', async () => {
+    for (const reader of ['seo-agent-7', 'editor-alice']) {
+      expect((await h.call(reader, { method: 'GET', url: '/v1/edges/d-orch-seo' })).status, reader).toBe(200);
+      const r = await revoke(reader, 'd-orch-seo');
+      expect([r.status, r.body.code], reader).toEqual([403, 'FORBIDDEN']);
+      expect(r.body.detail, reader).toContain('orchestrator');
+    }
+    expect((await revoke('governance', 'no-such-edge')).body.code).toBe('UNKNOWN_EDGE');
+  });
+
+  it('the edge\'s `from` revokes it', async () => {
+    const made = await delegate('orchestrator', fits({ id: 'd-orch-seo-revoked' }));
+    expect(made.status).toBe(201);
+    const r = await revoke('orchestrator', 'd-orch-seo-revoked');
+    expect([r.status, r.body.revoked]).toEqual([200, true]);
+  });
+});
