@@ -34,7 +34,12 @@ function livePrincipal(graph: AuthorityGraph, id: string, role: string): void {
   if (p.revoked_at !== null) throw new WritError('UNPROCESSABLE', `${role} "${id}" is revoked`);
 }
 
-/** The shared path of every edge creation: idempotency by id, then the kind-specific checks, then the event. */
+/**
+ * The shared path of every edge creation: idempotency by id, then the kind-specific checks, then the
+ * event. An id taken by an edge the caller may not read (readableEdge) is judged as if it were free —
+ * every check, every error — and only a change that would otherwise be made is refused, saying the id is
+ * taken (edgeIdTaken): the caller learns that the id is in use, nothing of the edge.
+ */
 async function createEdge(
   ctx: WritContext,
   caller: string,
@@ -44,9 +49,10 @@ async function createEdge(
 ): Promise<EdgeResult> {
   const id = checkId(draft.id ?? `e-${randomUUID()}`, 'edge id');
   checkReason(draft.reason ?? '', 'every edge');
+  const asks = await whomMayAsk(ctx, caller);
   let created = false;
   const revision = await writer.commit((graph, now): GraphEvent[] => {
-    const existing = graph.edge(id);
+    const existing = readableEdge(graph, caller, id, asks);
     if (existing) {
       const comparable = (e: Pick<Edge, 'kind' | 'from' | 'to' | 'scope' | 'max_depth' | 'reason' | 'not_before' | 'expires_at'>) => ({
         kind: e.kind, from: e.from, to: e.to, scope: e.scope, max_depth: e.max_depth, reason: e.reason, not_before: e.not_before, expires_at: e.expires_at,
@@ -58,12 +64,18 @@ async function createEdge(
     const edge = { ...draft, id, creator: caller, created_at: now } as Omit<Edge, 'revoked_at' | 'revision'>;
     checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
     check(graph, { ...edge, revoked_at: null }, now);
+    if (graph.edge(id)) throw edgeIdTaken(id);
     created = true;
     return [{ type: 'edge.created', edge }];
   });
   const edge = (await writer.current()).edge(id);
   if (!edge) throw new WritError('INTERNAL', `edge ${id} vanished after creation`);
   return { edge, created, graph_revision: revision };
+}
+
+/** ALREADY_EXISTS for a new edge whose id an edge the caller may not read has: it is told that the id is in use, nothing more. */
+export function edgeIdTaken(id: string): WritError {
+  return new WritError('ALREADY_EXISTS', `edge id "${id}" is taken: choose another id, or omit id and Writ makes one up`);
 }
 
 /**

@@ -14,7 +14,7 @@ import type { PolicyEdge } from '../policy/types.js';
 import { capabilitiesIn, orphansIn, type Orphan } from './audit-queries.js';
 import { AUDIT_READ, auditKey, readableEdge, unknownEdge, whomMayAsk, type AsksAbout } from './ask-about.js';
 import type { WritContext } from './context.js';
-import { checkDelegationFits, checkNotEnded, delegationDraft, type DelegationInput } from './edges.js';
+import { checkDelegationFits, checkNotEnded, delegationDraft, edgeIdTaken, type DelegationInput } from './edges.js';
 import { checkScopeApplies } from './resources.js';
 import { checkReason } from './validate.js';
 
@@ -244,11 +244,13 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   if (!own && !(asks(input.from) && asks(input.to))) throw mayNotAsk(caller);
   checkReason(input.reason ?? '', 'every edge');
   const draft = delegationDraft({ ...input, id: input.id ?? `impact-${randomUUID()}` });
-  if (graph.edge(draft.id!)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
+  // As POST /v1/delegations: an id taken by an edge the caller may not read is judged as if it were free.
+  if (readableEdge(graph, caller, draft.id!, asks)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
   checkNotEnded(draft.expires_at, now);
   const edge = { ...draft, id: draft.id!, creator: caller, created_at: now };
   checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
   checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now);
+  if (graph.edge(edge.id)) throw edgeIdTaken(edge.id);
   return { events: [{ type: 'edge.created', edge }], roots: [draft.to], exempt: new Set(own ? [caller, draft.to] : [caller]) };
 }
 

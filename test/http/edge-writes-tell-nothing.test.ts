@@ -75,3 +75,64 @@ describe('DELETE /v1/edges/:id by a caller who may not read the edge', () => {
     expect([r.status, r.body.revoked]).toEqual([200, true]);
   });
 });
+
+describe('POST /v1/delegations with an id taken by an edge the caller may not read', () => {
+  // g-editor-alice: governance → editor-alice, which orchestrator may not read.
+  const taken = 'g-editor-alice';
+  const free = 'd-free-id';
+  const revision = async () => (await h.ctx.graph.current()).revision;
+
+  it('is judged as if the id were free: the same status, code and message for every refusal', async () => {
+    expect((await h.call('orchestrator', { method: 'GET', url: `/v1/edges/${taken}` })).body.code).toBe('UNKNOWN_EDGE');
+    const refusals: [string, string, object][] = [
+      ['ATTENUATION_VIOLATION', 'orchestrator', fits({ scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['status'], risk_max: 1 } })],
+      ['UNKNOWN_PRINCIPAL', 'orchestrator', fits({ to: 'no-such-agent' })],
+      ['UNPROCESSABLE', 'orchestrator', fits({ to: 'orchestrator' })],
+      ['UNPROCESSABLE', 'orchestrator', fits({ expires_at: '2020-01-01T00:00:00Z' })],
+      ['FORBIDDEN', 'content-agent-3', fits()],
+    ];
+    for (const [code, caller, body] of refusals) {
+      const before = await revision();
+      const onFree = await delegate(caller, { ...body, id: free });
+      const onTaken = await delegate(caller, { ...body, id: taken });
+      expect(onFree.body.code, JSON.stringify(body)).toBe(code);
+      expect(seen(onTaken, taken), JSON.stringify(body)).toEqual(seen(onFree, free));
+      expect(await revision()).toBe(before);
+    }
+  });
+
+  it('only when everything else would succeed: 409 ALREADY_EXISTS saying the id is taken, nothing of the edge, and nothing written', async () => {
+    const before = await revision();
+    const r = await delegate('orchestrator', fits({ id: taken }));
+    expect([r.status, r.body.code]).toEqual([409, 'ALREADY_EXISTS']);
+    expect(r.body.detail).toMatch(/taken/);
+    expect(r.body.detail).toMatch(/omit/);
+    expect(r.body.detail.split(taken).join('<id>')).not.toMatch(/different content|editor-alice|governance|revoke/);
+    expect(r.body.details ?? {}).toEqual({});
+    expect(await revision()).toBe(before);
+  });
+
+  it('a caller who may read the edge gets the precise answer; the idempotent retry of one\'s own edge is 200', async () => {
+    const other = await delegate('governance', fits({ id: taken }));
+    expect([other.status, other.body.code]).toEqual([409, 'ALREADY_EXISTS']);
+    expect(other.body.detail).toMatch(/different content/);
+    const first = await delegate('orchestrator', fits({ id: 'd-orch-titles' }));
+    expect(first.status).toBe(201);
+    const again = await delegate('orchestrator', fits({ id: 'd-orch-titles' }));
+    expect([again.status, again.body.created, again.body.edge.id]).toEqual([200, false, 'd-orch-titles']);
+    const changed = await delegate('orchestrator', fits({ id: 'd-orch-titles', reason: 'titles and more' }));
+    expect([changed.status, changed.body.code]).toEqual([409, 'ALREADY_EXISTS']);
+    expect(changed.body.detail).toMatch(/different content/);
+  });
+
+  it('POST /v1/impact of such a delegation answers alike: the same refusals as on a free id, then ALREADY_EXISTS', async () => {
+    const impact = (body: object) => h.call('orchestrator', { method: 'POST', url: '/v1/impact', payload: { delegate: body } });
+    const exceeding = fits({ scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['status'], risk_max: 1 } });
+    const onFree = await impact({ ...exceeding, id: free });
+    expect(onFree.body.code).toBe('ATTENUATION_VIOLATION');
+    expect(seen(await impact({ ...exceeding, id: taken }), taken)).toEqual(seen(onFree, free));
+    const fitting = await impact(fits({ id: taken }));
+    expect([fitting.status, fitting.body.code]).toEqual([409, 'ALREADY_EXISTS']);
+    expect(fitting.body.detail.split(taken).join('<id>')).not.toMatch(/editor-alice|governance/);
+  });
+});
