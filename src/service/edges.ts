@@ -4,7 +4,7 @@ import { findOwnershipConflict, principalsOf, resolveChainsTo, scopeCovers, type
 import { GOVERNANCE_ID, type Edge, type EdgeKind, type GraphEvent } from '../graph/model.js';
 import type { CandidateChain, PolicyEdge } from '../policy/types.js';
 import { commitGraphChange, liveGraphWriter, type GraphWriter } from './graph-changes.js';
-import { readableEdge, unknownEdge, whomMayAsk } from './ask-about.js';
+import { readableEdge, unknownEdge, whomMayAsk, type AsksAbout } from './ask-about.js';
 import type { WritContext } from './context.js';
 import { requireGovernance } from './principals.js';
 import { checkScopeApplies } from './resources.js';
@@ -28,9 +28,14 @@ export interface EdgeResult {
   graph_revision: number;
 }
 
-function livePrincipal(graph: AuthorityGraph, id: string, role: string): void {
+/**
+ * A registered, unrevoked principal, else UNKNOWN_PRINCIPAL or UNPROCESSABLE (revoked). A caller who may
+ * not ask about it (`asks`) is told a revoked one is unknown, as one never registered: that it existed is
+ * not its to learn. Left out on the paths only governance takes, which asks about everyone.
+ */
+function livePrincipal(graph: AuthorityGraph, id: string, role: string, asks: AsksAbout = () => true): void {
   const p = graph.principal(id);
-  if (!p) throw new WritError('UNKNOWN_PRINCIPAL', `${role} "${id}" is not a registered principal`);
+  if (!p || (p.revoked_at !== null && !asks(id))) throw new WritError('UNKNOWN_PRINCIPAL', `${role} "${id}" is not a registered principal`);
   if (p.revoked_at !== null) throw new WritError('UNPROCESSABLE', `${role} "${id}" is revoked`);
 }
 
@@ -44,7 +49,7 @@ async function createEdge(
   ctx: WritContext,
   caller: string,
   draft: Omit<Edge, 'id' | 'creator' | 'created_at' | 'revoked_at' | 'revision'> & { id?: string | undefined },
-  check: (graph: AuthorityGraph, candidate: PolicyEdge, now: number) => void,
+  check: (graph: AuthorityGraph, candidate: PolicyEdge, now: number, asks: AsksAbout) => void,
   writer: GraphWriter,
 ): Promise<EdgeResult> {
   const id = checkId(draft.id ?? `e-${randomUUID()}`, 'edge id');
@@ -63,7 +68,7 @@ async function createEdge(
     checkNotEnded(draft.expires_at, now);
     const edge = { ...draft, id, creator: caller, created_at: now } as Omit<Edge, 'revoked_at' | 'revision'>;
     checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
-    check(graph, { ...edge, revoked_at: null }, now);
+    check(graph, { ...edge, revoked_at: null }, now, asks);
     if (graph.edge(id)) throw edgeIdTaken(id);
     created = true;
     return [{ type: 'edge.created', edge }];
@@ -115,7 +120,7 @@ export async function createDelegation(ctx: WritContext, caller: string, input: 
   if (caller !== input.from && caller !== GOVERNANCE_ID) {
     throw new WritError('FORBIDDEN', `${caller} cannot delegate on behalf of ${input.from}; only the holder of a scope may delegate it`);
   }
-  return createEdge(ctx, caller, delegationDraft(input), (graph, candidate, now) => checkDelegationFits(ctx, graph, candidate, now), writer);
+  return createEdge(ctx, caller, delegationDraft(input), (graph, candidate, now, asks) => checkDelegationFits(ctx, graph, candidate, now, asks), writer);
 }
 
 /** A delegation input as an edge draft (scope normalized, window and depth checked). */
@@ -128,11 +133,12 @@ export function delegationDraft(input: DelegationInput) {
 
 /**
  * May this delegation be written into `graph` now: both ends live and distinct, not to governance, and
- * within what the delegator holds (the policy's attenuation check), else ATTENUATION_VIOLATION.
+ * within what the delegator holds (the policy's attenuation check), else ATTENUATION_VIOLATION. An end
+ * that is revoked is UNKNOWN_PRINCIPAL to a caller who may not ask about it (`asks`, whomMayAsk).
  */
-export function checkDelegationFits(ctx: WritContext, graph: AuthorityGraph, candidate: PolicyEdge, now: number): void {
-  livePrincipal(graph, candidate.from, 'delegator');
-  livePrincipal(graph, candidate.to, 'delegate');
+export function checkDelegationFits(ctx: WritContext, graph: AuthorityGraph, candidate: PolicyEdge, now: number, asks: AsksAbout): void {
+  livePrincipal(graph, candidate.from, 'delegator', asks);
+  livePrincipal(graph, candidate.to, 'delegate', asks);
   if (candidate.from === candidate.to) throw new WritError('UNPROCESSABLE', 'a principal cannot delegate to itself');
   if (candidate.to === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'nothing can be delegated to governance');
   const verdict = delegatorHolds(ctx, graph, candidate, now);

@@ -249,7 +249,7 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   checkNotEnded(draft.expires_at, now);
   const edge = { ...draft, id: draft.id!, creator: caller, created_at: now };
   checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
-  checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now);
+  checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now, asks);
   if (graph.edge(edge.id)) throw edgeIdTaken(edge.id);
   return { events: [{ type: 'edge.created', edge }], roots: [draft.to], exempt: new Set(own ? [caller, draft.to] : [caller]) };
 }

@@ -136,3 +136,30 @@ describe('POST /v1/delegations with an id taken by an edge the caller may not re
     expect(fitting.body.detail.split(taken).join('<id>')).not.toMatch(/editor-alice|governance/);
   });
 });
+
+describe('a delegation to a revoked principal, by a caller who may not ask about it', () => {
+  // gone-agent was registered and revoked; orchestrator may not ask about it (until it is given audit_read below).
+  const asUnknown = async (send: (to: string) => Promise<Answer>) => {
+    const unknown = await send('never-agent');
+    expect([unknown.status, (unknown.body as { code: string }).code]).toEqual([404, 'UNKNOWN_PRINCIPAL']);
+    expect(seen(await send('gone-agent'), 'gone-agent')).toEqual(seen(unknown, 'never-agent'));
+  };
+
+  it('answers 404 UNKNOWN_PRINCIPAL, word for word as for a principal never registered (POST /v1/delegations and POST /v1/impact)', async () => {
+    await asUnknown((to) => delegate('orchestrator', fits({ to })));
+    await asUnknown((to) => h.call('orchestrator', { method: 'POST', url: '/v1/impact', payload: { delegate: fits({ to }) } }));
+  });
+
+  it('a caller who may ask about it is told it is revoked: governance, and a holder of audit_read on audit:principal:gone-agent', async () => {
+    const byGovernance = await delegate('governance', fits({ to: 'gone-agent' }));
+    expect([byGovernance.status, byGovernance.body.code, byGovernance.body.detail]).toEqual([422, 'UNPROCESSABLE', 'delegate "gone-agent" is revoked']);
+    const audit = await h.call('governance', {
+      method: 'POST', url: '/v1/grants',
+      payload: { id: 'g-orch-reads-gone', to: 'orchestrator', reason: 'checks on its former worker', max_depth: 0, scope: { actions: ['audit_read'], resources: ['audit:principal:gone-agent'], environments: ['*'], fields: ['*'], risk_max: 0 } },
+    });
+    expect(audit.status).toBe(201);
+    for (const r of [await delegate('orchestrator', fits({ to: 'gone-agent' })), await h.call('orchestrator', { method: 'POST', url: '/v1/impact', payload: { delegate: fits({ to: 'gone-agent' }) } })]) {
+      expect([r.status, r.body.code, r.body.detail]).toEqual([422, 'UNPROCESSABLE', 'delegate "gone-agent" is revoked']);
+    }
+  });
+});

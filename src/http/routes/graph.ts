@@ -82,7 +82,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
     });
   };
   edgeRoute<GrantInput>('/v1/grants', 'createGrant', grantBody, 'Root grant governance → principal', (c, b) => createGrant(ctx, c, b));
-  edgeRoute<DelegationInput>('/v1/delegations', 'createDelegation', delegationBody, 'Delegate part of your scope (attenuation enforced). An `id` taken by an edge the caller may not read (as GET /v1/edges/:id) is judged as if it were free, every check and error alike, and only then refused ALREADY_EXISTS saying the id is taken; one it may read answers as itself (200 for a retry with the same content, else ALREADY_EXISTS)', (c, b) => createDelegation(ctx, c, b));
+  edgeRoute<DelegationInput>('/v1/delegations', 'createDelegation', delegationBody, 'Delegate part of your scope (attenuation enforced). An `id` taken by an edge the caller may not read (as GET /v1/edges/:id) is judged as if it were free, every check and error alike, and only then refused ALREADY_EXISTS saying the id is taken; one it may read answers as itself (200 for a retry with the same content, else ALREADY_EXISTS). A revoked delegate the caller may not ask about is UNKNOWN_PRINCIPAL, as one never registered', (c, b) => createDelegation(ctx, c, b));
   edgeRoute<OwnershipInput>('/v1/ownerships', 'createOwnership', ownershipBody, 'Assign the owner of managed state', (c, b) => createOwnership(ctx, c, b));
   edgeRoute<ApprovalInput>('/v1/approvals', 'createApproval', approvalBody, 'Let a principal approve another\'s risky actions', (c, b) => createApproval(ctx, c, b));
   edgeRoute<PreemptionInput>('/v1/preemptions', 'createPreemption', preemptionBody, 'Let a principal preempt another\'s leases during incidents', (c, b) => createPreemption(ctx, c, b));
