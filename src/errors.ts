@@ -21,7 +21,7 @@ export const ERROR_CATALOGUE = {
   UNKNOWN_RESOURCE: { status: 404, title: 'Unknown resource', meaning: 'The resource key is not a canonical coordination key nor a registered alias.' },
   UNKNOWN_EDGE: { status: 404, title: 'Unknown edge', meaning: 'No edge with that id exists.' },
   NOT_FOUND: { status: 404, title: 'Not found', meaning: 'Nothing exists at that path or id.' },
-  ALREADY_EXISTS: { status: 409, title: 'Already exists', meaning: 'An object with that id exists with different content (manifests are applied idempotently only for identical objects); or, over the API, an edge with that id was revoked (it stays revoked: a new one needs a new id; `{edge_id}`).' },
+  ALREADY_EXISTS: { status: 409, title: 'Already exists', meaning: 'An object with that id exists with different content (manifests are applied idempotently only for identical objects); or, over the API, an edge with that id was revoked (it stays revoked: a new one needs a new id; `{edge_id}`), or is one the caller may not read (the id is taken: choose another or omit it).' },
   // callers
   UNAUTHENTICATED: { status: 401, title: 'Unauthenticated', meaning: 'The caller assertion is missing, malformed, expired, replayed, not signed by a key of its principal, or its principal is revoked.' },
   LOGIN_LINK_INVALID: { status: 401, title: 'Login link invalid', meaning: 'The console login link (`writ console`) is malformed, expired, not signed by a Writ key, or names a principal that is unknown or revoked. Ask for a new link.' },

@@ -1,10 +1,11 @@
 /**
- * Who may ask Writ about whom (AuthZEN evaluations and searches for another subject), and the scope
- * arithmetic the searches share: the final scopes of a principal's valid chains (`writ can`).
+ * Who may ask Writ about whom (AuthZEN evaluations and searches for another subject) and so read what
+ * is whose (an edge), and the scope arithmetic the searches share: the final scopes of a principal's
+ * valid chains (`writ can`).
  */
 import { WritError } from '../errors.js';
-import { matchesPattern } from '../graph/index.js';
-import { GOVERNANCE_ID, type Scope } from '../graph/model.js';
+import { matchesPattern, type AuthorityGraph } from '../graph/index.js';
+import { GOVERNANCE_ID, type Edge, type Scope } from '../graph/model.js';
 import { capabilitiesOf } from './audit-queries.js';
 import type { WritContext } from './context.js';
 
@@ -67,4 +68,43 @@ export async function checkMayAskAbout(ctx: WritContext, caller: string, subject
     const where = environment === EVERY_ENVIRONMENT ? 'in every environment' : `in ${environment}`;
     throw new WritError('FORBIDDEN', `${caller} may not ask about ${subject} ${where}: only governance, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey(subject)} ${where}, may ask about another subject`);
   }
+}
+
+/** Whether the caller may ask about `subject` in every environment (mayAskAbout), answered without awaiting: see whomMayAsk. */
+export type AsksAbout = (subject: string) => boolean;
+
+/**
+ * mayAskAbout in every environment, for any subject, as a test that awaits nothing: the caller's
+ * audit_read scopes are read once, here. For the checks made where nothing may be awaited — a graph
+ * change's plan, an impact analysis on the live graph — and for reads that must do the same work
+ * whatever they find (the scopes are read before anything is looked up).
+ */
+export async function whomMayAsk(ctx: WritContext, caller: string): Promise<AsksAbout> {
+  if (caller === GOVERNANCE_ID) return () => true;
+  const { scopes } = await liveScopes(ctx, caller, { action: AUDIT_READ, environment: EVERY_ENVIRONMENT });
+  return (subject) => subject === caller || scopes.some(({ scope }) => scopeGives(scope, { action: AUDIT_READ, resource: auditKey(subject) }));
+}
+
+/**
+ * Whether `caller` may read `edge`: one it made (creator) or gives (from), and one into a principal it
+ * may ask about — itself (the edges it holds), or one its audit_read covers in every environment; an
+ * auditor or governance, every edge. Every answer that tells of an edge goes by this rule (readableEdge).
+ */
+export function mayReadEdge(caller: string, edge: Pick<Edge, 'creator' | 'from' | 'to'>, asks: AsksAbout): boolean {
+  return caller === edge.creator || caller === edge.from || asks(edge.to);
+}
+
+/**
+ * Edge `id` of `graph` if `caller` may read it (mayReadEdge); undefined for one it may not read, as for
+ * an id no edge has. GET /v1/edges/:id, its revocation, the impact analysis and a new edge's id all look
+ * edges up through this, so that no write tells what a read hides.
+ */
+export function readableEdge(graph: AuthorityGraph, caller: string, id: string, asks: AsksAbout): Edge | undefined {
+  const edge = graph.edge(id);
+  return edge !== undefined && mayReadEdge(caller, edge, asks) ? edge : undefined;
+}
+
+/** UNKNOWN_EDGE: no edge `id`, or none the caller may read (the same answer). */
+export function unknownEdge(id: string): WritError {
+  return new WritError('UNKNOWN_EDGE', `no edge "${id}"`);
 }

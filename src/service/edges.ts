@@ -4,6 +4,7 @@ import { findOwnershipConflict, principalsOf, resolveChainsTo, scopeCovers, type
 import { GOVERNANCE_ID, type Edge, type EdgeKind, type GraphEvent } from '../graph/model.js';
 import type { CandidateChain, PolicyEdge } from '../policy/types.js';
 import { commitGraphChange, liveGraphWriter, type GraphWriter } from './graph-changes.js';
+import { readableEdge, unknownEdge, whomMayAsk, type AsksAbout } from './ask-about.js';
 import type { WritContext } from './context.js';
 import { requireGovernance } from './principals.js';
 import { checkScopeApplies } from './resources.js';
@@ -27,25 +28,36 @@ export interface EdgeResult {
   graph_revision: number;
 }
 
-function livePrincipal(graph: AuthorityGraph, id: string, role: string): void {
+/**
+ * A registered, unrevoked principal, else UNKNOWN_PRINCIPAL or UNPROCESSABLE (revoked). A caller who may
+ * not ask about it (`asks`) is told a revoked one is unknown, as one never registered: that it existed is
+ * not its to learn. Left out on the paths only governance takes, which asks about everyone.
+ */
+function livePrincipal(graph: AuthorityGraph, id: string, role: string, asks: AsksAbout = () => true): void {
   const p = graph.principal(id);
-  if (!p) throw new WritError('UNKNOWN_PRINCIPAL', `${role} "${id}" is not a registered principal`);
+  if (!p || (p.revoked_at !== null && !asks(id))) throw new WritError('UNKNOWN_PRINCIPAL', `${role} "${id}" is not a registered principal`);
   if (p.revoked_at !== null) throw new WritError('UNPROCESSABLE', `${role} "${id}" is revoked`);
 }
 
-/** The shared path of every edge creation: idempotency by id, then the kind-specific checks, then the event. */
+/**
+ * The shared path of every edge creation: idempotency by id, then the kind-specific checks, then the
+ * event. An id taken by an edge the caller may not read (readableEdge) is judged as if it were free —
+ * every check, every error — and only a change that would otherwise be made is refused, saying the id is
+ * taken (edgeIdTaken): the caller learns that the id is in use, nothing of the edge.
+ */
 async function createEdge(
   ctx: WritContext,
   caller: string,
   draft: Omit<Edge, 'id' | 'creator' | 'created_at' | 'revoked_at' | 'revision'> & { id?: string | undefined },
-  check: (graph: AuthorityGraph, candidate: PolicyEdge, now: number) => void,
+  check: (graph: AuthorityGraph, candidate: PolicyEdge, now: number, asks: AsksAbout) => void,
   writer: GraphWriter,
 ): Promise<EdgeResult> {
   const id = checkId(draft.id ?? `e-${randomUUID()}`, 'edge id');
   checkReason(draft.reason ?? '', 'every edge');
+  const asks = await whomMayAsk(ctx, caller);
   let created = false;
   const revision = await writer.commit((graph, now): GraphEvent[] => {
-    const existing = graph.edge(id);
+    const existing = readableEdge(graph, caller, id, asks);
     if (existing) {
       const comparable = (e: Pick<Edge, 'kind' | 'from' | 'to' | 'scope' | 'max_depth' | 'reason' | 'not_before' | 'expires_at'>) => ({
         kind: e.kind, from: e.from, to: e.to, scope: e.scope, max_depth: e.max_depth, reason: e.reason, not_before: e.not_before, expires_at: e.expires_at,
@@ -56,13 +68,19 @@ async function createEdge(
     checkNotEnded(draft.expires_at, now);
     const edge = { ...draft, id, creator: caller, created_at: now } as Omit<Edge, 'revoked_at' | 'revision'>;
     checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
-    check(graph, { ...edge, revoked_at: null }, now);
+    check(graph, { ...edge, revoked_at: null }, now, asks);
+    if (graph.edge(id)) throw edgeIdTaken(id);
     created = true;
     return [{ type: 'edge.created', edge }];
   });
   const edge = (await writer.current()).edge(id);
   if (!edge) throw new WritError('INTERNAL', `edge ${id} vanished after creation`);
   return { edge, created, graph_revision: revision };
+}
+
+/** ALREADY_EXISTS for a new edge whose id an edge the caller may not read has: it is told that the id is in use, nothing more. */
+export function edgeIdTaken(id: string): WritError {
+  return new WritError('ALREADY_EXISTS', `edge id "${id}" is taken: choose another id, or omit id and Writ makes one up`);
 }
 
 /**
@@ -102,7 +120,7 @@ export async function createDelegation(ctx: WritContext, caller: string, input: 
   if (caller !== input.from && caller !== GOVERNANCE_ID) {
     throw new WritError('FORBIDDEN', `${caller} cannot delegate on behalf of ${input.from}; only the holder of a scope may delegate it`);
   }
-  return createEdge(ctx, caller, delegationDraft(input), (graph, candidate, now) => checkDelegationFits(ctx, graph, candidate, now), writer);
+  return createEdge(ctx, caller, delegationDraft(input), (graph, candidate, now, asks) => checkDelegationFits(ctx, graph, candidate, now, asks), writer);
 }
 
 /** A delegation input as an edge draft (scope normalized, window and depth checked). */
@@ -115,11 +133,12 @@ export function delegationDraft(input: DelegationInput) {
 
 /**
  * May this delegation be written into `graph` now: both ends live and distinct, not to governance, and
- * within what the delegator holds (the policy's attenuation check), else ATTENUATION_VIOLATION.
+ * within what the delegator holds (the policy's attenuation check), else ATTENUATION_VIOLATION. An end
+ * that is revoked is UNKNOWN_PRINCIPAL to a caller who may not ask about it (`asks`, whomMayAsk).
  */
-export function checkDelegationFits(ctx: WritContext, graph: AuthorityGraph, candidate: PolicyEdge, now: number): void {
-  livePrincipal(graph, candidate.from, 'delegator');
-  livePrincipal(graph, candidate.to, 'delegate');
+export function checkDelegationFits(ctx: WritContext, graph: AuthorityGraph, candidate: PolicyEdge, now: number, asks: AsksAbout): void {
+  livePrincipal(graph, candidate.from, 'delegator', asks);
+  livePrincipal(graph, candidate.to, 'delegate', asks);
   if (candidate.from === candidate.to) throw new WritError('UNPROCESSABLE', 'a principal cannot delegate to itself');
   if (candidate.to === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'nothing can be delegated to governance');
   const verdict = delegatorHolds(ctx, graph, candidate, now);
@@ -201,14 +220,17 @@ export async function createPreemption(ctx: WritContext, caller: string, input: 
 
 /**
  * Revokes an edge. Governance, the edge's creator or its `from` may revoke. Everything below it stops
- * counting at the next decision, and the gateway refuses decisions made before the revocation.
+ * counting at the next decision, and the gateway refuses decisions made before the revocation. An edge
+ * the caller may not read (readableEdge) is UNKNOWN_EDGE, as one that does not exist; FORBIDDEN, which
+ * names who may revoke it, is for a caller who may read it.
  */
 export async function revokeEdge(ctx: WritContext, caller: string, id: string, reason: string): Promise<{ edge: Edge; revoked: boolean; graph_revision: number }> {
   checkReason(reason, 'a revocation');
+  const asks = await whomMayAsk(ctx, caller);
   let changed = false;
   const revision = await commitGraphChange(ctx, caller, (graph, now): GraphEvent[] => {
-    const edge = graph.edge(id);
-    if (!edge) throw new WritError('UNKNOWN_EDGE', `no edge "${id}"`);
+    const edge = readableEdge(graph, caller, id, asks);
+    if (!edge) throw unknownEdge(id);
     if (caller !== GOVERNANCE_ID && caller !== edge.creator && caller !== edge.from) {
       throw new WritError('FORBIDDEN', `${caller} may not revoke edge ${id} (only governance, its creator ${edge.creator} or ${edge.from})`);
     }

@@ -12,9 +12,9 @@ import { GOVERNANCE_ID, type Edge, type GraphEvent, type RecordedGraphEvent } fr
 import type { DecisionClaims } from '../decision/index.js';
 import type { PolicyEdge } from '../policy/types.js';
 import { capabilitiesIn, orphansIn, type Orphan } from './audit-queries.js';
-import { AUDIT_READ, auditKey, EVERY_ENVIRONMENT, liveScopes, scopeGives } from './ask-about.js';
+import { AUDIT_READ, auditKey, readableEdge, unknownEdge, whomMayAsk, type AsksAbout } from './ask-about.js';
 import type { WritContext } from './context.js';
-import { checkDelegationFits, checkNotEnded, delegationDraft, type DelegationInput } from './edges.js';
+import { checkDelegationFits, checkNotEnded, delegationDraft, edgeIdTaken, type DelegationInput } from './edges.js';
 import { checkScopeApplies } from './resources.js';
 import { checkReason } from './validate.js';
 
@@ -102,12 +102,11 @@ const MAX_DEPTH = 6;
 export async function analyseImpact(ctx: WritContext, caller: string, change: ImpactChange): Promise<ImpactReport> {
   // Everything read from the store comes first: from the moment the live graph is taken the analysis
   // runs without awaiting, so the live graph (updated in place as it catches up) cannot move under it.
-  const auditor = caller === GOVERNANCE_ID ? null : await auditScopes(ctx, caller);
+  const asks = await whomMayAsk(ctx, caller);
   const leases = await liveLeaseAuthorities(ctx);
   const now = ctx.clock.now();
   const before = await ctx.graph.current();
   const revision = before.revision;
-  const asks = (s: string) => auditor === null || s === caller || auditor.some((scope) => scopeGives(scope, { action: AUDIT_READ, resource: auditKey(s) }));
   const { events, roots, exempt } = plan(ctx, before, caller, change, now, asks);
   const after = takeFork(before);
   const applied: RecordedGraphEvent[] = [];
@@ -150,7 +149,7 @@ function analyse(
   ctx: WritContext,
   caller: string,
   change: ImpactChange,
-  { before, after, roots, asks, exempt, leases: held, revision, now }: { before: AuthorityGraph; after: AuthorityGraph; roots: string[]; asks: (principal: string) => boolean; exempt: ReadonlySet<string>; leases: LeaseAuthority[]; revision: number; now: number },
+  { before, after, roots, asks, exempt, leases: held, revision, now }: { before: AuthorityGraph; after: AuthorityGraph; roots: string[]; asks: AsksAbout; exempt: ReadonlySet<string>; leases: LeaseAuthority[]; revision: number; now: number },
 ): ImpactReport {
 
   const examined = downstream(before, after, roots);
@@ -212,15 +211,14 @@ function mayNotAsk(caller: string): WritError {
  * may learn about without audit_read (itself; when the change is its own, the ends of its own edges
  * the change makes or ends, see analyseImpact).
  */
-function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: ImpactChange, now: number, asks: (principal: string) => boolean): { events: GraphEvent[]; roots: string[]; exempt: Set<string> } {
+function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: ImpactChange, now: number, asks: AsksAbout): { events: GraphEvent[]; roots: string[]; exempt: Set<string> } {
   const asked = [change.revoke?.edge, change.revoke?.principal, change.delegate].filter((x) => x !== undefined).length;
   if (asked !== 1) throw new WritError('UNPROCESSABLE', 'name exactly one change: revoke.edge, revoke.principal or delegate');
   if (change.revoke?.edge !== undefined) {
-    const edge = graph.edge(change.revoke.edge);
-    const own = edge !== undefined && (caller === edge.creator || caller === edge.from);
-    // An edge the caller may not read (GET /v1/edges/:id: one it made, gives or holds, or one into a
-    // principal it may ask about) is as unknown to it as one that does not exist.
-    if (!edge || !(own || asks(edge.to))) throw new WritError('UNKNOWN_EDGE', `no edge "${change.revoke.edge}"`);
+    // An edge the caller may not read (as GET /v1/edges/:id) is as unknown to it as one that does not exist.
+    const edge = readableEdge(graph, caller, change.revoke.edge, asks);
+    if (!edge) throw unknownEdge(change.revoke.edge);
+    const own = caller === edge.creator || caller === edge.from;
     const events: GraphEvent[] = edge.revoked_at === null ? [{ type: 'edge.revoked', id: edge.id, at: now, reason: 'impact analysis' }] : [];
     return { events, roots: [edge.to], exempt: new Set(own ? [caller, edge.from, edge.to] : [caller]) };
   }
@@ -246,11 +244,13 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   if (!own && !(asks(input.from) && asks(input.to))) throw mayNotAsk(caller);
   checkReason(input.reason ?? '', 'every edge');
   const draft = delegationDraft({ ...input, id: input.id ?? `impact-${randomUUID()}` });
-  if (graph.edge(draft.id!)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
+  // As POST /v1/delegations: an id taken by an edge the caller may not read is judged as if it were free.
+  if (readableEdge(graph, caller, draft.id!, asks)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
   checkNotEnded(draft.expires_at, now);
   const edge = { ...draft, id: draft.id!, creator: caller, created_at: now };
   checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
-  checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now);
+  checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now, asks);
+  if (graph.edge(edge.id)) throw edgeIdTaken(edge.id);
   return { events: [{ type: 'edge.created', edge }], roots: [draft.to], exempt: new Set(own ? [caller, draft.to] : [caller]) };
 }
 
@@ -274,11 +274,6 @@ function downstream(before: AuthorityGraph, after: AuthorityGraph, roots: string
     frontier = next;
   }
   return seen;
-}
-
-/** The caller's audit_read scopes that cover every environment: an impact report spans them all (a grant limited to staging asks about nobody here). */
-async function auditScopes(ctx: WritContext, caller: string) {
-  return (await liveScopes(ctx, caller, { action: AUDIT_READ, environment: EVERY_ENVIRONMENT })).scopes.map((s) => s.scope);
 }
 
 interface Held {

@@ -10,7 +10,7 @@ export {
 export { decide, explain, type DecisionRequestInput, type DecisionOutcome, type DecideOptions, type Explanation } from './decide.js';
 export { evaluateAccess, evaluateAccessBatch, toDecisionRequest } from './authzen.js';
 export { explainForEach, searchSubjects, searchResources, searchActions } from './authzen-search.js';
-export { mayAskAbout, checkMayAskAbout, AUDIT_READ, auditKey, EVERY_ENVIRONMENT } from './ask-about.js';
+export { mayAskAbout, checkMayAskAbout, whomMayAsk, mayReadEdge, readableEdge, unknownEdge, AUDIT_READ, auditKey, EVERY_ENVIRONMENT, type AsksAbout } from './ask-about.js';
 export { applyManifest, manifestOf, manifestYaml, readManifest, type GraphManifest, type ApplyReport } from './manifest.js';
 export { exportGraph, graphAt, graphEvents, graphDiff, revocationOf, type GraphEventSummary, type GraphDiff, type Revocation } from './graph-queries.js';
 export { canonicalResource, checkResourceType, environmentProblem, resourceTypeOf } from './resources.js';

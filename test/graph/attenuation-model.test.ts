@@ -135,7 +135,9 @@ class Delegate implements fc.AsyncCommand<Model, Real> {
     const revision = (await r.h.ctx.graph.current()).revision;
     this.label = `delegate(p${from} → p${to}, ${JSON.stringify(scope)}, depth ${depth})`;
     if (!live(from) || !live(to)) {
-      await expect(attempt()).rejects.toMatchObject({ code: 'UNPROCESSABLE' }); // a revoked principal neither delegates nor receives
+      // A revoked principal neither delegates nor receives; a revoked delegate is unknown to a delegator
+      // that may not ask about it (no audit_read here), as one never registered.
+      await expect(attempt()).rejects.toMatchObject({ code: live(from) ? 'UNKNOWN_PRINCIPAL' : 'UNPROCESSABLE' });
       expect((await r.h.ctx.graph.current()).revision).toBe(revision);
     } else if (chains.some((chain) => narrows({ scope, depth }, chain.at(-1)!))) {
       if (candidateCount(m, from) > MAX_CHAINS) {

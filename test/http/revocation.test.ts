@@ -52,10 +52,12 @@ describe('revocation propagates down the chain', () => {
     expect(r.body.chain).toEqual(['g-editor-alice', 'd-alice-seo']);
   });
 
-  it('only governance, the creator or the delegator may revoke', async () => {
-    const r = await h.call('seo-agent-7', { method: 'DELETE', url: '/v1/edges/d-orch-content' });
+  it('only governance, the creator or the delegator may revoke (the holder may read it, so is told FORBIDDEN; another is told there is no such edge)', async () => {
+    const r = await h.call('content-agent-3', { method: 'DELETE', url: '/v1/edges/d-orch-content' });
     expect(r.status).toBe(403);
     expect(r.body.code).toBe('FORBIDDEN');
+    const stranger = await h.call('seo-agent-7', { method: 'DELETE', url: '/v1/edges/d-orch-content' });
+    expect([stranger.status, stranger.body.code]).toEqual([404, 'UNKNOWN_EDGE']);
     const byDelegator = await h.call('orchestrator', { method: 'DELETE', url: '/v1/edges/d-orch-content' });
     expect(byDelegator.status).toBe(200);
   });

@@ -2,12 +2,12 @@ import type { FastifyInstance } from 'fastify';
 import { WritError } from '../../errors.js';
 import {
   createApproval, createDelegation, createGrant, createOwnership, createPreemption, exportGraph, getPrincipal,
-  registerPrincipal, revokeEdge, revokePrincipal,
+  readableEdge, registerPrincipal, revokeEdge, revokePrincipal, unknownEdge, whomMayAsk,
   type ApprovalInput, type DelegationInput, type EdgeResult, type GrantInput, type OwnershipInput, type PreemptionInput, type PrincipalInput,
 } from '../../service/index.js';
 import type { EdgeRevoked, EdgeWritten } from '../../wire/v1.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
-import { checkOwn, readsIfAny } from './audit-reads.js';
+import { checkOwn } from './audit-reads.js';
 import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody, reasonQuery, revokeBody } from '../schemas.js';
 import { edgeToWire, graphExportToWire, principalToWire } from '../wire.js';
 
@@ -82,7 +82,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
     });
   };
   edgeRoute<GrantInput>('/v1/grants', 'createGrant', grantBody, 'Root grant governance → principal', (c, b) => createGrant(ctx, c, b));
-  edgeRoute<DelegationInput>('/v1/delegations', 'createDelegation', delegationBody, 'Delegate part of your scope (attenuation enforced)', (c, b) => createDelegation(ctx, c, b));
+  edgeRoute<DelegationInput>('/v1/delegations', 'createDelegation', delegationBody, 'Delegate part of your scope (attenuation enforced). An `id` taken by an edge the caller may not read (as GET /v1/edges/:id) is judged as if it were free, every check and error alike, and only then refused ALREADY_EXISTS saying the id is taken; one it may read answers as itself (200 for a retry with the same content, else ALREADY_EXISTS). A revoked delegate the caller may not ask about is UNKNOWN_PRINCIPAL, as one never registered', (c, b) => createDelegation(ctx, c, b));
   edgeRoute<OwnershipInput>('/v1/ownerships', 'createOwnership', ownershipBody, 'Assign the owner of managed state', (c, b) => createOwnership(ctx, c, b));
   edgeRoute<ApprovalInput>('/v1/approvals', 'createApproval', approvalBody, 'Let a principal approve another\'s risky actions', (c, b) => createApproval(ctx, c, b));
   edgeRoute<PreemptionInput>('/v1/preemptions', 'createPreemption', preemptionBody, 'Let a principal preempt another\'s leases during incidents', (c, b) => createPreemption(ctx, c, b));
@@ -91,18 +91,18 @@ export function registerGraphRoutes(app: FastifyInstance): void {
     schema: { operationId: 'getEdge', tags: ['Graph'], summary: 'Read an edge: one the caller made, gives or holds, or one into a principal it may ask about (audit_read on audit:principal:<id> in every environment); an auditor any (anyone else: UNKNOWN_EDGE, as for none)', response: { 200: { type: 'object', description: 'The edge (revoked ones too)', required: ['edge'], properties: { edge: ref('Edge') } }, ...errorResponses([...AUTHENTICATED, 'UNKNOWN_EDGE']) } },
   }, async (request) => {
     const caller = await app.caller(request);
-    const edge = (await ctx.graph.current()).edge(request.params.id);
-    // A reader without an audit grant reads the edges it made, gives or holds, and those into a principal
-    // its audit_read covers; any other is as unknown to it as one that does not exist (same answer, same work).
-    const own = edge !== undefined && (edge.from === caller || edge.creator === caller);
-    if (!own && !(await readsIfAny(ctx, request, edge?.to ?? null, request.params.id))) throw new WritError('UNKNOWN_EDGE', `no edge "${request.params.id}"`);
-    return { edge: edgeToWire(edge!) };
+    // Whom the caller may ask about is read before the edge is looked up: an edge it may not read costs
+    // the same work as an id no edge has, and gets the same answer.
+    const asks = await whomMayAsk(ctx, caller);
+    const edge = readableEdge(await ctx.graph.current(), caller, request.params.id, asks);
+    if (!edge) throw unknownEdge(request.params.id);
+    return { edge: edgeToWire(edge) };
   });
 
   app.delete<{ Params: { id: string }; Body: { reason?: string } | null; Querystring: { reason?: string } }>('/v1/edges/:id', {
     schema: {
       body: revokeBody, querystring: reasonQuery,
-      operationId: 'revokeEdge', tags: ['Graph'], summary: 'Revoke an edge; every chain through it stops counting. The reason goes in the optional body or the `reason` query parameter',
+      operationId: 'revokeEdge', tags: ['Graph'], summary: 'Revoke an edge (governance, its creator or its `from`); every chain through it stops counting. The reason goes in the optional body or the `reason` query parameter. An edge the caller may not read (as GET /v1/edges/:id) is UNKNOWN_EDGE, as for none; FORBIDDEN, naming who may revoke it, only to a caller who may read it',
       response: {
         200: { type: 'object', description: 'Revoked (revoking again changes nothing)', required: ['edge', 'revoked', 'graph_revision'], properties: { edge: ref('Edge'), revoked: { type: 'boolean', description: 'false: it was revoked already' }, ...graphRevision } },
         ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_EDGE']),
