@@ -57,7 +57,11 @@ export interface ImpactReport {
   /** The graph revision the copy was taken from; the live graph is still at it (nothing was written). */
   graph_revision: number;
   computed_at: number;
-  /** The principals whose authority the change can touch (the change's ends and everyone below them). */
+  /**
+   * The principals whose capabilities the change can touch: the principal it revokes or the edge's
+   * `to`, and everyone below them (grant/delegate edges); none for an edge that gives no capability
+   * (owns, approves, preempts).
+   */
   principals_examined: number;
   /**
    * False when `lost` and `gained` may be wrong for some principals: before or after the change they had
@@ -92,6 +96,13 @@ const MAX_DEPTH = 6;
  *   itself and the other ends of the edges the change makes or ends (a delegation's `to` and what it
  *   would gain, a revoked edge's `to` and what it would lose, a revoked principal's neighbours). What
  *   those principals passed on further below is theirs, not the asker's: it needs `audit_read` as above.
+ *
+ * What each change can touch: revoking a grant or delegate edge, the capabilities of its `to` and of
+ * everyone below (chains are made of grant and delegate edges only); revoking a principal, its own and
+ * those below it, and every edge into or out of it; a delegation, its `to` and those below. An `owns`,
+ * `approves` or `preempts` edge gives no capability and is on no chain, so revoking one examines
+ * nobody: an ownership can end leases (OWNER_CHANGED), an approval ends itself (approvals_ending), a
+ * preemption ends only future takeovers (nothing the report lists).
  *
  * A caller who may not ask gets FORBIDDEN naming no one it did not name (any principal below the change
  * it names would tell it who is there), and learns nothing of what it named: a principal it may not ask
@@ -207,6 +218,9 @@ function mayNotAsk(caller: string): WritError {
   return new WritError('FORBIDDEN', `${caller} may not ask about this change: only governance, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey('<id>')} for every principal the change concerns, may ask (the principal who could make the change itself may ask about itself and the other ends of its own edges the change makes or ends, not about what is below them)`);
 }
 
+/** Edge kinds that give capabilities: the only ones on a chain. */
+const GIVES_CAPABILITIES: readonly Edge['kind'][] = ['grant', 'delegate'];
+
 /**
  * The events the change would append, the principals it starts from, and the principals the caller
  * may learn about without audit_read (itself; when the change is its own, the ends of its own edges
@@ -222,7 +236,9 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
     // principal it may ask about) is as unknown to it as one that does not exist.
     if (!edge || !(own || asks(edge.to))) throw new WritError('UNKNOWN_EDGE', `no edge "${change.revoke.edge}"`);
     const events: GraphEvent[] = edge.revoked_at === null ? [{ type: 'edge.revoked', id: edge.id, at: now, reason: 'impact analysis' }] : [];
-    return { events, roots: [edge.to], exempt: new Set(own ? [caller, edge.from, edge.to] : [caller]) };
+    // An owns, approves or preempts edge is on no chain: revoking it changes nobody's capabilities.
+    const roots = GIVES_CAPABILITIES.includes(edge.kind) ? [edge.to] : [];
+    return { events, roots, exempt: new Set(own ? [caller, edge.from, edge.to] : [caller]) };
   }
   if (change.revoke?.principal !== undefined) {
     // Before the lookup (as checkMayAskAbout): an unknown principal and one the caller may not ask about alike.

@@ -42,7 +42,7 @@ const impactReply = {
     change: { type: 'object', additionalProperties: true, description: 'the change analysed, as asked' },
     graph_revision: { type: 'integer', description: 'the live graph revision the copy was taken from' },
     computed_at: iso,
-    principals_examined: { type: 'integer', description: 'the change\'s ends and every principal below them' },
+    principals_examined: { type: 'integer', description: 'the principals whose capabilities the change can touch: the revoked principal or the edge\'s to, and every principal below them; 0 for an owns, approves or preempts edge, which gives no capability' },
     exact: { type: 'boolean', description: 'false: lost and gained may be wrong for the principals in inexact_principals (before or after the change they had more chains adding to their valid ones than Writ judges for one principal, 64)' },
     inexact_principals: { ...strings, description: 'principals whose lost/gained may be wrong (empty when exact)' },
     lost: { type: 'array', items: principalImpact, description: 'capabilities principals would lose' },
