@@ -108,7 +108,9 @@ const MAX_DEPTH = 6;
  * it names would tell it who is there), and learns nothing of what it named: a principal it may not ask
  * about is FORBIDDEN before it is looked up (as checkMayAskAbout), and an edge it may not read (GET
  * /v1/edges/:id) is UNKNOWN_EDGE like one that does not exist. Governance and an auditor of the named
- * principal get the precise UNKNOWN_* codes.
+ * principal get the precise UNKNOWN_* codes. A delegation's `id` taken by an edge the caller may not
+ * read is analysed as if it were free (under an internal id, reported as the id asked), not
+ * ALREADY_EXISTS.
  */
 export async function analyseImpact(ctx: WritContext, caller: string, change: ImpactChange): Promise<ImpactReport> {
   // Everything read from the store comes first: from the moment the live graph is taken the analysis
@@ -119,7 +121,7 @@ export async function analyseImpact(ctx: WritContext, caller: string, change: Im
   const before = await ctx.graph.current();
   const revision = before.revision;
   const asks = (s: string) => auditor === null || s === caller || auditor.some((scope) => scopeGives(scope, { action: AUDIT_READ, resource: auditKey(s) }));
-  const { events, roots, exempt } = plan(ctx, before, caller, change, now, asks);
+  const { events, roots, exempt, internalId } = plan(ctx, before, caller, change, now, asks);
   const after = takeFork(before);
   const applied: RecordedGraphEvent[] = [];
   try {
@@ -128,7 +130,8 @@ export async function analyseImpact(ctx: WritContext, caller: string, change: Im
       after.apply(rec);
       applied.push(rec);
     }
-    return analyse(ctx, caller, change, { before, after, roots, asks, exempt, leases, revision, now });
+    const report = analyse(ctx, caller, change, { before, after, roots, asks, exempt, leases, revision, now });
+    return internalId === null ? report : renamed(report, internalId, change.delegate!.id!);
   } finally {
     giveBackFork(before, after, revision, applied);
   }
@@ -226,7 +229,7 @@ const GIVES_CAPABILITIES: readonly Edge['kind'][] = ['grant', 'delegate'];
  * may learn about without audit_read (itself; when the change is its own, the ends of its own edges
  * the change makes or ends, see analyseImpact).
  */
-function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: ImpactChange, now: number, asks: (principal: string) => boolean): { events: GraphEvent[]; roots: string[]; exempt: Set<string> } {
+function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: ImpactChange, now: number, asks: (principal: string) => boolean): { events: GraphEvent[]; roots: string[]; exempt: Set<string>; internalId: string | null } {
   const asked = [change.revoke?.edge, change.revoke?.principal, change.delegate].filter((x) => x !== undefined).length;
   if (asked !== 1) throw new WritError('UNPROCESSABLE', 'name exactly one change: revoke.edge, revoke.principal or delegate');
   if (change.revoke?.edge !== undefined) {
@@ -238,7 +241,7 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
     const events: GraphEvent[] = edge.revoked_at === null ? [{ type: 'edge.revoked', id: edge.id, at: now, reason: 'impact analysis' }] : [];
     // An owns, approves or preempts edge is on no chain: revoking it changes nobody's capabilities.
     const roots = GIVES_CAPABILITIES.includes(edge.kind) ? [edge.to] : [];
-    return { events, roots, exempt: new Set(own ? [caller, edge.from, edge.to] : [caller]) };
+    return { events, roots, exempt: new Set(own ? [caller, edge.from, edge.to] : [caller]), internalId: null };
   }
   if (change.revoke?.principal !== undefined) {
     // Before the lookup (as checkMayAskAbout): an unknown principal and one the caller may not ask about alike.
@@ -252,7 +255,7 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
       graph.forEachOutgoing(p.id, (e) => exempt.add(e.to));
       graph.forEachIncoming(p.id, (e) => exempt.add(e.from));
     }
-    return { events, roots: [p.id], exempt };
+    return { events, roots: [p.id], exempt, internalId: null };
   }
   const input = change.delegate!;
   if (!input || typeof input !== 'object') throw new WritError('UNPROCESSABLE', 'delegate must be a delegation (from, to, scope, reason)');
@@ -262,12 +265,19 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   if (!own && !(asks(input.from) && asks(input.to))) throw mayNotAsk(caller);
   checkReason(input.reason ?? '', 'every edge');
   const draft = delegationDraft({ ...input, id: input.id ?? `impact-${randomUUID()}` });
-  if (graph.edge(draft.id!)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
+  // An id taken by an edge the caller may not read (as GET /v1/edges/:id) is as free to it as any other:
+  // the analysis runs under an internal id, and the report names the id asked (renamed).
+  const taken = graph.edge(draft.id!);
+  let internalId: string | null = null;
+  if (taken) {
+    if (caller === taken.creator || caller === taken.from || asks(taken.to)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
+    internalId = `impact-${randomUUID()}`;
+  }
   checkNotEnded(draft.expires_at, now);
-  const edge = { ...draft, id: draft.id!, creator: caller, created_at: now };
+  const edge = { ...draft, id: internalId ?? draft.id!, creator: caller, created_at: now };
   checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
   checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now);
-  return { events: [{ type: 'edge.created', edge }], roots: [draft.to], exempt: new Set(own ? [caller, draft.to] : [caller]) };
+  return { events: [{ type: 'edge.created', edge }], roots: [draft.to], exempt: new Set(own ? [caller, draft.to] : [caller]), internalId };
 }
 
 /** The roots and every principal reachable from them over grant/delegate edges (in either graph), up to MAX_DEPTH hops. */
@@ -420,4 +430,19 @@ function leasesEnding(leases: LeaseAuthority[], before: AuthorityGraph, after: A
     if (e) out.push({ lease_id: lease.lease_id, holder: lease.holder, keys: lease.keys, code: e.code, reason: e.message });
   }
   return out.sort((a, b) => a.lease_id.localeCompare(b.lease_id));
+}
+
+/** The report of a delegation analysed under `internal` in place of the id asked (taken by an edge the caller may not read). */
+function renamed(r: ImpactReport, internal: string, asked: string): ImpactReport {
+  const id = (x: string) => (x === internal ? asked : x);
+  const principals = (list: PrincipalImpact[]) => list.map((p) => ({ ...p, capabilities: p.capabilities.map((c) => ({ ...c, via: c.via.map((chain) => chain.map(id)) })) }));
+  const edges = (list: EdgeImpact[]) => list.map((e) => ({ ...e, edge: { ...e.edge, id: id(e.edge.id) } }));
+  return {
+    ...r,
+    lost: principals(r.lost),
+    gained: principals(r.gained),
+    orphaned_delegations: edges(r.orphaned_delegations),
+    healed_delegations: edges(r.healed_delegations),
+    approvals_ending: edges(r.approvals_ending),
+  };
 }

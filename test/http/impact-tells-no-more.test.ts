@@ -1,5 +1,6 @@
 /**
- * POST /v1/impact tells a caller no more than it may know: nothing below an edge that gives no capability.
+ * POST /v1/impact tells a caller no more than it may know: not whether an edge id it may not read is
+ * taken, nothing below an edge that gives no capability.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
@@ -16,6 +17,39 @@ function harnessed() {
   afterAll(async () => ref.h?.close());
   return ref;
 }
+
+describe('delegate.id: an id taken by an edge the caller may not read is answered as a free one', () => {
+  const t = harnessed();
+  const impact = (principal: string, change: object) => t.h.call(principal, { method: 'POST', url: '/v1/impact', payload: change });
+  const toPublisher = (id: string, scope = update(['title'])) => ({ delegate: { id, from: 'editor-alice', to: 'publisher', reason: 'cover', max_depth: 0, scope } });
+
+  it('d-orch-seo (orchestrator → seo-agent-7), which editor-alice may not read: the same report as for a free id, naming the id asked', async () => {
+    expect((await t.h.call('editor-alice', { method: 'GET', url: '/v1/edges/d-orch-seo' })).body.code).toBe('UNKNOWN_EDGE');
+    const taken = await impact('editor-alice', toPublisher('d-orch-seo'));
+    const free = await impact('editor-alice', toPublisher('d-free-1'));
+    expect(free.status, JSON.stringify(free.body)).toBe(200);
+    expect(taken.status, JSON.stringify(taken.body)).toBe(200);
+    expect(JSON.parse(taken.raw.replaceAll('d-orch-seo', 'ID'))).toEqual(JSON.parse(free.raw.replaceAll('d-free-1', 'ID')));
+    expect(taken.body.change.delegate.id).toBe('d-orch-seo');
+    expect(taken.body.gained[0].capabilities[0].via).toEqual([['g-editor-alice', 'd-orch-seo']]);
+    expect(taken.raw).not.toMatch(/impact-/);
+  });
+
+  it('a refusal is the same too (ATTENUATION_VIOLATION)', async () => {
+    const taken = await impact('editor-alice', toPublisher('d-orch-seo', { ...update(['title']), actions: ['deploy'] }));
+    const free = await impact('editor-alice', toPublisher('d-free-1', { ...update(['title']), actions: ['deploy'] }));
+    expect(taken.body.code, JSON.stringify(taken.body)).toBe('ATTENUATION_VIOLATION');
+    expect(taken.body).toEqual(free.body);
+  });
+
+  it('an edge it may read keeps ALREADY_EXISTS: one it holds, one it gives, and any for governance', async () => {
+    expect(await impact('editor-alice', toPublisher('g-editor-alice'))).toMatchObject({ status: 409, body: { code: 'ALREADY_EXISTS' } });
+    const own = { delegate: { id: 'd-orch-content', from: 'orchestrator', to: 'publisher', reason: 'x', max_depth: 0, scope: update(['title']) } };
+    expect(await impact('orchestrator', own)).toMatchObject({ status: 409, body: { code: 'ALREADY_EXISTS' } });
+    const asGovernance = { delegate: { ...toPublisher('d-orch-seo').delegate } };
+    expect(await impact(GOVERNANCE_ID, asGovernance)).toMatchObject({ status: 409, body: { code: 'ALREADY_EXISTS' } });
+  });
+});
 
 describe('an edge that gives no capability: nothing below it is examined', () => {
   const t = harnessed();

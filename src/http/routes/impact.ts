@@ -69,7 +69,8 @@ export function registerImpactRoutes(app: FastifyInstance): void {
       summary: 'Impact analysis: who would lose (or gain) what if an edge or a principal were revoked, or a delegation added. Changes nothing. '
         + 'Governance, or a holder of audit_read on every principal the report concerns, may ask; the principal who could make the change itself '
         + '(an edge\'s creator or from, a delegation\'s from) or a principal about its own revocation needs none for itself and the other ends of the edges the change makes or ends, '
-        + 'but does for every principal below them. A principal the caller may not ask about is FORBIDDEN whether it exists or not; an edge it may not read (as GET /v1/edges/{id}) is UNKNOWN_EDGE',
+        + 'but does for every principal below them. A principal the caller may not ask about is FORBIDDEN whether it exists or not; an edge it may not read (as GET /v1/edges/{id}) is UNKNOWN_EDGE, '
+        + 'and a delegation id taken by an edge it may not read is analysed as a free one (ALREADY_EXISTS only for an edge it may read)',
       response: {
         200: impactReply,
         ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_EDGE', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'ATTENUATION_VIOLATION', 'ALREADY_EXISTS', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED']),
