@@ -138,6 +138,7 @@ export function formatImpact(r: ImpactReport, done?: { header: string }): string
   const would = (what: string, did: string) => (done ? did : what);
   const lines = [done?.header ?? `impact of ${describeChange(r)} at graph revision ${r.graph_revision} (computed on a copy; nothing changed; ${r.principals_examined} principal(s) examined)`];
   if (!r.exact) lines.push(`NOT EXACT: what ${r.inexact_principals.join(', ')} ${would('would lose or gain', 'lost or gained')} is not fully known (more chains than Writ judges for one principal)`);
+  if (r.through_change_only.length > 0) lines.push(`ONLY THROUGH THE CHANGE'S OWN EDGES: what ${r.through_change_only.join(', ')} ${would('would lose or gain', 'lost or gained')} counts only the chains ending in the edges the change makes or ends, whatever else they hold (audit_read on them shows it all)`);
   lines.push(...formatPrincipalImpacts(would('would lose', 'lost'), r.lost));
   if (r.change.delegate || r.gained.length > 0) lines.push(...formatPrincipalImpacts(would('would gain', 'gained'), r.gained));
   lines.push(r.leases_ending.length === 0 ? 'leases ending at their next renewal: (none)' : 'leases ending at their next renewal:');

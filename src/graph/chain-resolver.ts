@@ -89,9 +89,12 @@ export function resolveChains(graph: AuthorityGraph, request: ChainRequest, now:
  * `principal`, and for what a principal holds (`writ can`). In `decide` mode liveness prunes, and so
  * does `gives` when given: an edge whose scope fails it cannot be on a valid chain whose final scope
  * passes it (scopes narrow along a valid chain), e.g. "gives update_post". The policy compares scopes.
+ * `last`, in `decide` mode, keeps only the chains whose last edge (the one into `principal`) passes.
  */
-export function resolveChainsTo(graph: AuthorityGraph, principal: string, now: number, options: ResolveOptions, gives?: (scope: Edge['scope']) => boolean): CandidateChain[] {
-  return resolve(graph, principal, now, options, gives === undefined ? null : (edge) => gives(edge.scope));
+export function resolveChainsTo(graph: AuthorityGraph, principal: string, now: number, options: ResolveOptions, gives?: (scope: Edge['scope']) => boolean, last?: (edge: Edge) => boolean): CandidateChain[] {
+  if (gives === undefined && last === undefined) return resolve(graph, principal, now, options, null);
+  // Chains are simple paths grown backwards from `principal`: only the last edge of a chain leads into it.
+  return resolve(graph, principal, now, options, (edge) => (gives === undefined || gives(edge.scope)) && (last === undefined || edge.to !== principal || last(edge)));
 }
 
 /** The principals of every chain plus `extra` (e.g. the caller), as the policy sees them. Unknown ids are left out. */

@@ -86,6 +86,8 @@ export interface CapabilityQuery {
    * it every chain comes, live or not, so that the policy can say what is wrong with the dead ones.
    */
   gives?: (scope: Scope) => boolean;
+  /** With `gives`: only chains whose last edge (the one into the principal) passes, pruned while resolving as `gives` is. */
+  lastEdge?: (edge: Edge) => boolean;
   /** Chains judged at most (default CAPABILITY_LIMIT). */
   limit?: number;
 }
@@ -118,7 +120,7 @@ export function capabilitiesIn(ctx: WritContext, graph: AuthorityGraph, principa
   const limit = query.limit ?? CAPABILITY_LIMIT;
   const stats: ResolutionStats = { visited: 0, truncated: false, complete: true };
   const options = { mode: query.gives ? 'decide' : 'explain', budget: { maxChains: CANDIDATE_LIMIT }, stats } as const;
-  const candidates = resolveChainsTo(graph, principal, now, options, query.gives);
+  const candidates = resolveChainsTo(graph, principal, now, options, query.gives, query.gives && query.lastEdge);
   const judge = (chain: CandidateChain) => judgeChain(ctx, graph, principal, chain, now);
   if (candidates.length <= limit) return { capabilities: candidates.map(judge), truncated: !stats.complete };
 

@@ -57,7 +57,11 @@ export interface ImpactReport {
   /** The graph revision the copy was taken from; the live graph is still at it (nothing was written). */
   graph_revision: number;
   computed_at: number;
-  /** The principals whose authority the change can touch (the change's ends and everyone below them). */
+  /**
+   * The principals whose capabilities the change can touch: the principal it revokes or the edge's
+   * `to`, and everyone below them (grant/delegate edges); none for an edge that gives no capability
+   * (owns, approves, preempts).
+   */
   principals_examined: number;
   /**
    * False when `lost` and `gained` may be wrong for some principals: before or after the change they had
@@ -66,6 +70,12 @@ export interface ImpactReport {
    */
   exact: boolean;
   inexact_principals: string[];
+  /**
+   * Principals the caller may learn about only as the other ends of its own edges the change makes or
+   * ends (no audit_read on them): their lost and gained count only the chains whose last edge is one of
+   * those edges — what those edges give or gave, whether or not the principal holds it otherwise.
+   */
+  through_change_only: string[];
   lost: PrincipalImpact[];
   gained: PrincipalImpact[];
   leases_ending: LeaseImpact[];
@@ -90,14 +100,28 @@ const MAX_DEPTH = 6;
  * - the principal who could make the change itself (an edge's creator or `from`; a delegation's
  *   `from`) or a principal about its own revocation learns without `audit_read` only what is its own:
  *   itself and the other ends of the edges the change makes or ends (a delegation's `to` and what it
- *   would gain, a revoked edge's `to` and what it would lose, a revoked principal's neighbours). What
- *   those principals passed on further below is theirs, not the asker's: it needs `audit_read` as above.
+ *   would gain, a revoked edge's `to` and what it would lose, a revoked principal's neighbours), and of
+ *   those ends only what comes through those edges: their lost and gained count only the chains whose
+ *   last edge is one of them (`through_change_only` lists such principals), and a lease of theirs that
+ *   would end through a chain ending otherwise, or a delegation not among those edges that would be
+ *   orphaned or healed, is FORBIDDEN (its verdict is on the other's own chains). What those principals
+ *   passed on further below is theirs, not the asker's: it needs `audit_read` as above.
+ *
+ * What each change can touch: revoking a grant or delegate edge, the capabilities of its `to` and of
+ * everyone below (chains are made of grant and delegate edges only); revoking a principal, its own and
+ * those below it, and every edge into or out of it; a delegation, its `to` and those below. An `owns`,
+ * `approves` or `preempts` edge gives no capability and is on no chain, so revoking one examines
+ * nobody: an ownership can end leases (OWNER_CHANGED), an approval ends itself (approvals_ending), a
+ * preemption ends only future takeovers (nothing the report lists).
  *
  * A caller who may not ask gets FORBIDDEN naming no one it did not name (any principal below the change
  * it names would tell it who is there), and learns nothing of what it named: a principal it may not ask
  * about is FORBIDDEN before it is looked up (as checkMayAskAbout), and an edge it may not read (GET
  * /v1/edges/:id) is UNKNOWN_EDGE like one that does not exist. Governance and an auditor of the named
- * principal get the precise UNKNOWN_* codes.
+ * principal get the precise UNKNOWN_* codes. A delegation's `id` taken by an edge the caller may not
+ * read is judged as if it were free, as POST /v1/delegations judges it: every check and error the same,
+ * and a delegation that would otherwise be written is refused ALREADY_EXISTS saying only that the id is
+ * taken (edgeIdTaken), which is what writing it would answer.
  */
 export async function analyseImpact(ctx: WritContext, caller: string, change: ImpactChange): Promise<ImpactReport> {
   // Everything read from the store comes first: from the moment the live graph is taken the analysis
@@ -107,16 +131,16 @@ export async function analyseImpact(ctx: WritContext, caller: string, change: Im
   const now = ctx.clock.now();
   const before = await ctx.graph.current();
   const revision = before.revision;
-  const { events, roots, exempt } = plan(ctx, before, caller, change, now, asks);
+  const planned = plan(ctx, before, caller, change, now, asks);
   const after = takeFork(before);
   const applied: RecordedGraphEvent[] = [];
   try {
-    for (const event of events) {
+    for (const event of planned.events) {
       const rec = { revision: after.revision + 1, event, actor: caller, at: now };
       after.apply(rec);
       applied.push(rec);
     }
-    return analyse(ctx, caller, change, { before, after, roots, asks, exempt, leases, revision, now });
+    return analyse(ctx, caller, change, { ...planned, before, after, asks, leases, revision, now });
   } finally {
     giveBackFork(before, after, revision, applied);
   }
@@ -149,7 +173,7 @@ function analyse(
   ctx: WritContext,
   caller: string,
   change: ImpactChange,
-  { before, after, roots, asks, exempt, leases: held, revision, now }: { before: AuthorityGraph; after: AuthorityGraph; roots: string[]; asks: AsksAbout; exempt: ReadonlySet<string>; leases: LeaseAuthority[]; revision: number; now: number },
+  { before, after, roots, asks, exempt, changeEdges, leases: held, revision, now }: Planned & { before: AuthorityGraph; after: AuthorityGraph; asks: AsksAbout; leases: LeaseAuthority[]; revision: number; now: number },
 ): ImpactReport {
 
   const examined = downstream(before, after, roots);
@@ -157,13 +181,18 @@ function analyse(
     for (const s of subjects) if (!exempt.has(s) && !asks(s)) throw mayNotAsk(caller);
   };
   requireSubjects(examined);
+  // Known to the caller only as the other end of one of its own edges the change makes or ends: of it the
+  // caller learns only what comes through those edges.
+  const throughChangeOnly = (p: string) => exempt.has(p) && !asks(p);
+  const ownLast = (edge: { id: string }) => changeEdges.has(edge.id);
 
   const lost: PrincipalImpact[] = [];
   const gained: PrincipalImpact[] = [];
   const inexact: string[] = [];
   for (const principal of [...examined].sort()) {
-    const [was, wasCut] = validScopes(ctx, before, principal, now);
-    const [will, willCut] = validScopes(ctx, after, principal, now);
+    const last = throughChangeOnly(principal) ? ownLast : undefined;
+    const [was, wasCut] = validScopes(ctx, before, principal, now, last);
+    const [will, willCut] = validScopes(ctx, after, principal, now, last);
     if (wasCut || willCut) inexact.push(principal);
     const l = difference(was, will);
     const g = difference(will, was);
@@ -181,9 +210,19 @@ function analyse(
   const healed = [...orphansBefore.values()].filter((o) => !orphansAfter.has(o.edge.id)).map((o) => ({ edge: toPolicyEdge(o.edge), reasons: o.violations }));
 
   const approvals = approvalsEnding(before, after, now);
-  const leases = leasesEnding(held, before, after, now);
-  const ends = (impacts: EdgeImpact[]) => impacts.flatMap((i) => [i.edge.from, i.edge.to]);
-  requireSubjects([...leases.map((l) => l.holder), ...ends(approvals), ...ends(orphaned), ...ends(healed)]);
+  const ending = leasesEnding(held, before, after, now);
+  // An edge not the change's own, into a principal the caller knows only as an end of its own edges, is
+  // one it may not read, and its verdict (an orphan's is on the delegator's chains) is not its to learn.
+  // Into a principal it may ask about, it is readable, and the delegator's chains show in that one's.
+  for (const { edge } of [...approvals, ...orphaned, ...healed]) {
+    requireSubjects([edge.from, edge.to]);
+    if (!ownLast(edge) && throughChangeOnly(edge.to)) throw mayNotAsk(caller);
+  }
+  for (const { lease, failed } of ending) {
+    requireSubjects([lease.holder]);
+    if (throughChangeOnly(lease.holder) && !(failed.chain.length > 0 && ownLast({ id: failed.chain.at(-1)! }))) throw mayNotAsk(caller);
+  }
+  const leases = ending.map((l) => l.impact);
 
   return {
     change,
@@ -192,6 +231,7 @@ function analyse(
     principals_examined: examined.size,
     exact: inexact.length === 0,
     inexact_principals: inexact,
+    through_change_only: [...examined].filter(throughChangeOnly).sort(),
     lost,
     gained,
     leases_ending: leases,
@@ -206,12 +246,25 @@ function mayNotAsk(caller: string): WritError {
   return new WritError('FORBIDDEN', `${caller} may not ask about this change: only governance, or a principal whose authority covers action ${AUDIT_READ} on ${auditKey('<id>')} for every principal the change concerns, may ask (the principal who could make the change itself may ask about itself and the other ends of its own edges the change makes or ends, not about what is below them)`);
 }
 
+interface Planned {
+  events: GraphEvent[];
+  /** The principals whose capabilities the change can touch, with everyone below them (downstream). */
+  roots: string[];
+  /** The principals the caller may learn about without audit_read (see analyseImpact). */
+  exempt: ReadonlySet<string>;
+  /** The ids of the edges the change makes or ends, when the change is the caller's own (else none). */
+  changeEdges: ReadonlySet<string>;
+}
+
+/** Edge kinds that give capabilities: the only ones on a chain. */
+const GIVES_CAPABILITIES: readonly Edge['kind'][] = ['grant', 'delegate'];
+
 /**
  * The events the change would append, the principals it starts from, and the principals the caller
  * may learn about without audit_read (itself; when the change is its own, the ends of its own edges
  * the change makes or ends, see analyseImpact).
  */
-function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: ImpactChange, now: number, asks: AsksAbout): { events: GraphEvent[]; roots: string[]; exempt: Set<string> } {
+function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: ImpactChange, now: number, asks: AsksAbout): Planned {
   const asked = [change.revoke?.edge, change.revoke?.principal, change.delegate].filter((x) => x !== undefined).length;
   if (asked !== 1) throw new WritError('UNPROCESSABLE', 'name exactly one change: revoke.edge, revoke.principal or delegate');
   if (change.revoke?.edge !== undefined) {
@@ -220,7 +273,9 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
     if (!edge) throw unknownEdge(change.revoke.edge);
     const own = caller === edge.creator || caller === edge.from;
     const events: GraphEvent[] = edge.revoked_at === null ? [{ type: 'edge.revoked', id: edge.id, at: now, reason: 'impact analysis' }] : [];
-    return { events, roots: [edge.to], exempt: new Set(own ? [caller, edge.from, edge.to] : [caller]) };
+    // An owns, approves or preempts edge is on no chain: revoking it changes nobody's capabilities.
+    const roots = GIVES_CAPABILITIES.includes(edge.kind) ? [edge.to] : [];
+    return { events, roots, exempt: new Set(own ? [caller, edge.from, edge.to] : [caller]), changeEdges: new Set(own ? [edge.id] : []) };
   }
   if (change.revoke?.principal !== undefined) {
     // Before the lookup (as checkMayAskAbout): an unknown principal and one the caller may not ask about alike.
@@ -230,11 +285,18 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
     if (p.id === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'governance cannot be revoked');
     const events: GraphEvent[] = p.revoked_at === null ? [{ type: 'principal.revoked', id: p.id, at: now, reason: 'impact analysis' }] : [];
     const exempt = new Set([caller]);
+    const changeEdges = new Set<string>();
     if (caller === p.id) {
-      graph.forEachOutgoing(p.id, (e) => exempt.add(e.to));
-      graph.forEachIncoming(p.id, (e) => exempt.add(e.from));
+      graph.forEachOutgoing(p.id, (e) => {
+        exempt.add(e.to);
+        changeEdges.add(e.id);
+      });
+      graph.forEachIncoming(p.id, (e) => {
+        exempt.add(e.from);
+        changeEdges.add(e.id);
+      });
     }
-    return { events, roots: [p.id], exempt };
+    return { events, roots: [p.id], exempt, changeEdges };
   }
   const input = change.delegate!;
   if (!input || typeof input !== 'object') throw new WritError('UNPROCESSABLE', 'delegate must be a delegation (from, to, scope, reason)');
@@ -251,7 +313,7 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   checkScopeApplies(ctx.policy.data, edge.kind, edge.scope);
   checkDelegationFits(ctx, graph, { ...edge, revoked_at: null }, now, asks);
   if (graph.edge(edge.id)) throw edgeIdTaken(edge.id);
-  return { events: [{ type: 'edge.created', edge }], roots: [draft.to], exempt: new Set(own ? [caller, draft.to] : [caller]) };
+  return { events: [{ type: 'edge.created', edge }], roots: [draft.to], exempt: new Set(own ? [caller, draft.to] : [caller]), changeEdges: new Set(own ? [edge.id] : []) };
 }
 
 /** The roots and every principal reachable from them over grant/delegate edges (in either graph), up to MAX_DEPTH hops. */
@@ -287,16 +349,17 @@ interface Held {
 }
 
 /**
- * The valid chains' final scopes of `principal` in `graph`, one entry per action × resource pattern ×
- * environment, and whether the principal may hold more (capabilitiesIn's `truncated`). Chains covered by another
+ * The valid chains' final scopes of `principal` in `graph` (only those whose last edge passes `lastEdge`,
+ * when given), one entry per action × resource pattern × environment, and whether the principal may hold
+ * more (capabilitiesIn's `truncated`). Chains covered by another
  * valid chain may be left out: what they give is held anyway, so `difference` is the same.
  */
-function validScopes(ctx: WritContext, graph: AuthorityGraph, principal: string, now: number): [held: Map<string, Held>, truncated: boolean] {
+function validScopes(ctx: WritContext, graph: AuthorityGraph, principal: string, now: number, lastEdge?: (edge: Edge) => boolean): [held: Map<string, Held>, truncated: boolean] {
   const out = new Map<string, Held>();
   const p = graph.principal(principal);
   if (!p || p.revoked_at !== null) return [out, false];
   // Valid chains only: decide mode (live chains; `gives` passes every scope).
-  const { capabilities, truncated } = capabilitiesIn(ctx, graph, principal, now, { gives: () => true });
+  const { capabilities, truncated } = capabilitiesIn(ctx, graph, principal, now, { gives: () => true, ...(lastEdge ? { lastEdge } : {}) });
   for (const c of capabilities) {
     if (!c.valid) continue;
     const chain = c.chain.map((e) => e.id);
@@ -381,22 +444,28 @@ async function liveLeaseAuthorities(ctx: WritContext): Promise<LeaseAuthority[]>
   });
 }
 
-/** Live leases whose recorded authority holds in the live graph and would not in the changed one (the renewal's own check). */
-function leasesEnding(leases: LeaseAuthority[], before: AuthorityGraph, after: AuthorityGraph, now: number): LeaseImpact[] {
-  const failure = (lease: LeaseAuthority, graph: AuthorityGraph): WritError | null => {
-    try {
-      for (const claims of lease.decisions) checkAuthorityStillValid(graph, claims, now);
-      return null;
-    } catch (e) {
-      if (e instanceof WritError) return e;
-      throw e;
+/**
+ * Live leases whose recorded authority holds in the live graph and would not in the changed one (the
+ * renewal's own check), each with the decision its renewal would be refused for.
+ */
+function leasesEnding(leases: LeaseAuthority[], before: AuthorityGraph, after: AuthorityGraph, now: number): { lease: LeaseAuthority; failed: DecisionClaims; impact: LeaseImpact }[] {
+  const failure = (lease: LeaseAuthority, graph: AuthorityGraph): { claims: DecisionClaims; error: WritError } | null => {
+    for (const claims of lease.decisions) {
+      try {
+        checkAuthorityStillValid(graph, claims, now);
+      } catch (e) {
+        if (e instanceof WritError) return { claims, error: e };
+        throw e;
+      }
     }
+    return null;
   };
-  const out: LeaseImpact[] = [];
+  const out: { lease: LeaseAuthority; failed: DecisionClaims; impact: LeaseImpact }[] = [];
   for (const lease of leases) {
     if (failure(lease, before) !== null) continue;
-    const e = failure(lease, after);
-    if (e) out.push({ lease_id: lease.lease_id, holder: lease.holder, keys: lease.keys, code: e.code, reason: e.message });
+    const f = failure(lease, after);
+    if (f) out.push({ lease, failed: f.claims, impact: { lease_id: lease.lease_id, holder: lease.holder, keys: lease.keys, code: f.error.code, reason: f.error.message } });
   }
-  return out.sort((a, b) => a.lease_id.localeCompare(b.lease_id));
+  return out.sort((a, b) => a.lease.lease_id.localeCompare(b.lease.lease_id));
 }
+

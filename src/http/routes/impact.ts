@@ -37,14 +37,15 @@ const impactEdge = {
 const impactReply = {
   type: 'object',
   description: 'What the change would do, computed on a copy of the graph: nothing was written (graph_revision is still the live one).',
-  required: ['change', 'graph_revision', 'computed_at', 'principals_examined', 'exact', 'inexact_principals', 'lost', 'gained', 'leases_ending', 'orphaned_delegations', 'healed_delegations', 'approvals_ending'],
+  required: ['change', 'graph_revision', 'computed_at', 'principals_examined', 'exact', 'inexact_principals', 'through_change_only', 'lost', 'gained', 'leases_ending', 'orphaned_delegations', 'healed_delegations', 'approvals_ending'],
   properties: {
     change: { type: 'object', additionalProperties: true, description: 'the change analysed, as asked' },
     graph_revision: { type: 'integer', description: 'the live graph revision the copy was taken from' },
     computed_at: iso,
-    principals_examined: { type: 'integer', description: 'the change\'s ends and every principal below them' },
+    principals_examined: { type: 'integer', description: 'the principals whose capabilities the change can touch: the revoked principal or the edge\'s to, and every principal below them; 0 for an owns, approves or preempts edge, which gives no capability' },
     exact: { type: 'boolean', description: 'false: lost and gained may be wrong for the principals in inexact_principals (before or after the change they had more chains adding to their valid ones than Writ judges for one principal, 64)' },
     inexact_principals: { ...strings, description: 'principals whose lost/gained may be wrong (empty when exact)' },
+    through_change_only: { ...strings, description: 'principals the caller may learn about only as the other ends of its own edges the change makes or ends (no audit_read on them): their lost and gained count only the chains whose last edge is one of those edges, whatever else they hold (empty for governance and for an auditor of every principal concerned)' },
     lost: { type: 'array', items: principalImpact, description: 'capabilities principals would lose' },
     gained: { type: 'array', items: principalImpact, description: 'capabilities principals would gain' },
     leases_ending: {
@@ -69,7 +70,8 @@ export function registerImpactRoutes(app: FastifyInstance): void {
       summary: 'Impact analysis: who would lose (or gain) what if an edge or a principal were revoked, or a delegation added. Changes nothing. '
         + 'Governance, or a holder of audit_read on every principal the report concerns, may ask; the principal who could make the change itself '
         + '(an edge\'s creator or from, a delegation\'s from) or a principal about its own revocation needs none for itself and the other ends of the edges the change makes or ends, '
-        + 'but does for every principal below them. A principal the caller may not ask about is FORBIDDEN whether it exists or not; an edge it may not read (as GET /v1/edges/{id}) is UNKNOWN_EDGE',
+        + 'of which it learns only what comes through those edges (through_change_only), but does for every principal below them. A principal the caller may not ask about is FORBIDDEN whether it exists or not; an edge it may not read (as GET /v1/edges/{id}) is UNKNOWN_EDGE, '
+        + 'and a delegation id taken by an edge it may not read is analysed as a free one (ALREADY_EXISTS only for an edge it may read)',
       response: {
         200: impactReply,
         ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_EDGE', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'ATTENUATION_VIOLATION', 'ALREADY_EXISTS', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED']),
