@@ -284,12 +284,12 @@ interface ReplacedEpochs {
 function carryReplacedEpochs(dataFile: string, restoring: string): ReplacedEpochs {
   const old = new Database(dataFile, { readonly: true, fileMustExist: true });
   let keys: { key: string; epoch: number }[];
-  let bumps: Record<string, unknown>[];
-  let moves: Record<string, unknown>[];
+  let bumps: CarriedRows;
+  let moves: CarriedRows;
   try {
     keys = allRows(old, 'SELECT key, epoch FROM lease_keys WHERE epoch > 0 ORDER BY key');
-    bumps = allRows(old, `SELECT ${BUMP_COLUMNS} FROM lease_epoch_bumps ORDER BY seq`);
-    moves = allRows(old, `SELECT ${MOVE_COLUMNS} FROM store_moves ORDER BY seq`);
+    bumps = carriedRows(old, 'lease_epoch_bumps');
+    moves = carriedRows(old, 'store_moves');
   } finally {
     old.close();
   }
@@ -297,34 +297,62 @@ function carryReplacedEpochs(dataFile: string, restoring: string): ReplacedEpoch
   try {
     const ensureKey = db.prepare('INSERT OR IGNORE INTO lease_keys (key, epoch, transitions) VALUES (?, 0, 0)');
     const raiseKey = db.prepare('UPDATE lease_keys SET epoch = MAX(epoch, ?) WHERE key = ?');
-    const same = BUMP_COLUMNS.split(', ').map((c) => `${c} IS :${c}`).join(' AND ');
-    const carryBump = db.prepare(`INSERT INTO lease_epoch_bumps (${BUMP_COLUMNS}) SELECT ${BUMP_COLUMNS.split(', ').map((c) => `:${c}`).join(', ')}
-      WHERE NOT EXISTS (SELECT 1 FROM lease_epoch_bumps WHERE ${same})`);
-    const carryMove = db.prepare(`INSERT INTO store_moves (${MOVE_COLUMNS}) SELECT ${MOVE_COLUMNS.split(', ').map((c) => `:${c}`).join(', ')}
-      WHERE NOT EXISTS (SELECT 1 FROM store_moves WHERE ${MOVE_COLUMNS.split(', ').map((c) => `${c} IS :${c}`).join(' AND ')})`);
+    const carryBump = appendUnlessHeld(db, 'lease_epoch_bumps', bumps.columns, dataFile);
+    const carryMove = appendUnlessHeld(db, 'store_moves', moves.columns, dataFile);
     let carried = 0;
     db.transaction(() => {
       // The record first: a key row inserted below starts at the highest floor of the merged record (the
       // trigger of migration 15; a carried row may have a lower floor than the backup's), then rises to the replaced epoch.
-      for (const b of bumps) carried += carryBump.run(b).changes;
-      // A replaced file that was moved to PostgreSQL: the restored one is refused as it was, until taken back.
-      for (const m of moves) carryMove.run(m);
+      for (const b of bumps.rows) carried += carryBump(b);
+      // A replaced file that was moved to PostgreSQL: the restored one is refused as it was (pending or
+      // confirmed), until taken back.
+      for (const m of moves.rows) carryMove(m);
       for (const k of keys) {
         ensureKey.run(k.key);
         raiseKey.run(k.epoch, k.key);
       }
     }).immediate();
-    const floor = bumps.reduce((max, b) => Math.max(max, Number(b.floor)), 0);
+    const floor = bumps.rows.reduce((max, b) => Math.max(max, Number(b.floor)), 0);
     return { max_epoch: keys.reduce((max, k) => Math.max(max, k.epoch), 0), floor, bumps_carried: carried };
   } finally {
     db.close();
   }
 }
 
-const MOVE_COLUMNS = 'at, moved_to, lifted_at, lifted_by, lifted_reason';
+/** The rows of a record table of the replaced store, with every column it has but seq. */
+interface CarriedRows {
+  columns: string[];
+  rows: Record<string, unknown>[];
+}
 
-/** Columns of lease_epoch_bumps but its seq: a carried row is appended after the copy's own, with the next seq. */
-const BUMP_COLUMNS = 'at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail';
+/**
+ * Every row of `table` (lease_epoch_bumps, store_moves) in seq order, with every column the replaced
+ * store's table has (PRAGMA table_info) but seq: a carried row is appended after the copy's own, with
+ * the next seq, and a column a later migration adds is carried without being named here. None when the
+ * table is of a later migration than the replaced store's schema.
+ */
+function carriedRows(db: SqliteDatabase, table: string): CarriedRows {
+  const columns = (db.prepare(`SELECT name FROM pragma_table_info('${table}') ORDER BY cid`).all() as { name: string }[]).map((c) => c.name).filter((c) => c !== 'seq');
+  if (columns.length === 0) return { columns, rows: [] };
+  return { columns, rows: db.prepare(`SELECT ${columns.map((c) => `"${c}"`).join(', ')} FROM ${table} ORDER BY seq`).all() as Record<string, unknown>[] };
+}
+
+/**
+ * Appends a carried row to `table` of the prepared copy unless the copy holds it already (every column
+ * the same: the backup's own rows); returns 1 when appended. A column the copy's table lacks means the
+ * replaced store was written by a newer Writ: refused rather than dropped.
+ */
+function appendUnlessHeld(db: SqliteDatabase, table: string, columns: string[], dataFile: string): (row: Record<string, unknown>) => number {
+  if (columns.length === 0) return () => 0;
+  const known = new Set((db.prepare(`SELECT name FROM pragma_table_info('${table}')`).all() as { name: string }[]).map((c) => c.name));
+  const unknown = columns.filter((c) => !known.has(c));
+  if (unknown.length > 0) {
+    throw new WritError('SCHEMA_TOO_NEW', `the current store ${dataFile} has columns this Writ does not know in ${table} (${unknown.join(', ')}): it was written by a newer Writ, and a restore by this one would drop them; restore with that version or a newer one. Nothing was changed`);
+  }
+  const insert = db.prepare(`INSERT INTO ${table} (${columns.map((c) => `"${c}"`).join(', ')}) SELECT ${columns.map((c) => `:${c}`).join(', ')}
+    WHERE NOT EXISTS (SELECT 1 FROM ${table} WHERE ${columns.map((c) => `"${c}" IS :${c}`).join(' AND ')})`);
+  return (row) => insert.run(row).changes;
+}
 
 /**
  * Refuses (STORE_IN_USE) when another connection has `file` open; otherwise leaves it a self-contained
