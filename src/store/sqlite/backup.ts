@@ -1,6 +1,5 @@
 import Database from 'better-sqlite3';
-import { closeSync, copyFileSync, existsSync, fsyncSync, linkSync, mkdtempSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, copyFileSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { WritError } from '../../errors.js';
 import { checkEpochBump, type EpochBump } from '../../lease/index.js';
@@ -124,7 +123,7 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
   if (existsSync(`${backupFile}-wal`)) {
     throw new WritError('UNPROCESSABLE', `${backupFile} has a -wal file beside it: it is a live database, not a backup (take one with \`writ backup\`)`);
   }
-  makeDataDirectory(dirname(dataFile));
+  const madeDirectories = makeDataDirectory(dirname(dataFile));
   const restoring = join(dirname(dataFile), `.${basename(dataFile)}.restoring`);
   removeDatabaseFiles(restoring);
   try {
@@ -212,7 +211,19 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     return { restored_from: { ...from, file: backupFile }, data_file: dataFile, previous_kept_at: previous, bump };
   } catch (e) {
     removeDatabaseFiles(restoring);
+    removeEmptyDirectories(madeDirectories);
     throw e;
+  }
+}
+
+/** The directories a failed command made, deepest first, taken away again while empty (something else may have put a file there meanwhile). */
+function removeEmptyDirectories(made: string[]): void {
+  for (const d of made) {
+    try {
+      rmdirSync(d);
+    } catch {
+      return;
+    }
   }
 }
 
@@ -411,27 +422,24 @@ async function notInUse(file: string, doing: string, graceMs: number, hold: bool
   }
 }
 
+/**
+ * Copies the backup to `to` (the prepared copy, beside the data file: on the data's own filesystem, so
+ * that the final rename stays on one device, and not in a temporary directory that may be small) and
+ * checks the copy there. The backup itself is only read, never opened by SQLite: opening a WAL-mode
+ * file (even read-only) makes -wal and -shm files beside it, and a refusal must leave the user's folder
+ * as it was. `to` and whatever SQLite makes beside it are the caller's to remove when this fails.
+ */
 async function copyChecked(backupFile: string, to: string): Promise<BackupSummary> {
-  // Read from a private copy: SQLite opening a WAL-mode file (even read-only) makes -wal and -shm files
-  // beside it, and a refusal must leave the user's folder as it was.
-  const scratch = mkdtempSync(join(tmpdir(), 'writ-restore-candidate-'));
+  copyFileSync(backupFile, to);
   try {
-    const candidate = join(scratch, 'candidate.sqlite');
-    copyFileSync(backupFile, candidate);
-    let src: SqliteDatabase;
+    const src = new Database(to, { readonly: true, fileMustExist: true });
     try {
-      src = new Database(candidate, { readonly: true, fileMustExist: true });
       src.pragma('schema_version');
-    } catch (e) {
-      throw new WritError('UNPROCESSABLE', `${backupFile} is not a SQLite database (${(e as Error).message.replaceAll(candidate, backupFile)})`);
-    }
-    try {
-      await src.backup(to);
     } finally {
       src.close();
     }
-  } finally {
-    rmSync(scratch, { recursive: true, force: true });
+  } catch (e) {
+    throw new WritError('UNPROCESSABLE', `${backupFile} is not a SQLite database (${(e as Error).message.replaceAll(to, backupFile)})`);
   }
   const copy = new Database(to);
   try {

@@ -62,17 +62,21 @@ function fileIdentity(file: string): string | null {
 /**
  * Makes the directory of the store file if it is missing; a path there that is not a directory (a file
  * named as the data directory, or above it) is refused with what to do, before anything is created.
+ * Returns the directories it made, deepest first (for a command that fails to take them away again).
  */
-export function makeDataDirectory(dir: string): void {
+export function makeDataDirectory(dir: string): string[] {
+  const missing: string[] = [];
   for (let d = dir; ; d = dirname(d)) {
     const found = statSync(d, { throwIfNoEntry: false });
     if (found?.isDirectory()) break;
     if (found) {
       throw new WritError('UNPROCESSABLE', `the data directory ${dir} is not a directory (${d === dir ? 'it is a file' : `${d} is a file`}): name a directory with --data-dir or WRIT_DATA_DIR (it is made if missing); nothing was created`);
     }
+    missing.push(d);
     if (dirname(d) === d) break;
   }
   mkdirSync(dir, { recursive: true });
+  return missing;
 }
 
 /**
