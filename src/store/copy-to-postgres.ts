@@ -33,8 +33,8 @@ import { maskDatabaseUrl } from '../config/index.js';
 import { WritError } from '../errors.js';
 import { migratePostgres } from './postgres/migrate.js';
 import { storedId } from './postgres/single-use-store.js';
-import { assertNotInUse, storeHeads } from './sqlite/backup.js';
-import { readStoreMove, storeMovedError, type StoreMove } from './sqlite/database.js';
+import { assertNotInUse, assertSound, storeHeads } from './sqlite/backup.js';
+import { readStoreMove, sqliteDamage, storeDamagedError, storeMovedError, type StoreMove } from './sqlite/database.js';
 import { openSqliteStore } from './sqlite/sqlite-store.js';
 
 /** What was copied, and the heads both sides agree on. */
@@ -189,7 +189,13 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
   const target = maskDatabaseUrl(url);
   // A file already moved is refused first (STORE_MOVED, naming where), before either side is looked at;
   // so is a file whose unfinished copy named another database (that copy is finished by running it again there).
-  const unfinished = readStoreMove(sqliteFile);
+  let unfinished: StoreMove | null;
+  try {
+    unfinished = readStoreMove(sqliteFile);
+  } catch (e) {
+    const damage = sqliteDamage(e);
+    throw damage === null ? e : storeDamagedError(sqliteFile, damage, 'writ store copy');
+  }
   if (unfinished !== null && !(unfinished.pending && unfinished.moved_to === target)) throw storeMovedError(sqliteFile, unfinished);
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, application_name: 'writ store copy' });
   let source: Database.Database | null = null;
@@ -204,6 +210,8 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
     // file in use is refused before a migration runs on either.
     await refuseUnlessEmpty(client);
     await assertNotInUse(sqliteFile, 'copying');
+    // A damaged file would fail halfway through the copy, after the database's migrations: found first.
+    assertSound(sqliteFile, 'writ store copy');
     // Brings an older file to this Writ's schema (as a server starting on it would), and refuses a newer one.
     await (await openSqliteStore(sqliteFile, { checkpointer: false, moved: unfinished === null ? 'refuse' : 'allow' })).close();
     await assertNotInUse(sqliteFile, 'copying'); // the open turned it back to WAL: fold it again, and look once more

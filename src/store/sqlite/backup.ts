@@ -3,7 +3,7 @@ import { closeSync, copyFileSync, existsSync, fsyncSync, linkSync, openSync, ren
 import { basename, dirname, join } from 'node:path';
 import { WritError } from '../../errors.js';
 import { checkEpochBump, type EpochBump } from '../../lease/index.js';
-import { makeDataDirectory, openDatabase, SQLITE_SCHEMA_VERSION, type SqliteDatabase } from './database.js';
+import { makeDataDirectory, openDatabase, sqliteDamage, SQLITE_SCHEMA_VERSION, storeDamagedError, type SqliteDatabase } from './database.js';
 import { openSqliteStore } from './sqlite-store.js';
 
 /** What a backup holds, read from the copy itself once it is complete. */
@@ -64,8 +64,9 @@ export async function backupSqliteStore(source: SqliteDatabase, destination: str
     await source.backup(partial, { progress: ({ totalPages }) => Math.max(totalPages, 1) * 2 });
     const copy = new Database(partial);
     try {
+      // The copy holds the store's pages as they are: a copy that fails the check is of a damaged store.
       const check = copy.pragma('integrity_check', { simple: true });
-      if (check !== 'ok') throw new WritError('INTERNAL', `the backup copy failed its integrity check: ${String(check)}`);
+      if (check !== 'ok') throw storeDamagedError(source.name, `integrity_check: ${String(check)}`, 'writ backup');
       copy.pragma('journal_mode = DELETE');
     } finally {
       copy.close();
@@ -75,7 +76,8 @@ export async function backupSqliteStore(source: SqliteDatabase, destination: str
     syncFile(dirname(destination));
   } catch (e) {
     removeDatabaseFiles(partial);
-    throw e;
+    const damage = sqliteDamage(e);
+    throw damage === null ? e : storeDamagedError(source.name, damage, 'writ backup');
   }
   return summarize(destination);
 }
@@ -85,11 +87,40 @@ export function openForBackup(file: string): SqliteDatabase {
   if (!existsSync(file)) throw new WritError('NOT_FOUND', `no Writ store at ${file}`);
   const db = new Database(file, { fileMustExist: true });
   db.pragma('busy_timeout = 5000');
-  if (!db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get()) {
+  let writ: boolean;
+  try {
+    writ = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get() !== undefined;
+  } catch (e) {
+    db.close();
+    const damage = sqliteDamage(e);
+    throw damage === null ? e : storeDamagedError(file, damage, 'writ backup');
+  }
+  if (!writ) {
     db.close();
     throw new WritError('UNPROCESSABLE', `${file} is not a Writ store (it has no schema_migrations table)`);
   }
   return db;
+}
+
+/**
+ * STORE_DAMAGED (saying what to do) when SQLite finds the Writ file at `file` damaged: not a database,
+ * or failing `integrity_check`. Read only; for a command about to read the whole file (`doing`), before
+ * it changes anything.
+ */
+export function assertSound(file: string, doing: string): void {
+  let check: unknown;
+  try {
+    const db = new Database(file, { readonly: true, fileMustExist: true });
+    try {
+      check = db.pragma('integrity_check', { simple: true });
+    } finally {
+      db.close();
+    }
+  } catch (e) {
+    const damage = sqliteDamage(e);
+    throw damage === null ? e : storeDamagedError(file, damage, doing);
+  }
+  if (check !== 'ok') throw storeDamagedError(file, `integrity_check: ${String(check)}`, doing);
 }
 
 /**
@@ -235,8 +266,8 @@ interface Damage {
 
 /** `e` as damage of the file (SQLite: malformed, or not a database); any other failure is thrown as it is. */
 function damageOf(e: unknown, at: Damage['at']): Damage {
-  const code = (e as { code?: unknown }).code;
-  if (typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code.startsWith('SQLITE_NOTADB'))) return { at, message: `${code}: ${(e as Error).message}` };
+  const message = sqliteDamage(e);
+  if (message !== null) return { at, message };
   throw e;
 }
 

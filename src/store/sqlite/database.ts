@@ -169,6 +169,25 @@ export function storeMovedError(file: string, moved: StoreMove): WritError {
   return new WritError('STORE_MOVED', `${file} was copied to the PostgreSQL database ${moved.moved_to} at ${when} (writ store copy), which is the store now: start with --database (WRIT_DATABASE_URL) naming it. To go back to the file anyway (what was written on the database is not in it), first raise its epochs above every epoch the database issued: \`writ lease bump-epochs --by N --reason TEXT --lift-move-mark\` on this data directory, with N at least the database's highest fencing epoch, lifts this refusal; nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at });
 }
 
+/** SQLite's own word that a file is damaged (malformed, or not a database: SQLITE_CORRUPT*, SQLITE_NOTADB), or null for any other failure. */
+export function sqliteDamage(e: unknown): string | null {
+  const code = (e as { code?: unknown }).code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code.startsWith('SQLITE_NOTADB')) ? `${code}: ${(e as Error).message}` : null;
+}
+
+/**
+ * What a command that reads the whole file (`writ backup`, `writ store copy`) is refused with when SQLite
+ * finds the file damaged: a copy would carry the damage, or stop halfway. What to do: put a backup back
+ * (the damaged file is kept aside), or recover what SQLite can still read into a new file.
+ */
+export function storeDamagedError(file: string, damage: string, doing: string): WritError {
+  return new WritError(
+    'STORE_DAMAGED',
+    `${file} is damaged (${damage}): ${doing} reads the whole store, and SQLite cannot. Put an earlier backup back with \`writ restore BACKUP --epoch-margin N --replace-damaged\` (N above the number of acquisitions of any one key since the backup was taken; the damaged file is kept aside), or recover what can still be read with sqlite3's .recover into a new file and check it; nothing was changed`,
+    { data_file: file, damage },
+  );
+}
+
 /**
  * Refuses a file whose schema is not this Writ's, changing nothing: newer is SCHEMA_TOO_NEW, older is
  * UNPROCESSABLE with what to run (the words PostgreSQL's store uses for the same refusal).
