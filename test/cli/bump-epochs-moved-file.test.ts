@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runWrit } from '../support/cli.js';
-import { CLI, REPO, requireDist } from '../support/server-process.js';
+import { CLI, REPO, requireDist } from '../../scripts/server-process.js';
 
 const dirs: string[] = [];
 beforeAll(() => requireDist());
