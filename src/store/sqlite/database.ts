@@ -47,9 +47,20 @@ export function openDatabase(file: string, options: { busyTimeoutMs?: number; mi
     else migrate(db);
   } catch (e) {
     db.close();
-    throw e;
+    throw lockedError(e, file, busyTimeoutMs);
   }
   return db;
+}
+
+/**
+ * SQLITE_BUSY (or LOCKED) while opening: another process held the file locked for the whole busy
+ * timeout, as `writ restore` and `writ store copy` hold it while they run (an exclusive lock in
+ * rollback-journal mode keeps even readers out). STORE_IN_USE, saying so; any other error as it is.
+ */
+function lockedError(e: unknown, file: string, busyTimeoutMs: number): unknown {
+  const code = (e as { code?: unknown }).code;
+  if (!(typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')))) return e;
+  return new WritError('STORE_IN_USE', `${file} is held locked by another process (a writ restore or writ store copy in progress, or a long write), which did not let go within the busy timeout (${busyTimeoutMs} ms): wait for it to finish (a writ store copy moves the store: start on the database it names), then start again; nothing was changed`, { data_file: file });
 }
 
 /** Which file `file` names now (device and inode), or null (none, or an in-memory database). */
