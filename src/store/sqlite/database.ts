@@ -139,6 +139,8 @@ export function readStoreMove(file: string): StoreMove | null {
   try {
     db.pragma('busy_timeout = 5000');
     return storeMovedTo(db);
+  } catch (e) {
+    throw lockedError(e, file, 5000);
   } finally {
     db.close();
   }
