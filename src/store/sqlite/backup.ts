@@ -1,9 +1,9 @@
 import Database from 'better-sqlite3';
-import { closeSync, copyFileSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, linkSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { WritError } from '../../errors.js';
 import { checkEpochBump, type EpochBump } from '../../lease/index.js';
-import { makeDataDirectory, openDatabase, sqliteDamage, SQLITE_SCHEMA_VERSION, storeDamagedError, type SqliteDatabase } from './database.js';
+import { makeDataDirectory, openDatabase, sqliteDamage, SQLITE_SCHEMA_VERSION, storeDamagedError, syncFile, type SqliteDatabase } from './database.js';
 import { openSqliteStore } from './sqlite-store.js';
 
 /** What a backup holds, read from the copy itself once it is complete. */
@@ -143,6 +143,10 @@ export function assertSound(file: string, doing: string): void {
  *    finds the name moved on and opens the restored file (openDatabase).
  * 4. The current data file is kept as `<name>.pre-restore-<time>` (a hard link: nothing is deleted),
  *    and the prepared copy is renamed over the data file, atomically.
+ *
+ * A move to PostgreSQL stands on the restored file: the replaced file's row is carried
+ * (carryReplacedEpochs), and the marker beside the data file (moveMarkerOf), which a restore leaves as
+ * it is, covers a replaced file that cannot be read (damaged, or moved aside by hand).
  */
 export async function restoreSqliteStore(backupFile: string, dataFile: string, options: RestoreOptions): Promise<RestoreSummary> {
   checkEpochBump({ margin: options.epochMargin, reason: options.reason });
@@ -527,15 +531,6 @@ function allRows<T>(db: SqliteDatabase, sql: string): T[] {
   } catch (e) {
     if (/no such table/.test((e as Error).message)) return [];
     throw e;
-  }
-}
-
-function syncFile(path: string): void {
-  const fd = openSync(path, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
   }
 }
 

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { mkdirSync, statSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WritError } from '../../errors.js';
 import { MIGRATIONS } from './migrations/index.js';
@@ -14,7 +14,8 @@ export type SqliteDatabase = Database.Database;
  * itself, off the event loop, before it answers (see wal-sync.ts). `migrate: false` (a command that
  * must write nothing, such as a dry run) refuses a schema older than this Writ's instead of migrating it.
  * A file moved to PostgreSQL (`writ store copy`) is refused (STORE_MOVED) unless `moved: 'allow'`,
- * before anything is written to it (its mark is read first, on a file of any schema).
+ * before anything is written to it (its mark is read first, on a file of any schema, and the marker
+ * beside it: moveMarkerOf).
  */
 export function openDatabase(file: string, options: { busyTimeoutMs?: number; migrate?: boolean; moved?: 'refuse' | 'allow' } = {}): SqliteDatabase {
   if (file !== ':memory:') makeDataDirectory(dirname(file));
@@ -121,7 +122,72 @@ export interface StoreMove {
   pending: boolean;
 }
 
-/** The move that stands on the file (store_moves, migration 14), read only: null when it was not moved, or was taken back. */
+/**
+ * The move marker beside a SQLite file, `<file>.moved` (JSON: at, moved_to, pending): the same mark as
+ * the file's store_moves row, kept outside the file so that it outlives the file. A damaged file cannot
+ * tell whether it was moved, and a restore that replaces it (`--replace-damaged`, or the file moved aside
+ * by hand) puts back a backup from before the move, which has no mark: without the marker a server would
+ * start on a file whose epochs the PostgreSQL replicas have issued again. `writ store copy` writes it
+ * (synced) before the file's mark commits, so before the database commits; it follows the row (confirmed,
+ * taken back when the database refused the commit), and `writ lease bump-epochs --lift-move-mark` removes
+ * it. The file's row is read first; the marker stands when the file has none.
+ */
+export function moveMarkerOf(file: string): string {
+  return `${file}.moved`;
+}
+
+/** The move the marker beside `file` records, or null when there is none. A marker that cannot be read still stands (what it names is then unknown). */
+function readMoveMarker(file: string): StoreMove | null {
+  if (file === ':memory:') return null;
+  const marker = moveMarkerOf(file);
+  let text: string;
+  try {
+    text = readFileSync(marker, 'utf8');
+  } catch (e) {
+    if ((e as { code?: unknown }).code === 'ENOENT') return null;
+    throw e;
+  }
+  try {
+    const m = JSON.parse(text) as { at?: unknown; moved_to?: unknown; pending?: unknown };
+    if (typeof m.at === 'number' && typeof m.moved_to === 'string' && typeof m.pending === 'boolean') return { at: m.at, moved_to: m.moved_to, pending: m.pending };
+  } catch {
+    // as unreadable, below
+  }
+  return { at: statSync(marker).mtimeMs, moved_to: `a database ${marker} does not name (it cannot be read)`, pending: false };
+}
+
+/** Writes the marker beside `file` in one rename, synced with its directory: on disk before what comes next (the file's COMMIT). */
+export function writeMoveMarker(file: string, move: StoreMove): void {
+  const marker = moveMarkerOf(file);
+  const partial = `${marker}.partial`;
+  writeFileSync(partial, `${JSON.stringify({ at: move.at, moved_to: move.moved_to, pending: move.pending })}\n`);
+  syncFile(partial);
+  renameSync(partial, marker);
+  syncFile(dirname(marker));
+}
+
+/** Removes the marker beside `file` (synced): the file's own row says the move was taken back. */
+export function removeMoveMarker(file: string): void {
+  rmSync(moveMarkerOf(file), { force: true });
+  syncFile(dirname(file));
+}
+
+/** fsync of a file or a directory. */
+export function syncFile(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The move that stands on the file at `file`: its own row, else the marker beside it. */
+function standingMove(db: SqliteDatabase, file: string): StoreMove | null {
+  return storeMovedTo(db) ?? readMoveMarker(file);
+}
+
+/** The move that stands on the file (store_moves, migration 14), read only: null when it was not moved, or was taken back. The marker beside the file is not read (standingMove). */
 export function storeMovedTo(db: SqliteDatabase): StoreMove | null {
   if (!db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_moves'").get()) return null;
   // SELECT *: a file of schema 14 or 15, read before it is migrated, has no pending column (its moves were committed).
@@ -130,15 +196,16 @@ export function storeMovedTo(db: SqliteDatabase): StoreMove | null {
 }
 
 /**
- * The move that stands on the Writ file at `file` (any schema), without writing to it: no WAL switch,
- * no migration. The connection is a writable one all the same, so that a rollback journal left hot by a
- * process killed in a transaction is rolled back first (a read-only one cannot, and fails).
+ * The move that stands on the Writ file at `file` (any schema; its row, else the marker beside it),
+ * without writing to it: no WAL switch, no migration. The connection is a writable one all the same, so
+ * that a rollback journal left hot by a process killed in a transaction is rolled back first (a
+ * read-only one cannot, and fails).
  */
 export function readStoreMove(file: string): StoreMove | null {
   const db = new Database(file, { fileMustExist: true });
   try {
     db.pragma('busy_timeout = 5000');
-    return storeMovedTo(db);
+    return standingMove(db, file);
   } catch (e) {
     throw lockedError(e, file, 5000);
   } finally {
@@ -148,14 +215,17 @@ export function readStoreMove(file: string): StoreMove | null {
 
 /**
  * `writ lease bump-epochs --lift-move-mark` on a file moved to PostgreSQL: the deliberate way back, once
- * its epochs are raised. Records who and why on the move's row (kept); returns where it had been moved, or null.
+ * its epochs are raised. Records who and why on the move's row (kept; a move only the marker beside the
+ * file recorded gets its row here, lifted), then removes the marker; returns where it had been moved, or null.
  */
 export function liftStoreMove(file: string, by: string, reason: string, now: number): string | null {
   const db = openDatabase(file, { moved: 'allow' });
   try {
-    const moved = storeMovedTo(db);
+    const moved = standingMove(db, file);
     if (moved === null) return null;
-    db.prepare('UPDATE store_moves SET lifted_at = ?, lifted_by = ?, lifted_reason = ? WHERE lifted_at IS NULL').run(now, by, reason);
+    if (storeMovedTo(db) !== null) db.prepare('UPDATE store_moves SET lifted_at = ?, lifted_by = ?, lifted_reason = ? WHERE lifted_at IS NULL').run(now, by, reason);
+    else db.prepare('INSERT INTO store_moves (at, moved_to, pending, lifted_at, lifted_by, lifted_reason) VALUES (?, ?, ?, ?, ?, ?)').run(moved.at, moved.moved_to, moved.pending ? 1 : 0, now, by, reason);
+    removeMoveMarker(file);
     return moved.moved_to;
   } finally {
     db.close();
@@ -169,7 +239,7 @@ export function refuseMovedStore(file: string): void {
 }
 
 function refuseMoved(db: SqliteDatabase, file: string): void {
-  const moved = storeMovedTo(db);
+  const moved = standingMove(db, file);
   if (moved !== null) throw storeMovedError(file, moved);
 }
 
