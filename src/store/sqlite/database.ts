@@ -160,9 +160,14 @@ function readMoveMarker(file: string): StoreMove | null {
 export function writeMoveMarker(file: string, move: StoreMove): void {
   const marker = moveMarkerOf(file);
   const partial = `${marker}.partial`;
-  writeFileSync(partial, `${JSON.stringify({ at: move.at, moved_to: move.moved_to, pending: move.pending })}\n`);
-  syncFile(partial);
-  renameSync(partial, marker);
+  try {
+    writeFileSync(partial, `${JSON.stringify({ at: move.at, moved_to: move.moved_to, pending: move.pending })}\n`);
+    syncFile(partial);
+    renameSync(partial, marker);
+  } catch (e) {
+    rmSync(partial, { force: true });
+    throw e;
+  }
   syncFile(dirname(marker));
 }
 
