@@ -915,6 +915,9 @@ export const COMMANDS: Command[] = [
       // raised first, then its refusal (STORE_MOVED) is lifted, so a server may start on it again. Only
       // when asked: whether N is enough depends on what the database issued, which the file cannot tell.
       const lift = values['lift-move-mark'] === true;
+      if (lift && config.databaseUrl !== null) {
+        throw new UsageError("--lift-move-mark lifts the mark writ store copy leaves on the data directory's SQLite file; with --database (or WRIT_DATABASE_URL) the bump runs on PostgreSQL, which has no such mark. To raise the database's epochs, leave out --lift-move-mark; to take a moved SQLite file back, leave out --database and unset WRIT_DATABASE_URL");
+      }
       if (config.databaseUrl === null && !lift && existsSync(config.dbFile)) {
         const moved = readStoreMove(config.dbFile);
         if (moved !== null) {
@@ -923,7 +926,7 @@ export const COMMANDS: Command[] = [
         }
       }
       const b = await withWrit(values, (w) => w.ctx.leases.bumpEpochs({ kind: 'BUMP', margin: by, actor: operator(), reason, detail: {} }), config, { allowMovedStore: lift });
-      const movedTo = config.databaseUrl === null && lift ? liftStoreMove(config.dbFile, operator(), reason, systemClock.now()) : null;
+      const movedTo = lift ? liftStoreMove(config.dbFile, operator(), reason, systemClock.now()) : null;
       print(movedTo === null ? b : { ...b, taken_back_from: movedTo }, values.json, () => [
         `fencing epochs raised by ${b.margin} on ${b.keys} keys (highest now ${b.max_epoch}); keys leased for the first time start above ${b.floor}; ${b.leases_ended} live leases ended`,
         ...(movedTo === null ? [] : [`${config.dbFile} had been moved to ${movedTo} (writ store copy): servers may start on it again; what was written on the database is not in it`]),

@@ -20,7 +20,7 @@
  * `writ serve` first; it is held exclusively while it is read), and the database must hold no Writ
  * state and no other application's tables (ALREADY_EXISTS), both looked at before either side is
  * migrated; either way nothing is changed. The SQLite file keeps what it held (brought to this Writ's
- * schema first) and is marked as moved (store_moves), so that a server started on it refuses it
+ * schema first) and is marked as moved (store_moves, and the marker beside it: moveMarkerOf), so that a server started on it refuses it
  * (STORE_MOVED): it would issue fencing epochs the database issued and know nothing of what was written
  * there. The mark is made before the database commits and confirmed after (see copySqliteToPostgres).
  * Going back needs its epochs raised first, `writ lease bump-epochs --lift-move-mark`, which lifts it.
@@ -33,8 +33,8 @@ import { maskDatabaseUrl } from '../config/index.js';
 import { WritError } from '../errors.js';
 import { migratePostgres } from './postgres/migrate.js';
 import { storedId } from './postgres/single-use-store.js';
-import { assertNotInUse, storeHeads } from './sqlite/backup.js';
-import { readStoreMove, storeMovedError, type StoreMove } from './sqlite/database.js';
+import { assertNotInUse, assertSound, storeHeads } from './sqlite/backup.js';
+import { readStoreMove, removeMoveMarker, sqliteDamage, storeDamagedError, storeMovedError, storeMovedTo, writeMoveMarker, type StoreMove } from './sqlite/database.js';
 import { openSqliteStore } from './sqlite/sqlite-store.js';
 
 /** What was copied, and the heads both sides agree on. */
@@ -189,7 +189,13 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
   const target = maskDatabaseUrl(url);
   // A file already moved is refused first (STORE_MOVED, naming where), before either side is looked at;
   // so is a file whose unfinished copy named another database (that copy is finished by running it again there).
-  const unfinished = readStoreMove(sqliteFile);
+  let unfinished: StoreMove | null;
+  try {
+    unfinished = readStoreMove(sqliteFile);
+  } catch (e) {
+    const damage = sqliteDamage(e);
+    throw damage === null ? e : storeDamagedError(sqliteFile, damage, 'writ store copy');
+  }
   if (unfinished !== null && !(unfinished.pending && unfinished.moved_to === target)) throw storeMovedError(sqliteFile, unfinished);
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, application_name: 'writ store copy' });
   let source: Database.Database | null = null;
@@ -204,6 +210,8 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
     // file in use is refused before a migration runs on either.
     await refuseUnlessEmpty(client);
     await assertNotInUse(sqliteFile, 'copying');
+    // A damaged file would fail halfway through the copy, after the database's migrations: found first.
+    assertSound(sqliteFile, 'writ store copy');
     // Brings an older file to this Writ's schema (as a server starting on it would), and refuses a newer one.
     await (await openSqliteStore(sqliteFile, { checkpointer: false, moved: unfinished === null ? 'refuse' : 'allow' })).close();
     await assertNotInUse(sqliteFile, 'copying'); // the open turned it back to WAL: fold it again, and look once more
@@ -217,6 +225,8 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
       throw new WritError('STORE_IN_USE', `${sqliteFile} is open in another process (a running Writ?): stop it before copying; nothing was changed (${(e as Error).message})`);
     }
     const { version } = await migratePostgres(client);
+    const mark: StoreMove = unfinished ?? { at: Date.now(), moved_to: target, pending: true };
+    let markerWritten = false;
     await client.query('BEGIN');
     let copied: Record<string, number>;
     let got: Heads;
@@ -234,11 +244,16 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
         throw new WritError('INTERNAL', `the copy does not match ${sqliteFile} (file ${JSON.stringify(want)}, database ${JSON.stringify(got)}); nothing was changed`);
       }
       // The mark, committed (on disk) before the database commits: from here a server started on the file
-      // refuses it (STORE_MOVED) whether or not the database's commit happens.
-      if (unfinished === null) source.prepare('INSERT INTO store_moves (at, moved_to, pending) VALUES (?, ?, 1)').run(Date.now(), target);
+      // refuses it (STORE_MOVED) whether or not the database's commit happens. The marker beside the
+      // file first (it outlives the file: a restore over a damaged file puts back one without the mark).
+      if (storeMovedTo(source) === null) source.prepare('INSERT INTO store_moves (at, moved_to, pending) VALUES (?, ?, 1)').run(mark.at, target);
+      writeMoveMarker(sqliteFile, mark);
+      markerWritten = true;
       source.exec('COMMIT');
     } catch (e) {
       await client.query('ROLLBACK').catch(() => undefined);
+      // The file's mark was not committed, and the database commits nothing: a marker this copy made goes.
+      if (markerWritten && unfinished === null) removeMoveMarker(sqliteFile);
       throw e;
     }
     source.pragma('busy_timeout = 5000'); // the lock is let go: a server refused on the file may be reading the mark
@@ -252,9 +267,10 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
         throw new WritError('OVERLOADED', `the PostgreSQL database's answer to the copy's commit was lost (${(e as Error).message}): it may or may not hold the copy, so ${sqliteFile} stays marked as moved (a server on it refuses it). Run writ store copy --to … again: it copies the file if the database holds nothing, or confirms the copy it committed`);
       }
       source.prepare('DELETE FROM store_moves WHERE pending = 1 AND lifted_at IS NULL').run();
+      removeMoveMarker(sqliteFile);
       throw new WritError('OVERLOADED', `the PostgreSQL database refused to commit the copy (${e.message}): it holds none of it, and ${sqliteFile} is no longer marked as moved; nothing was changed`);
     }
-    confirmMove(source, sqliteFile);
+    confirmMove(source, sqliteFile, mark);
     const waiting = (source.prepare('SELECT COUNT(*) AS n FROM lease_waiters').get() as { n: number }).n;
     return {
       from: sqliteFile,
@@ -271,10 +287,16 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
   }
 }
 
-/** The move is confirmed on the file: the database committed the copy. Failing here leaves it pending, which the copy run again confirms. */
-function confirmMove(db: Database.Database, file: string): void {
+/**
+ * The move is confirmed on the file (its row, then the marker beside it): the database committed the
+ * copy. A file that holds no row for it (a marker only: the file was replaced by a restore) gets one.
+ * Failing here leaves it pending, which the copy run again confirms.
+ */
+function confirmMove(db: Database.Database, file: string, move: StoreMove): void {
   try {
-    db.prepare('UPDATE store_moves SET pending = 0 WHERE pending = 1 AND lifted_at IS NULL').run();
+    if (storeMovedTo(db) === null) db.prepare('INSERT INTO store_moves (at, moved_to, pending) VALUES (?, ?, 0)').run(move.at, move.moved_to);
+    else db.prepare('UPDATE store_moves SET pending = 0 WHERE pending = 1 AND lifted_at IS NULL').run();
+    writeMoveMarker(file, { ...move, pending: false });
   } catch (e) {
     throw new WritError('OVERLOADED', `the PostgreSQL database committed the copy, but ${file} could not be marked so (${(e as Error).message}): it stays refused as a copy that did not finish; run writ store copy --to … again to confirm the move`);
   }
@@ -294,7 +316,7 @@ async function confirmCommittedCopy(file: string, client: pg.Client, move: Store
     if (missing !== null) {
       throw new WritError('ALREADY_EXISTS', `${file} was being copied to ${move.moved_to} at ${new Date(move.at).toISOString()} and the copy did not finish, but this database holds Writ state that is not that copy (${missing}): copy into the database that was named then, or, if no database holds the copy, take the file back with \`writ lease bump-epochs --by N --reason TEXT --lift-move-mark\`; nothing was changed`);
     }
-    confirmMove(db, file);
+    confirmMove(db, file, move);
     const copied: Record<string, number> = {};
     for (const t of [...TABLES.map((x) => x.table), 'receipt_chains']) copied[t] = Number((await client.query<{ n: string }>(`SELECT COUNT(*) AS n FROM ${t}`)).rows[0]!.n);
     const version = Number((await client.query<{ v: string }>('SELECT MAX(version) AS v FROM schema_migrations')).rows[0]!.v);

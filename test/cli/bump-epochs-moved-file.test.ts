@@ -1,10 +1,12 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runWrit } from '../support/cli.js';
-import { requireDist } from '../support/server-process.js';
+import { CLI, REPO, requireDist } from '../../scripts/server-process.js';
 
 const dirs: string[] = [];
 beforeAll(() => requireDist());
@@ -52,5 +54,27 @@ describe('writ lease bump-epochs on a file moved to PostgreSQL', () => {
     const help = await runWrit(data, 'lease', 'bump-epochs', '--help');
     expect(help.output).toContain('[--lift-move-mark]');
     expect(help.output).toContain('issued again');
+  });
+});
+
+describe('writ lease bump-epochs --lift-move-mark against PostgreSQL', () => {
+  it('is a usage error (exit 2, nothing opened): the mark lives in the SQLite file, and the database has none', { timeout: 60_000 }, async () => {
+    const data = mkdtempSync(join(tmpdir(), 'writ-bump-lift-pg-'));
+    dirs.push(data);
+    // Never reached: refused before any connection is tried.
+    const url = 'postgres://writ@127.0.0.1:1/writ';
+    const expectRefused = (r: { code: number; output: string }) => {
+      expect(r.code, r.output).toBe(2);
+      expect(r.output).toContain('writ: --lift-move-mark lifts the mark writ store copy leaves on the data directory\'s SQLite file');
+      expect(r.output).toContain('leave out --lift-move-mark');
+      expect(r.output).not.toMatch(/^\s+at /m);
+    };
+    expectRefused(await runWrit(data, 'lease', 'bump-epochs', '--by', '10', '--reason', 'PITR', '--lift-move-mark', '--database', url));
+    const byEnv = await promisify(execFile)(process.execPath, [CLI, 'lease', 'bump-epochs', '--by', '10', '--reason', 'PITR', '--lift-move-mark', '--data-dir', data], { cwd: REPO, env: { ...process.env, WRIT_DATABASE_URL: url } }).then(
+      ({ stdout, stderr }) => ({ code: 0, output: stdout + stderr }),
+      (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, output: e.stdout + e.stderr }),
+    );
+    expectRefused(byEnv);
+    expect(existsSync(data) ? readdirSync(data) : []).toEqual([]);
   });
 });

@@ -1,10 +1,9 @@
 import Database from 'better-sqlite3';
-import { closeSync, copyFileSync, existsSync, fsyncSync, linkSync, mkdtempSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, linkSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { WritError } from '../../errors.js';
 import { checkEpochBump, type EpochBump } from '../../lease/index.js';
-import { makeDataDirectory, openDatabase, SQLITE_SCHEMA_VERSION, type SqliteDatabase } from './database.js';
+import { makeDataDirectory, openDatabase, sqliteDamage, SQLITE_SCHEMA_VERSION, storeDamagedError, syncFile, type SqliteDatabase } from './database.js';
 import { openSqliteStore } from './sqlite-store.js';
 
 /** What a backup holds, read from the copy itself once it is complete. */
@@ -65,8 +64,9 @@ export async function backupSqliteStore(source: SqliteDatabase, destination: str
     await source.backup(partial, { progress: ({ totalPages }) => Math.max(totalPages, 1) * 2 });
     const copy = new Database(partial);
     try {
+      // The copy holds the store's pages as they are: a copy that fails the check is of a damaged store.
       const check = copy.pragma('integrity_check', { simple: true });
-      if (check !== 'ok') throw new WritError('INTERNAL', `the backup copy failed its integrity check: ${String(check)}`);
+      if (check !== 'ok') throw storeDamagedError(source.name, `integrity_check: ${String(check)}`, 'writ backup');
       copy.pragma('journal_mode = DELETE');
     } finally {
       copy.close();
@@ -76,7 +76,8 @@ export async function backupSqliteStore(source: SqliteDatabase, destination: str
     syncFile(dirname(destination));
   } catch (e) {
     removeDatabaseFiles(partial);
-    throw e;
+    const damage = sqliteDamage(e);
+    throw damage === null ? e : storeDamagedError(source.name, damage, 'writ backup');
   }
   return summarize(destination);
 }
@@ -86,11 +87,40 @@ export function openForBackup(file: string): SqliteDatabase {
   if (!existsSync(file)) throw new WritError('NOT_FOUND', `no Writ store at ${file}`);
   const db = new Database(file, { fileMustExist: true });
   db.pragma('busy_timeout = 5000');
-  if (!db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get()) {
+  let writ: boolean;
+  try {
+    writ = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get() !== undefined;
+  } catch (e) {
+    db.close();
+    const damage = sqliteDamage(e);
+    throw damage === null ? e : storeDamagedError(file, damage, 'writ backup');
+  }
+  if (!writ) {
     db.close();
     throw new WritError('UNPROCESSABLE', `${file} is not a Writ store (it has no schema_migrations table)`);
   }
   return db;
+}
+
+/**
+ * STORE_DAMAGED (saying what to do) when SQLite finds the Writ file at `file` damaged: not a database,
+ * or failing `integrity_check`. Read only; for a command about to read the whole file (`doing`), before
+ * it changes anything.
+ */
+export function assertSound(file: string, doing: string): void {
+  let check: unknown;
+  try {
+    const db = new Database(file, { readonly: true, fileMustExist: true });
+    try {
+      check = db.pragma('integrity_check', { simple: true });
+    } finally {
+      db.close();
+    }
+  } catch (e) {
+    const damage = sqliteDamage(e);
+    throw damage === null ? e : storeDamagedError(file, damage, doing);
+  }
+  if (check !== 'ok') throw storeDamagedError(file, `integrity_check: ${String(check)}`, doing);
 }
 
 /**
@@ -113,6 +143,10 @@ export function openForBackup(file: string): SqliteDatabase {
  *    finds the name moved on and opens the restored file (openDatabase).
  * 4. The current data file is kept as `<name>.pre-restore-<time>` (a hard link: nothing is deleted),
  *    and the prepared copy is renamed over the data file, atomically.
+ *
+ * A move to PostgreSQL stands on the restored file: the replaced file's row is carried
+ * (carryReplacedEpochs), and the marker beside the data file (moveMarkerOf), which a restore leaves as
+ * it is, covers a replaced file that cannot be read (damaged, or moved aside by hand).
  */
 export async function restoreSqliteStore(backupFile: string, dataFile: string, options: RestoreOptions): Promise<RestoreSummary> {
   checkEpochBump({ margin: options.epochMargin, reason: options.reason });
@@ -124,7 +158,7 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
   if (existsSync(`${backupFile}-wal`)) {
     throw new WritError('UNPROCESSABLE', `${backupFile} has a -wal file beside it: it is a live database, not a backup (take one with \`writ backup\`)`);
   }
-  makeDataDirectory(dirname(dataFile));
+  const madeDirectories = makeDataDirectory(dirname(dataFile));
   const restoring = join(dirname(dataFile), `.${basename(dataFile)}.restoring`);
   removeDatabaseFiles(restoring);
   try {
@@ -212,7 +246,19 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     return { restored_from: { ...from, file: backupFile }, data_file: dataFile, previous_kept_at: previous, bump };
   } catch (e) {
     removeDatabaseFiles(restoring);
+    removeEmptyDirectories(madeDirectories);
     throw e;
+  }
+}
+
+/** The directories a failed command made, deepest first, taken away again while empty (something else may have put a file there meanwhile). */
+function removeEmptyDirectories(made: string[]): void {
+  for (const d of made) {
+    try {
+      rmdirSync(d);
+    } catch {
+      return;
+    }
   }
 }
 
@@ -224,8 +270,8 @@ interface Damage {
 
 /** `e` as damage of the file (SQLite: malformed, or not a database); any other failure is thrown as it is. */
 function damageOf(e: unknown, at: Damage['at']): Damage {
-  const code = (e as { code?: unknown }).code;
-  if (typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code.startsWith('SQLITE_NOTADB'))) return { at, message: `${code}: ${(e as Error).message}` };
+  const message = sqliteDamage(e);
+  if (message !== null) return { at, message };
   throw e;
 }
 
@@ -284,12 +330,12 @@ interface ReplacedEpochs {
 function carryReplacedEpochs(dataFile: string, restoring: string): ReplacedEpochs {
   const old = new Database(dataFile, { readonly: true, fileMustExist: true });
   let keys: { key: string; epoch: number }[];
-  let bumps: Record<string, unknown>[];
-  let moves: Record<string, unknown>[];
+  let bumps: CarriedRows;
+  let moves: CarriedRows;
   try {
     keys = allRows(old, 'SELECT key, epoch FROM lease_keys WHERE epoch > 0 ORDER BY key');
-    bumps = allRows(old, `SELECT ${BUMP_COLUMNS} FROM lease_epoch_bumps ORDER BY seq`);
-    moves = allRows(old, `SELECT ${MOVE_COLUMNS} FROM store_moves ORDER BY seq`);
+    bumps = carriedRows(old, 'lease_epoch_bumps');
+    moves = carriedRows(old, 'store_moves');
   } finally {
     old.close();
   }
@@ -297,34 +343,62 @@ function carryReplacedEpochs(dataFile: string, restoring: string): ReplacedEpoch
   try {
     const ensureKey = db.prepare('INSERT OR IGNORE INTO lease_keys (key, epoch, transitions) VALUES (?, 0, 0)');
     const raiseKey = db.prepare('UPDATE lease_keys SET epoch = MAX(epoch, ?) WHERE key = ?');
-    const same = BUMP_COLUMNS.split(', ').map((c) => `${c} IS :${c}`).join(' AND ');
-    const carryBump = db.prepare(`INSERT INTO lease_epoch_bumps (${BUMP_COLUMNS}) SELECT ${BUMP_COLUMNS.split(', ').map((c) => `:${c}`).join(', ')}
-      WHERE NOT EXISTS (SELECT 1 FROM lease_epoch_bumps WHERE ${same})`);
-    const carryMove = db.prepare(`INSERT INTO store_moves (${MOVE_COLUMNS}) SELECT ${MOVE_COLUMNS.split(', ').map((c) => `:${c}`).join(', ')}
-      WHERE NOT EXISTS (SELECT 1 FROM store_moves WHERE ${MOVE_COLUMNS.split(', ').map((c) => `${c} IS :${c}`).join(' AND ')})`);
+    const carryBump = appendUnlessHeld(db, 'lease_epoch_bumps', bumps.columns, dataFile);
+    const carryMove = appendUnlessHeld(db, 'store_moves', moves.columns, dataFile);
     let carried = 0;
     db.transaction(() => {
       // The record first: a key row inserted below starts at the highest floor of the merged record (the
       // trigger of migration 15; a carried row may have a lower floor than the backup's), then rises to the replaced epoch.
-      for (const b of bumps) carried += carryBump.run(b).changes;
-      // A replaced file that was moved to PostgreSQL: the restored one is refused as it was, until taken back.
-      for (const m of moves) carryMove.run(m);
+      for (const b of bumps.rows) carried += carryBump(b);
+      // A replaced file that was moved to PostgreSQL: the restored one is refused as it was (pending or
+      // confirmed), until taken back.
+      for (const m of moves.rows) carryMove(m);
       for (const k of keys) {
         ensureKey.run(k.key);
         raiseKey.run(k.epoch, k.key);
       }
     }).immediate();
-    const floor = bumps.reduce((max, b) => Math.max(max, Number(b.floor)), 0);
+    const floor = bumps.rows.reduce((max, b) => Math.max(max, Number(b.floor)), 0);
     return { max_epoch: keys.reduce((max, k) => Math.max(max, k.epoch), 0), floor, bumps_carried: carried };
   } finally {
     db.close();
   }
 }
 
-const MOVE_COLUMNS = 'at, moved_to, lifted_at, lifted_by, lifted_reason';
+/** The rows of a record table of the replaced store, with every column it has but seq. */
+interface CarriedRows {
+  columns: string[];
+  rows: Record<string, unknown>[];
+}
 
-/** Columns of lease_epoch_bumps but its seq: a carried row is appended after the copy's own, with the next seq. */
-const BUMP_COLUMNS = 'at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail';
+/**
+ * Every row of `table` (lease_epoch_bumps, store_moves) in seq order, with every column the replaced
+ * store's table has (PRAGMA table_info) but seq: a carried row is appended after the copy's own, with
+ * the next seq, and a column a later migration adds is carried without being named here. None when the
+ * table is of a later migration than the replaced store's schema.
+ */
+function carriedRows(db: SqliteDatabase, table: string): CarriedRows {
+  const columns = (db.prepare(`SELECT name FROM pragma_table_info('${table}') ORDER BY cid`).all() as { name: string }[]).map((c) => c.name).filter((c) => c !== 'seq');
+  if (columns.length === 0) return { columns, rows: [] };
+  return { columns, rows: db.prepare(`SELECT ${columns.map((c) => `"${c}"`).join(', ')} FROM ${table} ORDER BY seq`).all() as Record<string, unknown>[] };
+}
+
+/**
+ * Appends a carried row to `table` of the prepared copy unless the copy holds it already (every column
+ * the same: the backup's own rows); returns 1 when appended. A column the copy's table lacks means the
+ * replaced store was written by a newer Writ: refused rather than dropped.
+ */
+function appendUnlessHeld(db: SqliteDatabase, table: string, columns: string[], dataFile: string): (row: Record<string, unknown>) => number {
+  if (columns.length === 0) return () => 0;
+  const known = new Set((db.prepare(`SELECT name FROM pragma_table_info('${table}')`).all() as { name: string }[]).map((c) => c.name));
+  const unknown = columns.filter((c) => !known.has(c));
+  if (unknown.length > 0) {
+    throw new WritError('SCHEMA_TOO_NEW', `the current store ${dataFile} has columns this Writ does not know in ${table} (${unknown.join(', ')}): it was written by a newer Writ, and a restore by this one would drop them; restore with that version or a newer one. Nothing was changed`);
+  }
+  const insert = db.prepare(`INSERT INTO ${table} (${columns.map((c) => `"${c}"`).join(', ')}) SELECT ${columns.map((c) => `:${c}`).join(', ')}
+    WHERE NOT EXISTS (SELECT 1 FROM ${table} WHERE ${columns.map((c) => `"${c}" IS :${c}`).join(' AND ')})`);
+  return (row) => insert.run(row).changes;
+}
 
 /**
  * Refuses (STORE_IN_USE) when another connection has `file` open; otherwise leaves it a self-contained
@@ -383,27 +457,24 @@ async function notInUse(file: string, doing: string, graceMs: number, hold: bool
   }
 }
 
+/**
+ * Copies the backup to `to` (the prepared copy, beside the data file: on the data's own filesystem, so
+ * that the final rename stays on one device, and not in a temporary directory that may be small) and
+ * checks the copy there. The backup itself is only read, never opened by SQLite: opening a WAL-mode
+ * file (even read-only) makes -wal and -shm files beside it, and a refusal must leave the user's folder
+ * as it was. `to` and whatever SQLite makes beside it are the caller's to remove when this fails.
+ */
 async function copyChecked(backupFile: string, to: string): Promise<BackupSummary> {
-  // Read from a private copy: SQLite opening a WAL-mode file (even read-only) makes -wal and -shm files
-  // beside it, and a refusal must leave the user's folder as it was.
-  const scratch = mkdtempSync(join(tmpdir(), 'writ-restore-candidate-'));
+  copyFileSync(backupFile, to);
   try {
-    const candidate = join(scratch, 'candidate.sqlite');
-    copyFileSync(backupFile, candidate);
-    let src: SqliteDatabase;
+    const src = new Database(to, { readonly: true, fileMustExist: true });
     try {
-      src = new Database(candidate, { readonly: true, fileMustExist: true });
       src.pragma('schema_version');
-    } catch (e) {
-      throw new WritError('UNPROCESSABLE', `${backupFile} is not a SQLite database (${(e as Error).message.replaceAll(candidate, backupFile)})`);
-    }
-    try {
-      await src.backup(to);
     } finally {
       src.close();
     }
-  } finally {
-    rmSync(scratch, { recursive: true, force: true });
+  } catch (e) {
+    throw new WritError('UNPROCESSABLE', `${backupFile} is not a SQLite database (${(e as Error).message.replaceAll(to, backupFile)})`);
   }
   const copy = new Database(to);
   try {
@@ -460,15 +531,6 @@ function allRows<T>(db: SqliteDatabase, sql: string): T[] {
   } catch (e) {
     if (/no such table/.test((e as Error).message)) return [];
     throw e;
-  }
-}
-
-function syncFile(path: string): void {
-  const fd = openSync(path, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
   }
 }
 

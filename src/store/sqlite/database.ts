@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { mkdirSync, statSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WritError } from '../../errors.js';
 import { MIGRATIONS } from './migrations/index.js';
@@ -14,7 +14,8 @@ export type SqliteDatabase = Database.Database;
  * itself, off the event loop, before it answers (see wal-sync.ts). `migrate: false` (a command that
  * must write nothing, such as a dry run) refuses a schema older than this Writ's instead of migrating it.
  * A file moved to PostgreSQL (`writ store copy`) is refused (STORE_MOVED) unless `moved: 'allow'`,
- * before anything is written to it (its mark is read first, on a file of any schema).
+ * before anything is written to it (its mark is read first, on a file of any schema, and the marker
+ * beside it: moveMarkerOf).
  */
 export function openDatabase(file: string, options: { busyTimeoutMs?: number; migrate?: boolean; moved?: 'refuse' | 'allow' } = {}): SqliteDatabase {
   if (file !== ':memory:') makeDataDirectory(dirname(file));
@@ -47,9 +48,20 @@ export function openDatabase(file: string, options: { busyTimeoutMs?: number; mi
     else migrate(db);
   } catch (e) {
     db.close();
-    throw e;
+    throw lockedError(e, file, busyTimeoutMs);
   }
   return db;
+}
+
+/**
+ * SQLITE_BUSY (or LOCKED) while opening: another process held the file locked for the whole busy
+ * timeout, as `writ restore` and `writ store copy` hold it while they run (an exclusive lock in
+ * rollback-journal mode keeps even readers out). STORE_IN_USE, saying so; any other error as it is.
+ */
+function lockedError(e: unknown, file: string, busyTimeoutMs: number): unknown {
+  const code = (e as { code?: unknown }).code;
+  if (!(typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')))) return e;
+  return new WritError('STORE_IN_USE', `${file} is held locked by another process (a writ restore or writ store copy in progress, or a long write), which did not let go within the busy timeout (${busyTimeoutMs} ms): wait for it to finish (a writ store copy moves the store: start on the database it names), then start again; nothing was changed`, { data_file: file });
 }
 
 /** Which file `file` names now (device and inode), or null (none, or an in-memory database). */
@@ -62,17 +74,21 @@ function fileIdentity(file: string): string | null {
 /**
  * Makes the directory of the store file if it is missing; a path there that is not a directory (a file
  * named as the data directory, or above it) is refused with what to do, before anything is created.
+ * Returns the directories it made, deepest first (for a command that fails to take them away again).
  */
-export function makeDataDirectory(dir: string): void {
+export function makeDataDirectory(dir: string): string[] {
+  const missing: string[] = [];
   for (let d = dir; ; d = dirname(d)) {
     const found = statSync(d, { throwIfNoEntry: false });
     if (found?.isDirectory()) break;
     if (found) {
       throw new WritError('UNPROCESSABLE', `the data directory ${dir} is not a directory (${d === dir ? 'it is a file' : `${d} is a file`}): name a directory with --data-dir or WRIT_DATA_DIR (it is made if missing); nothing was created`);
     }
+    missing.push(d);
     if (dirname(d) === d) break;
   }
   mkdirSync(dir, { recursive: true });
+  return missing;
 }
 
 /**
@@ -106,7 +122,77 @@ export interface StoreMove {
   pending: boolean;
 }
 
-/** The move that stands on the file (store_moves, migration 14), read only: null when it was not moved, or was taken back. */
+/**
+ * The move marker beside a SQLite file, `<file>.moved` (JSON: at, moved_to, pending): the same mark as
+ * the file's store_moves row, kept outside the file so that it outlives the file. A damaged file cannot
+ * tell whether it was moved, and a restore that replaces it (`--replace-damaged`, or the file moved aside
+ * by hand) puts back a backup from before the move, which has no mark: without the marker a server would
+ * start on a file whose epochs the PostgreSQL replicas have issued again. `writ store copy` writes it
+ * (synced) before the file's mark commits, so before the database commits; it follows the row (confirmed,
+ * taken back when the database refused the commit), and `writ lease bump-epochs --lift-move-mark` removes
+ * it. The file's row is read first; the marker stands when the file has none.
+ */
+export function moveMarkerOf(file: string): string {
+  return `${file}.moved`;
+}
+
+/** The move the marker beside `file` records, or null when there is none. A marker that cannot be read still stands (what it names is then unknown). */
+function readMoveMarker(file: string): StoreMove | null {
+  if (file === ':memory:') return null;
+  const marker = moveMarkerOf(file);
+  let text: string;
+  try {
+    text = readFileSync(marker, 'utf8');
+  } catch (e) {
+    if ((e as { code?: unknown }).code === 'ENOENT') return null;
+    throw e;
+  }
+  try {
+    const m = JSON.parse(text) as { at?: unknown; moved_to?: unknown; pending?: unknown };
+    if (typeof m.at === 'number' && typeof m.moved_to === 'string' && typeof m.pending === 'boolean') return { at: m.at, moved_to: m.moved_to, pending: m.pending };
+  } catch {
+    // as unreadable, below
+  }
+  return { at: statSync(marker).mtimeMs, moved_to: `a database ${marker} does not name (it cannot be read)`, pending: false };
+}
+
+/** Writes the marker beside `file` in one rename, synced with its directory: on disk before what comes next (the file's COMMIT). */
+export function writeMoveMarker(file: string, move: StoreMove): void {
+  const marker = moveMarkerOf(file);
+  const partial = `${marker}.partial`;
+  try {
+    writeFileSync(partial, `${JSON.stringify({ at: move.at, moved_to: move.moved_to, pending: move.pending })}\n`);
+    syncFile(partial);
+    renameSync(partial, marker);
+  } catch (e) {
+    rmSync(partial, { force: true });
+    throw e;
+  }
+  syncFile(dirname(marker));
+}
+
+/** Removes the marker beside `file` (synced): the file's own row says the move was taken back. */
+export function removeMoveMarker(file: string): void {
+  rmSync(moveMarkerOf(file), { force: true });
+  syncFile(dirname(file));
+}
+
+/** fsync of a file or a directory. */
+export function syncFile(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The move that stands on the file at `file`: its own row, else the marker beside it. */
+function standingMove(db: SqliteDatabase, file: string): StoreMove | null {
+  return storeMovedTo(db) ?? readMoveMarker(file);
+}
+
+/** The move that stands on the file (store_moves, migration 14), read only: null when it was not moved, or was taken back. The marker beside the file is not read (standingMove). */
 export function storeMovedTo(db: SqliteDatabase): StoreMove | null {
   if (!db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_moves'").get()) return null;
   // SELECT *: a file of schema 14 or 15, read before it is migrated, has no pending column (its moves were committed).
@@ -115,15 +201,18 @@ export function storeMovedTo(db: SqliteDatabase): StoreMove | null {
 }
 
 /**
- * The move that stands on the Writ file at `file` (any schema), without writing to it: no WAL switch,
- * no migration. The connection is a writable one all the same, so that a rollback journal left hot by a
- * process killed in a transaction is rolled back first (a read-only one cannot, and fails).
+ * The move that stands on the Writ file at `file` (any schema; its row, else the marker beside it),
+ * without writing to it: no WAL switch, no migration. The connection is a writable one all the same, so
+ * that a rollback journal left hot by a process killed in a transaction is rolled back first (a
+ * read-only one cannot, and fails).
  */
 export function readStoreMove(file: string): StoreMove | null {
   const db = new Database(file, { fileMustExist: true });
   try {
     db.pragma('busy_timeout = 5000');
-    return storeMovedTo(db);
+    return standingMove(db, file);
+  } catch (e) {
+    throw lockedError(e, file, 5000);
   } finally {
     db.close();
   }
@@ -131,14 +220,17 @@ export function readStoreMove(file: string): StoreMove | null {
 
 /**
  * `writ lease bump-epochs --lift-move-mark` on a file moved to PostgreSQL: the deliberate way back, once
- * its epochs are raised. Records who and why on the move's row (kept); returns where it had been moved, or null.
+ * its epochs are raised. Records who and why on the move's row (kept; a move only the marker beside the
+ * file recorded gets its row here, lifted), then removes the marker; returns where it had been moved, or null.
  */
 export function liftStoreMove(file: string, by: string, reason: string, now: number): string | null {
   const db = openDatabase(file, { moved: 'allow' });
   try {
-    const moved = storeMovedTo(db);
+    const moved = standingMove(db, file);
     if (moved === null) return null;
-    db.prepare('UPDATE store_moves SET lifted_at = ?, lifted_by = ?, lifted_reason = ? WHERE lifted_at IS NULL').run(now, by, reason);
+    if (storeMovedTo(db) !== null) db.prepare('UPDATE store_moves SET lifted_at = ?, lifted_by = ?, lifted_reason = ? WHERE lifted_at IS NULL').run(now, by, reason);
+    else db.prepare('INSERT INTO store_moves (at, moved_to, pending, lifted_at, lifted_by, lifted_reason) VALUES (?, ?, ?, ?, ?, ?)').run(moved.at, moved.moved_to, moved.pending ? 1 : 0, now, by, reason);
+    removeMoveMarker(file);
     return moved.moved_to;
   } finally {
     db.close();
@@ -152,7 +244,7 @@ export function refuseMovedStore(file: string): void {
 }
 
 function refuseMoved(db: SqliteDatabase, file: string): void {
-  const moved = storeMovedTo(db);
+  const moved = standingMove(db, file);
   if (moved !== null) throw storeMovedError(file, moved);
 }
 
@@ -163,6 +255,25 @@ export function storeMovedError(file: string, moved: StoreMove): WritError {
     return new WritError('STORE_MOVED', `${file} was being copied to the PostgreSQL database ${moved.moved_to} (writ store copy, at ${when}), and the copy did not finish: the database may or may not have committed it, and while it may have, a server on the file could issue fencing epochs the database issued. Run \`writ store copy --to ${moved.moved_to}\` (with its password) on this data directory again: it copies the file if the database holds nothing yet, or confirms the copy the database committed. To keep the file instead, and only if the database holds no copy: \`writ lease bump-epochs --by N --reason TEXT --lift-move-mark\` on this data directory. Nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at, unfinished: true });
   }
   return new WritError('STORE_MOVED', `${file} was copied to the PostgreSQL database ${moved.moved_to} at ${when} (writ store copy), which is the store now: start with --database (WRIT_DATABASE_URL) naming it. To go back to the file anyway (what was written on the database is not in it), first raise its epochs above every epoch the database issued: \`writ lease bump-epochs --by N --reason TEXT --lift-move-mark\` on this data directory, with N at least the database's highest fencing epoch, lifts this refusal; nothing was changed`, { moved_to: moved.moved_to, moved_at: moved.at });
+}
+
+/** SQLite's own word that a file is damaged (malformed, or not a database: SQLITE_CORRUPT*, SQLITE_NOTADB), or null for any other failure. */
+export function sqliteDamage(e: unknown): string | null {
+  const code = (e as { code?: unknown }).code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_CORRUPT') || code.startsWith('SQLITE_NOTADB')) ? `${code}: ${(e as Error).message}` : null;
+}
+
+/**
+ * What a command that reads the whole file (`writ backup`, `writ store copy`) is refused with when SQLite
+ * finds the file damaged: a copy would carry the damage, or stop halfway. What to do: put a backup back
+ * (the damaged file is kept aside), or recover what SQLite can still read into a new file.
+ */
+export function storeDamagedError(file: string, damage: string, doing: string): WritError {
+  return new WritError(
+    'STORE_DAMAGED',
+    `${file} is damaged (${damage}): ${doing} reads the whole store, and SQLite cannot. Put an earlier backup back with \`writ restore BACKUP --epoch-margin N --replace-damaged\` (N above the number of acquisitions of any one key since the backup was taken; the damaged file is kept aside), or recover what can still be read with sqlite3's .recover into a new file and check it; nothing was changed`,
+    { data_file: file, damage },
+  );
 }
 
 /**

@@ -1,0 +1,76 @@
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase } from '../store/conformance/engines.js';
+import { runWrit } from '../support/cli.js';
+import { takeEpochs } from '../support/data-dir-epochs.js';
+import { requireDist } from '../support/server-process.js';
+
+const dirs: string[] = [];
+const drops: (() => Promise<void>)[] = [];
+beforeAll(() => requireDist());
+afterAll(async () => {
+  for (const d of drops.splice(0)) await d();
+  dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true }));
+});
+
+/** Overwrites the root page of `table`, or the 100-byte header, as a failing disk would. */
+function damage(file: string, what: { table: string } | 'header'): void {
+  const db = new Database(file);
+  const pageSize = db.pragma('page_size', { simple: true }) as number;
+  const root = what === 'header' ? 1 : (db.prepare('SELECT rootpage FROM sqlite_master WHERE name = ?').pluck().get(what.table) as number);
+  db.pragma('journal_mode = DELETE');
+  db.close();
+  const fd = openSync(file, 'r+');
+  try {
+    if (what === 'header') writeSync(fd, Buffer.alloc(100, 7), 0, 100, 0);
+    else writeSync(fd, Buffer.alloc(pageSize, 0xff), 0, pageSize, (root - 1) * pageSize);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+async function tablesIn(url: string): Promise<number> {
+  const c = new pg.Client(url);
+  await c.connect();
+  try {
+    return Number((await c.query("SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = current_schema()")).rows[0].n);
+  } finally {
+    await c.end();
+  }
+}
+
+describe('writ backup and writ store copy on a damaged store', () => {
+  for (const what of ['header', { table: 'lease_keys' }] as const) {
+    const name = what === 'header' ? 'not a database (its header overwritten)' : 'malformed (the lease_keys root page overwritten)';
+    it(`${name}: STORE_DAMAGED saying what is wrong and what to do, no stack trace, nothing changed`, { timeout: 120_000 }, async () => {
+      const data = mkdtempSync(join(tmpdir(), 'writ-damaged-copy-'));
+      dirs.push(data);
+      const out = mkdtempSync(join(tmpdir(), 'writ-damaged-copy-out-'));
+      dirs.push(out);
+      expect(await takeEpochs(data, 'wp:post:1', 3)).toEqual([1, 2, 3]);
+      const file = join(data, 'writ.sqlite');
+      damage(file, what);
+      const bytes = readFileSync(file);
+      const files = readdirSync(data).sort();
+      const db = await createTestDatabase('writ_damaged');
+      drops.push(db.drop);
+
+      for (const args of [['backup', join(out, 'b.sqlite')], ['store', 'copy', '--to', db.url]]) {
+        const r = await runWrit(data, ...args);
+        expect(r.code, `${args.join(' ')}: ${r.output}`).toBe(1);
+        expect(r.output, args[0]).toContain(`writ: STORE_DAMAGED (Store damaged): ${file} is damaged`);
+        expect(r.output, args[0]).toContain('writ restore');
+        expect(r.output, args[0]).toContain('nothing was changed');
+        expect(r.output, args[0]).not.toMatch(/\n\s+at /);
+        expect(readFileSync(file).equals(bytes), args[0]).toBe(true);
+        expect(readdirSync(data).sort(), args[0]).toEqual(files);
+      }
+      expect(readdirSync(out)).toEqual([]);
+      expect(await tablesIn(db.url)).toBe(0);
+    });
+  }
+});
