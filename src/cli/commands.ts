@@ -1,10 +1,10 @@
 import { loadConfig, type WritConfig } from '../config/index.js';
-import { buildPolicyBundle, checkPolicyData, loadCandidatePolicy, readLiveBundle } from '../policy/index.js';
+import { buildPolicyBundle, checkPolicyData, loadCandidatePolicy, readLiveBundle, RELOAD_CHECK_INPUTS, type PolicyEngine } from '../policy/index.js';
 import { damagedKeysMessage, KeyRing, writePrivateFile } from '../decision/index.js';
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID, PRINCIPAL_KINDS, type Edge } from '../graph/model.js';
 import {
-  analyseImpact, applyManifest, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
+  analyseImpact, applyManifest, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, recentDecisionFailures, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit, type RecentDecisionsCheck, type WritContext,
 } from '../service/index.js';
 import { exportChainDot, exportChainMermaid, isEdgeLive, patternsOverlap, type AuthorityGraph } from '../graph/index.js';
 import { WritError } from '../errors.js';
@@ -122,6 +122,32 @@ async function approvedEnvironmentProblem(config: WritConfig, environment: strin
   }
   const problem = environmentProblem(data, environment, 'the environment');
   return problem === null ? null : `${problem}, in the policy bundle at ${config.bundleDir}: a decision under that policy would not use this approval`;
+}
+
+/**
+ * `writ trace` and `writ who` answer with a policy bundle: one that fails on what was asked lately (a Rego
+ * error only some inputs reach) is one a server refuses to take (it keeps the bundle it has) or answers
+ * those requests INTERNAL with, so the answer may not be the server's. Checked as a server checks a rebuild
+ * (its last RELOAD_CHECK_INPUTS inputs; here the last recorded decisions, replayed as `writ policy impact`
+ * replays them), and said on stderr, saying what to do; the answer is still given.
+ */
+async function warnIfBundleFails(ctx: WritContext, engine: PolicyEngine, candidateDir: string | null): Promise<void> {
+  const bundle = candidateDir === null ? `the live bundle of ${ctx.config.bundleDir}` : `the candidate ${candidateDir}`;
+  let check: RecentDecisionsCheck;
+  try {
+    check = await recentDecisionFailures(ctx, engine, RELOAD_CHECK_INPUTS);
+  } catch (e) {
+    if (!(e instanceof WritError)) throw e;
+    process.stderr.write(`writ: WARNING: policy ${engine.revision} (${bundle}) could not be checked against the recent decisions (${e.code}: ${e.message}); this answer is given without that check\n`);
+    return;
+  }
+  const first = check.failures[0];
+  if (first === undefined) return;
+  const q = first.request;
+  const todo = candidateDir !== null
+    ? `fix it before deploying it: writ policy impact ${candidateDir} lists every decision it fails on`
+    : `a server refuses such a rebuild and keeps the bundle it has (GET /readyz names it, and this one under policy_refused), or answers those requests INTERNAL, so this answer may not be the server's: fix the policies, check them with writ policy impact POLICIES_DIR (it lists every decision a candidate fails on) and rebuild (writ policy build)`;
+  process.stderr.write(`writ: WARNING: policy ${engine.revision} (${bundle}) fails on ${check.failures.length} of the last ${check.checked} recorded decisions (${check.source === 'decision_log' ? 'decision log' : 'receipts'}), first ${first.decision_id} (${q.principal} ${q.action} ${q.resource} in ${q.environment}${q.fields.length ? ` fields [${q.fields.join(', ')}]` : ''}): ${first.code}: ${first.error}; ${todo}\n`);
 }
 
 function print(value: unknown, json: boolean | string | undefined, text: () => string): void {
@@ -320,6 +346,7 @@ export const COMMANDS: Command[] = [
       return withWrit(values, async (w) => {
         const fields = fieldsOption(values.fields) ?? [];
         const ctx = candidate ? { ...w.ctx, policy: candidate } : w.ctx;
+        await warnIfBundleFails(w.ctx, ctx.policy, candidate ? (values.policy as string) : null);
         const x = await explain(ctx, GOVERNANCE_ID, { principal, action, resource, environment: (values.env as string | undefined) ?? 'production', fields });
         print(explanationToWire(x), values.json, () => formatExplanation(x));
         return x.allow ? 0 : 3;
@@ -594,6 +621,7 @@ export const COMMANDS: Command[] = [
       return withWrit(values, async (w) => {
         const fields = fieldsOption(values.fields);
         const environment = (values.env as string | undefined) ?? 'production';
+        await warnIfBundleFails(w.ctx, w.ctx.policy, null);
         const answers = await explainForEach(w.ctx, GOVERNANCE_ID, { action, resource, environment, ...(fields ? { fields } : {}), ...(risk !== undefined ? { context: { risk } } : {}) }, kind);
         const shown = values.all ? answers : answers.filter((x) => x.allow || withApproval(x));
         print(shown.map(explanationToWire), values.json, () => formatWho({ action, resource, environment, fields: fields ?? [] }, answers, values.all === true));
