@@ -285,11 +285,11 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'graph apply',
-    summary: 'apply a graph manifest as governance, all or nothing (idempotent); --dry-run: say what it would change, change nothing',
-    usage: 'FILE [--dry-run]',
-    options: { 'dry-run': { type: 'boolean' } },
+    summary: 'apply a graph manifest as governance, all or nothing (idempotent); --dry-run: say what it would change, change nothing; --skip-expired: leave out (and list) the edges that expired already, which are refused otherwise',
+    usage: 'FILE [--dry-run] [--skip-expired]',
+    options: { 'dry-run': { type: 'boolean' }, 'skip-expired': { type: 'boolean' } },
     run: async ({ values, positionals }) => {
-      need(positionals, 1, 'writ graph apply FILE [--dry-run]');
+      need(positionals, 1, 'writ graph apply FILE [--dry-run] [--skip-expired]');
       const dryRun = values['dry-run'] === true;
       const config = configFrom(values);
       // A dry run against a store that does not exist yet (a CI check of a manifest for a new install:
@@ -304,12 +304,13 @@ export const COMMANDS: Command[] = [
         const judged = aside === null ? config : { ...config, dataDir: aside, dbFile: join(aside, 'writ.sqlite'), databaseUrl: null };
         return await withWrit(values, async (w) => {
           const { manifest, baseDir } = readManifest(positionals[0]!);
-          const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir, { dryRun });
+          const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir, { dryRun, skipExpired: values['skip-expired'] === true });
           console.log(dryRun
             ? `${positionals[0]} applied to ${none === null ? `the graph at revision ${r.graph_revision}` : `a new store (${none})`} would give: ${applyCounts(r)} (dry run: nothing written)`
             : `applied ${positionals[0]}: ${applyCounts(r)}; graph revision ${r.graph_revision}`);
           for (const c of r.created) console.log(`  + ${c}`);
           for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
+          for (const c of r.skipped) console.log(`  - ${c.id ?? '(an edge without id)'} skipped: ${c.why}`);
           return 0;
         }, judged, { migrate: !dryRun || aside !== null, create: true }); // a dry run against an older schema (either engine) says so, and migrates nothing; the new store made aside is made whole
       } finally {

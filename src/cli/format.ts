@@ -35,7 +35,7 @@ function scopeLine(s: Scope): string {
 
 /** `3 created, 1 updated, 20 unchanged` of a manifest's application (`updated` only when there are some). */
 export function applyCounts(r: ApplyReport): string {
-  return `${r.created.length} created, ${r.updated.length > 0 ? `${r.updated.length} updated, ` : ''}${r.unchanged.length} unchanged`;
+  return `${r.created.length} created, ${r.updated.length > 0 ? `${r.updated.length} updated, ` : ''}${r.unchanged.length} unchanged${r.skipped.length > 0 ? `, ${r.skipped.length} expired edge(s) skipped` : ''}`;
 }
 
 function revocationLine(r: Revocation): string {
