@@ -577,7 +577,7 @@ export const COMMANDS: Command[] = [
           page.receipts.length === 0
             ? '(no receipts)'
             : page.receipts
-                .map((r) => `${r.receipt_id}  ${r.status.padEnd(9)} ${new Date(r.created_at).toISOString()}  ${r.principal} ${r.action} ${r.resource_key} [${r.fields.join(',')}] v${r.expected_version ?? '-'}→${r.final_version ?? '-'}${r.error ? `  ${r.error.code}` : ''}`)
+                .map((r) => `${r.receipt_id}  ${r.status.padEnd(9)} ${toWireTime(r.created_at)}  ${r.principal} ${r.action} ${r.resource_key} [${r.fields.join(',')}] v${r.expected_version ?? '-'}→${r.final_version ?? '-'}${r.error ? `  ${r.error.code}` : ''}`)
                 .join('\n'));
         // A page cut short says so (on stderr, so the list stays the list), and how to go on.
         if (!values.json && page.next !== null) {
@@ -659,7 +659,7 @@ export const COMMANDS: Command[] = [
       const within = duration((values.within as string | undefined) ?? '1h');
       return withWrit(values, async (w) => {
         const edges = await expiringEdges(w.ctx, within);
-        print(edges.map(edgeToWire), values.json, () => formatEdgeList(edges, (e) => `expires ${new Date(e.expires_at!).toISOString()}: "${e.reason}"`));
+        print(edges.map(edgeToWire), values.json, () => formatEdgeList(edges, (e) => `expires ${toWireTime(e.expires_at!)}: "${e.reason}"`));
         return 0;
       });
     },
@@ -1032,12 +1032,12 @@ function operator(): string {
 }
 
 function formatBump(b: EpochBump): string {
-  return b.kind === 'RESTORE' ? formatRestore(b) : `#${b.seq} ${new Date(b.at).toISOString()} BUMP by ${b.actor}: epochs +${b.margin} on ${b.keys} keys, floor ${b.floor}, ${b.leases_ended} leases ended (${b.reason})`;
+  return b.kind === 'RESTORE' ? formatRestore(b) : `#${b.seq} ${toWireTime(b.at)} BUMP by ${b.actor}: epochs +${b.margin} on ${b.keys} keys, floor ${b.floor}, ${b.leases_ended} leases ended (${b.reason})`;
 }
 
 function formatRestore(b: EpochBump): string {
   const head = b.detail.backup_receipt_head as { seq?: number; hash?: string | null } | undefined;
   const seq = head?.seq ?? 0;
   const held = seq === 0 ? 'the backup held no receipt entries' : `the backup held the receipt log up to entry seq ${seq} (hash ${head?.hash ?? '—'})`;
-  return `#${b.seq} ${new Date(b.at).toISOString()} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
+  return `#${b.seq} ${toWireTime(b.at)} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
 }
