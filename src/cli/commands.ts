@@ -1,10 +1,10 @@
 import { loadConfig, type WritConfig } from '../config/index.js';
-import { buildPolicyBundle, checkPolicyData, loadCandidatePolicy, readLiveBundle } from '../policy/index.js';
+import { buildPolicyBundle, checkPolicyData, loadCandidatePolicy, readLiveBundle, RELOAD_CHECK_INPUTS, type PolicyEngine } from '../policy/index.js';
 import { damagedKeysMessage, KeyRing, writePrivateFile } from '../decision/index.js';
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID, PRINCIPAL_KINDS, type Edge } from '../graph/model.js';
 import {
-  analyseImpact, applyManifest, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit,
+  analyseImpact, applyManifest, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, recentDecisionFailures, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit, type RecentDecisionsCheck, type WritContext,
 } from '../service/index.js';
 import { exportChainDot, exportChainMermaid, isEdgeLive, patternsOverlap, type AuthorityGraph } from '../graph/index.js';
 import { WritError } from '../errors.js';
@@ -122,6 +122,32 @@ async function approvedEnvironmentProblem(config: WritConfig, environment: strin
   }
   const problem = environmentProblem(data, environment, 'the environment');
   return problem === null ? null : `${problem}, in the policy bundle at ${config.bundleDir}: a decision under that policy would not use this approval`;
+}
+
+/**
+ * `writ trace` and `writ who` answer with a policy bundle: one that fails on what was asked lately (a Rego
+ * error only some inputs reach) is one a server refuses to take (it keeps the bundle it has) or answers
+ * those requests INTERNAL with, so the answer may not be the server's. Checked as a server checks a rebuild
+ * (its last RELOAD_CHECK_INPUTS inputs; here the last recorded decisions, replayed as `writ policy impact`
+ * replays them), and said on stderr, saying what to do; the answer is still given.
+ */
+async function warnIfBundleFails(ctx: WritContext, engine: PolicyEngine, candidateDir: string | null): Promise<void> {
+  const bundle = candidateDir === null ? `the live bundle of ${ctx.config.bundleDir}` : `the candidate ${candidateDir}`;
+  let check: RecentDecisionsCheck;
+  try {
+    check = await recentDecisionFailures(ctx, engine, RELOAD_CHECK_INPUTS);
+  } catch (e) {
+    if (!(e instanceof WritError)) throw e;
+    process.stderr.write(`writ: WARNING: policy ${engine.revision} (${bundle}) could not be checked against the recent decisions (${e.code}: ${e.message}); this answer is given without that check\n`);
+    return;
+  }
+  const first = check.failures[0];
+  if (first === undefined) return;
+  const q = first.request;
+  const todo = candidateDir !== null
+    ? `fix it before deploying it: writ policy impact ${candidateDir} lists every decision it fails on`
+    : `a server refuses such a rebuild and keeps the bundle it has (GET /readyz names it, and this one under policy_refused), or answers those requests INTERNAL, so this answer may not be the server's: fix the policies, check them with writ policy impact POLICIES_DIR (it lists every decision a candidate fails on) and rebuild (writ policy build)`;
+  process.stderr.write(`writ: WARNING: policy ${engine.revision} (${bundle}) fails on ${check.failures.length} of the last ${check.checked} recorded decisions (${check.source === 'decision_log' ? 'decision log' : 'receipts'}), first ${first.decision_id} (${q.principal} ${q.action} ${q.resource} in ${q.environment}${q.fields.length ? ` fields [${q.fields.join(', ')}]` : ''}): ${first.code}: ${first.error}; ${todo}\n`);
 }
 
 function print(value: unknown, json: boolean | string | undefined, text: () => string): void {
@@ -259,11 +285,11 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'graph apply',
-    summary: 'apply a graph manifest as governance, all or nothing (idempotent); --dry-run: say what it would change, change nothing',
-    usage: 'FILE [--dry-run]',
-    options: { 'dry-run': { type: 'boolean' } },
+    summary: 'apply a graph manifest as governance, all or nothing (idempotent); --dry-run: say what it would change, change nothing; --skip-expired: leave out (and list) the edges that expired already, which are refused otherwise',
+    usage: 'FILE [--dry-run] [--skip-expired]',
+    options: { 'dry-run': { type: 'boolean' }, 'skip-expired': { type: 'boolean' } },
     run: async ({ values, positionals }) => {
-      need(positionals, 1, 'writ graph apply FILE [--dry-run]');
+      need(positionals, 1, 'writ graph apply FILE [--dry-run] [--skip-expired]');
       const dryRun = values['dry-run'] === true;
       const config = configFrom(values);
       // A dry run against a store that does not exist yet (a CI check of a manifest for a new install:
@@ -278,12 +304,13 @@ export const COMMANDS: Command[] = [
         const judged = aside === null ? config : { ...config, dataDir: aside, dbFile: join(aside, 'writ.sqlite'), databaseUrl: null };
         return await withWrit(values, async (w) => {
           const { manifest, baseDir } = readManifest(positionals[0]!);
-          const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir, { dryRun });
+          const r = await applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir, { dryRun, skipExpired: values['skip-expired'] === true });
           console.log(dryRun
             ? `${positionals[0]} applied to ${none === null ? `the graph at revision ${r.graph_revision}` : `a new store (${none})`} would give: ${applyCounts(r)} (dry run: nothing written)`
             : `applied ${positionals[0]}: ${applyCounts(r)}; graph revision ${r.graph_revision}`);
           for (const c of r.created) console.log(`  + ${c}`);
           for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
+          for (const c of r.skipped) console.log(`  - ${c.id ?? '(an edge without id)'} skipped: ${c.why}`);
           return 0;
         }, judged, { migrate: !dryRun || aside !== null, create: true }); // a dry run against an older schema (either engine) says so, and migrates nothing; the new store made aside is made whole
       } finally {
@@ -320,6 +347,7 @@ export const COMMANDS: Command[] = [
       return withWrit(values, async (w) => {
         const fields = fieldsOption(values.fields) ?? [];
         const ctx = candidate ? { ...w.ctx, policy: candidate } : w.ctx;
+        await warnIfBundleFails(w.ctx, ctx.policy, candidate ? (values.policy as string) : null);
         const x = await explain(ctx, GOVERNANCE_ID, { principal, action, resource, environment: (values.env as string | undefined) ?? 'production', fields });
         print(explanationToWire(x), values.json, () => formatExplanation(x));
         return x.allow ? 0 : 3;
@@ -549,7 +577,7 @@ export const COMMANDS: Command[] = [
           page.receipts.length === 0
             ? '(no receipts)'
             : page.receipts
-                .map((r) => `${r.receipt_id}  ${r.status.padEnd(9)} ${new Date(r.created_at).toISOString()}  ${r.principal} ${r.action} ${r.resource_key} [${r.fields.join(',')}] v${r.expected_version ?? '-'}→${r.final_version ?? '-'}${r.error ? `  ${r.error.code}` : ''}`)
+                .map((r) => `${r.receipt_id}  ${r.status.padEnd(9)} ${toWireTime(r.created_at)}  ${r.principal} ${r.action} ${r.resource_key} [${r.fields.join(',')}] v${r.expected_version ?? '-'}→${r.final_version ?? '-'}${r.error ? `  ${r.error.code}` : ''}`)
                 .join('\n'));
         // A page cut short says so (on stderr, so the list stays the list), and how to go on.
         if (!values.json && page.next !== null) {
@@ -594,6 +622,7 @@ export const COMMANDS: Command[] = [
       return withWrit(values, async (w) => {
         const fields = fieldsOption(values.fields);
         const environment = (values.env as string | undefined) ?? 'production';
+        await warnIfBundleFails(w.ctx, w.ctx.policy, null);
         const answers = await explainForEach(w.ctx, GOVERNANCE_ID, { action, resource, environment, ...(fields ? { fields } : {}), ...(risk !== undefined ? { context: { risk } } : {}) }, kind);
         const shown = values.all ? answers : answers.filter((x) => x.allow || withApproval(x));
         print(shown.map(explanationToWire), values.json, () => formatWho({ action, resource, environment, fields: fields ?? [] }, answers, values.all === true));
@@ -630,7 +659,7 @@ export const COMMANDS: Command[] = [
       const within = duration((values.within as string | undefined) ?? '1h');
       return withWrit(values, async (w) => {
         const edges = await expiringEdges(w.ctx, within);
-        print(edges.map(edgeToWire), values.json, () => formatEdgeList(edges, (e) => `expires ${new Date(e.expires_at!).toISOString()}: "${e.reason}"`));
+        print(edges.map(edgeToWire), values.json, () => formatEdgeList(edges, (e) => `expires ${toWireTime(e.expires_at!)}: "${e.reason}"`));
         return 0;
       });
     },
@@ -1006,12 +1035,12 @@ function operator(): string {
 }
 
 function formatBump(b: EpochBump): string {
-  return b.kind === 'RESTORE' ? formatRestore(b) : `#${b.seq} ${new Date(b.at).toISOString()} BUMP by ${b.actor}: epochs +${b.margin} on ${b.keys} keys, floor ${b.floor}, ${b.leases_ended} leases ended (${b.reason})`;
+  return b.kind === 'RESTORE' ? formatRestore(b) : `#${b.seq} ${toWireTime(b.at)} BUMP by ${b.actor}: epochs +${b.margin} on ${b.keys} keys, floor ${b.floor}, ${b.leases_ended} leases ended (${b.reason})`;
 }
 
 function formatRestore(b: EpochBump): string {
   const head = b.detail.backup_receipt_head as { seq?: number; hash?: string | null } | undefined;
   const seq = head?.seq ?? 0;
   const held = seq === 0 ? 'the backup held no receipt entries' : `the backup held the receipt log up to entry seq ${seq} (hash ${head?.hash ?? '—'})`;
-  return `#${b.seq} ${new Date(b.at).toISOString()} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
+  return `#${b.seq} ${toWireTime(b.at)} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
 }

@@ -1,4 +1,5 @@
 import type { Edge, Scope } from '../graph/model.js';
+import { toWireTime } from '../wire/time.js';
 import type { ApplyReport, Capability, EdgeImpact, Explanation, ImpactReport, PolicyImpactReport, PrincipalImpact, Revocation, WhyReport } from '../service/index.js';
 
 /** Human-readable `writ trace` output: the verdict, then each candidate chain edge by edge. */
@@ -19,7 +20,7 @@ export function formatExplanation(x: Explanation): string {
       const v = c.verdict.edges[j];
       const scope = `${e.scope.actions.join(',')} on ${e.scope.resources.join(',')} env ${e.scope.environments.join(',')} fields ${e.scope.fields.join(',')} risk≤${e.scope.constraints.risk_max}`;
       lines.push(`    ${v?.ok ? '✓' : '✗'} ${e.id}: ${e.from} → ${e.to} [${e.kind}] ${scope}${e.max_depth !== null ? ` depth ${e.max_depth}` : ''}`);
-      lines.push(`        by ${e.creator} at ${new Date(e.created_at).toISOString()}: ${e.reason}`);
+      lines.push(`        by ${e.creator} at ${toWireTime(e.created_at)}: ${e.reason}`);
       for (const p of v?.problems ?? []) lines.push(`        problem: ${p}`);
     });
     for (const p of c.verdict.problems) lines.push(`    problem: ${p}`);
@@ -27,7 +28,7 @@ export function formatExplanation(x: Explanation): string {
   return lines.join('\n');
 }
 
-const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? '—' : new Date(ms).toISOString());
+const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? '—' : toWireTime(ms));
 
 function scopeLine(s: Scope): string {
   return `${s.actions.join(',')} on ${s.resources.join(',')} in ${s.environments.join(',')} fields [${s.fields.join(', ')}] risk≤${s.constraints.risk_max}`;
@@ -35,7 +36,7 @@ function scopeLine(s: Scope): string {
 
 /** `3 created, 1 updated, 20 unchanged` of a manifest's application (`updated` only when there are some). */
 export function applyCounts(r: ApplyReport): string {
-  return `${r.created.length} created, ${r.updated.length > 0 ? `${r.updated.length} updated, ` : ''}${r.unchanged.length} unchanged`;
+  return `${r.created.length} created, ${r.updated.length > 0 ? `${r.updated.length} updated, ` : ''}${r.unchanged.length} unchanged${r.skipped.length > 0 ? `, ${r.skipped.length} expired edge(s) skipped` : ''}`;
 }
 
 function revocationLine(r: Revocation): string {
@@ -160,7 +161,7 @@ export function formatPolicyImpact(r: PolicyImpactReport, bundleDir: string): st
   ];
   const latest = r.latest_recorded;
   if (latest !== null && latest.revision !== r.current_revision) {
-    lines.push(`WARNING: the latest decision read (${latest.decision_id} at ${new Date(latest.at).toISOString()}) was made under policy ${latest.revision}, not ${r.current_revision}: the service may not run the bundle of ${bundleDir} (a rebuild it refused shows in its GET /readyz as policy_refused); what follows compares the candidate with ${r.current_revision}`);
+    lines.push(`WARNING: the latest decision read (${latest.decision_id} at ${toWireTime(latest.at)}) was made under policy ${latest.revision}, not ${r.current_revision}: the service may not run the bundle of ${bundleDir} (a rebuild it refused shows in its GET /readyz as policy_refused); what follows compares the candidate with ${r.current_revision}`);
   }
   if (r.replayed === 0) {
     lines.push(`WARNING: no decision was replayed${r.skipped.length > 0 ? '' : ` (none in the ${r.source === 'decision_log' ? 'decision log' : 'receipts'})`}: no verdict was checked, only the registry (stranded edges)`);
@@ -168,7 +169,7 @@ export function formatPolicyImpact(r: PolicyImpactReport, bundleDir: string): st
   lines.push(r.flips.length === 0 ? `no ${r.replayed === 0 ? 'replayed ' : ''}decision would flip` : `${r.flips.length} decision(s) would flip:`);
   for (const f of r.flips) {
     const q = f.request;
-    lines.push(`  ${f.flip.toUpperCase()}  ${f.decision_id}${f.receipt_id ? ` (receipt ${f.receipt_id})` : ''} at ${new Date(f.at).toISOString()}, graph revision ${f.graph_revision}`);
+    lines.push(`  ${f.flip.toUpperCase()}  ${f.decision_id}${f.receipt_id ? ` (receipt ${f.receipt_id})` : ''} at ${toWireTime(f.at)}, graph revision ${f.graph_revision}`);
     lines.push(`      ${q.principal} ${q.action} ${q.resource} in ${q.environment}${q.fields.length ? ` fields [${q.fields.join(', ')}]` : ''}`);
     for (const reason of f.reasons) lines.push(`      ${reason}`);
   }
@@ -177,7 +178,7 @@ export function formatPolicyImpact(r: PolicyImpactReport, bundleDir: string): st
     lines.push(`${r.failures.length} decision(s) the candidate fails on (it would answer them ${codes}):`);
     for (const f of r.failures) {
       const q = f.request;
-      lines.push(`  ${f.current ? 'ALLOW' : 'DENY'}→${f.code === 'INTERNAL' ? 'ERROR' : f.code}  ${f.decision_id}${f.receipt_id ? ` (receipt ${f.receipt_id})` : ''} at ${new Date(f.at).toISOString()}, graph revision ${f.graph_revision}`);
+      lines.push(`  ${f.current ? 'ALLOW' : 'DENY'}→${f.code === 'INTERNAL' ? 'ERROR' : f.code}  ${f.decision_id}${f.receipt_id ? ` (receipt ${f.receipt_id})` : ''} at ${toWireTime(f.at)}, graph revision ${f.graph_revision}`);
       lines.push(`      ${q.principal} ${q.action} ${q.resource} in ${q.environment}${q.fields.length ? ` fields [${q.fields.join(', ')}]` : ''}`);
       lines.push(`      ${f.error}`);
     }

@@ -9,6 +9,7 @@ import type { WritContext } from './context.js';
 import { requireGovernance } from './principals.js';
 import { checkScopeApplies } from './resources.js';
 import { checkId, checkReason, normalizeScope, sameJson, window, type ScopeInput } from './validate.js';
+import { toWireTimeOrNull } from '../wire/time.js';
 
 interface EdgeInputBase {
   id?: string;
@@ -59,8 +60,10 @@ async function createEdge(
   const revision = await writer.commit((graph, now): GraphEvent[] => {
     const existing = readableEdge(graph, caller, id, asks);
     if (existing) {
+      // Times as the wire has them (clamped to years 0000–9999): an edge an older Writ stored with
+      // expires_at 1e20 is the same edge as its export, which says 9999-12-31T23:59:59.999Z.
       const comparable = (e: Pick<Edge, 'kind' | 'from' | 'to' | 'scope' | 'max_depth' | 'reason' | 'not_before' | 'expires_at'>) => ({
-        kind: e.kind, from: e.from, to: e.to, scope: e.scope, max_depth: e.max_depth, reason: e.reason, not_before: e.not_before, expires_at: e.expires_at,
+        kind: e.kind, from: e.from, to: e.to, scope: e.scope, max_depth: e.max_depth, reason: e.reason, not_before: toWireTimeOrNull(e.not_before), expires_at: toWireTimeOrNull(e.expires_at),
       });
       if (sameJson(comparable(existing), comparable(draft as Edge))) return [];
       throw new WritError('ALREADY_EXISTS', `edge "${id}" exists with different content; edges are immutable (revoke and create a new one)`);

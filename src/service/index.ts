@@ -20,7 +20,7 @@ export { declareIncident, resolveIncident, activeIncidents, type Incident } from
 export { reconcileReceipts } from './reconcile.js';
 export { checkStoreAnswers, READINESS_TIMEOUT_MS } from './readiness.js';
 export { performAction, type ActionInput, type ActionCredentials, type ActionOutcome, type ActionTimings } from './actions.js';
-export { policyImpact, type PolicyImpactReport, type PolicyImpactOptions, type PolicyFailure, type PolicyFlip, type StrandedEdge } from './policy-impact.js';
+export { policyImpact, recentDecisionFailures, type RecentDecisionsCheck, type RecentDecisionFailure, type PolicyImpactReport, type PolicyImpactOptions, type PolicyFailure, type PolicyFlip, type StrandedEdge } from './policy-impact.js';
 export { analyseImpact, type ImpactChange, type ImpactReport, type PrincipalImpact, type CapabilityDelta, type LeaseImpact, type EdgeImpact } from './impact.js';
 export { whyReceipt, noReceipt, capabilitiesOf, capabilitiesIn, orphansIn, expiringEdges, orphanedDelegations, type WhyReport, type Capability, type Orphan } from './audit-queries.js';
 export { keyRingCheckpointSigner, signCheckpoint, verifyCheckpoint } from './checkpoint-signer.js';

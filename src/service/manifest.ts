@@ -8,12 +8,12 @@ import { toWireTimeOrNull } from '../wire/time.js';
 import { GOVERNANCE_ID, type Edge, type GraphEvent, type PublicJwk } from '../graph/model.js';
 import { approvalBody, delegationBody, grantBody, ownershipBody, preemptionBody, principalBody } from '../wire/graph-bodies.js';
 import type { WritContext } from './context.js';
-import { createApproval, createDelegation, createGrant, createOwnership, createPreemption, ownershipScope, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
+import { checkNotEnded, createApproval, createDelegation, createGrant, createOwnership, createPreemption, ownershipScope, type ApprovalInput, type DelegationInput, type GrantInput, type OwnershipInput, type PreemptionInput } from './edges.js';
 import { commitGraphChange, forkGraphWriter } from './graph-changes.js';
 import { registerPrincipal, type PrincipalInput } from './principals.js';
 import { orphansIn } from './audit-queries.js';
 import { registryProblem, scopeAppliesInPart, scopeProblems } from './resources.js';
-import { normalizeScope, publicPart } from './validate.js';
+import { normalizeScope, publicPart, window } from './validate.js';
 
 /**
  * A declarative graph definition (graph/*.yaml), applied idempotently like a manifest: objects are
@@ -34,6 +34,11 @@ export interface ApplyReport {
   /** Items that existed and were changed: a principal whose keys the manifest replaced. */
   updated: string[];
   unchanged: string[];
+  /**
+   * With `skipExpired`: the manifest's edges left out because they expired already (not in the graph
+   * under their id, and their expires_at not after now: created, they would never count), with why.
+   */
+  skipped: { id: string | null; why: string }[];
   /** The graph revision after the change; on a dry run, the revision it was planned on. */
   graph_revision: number;
 }
@@ -104,7 +109,8 @@ function checkManifestShape(manifest: unknown): void {
  * left to the plan (unchanged, or refused as a change to an immutable edge), and so is a scope too
  * malformed to read (the plan names it).
  */
-function checkManifestRegistry(ctx: WritContext, graph: AuthorityGraph, manifest: GraphManifest): void {
+function checkManifestRegistry(ctx: WritContext, graph: AuthorityGraph, manifest: GraphManifest, skipExpired: boolean): void {
+  const now = ctx.clock.now();
   const problems: string[] = [];
   const sections: [string, Edge['kind'], { id?: string; scope?: unknown; resource?: string; fields?: string[] }[] | undefined][] = [
     ['grants', 'grant', manifest.grants],
@@ -115,6 +121,7 @@ function checkManifestRegistry(ctx: WritContext, graph: AuthorityGraph, manifest
   for (const [section, kind, items] of sections) {
     (items ?? []).forEach((item, i) => {
       if (item.id !== undefined && graph.edge(item.id) !== undefined) return;
+      if (skipExpired && expiredNewEdge(graph, item, now) !== null) return;
       let scope: Edge['scope'];
       try {
         scope = kind === 'owns' ? ownershipScope(item as OwnershipInput) : normalizeScope(item.scope as GrantInput['scope']);
@@ -131,6 +138,35 @@ function checkManifestRegistry(ctx: WritContext, graph: AuthorityGraph, manifest
   throw new WritError('UNPROCESSABLE', `the graph manifest has ${problems.length === 1 ? 'an edge that could never apply under the policy' : `edges that could never apply under the policy (${problems.length} problems)`}; nothing was applied:\n${problems.map((p) => `  - ${p}`).join('\n')}`, {
     problems,
   });
+}
+
+/**
+ * When a manifest edge expired, if it is one to be created: not in `graph` under its id, and its
+ * expires_at not after `now` (created, it would never count: createEdge refuses it); else null. An edge
+ * in the graph under its id goes the usual way (unchanged, or refused as a change); an unreadable window
+ * is the plan's to name.
+ */
+function expiredNewEdge(graph: AuthorityGraph, item: unknown, now: number): number | null {
+  const { id, not_before, expires_at } = (item ?? {}) as { id?: unknown; not_before?: string | number | null; expires_at?: string | number | null };
+  if (typeof id === 'string' && graph.edge(id) !== undefined) return null;
+  let ends: number | null;
+  try {
+    ends = window(not_before, expires_at).expires_at;
+  } catch {
+    return null;
+  }
+  return ends !== null && ends <= now ? ends : null;
+}
+
+/** createEdge's refusal of an edge that ended already, saying how to apply the rest of the manifest. */
+function refuseExpired(expiresAt: number, now: number): never {
+  try {
+    checkNotEnded(expiresAt, now);
+  } catch (e) {
+    if (e instanceof WritError) throw new WritError(e.code, `${e.message} (an old export, say: writ graph apply --skip-expired applies the rest, listing the expired edges it leaves out)`, e.details);
+    throw e;
+  }
+  throw new WritError('INTERNAL', `refuseExpired on an edge that has not expired (${expiresAt} > ${now})`);
 }
 
 /** How a manifest item is named in errors: its section's word and its id. */
@@ -168,14 +204,15 @@ function readKeyFile(file: string): PublicJwk {
  * delegator holds, a scope that could never apply) fails the manifest, naming the item, and nothing
  * is written. If another process changes the graph meanwhile, the whole manifest is planned again.
  */
-export async function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string, options: { dryRun?: boolean } = {}): Promise<ApplyReport> {
+export async function applyManifest(ctx: WritContext, caller: string, manifest: GraphManifest, baseDir: string, options: { dryRun?: boolean; skipExpired?: boolean } = {}): Promise<ApplyReport> {
+  const skipExpired = options.skipExpired === true;
   checkManifestShape(manifest);
-  checkManifestRegistry(ctx, await ctx.graph.current(), manifest);
-  let report: ApplyReport = { created: [], updated: [], unchanged: [], graph_revision: 0 };
+  checkManifestRegistry(ctx, await ctx.graph.current(), manifest, skipExpired);
+  let report: ApplyReport = { created: [], updated: [], unchanged: [], skipped: [], graph_revision: 0 };
   const plan = async (graph: AuthorityGraph, now: number): Promise<GraphEvent[]> => {
     const events: GraphEvent[] = [];
     const writer = forkGraphWriter(graph, caller, now, events);
-    report = { created: [], updated: [], unchanged: [], graph_revision: 0 };
+    report = { created: [], updated: [], unchanged: [], skipped: [], graph_revision: 0 };
     const note = (what: string, created: boolean, eventsBefore: number) => {
       (created ? report.created : events.length > eventsBefore ? report.updated : report.unchanged).push(what);
     };
@@ -197,6 +234,13 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
     ];
     for (const [what, items, create] of edgeSections) {
       for (const item of items ?? []) {
+        const expired = expiredNewEdge(await writer.current(), item, now);
+        if (expired !== null) {
+          if (!skipExpired) await asManifestError(itemName(what, item), () => refuseExpired(expired, now));
+          const id = (item as { id?: unknown } | null)?.id;
+          report.skipped.push({ id: typeof id === 'string' ? id : null, why: `it expired at ${toWireTimeOrNull(expired)} (not after now, ${toWireTimeOrNull(now)}): created, it would never count` });
+          continue;
+        }
         const before = events.length;
         const r = await asManifestError(itemName(what, item), () => create(item as never));
         note(`${what} ${r.edge.id}`, r.created, before);

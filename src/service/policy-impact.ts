@@ -119,44 +119,24 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
   if (!Number.isInteger(limit) || limit < 1) throw new WritError('UNPROCESSABLE', `the number of decisions to replay must be a positive integer, got ${limit}`);
   const file = options.decisionLogFile === undefined ? ctx.config.decisionLog.file : options.decisionLogFile;
   const skipped: SkippedDecision[] = [];
-  const replays = file !== null ? await fromDecisionLog(file, limit, skipped) : await fromReceipts(ctx, limit, skipped);
+  const replays = await recordedDecisions(ctx, file, limit, skipped);
   let latest: PolicyImpactReport['latest_recorded'] = null;
   for (const r of replays) {
     if (r.recordedRevision !== null && (latest === null || r.at >= latest.at)) latest = { decision_id: r.decision_id, at: r.at, revision: r.recordedRevision };
   }
 
-  const graphs = new Map<number, AuthorityGraph>();
+  const graphAt = graphsByRevision(ctx);
   const flips: PolicyFlip[] = [];
   const failures: PolicyFailure[] = [];
   const notReproduced: PolicyImpactReport['not_reproduced'] = [];
   let replayed = 0;
   for (const r of replays) {
-    let graph = graphs.get(r.graph_revision);
-    if (!graph) {
-      try {
-        graph = await ctx.graph.atRevision(r.graph_revision);
-      } catch (e) {
-        if (!(e instanceof WritError)) throw e;
-        skipped.push({ decision_id: r.decision_id, reason: e.message });
-        continue;
-      }
-      graphs.set(r.graph_revision, graph);
-    }
-    const judge = (engine: PolicyEngine): { result: DecisionResult; chain: string[] } => {
-      // As decide judges it: an environment the policy does not declare (UNPROCESSABLE) and a key no
-      // resource class has (UNKNOWN_RESOURCE) are refused before any chain; an alias is rewritten.
-      checkEnvironment(engine.data, r.request.environment, 'environment');
-      const request = { ...r.request, resource: canonicalResource(engine.data, r.request.resource) };
-      checkFields(engine.data, request.resource, request.fields, 'fields');
-      const approval: VerifiedApproval | null = r.approvedBy === null ? null : { by: r.approvedBy, edges: approvalEdges(graph, r.approvedBy, request.principal, r.at) };
-      const chains = resolveChains(graph, request, r.at, { mode: 'decide' });
-      const result = engine.decide(decisionInputFor(graph, request, chains, r.at, { approval, properties: r.properties, context: r.context }));
-      return { result, chain: result.chain_index === null ? [] : chains[result.chain_index]!.edges.map((e) => e.id) };
-    };
-    let current: { result: DecisionResult; chain: string[] };
-    let next: { result: DecisionResult; chain: string[] };
+    const graph = await graphAt(r, skipped);
+    if (graph === null) continue;
+    let current: Judged;
+    let next: Judged;
     try {
-      current = judge(ctx.policy);
+      current = judgeReplay(ctx.policy, graph, r);
     } catch (e) {
       if (!(e instanceof WritError)) throw e;
       skipped.push({ decision_id: r.decision_id, reason: `${e.code}: ${e.message}` });
@@ -167,20 +147,15 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
       notReproduced.push({ decision_id: r.decision_id, recorded: r.recorded, current: current.result.allow, recorded_revision: r.recordedRevision });
     }
     try {
-      next = judge(candidate);
+      next = judgeReplay(candidate, graph, r);
     } catch (e) {
       if (!(e instanceof WritError)) throw e;
-      failures.push({ decision_id: r.decision_id, source: r.source, receipt_id: r.receipt_id, at: r.at, graph_revision: r.graph_revision, request: r.request, current: current.result.allow, error: e.message, code: e.code });
+      failures.push({ ...replayedDecision(r), current: current.result.allow, error: e.message, code: e.code });
       continue;
     }
     if (current.result.allow === next.result.allow) continue;
     flips.push({
-      decision_id: r.decision_id,
-      source: r.source,
-      receipt_id: r.receipt_id,
-      at: r.at,
-      graph_revision: r.graph_revision,
-      request: r.request,
+      ...replayedDecision(r),
       flip: current.result.allow ? 'allow→deny' : 'deny→allow',
       reasons: next.result.allow ? [`the candidate allows it through chain ${next.chain.join(' > ')}`] : next.result.reasons,
       chain: next.result.allow ? next.chain : current.chain,
@@ -199,6 +174,93 @@ export async function policyImpact(ctx: WritContext, candidate: PolicyEngine, op
     skipped,
     latest_recorded: latest,
   };
+}
+
+/** A decision `engine` cannot judge: the code and message the request would be answered with. */
+export interface RecentDecisionFailure extends ReplayedDecision {
+  code: string;
+  error: string;
+}
+
+/** Whether `engine` judges what was asked lately (recentDecisionFailures). */
+export interface RecentDecisionsCheck {
+  revision: string;
+  source: 'decision_log' | 'receipts';
+  /** Decisions judged (or failed on): those read, less those whose graph could not be rebuilt. */
+  checked: number;
+  failures: RecentDecisionFailure[];
+}
+
+/**
+ * The last `limit` recorded decisions (read as policyImpact reads them: the configured decision log, else
+ * the receipts) that `engine` fails on, replayed as policyImpact replays them. What a running service
+ * asks of a rebuilt bundle before it takes it (RELOAD_CHECK_INPUTS), asked of a bundle a command judges
+ * with: one failing here is one a server refuses (`policy_refused`), or answers those requests INTERNAL.
+ */
+export async function recentDecisionFailures(ctx: WritContext, engine: PolicyEngine, limit: number): Promise<RecentDecisionsCheck> {
+  const file = ctx.config.decisionLog.file;
+  const skipped: SkippedDecision[] = [];
+  const graphAt = graphsByRevision(ctx);
+  const failures: RecentDecisionFailure[] = [];
+  let checked = 0;
+  for (const r of await recordedDecisions(ctx, file, limit, skipped)) {
+    const graph = await graphAt(r, skipped);
+    if (graph === null) continue;
+    checked++;
+    try {
+      judgeReplay(engine, graph, r);
+    } catch (e) {
+      if (!(e instanceof WritError)) throw e;
+      failures.push({ ...replayedDecision(r), code: e.code, error: e.message });
+    }
+  }
+  return { revision: engine.revision, source: file !== null ? 'decision_log' : 'receipts', checked, failures };
+}
+
+/** The last `limit` recorded decisions: from the decision log `file`, or the receipts when it is null. */
+function recordedDecisions(ctx: WritContext, file: string | null, limit: number, skipped: SkippedDecision[]): Promise<Replay[]> {
+  return file !== null ? fromDecisionLog(file, limit, skipped) : fromReceipts(ctx, limit, skipped);
+}
+
+/** The graph at a replayed decision's revision, each revision rebuilt once; null (the decision skipped, saying why) when it cannot be. */
+function graphsByRevision(ctx: WritContext): (r: Replay, skipped: SkippedDecision[]) => Promise<AuthorityGraph | null> {
+  const graphs = new Map<number, AuthorityGraph>();
+  return async (r, skipped) => {
+    let graph = graphs.get(r.graph_revision);
+    if (!graph) {
+      try {
+        graph = await ctx.graph.atRevision(r.graph_revision);
+      } catch (e) {
+        if (!(e instanceof WritError)) throw e;
+        skipped.push({ decision_id: r.decision_id, reason: e.message });
+        return null;
+      }
+      graphs.set(r.graph_revision, graph);
+    }
+    return graph;
+  };
+}
+
+interface Judged {
+  result: DecisionResult;
+  chain: string[];
+}
+
+/** `engine`'s verdict on a replayed decision, as decide judges it; throws the WritError the request would be answered with. */
+function judgeReplay(engine: PolicyEngine, graph: AuthorityGraph, r: Replay): Judged {
+  // As decide judges it: an environment the policy does not declare (UNPROCESSABLE) and a key no
+  // resource class has (UNKNOWN_RESOURCE) are refused before any chain; an alias is rewritten.
+  checkEnvironment(engine.data, r.request.environment, 'environment');
+  const request = { ...r.request, resource: canonicalResource(engine.data, r.request.resource) };
+  checkFields(engine.data, request.resource, request.fields, 'fields');
+  const approval: VerifiedApproval | null = r.approvedBy === null ? null : { by: r.approvedBy, edges: approvalEdges(graph, r.approvedBy, request.principal, r.at) };
+  const chains = resolveChains(graph, request, r.at, { mode: 'decide' });
+  const result = engine.decide(decisionInputFor(graph, request, chains, r.at, { approval, properties: r.properties, context: r.context }));
+  return { result, chain: result.chain_index === null ? [] : chains[result.chain_index]!.edges.map((e) => e.id) };
+}
+
+function replayedDecision(r: Replay): ReplayedDecision {
+  return { decision_id: r.decision_id, source: r.source, receipt_id: r.receipt_id, at: r.at, graph_revision: r.graph_revision, request: r.request };
 }
 
 /**
@@ -284,18 +346,18 @@ async function fromDecisionLog(file: string, limit: number, skipped: SkippedDeci
  * reaches an upstream there); when several environments hold it, the decision is skipped as ambiguous.
  */
 async function fromReceipts(ctx: WritContext, limit: number, skipped: SkippedDecision[]): Promise<Replay[]> {
+  // Newest first, until `limit` carry a decision (a command that checks the last 32 reads no more than it needs); then oldest first.
   const recent: Receipt[] = [];
-  let after: number | undefined;
-  for (;;) {
-    const page = await ctx.receipts.query({ limit: 1000, ...(after !== undefined ? { after } : {}) });
+  let before: number | undefined;
+  while (recent.length < limit) {
+    const page = await ctx.receipts.query({ limit: 1000, newestFirst: true, ...(before !== undefined ? { before } : {}) });
     for (const r of page.receipts) {
-      if (r.decision_id === null) continue;
-      recent.push(r);
-      if (recent.length > limit) recent.shift();
+      if (r.decision_id !== null && recent.length < limit) recent.push(r);
     }
     if (page.next === null) break;
-    after = page.next;
+    before = page.next;
   }
+  recent.reverse();
   const seen = new Set<string>();
   const out: Replay[] = [];
   for (const r of recent) {

@@ -1,8 +1,5 @@
 import { WritError } from '../errors.js';
-
-/** The instants an RFC 3339 time can name (years 0000–9999); outside them a time cannot be written back. */
-const EARLIEST = Date.parse('0000-01-01T00:00:00.000Z');
-const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
+import { EARLIEST_WIRE_TIME_MS, LATEST_WIRE_TIME_MS } from '../wire/time.js';
 
 /** 2001-09-09 in ms: a smaller number is most likely a time in seconds, read as milliseconds (1970). */
 const SECONDS_LOOK = 1e12;
@@ -26,7 +23,7 @@ export function parseTime(value: string | number | null | undefined, field: stri
     t = rfc3339(value);
     if (Number.isNaN(t)) throw new WritError('UNPROCESSABLE', `${field} is not an RFC 3339 time (such as 2027-01-31T09:00:00Z): "${value}"`);
   }
-  if (t < EARLIEST || t > LATEST) throw new WritError('UNPROCESSABLE', `${field} is outside the years 0000–9999: ${JSON.stringify(value)}`);
+  if (t < EARLIEST_WIRE_TIME_MS || t > LATEST_WIRE_TIME_MS) throw new WritError('UNPROCESSABLE', `${field} is outside the years 0000–9999: ${JSON.stringify(value)}`);
   if (typeof value === 'number' && t >= 0 && t < SECONDS_LOOK) {
     throw new WritError('UNPROCESSABLE', `${field} ${value} would be ${new Date(t).toISOString()}: a time given as a number is milliseconds since the epoch, not seconds (or give an RFC 3339 string)`);
   }
