@@ -73,4 +73,23 @@ describe('writ backup and writ store copy on a damaged store', () => {
       expect(await tablesIn(db.url)).toBe(0);
     });
   }
+
+  it('not a database: every command that opens the store (graph export, trace, serve) answers STORE_DAMAGED, no stack trace, nothing changed', { timeout: 120_000 }, async () => {
+    const data = mkdtempSync(join(tmpdir(), 'writ-damaged-open-'));
+    dirs.push(data);
+    expect(await takeEpochs(data, 'wp:post:1', 1)).toEqual([1]);
+    const file = join(data, 'writ.sqlite');
+    damage(file, 'header');
+    const bytes = readFileSync(file);
+    const files = readdirSync(data).sort();
+    for (const args of [['graph', 'export'], ['trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'title'], ['serve', '--port', '0', '--no-upstream']]) {
+      const r = await runWrit(data, ...args);
+      expect(r.code, `${args.join(' ')}: ${r.output}`).toBe(1);
+      expect(r.output, args[0]).toContain(`writ: STORE_DAMAGED (Store damaged): ${file} is damaged (SQLITE_NOTADB`);
+      expect(r.output, args[0]).toContain('Writ cannot open it');
+      expect(r.output, args[0]).not.toMatch(/\n\s+at /);
+      expect(readFileSync(file).equals(bytes), args[0]).toBe(true);
+      expect(readdirSync(data).sort(), args[0]).toEqual(files);
+    }
+  });
 });

@@ -48,7 +48,8 @@ export function openDatabase(file: string, options: { busyTimeoutMs?: number; mi
     else migrate(db);
   } catch (e) {
     db.close();
-    throw lockedError(e, file, busyTimeoutMs);
+    const damage = sqliteDamage(e);
+    throw damage === null ? lockedError(e, file, busyTimeoutMs) : storeDamagedError(file, damage, null);
   }
   return db;
 }
@@ -264,14 +265,16 @@ export function sqliteDamage(e: unknown): string | null {
 }
 
 /**
- * What a command that reads the whole file (`writ backup`, `writ store copy`) is refused with when SQLite
- * finds the file damaged: a copy would carry the damage, or stop halfway. What to do: put a backup back
+ * What a command that reads the whole file (`writ backup`, `writ store copy`; `doing` names it) is refused
+ * with when SQLite finds the file damaged, and what opening a damaged store is refused with (`doing` null:
+ * `writ serve` and every command on the data directory): a copy would carry the damage, or stop halfway. What to do: put a backup back
  * (the damaged file is kept aside), or recover what SQLite can still read into a new file.
  */
-export function storeDamagedError(file: string, damage: string, doing: string): WritError {
+export function storeDamagedError(file: string, damage: string, doing: string | null): WritError {
+  const cannot = doing === null ? 'Writ cannot open it' : `${doing} reads the whole store, and SQLite cannot`;
   return new WritError(
     'STORE_DAMAGED',
-    `${file} is damaged (${damage}): ${doing} reads the whole store, and SQLite cannot. Put an earlier backup back with \`writ restore BACKUP --epoch-margin N --replace-damaged\` (N above the number of acquisitions of any one key since the backup was taken; the damaged file is kept aside), or recover what can still be read with sqlite3's .recover into a new file and check it; nothing was changed`,
+    `${file} is damaged (${damage}): ${cannot}. Put an earlier backup back with \`writ restore BACKUP --epoch-margin N --replace-damaged\` (N above the number of acquisitions of any one key since the backup was taken; the damaged file is kept aside), or recover what can still be read with sqlite3's .recover into a new file and check it; nothing was changed`,
     { data_file: file, damage },
   );
 }
