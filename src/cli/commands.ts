@@ -125,7 +125,7 @@ async function approvedEnvironmentProblem(config: WritConfig, environment: strin
 }
 
 /**
- * `writ trace` and `writ who` answer with a policy bundle: one that fails on what was asked lately (a Rego
+ * `writ trace`, `writ who` and `writ can` answer with a policy bundle: one that fails on what was asked lately (a Rego
  * error only some inputs reach) is one a server refuses to take (it keeps the bundle it has) or answers
  * those requests INTERNAL with, so the answer may not be the server's. Checked as a server checks a rebuild
  * (its last RELOAD_CHECK_INPUTS inputs; here the last recorded decisions, replayed as `writ policy impact`
@@ -643,6 +643,7 @@ export const COMMANDS: Command[] = [
           at = Date.parse(values.at);
           if (Number.isNaN(at)) throw new WritError('UNPROCESSABLE', `--at must be an ISO-8601 time, got "${values.at}"`);
         }
+        await warnIfBundleFails(w.ctx, w.ctx.policy, null);
         const c = await capabilitiesOf(w.ctx, positionals[0]!, at);
         const wire = { ...c, at: toWireTime(c.at), capabilities: c.capabilities.map((k) => ({ ...k, chain: k.chain.map(chainEdgeToWire) })) };
         print(wire, values.json, () => formatCapabilities(positionals[0]!, c));

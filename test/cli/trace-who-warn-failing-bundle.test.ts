@@ -55,7 +55,7 @@ describe('writ trace and writ who say when the bundle they judge with fails on t
   const failing = (bundle: string) =>
     new RegExp(`^writ: WARNING: policy sha256:[0-9a-f]{16} \\(${bundle}\\) fails on 1 of the last 1 recorded decisions \\(decision log\\), first ${decisionId} \\(seo-agent-7 update_post wp:post:1024 in production fields \\[title\\]\\): INTERNAL: .*var assignment conflict`, 'm');
 
-  it('writ who and writ trace with a live bundle that fails on a recent decision: the answer, and a warning on stderr saying what to do', { timeout: 60_000 }, async () => {
+  it('writ who, writ trace and writ can with a live bundle that fails on a recent decision: the answer, and a warning on stderr saying what to do', { timeout: 60_000 }, async () => {
     const env = { WRIT_BUNDLE_DIR: conflicting };
     // A request the rule does not fail on is answered, as before.
     const who = await writ(env, 'who', 'update_post', 'wp:post:1024', '--env', 'staging', '--fields', 'title');
@@ -70,6 +70,11 @@ describe('writ trace and writ who say when the bundle they judge with fails on t
     expect(trace.stdout).toMatch(/seo-agent-7/);
     expect(trace.stdout).not.toContain('WARNING');
     expect(trace.stderr).toMatch(failing(`the live bundle of ${conflicting}`));
+
+    // writ can judges every chain in production, where this bundle fails: the warning comes first, then that failure.
+    const can = await writ(env, 'can', 'seo-agent-7');
+    expect(can.stderr).toMatch(failing(`the live bundle of ${conflicting}`));
+    expect(can.stdout).not.toContain('WARNING');
 
     // --json stays the answer alone.
     const json = await writ(env, 'who', 'update_post', 'wp:post:1024', '--env', 'staging', '--fields', 'title', '--json');
@@ -92,5 +97,8 @@ describe('writ trace and writ who say when the bundle they judge with fails on t
     const trace = await writ(env, 'trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'title');
     expect(trace.code).toBe(0);
     expect(trace.stderr).toBe('');
+    const can = await writ(env, 'can', 'seo-agent-7');
+    expect(can.code).toBe(0);
+    expect(can.stderr).toBe('');
   });
 });
