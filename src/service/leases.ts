@@ -141,7 +141,9 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     alsoCommit: async (tx, leaseId, preempted) => {
       if (preempted.length > 0) {
         // An incident resolved (or ended) since it was counted preempts nothing: the takeover rolls back.
-        const live = stillActive(incidents, await tx.incidents.active(ctx.clock.now()));
+        // Read under a shared lock: an incident resolved on another replica before this commits would
+        // otherwise go unseen (READ COMMITTED); its resolve now waits for this takeover to commit.
+        const live = stillActive(incidents, await tx.incidents.active(ctx.clock.now(), { lock: 'share' }));
         requireIncidents(live, [...incidents.keys()], 'the takeover needs');
         // What was really taken over, read in this transaction: a lease checked above may have ended and
         // its holder taken the key again, with decisions for another environment, before this commit.
