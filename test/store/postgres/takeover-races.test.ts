@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { acquireLeases, declareIncident, renewLease, resolveIncident, type WritContext } from '../../../src/service/index.js';
+import { GOVERNANCE_ID } from '../../../src/graph/model.js';
+import { acquireLeases, declareIncident, renewLease, resolveIncident, revokeEdge, type WritContext } from '../../../src/service/index.js';
 import { allowToken, holdTransactionAfter, outcomeOf, settledOrWaitingForLock, twoReplicas, type PostgresReplicas } from '../../support/postgres-replicas.js';
 
 /**
@@ -63,6 +64,42 @@ describe('a takeover on one replica against an incident resolved on another', ()
     const taken = await takeover;
     expect(meanwhile).toBe('waiting');
     expect(!taken.ok && taken.error).toMatchObject({ code: 'NO_INCIDENT', details: { environments: ['production'] } });
+    // The holder keeps its lease, at its epoch.
+    expect((await renewLease(a, 'release-controller', held.lease_id, held.token)).epochs).toEqual(held.epochs);
+  });
+});
+
+describe('a takeover on one replica against its preempts edge revoked on another', () => {
+  it('a revocation after the takeover\'s transaction read the graph waits for the takeover, which goes through', { timeout: 60_000 }, async () => {
+    r = await twoReplicas('writ_takeover_preempts');
+    const { a, b, url } = r;
+    const held = await heldDuringIncident(a);
+    const hold = holdTransactionAfter(a.store, 'incidents', 'active');
+    const takeover = outcomeOf(takeOver(a));
+    await hold.reached;
+    const revoke = outcomeOf(revokeEdge(b, GOVERNANCE_ID, 'p-incident-release', 'no more takeovers of releases'));
+    const meanwhile = await settledOrWaitingForLock(revoke, url);
+    hold.release();
+    const taken = await takeover;
+    const revoked = await revoke;
+    expect(meanwhile).toBe('waiting');
+    expect(taken.ok, String(!taken.ok && taken.error)).toBe(true);
+    expect(taken.ok && taken.value.preempted).toEqual([{ lease_id: held.lease_id, holder: 'release-controller', key: KEY, epoch: held.epochs[KEY] }]);
+    expect(revoked.ok && revoked.value.revoked).toBe(true);
+  });
+
+  it('a revocation committed after the preemption was checked, before the takeover, refuses the takeover and changes nothing', { timeout: 60_000 }, async () => {
+    r = await twoReplicas('writ_takeover_preempts');
+    const { a, b } = r;
+    const held = await heldDuringIncident(a);
+    // The check has been made on A's graph; B revokes the edge before A's takeover transaction begins.
+    const acquire = a.leases.acquire.bind(a.leases);
+    a.leases.acquire = async (req) => {
+      await revokeEdge(b, GOVERNANCE_ID, 'p-incident-release', 'no more takeovers of releases');
+      return acquire(req);
+    };
+    const taken = await outcomeOf(takeOver(a));
+    expect(!taken.ok && taken.error).toMatchObject({ code: 'FORBIDDEN', message: expect.stringMatching(/p-incident-release.*revoked/) });
     // The holder keeps its lease, at its epoch.
     expect((await renewLease(a, 'release-controller', held.lease_id, held.token)).epochs).toEqual(held.epochs);
   });
