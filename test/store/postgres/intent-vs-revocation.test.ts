@@ -53,6 +53,6 @@ describe('a gateway write on one replica against a revocation on another', () =>
     };
     const w = await outcomeOf(performAction(a, 'seo-agent-7', write, { decision: token }));
     expect(!w.ok && w.error).toMatchObject({ code: 'AUTHORITY_REVOKED', message: expect.stringMatching(/d-orch-seo/) });
-    expect((await (await fetch(`${upstreamUrl}/writes`)).json()).total).toBe(0);
+    expect(((await (await fetch(`${upstreamUrl}/writes`)).json()) as { total: number }).total).toBe(0);
   });
 });
