@@ -40,3 +40,15 @@ export interface ReadWriteOptions {
    */
   oneStatement?: boolean;
 }
+
+/**
+ * For a read inside `readWrite` whose answer the transaction's verdict rests on. With `lock: 'share'`
+ * no other transaction can change what it read until this one ends, and a change in flight when it
+ * reads is waited for and seen (PostgreSQL, READ COMMITTED: a plain SELECT holds nothing, so a change
+ * committed between the read and this transaction's commit would go unseen). Shared: transactions that
+ * only read under it do not wait for one another. Engines whose write transactions exclude every
+ * other writer until they end (SQLite) have nothing to lock and ignore it. Not for `read` (a snapshot).
+ */
+export interface ReadLock {
+  lock?: 'share';
+}

@@ -1,3 +1,4 @@
+import type { ReadLock } from '../transactions.js';
 import type { GraphEvent, RecordedGraphEvent } from './model.js';
 
 /**
@@ -14,8 +15,14 @@ export interface GraphEventStore {
   append(events: GraphEvent[], actor: string, at: number, expectedHead?: number): Promise<number>;
   /** Events with `after < revision <= upTo`, in revision order. */
   read(after: number, upTo?: number): Promise<RecordedGraphEvent[]>;
-  /** Highest revision, 0 when empty. */
-  head(): Promise<number>;
+  /**
+   * Highest revision, 0 when empty. With `lock: 'share'` (see ReadLock) no append commits until the
+   * calling transaction ends, and an append in flight is waited for: the answer, and every `read` made
+   * after it in the transaction (also one sent together with it, after it), include every append that
+   * will ever commit before this transaction does. A check of authority that must still hold at the
+   * commit (the gateway's intent, a takeover, a renewal) reads the events since its graph's revision so.
+   */
+  head(options?: ReadLock): Promise<number>;
   /** The last revision recorded at or before `time` (0 if none). */
   revisionAt(time: number): Promise<number>;
 }

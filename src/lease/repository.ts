@@ -1,4 +1,5 @@
 import type { DecisionClaims } from '../decision/index.js';
+import type { ReadLock } from '../transactions.js';
 import type { LeaseEvent, PreemptedLease } from './types.js';
 
 /**
@@ -221,5 +222,10 @@ export interface IncidentRepository {
   declare(incident: Omit<IncidentRecord, 'resolved_at'>): Promise<boolean>;
   get(id: string): Promise<IncidentRecord | undefined>;
   resolve(id: string, at: number): Promise<void>;
-  active(now: number): Promise<IncidentRecord[]>;
+  /**
+   * The incidents not resolved and not ended at `now`. With `lock: 'share'` (see ReadLock) none of them
+   * can be resolved until the calling transaction ends: a takeover that counted an incident commits
+   * while it is still active, or not at all.
+   */
+  active(now: number, options?: ReadLock): Promise<IncidentRecord[]>;
 }

@@ -191,9 +191,10 @@ async function checkFences(ctx: WritContext, w: IdentifiedWrite, claims: Decisio
 /**
  * One transaction, one sync: the assertion and the decision are spent exactly when the intent is on
  * record (a concurrent retry under the same Idempotency-Key spends nothing), and no edge or principal
- * of the chain was revoked in the store since the decision, whichever replica revoked it. On
- * PostgreSQL two round trips: the assertion's spend, the intent's append (one statement) and the graph
- * re-read in one message; the decision's spend with the COMMIT. The settlement is one more (ReceiptLog.complete).
+ * of the chain was revoked in the store since the decision, whichever replica revoked it, before the
+ * intent commits (a revocation racing it commits after it). On
+ * PostgreSQL two round trips: the assertion's spend, the intent's append (one statement), the graph
+ * log's shared lock and the graph re-read in one message; the decision's spend with the COMMIT. The settlement is one more (ReceiptLog.complete).
  */
 async function recordIntent(ctx: WritContext, w: IdentifiedWrite, input: ActionInput, creds: ActionCredentials, c: CheckedWrite, spend: (tx: StoreTx) => Promise<void>): Promise<Receipt> {
   const { claims, fence } = c;
@@ -208,9 +209,11 @@ async function recordIntent(ctx: WritContext, w: IdentifiedWrite, input: ActionI
   return ctx.store.readWrite(async (tx) => {
     // The spends' outcomes are known at the commit (a replay fails the transaction); the graph is
     // re-read in the same message as the intent's first statement (asked together), after it in order,
-    // so it sees every revocation committed before the intent took the receipt log's lock.
+    // under the graph log's shared lock taken just before it: the read sees every revocation committed
+    // before, and a revocation not yet committed waits for this intent's commit (a plain read would let
+    // one commit in between, and the write would land through authority revoked before its intent).
     await spend(tx);
-    const [recorded, sinceDecision] = await Promise.all([ctx.receipts.recordIntent(intent, tx), tx.graph.read(claims.graph_revision)]);
+    const [recorded, , sinceDecision] = await Promise.all([ctx.receipts.recordIntent(intent, tx), tx.graph.head({ lock: 'share' }), tx.graph.read(claims.graph_revision)]);
     if (recorded.replayed) return recorded;
     checkNotRevokedSince(sinceDecision, claims, c.principals);
     // Checked again at the commit: a decision spent after it expired could be spent twice.

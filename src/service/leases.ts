@@ -1,9 +1,9 @@
 import { WritError } from '../errors.js';
 import { callerOf, checkDecisionBinding, isReplayedAssertion, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
-import { isEdgeLive, type AuthorityGraph } from '../graph/index.js';
-import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
+import { isEdgeLive, type AuthorityGraph, type Edge, type RecordedGraphEvent } from '../graph/index.js';
+import { checkAuthorityStillValid, checkNotRevokedSince, principalsOfChain } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
-import type { LeaseGrant, LeaseRecord, WaiterRow } from '../lease/index.js';
+import type { LeaseGrant, LeaseRecord, PreemptedLease, WaiterRow } from '../lease/index.js';
 import type { StoreTx } from '../store/contract.js';
 import { forOneOperation, type WritContext } from './context.js';
 import { incidentsCounting } from './incidents.js';
@@ -33,10 +33,38 @@ export async function verifyDecisionFor(ctx: WritContext, caller: string, token:
   return claims;
 }
 
-async function mayPreempt(ctx: WritContext, caller: string, holder: string, now: number): Promise<boolean> {
+/** What lets `caller` take `holder`'s lease over: its live preempts edges over the holder (or the holder's class), and the graph revision they were read at. */
+async function preemptsGrounds(ctx: WritContext, caller: string, holder: string, now: number): Promise<{ edges: Edge[]; revision: number }> {
   const graph = await ctx.graph.current();
   const holderClass = graph.principal(holder)?.priority_class;
-  return graph.outgoing(caller, ['preempts']).some((e) => isEdgeLive(e, now) && (e.to === holder || (holderClass !== undefined && e.to === `class:${holderClass}`)));
+  const edges = graph.outgoing(caller, ['preempts']).filter((e) => isEdgeLive(e, now) && (e.to === holder || (holderClass !== undefined && e.to === `class:${holderClass}`)));
+  return { edges: edges.map((e) => ({ ...e })), revision: graph.revision };
+}
+
+/**
+ * In the takeover's transaction: the preempts edges it was checked on must still hold, against the
+ * graph events since that check, read from the store under the graph log's shared lock
+ * (graphEventsSinceCheck, see GraphEventStore.head), so a revocation on another replica either came before (and refuses the
+ * takeover, as the check would have) or waits for the takeover's commit.
+ */
+async function graphEventsSinceCheck(tx: StoreTx, grounds: ReadonlyMap<string, { edges: Edge[]; revision: number }>): Promise<RecordedGraphEvent[]> {
+  if (grounds.size === 0) return [];
+  const since = Math.min(...[...grounds.values()].map((g) => g.revision));
+  // The read is queued after the lock (they go in one message, in order): it sees every revocation committed before it.
+  const [, events] = await Promise.all([tx.graph.head({ lock: 'share' }), tx.graph.read(since)]);
+  return events;
+}
+
+function checkPreemptsStillHold(events: readonly RecordedGraphEvent[], caller: string, grounds: ReadonlyMap<string, { edges: Edge[]; revision: number }>, preempted: readonly PreemptedLease[], now: number): void {
+  const revoked = new Map<string, number>();
+  for (const { event, revision } of events) if (event.type === 'edge.revoked') revoked.set(event.id, revision);
+  for (const p of preempted) {
+    const g = grounds.get(p.holder);
+    if (!g) continue;
+    if (g.edges.some((e) => !revoked.has(e.id) && isEdgeLive(e, now))) continue;
+    const why = g.edges.map((e) => (revoked.has(e.id) ? `${e.id} was revoked at graph revision ${revoked.get(e.id)}` : `${e.id} is no longer within its validity window`)).join(', ');
+    throw new WritError('FORBIDDEN', `${caller} has no preempts edge over ${p.holder}, who holds ${p.key}, any more: ${why}, before the takeover committed`);
+  }
 }
 
 /**
@@ -110,13 +138,17 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
   let preempt = false;
   // Per environment, the incidents that let this acquisition preempt there (checked again when it commits).
   let incidents = new Map<string, string[]>();
+  // Per holder checked, the preempts edges that allow taking its lease over (checked again when it commits).
+  const grounds = new Map<string, { edges: Edge[]; revision: number }>();
   if (input.preempt) {
     incidents = await incidentsCounting(ctx, environmentsOf(authority));
     requireIncidents(incidents, environmentsOf(authority), 'the decisions presented are for');
     for (const key of keys) {
       const rec = await ctx.leases.describe(key);
       if (rec?.state === 'HELD' && rec.holderIdentity && rec.holderIdentity !== caller) {
-        if (!(await mayPreempt(ctx, caller, rec.holderIdentity, now))) throw new WritError('FORBIDDEN', `${caller} has no preempts edge over ${rec.holderIdentity}, who holds ${key}`);
+        const allowedBy = await preemptsGrounds(ctx, caller, rec.holderIdentity, now);
+        if (allowedBy.edges.length === 0) throw new WritError('FORBIDDEN', `${caller} has no preempts edge over ${rec.holderIdentity}, who holds ${key}`);
+        if (!grounds.has(rec.holderIdentity)) grounds.set(rec.holderIdentity, allowedBy);
         // Keys are not per environment: the lease taken over must be in an environment with an incident too.
         const held = rec.leaseId === null ? undefined : await ctx.store.read((tx) => tx.leaseAuthority.get(rec.leaseId!));
         const heldIn = environmentsOf(held?.decisions ?? []).filter((e) => !incidents.has(e));
@@ -141,7 +173,11 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     alsoCommit: async (tx, leaseId, preempted) => {
       if (preempted.length > 0) {
         // An incident resolved (or ended) since it was counted preempts nothing: the takeover rolls back.
-        const live = stillActive(incidents, await tx.incidents.active(ctx.clock.now()));
+        // Read under a shared lock: an incident resolved on another replica before this commits would
+        // otherwise go unseen (READ COMMITTED); its resolve now waits for this takeover to commit.
+        // The graph events since the preemption was checked are read (under the graph log's shared lock) with them.
+        const [active, sinceCheck] = await Promise.all([tx.incidents.active(ctx.clock.now(), { lock: 'share' }), graphEventsSinceCheck(tx, grounds)]);
+        const live = stillActive(incidents, active);
         requireIncidents(live, [...incidents.keys()], 'the takeover needs');
         // What was really taken over, read in this transaction: a lease checked above may have ended and
         // its holder taken the key again, with decisions for another environment, before this commit.
@@ -150,6 +186,7 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
           if (!held) throw new WritError('NO_INCIDENT', `${p.holder} holds ${p.key} under lease ${p.lease_id}, whose decisions Writ has no record of: it is not taken over`, { environments: [] });
           requireIncidents(live, environmentsOf(held.decisions), `${p.holder} holds ${p.key} with decisions for`);
         }
+        checkPreemptsStillHold(sinceCheck, caller, grounds, preempted, ctx.clock.now());
       }
       await spend(tx);
       await tx.leaseAuthority.record(leaseId, caller, authority, now);
@@ -190,7 +227,8 @@ function noLeaseNeeded(claims: DecisionClaims): string {
 /**
  * The check a renewal or release makes in its own transaction, beside the lease statement: the lease
  * is the caller's (LEASE_TOKEN_MISMATCH otherwise), and, for a renewal, the authority it was taken
- * with still holds in `graph` (else `revoked` is told the error, which is thrown too).
+ * with still holds in `graph` and in the graph events the store has since (else `revoked` is told the
+ * error, which is thrown too).
  */
 function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph?: AuthorityGraph, revoked?: (e: unknown) => void) {
   return async (tx: StoreTx): Promise<void> => {
@@ -199,11 +237,18 @@ function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph
       if (holder !== undefined && holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
       return;
     }
-    const lease = await tx.leaseAuthority.get(leaseId);
+    // This replica's graph may not have folded in a revocation another replica committed a moment ago:
+    // the events since it are read from the store beside the authority record, under the graph log's
+    // shared lock (a revocation racing the renewal waits for its commit). Same message: no round trip more.
+    const since = graph.revision;
+    const [lease, , events] = await Promise.all([tx.leaseAuthority.get(leaseId), tx.graph.head({ lock: 'share' }), tx.graph.read(since)]);
     if (!lease) return;
     if (lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
     try {
-      for (const claims of lease.decisions) checkAuthorityStillValid(graph, claims, ctx.clock.now());
+      for (const claims of lease.decisions) {
+        checkAuthorityStillValid(graph, claims, ctx.clock.now());
+        checkNotRevokedSince(events, claims, principalsOfChain(graph, claims));
+      }
     } catch (e) {
       revoked?.(e);
       throw e;

@@ -1,4 +1,5 @@
 import type { IncidentRecord, IncidentRepository } from '../../lease/repository.js';
+import type { ReadLock } from '../../transactions.js';
 import type { Sql } from './session.js';
 
 const COLUMNS = 'id, declared_by, reason, decision_id, environment, declared_at, ends_at, resolved_at';
@@ -24,7 +25,12 @@ export class PostgresIncidentRepository implements IncidentRepository {
     await this.sql.query('UPDATE incidents SET resolved_at = $1 WHERE id = $2 AND resolved_at IS NULL', [at, id]);
   }
 
-  async active(now: number): Promise<IncidentRecord[]> {
-    return this.sql.query<IncidentRecord>(`SELECT ${COLUMNS} FROM incidents WHERE resolved_at IS NULL AND ends_at > $1 ORDER BY declared_at, id`, [now]);
+  /**
+   * `lock: 'share'`: FOR SHARE, which a resolve's UPDATE conflicts with. A resolve not yet committed is
+   * waited for, and the row is then judged again as that resolve left it (gone from the answer).
+   */
+  async active(now: number, options: ReadLock = {}): Promise<IncidentRecord[]> {
+    const lock = options.lock === 'share' ? ' FOR SHARE' : '';
+    return this.sql.query<IncidentRecord>(`SELECT ${COLUMNS} FROM incidents WHERE resolved_at IS NULL AND ends_at > $1 ORDER BY declared_at, id${lock}`, [now]);
   }
 }

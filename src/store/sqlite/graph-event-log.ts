@@ -1,5 +1,6 @@
 import type { GraphEvent, RecordedGraphEvent } from '../../graph/model.js';
 import { GraphHeadMoved, type GraphEventStore } from '../../graph/event-store.js';
+import type { ReadLock } from '../../transactions.js';
 import type { SqliteDatabase } from './database.js';
 
 interface Row {
@@ -53,7 +54,8 @@ export class SqliteGraphEventStore implements GraphEventStore {
     return rows.map((r) => ({ revision: r.revision, at: r.at, actor: r.actor, event: JSON.parse(r.payload) as GraphEvent }));
   }
 
-  async head(): Promise<number> {
+  /** `options.lock` needs nothing here: a write transaction keeps every other appender out until it ends. */
+  async head(_options?: ReadLock): Promise<number> {
     if (!this.changeTag) return this.headStmt.get() as number;
     // The tag before the query: a commit between the two leaves a newer tag, and the next call asks again.
     const tag = this.changeTag();

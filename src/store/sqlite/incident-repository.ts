@@ -1,4 +1,5 @@
 import type { IncidentRecord, IncidentRepository } from '../../lease/repository.js';
+import type { ReadLock } from '../../transactions.js';
 import type { SqliteDatabase } from './database.js';
 
 const COLUMNS = 'id, declared_by, reason, decision_id, environment, declared_at, ends_at, resolved_at';
@@ -27,7 +28,8 @@ export class SqliteIncidentRepository implements IncidentRepository {
     this.s.resolve.run(at, id);
   }
 
-  async active(now: number): Promise<IncidentRecord[]> {
+  /** `options.lock` needs nothing here: a write transaction keeps every other writer out until it ends. */
+  async active(now: number, _options?: ReadLock): Promise<IncidentRecord[]> {
     return this.s.active.all(now) as IncidentRecord[];
   }
 }

@@ -34,6 +34,19 @@ describeEngines('graph event log', (fresh) => {
     expect(await store.readWrite((tx) => tx.graph.append([ev(2)], 'b', 1_000, 1))).toBe(2);
   });
 
+  it('answers the head under a shared lock in a write transaction as without, and its own transaction may still append', async () => {
+    const { store, another } = await fresh();
+    await store.readWrite((tx) => tx.graph.append([ev(1), ev(2)], 'a', 1_000));
+    const [head, since] = await store.readWrite((tx) => Promise.all([tx.graph.head({ lock: 'share' }), tx.graph.read(1)]));
+    expect([head, since.map((e) => e.revision)]).toEqual([2, [2]]);
+    expect(await store.readWrite(async (tx) => {
+      expect(await tx.graph.head({ lock: 'share' })).toBe(2);
+      return tx.graph.append([ev(3)], 'a', 2_000, 2);
+    })).toBe(3);
+    // Ended with its transaction: another appends next.
+    expect(await (await another()).readWrite((tx) => tx.graph.append([ev(4)], 'b', 3_000))).toBe(4);
+  });
+
   it('answers the revision at a time', async () => {
     const { store } = await fresh();
     await store.readWrite((tx) => tx.graph.append([ev(1), ev(2)], 'a', 1_000));

@@ -22,6 +22,20 @@ describeEngines('incidents', (fresh) => {
     expect((await store.read((tx) => tx.incidents.active(4_500))).map((i) => i.id)).toEqual(['i2']);
   });
 
+  it('lists the same active incidents under a shared lock, in a write transaction, which a resolve in it still takes', async () => {
+    const { store } = await fresh();
+    await store.readWrite((tx) => tx.incidents.declare(incident('i1', 1_000, 10_000)));
+    await store.readWrite((tx) => tx.incidents.declare(incident('i2', 1_500, 3_000)));
+    const locked = await store.readWrite(async (tx) => {
+      const active = await tx.incidents.active(2_000, { lock: 'share' });
+      // The transaction's own lock does not stand in its way.
+      await tx.incidents.resolve('i2', 2_500);
+      return active;
+    });
+    expect(locked).toEqual([{ ...incident('i1', 1_000, 10_000), resolved_at: null }, { ...incident('i2', 1_500, 3_000), resolved_at: null }]);
+    expect((await store.read((tx) => tx.incidents.active(2_600))).map((i) => i.id)).toEqual(['i1']);
+  });
+
   it('keeps the environment each incident was declared for, and null (declared before environments were recorded) as null', async () => {
     const { store } = await fresh();
     await store.readWrite((tx) => tx.incidents.declare(incident('prod', 1_000, 10_000)));
