@@ -1,13 +1,13 @@
-import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../store/conformance/engines.js';
 import { runWrit } from '../support/cli.js';
 import { takeEpochs } from '../support/data-dir-epochs.js';
 import { requireDist } from '../support/server-process.js';
+import { damageSqlite } from '../support/damage-sqlite.js';
 
 const dirs: string[] = [];
 const drops: (() => Promise<void>)[] = [];
@@ -17,21 +17,6 @@ afterAll(async () => {
   dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true }));
 });
 
-/** Overwrites the root page of `table`, or the 100-byte header, as a failing disk would. */
-function damage(file: string, what: { table: string } | 'header'): void {
-  const db = new Database(file);
-  const pageSize = db.pragma('page_size', { simple: true }) as number;
-  const root = what === 'header' ? 1 : (db.prepare('SELECT rootpage FROM sqlite_master WHERE name = ?').pluck().get(what.table) as number);
-  db.pragma('journal_mode = DELETE');
-  db.close();
-  const fd = openSync(file, 'r+');
-  try {
-    if (what === 'header') writeSync(fd, Buffer.alloc(100, 7), 0, 100, 0);
-    else writeSync(fd, Buffer.alloc(pageSize, 0xff), 0, pageSize, (root - 1) * pageSize);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 async function tablesIn(url: string): Promise<number> {
   const c = new pg.Client(url);
@@ -53,7 +38,7 @@ describe('writ backup and writ store copy on a damaged store', () => {
       dirs.push(out);
       expect(await takeEpochs(data, 'wp:post:1', 3)).toEqual([1, 2, 3]);
       const file = join(data, 'writ.sqlite');
-      damage(file, what);
+      damageSqlite(file, what, { checkpoint: true });
       const bytes = readFileSync(file);
       const files = readdirSync(data).sort();
       const db = await createTestDatabase('writ_damaged');
@@ -79,7 +64,7 @@ describe('writ backup and writ store copy on a damaged store', () => {
     dirs.push(data);
     expect(await takeEpochs(data, 'wp:post:1', 1)).toEqual([1]);
     const file = join(data, 'writ.sqlite');
-    damage(file, 'header');
+    damageSqlite(file, 'header', { checkpoint: true });
     const bytes = readFileSync(file);
     const files = readdirSync(data).sort();
     for (const args of [['graph', 'export'], ['trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'title'], ['serve', '--port', '0', '--no-upstream']]) {

@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { LiveGraph } from '../../src/graph/index.js';
-import { performAction, type WritContext } from '../../src/service/index.js';
+import { performAction } from '../../src/service/index.js';
 import { decideOk, upstreamGet } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
+import { replicaBehind } from '../support/replica-behind.js';
 
 /**
  * The hard rule at the write: a write never lands through an edge or principal revoked before its
@@ -16,16 +16,6 @@ beforeEach(async () => {
 });
 afterEach(async () => h?.close());
 
-/** A replica whose in-memory graph stopped at `revision`: it has not heard of anything later. */
-async function replicaBehind(ctx: WritContext, revision: number): Promise<WritContext> {
-  const graph = new LiveGraph({
-    head: async () => revision,
-    read: (after, upTo) => ctx.store.read((tx) => tx.graph.read(after, upTo)),
-    revisionAt: (time) => ctx.store.read((tx) => tx.graph.revisionAt(time)),
-  });
-  await graph.current();
-  return { ...ctx, graph };
-}
 
 const write = { action: 'update_post', resource: 'wp:post:1024', fields: ['meta_description'], payload: { meta_description: 'late' }, expected_version: 0 };
 

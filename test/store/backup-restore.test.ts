@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -13,6 +13,7 @@ import { backupSqliteStore, openForBackup, restoreSqliteStore, summarize } from 
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { syncNow } from '../support/sync-now.js';
 import { REPO, requireDist } from '../../scripts/server-process.js';
+import { damageSqlite } from '../support/damage-sqlite.js';
 
 const dirs: string[] = [];
 afterAll(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -282,20 +283,6 @@ function content(file: string): Buffer {
   return b;
 }
 
-/** Overwrites one page of `file` (the root page of `table`), or the 100-byte header, as a failing disk would. */
-function damage(file: string, what: { table: string } | 'header'): void {
-  const db = new Database(file);
-  const pageSize = db.pragma('page_size', { simple: true }) as number;
-  const root = what === 'header' ? 1 : (db.prepare('SELECT rootpage FROM sqlite_master WHERE name = ?').pluck().get(what.table) as number);
-  db.close();
-  const fd = openSync(file, 'r+');
-  try {
-    if (what === 'header') writeSync(fd, Buffer.alloc(100, 7), 0, 100, 0);
-    else writeSync(fd, Buffer.alloc(pageSize, 0xff), 0, pageSize, (root - 1) * pageSize);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 describe('restoring over a damaged store', () => {
   async function storyWithDamage(what: { table: string } | 'header') {
@@ -307,7 +294,7 @@ describe('restoring over a damaged store', () => {
     const backup = await backupSqliteStore(store.writer, join(dir, 'backup.sqlite'));
     for (let i = 0; i < 5; i++) await writeOnce(s, 'k:old', 100 + i);
     await store.close();
-    damage(file, what);
+    damageSqlite(file, what);
     return { dir, file, backup, bytes: content(file) };
   }
   const options = (over: Partial<Parameters<typeof restoreSqliteStore>[2]> = {}) => ({ epochMargin: 1000, actor: 'operator:test', reason: 'disk failing', now: Date.now(), ...over });

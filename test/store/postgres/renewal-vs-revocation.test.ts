@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { GOVERNANCE_ID } from '../../../src/graph/model.js';
-import { LiveGraph } from '../../../src/graph/index.js';
-import { acquireLeases, listLeases, renewLease, revokeEdge, type WritContext } from '../../../src/service/index.js';
+import { acquireLeases, listLeases, renewLease, revokeEdge } from '../../../src/service/index.js';
 import { allowToken, holdTransactionAfter, outcomeOf, settledOrWaitingForLock, twoReplicas, type PostgresReplicas } from '../../support/postgres-replicas.js';
+import { replicaBehind } from '../../support/replica-behind.js';
 
 /**
  * A renewal keeps a lease only while the authority it was taken with holds. Replica A's in-memory graph
@@ -16,16 +16,6 @@ afterEach(async () => {
   r = undefined;
 });
 
-/** Replica `ctx` as one whose graph stopped at `revision`: it has not heard of anything later. */
-async function replicaBehind(ctx: WritContext, revision: number): Promise<WritContext> {
-  const graph = new LiveGraph({
-    head: async () => revision,
-    read: (after, upTo) => ctx.store.read((tx) => tx.graph.read(after, upTo)),
-    revisionAt: (time) => ctx.store.read((tx) => tx.graph.revisionAt(time)),
-  });
-  await graph.current();
-  return { ...ctx, graph };
-}
 
 const title = { action: 'update_post', resource: 'wp:post:1024', fields: ['title'] };
 
