@@ -1,6 +1,6 @@
 import { WritError } from '../errors.js';
 import type { DecisionClaims } from '../decision/index.js';
-import { isEdgeLive, resolveOwners, type AuthorityGraph, type RecordedGraphEvent } from '../graph/index.js';
+import { isEdgeLive, ownershipAfter, resolveOwners, type AuthorityGraph, type OwnershipView, type RecordedGraphEvent } from '../graph/index.js';
 
 /**
  * A decision is worth only what its chain is worth now: every edge of the chain still live and every
@@ -23,8 +23,11 @@ export function checkAuthorityStillValid(graph: AuthorityGraph, claims: Decision
   }
   const caller = graph.principal(claims.principal);
   if (!caller || caller.revoked_at !== null) throw new WritError('AUTHORITY_REVOKED', `principal ${claims.principal} was revoked`);
-  const owners = resolveOwners(graph, claims.resource, claims.fields, now);
-  for (const o of owners) {
+  checkOwnersUnchanged(graph, claims, now);
+}
+
+function checkOwnersUnchanged(ownership: OwnershipView, claims: DecisionClaims, now: number): void {
+  for (const o of resolveOwners(ownership, claims.resource, claims.fields, now)) {
     const decided = claims.owners[o.field] ?? null;
     if (decided !== o.owner) {
       throw new WritError('OWNER_CHANGED', `the owner of ${claims.resource} ${o.field} is ${o.owner ?? 'nobody'} now, not ${decided ?? 'nobody'} as when decision ${claims.decision_id} was made`, { field: o.field });
@@ -62,4 +65,18 @@ export function checkNotRevokedSince(events: RecordedGraphEvent[], claims: Decis
       throw new WritError('AUTHORITY_REVOKED', `principal ${event.id} on the decision's chain was revoked at graph revision ${revision}`, { principal: event.id });
     }
   }
+}
+
+/**
+ * The owners' rule against the store, as checkNotRevokedSince is the chain's: `events` are the graph
+ * events read in the write's (or renewal's) own transaction from a revision at or before `graph`'s
+ * on, and `graph` this process's graph, which may not have folded them in yet. When one of them touches
+ * ownership (an owns edge created or revoked, a principal that owns something revoked), the owners of
+ * the written state are resolved on `graph` with them folded in and compared with the decision's:
+ * OWNER_CHANGED only if they differ (a new owns edge less specific than the owner changes nothing).
+ * Otherwise nothing is resolved: checkAuthorityStillValid on `graph` already judged the owners.
+ */
+export function checkOwnersUnchangedSince(graph: AuthorityGraph, events: readonly RecordedGraphEvent[], claims: DecisionClaims, now: number): void {
+  const ownership = ownershipAfter(graph, events);
+  if (ownership) checkOwnersUnchanged(ownership, claims, now);
 }

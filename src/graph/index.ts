@@ -28,7 +28,7 @@ export {
   type ResolveOptions,
   type ResolutionStats,
 } from './chain-resolver.js';
-export { resolveOwners, findOwnershipConflict, approvalEdges } from './ownership.js';
+export { resolveOwners, ownershipAfter, findOwnershipConflict, approvalEdges, type OwnershipView } from './ownership.js';
 export {
   exportGraphJson,
   exportGraphDot,

@@ -1,7 +1,7 @@
 import type { OwnerResolution, PolicyEdge } from './policy-view.js';
 import type { AuthorityGraph } from './authority-graph.js';
 import { isEdgeLive, toPolicyEdge } from './liveness.js';
-import type { Edge } from './model.js';
+import type { Edge, Principal, RecordedGraphEvent } from './model.js';
 import { compilePattern, matchesSegments, specificity } from './patterns.js';
 
 const EVERY = '*';
@@ -13,7 +13,7 @@ const EVERY = '*';
  * pattern wins; ties go to an edge naming the field over one with `'*'`, then to the smaller edge id.
  * A whole-resource request is owned only by an edge owning `'*'`. Owner null: nobody owns it.
  */
-export function resolveOwners(graph: AuthorityGraph, resourceKey: string, fields: readonly string[], now: number): OwnerResolution[] {
+export function resolveOwners(graph: OwnershipView, resourceKey: string, fields: readonly string[], now: number): OwnerResolution[] {
   const key = compilePattern(resourceKey);
   const matching: { edge: Edge; specificity: number }[] = [];
   for (const edge of graph.ownsCandidates(key[0] ?? '')) {
@@ -36,6 +36,68 @@ export function resolveOwners(graph: AuthorityGraph, resourceKey: string, fields
     }
     return { field, owner: chosen?.edge.from ?? null, edge_id: chosen?.edge.id ?? null };
   });
+}
+
+/** What owner resolution reads of a graph: the owns edges that may match a key, and the principals they come from. */
+export interface OwnershipView {
+  /** Every owns edge that may match a key whose first segment is `firstSegment` (a superset is fine). */
+  ownsCandidates(firstSegment: string): Iterable<Edge>;
+  principal(id: string): Pick<Principal, 'revoked_at'> | undefined;
+}
+
+/**
+ * The ownership side of `graph` with `events` folded in, or null when none of them touches ownership
+ * (no owns edge created, no owns edge or principal owning something revoked): then resolveOwners on
+ * `graph` already answers as it would after them. The events are the graph log's from some revision at
+ * or before `graph`'s on (e.g. read from the store inside a transaction while this process's graph is
+ * behind); those `graph` already has count once. Nothing is copied: an overlay on `graph`, whose
+ * answers last only until `graph` changes, for one resolveOwners call.
+ */
+export function ownershipAfter(graph: AuthorityGraph, events: readonly RecordedGraphEvent[]): OwnershipView | null {
+  const created = new Map<string, Edge>();
+  const newPrincipals = new Map<string, Pick<Principal, 'revoked_at'>>();
+  const revokedEdges = new Map<string, number>();
+  const revokedPrincipals = new Map<string, number>();
+  const owning = (id: string) => graph.outgoing(id, ['owns']).length > 0 || [...created.values()].some((e) => e.from === id);
+  let touched = false;
+  for (const { event, revision } of events) {
+    switch (event.type) {
+      case 'principal.created':
+        if (!graph.principal(event.principal.id)) newPrincipals.set(event.principal.id, { revoked_at: null });
+        break;
+      case 'principal.revoked':
+        if (!revokedPrincipals.has(event.id)) revokedPrincipals.set(event.id, event.at);
+        touched ||= owning(event.id);
+        break;
+      case 'edge.created':
+        if (event.edge.kind !== 'owns') break;
+        touched = true;
+        if (graph.edge(event.edge.id)) break;
+        created.set(event.edge.id, {
+          ...event.edge, max_depth: null, not_before: event.edge.not_before ?? null, expires_at: event.edge.expires_at ?? null, revoked_at: null, revision,
+        });
+        break;
+      case 'edge.revoked':
+        if (!revokedEdges.has(event.id)) revokedEdges.set(event.id, event.at);
+        touched ||= graph.edge(event.id)?.kind === 'owns' || created.has(event.id);
+        break;
+      case 'principal.keys_set':
+        break;
+    }
+  }
+  if (!touched) return null;
+  const revoked = (e: Edge): Edge => {
+    const at = revokedEdges.get(e.id);
+    return at === undefined || e.revoked_at !== null ? e : { ...e, revoked_at: at };
+  };
+  return {
+    ownsCandidates: (firstSegment) => [...graph.ownsCandidates(firstSegment), ...created.values()].map(revoked),
+    principal: (id) => {
+      const p = graph.principal(id) ?? newPrincipals.get(id);
+      const at = revokedPrincipals.get(id);
+      return p === undefined || at === undefined || p.revoked_at !== null ? p : { revoked_at: at };
+    },
+  };
 }
 
 function better(a: { edge: Edge; specificity: number; named: boolean }, b: { edge: Edge; specificity: number; named: boolean }): boolean {

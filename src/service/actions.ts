@@ -1,7 +1,8 @@
 import { ERROR_CATALOGUE, WritError, isWritError, type ErrorCode } from '../errors.js';
 import { callerOf, checkDecisionBinding, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { requestHash, type Receipt, type ReceiptIntent } from '../audit/index.js';
-import { checkAuthorityStillValid, checkNotRevokedSince, coordinationKeys, parseFencingHeader, principalsOfChain, type UpstreamRoute } from '../gateway/index.js';
+import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, coordinationKeys, parseFencingHeader, principalsOfChain, type UpstreamRoute } from '../gateway/index.js';
+import type { AuthorityGraph } from '../graph/index.js';
 import type { StoreTx } from '../store/contract.js';
 import type { WritContext } from './context.js';
 import { canonicalResource } from './resources.js';
@@ -75,6 +76,8 @@ interface CheckedWrite {
   route: UpstreamRoute;
   /** The principals the decision's authority rests on, re-checked against the store at the intent. */
   principals: string[];
+  /** This process's graph the checks ran on (live: it may have moved on by the intent). */
+  graph: AuthorityGraph;
 }
 
 /**
@@ -166,7 +169,7 @@ async function checkWrite(ctx: WritContext, w: IdentifiedWrite, input: ActionInp
   }
   // The decision's environment picks the upstream: a staging decision never reaches production state.
   const route = ctx.upstreams.route(w.resource, claims.environment);
-  return { claims, fence, fenced, route, principals: principalsOfChain(graph, claims) };
+  return { claims, fence, fenced, route, principals: principalsOfChain(graph, claims), graph };
 }
 
 /** The lease and fencing epoch of every coordination key the decision names. */
@@ -191,8 +194,9 @@ async function checkFences(ctx: WritContext, w: IdentifiedWrite, claims: Decisio
 /**
  * One transaction, one sync: the assertion and the decision are spent exactly when the intent is on
  * record (a concurrent retry under the same Idempotency-Key spends nothing), and no edge or principal
- * of the chain was revoked in the store since the decision, whichever replica revoked it, before the
- * intent commits (a revocation racing it commits after it). On
+ * of the chain was revoked in the store since the decision, nor the owners of the written state
+ * changed, whichever replica changed them, before the intent commits (a change racing it commits after
+ * it). On
  * PostgreSQL two round trips: the assertion's spend, the intent's append (one statement), the graph
  * log's shared lock and the graph re-read in one message; the decision's spend with the COMMIT. The settlement is one more (ReceiptLog.complete).
  */
@@ -212,10 +216,14 @@ async function recordIntent(ctx: WritContext, w: IdentifiedWrite, input: ActionI
     // under the graph log's shared lock taken just before it: the read sees every revocation committed
     // before, and a revocation not yet committed waits for this intent's commit (a plain read would let
     // one commit in between, and the write would land through authority revoked before its intent).
+    // The read starts at this process's graph when that is behind the decision (made on another
+    // replica): the owners are judged on that graph with every event it lacks folded in.
     await spend(tx);
-    const [recorded, , sinceDecision] = await Promise.all([ctx.receipts.recordIntent(intent, tx), tx.graph.head({ lock: 'share' }), tx.graph.read(claims.graph_revision)]);
+    const from = Math.min(claims.graph_revision, c.graph.revision);
+    const [recorded, , events] = await Promise.all([ctx.receipts.recordIntent(intent, tx), tx.graph.head({ lock: 'share' }), tx.graph.read(from)]);
     if (recorded.replayed) return recorded;
-    checkNotRevokedSince(sinceDecision, claims, c.principals);
+    checkNotRevokedSince(from === claims.graph_revision ? events : events.filter((e) => e.revision > claims.graph_revision), claims, c.principals);
+    checkOwnersUnchangedSince(c.graph, events, claims, ctx.clock.now());
     // Checked again at the commit: a decision spent after it expired could be spent twice.
     const now = ctx.clock.now();
     if (now >= claims.expires_at) throw new WritError('DECISION_EXPIRED', `decision ${claims.decision_id} expired before the write was recorded`);

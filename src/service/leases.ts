@@ -1,7 +1,7 @@
 import { WritError } from '../errors.js';
 import { callerOf, checkDecisionBinding, isReplayedAssertion, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { isEdgeLive, type AuthorityGraph, type Edge, type RecordedGraphEvent } from '../graph/index.js';
-import { checkAuthorityStillValid, checkNotRevokedSince, principalsOfChain } from '../gateway/authority-watermark.js';
+import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, principalsOfChain } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
 import type { LeaseGrant, LeaseRecord, PreemptedLease, WaiterRow } from '../lease/index.js';
 import type { StoreTx } from '../store/contract.js';
@@ -227,8 +227,8 @@ function noLeaseNeeded(claims: DecisionClaims): string {
 /**
  * The check a renewal or release makes in its own transaction, beside the lease statement: the lease
  * is the caller's (LEASE_TOKEN_MISMATCH otherwise), and, for a renewal, the authority it was taken
- * with still holds in `graph` and in the graph events the store has since (else `revoked` is told the
- * error, which is thrown too).
+ * with still holds in `graph` and in the graph events the store has since: no chain edge or principal
+ * revoked, the owners of its state unchanged (else `revoked` is told the error, which is thrown too).
  */
 function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph?: AuthorityGraph, revoked?: (e: unknown) => void) {
   return async (tx: StoreTx): Promise<void> => {
@@ -237,7 +237,7 @@ function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph
       if (holder !== undefined && holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
       return;
     }
-    // This replica's graph may not have folded in a revocation another replica committed a moment ago:
+    // This replica's graph may not have folded in a revocation or an ownership change another replica committed a moment ago:
     // the events since it are read from the store beside the authority record, under the graph log's
     // shared lock (a revocation racing the renewal waits for its commit). Same message: no round trip more.
     const since = graph.revision;
@@ -248,6 +248,7 @@ function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph
       for (const claims of lease.decisions) {
         checkAuthorityStillValid(graph, claims, ctx.clock.now());
         checkNotRevokedSince(events, claims, principalsOfChain(graph, claims));
+        checkOwnersUnchangedSince(graph, events, claims, ctx.clock.now());
       }
     } catch (e) {
       revoked?.(e);

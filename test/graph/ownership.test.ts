@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AuthorityGraph, approvalEdges, findOwnershipConflict, resolveOwners } from '../../src/graph/index.js';
+import { AuthorityGraph, approvalEdges, findOwnershipConflict, ownershipAfter, resolveOwners } from '../../src/graph/index.js';
 import { EventLogBuilder, T0 } from './graph-events.js';
 
 const NOW = T0 + 3_600_000;
@@ -18,6 +18,40 @@ function owners(): EventLogBuilder {
 }
 
 describe('ownership', () => {
+  it('ownershipAfter answers as the graph replayed to the end, however many of the events the graph has folded in; null when none touches ownership', () => {
+    const base = owners().events.length;
+    const log = owners()
+      .principal('late-owner', 'control_plane')
+      .edge('d-x', 'delegate', 'approver', 'seo-agent-7', { resources: ['wp:post:*'] })
+      .edge('o-late', 'owns', 'late-owner', 'wp:post:1024', { resources: ['wp:post:1024'], fields: ['meta_description'] })
+      .revokeEdge('o-1024')
+      .revokePrincipal('content-control-plane')
+      .edge('o-wide', 'owns', 'approver', 'wp:**', { resources: ['wp:**'], fields: ['title'] })
+      .revokeEdge('o-late');
+    const fields = ['title', 'meta_description', 'body'];
+    const expected = [
+      { field: 'title', owner: 'seo-control-plane', edge_id: 'o-seo' },
+      { field: 'meta_description', owner: 'seo-control-plane', edge_id: 'o-seo' },
+      { field: 'body', owner: null, edge_id: null },
+    ];
+    expect(resolveOwners(AuthorityGraph.replay(log.events), 'wp:post:1024', fields, NOW)).toEqual(expected);
+    for (let folded = base; folded <= log.events.length; folded++) {
+      const g = AuthorityGraph.replay(log.events, { upTo: folded });
+      // Read from the graph's revision on, or from before it (events the graph has count once).
+      for (const from of [folded, base]) {
+        const view = ownershipAfter(g, log.events.slice(from));
+        expect(resolveOwners(view ?? g, 'wp:post:1024', fields, NOW), `graph at ${folded}, events from ${from}`).toEqual(expected);
+      }
+    }
+    // Before o-late is revoked, it owns meta_description.
+    const upToLate = log.events.slice(0, base + 3);
+    expect(resolveOwners(ownershipAfter(AuthorityGraph.replay(upToLate, { upTo: base }), upToLate.slice(base))!, 'wp:post:1024', ['meta_description'], NOW))
+      .toEqual([{ field: 'meta_description', owner: 'late-owner', edge_id: 'o-late' }]);
+    // A principal created, a delegation, a principal that owns nothing revoked: nothing to judge again.
+    const quiet = owners().principal('late', 'agent').edge('d-x', 'delegate', 'approver', 'seo-agent-7', { resources: ['wp:post:*'] }).revokePrincipal('seo-agent-7').revokeEdge('d-x');
+    expect(ownershipAfter(AuthorityGraph.replay(quiet.events, { upTo: base }), quiet.events.slice(base))).toBeNull();
+  });
+
   it('resolves each field to the most specific live owner, and a whole-resource request to a "*" owner', () => {
     const g = AuthorityGraph.replay(owners().events);
     expect(resolveOwners(g, 'wp:post:1024', ['title', 'meta_description', 'body'], NOW)).toEqual([
