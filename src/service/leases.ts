@@ -42,14 +42,13 @@ async function preemptsGrounds(ctx: WritContext, caller: string, holder: string,
 }
 
 /**
- * In the takeover's transaction: the preempts edges it was checked on must still hold, against the
- * graph events since that check, read from the store under the graph log's shared lock
- * (graphEventsSinceCheck, see GraphEventStore.head), so a revocation on another replica either came before (and refuses the
- * takeover, as the check would have) or waits for the takeover's commit.
+ * In the takeover's transaction: the preempts edges it was checked on, and the chains and owners of
+ * the decisions it presents, must still hold against the graph events since they were checked (from
+ * `since`, at or before every graph revision they were checked at), read from the store under the
+ * graph log's shared lock (see GraphEventStore.head), so a revocation on another replica either came
+ * before (and refuses the takeover, as the check would have) or waits for the takeover's commit.
  */
-async function graphEventsSinceCheck(tx: StoreTx, grounds: ReadonlyMap<string, { edges: Edge[]; revision: number }>): Promise<RecordedGraphEvent[]> {
-  if (grounds.size === 0) return [];
-  const since = Math.min(...[...grounds.values()].map((g) => g.revision));
+async function graphEventsSinceCheck(tx: StoreTx, since: number): Promise<RecordedGraphEvent[]> {
   // The read is queued after the lock (they go in one message, in order): it sees every revocation committed before it.
   const [, events] = await Promise.all([tx.graph.head({ lock: 'share' }), tx.graph.read(since)]);
   return events;
@@ -122,6 +121,8 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
   if (input.decisions.length === 0) throw new WritError('UNPROCESSABLE', 'a lease needs at least one allow decision');
   const keys = new Set<string>();
   const authority: DecisionClaims[] = [];
+  // At or before the graph each decision's chain and owners are checked on (a takeover checks them again).
+  const chainsCheckedAt = ctx.graph.latest.revision;
   for (const token of input.decisions) {
     const claims = await verifyDecisionFor(ctx, caller, token);
     // No lease for state this Writ cannot write (e.g. a staging decision where only production is routed).
@@ -176,7 +177,9 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
         // Read under a shared lock: an incident resolved on another replica before this commits would
         // otherwise go unseen (READ COMMITTED); its resolve now waits for this takeover to commit.
         // The graph events since the preemption was checked are read (under the graph log's shared lock) with them.
-        const [active, sinceCheck] = await Promise.all([tx.incidents.active(ctx.clock.now(), { lock: 'share' }), graphEventsSinceCheck(tx, grounds)]);
+        // So are the chains and owners of the decisions presented, which the acquisition's front door checked on this replica's graph.
+        const since = Math.min(chainsCheckedAt, ...[...grounds.values()].map((g) => g.revision));
+        const [active, sinceCheck] = await Promise.all([tx.incidents.active(ctx.clock.now(), { lock: 'share' }), graphEventsSinceCheck(tx, since)]);
         const live = stillActive(incidents, active);
         requireIncidents(live, [...incidents.keys()], 'the takeover needs');
         // What was really taken over, read in this transaction: a lease checked above may have ended and
@@ -187,6 +190,11 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
           requireIncidents(live, environmentsOf(held.decisions), `${p.holder} holds ${p.key} with decisions for`);
         }
         checkPreemptsStillHold(sinceCheck, caller, grounds, preempted, ctx.clock.now());
+        const graph = ctx.graph.latest;
+        for (const claims of authority) {
+          checkNotRevokedSince(sinceCheck, claims, principalsOfChain(graph, claims));
+          checkOwnersUnchangedSince(graph, sinceCheck, claims, ctx.clock.now());
+        }
       }
       await spend(tx);
       await tx.leaseAuthority.record(leaseId, caller, authority, now);

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { GOVERNANCE_ID } from '../../../src/graph/model.js';
-import { acquireLeases, declareIncident, renewLease, resolveIncident, revokeEdge, type WritContext } from '../../../src/service/index.js';
+import { acquireLeases, createOwnership, declareIncident, listLeases, renewLease, resolveIncident, revokeEdge, type WritContext } from '../../../src/service/index.js';
 import { allowToken, holdTransactionAfter, outcomeOf, settledOrWaitingForLock, twoReplicas, type PostgresReplicas } from '../../support/postgres-replicas.js';
 
 /**
@@ -102,5 +102,33 @@ describe('a takeover on one replica against its preempts edge revoked on another
     expect(!taken.ok && taken.error).toMatchObject({ code: 'FORBIDDEN', message: expect.stringMatching(/p-incident-release.*revoked/) });
     // The holder keeps its lease, at its epoch.
     expect((await renewLease(a, 'release-controller', held.lease_id, held.token)).epochs).toEqual(held.epochs);
+  });
+});
+
+describe('a takeover on one replica against the chain or the owners of the decision it presents, changed on another', () => {
+  /** The takeover on A, with `change` committed on B after A checked the decision and the preemption, before A's takeover. */
+  async function takeOverAfter(change: (b: WritContext) => Promise<unknown>) {
+    r = await twoReplicas('writ_takeover_chain');
+    const { a, b } = r;
+    const held = await heldDuringIncident(a);
+    const acquire = a.leases.acquire.bind(a.leases);
+    a.leases.acquire = async (req) => {
+      await change(b);
+      return acquire(req);
+    };
+    return { held, taken: await outcomeOf(takeOver(a)) };
+  }
+
+  it('a revocation of the decision\'s chain committed before the takeover refuses it AUTHORITY_REVOKED and changes nothing', { timeout: 60_000 }, async () => {
+    const { held, taken } = await takeOverAfter((b) => revokeEdge(b, GOVERNANCE_ID, 'g-incident-commander', 'rotated off call'));
+    expect(!taken.ok && taken.error).toMatchObject({ code: 'AUTHORITY_REVOKED', message: expect.stringMatching(/g-incident-commander/) });
+    expect((await renewLease(r!.a, 'release-controller', held.lease_id, held.token)).epochs).toEqual(held.epochs);
+  });
+
+  it('a more specific owns edge for the key\'s state committed before the takeover refuses it OWNER_CHANGED and changes nothing', { timeout: 60_000 }, async () => {
+    const { held, taken } = await takeOverAfter((b) => createOwnership(b, GOVERNANCE_ID, { id: 'o-www', owner: 'incident-commander', resource: KEY, reason: 'www is frozen' }));
+    expect(!taken.ok && taken.error).toMatchObject({ code: 'OWNER_CHANGED', message: expect.stringMatching(/incident-commander now, not release-controller/) });
+    // The holder keeps its lease (until its own renewal, which the new owner ends too).
+    expect((await listLeases(r!.a, { key: KEY })).map((l) => [l.state, l.holderIdentity, l.leaseId])).toEqual([['HELD', 'release-controller', held.lease_id]]);
   });
 });
