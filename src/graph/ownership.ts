@@ -73,8 +73,11 @@ export function ownershipAfter(graph: AuthorityGraph, events: readonly RecordedG
         if (event.edge.kind !== 'owns') break;
         touched = true;
         if (graph.edge(event.edge.id)) break;
+        // A literal, not `{ ...e, revoked_at, revision }`: see test/architecture/spread-then-add.test.ts.
         created.set(event.edge.id, {
-          ...event.edge, max_depth: null, not_before: event.edge.not_before ?? null, expires_at: event.edge.expires_at ?? null, revoked_at: null, revision,
+          id: event.edge.id, kind: event.edge.kind, from: event.edge.from, to: event.edge.to, scope: event.edge.scope, max_depth: null,
+          creator: event.edge.creator, reason: event.edge.reason, created_at: event.edge.created_at,
+          not_before: event.edge.not_before ?? null, expires_at: event.edge.expires_at ?? null, revoked_at: null, revision,
         });
         break;
       case 'edge.revoked':
