@@ -306,7 +306,8 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   if (!own && !(asks(input.from) && asks(input.to))) throw mayNotAsk(caller);
   checkReason(input.reason ?? '', 'every edge');
   const draft = delegationDraft({ ...input, id: input.id ?? `impact-${randomUUID()}` });
-  // As POST /v1/delegations: an id taken by an edge the caller may not read is judged as if it were free.
+  // An id taken by an edge the caller may read is refused at once; one it may not read is judged as if it
+  // were free, as POST /v1/delegations judges it, and refused only at the end (edgeIdTaken, below).
   if (readableEdge(graph, caller, draft.id!, asks)) throw new WritError('ALREADY_EXISTS', `edge "${draft.id}" already exists`);
   checkNotEnded(draft.expires_at, now);
   const edge = { ...draft, id: draft.id!, creator: caller, created_at: now };

@@ -71,7 +71,7 @@ export function registerImpactRoutes(app: FastifyInstance): void {
         + 'Governance, or a holder of audit_read on every principal the report concerns, may ask; the principal who could make the change itself '
         + '(an edge\'s creator or from, a delegation\'s from) or a principal about its own revocation needs none for itself and the other ends of the edges the change makes or ends, '
         + 'of which it learns only what comes through those edges (through_change_only), but does for every principal below them. A principal the caller may not ask about is FORBIDDEN whether it exists or not; an edge it may not read (as GET /v1/edges/{id}) is UNKNOWN_EDGE, '
-        + 'and a delegation id taken by an edge it may not read is analysed as a free one (ALREADY_EXISTS only for an edge it may read)',
+        + 'and a delegation id taken by an edge it may not read is judged as POST /v1/delegations judges it: as a free one, every refusal alike, then ALREADY_EXISTS saying only that the id is taken',
       response: {
         200: impactReply,
         ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_EDGE', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'ATTENUATION_VIOLATION', 'ALREADY_EXISTS', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED']),
