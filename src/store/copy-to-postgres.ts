@@ -34,7 +34,7 @@ import { WritError } from '../errors.js';
 import { migratePostgres } from './postgres/migrate.js';
 import { storedId } from './postgres/single-use-store.js';
 import { assertNotInUse, assertSound, storeHeads } from './sqlite/backup.js';
-import { readStoreMove, removeMoveMarker, sqliteDamage, storeDamagedError, storeMovedError, storeMovedTo, writeMoveMarker, type StoreMove } from './sqlite/database.js';
+import { readStoreMove, removeMoveMarker, storeMovedError, storeMovedTo, writeMoveMarker, type StoreMove } from './sqlite/database.js';
 import { openSqliteStore } from './sqlite/sqlite-store.js';
 
 /** What was copied, and the heads both sides agree on. */
@@ -189,13 +189,7 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
   const target = maskDatabaseUrl(url);
   // A file already moved is refused first (STORE_MOVED, naming where), before either side is looked at;
   // so is a file whose unfinished copy named another database (that copy is finished by running it again there).
-  let unfinished: StoreMove | null;
-  try {
-    unfinished = readStoreMove(sqliteFile);
-  } catch (e) {
-    const damage = sqliteDamage(e);
-    throw damage === null ? e : storeDamagedError(sqliteFile, damage, 'writ store copy');
-  }
+  const unfinished = readStoreMove(sqliteFile, 'writ store copy');
   if (unfinished !== null && !(unfinished.pending && unfinished.moved_to === target)) throw storeMovedError(sqliteFile, unfinished);
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, application_name: 'writ store copy' });
   let source: Database.Database | null = null;

@@ -205,15 +205,17 @@ export function storeMovedTo(db: SqliteDatabase): StoreMove | null {
  * The move that stands on the Writ file at `file` (any schema; its row, else the marker beside it),
  * without writing to it: no WAL switch, no migration. The connection is a writable one all the same, so
  * that a rollback journal left hot by a process killed in a transaction is rolled back first (a
- * read-only one cannot, and fails).
+ * read-only one cannot, and fails). A damaged file is STORE_DAMAGED (`doing`: see storeDamagedError), one held
+ * locked past the busy timeout STORE_IN_USE.
  */
-export function readStoreMove(file: string): StoreMove | null {
+export function readStoreMove(file: string, doing: string | null = null): StoreMove | null {
   const db = new Database(file, { fileMustExist: true });
   try {
     db.pragma('busy_timeout = 5000');
     return standingMove(db, file);
   } catch (e) {
-    throw lockedError(e, file, 5000);
+    const damage = sqliteDamage(e);
+    throw damage === null ? lockedError(e, file, 5000) : storeDamagedError(file, damage, doing);
   } finally {
     db.close();
   }
