@@ -37,4 +37,23 @@ describe('a data directory that is a file, and a backup that is a directory', ()
     expect(readdirSync(dir).sort()).toEqual(['F', 'backups']);
     expect(readdirSync(backupDir)).toEqual([]);
   });
+
+  it('a data directory below a file (F/sub) is refused the same way by serve, graph apply, migrate and restore: no stack trace, nothing created', { timeout: 60_000 }, async () => {
+    const dir = tempDir();
+    const file = join(dir, 'F');
+    writeFileSync(file, '');
+    const below = join(file, 'sub');
+    const backupDir = join(dir, 'backups');
+    mkdirSync(backupDir);
+    const backup = join(backupDir, 'b.sqlite');
+    writeFileSync(backup, '');
+    for (const args of [['serve', '--port', '4842', '--no-upstream'], ['graph', 'apply', 'graph/example.yaml'], ['migrate'], ['restore', backup, '--epoch-margin', '10', '--reason', 't']]) {
+      const r = await runWrit(below, ...args);
+      expect(r.code, `${args[0]}: ${r.output}`).toBe(1);
+      expect(r.output).toContain(`writ: UNPROCESSABLE (Unprocessable): the data directory ${below} is not a directory (${file} is a file)`);
+      expect(r.output).not.toMatch(/\n\s+at /);
+    }
+    expect(readdirSync(dir).sort()).toEqual(['F', 'backups']);
+    expect(readdirSync(backupDir)).toEqual(['b.sqlite']);
+  });
 });

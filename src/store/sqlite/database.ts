@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
 import { WritError } from '../../errors.js';
 import { MIGRATIONS } from './migrations/index.js';
@@ -80,7 +80,7 @@ function fileIdentity(file: string): string | null {
 export function makeDataDirectory(dir: string): string[] {
   const missing: string[] = [];
   for (let d = dir; ; d = dirname(d)) {
-    const found = statSync(d, { throwIfNoEntry: false });
+    const found = statBelowFile(d);
     if (found?.isDirectory()) break;
     if (found) {
       throw new WritError('UNPROCESSABLE', `the data directory ${dir} is not a directory (${d === dir ? 'it is a file' : `${d} is a file`}): name a directory with --data-dir or WRIT_DATA_DIR (it is made if missing); nothing was created`);
@@ -90,6 +90,16 @@ export function makeDataDirectory(dir: string): string[] {
   }
   mkdirSync(dir, { recursive: true });
   return missing;
+}
+
+/** The entry at `path`, or undefined when there is none: also when a directory above it is a file (ENOTDIR), which the caller then meets. */
+function statBelowFile(path: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch (e) {
+    if ((e as { code?: unknown }).code === 'ENOTDIR') return undefined;
+    throw e;
+  }
 }
 
 /**
