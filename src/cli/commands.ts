@@ -450,16 +450,19 @@ export const COMMANDS: Command[] = [
     summary: "rotate Writ's own signing key (decisions, checkpoints); old public keys stay in the JWKS until their decisions expire",
     run: async ({ values }) => {
       const config = configFrom(values);
-      await requireStore(config);
-      // Against PostgreSQL, rotating where there is no key yet would make keys no server has.
-      const ring = await KeyRing.open(`${config.dataDir}/keys`, systemClock, { maxTokenTtlMs: config.decisionTtlMs, makeSigningKey: config.databaseUrl === null });
-      if (!ring.canSign) throw new WritError('UNPROCESSABLE', `${config.dataDir}/keys holds no signing key: rotate in the data directory the servers use (its keys/), then give the others the result`);
-      const next = await ring.rotate();
-      console.log(`signing key is now ${next.kid}; JWKS has ${ring.jwks().keys.length} key(s)`);
-      // The receipt chain's latest checkpoint must verify once the old key leaves the JWKS: sign it again now.
-      const resigned = await withWrit(values, (w) => w.ctx.receipts.resignCheckpoint());
-      if (resigned) console.log(`receipt chain heads signed again with the new key as checkpoint ${resigned.seq} (${resigned.chains} chains)`);
-      return 0;
+      // The store is opened first: one that cannot be (moved, damaged, in use, of a newer Writ) is refused before any key is made.
+      return withWrit(values, async (w) => {
+        // Against PostgreSQL, rotating where there is no key yet would make keys no server has.
+        const ring = await KeyRing.open(`${config.dataDir}/keys`, systemClock, { maxTokenTtlMs: config.decisionTtlMs, makeSigningKey: config.databaseUrl === null });
+        if (!ring.canSign) throw new WritError('UNPROCESSABLE', `${config.dataDir}/keys holds no signing key: rotate in the data directory the servers use (its keys/), then give the others the result`);
+        // Rotated by the opened Writ's own ring (it re-reads the directory first), whose checkpoint signer then signs with the new key.
+        const next = await w.ctx.keys.rotate();
+        console.log(`signing key is now ${next.kid}; JWKS has ${w.ctx.keys.jwks().keys.length} key(s)`);
+        // The receipt chain's latest checkpoint must verify once the old key leaves the JWKS: sign it again now.
+        const resigned = await w.ctx.receipts.resignCheckpoint();
+        if (resigned) console.log(`receipt chain heads signed again with the new key as checkpoint ${resigned.seq} (${resigned.chains} chains)`);
+        return 0;
+      }, config);
     },
   },
   {

@@ -59,7 +59,7 @@ describe('writ backup and writ store copy on a damaged store', () => {
     });
   }
 
-  it('not a database: every command that opens the store (graph export, trace, lease bump-epochs, serve) answers STORE_DAMAGED, no stack trace, nothing changed', { timeout: 120_000 }, async () => {
+  it('not a database: every command that opens the store (graph export, trace, lease bump-epochs, serve, keys rotate) answers STORE_DAMAGED, no stack trace, nothing changed', { timeout: 120_000 }, async () => {
     const data = mkdtempSync(join(tmpdir(), 'writ-damaged-open-'));
     dirs.push(data);
     expect(await takeEpochs(data, 'wp:post:1', 1)).toEqual([1]);
@@ -70,7 +70,9 @@ describe('writ backup and writ store copy on a damaged store', () => {
     for (const args of [['graph', 'export'], ['trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'title'],
       // bump-epochs looks for a move mark on the file before it opens the store (it used to answer SQLite's raw error).
       ['lease', 'bump-epochs', '--by', '5', '--reason', 'recovered'], ['lease', 'bump-epochs', '--by', '5', '--reason', 'recovered', '--lift-move-mark'],
-      ['serve', '--port', '0', '--no-upstream']]) {
+      ['serve', '--port', '0', '--no-upstream'],
+      // keys rotate made (and rotated) a signing key before it found the store unusable.
+      ['keys', 'rotate']]) {
       const r = await runWrit(data, ...args);
       expect(r.code, `${args.join(' ')}: ${r.output}`).toBe(1);
       expect(r.output, args[0]).toContain(`writ: STORE_DAMAGED (Store damaged): ${file} is damaged (SQLITE_NOTADB`);
