@@ -197,6 +197,11 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
     try {
       await client.connect();
     } catch (e) {
+      // The server answered that the database, the role or its password is wrong: the operator's to fix in --to, which no retry helps.
+      const code = e instanceof pg.DatabaseError ? (e.code ?? '') : '';
+      if (code === '3D000' || code.startsWith('28')) {
+        throw new WritError('UNPROCESSABLE', `the PostgreSQL database at ${target} refused the connection: ${e instanceof Error ? e.message : String(e)} (SQLSTATE ${code}): name an existing database, and a user and password it accepts, in --to; nothing was changed`, { sqlstate: code });
+      }
       throw new WritError('OVERLOADED', `cannot connect to the PostgreSQL database (${(e as Error).message}); nothing was changed`);
     }
     if (unfinished !== null && (await writStateIn(client)).length > 0) return await confirmCommittedCopy(sqliteFile, client, unfinished);
