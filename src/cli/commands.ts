@@ -212,6 +212,8 @@ function readJwksFile(file: string): { kid?: unknown }[] {
 async function verifyArchiveCommand(values: CommandArgs['values']): Promise<number> {
   const file = values.archive as string;
   if (!existsSync(file)) throw new WritError('NOT_FOUND', `no archive file ${file}`);
+  // Its read failing would be reported as a broken (altered) archive.
+  if (statSync(file).isDirectory()) throw new WritError('UNPROCESSABLE', `${file} is a directory, not an archive: name the file writ audit archive --out wrote`);
   let keys: { kid?: unknown }[];
   if (typeof values.jwks === 'string') {
     keys = readJwksFile(values.jwks);

@@ -74,4 +74,12 @@ describe('writ audit archive and writ audit verify --archive', () => {
     const broken = await writ('audit', 'verify', '--archive', file);
     expect(broken).toMatchObject({ code: 1, stdout: expect.stringMatching(/^BROKEN in chain "wp:post:1024" at 2: chain "wp:post:1024": entry 2 does not match its hash/) });
   });
+
+  it('a directory named as the archive is refused (UNPROCESSABLE), not reported BROKEN: that verdict means an archive was altered', async () => {
+    const r = await writ('audit', 'verify', '--archive', h.dataDir);
+    expect(r.code, r.output).toBe(1);
+    expect(r.output).toContain(`writ: UNPROCESSABLE (Unprocessable): ${h.dataDir} is a directory, not an archive`);
+    expect(r.output).not.toContain('BROKEN');
+    expect(r.output).not.toMatch(/\n\s+at /);
+  });
 });
