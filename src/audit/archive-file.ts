@@ -37,7 +37,13 @@ export class ArchiveWriter {
   ) {
     if (existsSync(file)) throw new WritError('UNPROCESSABLE', `${file} exists: an archive is never written over another file`);
     this.partial = `${file}.partial`;
-    this.fd = openSync(this.partial, 'wx', 0o600);
+    try {
+      this.fd = openSync(this.partial, 'wx', 0o600);
+    } catch (e) {
+      if ((e as { code?: unknown }).code !== 'EEXIST') throw e;
+      // Another archive into the same file is running, or one was interrupted: its file is not this one's to remove.
+      throw new WritError('UNPROCESSABLE', `${this.partial} exists: an archive into ${file} is being written, or one was interrupted (killed) before it finished; if none is running, remove it (nothing was deleted from the store for it) and archive again; nothing was archived`);
+    }
     this.write(JSON.stringify(header));
   }
 

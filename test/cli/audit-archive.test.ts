@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
@@ -29,6 +29,18 @@ beforeAll(async () => {
 afterAll(async () => h?.close());
 
 describe('writ audit archive and writ audit verify --archive', () => {
+  it('the partial file of an archive that was interrupted (killed) is left alone and named, with a code and no stack trace; nothing is archived', async () => {
+    const file = join(h.dataDir, 'interrupted.jsonl');
+    writeFileSync(`${file}.partial`, '{"writ_receipt_archive":2');
+    const r = await writ('audit', 'archive', '--older-than', '30s', '--out', file);
+    expect(r.code, r.output).toBe(1);
+    expect(r.output).toContain(`writ: UNPROCESSABLE (Unprocessable): ${file}.partial exists`);
+    expect(r.output).not.toMatch(/\n\s+at /);
+    expect(readFileSync(`${file}.partial`, 'utf8')).toBe('{"writ_receipt_archive":2');
+    expect(existsSync(file)).toBe(false);
+    expect((await writ('audit', 'verify')).stdout).toMatch(/^OK: 5 entries in 1 chains \(no checkpoint yet\)/);
+  });
+
   it('archives the old settled receipts behind a signed checkpoint; the store and the file both verify', async () => {
     const file = join(h.dataDir, 'receipts-archive.jsonl');
     expect((await writ('audit', 'archive', '--older-than', 'soon', '--out', file)).code).not.toBe(0);
