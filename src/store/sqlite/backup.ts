@@ -99,6 +99,12 @@ export function openForBackup(file: string): SqliteDatabase {
     db.close();
     throw new WritError('UNPROCESSABLE', `${file} is not a Writ store (it has no schema_migrations table)`);
   }
+  // Refused before the copy is written: the backup's summary would refuse it only once the file was in place.
+  const schema = firstRow<{ v: number | null }>(db, 'SELECT MAX(version) AS v FROM schema_migrations')?.v ?? 0;
+  if (schema > SQLITE_SCHEMA_VERSION) {
+    db.close();
+    throw new WritError('SCHEMA_TOO_NEW', `${file} has schema version ${schema}, newer than this Writ knows (${SQLITE_SCHEMA_VERSION}): back it up with the Writ version that wrote it, or a newer one; nothing was written`, { schema_version: schema, known_version: SQLITE_SCHEMA_VERSION });
+  }
   return db;
 }
 
