@@ -5,7 +5,7 @@ import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSin
 import { coordinationKeys } from '../gateway/coordination-keys.js';
 import type { LeaseGrant, LeaseRecord, PreemptedLease, WaiterRow } from '../lease/index.js';
 import type { StoreTx } from '../store/contract.js';
-import { forOneOperation, type WritContext } from './context.js';
+import { forOneOperation, graphAtLeast, type WritContext } from './context.js';
 import { incidentsCounting } from './incidents.js';
 
 export interface LeaseRequestInput {
@@ -29,7 +29,7 @@ export async function verifyDecisionFor(ctx: WritContext, caller: string, token:
   if (claims.principal !== caller) {
     checkDecisionBinding(claims, { principal: caller, action: claims.action, resource: claims.resource, environment: claims.environment, fields: claims.fields });
   }
-  checkAuthorityStillValid(await ctx.graph.current(), claims, now);
+  checkAuthorityStillValid(await graphAtLeast(ctx, claims.graph_revision), claims, now);
   return claims;
 }
 
@@ -239,13 +239,20 @@ function noLeaseNeeded(claims: DecisionClaims): string {
     + 'the SDK\'s withLease does this by itself.';
 }
 
+/** A renewal's check met a decision of the lease made on a graph newer than this replica's (renewLease catches up and checks again). */
+class GraphBehindDecision extends Error {
+  constructor(readonly revision: number) {
+    super(`this replica's graph is behind graph revision ${revision}, a decision of the lease was made on`);
+  }
+}
+
 /**
  * The check a renewal or release makes in its own transaction, beside the lease statement: the lease
  * is the caller's (LEASE_TOKEN_MISMATCH otherwise), and, for a renewal, the authority it was taken
  * with still holds in `graph` and in the graph events the store has since: no chain edge or principal
  * revoked, the owners of its state unchanged (else `revoked` is told the error, which is thrown too).
  */
-function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph?: AuthorityGraph, revoked?: (e: unknown) => void) {
+function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph?: AuthorityGraph, revoked?: (e: unknown) => void, mayCatchUp = false) {
   return async (tx: StoreTx): Promise<void> => {
     if (!graph) {
       const holder = await tx.leaseAuthority.holderOf(leaseId);
@@ -259,6 +266,10 @@ function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph
     const [lease, , events] = await Promise.all([tx.leaseAuthority.get(leaseId), tx.graph.head({ lock: 'share' }), tx.graph.read(since)]);
     if (!lease) return;
     if (lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
+    // A decision made on another replica, on a graph this one has not been told of yet: judged on this
+    // older graph its chain or owners would seem changed, and the lease would end. Judged again once caught up.
+    const newest = Math.max(...lease.decisions.map((c) => c.graph_revision));
+    if (mayCatchUp && newest > graph.revision) throw new GraphBehindDecision(newest);
     try {
       for (const claims of lease.decisions) {
         checkAuthorityStillValid(graph, claims, ctx.clock.now());
@@ -280,10 +291,18 @@ function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph
  */
 export async function renewLease(ctx: WritContext, who: string | AuthenticatedCaller, leaseId: string, token: string, ttlMs?: number) {
   return spendingAssertion(ctx, who, async (caller, spend, spentWith) => {
-    const graph = await ctx.graph.current();
+    let graph = await ctx.graph.current();
     let revocation: unknown;
+    const renew = (mayCatchUp: boolean) => ctx.leases.renew(leaseId, token, ttlMs, { alsoCommit: spend, check: authorityCheck(ctx, caller, leaseId, graph, (e) => (revocation = e), mayCatchUp) });
     try {
-      return await ctx.leases.renew(leaseId, token, ttlMs, { alsoCommit: spend, check: authorityCheck(ctx, caller, leaseId, graph, (e) => (revocation = e)) });
+      try {
+        return await renew(true);
+      } catch (e) {
+        if (!(e instanceof GraphBehindDecision)) throw e;
+        // Rolled back, nothing changed: once more on the graph caught up to the lease's decisions.
+        graph = await graphAtLeast(ctx, e.revision);
+        return await renew(false);
+      }
     } catch (e) {
       if (revocation === undefined || e !== revocation) throw e;
       // The token proves the caller holds it: give the keys back (spending the assertion with that
