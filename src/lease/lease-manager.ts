@@ -56,7 +56,7 @@ export interface LeaseCallOptions<Tx> {
 }
 
 /** Runs `op` with the caller's check beside it; the check's refusal wins. */
-async function withCheck<Tx, T>(tx: Tx, options: LeaseCallOptions<Tx>, op: () => Promise<T>): Promise<T> {
+async function withCheck<Tx, T>(tx: Tx, options: Pick<LeaseCallOptions<Tx>, 'check'>, op: () => Promise<T>): Promise<T> {
   if (!options.check) return op();
   const [, o] = await Promise.all([options.check(tx), op()]);
   return o;
@@ -112,7 +112,7 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
           ...(preempt && req.preemptable ? { preemptable: req.preemptable } : {}),
         };
         const outcome = await this.store.readWrite(async (tx) => {
-          const o = await tx.leases.acquire(command);
+          const o = await withCheck(tx, req, () => tx.leases.acquire(command));
           // The caller's own writes: if they throw, the acquisition rolls back with them.
           if (o.granted && req.alsoCommit) await req.alsoCommit(tx, leaseId, o.preempted);
           return o;

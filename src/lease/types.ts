@@ -24,6 +24,12 @@ export interface AcquireRequest<Tx = unknown> {
    * granted.
    */
   alsoCommit?: (tx: Tx, leaseId: string, preempted: readonly PreemptedLease[]) => Promise<void>;
+  /**
+   * The caller's own check, in each acquiring transaction and asked together with the acquisition (one
+   * message on engines that batch), before it in order: if it throws, nothing is granted and its error
+   * is the answer (see LeaseCallOptions.check).
+   */
+  check?: (tx: Tx) => Promise<void>;
 }
 
 export interface LeaseGrant {

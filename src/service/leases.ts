@@ -5,7 +5,7 @@ import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSin
 import { coordinationKeys } from '../gateway/coordination-keys.js';
 import type { LeaseGrant, LeaseRecord, PreemptedLease, WaiterRow } from '../lease/index.js';
 import type { StoreTx } from '../store/contract.js';
-import { forOneOperation, type WritContext } from './context.js';
+import { forOneOperation, graphAtLeast, type WritContext } from './context.js';
 import { incidentsCounting } from './incidents.js';
 
 export interface LeaseRequestInput {
@@ -29,7 +29,7 @@ export async function verifyDecisionFor(ctx: WritContext, caller: string, token:
   if (claims.principal !== caller) {
     checkDecisionBinding(claims, { principal: caller, action: claims.action, resource: claims.resource, environment: claims.environment, fields: claims.fields });
   }
-  checkAuthorityStillValid(await ctx.graph.current(), claims, now);
+  checkAuthorityStillValid(await graphAtLeast(ctx, claims.graph_revision), claims, now);
   return claims;
 }
 
@@ -42,11 +42,11 @@ async function preemptsGrounds(ctx: WritContext, caller: string, holder: string,
 }
 
 /**
- * In the takeover's transaction: the preempts edges it was checked on, and the chains and owners of
- * the decisions it presents, must still hold against the graph events since they were checked (from
- * `since`, at or before every graph revision they were checked at), read from the store under the
- * graph log's shared lock (see GraphEventStore.head), so a revocation on another replica either came
- * before (and refuses the takeover, as the check would have) or waits for the takeover's commit.
+ * In an acquisition's transaction: the chains and owners of the decisions it presents, and for a
+ * takeover the preempts edges it was checked on, must still hold against the graph events since they
+ * were checked (from `since`, at or before every graph revision they were checked at), read from the
+ * store under the graph log's shared lock (see GraphEventStore.head), so a revocation on another
+ * replica either came before (and refuses the acquisition, as the check would have) or waits for its commit.
  */
 async function graphEventsSinceCheck(tx: StoreTx, since: number): Promise<RecordedGraphEvent[]> {
   // The read is queued after the lock (they go in one message, in order): it sees every revocation committed before it.
@@ -160,6 +160,8 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
       }
     }
   }
+  // The graph events since the checks, read in the acquiring transaction (by `check`).
+  let sinceCheck: RecordedGraphEvent[] = [];
   const grant = await ctx.leases.acquire({
     resources: [...keys],
     holder: caller,
@@ -171,16 +173,25 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     // Only a key held by someone the caller may preempt is taken over; otherwise this is an ordinary
     // acquisition that respects the wait queue (preempting nobody must not jump the queue).
     ...(preempt ? { preempt: true, preemptable: [...preemptable] } : {}),
+    // Every acquisition, not only a takeover: the chains and owners of the decisions presented were
+    // checked on this replica's graph, which may not have folded in a revocation or an ownership change
+    // another replica committed a moment ago. The graph events since the checks (and since the
+    // preemption was checked) are read beside the acquisition, under the graph log's shared lock (a
+    // change racing it waits for its commit). Same message: no round trip more.
+    check: async (tx) => {
+      sinceCheck = await graphEventsSinceCheck(tx, Math.min(chainsCheckedAt, ...[...grounds.values()].map((g) => g.revision)));
+      const graph = ctx.graph.latest;
+      for (const claims of authority) {
+        checkNotRevokedSince(sinceCheck, claims, principalsOfChain(graph, claims));
+        checkOwnersUnchangedSince(graph, sinceCheck, claims, ctx.clock.now());
+      }
+    },
     alsoCommit: async (tx, leaseId, preempted) => {
       if (preempted.length > 0) {
         // An incident resolved (or ended) since it was counted preempts nothing: the takeover rolls back.
         // Read under a shared lock: an incident resolved on another replica before this commits would
         // otherwise go unseen (READ COMMITTED); its resolve now waits for this takeover to commit.
-        // The graph events since the preemption was checked are read (under the graph log's shared lock) with them.
-        // So are the chains and owners of the decisions presented, which the acquisition's front door checked on this replica's graph.
-        const since = Math.min(chainsCheckedAt, ...[...grounds.values()].map((g) => g.revision));
-        const [active, sinceCheck] = await Promise.all([tx.incidents.active(ctx.clock.now(), { lock: 'share' }), graphEventsSinceCheck(tx, since)]);
-        const live = stillActive(incidents, active);
+        const live = stillActive(incidents, await tx.incidents.active(ctx.clock.now(), { lock: 'share' }));
         requireIncidents(live, [...incidents.keys()], 'the takeover needs');
         // What was really taken over, read in this transaction: a lease checked above may have ended and
         // its holder taken the key again, with decisions for another environment, before this commit.
@@ -189,12 +200,8 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
           if (!held) throw new WritError('NO_INCIDENT', `${p.holder} holds ${p.key} under lease ${p.lease_id}, whose decisions Writ has no record of: it is not taken over`, { environments: [] });
           requireIncidents(live, environmentsOf(held.decisions), `${p.holder} holds ${p.key} with decisions for`);
         }
+        // The graph events the check read in this transaction, under the lock it still holds.
         checkPreemptsStillHold(sinceCheck, caller, grounds, preempted, ctx.clock.now());
-        const graph = ctx.graph.latest;
-        for (const claims of authority) {
-          checkNotRevokedSince(sinceCheck, claims, principalsOfChain(graph, claims));
-          checkOwnersUnchangedSince(graph, sinceCheck, claims, ctx.clock.now());
-        }
       }
       await spend(tx);
       await tx.leaseAuthority.record(leaseId, caller, authority, now);
@@ -232,13 +239,20 @@ function noLeaseNeeded(claims: DecisionClaims): string {
     + 'the SDK\'s withLease does this by itself.';
 }
 
+/** A renewal's check met a decision of the lease made on a graph newer than this replica's (renewLease catches up and checks again). */
+class GraphBehindDecision extends Error {
+  constructor(readonly revision: number) {
+    super(`this replica's graph is behind graph revision ${revision}, a decision of the lease was made on`);
+  }
+}
+
 /**
  * The check a renewal or release makes in its own transaction, beside the lease statement: the lease
  * is the caller's (LEASE_TOKEN_MISMATCH otherwise), and, for a renewal, the authority it was taken
  * with still holds in `graph` and in the graph events the store has since: no chain edge or principal
  * revoked, the owners of its state unchanged (else `revoked` is told the error, which is thrown too).
  */
-function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph?: AuthorityGraph, revoked?: (e: unknown) => void) {
+function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph?: AuthorityGraph, revoked?: (e: unknown) => void, mayCatchUp = false) {
   return async (tx: StoreTx): Promise<void> => {
     if (!graph) {
       const holder = await tx.leaseAuthority.holderOf(leaseId);
@@ -252,6 +266,10 @@ function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph
     const [lease, , events] = await Promise.all([tx.leaseAuthority.get(leaseId), tx.graph.head({ lock: 'share' }), tx.graph.read(since)]);
     if (!lease) return;
     if (lease.holder !== caller) throw new WritError('LEASE_TOKEN_MISMATCH', `lease ${leaseId} is not ${caller}'s`);
+    // A decision made on another replica, on a graph this one has not been told of yet: judged on this
+    // older graph its chain or owners would seem changed, and the lease would end. Judged again once caught up.
+    const newest = Math.max(...lease.decisions.map((c) => c.graph_revision));
+    if (mayCatchUp && newest > graph.revision) throw new GraphBehindDecision(newest);
     try {
       for (const claims of lease.decisions) {
         checkAuthorityStillValid(graph, claims, ctx.clock.now());
@@ -273,10 +291,18 @@ function authorityCheck(ctx: WritContext, caller: string, leaseId: string, graph
  */
 export async function renewLease(ctx: WritContext, who: string | AuthenticatedCaller, leaseId: string, token: string, ttlMs?: number) {
   return spendingAssertion(ctx, who, async (caller, spend, spentWith) => {
-    const graph = await ctx.graph.current();
+    let graph = await ctx.graph.current();
     let revocation: unknown;
+    const renew = (mayCatchUp: boolean) => ctx.leases.renew(leaseId, token, ttlMs, { alsoCommit: spend, check: authorityCheck(ctx, caller, leaseId, graph, (e) => (revocation = e), mayCatchUp) });
     try {
-      return await ctx.leases.renew(leaseId, token, ttlMs, { alsoCommit: spend, check: authorityCheck(ctx, caller, leaseId, graph, (e) => (revocation = e)) });
+      try {
+        return await renew(true);
+      } catch (e) {
+        if (!(e instanceof GraphBehindDecision)) throw e;
+        // Rolled back, nothing changed: once more on the graph caught up to the lease's decisions.
+        graph = await graphAtLeast(ctx, e.revision);
+        return await renew(false);
+      }
     } catch (e) {
       if (revocation === undefined || e !== revocation) throw e;
       // The token proves the caller holds it: give the keys back (spending the assertion with that
