@@ -180,7 +180,15 @@ function analyse(
   const requireSubjects = (subjects: Iterable<string>) => {
     for (const s of subjects) if (!exempt.has(s) && !asks(s)) throw mayNotAsk(caller);
   };
-  requireSubjects(examined);
+  // Examined without audit_read: the roots and the `to`s of the change's own grant and delegate edges. Any
+  // other exempt principal (a neighbour upstream, the other end of an approval or a preemption) that is
+  // examined was reached further below, through others' edges: it is below, as anyone there.
+  const endsBelow = new Set(roots);
+  for (const id of changeEdges) {
+    const edge = before.edge(id) ?? after.edge(id);
+    if (edge && GIVES_CAPABILITIES.includes(edge.kind)) endsBelow.add(edge.to);
+  }
+  for (const s of examined) if (!asks(s) && !(exempt.has(s) && endsBelow.has(s))) throw mayNotAsk(caller);
   // Known to the caller only as the other end of one of its own edges the change makes or ends: of it the
   // caller learns only what comes through those edges.
   const throughChangeOnly = (p: string) => exempt.has(p) && !asks(p);

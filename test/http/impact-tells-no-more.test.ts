@@ -153,3 +153,26 @@ describe('the other ends of its own edges: only what comes through the change\'s
     expect(r.raw).not.toMatch(/relay|seo-agent-7|wp:post:55/);
   });
 });
+
+describe('its own revocation: a neighbour reached only further below, through another\'s edge, is below it', () => {
+  const t = harnessed();
+  const impact = (principal: string, change: object) => t.h.call(principal, { method: 'POST', url: '/v1/impact', payload: change });
+
+  it('publisher, which approves the orchestrator, below seo-agent-7 by seo-agent-7\'s own delegation: FORBIDDEN, as anyone else below would be', async () => {
+    // seo-agent-7 may pass titles on (g-seo-passes); publisher approves the orchestrator, so is a neighbour of it.
+    await createGrant(t.h.ctx, GOVERNANCE_ID, { id: 'g-seo-passes', to: 'seo-agent-7', reason: 'passes titles on', max_depth: 1, scope: update(['title']) });
+    await createApproval(t.h.ctx, GOVERNANCE_ID, { id: 'a-publisher-orch', from: 'publisher', to: 'orchestrator', reason: 'reviews', scope: update(['*']) });
+    const alone = await impact('orchestrator', { revoke: { principal: 'orchestrator' } });
+    expect(alone.status, JSON.stringify(alone.body)).toBe(200);
+    expect(alone.body.through_change_only).toEqual(['content-agent-3', 'seo-agent-7']);
+    // seo-agent-7's delegation to publisher, which the orchestrator may not read (nor find on a chain of its
+    // own), put publisher in the report (through_change_only, principals_examined): now it is below, as anyone would be.
+    await createDelegation(t.h.ctx, 'seo-agent-7', { id: 'd-seo-publisher', from: 'seo-agent-7', to: 'publisher', reason: 'titles', max_depth: 0, scope: update(['title']) });
+    expect((await t.h.call('orchestrator', { method: 'GET', url: '/v1/edges/d-seo-publisher' })).body.code).toBe('UNKNOWN_EDGE');
+    const r = await impact('orchestrator', { revoke: { principal: 'orchestrator' } });
+    expect([r.status, r.body.code], JSON.stringify(r.body)).toEqual([403, 'FORBIDDEN']);
+    expect(r.raw).not.toMatch(/publisher|seo-agent-7/);
+    const g = await impact(GOVERNANCE_ID, { revoke: { principal: 'orchestrator' } });
+    expect(g.body.principals_examined).toBe(alone.body.principals_examined + 1);
+  });
+});
