@@ -4,7 +4,7 @@
  * valid chains (`writ can`).
  */
 import { WritError } from '../errors.js';
-import { matchesPattern, type AuthorityGraph } from '../graph/index.js';
+import { matchesPattern, patternCovers, type AuthorityGraph } from '../graph/index.js';
 import { GOVERNANCE_ID, type Edge, type Scope } from '../graph/model.js';
 import { capabilitiesOf } from './audit-queries.js';
 import type { WritContext } from './context.js';
@@ -73,15 +73,23 @@ export async function checkMayAskAbout(ctx: WritContext, caller: string, subject
 /** Whether the caller may ask about `subject` in every environment (mayAskAbout), answered without awaiting: see whomMayAsk. */
 export type AsksAbout = (subject: string) => boolean;
 
+/** Whether an audit_read scope makes its holder an auditor: its resources cover `audit:principal:*` (isAuditor). */
+export function auditsEveryone(scope: Scope): boolean {
+  return scope.resources.some((r) => patternCovers(r, auditKey('*')));
+}
+
 /**
  * mayAskAbout in every environment, for any subject, as a test that awaits nothing: the caller's
  * audit_read scopes are read once, here. For the checks made where nothing may be awaited — a graph
  * change's plan, an impact analysis on the live graph — and for reads that must do the same work
- * whatever they find (the scopes are read before anything is looked up).
+ * whatever they find (the scopes are read before anything is looked up). An auditor (auditsEveryone)
+ * asks about everything, as it reads everything: also an edge whose `to` no audit:principal:* matches
+ * segment by segment (an ownership's managed state, a preemption's class, a principal id with a `:`).
  */
 export async function whomMayAsk(ctx: WritContext, caller: string): Promise<AsksAbout> {
   if (caller === GOVERNANCE_ID) return () => true;
   const { scopes } = await liveScopes(ctx, caller, { action: AUDIT_READ, environment: EVERY_ENVIRONMENT });
+  if (scopes.some(({ scope }) => auditsEveryone(scope))) return () => true;
   return (subject) => subject === caller || scopes.some(({ scope }) => scopeGives(scope, { action: AUDIT_READ, resource: auditKey(subject) }));
 }
 

@@ -12,9 +12,8 @@
  */
 import { newConsoleTokenId, signConsoleToken, verifyConsoleToken } from '../decision/index.js';
 import { WritError } from '../errors.js';
-import { patternCovers } from '../graph/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
-import { AUDIT_READ, auditKey, EVERY_ENVIRONMENT, liveScopes } from './ask-about.js';
+import { AUDIT_READ, auditsEveryone, EVERY_ENVIRONMENT, liveScopes } from './ask-about.js';
 import type { WritContext } from './context.js';
 
 /** How long a printed login link may wait to be used. */
@@ -81,8 +80,7 @@ export async function endConsoleSession(ctx: WritContext, session: ConsoleSessio
  */
 export async function isAuditor(ctx: WritContext, principal: string): Promise<boolean> {
   if (principal === GOVERNANCE_ID) return true;
-  const every = auditKey('*');
-  return (await liveScopes(ctx, principal, { action: AUDIT_READ, environment: EVERY_ENVIRONMENT })).scopes.some(({ scope }) => scope.resources.some((r) => patternCovers(r, every)));
+  return (await liveScopes(ctx, principal, { action: AUDIT_READ, environment: EVERY_ENVIRONMENT })).scopes.some(({ scope }) => auditsEveryone(scope));
 }
 
 async function livePrincipal(ctx: WritContext, id: string, code: 'UNKNOWN_PRINCIPAL' | 'LOGIN_LINK_INVALID' | 'UNAUTHENTICATED'): Promise<void> {

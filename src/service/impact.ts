@@ -176,11 +176,19 @@ function analyse(
   { before, after, roots, asks, exempt, changeEdges, leases: held, revision, now }: Planned & { before: AuthorityGraph; after: AuthorityGraph; asks: AsksAbout; leases: LeaseAuthority[]; revision: number; now: number },
 ): ImpactReport {
 
-  const examined = downstream(before, after, roots);
+  const examined = downstream(before, after, roots, now);
   const requireSubjects = (subjects: Iterable<string>) => {
     for (const s of subjects) if (!exempt.has(s) && !asks(s)) throw mayNotAsk(caller);
   };
-  requireSubjects(examined);
+  // Examined without audit_read: the roots and the `to`s of the change's own grant and delegate edges. Any
+  // other exempt principal (a neighbour upstream, the other end of an approval or a preemption) that is
+  // examined was reached further below, through others' edges: it is below, as anyone there.
+  const endsBelow = new Set(roots);
+  for (const id of changeEdges) {
+    const edge = before.edge(id) ?? after.edge(id);
+    if (edge && GIVES_CAPABILITIES.includes(edge.kind)) endsBelow.add(edge.to);
+  }
+  for (const s of examined) if (!asks(s) && !(exempt.has(s) && endsBelow.has(s))) throw mayNotAsk(caller);
   // Known to the caller only as the other end of one of its own edges the change makes or ends: of it the
   // caller learns only what comes through those edges.
   const throughChangeOnly = (p: string) => exempt.has(p) && !asks(p);
@@ -317,8 +325,12 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
   return { events: [{ type: 'edge.created', edge }], roots: [draft.to], exempt: new Set(own ? [caller, draft.to] : [caller]), changeEdges: new Set(own ? [edge.id] : []) };
 }
 
-/** The roots and every principal reachable from them over grant/delegate edges (in either graph), up to MAX_DEPTH hops. */
-function downstream(before: AuthorityGraph, after: AuthorityGraph, roots: string[]): Set<string> {
+/**
+ * The roots and every principal reachable from them over grant/delegate edges (in either graph), up to
+ * MAX_DEPTH hops. An edge that has ended in a graph (revoked, or expired) is on no chain there, now or
+ * later: a principal reachable only through such edges can lose or gain nothing by the change.
+ */
+function downstream(before: AuthorityGraph, after: AuthorityGraph, roots: string[], now: number): Set<string> {
   const seen = new Set<string>();
   let frontier = roots.filter((r) => r !== GOVERNANCE_ID && before.principal(r) !== undefined);
   for (const r of frontier) seen.add(r);
@@ -327,7 +339,7 @@ function downstream(before: AuthorityGraph, after: AuthorityGraph, roots: string
     for (const id of frontier) {
       for (const g of [before, after]) {
         g.forEachOutgoing(id, (edge) => {
-          if ((edge.kind === 'grant' || edge.kind === 'delegate') && !seen.has(edge.to)) {
+          if (GIVES_CAPABILITIES.includes(edge.kind) && !ended(edge, now) && !seen.has(edge.to)) {
             seen.add(edge.to);
             next.push(edge.to);
           }
@@ -337,6 +349,11 @@ function downstream(before: AuthorityGraph, after: AuthorityGraph, roots: string
     frontier = next;
   }
   return seen;
+}
+
+/** Revoked, or expired: it can never count again (one not yet valid may). */
+function ended(edge: Edge, now: number): boolean {
+  return edge.revoked_at !== null || (edge.expires_at !== null && edge.expires_at <= now);
 }
 
 interface Held {

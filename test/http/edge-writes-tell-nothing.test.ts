@@ -163,3 +163,30 @@ describe('a delegation to a revoked principal, by a caller who may not ask about
     }
   });
 });
+
+describe('an auditor (audit_read on audit:principal:* in every environment) reads every edge, and is answered as a reader', () => {
+  // An ownership's `to` is managed state, a preemption's may be a class, and a principal id may hold a `:`;
+  // none is matched by audit:principal:* segment by segment, yet the auditor reads them (and the principal).
+  beforeAll(async () => {
+    const grant = (id: string, to: string, resources: string[], actions: string[]) => h.call('governance', {
+      method: 'POST', url: '/v1/grants',
+      payload: { id, to, reason: 'setup', max_depth: 0, scope: { actions, resources, environments: ['*'], fields: ['*'], risk_max: 0 } },
+    });
+    expect((await grant('g-publisher-audits', 'publisher', ['audit:principal:*'], ['audit_read'])).status).toBe(201);
+    expect((await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'team:blue', kind: 'agent', keys: [] } })).status).toBe(201);
+    expect((await grant('g-team-blue', 'team:blue', ['wp:post:*'], ['read_post'])).status).toBe(201);
+    expect((await h.call('governance', { method: 'POST', url: '/v1/preemptions', payload: { id: 'p-ic-agents', from: 'incident-commander', to: 'class:agent', reason: 'takes over agents' } })).status).toBe(201);
+  });
+
+  it('GET /v1/edges/:id answers an ownership, a preemption of a class and an edge into team:blue; revoking one is FORBIDDEN, its impact is analysed', async () => {
+    expect((await h.call('publisher', { method: 'GET', url: '/v1/principals/team:blue' })).status).toBe(200);
+    for (const id of ['o-seo-metadata', 'p-ic-agents', 'g-team-blue']) {
+      const read = await h.call('publisher', { method: 'GET', url: `/v1/edges/${id}` });
+      expect([read.status, read.body.edge?.id], id).toEqual([200, id]);
+      const r = await revoke('publisher', id);
+      expect([r.status, r.body.code], id).toEqual([403, 'FORBIDDEN']);
+      const impact = await h.call('publisher', { method: 'POST', url: '/v1/impact', payload: { revoke: { edge: id } } });
+      expect(impact.status, `${id}: ${JSON.stringify(impact.body)}`).toBe(200);
+    }
+  });
+});

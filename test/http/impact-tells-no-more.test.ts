@@ -4,6 +4,7 @@
  * other ends of its own edges only what comes through those edges.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ManualClock } from '../../src/clock.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { formatImpact } from '../../src/cli/format.js';
 import { analyseImpact, createApproval, createDelegation, createGrant, createPreemption, registerPrincipal } from '../../src/service/index.js';
@@ -151,5 +152,50 @@ describe('the other ends of its own edges: only what comes through the change\'s
     const r = await impact('orchestrator', { revoke: { principal: 'orchestrator' } });
     expect(r.status, JSON.stringify(r.body)).toBe(403);
     expect(r.raw).not.toMatch(/relay|seo-agent-7|wp:post:55/);
+  });
+});
+
+describe('its own revocation: a neighbour reached only further below, through another\'s edge, is below it', () => {
+  const t = harnessed();
+  const impact = (principal: string, change: object) => t.h.call(principal, { method: 'POST', url: '/v1/impact', payload: change });
+
+  it('publisher, which approves the orchestrator, below seo-agent-7 by seo-agent-7\'s own delegation: FORBIDDEN, as anyone else below would be', async () => {
+    // seo-agent-7 may pass titles on (g-seo-passes); publisher approves the orchestrator, so is a neighbour of it.
+    await createGrant(t.h.ctx, GOVERNANCE_ID, { id: 'g-seo-passes', to: 'seo-agent-7', reason: 'passes titles on', max_depth: 1, scope: update(['title']) });
+    await createApproval(t.h.ctx, GOVERNANCE_ID, { id: 'a-publisher-orch', from: 'publisher', to: 'orchestrator', reason: 'reviews', scope: update(['*']) });
+    const alone = await impact('orchestrator', { revoke: { principal: 'orchestrator' } });
+    expect(alone.status, JSON.stringify(alone.body)).toBe(200);
+    expect(alone.body.through_change_only).toEqual(['content-agent-3', 'seo-agent-7']);
+    // seo-agent-7's delegation to publisher, which the orchestrator may not read (nor find on a chain of its
+    // own), put publisher in the report (through_change_only, principals_examined): now it is below, as anyone would be.
+    await createDelegation(t.h.ctx, 'seo-agent-7', { id: 'd-seo-publisher', from: 'seo-agent-7', to: 'publisher', reason: 'titles', max_depth: 0, scope: update(['title']) });
+    expect((await t.h.call('orchestrator', { method: 'GET', url: '/v1/edges/d-seo-publisher' })).body.code).toBe('UNKNOWN_EDGE');
+    const r = await impact('orchestrator', { revoke: { principal: 'orchestrator' } });
+    expect([r.status, r.body.code], JSON.stringify(r.body)).toEqual([403, 'FORBIDDEN']);
+    expect(r.raw).not.toMatch(/publisher|seo-agent-7/);
+    const g = await impact(GOVERNANCE_ID, { revoke: { principal: 'orchestrator' } });
+    expect(g.body.principals_examined).toBe(alone.body.principals_examined + 1);
+  });
+});
+
+describe('a principal below the change only through edges that ended (revoked or expired) is not examined', () => {
+  const t = harnessed();
+  const impact = (principal: string, change: object) => t.h.call(principal, { method: 'POST', url: '/v1/impact', payload: change });
+
+  it('the orchestrator revoking d-orch-seo, below which seo-agent-7 once delegated to publisher and content-agent-3: answered as if it never had', async () => {
+    const plain = await impact('orchestrator', { revoke: { edge: 'd-orch-seo' } });
+    expect(plain.status, JSON.stringify(plain.body)).toBe(200);
+    await createGrant(t.h.ctx, GOVERNANCE_ID, { id: 'g-seo-passes', to: 'seo-agent-7', reason: 'passes titles on', max_depth: 1, scope: update(['title']) });
+    // Revoked: publisher; expired: content-agent-3. No chain through either can count again, so the change touches neither.
+    await createDelegation(t.h.ctx, 'seo-agent-7', { id: 'd-seo-publisher', from: 'seo-agent-7', to: 'publisher', reason: 'titles', max_depth: 0, scope: update(['title']) });
+    await t.h.call('seo-agent-7', { method: 'DELETE', url: '/v1/edges/d-seo-publisher?reason=done' });
+    const now = t.h.clock.now();
+    await createDelegation(t.h.ctx, 'seo-agent-7', { id: 'd-seo-content', from: 'seo-agent-7', to: 'content-agent-3', reason: 'titles for a while', max_depth: 0, scope: update(['title']), expires_at: now + 60_000 });
+    (t.h.clock as ManualClock).advance(120_000);
+    const r = await impact('orchestrator', { revoke: { edge: 'd-orch-seo' } });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect({ ...r.body, computed_at: null, graph_revision: null }).toEqual({ ...plain.body, computed_at: null, graph_revision: null });
+    const g = await impact(GOVERNANCE_ID, { revoke: { edge: 'd-orch-seo' } });
+    expect(g.body.principals_examined).toBe(1);
   });
 });
