@@ -295,11 +295,14 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
     const exempt = new Set([caller]);
     const changeEdges = new Set<string>();
     if (caller === p.id) {
+      // The edges its revocation ends: one that ended already is no edge of the change's, nor its other end a neighbour.
       graph.forEachOutgoing(p.id, (e) => {
+        if (ended(e, now)) return;
         exempt.add(e.to);
         changeEdges.add(e.id);
       });
       graph.forEachIncoming(p.id, (e) => {
+        if (ended(e, now)) return;
         exempt.add(e.from);
         changeEdges.add(e.id);
       });
