@@ -220,11 +220,12 @@ function analyse(
   const approvals = approvalsEnding(before, after, now);
   const ending = leasesEnding(held, before, after, now);
   // An edge not the change's own, into a principal the caller knows only as an end of its own edges, is
-  // one it may not read, and its verdict (an orphan's is on the delegator's chains) is not its to learn.
-  // Into a principal it may ask about, it is readable, and the delegator's chains show in that one's.
+  // one it may not read unless it may ask about its from (mayReadEdge), and its verdict (an orphan's is on
+  // the delegator's chains) is not its to learn. Into a principal it may ask about, it is readable, and the
+  // delegator's chains show in that one's; from one, they are that one's.
   for (const { edge } of [...approvals, ...orphaned, ...healed]) {
     requireSubjects([edge.from, edge.to]);
-    if (!ownLast(edge) && throughChangeOnly(edge.to)) throw mayNotAsk(caller);
+    if (!ownLast(edge) && throughChangeOnly(edge.to) && !asks(edge.from)) throw mayNotAsk(caller);
   }
   for (const { lease, failed } of ending) {
     requireSubjects([lease.holder]);

@@ -217,3 +217,19 @@ describe('its own revocation: the other end of an edge of its own that ended alr
     expect(r.raw).not.toMatch(/content-agent-3|seo-agent-7/);
   });
 });
+
+describe('its own revocation: an orphan it may read, from a principal it may ask about, into one it knows only as a neighbour', () => {
+  const t = harnessed();
+  const impact = (principal: string, change: object) => t.h.call(principal, { method: 'POST', url: '/v1/impact', payload: change });
+
+  it('relay-1\'s delegation to seo-agent-7, the orchestrator holding audit_read on relay-1: reported, as GET /v1/edges/:id reads it', async () => {
+    await registerPrincipal(t.h.ctx, GOVERNANCE_ID, { id: 'relay-1', kind: 'agent', keys: [] });
+    await createGrant(t.h.ctx, GOVERNANCE_ID, { id: 'g-orch-reads-relay', to: 'orchestrator', reason: 'answers for relay-1', max_depth: 0, scope: { actions: ['audit_read'], resources: ['audit:principal:relay-1'], environments: ['*'], fields: ['*'], risk_max: 0 } });
+    await createDelegation(t.h.ctx, 'orchestrator', { id: 'd-orch-relay', from: 'orchestrator', to: 'relay-1', reason: 'relay', max_depth: 1, scope: update(['canonical']) });
+    await createDelegation(t.h.ctx, 'relay-1', { id: 'd-relay-seo', from: 'relay-1', to: 'seo-agent-7', reason: 'relay', max_depth: 0, scope: update(['canonical']) });
+    expect((await t.h.call('orchestrator', { method: 'GET', url: '/v1/edges/d-relay-seo' })).status).toBe(200);
+    const r = await impact('orchestrator', { revoke: { principal: 'orchestrator' } });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.orphaned_delegations.map((o: { edge: { id: string } }) => o.edge.id)).toContain('d-relay-seo');
+  });
+});
