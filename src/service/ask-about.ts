@@ -94,12 +94,13 @@ export async function whomMayAsk(ctx: WritContext, caller: string): Promise<Asks
 }
 
 /**
- * Whether `caller` may read `edge`: one it made (creator) or gives (from), and one into a principal it
- * may ask about — itself (the edges it holds), or one its audit_read covers in every environment; an
- * auditor or governance, every edge. Every answer that tells of an edge goes by this rule (readableEdge).
+ * Whether `caller` may read `edge`: one it made (creator), gives (from) or holds (to), and the same of
+ * each principal its audit_read covers in every environment — one from or into such a principal, as
+ * that principal's expiring edges and orphans list them; an auditor or governance, every edge. Every
+ * answer that tells of an edge goes by this rule (readableEdge).
  */
 export function mayReadEdge(caller: string, edge: Pick<Edge, 'creator' | 'from' | 'to'>, asks: AsksAbout): boolean {
-  return caller === edge.creator || caller === edge.from || asks(edge.to);
+  return caller === edge.creator || asks(edge.from) || asks(edge.to);
 }
 
 /**

@@ -220,11 +220,12 @@ function analyse(
   const approvals = approvalsEnding(before, after, now);
   const ending = leasesEnding(held, before, after, now);
   // An edge not the change's own, into a principal the caller knows only as an end of its own edges, is
-  // one it may not read, and its verdict (an orphan's is on the delegator's chains) is not its to learn.
-  // Into a principal it may ask about, it is readable, and the delegator's chains show in that one's.
+  // one it may not read unless it may ask about its from (mayReadEdge), and its verdict (an orphan's is on
+  // the delegator's chains) is not its to learn. Into a principal it may ask about, it is readable, and the
+  // delegator's chains show in that one's; from one, they are that one's.
   for (const { edge } of [...approvals, ...orphaned, ...healed]) {
     requireSubjects([edge.from, edge.to]);
-    if (!ownLast(edge) && throughChangeOnly(edge.to)) throw mayNotAsk(caller);
+    if (!ownLast(edge) && throughChangeOnly(edge.to) && !asks(edge.from)) throw mayNotAsk(caller);
   }
   for (const { lease, failed } of ending) {
     requireSubjects([lease.holder]);
@@ -295,11 +296,14 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
     const exempt = new Set([caller]);
     const changeEdges = new Set<string>();
     if (caller === p.id) {
+      // The edges its revocation ends: one that ended already is no edge of the change's, nor its other end a neighbour.
       graph.forEachOutgoing(p.id, (e) => {
+        if (ended(e, now)) return;
         exempt.add(e.to);
         changeEdges.add(e.id);
       });
       graph.forEachIncoming(p.id, (e) => {
+        if (ended(e, now)) return;
         exempt.add(e.from);
         changeEdges.add(e.id);
       });

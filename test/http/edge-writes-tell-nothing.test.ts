@@ -190,3 +190,27 @@ describe('an auditor (audit_read on audit:principal:* in every environment) read
     }
   });
 });
+
+describe('a holder of audit_read on a principal reads the edges that principal gives, as its expiring edges and orphans list them', () => {
+  // release-controller may ask about the orchestrator (not about seo-agent-7).
+  beforeAll(async () => {
+    const audit = await h.call('governance', {
+      method: 'POST', url: '/v1/grants',
+      payload: { id: 'g-release-reads-orch', to: 'release-controller', reason: 'reviews the orchestrator', max_depth: 0, scope: { actions: ['audit_read'], resources: ['audit:principal:orchestrator'], environments: ['*'], fields: ['*'], risk_max: 0 } },
+    });
+    expect(audit.status).toBe(201);
+    expect((await delegate('orchestrator', fits({ id: 'd-orch-seo-week', expires_at: new Date(h.clock.now() + 86_400_000).toISOString() }))).status).toBe(201);
+  });
+
+  it('GET /v1/edges/:id answers it, DELETE is FORBIDDEN naming who may, and its id is refused as itself', async () => {
+    const listed = await h.call('release-controller', { method: 'GET', url: '/v1/audit/expiring?principal=orchestrator' });
+    expect(listed.body.edges.map((e: { id: string }) => e.id)).toContain('d-orch-seo-week');
+    const read = await h.call('release-controller', { method: 'GET', url: '/v1/edges/d-orch-seo-week' });
+    expect([read.status, read.body.edge?.id]).toEqual([200, 'd-orch-seo-week']);
+    const r = await revoke('release-controller', 'd-orch-seo-week');
+    expect([r.status, r.body.code]).toEqual([403, 'FORBIDDEN']);
+    const taken = await delegate('release-controller', { ...fits({ id: 'd-orch-seo-week' }), from: 'release-controller' });
+    expect([taken.status, taken.body.code]).toEqual([409, 'ALREADY_EXISTS']);
+    expect(taken.body.detail).toMatch(/different content/);
+  });
+});

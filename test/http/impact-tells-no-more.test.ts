@@ -199,3 +199,37 @@ describe('a principal below the change only through edges that ended (revoked or
     expect(g.body.principals_examined).toBe(1);
   });
 });
+
+describe('its own revocation: the other end of an edge of its own that ended already is no neighbour', () => {
+  const t = harnessed();
+  const impact = (principal: string, change: object) => t.h.call(principal, { method: 'POST', url: '/v1/impact', payload: change });
+
+  it('content-agent-3, whose d-orch-content the orchestrator revoked, below seo-agent-7 by seo-agent-7\'s own delegation: FORBIDDEN, as anyone else below would be', async () => {
+    await t.h.call('orchestrator', { method: 'DELETE', url: '/v1/edges/d-orch-content?reason=done' });
+    const alone = await impact('orchestrator', { revoke: { principal: 'orchestrator' } });
+    expect(alone.status, JSON.stringify(alone.body)).toBe(200);
+    expect(alone.body.through_change_only).toEqual(['seo-agent-7']);
+    await createGrant(t.h.ctx, GOVERNANCE_ID, { id: 'g-seo-passes', to: 'seo-agent-7', reason: 'passes titles on', max_depth: 1, scope: update(['title']) });
+    await createDelegation(t.h.ctx, 'seo-agent-7', { id: 'd-seo-content', from: 'seo-agent-7', to: 'content-agent-3', reason: 'titles', max_depth: 0, scope: update(['title']) });
+    expect((await t.h.call('orchestrator', { method: 'GET', url: '/v1/edges/d-seo-content' })).body.code).toBe('UNKNOWN_EDGE');
+    const r = await impact('orchestrator', { revoke: { principal: 'orchestrator' } });
+    expect([r.status, r.body.code], JSON.stringify(r.body)).toEqual([403, 'FORBIDDEN']);
+    expect(r.raw).not.toMatch(/content-agent-3|seo-agent-7/);
+  });
+});
+
+describe('its own revocation: an orphan it may read, from a principal it may ask about, into one it knows only as a neighbour', () => {
+  const t = harnessed();
+  const impact = (principal: string, change: object) => t.h.call(principal, { method: 'POST', url: '/v1/impact', payload: change });
+
+  it('relay-1\'s delegation to seo-agent-7, the orchestrator holding audit_read on relay-1: reported, as GET /v1/edges/:id reads it', async () => {
+    await registerPrincipal(t.h.ctx, GOVERNANCE_ID, { id: 'relay-1', kind: 'agent', keys: [] });
+    await createGrant(t.h.ctx, GOVERNANCE_ID, { id: 'g-orch-reads-relay', to: 'orchestrator', reason: 'answers for relay-1', max_depth: 0, scope: { actions: ['audit_read'], resources: ['audit:principal:relay-1'], environments: ['*'], fields: ['*'], risk_max: 0 } });
+    await createDelegation(t.h.ctx, 'orchestrator', { id: 'd-orch-relay', from: 'orchestrator', to: 'relay-1', reason: 'relay', max_depth: 1, scope: update(['canonical']) });
+    await createDelegation(t.h.ctx, 'relay-1', { id: 'd-relay-seo', from: 'relay-1', to: 'seo-agent-7', reason: 'relay', max_depth: 0, scope: update(['canonical']) });
+    expect((await t.h.call('orchestrator', { method: 'GET', url: '/v1/edges/d-relay-seo' })).status).toBe(200);
+    const r = await impact('orchestrator', { revoke: { principal: 'orchestrator' } });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.orphaned_delegations.map((o: { edge: { id: string } }) => o.edge.id)).toContain('d-relay-seo');
+  });
+});

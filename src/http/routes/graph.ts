@@ -88,7 +88,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
   edgeRoute<PreemptionInput>('/v1/preemptions', 'createPreemption', preemptionBody, 'Let a principal preempt another\'s leases during incidents', (c, b) => createPreemption(ctx, c, b));
 
   app.get<{ Params: { id: string } }>('/v1/edges/:id', {
-    schema: { operationId: 'getEdge', tags: ['Graph'], summary: 'Read an edge: one the caller made, gives or holds, or one into a principal it may ask about (audit_read on audit:principal:<id> in every environment); an auditor any (anyone else: UNKNOWN_EDGE, as for none)', response: { 200: { type: 'object', description: 'The edge (revoked ones too)', required: ['edge'], properties: { edge: ref('Edge') } }, ...errorResponses([...AUTHENTICATED, 'UNKNOWN_EDGE']) } },
+    schema: { operationId: 'getEdge', tags: ['Graph'], summary: 'Read an edge: one the caller made, gives or holds, or one from or into a principal it may ask about (audit_read on audit:principal:<id> in every environment); an auditor any (anyone else: UNKNOWN_EDGE, as for none)', response: { 200: { type: 'object', description: 'The edge (revoked ones too)', required: ['edge'], properties: { edge: ref('Edge') } }, ...errorResponses([...AUTHENTICATED, 'UNKNOWN_EDGE']) } },
   }, async (request) => {
     const caller = await app.caller(request);
     // Whom the caller may ask about is read before the edge is looked up: an edge it may not read costs
