@@ -17,7 +17,7 @@ import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
 import { execFileSync } from 'node:child_process';
 import { tmpdir, userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
-import { liftStoreMove, readStoreMove } from '../store/sqlite/database.js';
+import { liftStoreMove, readStoreMove, sqliteDamage, storeDamagedError } from '../store/sqlite/database.js';
 import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
 import { postgresHoldsGraph, postgresHoldsStore } from '../store/postgres/index.js';
 import type { EpochBump } from '../lease/index.js';
@@ -67,6 +67,10 @@ async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) =>
   warnDamagedKeys(w.ctx.keys);
   try {
     return await fn(w);
+  } catch (e) {
+    // A damaged page that opening did not read (a receipts table, say), met by the command: said as opening says it.
+    const damage = config.databaseUrl === null ? sqliteDamage(e) : null;
+    throw damage === null ? e : storeDamagedError(config.dbFile, damage, null);
   } finally {
     await w.close();
   }

@@ -82,4 +82,23 @@ describe('writ backup and writ store copy on a damaged store', () => {
       expect(readdirSync(data).sort(), args[0]).toEqual(files);
     }
   });
+
+  it('malformed in a table opening does not read (receipts): the commands that read it (receipts, audit verify) answer STORE_DAMAGED, no stack trace, nothing changed', { timeout: 120_000 }, async () => {
+    const data = mkdtempSync(join(tmpdir(), 'writ-damaged-read-'));
+    dirs.push(data);
+    expect(await takeEpochs(data, 'wp:post:1', 1)).toEqual([1]);
+    const file = join(data, 'writ.sqlite');
+    damageSqlite(file, { table: 'receipts' }, { checkpoint: true });
+    // Opening turns the file back to WAL mode, as any command does: what it holds is compared, not its bytes.
+    const epochs = (await runWrit(data, 'lease', 'ls', '--json')).stdout;
+    const files = readdirSync(data).sort();
+    for (const args of [['receipts'], ['audit', 'verify']]) {
+      const r = await runWrit(data, ...args);
+      expect(r.code, `${args.join(' ')}: ${r.output}`).toBe(1);
+      expect(r.output, args[0]).toContain(`writ: STORE_DAMAGED (Store damaged): ${file} is damaged (SQLITE_CORRUPT`);
+      expect(r.output, args[0]).not.toMatch(/\n\s+at /);
+      expect(readdirSync(data).sort(), args[0]).toEqual(files);
+    }
+    expect((await runWrit(data, 'lease', 'ls', '--json')).stdout).toBe(epochs);
+  });
 });

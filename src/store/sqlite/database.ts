@@ -278,12 +278,12 @@ export function sqliteDamage(e: unknown): string | null {
 
 /**
  * What a command that reads the whole file (`writ backup`, `writ store copy`; `doing` names it) is refused
- * with when SQLite finds the file damaged, and what opening a damaged store is refused with (`doing` null:
- * `writ serve` and every command on the data directory): a copy would carry the damage, or stop halfway. What to do: put a backup back
+ * with when SQLite finds the file damaged, and what opening a damaged store, or a command reading a damaged
+ * part of it, is refused with (`doing` null: `writ serve` and every command on the data directory): a copy would carry the damage, or stop halfway. What to do: put a backup back
  * (the damaged file is kept aside), or recover what SQLite can still read into a new file.
  */
 export function storeDamagedError(file: string, damage: string, doing: string | null): WritError {
-  const cannot = doing === null ? 'Writ cannot open it' : `${doing} reads the whole store, and SQLite cannot`;
+  const cannot = doing === null ? 'Writ cannot open it, or read all of it' : `${doing} reads the whole store, and SQLite cannot`;
   return new WritError(
     'STORE_DAMAGED',
     `${file} is damaged (${damage}): ${cannot}. Put an earlier backup back with \`writ restore BACKUP --epoch-margin N --replace-damaged\` (N above the number of acquisitions of any one key since the backup was taken; the damaged file is kept aside), or recover what can still be read with sqlite3's .recover into a new file and check it; nothing was changed`,
