@@ -65,6 +65,20 @@ export class LiveGraph {
     return this.graph;
   }
 
+  /**
+   * current(), at least at `revision` (a decision's graph revision). In fed mode a decision made on
+   * another replica a moment ago may rest on a change this process has not been told of yet, and judged
+   * on the older graph it would be refused (its owners or its chain seemingly changed since): only then
+   * is the log's head asked (one read) and the graph caught up to it. A revision beyond the head is never fed.
+   */
+  async atLeast(revision: number): Promise<AuthorityGraph> {
+    const graph = await this.current();
+    // Not fed: current() has just read the log's head.
+    if (graph.revision >= revision || !this.fed) return graph;
+    this.feedHead(await this.log.head());
+    return this.current();
+  }
+
   /** The graph as last caught up, without asking the log (for a log line or a metric). */
   get latest(): AuthorityGraph {
     return this.graph;
@@ -108,7 +122,7 @@ export class LiveGraph {
 }
 
 /** What the use cases read the authority graph through: the live graph, or one operation's view of it. */
-export type GraphReader = Pick<LiveGraph, 'current' | 'latest' | 'atRevision' | 'atTime' | 'feedHead'>;
+export type GraphReader = Pick<LiveGraph, 'current' | 'atLeast' | 'latest' | 'atRevision' | 'atTime' | 'feedHead'>;
 
 /**
  * One operation's view of the live graph (e.g. one lease stream message: the caller re-checked, its
@@ -132,6 +146,12 @@ export class OperationGraph implements GraphReader {
 
   current(): Promise<AuthorityGraph> {
     return (this.checked ??= this.live.current());
+  }
+
+  /** This operation's graph if it is at `revision`, else the live graph caught up to it (LiveGraph.atLeast), kept for the operation's later calls. */
+  async atLeast(revision: number): Promise<AuthorityGraph> {
+    const graph = await this.current();
+    return graph.revision >= revision ? graph : (this.checked = this.live.atLeast(revision));
   }
 
   get latest(): AuthorityGraph {

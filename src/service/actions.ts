@@ -4,7 +4,7 @@ import { requestHash, type Receipt, type ReceiptIntent } from '../audit/index.js
 import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, coordinationKeys, parseFencingHeader, principalsOfChain, type UpstreamRoute } from '../gateway/index.js';
 import type { AuthorityGraph } from '../graph/index.js';
 import type { StoreTx } from '../store/contract.js';
-import { graphAtLeast, type WritContext } from './context.js';
+import type { WritContext } from './context.js';
 import { canonicalResource } from './resources.js';
 
 /** A leased write is not forwarded with less lease than this left: it would only time out as PENDING. */
@@ -158,7 +158,7 @@ async function checkWrite(ctx: WritContext, w: IdentifiedWrite, input: ActionInp
   const claims = await verifyDecision(creds.decision, { keys: ctx.keys, audience: ctx.config.gatewayAudience, now });
   onClaims(claims);
   checkDecisionBinding(claims, { principal: w.caller, action: input.action, resource: w.resource, environment: input.environment ?? claims.environment, fields: w.fields });
-  const graph = await graphAtLeast(ctx, claims.graph_revision);
+  const graph = await ctx.graph.atLeast(claims.graph_revision);
   checkAuthorityStillValid(graph, claims, now);
   if (claims.obligations.version_required && input.expected_version === undefined) {
     throw new WritError('VERSION_REQUIRED', `${w.resource} is ${claims.obligations.resource_class}: send expected_version (the version you read)`);

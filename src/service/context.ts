@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { WritConfig } from '../config/index.js';
-import { OperationGraph, type AuthorityGraph, type GraphReader } from '../graph/index.js';
+import { OperationGraph, type GraphReader } from '../graph/index.js';
 import type { KeyRing, ReplayGuard } from '../decision/index.js';
 import type { PolicyEngine } from '../policy/types.js';
 import type { StoreTx, WritStore } from '../store/contract.js';
@@ -42,18 +42,4 @@ export interface WritContext {
  */
 export function forOneOperation(ctx: WritContext): WritContext {
   return { ...ctx, graph: OperationGraph.over(ctx.graph) };
-}
-
-/**
- * This process's graph, at least at `revision` (a decision's graph revision): on PostgreSQL the graph
- * is fed by NOTIFY, so a decision made on another replica a moment ago may rest on a change this one
- * has not been told of yet, and judged on the older graph it would be refused (its owners or its chain
- * seemingly changed since it was made). Only then is the log's head asked (one read), and the graph
- * caught up to it; a revision beyond the head is never fed.
- */
-export async function graphAtLeast(ctx: WritContext, revision: number): Promise<AuthorityGraph> {
-  const graph = await ctx.graph.current();
-  if (graph.revision >= revision) return graph;
-  ctx.graph.feedHead(await ctx.store.read((tx) => tx.graph.head()));
-  return ctx.graph.current();
 }

@@ -5,7 +5,7 @@ import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSin
 import { coordinationKeys } from '../gateway/coordination-keys.js';
 import type { LeaseGrant, LeaseRecord, PreemptedLease, WaiterRow } from '../lease/index.js';
 import type { StoreTx } from '../store/contract.js';
-import { forOneOperation, graphAtLeast, type WritContext } from './context.js';
+import { forOneOperation, type WritContext } from './context.js';
 import { incidentsCounting } from './incidents.js';
 
 export interface LeaseRequestInput {
@@ -29,7 +29,7 @@ export async function verifyDecisionFor(ctx: WritContext, caller: string, token:
   if (claims.principal !== caller) {
     checkDecisionBinding(claims, { principal: caller, action: claims.action, resource: claims.resource, environment: claims.environment, fields: claims.fields });
   }
-  checkAuthorityStillValid(await graphAtLeast(ctx, claims.graph_revision), claims, now);
+  checkAuthorityStillValid(await ctx.graph.atLeast(claims.graph_revision), claims, now);
   return claims;
 }
 
@@ -300,7 +300,7 @@ export async function renewLease(ctx: WritContext, who: string | AuthenticatedCa
       } catch (e) {
         if (!(e instanceof GraphBehindDecision)) throw e;
         // Rolled back, nothing changed: once more on the graph caught up to the lease's decisions.
-        graph = await graphAtLeast(ctx, e.revision);
+        graph = await ctx.graph.atLeast(e.revision);
         return await renew(false);
       }
     } catch (e) {

@@ -100,10 +100,11 @@ export function openForBackup(file: string): SqliteDatabase {
     throw new WritError('UNPROCESSABLE', `${file} is not a Writ store (it has no schema_migrations table)`);
   }
   // Refused before the copy is written: the backup's summary would refuse it only once the file was in place.
-  const schema = firstRow<{ v: number | null }>(db, 'SELECT MAX(version) AS v FROM schema_migrations')?.v ?? 0;
-  if (schema > SQLITE_SCHEMA_VERSION) {
+  try {
+    schemaKnown(db, file, ': back it up with the Writ version that wrote it, or a newer one; nothing was written');
+  } catch (e) {
     db.close();
-    throw new WritError('SCHEMA_TOO_NEW', `${file} has schema version ${schema}, newer than this Writ knows (${SQLITE_SCHEMA_VERSION}): back it up with the Writ version that wrote it, or a newer one; nothing was written`, { schema_version: schema, known_version: SQLITE_SCHEMA_VERSION });
+    throw e;
   }
   return db;
 }
@@ -495,14 +496,20 @@ async function copyChecked(backupFile: string, to: string): Promise<BackupSummar
   return summarize(to);
 }
 
+/** The file's schema version; SCHEMA_TOO_NEW (its message ending in `then`) when a newer Writ migrated it. */
+function schemaKnown(db: SqliteDatabase, file: string, then = ''): number {
+  const schema = firstRow<{ v: number | null }>(db, 'SELECT MAX(version) AS v FROM schema_migrations')?.v ?? 0;
+  if (schema > SQLITE_SCHEMA_VERSION) {
+    throw new WritError('SCHEMA_TOO_NEW', `${file} has schema version ${schema}, newer than this Writ knows (${SQLITE_SCHEMA_VERSION})${then}`, { schema_version: schema, known_version: SQLITE_SCHEMA_VERSION });
+  }
+  return schema;
+}
+
 /** What the SQLite file holds (read-only). */
 export function summarize(file: string): BackupSummary {
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
-    const schema = firstRow<{ v: number | null }>(db, 'SELECT MAX(version) AS v FROM schema_migrations')?.v ?? 0;
-    if (schema > SQLITE_SCHEMA_VERSION) {
-      throw new WritError('SCHEMA_TOO_NEW', `${file} has schema version ${schema}, newer than this Writ knows (${SQLITE_SCHEMA_VERSION})`, { schema_version: schema, known_version: SQLITE_SCHEMA_VERSION });
-    }
+    const schema = schemaKnown(db, file);
     return { file, bytes: statSync(file).size, schema_version: schema, ...storeHeads(db) };
   } finally {
     db.close();
