@@ -46,8 +46,9 @@ export function scopeGives(scope: Scope, w: Wanted): boolean {
  * wanted); `truncated` when there may be more (capabilitiesIn). Chains that cannot give `wanted` are
  * pruned while resolving, so they cannot crowd out one that does.
  */
-export async function liveScopes(ctx: WritContext, principal: string, wanted: Wanted = {}): Promise<{ scopes: { scope: Scope; chain: string[] }[]; truncated: boolean }> {
-  const { capabilities, truncated } = await capabilitiesOf(ctx, principal, undefined, { gives: (scope) => scopeGives(scope, wanted) });
+export async function liveScopes(ctx: WritContext, principal: string, wanted: Wanted | ((scope: Scope) => boolean) = {}): Promise<{ scopes: { scope: Scope; chain: string[] }[]; truncated: boolean }> {
+  const gives = typeof wanted === 'function' ? wanted : (scope: Scope) => scopeGives(scope, wanted);
+  const { capabilities, truncated } = await capabilitiesOf(ctx, principal, undefined, { gives });
   return { scopes: capabilities.filter((c) => c.valid).map((c) => ({ scope: c.scope, chain: c.chain.map((e) => e.id) })), truncated };
 }
 
@@ -55,11 +56,15 @@ export async function liveScopes(ctx: WritContext, principal: string, wanted: Wa
  * A caller may ask about itself; governance about anyone; anyone else about `subject` only through a
  * valid chain whose scope gives action `audit_read` on `audit:principal:<subject>` in `environment`:
  * the one a question names (an AuthZEN evaluation), or, when it names none (a read of a principal, its
- * edges or receipts; a search that spans every environment), EVERY_ENVIRONMENT.
+ * edges or receipts; a search that spans every environment), EVERY_ENVIRONMENT. An auditor's scope
+ * (auditsEveryone) gives every subject, also one whose id has a `:`, which `audit:principal:*` does not
+ * match segment by segment — as whomMayAsk answers.
  */
 export async function mayAskAbout(ctx: WritContext, caller: string, subject: string, environment: string = EVERY_ENVIRONMENT): Promise<boolean> {
   if (caller === subject || caller === GOVERNANCE_ID) return true;
-  return (await liveScopes(ctx, caller, { action: AUDIT_READ, resource: auditKey(subject), environment })).scopes.length > 0;
+  // Pruned while resolving on this test (monotone: a scope wider than one that passes passes too).
+  const asks = (scope: Scope) => scopeGives(scope, { action: AUDIT_READ, environment }) && (auditsEveryone(scope) || scopeGives(scope, { resource: auditKey(subject) }));
+  return (await liveScopes(ctx, caller, asks)).scopes.length > 0;
 }
 
 /** mayAskAbout, or FORBIDDEN saying what would make it allowed. */

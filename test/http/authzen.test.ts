@@ -141,6 +141,18 @@ describe('asking about another subject', () => {
     const auditor = await evaluation('orchestrator', aboutEditor);
     expect(auditor.status).toBe(200);
     expect(auditor.body.decision).toBe(true);
+
+    // Also about a principal whose id has a `:`, which audit:principal:* does not match segment by
+    // segment: the auditor reads it everywhere else (whomMayAsk), so it may ask about it too.
+    expect((await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'team:night-bot', kind: 'agent', keys: [] } })).status).toBe(201);
+    const aboutBot = await evaluation('orchestrator', { ...aboutEditor, subject: { type: 'agent', id: 'team:night-bot' } });
+    expect(aboutBot.status, JSON.stringify(aboutBot.body)).toBe(200);
+    expect(aboutBot.body.decision).toBe(false);
+    const capabilities = await h.call('orchestrator', { method: 'GET', url: '/v1/principals/team:night-bot/capabilities' });
+    expect(capabilities.status, JSON.stringify(capabilities.body)).toBe(200);
+    expect(capabilities.body.capabilities).toEqual([]);
+    // The agent, which audits no one, still may not.
+    expect((await evaluation('seo-agent-7', { ...aboutEditor, subject: { type: 'agent', id: 'team:night-bot' } })).status).toBe(403);
   });
 });
 
