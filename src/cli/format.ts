@@ -86,6 +86,11 @@ export function formatWho(q: { action: string; resource: string; environment: st
   const lines = [
     `who may ${q.action} ${q.resource} in ${q.environment}${q.fields.length ? ` fields [${q.fields.join(', ')}]` : ''}: ${allowed.length} of ${answers.length} live principal(s)${first ? ` (graph revision ${first.graph_revision}, policy ${first.policy_revision})` : ''}`,
   ];
+  // Nobody allowed: what denies every one of them (an action not in the catalogue, a resource no one
+  // owns) is said once, instead of an empty list that reads like a graph without such authority.
+  if (!all && allowed.length === 0 && first) {
+    for (const r of first.reasons.filter((r) => answers.every((x) => x.reasons.includes(r)))) lines.push(`  every one denied: ${r}`);
+  }
   for (const x of all ? answers : allowed) {
     const yes = x.allow || withApproval(x);
     const chain = x.chains.find((c) => c.verdict.ok) ?? x.chains[0];

@@ -71,6 +71,11 @@ describe('auditor commands tell what really happened', () => {
     const json = JSON.parse((await writ('who', 'update_post', 'wp:post:1024', '--fields', 'title', '--kind', 'agent', '--json')).stdout);
     expect(json.map((x: { principal: string; allow: boolean }) => [x.principal, x.allow])).toEqual([['seo-agent-7', true]]);
     expect(misplacedTimes(json)).toEqual([]);
+    // A misspelt action: nobody is allowed, and the list says what denies every one, not just 0 of N.
+    const typo = await writ('who', 'updat_post', 'wp:post:1024');
+    expect(typo.code).toBe(0);
+    expect(typo.stdout).toMatch(/: 0 of \d+ live principal/);
+    expect(typo.stdout).toContain('  every one denied: action updat_post is not in the action catalogue');
   });
 
   it('writ why on a refused write says so', async () => {
