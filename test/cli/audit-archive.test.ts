@@ -85,7 +85,8 @@ describe('writ audit archive and writ audit verify --archive', () => {
     writeFileSync(file, lines.join('\n'));
     const broken = await writ('audit', 'verify', '--archive', file);
     expect(broken).toMatchObject({ code: 1, stdout: expect.stringMatching(/^BROKEN in chain "wp:post:1024" at 2: chain "wp:post:1024": entry 2 does not match its hash/) });
-  });
+    // A dozen CLI processes in a row (~14 s on a quiet machine): the suite's 30 s is too little when the 2 cores are busy.
+  }, 90_000);
 
   it('a directory named as the archive is refused (UNPROCESSABLE), not reported BROKEN: that verdict means an archive was altered', async () => {
     const r = await writ('audit', 'verify', '--archive', h.dataDir);
