@@ -73,6 +73,12 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   } else say(`[writ] governance admin credential: ${w.credentialPath}`);
   if (w.signingKeysNew && config.databaseUrl !== null) {
     say(`[writ] WARNING: ${config.dataDir}/keys had no signing key, so this replica made one, but the store has history: decisions and checkpoints this replica signs do not verify on the other replicas, nor theirs here. Give every replica the same keys/ (copy it from the data directory of the others), then restart this one.`);
+  } else if (w.signingKeyForeign !== null && config.databaseUrl !== null) {
+    // Also at every later start of such a replica, once its own key is in keys/ (or keys/ is another deployment's).
+    say(`[writ] WARNING: the store's latest receipt checkpoint was signed by key ${w.signingKeyForeign}, which ${config.dataDir}/keys does not hold: this replica's keys/ is not the other replicas', so decisions and checkpoints it signs do not verify on them, nor theirs here, and it takes no checkpoint. Give every replica the same keys/ (copy it from the data directory of the others), then restart this one.`);
+  } else if (w.signingKeyForeign !== null) {
+    // The file came without its keys/ (a restore on a new machine, keys/ lost): tamper evidence stops, not only old decisions.
+    say(`[writ] WARNING: the store's latest receipt checkpoint was signed by key ${w.signingKeyForeign}, which ${config.dataDir}/keys does not hold (the data directory's keys/ was lost, or not copied with the store): no checkpoint is taken from now on and \`writ audit verify\` reports the log BROKEN at that checkpoint. Put back the keys/ that signed it (from a backup of the data directory), then restart.`);
   }
   const closers: (() => Promise<void>)[] = [];
   let app: Awaited<ReturnType<typeof buildApp>> | undefined;

@@ -20,6 +20,17 @@ export function signCheckpoint(key: { kid: string; privateKey: KeyObject }, payl
   return signEdDsaJws(key, CHECKPOINT_TYP, canonicalJson(payload));
 }
 
+/** The kid that signed a checkpoint, when `ring` does not publish it (null: it does, or the JWS names none: `writ audit verify` says why). */
+export function checkpointSignerUnpublished(ring: KeyRing, jws: string): string | null {
+  let kid: unknown;
+  try {
+    kid = decodeCompactJws(jws).header.kid;
+  } catch {
+    return null;
+  }
+  return typeof kid === 'string' && ring.verificationKey(kid) === undefined ? kid : null;
+}
+
 /** Where a ring's keys were read, for a problem that names a key it does not have: a copy without the servers' keys/ is not a forgery. */
 function keysRead(ring: KeyRing): string {
   const n = ring.jwks().keys.length;

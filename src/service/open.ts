@@ -17,7 +17,7 @@ import { UpstreamRouter } from '../gateway/upstream-router.js';
 import { openDecisionLog, type DecisionLog } from '../decision-log/index.js';
 import { silentObserver, type WritContext } from './context.js';
 import { writVersion } from './version.js';
-import { keyRingCheckpointSigner } from './checkpoint-signer.js';
+import { checkpointSignerUnpublished, keyRingCheckpointSigner } from './checkpoint-signer.js';
 
 export interface OpenedWrit {
   ctx: WritContext;
@@ -34,6 +34,12 @@ export interface OpenedWrit {
    * store's other processes sign with (their keys/ was not given to it), or its keys were lost.
    */
   signingKeysNew: boolean;
+  /**
+   * The kid of the key that signed the store's latest checkpoint, when this data directory's keys/ does
+   * not publish it (null otherwise): at every start, not only the one that made a key, this process signs
+   * with keys the others do not have, or lacks theirs.
+   */
+  signingKeyForeign: string | null;
   close(): Promise<void>;
 }
 
@@ -89,7 +95,9 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     // whose data directory had no signing key: what this process signs verifies nowhere else, nor what
     // others signed here. A store only bootstrapped or given its graph (by commands, which sign nothing
     // against PostgreSQL) is not that.
-    const signingKeysNew = keys.madeSigningKey && (await store.read(async (tx) => (await tx.receipts.latestCheckpoint()) !== null || (await tx.receipts.entriesFrom(null, 1)).length > 0));
+    const latestCheckpoint = await store.read(async (tx) => tx.receipts.latestCheckpoint());
+    const signingKeysNew = keys.madeSigningKey && (latestCheckpoint !== null || (await store.read(async (tx) => (await tx.receipts.entriesFrom(null, 1)).length > 0)));
+    const signingKeyForeign = latestCheckpoint === null ? null : checkpointSignerUnpublished(keys, latestCheckpoint.jws);
     // Not bootstrapped: for `writ keys add-governance`, which on a new store creates governance with its own key.
     const { credentialPath, created, missing, unregistered, unreadable } = options.bootstrapGovernance === false
       ? notBootstrapped(adminCredentialPath(config.dataDir))
@@ -102,6 +110,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       credentialUnregistered: unregistered,
       credentialUnreadable: unreadable ?? null,
       signingKeysNew,
+      signingKeyForeign,
       async close() {
         await decisionLog.close();
         (policy as { close?: () => void }).close?.();

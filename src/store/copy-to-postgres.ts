@@ -202,7 +202,7 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
       if (code === '3D000' || code.startsWith('28')) {
         throw new WritError('UNPROCESSABLE', `the PostgreSQL database at ${target} refused the connection: ${e instanceof Error ? e.message : String(e)} (SQLSTATE ${code}): name an existing database, and a user and password it accepts, in --to; nothing was changed`, { sqlstate: code });
       }
-      throw new WritError('OVERLOADED', `cannot connect to the PostgreSQL database (${(e as Error).message}); nothing was changed`);
+      throw new WritError('OVERLOADED', `cannot connect to the PostgreSQL database at ${target} (${(e as Error).message}): check that it is running and accepts connections there, and the host and port in --to; nothing was changed`);
     }
     if (unfinished !== null && (await writStateIn(client)).length > 0) return await confirmCommittedCopy(sqliteFile, client, unfinished);
     // Both sides are looked at before either is touched: a database with state (or not Writ's) or a

@@ -2,6 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../scripts/server-process.js';
 import { createTestDatabase } from '../store/conformance/engines.js';
 import { runWrit } from '../support/cli.js';
 import { takeEpochs } from '../support/data-dir-epochs.js';
@@ -40,5 +41,23 @@ describe('writ store copy --to a database that refuses the connection', () => {
       expect(readFileSync(file).equals(bytes)).toBe(true);
       expect(readdirSync(data).sort()).toEqual(files);
     }
+  });
+
+  it('a server that cannot be reached: OVERLOADED naming the database and what to check in --to, nothing changed', { timeout: 60_000 }, async () => {
+    const data = mkdtempSync(join(tmpdir(), 'writ-copy-unreachable-'));
+    dirs.push(data);
+    expect(await takeEpochs(data, 'wp:post:1', 1)).toEqual([1]);
+    const file = join(data, 'writ.sqlite');
+    const bytes = readFileSync(file);
+    const files = readdirSync(data).sort();
+    const port = await freePort(); // nothing listens there
+    const r = await runWrit(data, 'store', 'copy', '--to', `postgres://postgres:pw-hidden@127.0.0.1:${port}/writ`);
+    expect(r.code, r.output).toBe(1);
+    expect(r.output).toMatch(/^writ: OVERLOADED \(Overloaded\): /m);
+    expect(r.output).toContain(`postgres://postgres:…@127.0.0.1:${port}/writ`);
+    expect(r.output).toContain('host and port in --to; nothing was changed');
+    expect(r.output).not.toContain('pw-hidden');
+    expect(readFileSync(file).equals(bytes)).toBe(true);
+    expect(readdirSync(data).sort()).toEqual(files);
   });
 });

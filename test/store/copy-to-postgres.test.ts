@@ -232,6 +232,13 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
       } finally {
         await replica.stop();
       }
+      // Started again, its own key now in keys/, it still signs with a key the others lack, and says so.
+      const again = await startServerProcess({ dataDir: elsewhere, upstreamUrl: 'http://127.0.0.1:9', env: { WRIT_DATABASE_URL: url } });
+      try {
+        expect(again.log()).toMatch(/WARNING: the store's latest receipt checkpoint was signed by key \S+, which \S+\/keys does not hold/);
+      } finally {
+        await again.stop();
+      }
     } finally {
       rmSync(elsewhere, { recursive: true, force: true });
     }

@@ -56,12 +56,15 @@ const WHERE = '--database / WRIT_DATABASE_URL';
  * What a failure to open the store becomes: a mistake in setting up the database (its name, the role
  * or its password, the role's rights) is the operator's to fix, not a bug, so it is UNPROCESSABLE (as
  * every other configuration Writ cannot work with) with what to change; the URL is shown without its
- * password. Anything else is mapped as on the request path (mapEngineError).
+ * password. A database that cannot be reached is OVERLOADED (it may come back), naming the URL and what
+ * to check. Anything else is mapped as on the request path (mapEngineError).
  */
 export function mapSetupError(e: unknown, url: string, retryAfterMs: number): unknown {
+  const at = maskDatabaseUrl(url);
+  // Unreachable may be for a moment (the server restarting): still OVERLOADED, but named, with what to check.
+  if (isUnavailable(e)) return overloaded(`PostgreSQL at ${at} cannot be reached (${(e as Error).message}): check that it is running and accepts connections there, and the host and port in ${WHERE}; nothing was changed`, retryAfterMs, e);
   if (!(e instanceof pg.DatabaseError)) return mapEngineError(e, retryAfterMs);
   const code = e.code ?? '';
-  const at = maskDatabaseUrl(url);
   const remedy =
     code.startsWith('28') ? `check the user and password in ${WHERE} (and the server's pg_hba.conf for this host)`
     : code === '3D000' ? `create it (createdb, or CREATE DATABASE) or name an existing one in ${WHERE}`

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { freePort } from '../../../scripts/server-process.js';
 import { isWritError, type WritError } from '../../../src/errors.js';
 import { openPostgresStore, postgresHoldsStore } from '../../../src/store/postgres/index.js';
 import { createTestDatabase, sql } from '../conformance/engines.js';
@@ -28,6 +29,18 @@ describe('PostgreSQL setup mistakes', () => {
       expect(e.message).toMatch(/create it|--database/);
       expect(e.message).not.toContain('s3cret-pw');
       expect(e.details).toMatchObject({ sqlstate: '3D000' });
+    }
+  });
+
+  it('a server that cannot be reached is named, with what to check, and no password (OVERLOADED: it may come back)', async () => {
+    const port = await freePort(); // nothing listens there
+    const url = `postgres://postgres:s3cret-pw@127.0.0.1:${port}/writ`;
+    for (const e of [await refusal(openPostgresStore(url)), await refusal(postgresHoldsStore(url))]) {
+      expect(e.code).toBe('OVERLOADED');
+      expect(e.message).toContain(`PostgreSQL at postgres://postgres:…@127.0.0.1:${port}/writ cannot be reached`);
+      expect(e.message).toMatch(/ECONNREFUSED/);
+      expect(e.message).toMatch(/host and port in --database \/ WRIT_DATABASE_URL; nothing was changed$/);
+      expect(e.message).not.toContain('s3cret-pw');
     }
   });
 
