@@ -164,12 +164,18 @@ export class WritClient {
   }
 
   /** Sends one request with a fresh caller assertion; problem+json answers become typed errors. */
-  async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+  request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    return this.send(method, path, body, headers);
+  }
+
+  /** `request`, abandoned when `signal` aborts. */
+  private async send<T>(method: string, path: string, body: unknown, headers: Record<string, string>, signal?: AbortSignal): Promise<T> {
     const assertion = await createCallerAssertion({ principal: this.options.principal, privateJwk: this.options.privateJwk, audience: this.options.audience ?? 'writ' });
     const res = await this.doFetch(this.base + path, {
       method,
       headers: { authorization: `Bearer ${assertion}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      ...(signal ? { signal } : {}),
     });
     const text = await res.text();
     // A proxy's HTML error page or a truncated body: still a typed error, never a SyntaxError.
@@ -306,12 +312,20 @@ export class WritClient {
    * refused, as over the lease stream, not dropped for the lease's own.
    */
   renewLease(lease: LeaseHandle, ttlMs?: number): Promise<LeaseRenewal> {
-    return this.request('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}) });
+    return this.renewUnless(lease, ttlMs);
   }
 
   /** Releases (`lease` needs only `lease_id` and `token`); the epochs stay as high-water marks. */
   releaseLease(lease: LeaseHandle): Promise<LeaseRelease> {
-    return this.request('DELETE', `/v1/leases/${encodeURIComponent(lease.lease_id)}`, { token: lease.token });
+    return this.releaseUnless(lease);
+  }
+
+  private renewUnless(lease: LeaseHandle, ttlMs: number | undefined, signal?: AbortSignal): Promise<LeaseRenewal> {
+    return this.send('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}) }, {}, signal);
+  }
+
+  private releaseUnless(lease: LeaseHandle, signal?: AbortSignal): Promise<LeaseRelease> {
+    return this.send('DELETE', `/v1/leases/${encodeURIComponent(lease.lease_id)}`, { token: lease.token }, {}, signal);
   }
 
   /**
@@ -344,7 +358,8 @@ export class WritClient {
    * Runs `fn` while holding leases for `decisions`: takes them (waiting in Writ's queue for a busy key, and
    * retrying RESOURCE_BUSY, OVERLOADED, RATE_LIMITED and lost connections with full-jitter backoff that
    * honours Retry-After, up to the deadline), renews at a third of the TTL, aborts `fn`'s
-   * signal the moment the lease is lost or preempted, and releases in `finally`.
+   * signal the moment the lease is lost or preempted, and releases in `finally`. A renewal Writ leaves
+   * unanswered is given up when the lease would have expired, the release once the lease has lapsed.
    */
   withLease<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
     return this.leased(decisions, fn, options, true);
@@ -445,22 +460,27 @@ export class WritClient {
     // Over the stream while it is open; over HTTP once it has closed (the lease itself is still good).
     let via = stream;
     // Renewing or releasing twice is harmless, so both fall back whether or not the stream sent the request.
-    const renewOnce = (): Promise<LeaseRenewal> => {
+    // A Writ that is paused or behind a partition that drops packets accepts connections and answers
+    // nothing: a renewal is given up when the lease would have expired (the watchdog has aborted by then),
+    // and the release when the lease has lapsed at the latest (at least 1 s), so withLease returns.
+    const renewOnce = (): Promise<LeaseRenewal> => within(Math.max(1, localExpiry - Date.now()), (signal) => {
       const open = via;
-      if (!open) return this.renewLease(held, ttlMs);
-      return streamElseHttp(() => open.renew(held, ttlMs), () => this.renewLease(held, ttlMs), () => {
+      if (!open) return this.renewUnless(held, ttlMs, signal);
+      return streamElseHttp(() => open.renew(held, ttlMs), () => this.renewUnless(held, ttlMs, signal), () => {
         via = undefined;
         // The task may have ended meanwhile: no renewal then (the release follows over HTTP).
         return !stopped;
       });
-    };
-    const release = () => {
+    });
+    const release = () => within(Math.max(1_000, lapsesBy - Date.now()), (signal) => {
       const open = via;
-      return open ? streamElseHttp(() => open.release(held), () => this.releaseLease(held), () => true) : this.releaseLease(held);
-    };
+      return open ? streamElseHttp(() => open.release(held), () => this.releaseUnless(held, signal), () => true) : this.releaseUnless(held, signal);
+    });
     const renewEvery = Math.max(50, Math.floor(ttlMs / 3));
     // Writ starts the TTL when it handles the request, which is after we sent it: this bound is conservative.
     let localExpiry = acquiredSentAt + ttlMs;
+    // And before the answer came: by then Writ's TTL has started.
+    let lapsesBy = Date.now() + ttlMs;
     let stopped = false;
     let refusedByWrit = false;
     let renewTimer: ReturnType<typeof setTimeout> | undefined;
@@ -489,6 +509,7 @@ export class WritClient {
           if (stopped) return;
           held.expires_at = r.expires_at;
           localExpiry = sentAt + ttlMs;
+          lapsesBy = Date.now() + ttlMs;
           armWatchdog();
           renewTimer = setTimeout(renew, renewEvery);
         },
@@ -534,6 +555,25 @@ function delegationRequestBody(from: string, request: DelegateRequest): Delegati
     if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new TypeError(`delegate: ttlMs must be a positive number of ms, got ${String(ttlMs)}`);
   }
   return { ...rest, from, ...(ttlMs !== undefined ? { expires_at: Date.now() + Math.ceil(ttlMs) } : {}) };
+}
+
+/**
+ * `call`, given up after `ms`: its signal aborts (a fetch given it stops) and the answer rejects then,
+ * even if `call` goes on (a lease stream's request, which its own timeout ends).
+ */
+function within<T>(ms: number, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      const reason = new Error(`no answer from Writ within ${Math.round(ms)} ms`);
+      controller.abort(reason);
+      reject(reason);
+    }, ms);
+    call(controller.signal).then(
+      (v) => (clearTimeout(timer), resolve(v)),
+      (e: unknown) => (clearTimeout(timer), reject(e)),
+    );
+  });
 }
 
 /** A request that failed for want of a connection (refused, reset, closed by Writ): a fetch's, or the lease stream's. */
