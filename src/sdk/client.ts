@@ -6,7 +6,7 @@ import type { Capabilities, Decision, DecisionRequest, DelegationBody, Edge, Edg
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
-import { AlreadyExistsError, DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, UnprocessableError, WritApiError } from './errors.js';
+import { AlreadyExistsError, DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, UnprocessableError, WritApiError, WriteOutcomeUnknownError } from './errors.js';
 import { LeaseStream, LeaseStreamClosedError, type LeaseHandle, type LeaseStreamOptions } from './lease-stream.js';
 import { refusalError } from './refusal.js';
 
@@ -169,15 +169,21 @@ export class WritClient {
   }
 
   /** `request`, abandoned when `signal` aborts. */
-  private async send<T>(method: string, path: string, body: unknown, headers: Record<string, string>, signal?: AbortSignal): Promise<T> {
+  private async send<T>(method: string, path: string, body: unknown, headers: Record<string, string>, signal?: AbortSignal, unanswered?: (cause: unknown) => Error): Promise<T> {
     const assertion = await createCallerAssertion({ principal: this.options.principal, privateJwk: this.options.privateJwk, audience: this.options.audience ?? 'writ' });
-    const res = await this.doFetch(this.base + path, {
-      method,
-      headers: { authorization: `Bearer ${assertion}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      ...(signal ? { signal } : {}),
-    });
-    const text = await res.text();
+    let res: Response;
+    let text: string;
+    try {
+      res = await this.doFetch(this.base + path, {
+        method,
+        headers: { authorization: `Bearer ${assertion}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        ...(signal ? { signal } : {}),
+      });
+      text = await res.text();
+    } catch (e) {
+      throw unanswered ? unanswered(e) : e;
+    }
     // A proxy's HTML error page or a truncated body: still a typed error, never a SyntaxError.
     if (!res.ok) throw refusalError(res.status, text, res.headers.get('retry-after'));
     try {
@@ -332,23 +338,29 @@ export class WritClient {
    * The write through the gateway; sets Writ-Decision, Writ-Lease-*, Writ-Fencing-Epoch and Idempotency-Key.
    * → the receipt, with `replayed` true when an Idempotency-Key retry wrote nothing and answers with the
    * first attempt's receipt (COMPLETED, or PENDING while that attempt is still under way), false when this call wrote.
+   * Sent and not answered (a failed or cut connection, a `fetch` that gave up): WriteOutcomeUnknownError with
+   * the `idempotencyKey` to act again with, which answers the first attempt's receipt and writes nothing twice.
    */
   async act(request: ActRequest): Promise<Receipt> {
     if (request.decision === undefined || request.decision === null) throw new TypeError('act: `decision` is required: the Decision (or its token) that allows this write');
-    const headers: Record<string, string> = { 'writ-decision': tokenOf(request.decision), 'idempotency-key': request.idempotencyKey ?? crypto.randomUUID() };
+    const idempotencyKey = request.idempotencyKey ?? crypto.randomUUID();
+    const headers: Record<string, string> = { 'writ-decision': tokenOf(request.decision), 'idempotency-key': idempotencyKey };
     const decided = request.action !== undefined && request.resource !== undefined && request.fields !== undefined ? null : decidedWrite(request.decision);
+    const resource = request.resource ?? decided!.resource;
     if (request.lease) {
       headers['writ-lease-token'] = request.lease.token;
       headers['writ-lease-id'] = request.lease.lease_id;
       headers['writ-fencing-epoch'] = formatFencingEpochs(request.lease.epochs);
     }
-    const out = await this.request<{ receipt: Receipt; replayed?: boolean }>('POST', '/v1/actions', {
+    // Sent and not answered: the write may have landed. The key is what lets the agent find out safely.
+    const unanswered = (cause: unknown) => new WriteOutcomeUnknownError({ idempotencyKey, decisionId: decisionIdOf(request.decision), resource }, cause);
+    const out = await this.send<{ receipt: Receipt; replayed?: boolean }>('POST', '/v1/actions', {
       action: request.action ?? decided!.action,
-      resource: request.resource ?? decided!.resource,
+      resource,
       fields: request.fields ?? decided!.fields,
       payload: request.payload,
       ...(request.expected_version !== undefined ? { expected_version: request.expected_version } : {}),
-    }, headers);
+    }, headers, undefined, unanswered);
     // Always a boolean here, so that an agent can tell a retry that wrote nothing from a new write (a Writ
     // from before the receipt carried it says so only beside the receipt).
     return { ...out.receipt, replayed: out.replayed === true || out.receipt.replayed === true };
@@ -627,6 +639,17 @@ function decidedWrite(d: Decision | string): { action: string; resource: string;
   const { action, resource, fields } = claims;
   if (typeof action !== 'string' || typeof resource !== 'string' || !Array.isArray(fields)) throw new TypeError('act: the decision token names no action, resource and fields: pass them');
   return { action, resource, fields: fields as string[] };
+}
+
+/** The decision's id: the Decision's, or its token's claim; null when the token cannot be read. */
+function decisionIdOf(d: Decision | string): string | null {
+  if (typeof d !== 'string') return d.decision_id;
+  try {
+    const id = decodeJwt(d).decision_id;
+    return typeof id === 'string' ? id : null;
+  } catch {
+    return null;
+  }
 }
 
 function tokenOf(d: Decision | string): string {
