@@ -86,7 +86,9 @@ export interface LeaseOptions {
   /**
    * Overall deadline for taking the lease (ms from now); default 30 000 ms. Until then a busy key is waited
    * for, and so is a Writ that sheds load or is shutting down (OVERLOADED, RATE_LIMITED: after their
-   * Retry-After) or cannot be reached (refused or dropped connections, as while it restarts).
+   * Retry-After) or cannot be reached (refused or dropped connections, as while it restarts). A Writ that
+   * answers nothing (paused, partitioned) is given up 2 s past it (or past a longer `waitMs`): a
+   * TimeoutError (DOMException), the acquisition's outcome unknown (a lease granted lapses at its TTL).
    */
   deadlineMs?: number;
   preempt?: boolean;
@@ -145,6 +147,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 const ASK_AGAIN_LATER: ReadonlySet<ErrorCode> = new Set(['OVERLOADED', 'RATE_LIMITED']);
 /** Connection errors (Node's, and undici's for a socket the server closed) of a Writ that is down or restarting. */
 const CONNECTION_LOST = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
+/** How long past its deadline (or its wait) an acquisition's answer may still be on its way. */
+const ANSWER_GRACE_MS = 2_000;
 /** Writ's default `max_wait` for one queued acquisition. */
 const SERVER_MAX_WAIT_MS = 60_000;
 
@@ -304,12 +308,16 @@ export class WritClient {
 
   /** Takes leases for these decisions once (no retry). */
   acquireLease(decisions: (Decision | string)[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean } = {}): Promise<Lease> {
-    return this.request('POST', '/v1/leases', {
+    return this.acquireUnless(decisions, options);
+  }
+
+  private acquireUnless(decisions: (Decision | string)[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean }, signal?: AbortSignal): Promise<Lease> {
+    return this.send('POST', '/v1/leases', {
       decisions: decisions.map(tokenOf),
       ...(options.ttlMs !== undefined ? { ttl_ms: options.ttlMs } : {}),
       ...(options.waitMs !== undefined ? { wait_ms: options.waitMs } : {}),
       ...(options.preempt ? { preempt: true } : {}),
-    });
+    }, {}, signal);
   }
 
   /**
@@ -396,11 +404,15 @@ export class WritClient {
         acquiredSentAt = Date.now();
         const asked = { ttlMs, waitMs, ...(options.preempt ? { preempt: true } : {}) };
         const stream = options.stream;
-        lease = stream
+        // A Writ that answers nothing (paused, or behind a partition that drops packets) is given up at the
+        // deadline (or after the wait asked for, if longer), plus time for an answer on its way: TimeoutError.
+        // Like a dropped connection, that leaves the outcome unknown: a lease granted lapses at its TTL.
+        const answerBy = Math.max(deadline - Date.now(), waitMs) + ANSWER_GRACE_MS;
+        lease = await within(answerBy, (signal) => stream
           // A stream closed before the request was sent: nothing was asked, so ask over HTTP. (One that
           // closed after sending leaves the outcome unknown, as a dropped HTTP connection does: asked again below.)
-          ? await streamElseHttp(() => stream.acquire(needing.map(tokenOf), asked), () => this.acquireLease(needing, asked), (closed) => closed.requestId === null)
-          : await this.acquireLease(needing, asked);
+          ? streamElseHttp(() => stream.acquire(needing.map(tokenOf), asked), () => this.acquireUnless(needing, asked, signal), (closed) => closed.requestId === null)
+          : this.acquireUnless(needing, asked, signal));
         // After a server-side wait the TTL started near the answer, not at the send.
         if (waitMs > 0) acquiredSentAt = Date.now();
         break;
@@ -577,7 +589,8 @@ function within<T>(ms: number, call: (signal: AbortSignal) => Promise<T>): Promi
   const controller = new AbortController();
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => {
-      const reason = new Error(`no answer from Writ within ${Math.round(ms)} ms`);
+      // fetch's own error for a timed-out signal (AbortSignal.timeout): an agent may already handle it.
+      const reason = new DOMException(`no answer from Writ within ${Math.round(ms)} ms; the outcome is unknown`, 'TimeoutError');
       controller.abort(reason);
       reject(reason);
     }, ms);

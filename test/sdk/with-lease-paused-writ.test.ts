@@ -42,4 +42,25 @@ describe('withLease when Writ stops answering (paused, not down)', () => {
     }
     await sleep(100);
   });
+
+  it('gives up taking the lease at deadlineMs (plus 2 s for an answer on its way), with TimeoutError, and the task never runs', { timeout: 40_000 }, async () => {
+    const { client } = clientFor(server, 'seo-agent-7');
+    const decision = await client.decide({ action: 'update_post', resource: 'wp:post:602', environment: 'production', fields: ['title'] });
+    let ran = false;
+    server.proc.kill('SIGSTOP');
+    const resume = setTimeout(() => server.proc.kill('SIGCONT'), 20_000);
+    const started = Date.now();
+    try {
+      const error = await client.withLease([decision], async () => {
+        ran = true;
+      }, { deadlineMs: 2_000 }).then(() => null, (e: unknown) => e);
+      const tookMs = Date.now() - started;
+      expect((error as Error | null)?.name).toBe('TimeoutError');
+      expect(tookMs).toBeLessThan(8_000);
+      expect(ran).toBe(false);
+    } finally {
+      clearTimeout(resume);
+      server.proc.kill('SIGCONT');
+    }
+  });
 });
