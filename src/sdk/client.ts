@@ -6,7 +6,7 @@ import type { Capabilities, Decision, DecisionRequest, DelegationBody, Edge, Edg
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
-import { AlreadyExistsError, DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, UnprocessableError, WritApiError } from './errors.js';
+import { AlreadyExistsError, DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, UnprocessableError, WritApiError, WriteOutcomeUnknownError } from './errors.js';
 import { LeaseStream, LeaseStreamClosedError, type LeaseHandle, type LeaseStreamOptions } from './lease-stream.js';
 import { refusalError } from './refusal.js';
 
@@ -86,7 +86,9 @@ export interface LeaseOptions {
   /**
    * Overall deadline for taking the lease (ms from now); default 30 000 ms. Until then a busy key is waited
    * for, and so is a Writ that sheds load or is shutting down (OVERLOADED, RATE_LIMITED: after their
-   * Retry-After) or cannot be reached (refused or dropped connections, as while it restarts).
+   * Retry-After) or cannot be reached (refused or dropped connections, as while it restarts). A Writ that
+   * answers nothing (paused, partitioned) is given up 2 s past it (or past a longer `waitMs`): a
+   * TimeoutError (DOMException), the acquisition's outcome unknown (a lease granted lapses at its TTL).
    */
   deadlineMs?: number;
   preempt?: boolean;
@@ -145,6 +147,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 const ASK_AGAIN_LATER: ReadonlySet<ErrorCode> = new Set(['OVERLOADED', 'RATE_LIMITED']);
 /** Connection errors (Node's, and undici's for a socket the server closed) of a Writ that is down or restarting. */
 const CONNECTION_LOST = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
+/** How long past its deadline (or its wait) an acquisition's answer may still be on its way. */
+const ANSWER_GRACE_MS = 2_000;
 /** Writ's default `max_wait` for one queued acquisition. */
 const SERVER_MAX_WAIT_MS = 60_000;
 
@@ -164,14 +168,26 @@ export class WritClient {
   }
 
   /** Sends one request with a fresh caller assertion; problem+json answers become typed errors. */
-  async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+  request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    return this.send(method, path, body, headers);
+  }
+
+  /** `request`, abandoned when `signal` aborts. */
+  private async send<T>(method: string, path: string, body: unknown, headers: Record<string, string>, signal?: AbortSignal, unanswered?: (cause: unknown) => Error): Promise<T> {
     const assertion = await createCallerAssertion({ principal: this.options.principal, privateJwk: this.options.privateJwk, audience: this.options.audience ?? 'writ' });
-    const res = await this.doFetch(this.base + path, {
-      method,
-      headers: { authorization: `Bearer ${assertion}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    const text = await res.text();
+    let res: Response;
+    let text: string;
+    try {
+      res = await this.doFetch(this.base + path, {
+        method,
+        headers: { authorization: `Bearer ${assertion}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        ...(signal ? { signal } : {}),
+      });
+      text = await res.text();
+    } catch (e) {
+      throw unanswered ? unanswered(e) : e;
+    }
     // A proxy's HTML error page or a truncated body: still a typed error, never a SyntaxError.
     if (!res.ok) throw refusalError(res.status, text, res.headers.get('retry-after'));
     try {
@@ -292,12 +308,16 @@ export class WritClient {
 
   /** Takes leases for these decisions once (no retry). */
   acquireLease(decisions: (Decision | string)[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean } = {}): Promise<Lease> {
-    return this.request('POST', '/v1/leases', {
+    return this.acquireUnless(decisions, options);
+  }
+
+  private acquireUnless(decisions: (Decision | string)[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean }, signal?: AbortSignal): Promise<Lease> {
+    return this.send('POST', '/v1/leases', {
       decisions: decisions.map(tokenOf),
       ...(options.ttlMs !== undefined ? { ttl_ms: options.ttlMs } : {}),
       ...(options.waitMs !== undefined ? { wait_ms: options.waitMs } : {}),
       ...(options.preempt ? { preempt: true } : {}),
-    });
+    }, {}, signal);
   }
 
   /**
@@ -306,35 +326,49 @@ export class WritClient {
    * refused, as over the lease stream, not dropped for the lease's own.
    */
   renewLease(lease: LeaseHandle, ttlMs?: number): Promise<LeaseRenewal> {
-    return this.request('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}) });
+    return this.renewUnless(lease, ttlMs);
   }
 
   /** Releases (`lease` needs only `lease_id` and `token`); the epochs stay as high-water marks. */
   releaseLease(lease: LeaseHandle): Promise<LeaseRelease> {
-    return this.request('DELETE', `/v1/leases/${encodeURIComponent(lease.lease_id)}`, { token: lease.token });
+    return this.releaseUnless(lease);
+  }
+
+  private renewUnless(lease: LeaseHandle, ttlMs: number | undefined, signal?: AbortSignal): Promise<LeaseRenewal> {
+    return this.send('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}) }, {}, signal);
+  }
+
+  private releaseUnless(lease: LeaseHandle, signal?: AbortSignal): Promise<LeaseRelease> {
+    return this.send('DELETE', `/v1/leases/${encodeURIComponent(lease.lease_id)}`, { token: lease.token }, {}, signal);
   }
 
   /**
    * The write through the gateway; sets Writ-Decision, Writ-Lease-*, Writ-Fencing-Epoch and Idempotency-Key.
    * → the receipt, with `replayed` true when an Idempotency-Key retry wrote nothing and answers with the
    * first attempt's receipt (COMPLETED, or PENDING while that attempt is still under way), false when this call wrote.
+   * Sent and not answered (a failed or cut connection, a `fetch` that gave up): WriteOutcomeUnknownError with
+   * the `idempotencyKey` to act again with, which answers the first attempt's receipt and writes nothing twice.
    */
   async act(request: ActRequest): Promise<Receipt> {
     if (request.decision === undefined || request.decision === null) throw new TypeError('act: `decision` is required: the Decision (or its token) that allows this write');
-    const headers: Record<string, string> = { 'writ-decision': tokenOf(request.decision), 'idempotency-key': request.idempotencyKey ?? crypto.randomUUID() };
+    const idempotencyKey = request.idempotencyKey ?? crypto.randomUUID();
+    const headers: Record<string, string> = { 'writ-decision': tokenOf(request.decision), 'idempotency-key': idempotencyKey };
     const decided = request.action !== undefined && request.resource !== undefined && request.fields !== undefined ? null : decidedWrite(request.decision);
+    const resource = request.resource ?? decided!.resource;
     if (request.lease) {
       headers['writ-lease-token'] = request.lease.token;
       headers['writ-lease-id'] = request.lease.lease_id;
       headers['writ-fencing-epoch'] = formatFencingEpochs(request.lease.epochs);
     }
-    const out = await this.request<{ receipt: Receipt; replayed?: boolean }>('POST', '/v1/actions', {
+    // Sent and not answered: the write may have landed. The key is what lets the agent find out safely.
+    const unanswered = (cause: unknown) => new WriteOutcomeUnknownError({ idempotencyKey, decisionId: decisionIdOf(request.decision), resource }, cause);
+    const out = await this.send<{ receipt: Receipt; replayed?: boolean }>('POST', '/v1/actions', {
       action: request.action ?? decided!.action,
-      resource: request.resource ?? decided!.resource,
+      resource,
       fields: request.fields ?? decided!.fields,
       payload: request.payload,
       ...(request.expected_version !== undefined ? { expected_version: request.expected_version } : {}),
-    }, headers);
+    }, headers, undefined, unanswered);
     // Always a boolean here, so that an agent can tell a retry that wrote nothing from a new write (a Writ
     // from before the receipt carried it says so only beside the receipt).
     return { ...out.receipt, replayed: out.replayed === true || out.receipt.replayed === true };
@@ -344,7 +378,8 @@ export class WritClient {
    * Runs `fn` while holding leases for `decisions`: takes them (waiting in Writ's queue for a busy key, and
    * retrying RESOURCE_BUSY, OVERLOADED, RATE_LIMITED and lost connections with full-jitter backoff that
    * honours Retry-After, up to the deadline), renews at a third of the TTL, aborts `fn`'s
-   * signal the moment the lease is lost or preempted, and releases in `finally`.
+   * signal the moment the lease is lost or preempted, and releases in `finally`. A renewal Writ leaves
+   * unanswered is given up when the lease would have expired, the release once the lease has lapsed.
    */
   withLease<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
     return this.leased(decisions, fn, options, true);
@@ -369,11 +404,15 @@ export class WritClient {
         acquiredSentAt = Date.now();
         const asked = { ttlMs, waitMs, ...(options.preempt ? { preempt: true } : {}) };
         const stream = options.stream;
-        lease = stream
+        // A Writ that answers nothing (paused, or behind a partition that drops packets) is given up at the
+        // deadline (or after the wait asked for, if longer), plus time for an answer on its way: TimeoutError.
+        // Like a dropped connection, that leaves the outcome unknown: a lease granted lapses at its TTL.
+        const answerBy = Math.max(deadline - Date.now(), waitMs) + ANSWER_GRACE_MS;
+        lease = await within(answerBy, (signal) => stream
           // A stream closed before the request was sent: nothing was asked, so ask over HTTP. (One that
           // closed after sending leaves the outcome unknown, as a dropped HTTP connection does: asked again below.)
-          ? await streamElseHttp(() => stream.acquire(needing.map(tokenOf), asked), () => this.acquireLease(needing, asked), (closed) => closed.requestId === null)
-          : await this.acquireLease(needing, asked);
+          ? streamElseHttp(() => stream.acquire(needing.map(tokenOf), asked), () => this.acquireUnless(needing, asked, signal), (closed) => closed.requestId === null)
+          : this.acquireUnless(needing, asked, signal));
         // After a server-side wait the TTL started near the answer, not at the send.
         if (waitMs > 0) acquiredSentAt = Date.now();
         break;
@@ -445,22 +484,27 @@ export class WritClient {
     // Over the stream while it is open; over HTTP once it has closed (the lease itself is still good).
     let via = stream;
     // Renewing or releasing twice is harmless, so both fall back whether or not the stream sent the request.
-    const renewOnce = (): Promise<LeaseRenewal> => {
+    // A Writ that is paused or behind a partition that drops packets accepts connections and answers
+    // nothing: a renewal is given up when the lease would have expired (the watchdog has aborted by then),
+    // and the release when the lease has lapsed at the latest (at least 1 s), so withLease returns.
+    const renewOnce = (): Promise<LeaseRenewal> => within(Math.max(1, localExpiry - Date.now()), (signal) => {
       const open = via;
-      if (!open) return this.renewLease(held, ttlMs);
-      return streamElseHttp(() => open.renew(held, ttlMs), () => this.renewLease(held, ttlMs), () => {
+      if (!open) return this.renewUnless(held, ttlMs, signal);
+      return streamElseHttp(() => open.renew(held, ttlMs), () => this.renewUnless(held, ttlMs, signal), () => {
         via = undefined;
         // The task may have ended meanwhile: no renewal then (the release follows over HTTP).
         return !stopped;
       });
-    };
-    const release = () => {
+    });
+    const release = () => within(Math.max(1_000, lapsesBy - Date.now()), (signal) => {
       const open = via;
-      return open ? streamElseHttp(() => open.release(held), () => this.releaseLease(held), () => true) : this.releaseLease(held);
-    };
+      return open ? streamElseHttp(() => open.release(held), () => this.releaseUnless(held, signal), () => true) : this.releaseUnless(held, signal);
+    });
     const renewEvery = Math.max(50, Math.floor(ttlMs / 3));
     // Writ starts the TTL when it handles the request, which is after we sent it: this bound is conservative.
     let localExpiry = acquiredSentAt + ttlMs;
+    // And before the answer came: by then Writ's TTL has started.
+    let lapsesBy = Date.now() + ttlMs;
     let stopped = false;
     let refusedByWrit = false;
     let renewTimer: ReturnType<typeof setTimeout> | undefined;
@@ -489,6 +533,7 @@ export class WritClient {
           if (stopped) return;
           held.expires_at = r.expires_at;
           localExpiry = sentAt + ttlMs;
+          lapsesBy = Date.now() + ttlMs;
           armWatchdog();
           renewTimer = setTimeout(renew, renewEvery);
         },
@@ -534,6 +579,26 @@ function delegationRequestBody(from: string, request: DelegateRequest): Delegati
     if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new TypeError(`delegate: ttlMs must be a positive number of ms, got ${String(ttlMs)}`);
   }
   return { ...rest, from, ...(ttlMs !== undefined ? { expires_at: Date.now() + Math.ceil(ttlMs) } : {}) };
+}
+
+/**
+ * `call`, given up after `ms`: its signal aborts (a fetch given it stops) and the answer rejects then,
+ * even if `call` goes on (a lease stream's request, which its own timeout ends).
+ */
+function within<T>(ms: number, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      // fetch's own error for a timed-out signal (AbortSignal.timeout): an agent may already handle it.
+      const reason = new DOMException(`no answer from Writ within ${Math.round(ms)} ms; the outcome is unknown`, 'TimeoutError');
+      controller.abort(reason);
+      reject(reason);
+    }, ms);
+    call(controller.signal).then(
+      (v) => (clearTimeout(timer), resolve(v)),
+      (e: unknown) => (clearTimeout(timer), reject(e)),
+    );
+  });
 }
 
 /** A request that failed for want of a connection (refused, reset, closed by Writ): a fetch's, or the lease stream's. */
@@ -587,6 +652,17 @@ function decidedWrite(d: Decision | string): { action: string; resource: string;
   const { action, resource, fields } = claims;
   if (typeof action !== 'string' || typeof resource !== 'string' || !Array.isArray(fields)) throw new TypeError('act: the decision token names no action, resource and fields: pass them');
   return { action, resource, fields: fields as string[] };
+}
+
+/** The decision's id: the Decision's, or its token's claim; null when the token cannot be read. */
+function decisionIdOf(d: Decision | string): string | null {
+  if (typeof d !== 'string') return d.decision_id;
+  try {
+    const id = decodeJwt(d).decision_id;
+    return typeof id === 'string' ? id : null;
+  } catch {
+    return null;
+  }
 }
 
 function tokenOf(d: Decision | string): string {

@@ -192,3 +192,25 @@ export class DelegationNotRevokedError extends Error {
     this.taskError = outcome.ok ? undefined : outcome.error;
   }
 }
+
+/**
+ * `act` sent the write and got no answer (the connection failed or was cut, or a `fetch` given to the
+ * client gave up): Writ may have written it, or not. Not a WritApiError, since Writ answered nothing. To
+ * learn which, act again with the same request and `idempotencyKey`: Writ answers the first attempt's
+ * receipt (`replayed` true: COMPLETED, or PENDING while it is under way) and writes nothing twice, or,
+ * when the first attempt never arrived, writes now. `cause` is the transport's error.
+ */
+export class WriteOutcomeUnknownError extends Error {
+  /** The Idempotency-Key the write was sent with (the SDK's random one unless the caller gave one). */
+  readonly idempotencyKey: string;
+  /** The decision the write was sent with (its receipt names it: `decision_id`); null when its token could not be read. */
+  readonly decisionId: string | null;
+  readonly resource: string;
+  constructor(write: { idempotencyKey: string; decisionId: string | null; resource: string }, cause: unknown) {
+    super(`the answer to the write on ${write.resource} was lost (${cause instanceof Error ? cause.message : String(cause)}): it may have been written. Act again with the same request and idempotencyKey '${write.idempotencyKey}' to get its receipt; nothing is written twice`, { cause });
+    this.name = 'WriteOutcomeUnknownError';
+    this.idempotencyKey = write.idempotencyKey;
+    this.decisionId = write.decisionId;
+    this.resource = write.resource;
+  }
+}

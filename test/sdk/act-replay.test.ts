@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Receipt } from '../../src/sdk/index.js';
+import { WriteOutcomeUnknownError, type Receipt } from '../../src/sdk/index.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { clientFor, revisionOf, upstreamRequests } from './sdk-support.js';
 
@@ -10,6 +10,41 @@ beforeAll(async () => {
 afterAll(async () => server?.stop());
 
 describe('act and an Idempotency-Key retry', () => {
+  it('an answer lost after Writ wrote (the default random key) is WriteOutcomeUnknownError with that key: a retry with it answers the first receipt, and nothing is written twice', async () => {
+    // Writ handled the write and answered; the connection dropped before the agent read the answer.
+    let loseNextAnswer = false;
+    const lossy: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      if (!loseNextAnswer) return res;
+      loseNextAnswer = false;
+      await res.arrayBuffer();
+      throw new TypeError('fetch failed', { cause: Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }) });
+    };
+    const { client } = clientFor(server, 'seo-agent-7', lossy);
+    const resource = 'wp:post:813';
+    const decision = await client.decide({ action: 'update_post', resource, environment: 'production', fields: ['title'] });
+    const version = await revisionOf(server, '813');
+
+    const { lost, again } = await client.withLease([decision], async ({ act }) => {
+      loseNextAnswer = true;
+      const lost = await act({ payload: { title: 'answer lost' }, expected_version: version }).then(() => null, (e: unknown) => e);
+      if (!(lost instanceof WriteOutcomeUnknownError)) return { lost, again: null };
+      return { lost, again: await act({ payload: { title: 'answer lost' }, expected_version: version, idempotencyKey: lost.idempotencyKey }) };
+    });
+
+    expect(lost).toBeInstanceOf(WriteOutcomeUnknownError);
+    const unknown = lost as WriteOutcomeUnknownError;
+    expect(unknown.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+    expect(unknown.decisionId).toBe(decision.decision_id);
+    expect(unknown.resource).toBe(resource);
+    expect(unknown.cause).toBeInstanceOf(TypeError);
+    expect(unknown.message).toContain(unknown.idempotencyKey);
+    expect(again?.replayed).toBe(true);
+    expect(again?.status).toBe('COMPLETED');
+    expect(again?.idempotency_key).toBe(unknown.idempotencyKey);
+    expect((await upstreamRequests(server, '813')).filter((r) => r.method !== 'GET')).toHaveLength(1);
+  });
+
   it('a retry that wrote nothing says so (receipt.replayed true, the first receipt); a new write says replayed false', async () => {
     const { client } = clientFor(server, 'seo-agent-7');
     const resource = 'wp:post:811';

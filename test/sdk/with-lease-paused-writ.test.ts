@@ -1,0 +1,66 @@
+import { rmSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LeaseExpiredError } from '../../src/sdk/index.js';
+import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { aborted, clientFor, sleep } from './sdk-support.js';
+
+// A Writ that is paused (SIGSTOP) or cut off by a partition that drops packets still has its
+// connections accepted by the kernel and answers nothing: a renewal or a release sent to it hangs
+// until fetch gives up (minutes). Its own server, since it is paused.
+let server: ServerProcess;
+beforeAll(async () => {
+  server = await startServerProcess();
+});
+afterAll(async () => {
+  server?.proc.kill('SIGCONT');
+  // Not SIGTERM: after this pause `writ serve` drains but does not exit while this process lives (reported, not fixed here).
+  await server?.kill9();
+  if (server) rmSync(server.dataDir, { recursive: true, force: true });
+});
+
+describe('withLease when Writ stops answering (paused, not down)', () => {
+  it('aborts the task once the lease would have expired and then returns within about a TTL, not when Writ answers again', { timeout: 40_000 }, async () => {
+    const { client } = clientFor(server, 'seo-agent-7');
+    const decision = await client.decide({ action: 'update_post', resource: 'wp:post:601', environment: 'production', fields: ['title'] });
+    let abortedAt = 0;
+    const resume = setTimeout(() => server.proc.kill('SIGCONT'), 20_000);
+    try {
+      const outcome = client.withLease([decision], async ({ signal }) => {
+        server.proc.kill('SIGSTOP');
+        const reason = await aborted(signal, 5_000);
+        abortedAt = Date.now();
+        return reason;
+      }, { ttlMs: 1_000 });
+      const reason = await outcome;
+      const returnedAfterAbortMs = Date.now() - abortedAt;
+      expect(reason).toBeInstanceOf(LeaseExpiredError);
+      // The release is given up when the lease would have lapsed anyway (with a 1 s floor): well under the 20 s pause.
+      expect(returnedAfterAbortMs).toBeLessThan(4_000);
+    } finally {
+      clearTimeout(resume);
+      server.proc.kill('SIGCONT');
+    }
+    await sleep(100);
+  });
+
+  it('gives up taking the lease at deadlineMs (plus 2 s for an answer on its way), with TimeoutError, and the task never runs', { timeout: 40_000 }, async () => {
+    const { client } = clientFor(server, 'seo-agent-7');
+    const decision = await client.decide({ action: 'update_post', resource: 'wp:post:602', environment: 'production', fields: ['title'] });
+    let ran = false;
+    server.proc.kill('SIGSTOP');
+    const resume = setTimeout(() => server.proc.kill('SIGCONT'), 20_000);
+    const started = Date.now();
+    try {
+      const error = await client.withLease([decision], async () => {
+        ran = true;
+      }, { deadlineMs: 2_000 }).then(() => null, (e: unknown) => e);
+      const tookMs = Date.now() - started;
+      expect((error as Error | null)?.name).toBe('TimeoutError');
+      expect(tookMs).toBeLessThan(8_000);
+      expect(ran).toBe(false);
+    } finally {
+      clearTimeout(resume);
+      server.proc.kill('SIGCONT');
+    }
+  });
+});
