@@ -63,7 +63,8 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
 async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean; create?: boolean; allowMovedStore?: boolean } = {}): Promise<T> {
   const { create = false, ...open } = options;
   if (!create) await requireStore(config);
-  const w = await openWrit(config, { makeSigningKey: create && config.databaseUrl === null, ...open });
+  // The bundle only for what judges: reading receipts, chains and the graph needs none (WRIT_BUNDLE_DIR is ./build/policy, beside a checkout).
+  const w = await openWrit(config, { makeSigningKey: create && config.databaseUrl === null, policyOnUse: true, ...open });
   warnDamagedKeys(w.ctx.keys);
   try {
     return await fn(w);
