@@ -195,7 +195,9 @@ function formatVerdict(v: ReceiptChainVerdict): string {
   const against = v.checkpoint ? ` against checkpoint ${v.checkpoint.seq} of ${toWireTime(v.checkpoint.at)} (${v.checkpoint.chains} chains)` : ' (no checkpoint yet)';
   return v.ok
     ? `OK: ${v.entries} entries in ${v.chains} chains${against}, heads root ${v.head}`
-    : `BROKEN in chain ${JSON.stringify(v.chain ?? '')} at ${v.firstBadPos}${v.firstBadSeq !== undefined ? ` (seq ${v.firstBadSeq})` : ''}: ${v.problem} (${v.entries} sound entries before it${against})`;
+    : v.chain !== undefined
+      ? `BROKEN in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}${v.firstBadSeq !== undefined ? ` (seq ${v.firstBadSeq})` : ''}: ${v.problem} (${v.entries} sound entries before it${against})`
+      : `BROKEN: ${v.problem}${v.entries > 0 ? ` (${v.entries} entries in ${v.chains} chains sound${against})` : ''}`;
 }
 
 /** The keys of a saved `/.well-known/jwks.json`; MALFORMED_REQUEST, saying why, when it cannot be read or is not a JWKS. */
