@@ -225,9 +225,14 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
   if (typeof values.jwks === 'string') {
     keys = readJwksFile(values.jwks);
   } else {
-    const ring = await KeyRing.open(`${configFrom(values).dataDir}/keys`, systemClock, { makeSigningKey: false }); // it only verifies
+    const keysDir = `${configFrom(values).dataDir}/keys`;
+    const ring = await KeyRing.open(keysDir, systemClock, { makeSigningKey: false }); // it only verifies
     warnDamagedKeys(ring);
     keys = ring.jwks().keys;
+    // Nothing to check a signature with is not a forged archive: said as such, not BROKEN (exit 1 would read as altered).
+    if (keys.length === 0) {
+      throw new WritError('NOT_FOUND', `no keys to check the archive's signature with: ${keysDir} holds none; pass --jwks FILE (the /.well-known/jwks.json saved with the archive) or --data-dir naming the servers' data directory; nothing was checked`);
+    }
   }
   const keyFor = (kid: string) => {
     const jwk = keys.find((k) => k.kid === kid);
