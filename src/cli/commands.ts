@@ -1011,15 +1011,17 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'lease ls',
-    summary: 'leases: holder, fencing epoch, expiry, transitions (Kubernetes Lease vocabulary)',
+    summary: 'leases: holder, fencing epoch, expiry, transitions (Kubernetes Lease vocabulary); --resource KEY: that key, and for a resource its fields\' keys (KEY#field)',
     usage: '[--resource KEY] [--holder ID] [--json]',
     options: { resource: { type: 'string' }, holder: { type: 'string' }, json: { type: 'boolean' } },
     run: ({ values }) =>
       withWrit(values, async (w) => {
         const filter: { key?: string; holder?: string } = {};
-        if (typeof values.resource === 'string') filter.key = values.resource;
+        const resource = typeof values.resource === 'string' ? values.resource : undefined;
+        // A resource (a receipt's resource_key) is leased per field (KEY#field): its keys are those too.
+        if (resource !== undefined && resource.includes('#')) filter.key = resource;
         if (typeof values.holder === 'string') filter.holder = values.holder;
-        const leases = await w.ctx.leases.list(filter);
+        const leases = (await w.ctx.leases.list(filter)).filter((l) => resource === undefined || l.key === resource || l.key.startsWith(`${resource}#`));
         print(leases.map(leaseRecordToWire), values.json, () =>
           leases.length === 0
             ? '(no leases)'
