@@ -129,7 +129,7 @@ export function verifyArchiveFile(file: string, verifyJws: (jws: string) => { pa
   /** What signed the ranges, in the words of the file's own format. */
   const signedBy = legacy ? 'checkpoint' : 'manifest';
   let entries = 0;
-  const out = (bad: ChainBreak): ArchiveVerdict => ({ ok: false, entries, ranges, manifest, version, chain: bad.chain, firstBadPos: bad.pos, problem: bad.problem });
+  const out = (bad: ChainBreak | { problem: string }): ArchiveVerdict => ({ ok: false, entries, ranges, manifest, version, ...('chain' in bad ? { chain: bad.chain, firstBadPos: bad.pos } : {}), problem: bad.problem });
   let n = 1;
   for (const r of ranges) {
     const v = new ChainVerifier(r.chain, r.from - 1, r.prev_hash);
@@ -145,8 +145,8 @@ export function verifyArchiveFile(file: string, verifyJws: (jws: string) => { pa
     }
     if (v.headHash !== r.hash) return out(v.bad(r.to, `chain ${JSON.stringify(r.chain)}: the range ends at a hash other than its ${signedBy}'s`));
   }
-  if (!lines.next().done) return out({ chain: '', pos: 0, problem: `line ${n + 1}: the archive holds more than its ${signedBy}'s ranges (entries were added at its end)` });
-  if (entries !== count) return out({ chain: '', pos: 0, problem: `the archive holds ${entries} entries, its ${signedBy} says ${count}` });
+  if (!lines.next().done) return out({ problem: `line ${n + 1}: the archive holds more than its ${signedBy}'s ranges (entries were added at its end)` });
+  if (entries !== count) return out({ problem: `the archive holds ${entries} entries, its ${signedBy} says ${count}` });
   return { ok: true, entries, ranges, manifest, version };
 }
 

@@ -78,7 +78,10 @@ export interface ReceiptChainVerdict {
    * it to detect later a rewrite of everything after it, checkpoints included.
    */
   head: string;
-  /** The chain, and the position in it, at which the log breaks (a missing entry is reported as itself). */
+  /**
+   * The chain, and the position in it, at which the log breaks (a missing entry is reported as itself);
+   * absent when the break is in no chain: the latest checkpoint, or an index row naming no entry of its own.
+   */
   chain?: ChainId;
   firstBadPos?: number;
   /** Store-wide seq of the entry at fault, when one is (not for a missing entry). */

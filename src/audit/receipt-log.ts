@@ -222,11 +222,13 @@ export class ReceiptLog {
   private async verifyOnce(pause: () => Promise<void>): Promise<ReceiptChainVerdict> {
     const signed = await this.signedState();
     const checkpoint = signed.checkpoint ? checkpointSummary(signed.checkpoint) : undefined;
-    const verdict = (bad: ChainBreak, walk?: LogWalk): ReceiptChainVerdict => ({
+    // A break in no chain (the checkpoint itself, an index row naming no entry of its own) names none: chain
+    // "" is the legacy chain's name, and a position would point an auditor at an entry that is sound.
+    const verdict = (bad: ChainBreak | { problem: string }, walk?: LogWalk): ReceiptChainVerdict => ({
       ok: false, entries: walk?.sound ?? 0, chains: walk?.verified.length ?? 0, head: headsRoot(walk?.verified ?? []),
-      chain: bad.chain, firstBadPos: bad.pos, ...(bad.seq !== undefined ? { firstBadSeq: bad.seq } : {}), problem: bad.problem, ...(checkpoint ? { checkpoint } : {}),
+      ...('chain' in bad ? { chain: bad.chain, firstBadPos: bad.pos, ...(bad.seq !== undefined ? { firstBadSeq: bad.seq } : {}) } : {}), problem: bad.problem, ...(checkpoint ? { checkpoint } : {}),
     });
-    if ('problem' in signed) return verdict({ chain: LEGACY_CHAIN, pos: 0, problem: signed.problem });
+    if ('problem' in signed) return verdict({ problem: signed.problem });
     // The heads before the entries: entries and heads are written together, so the walk sees at least these.
     const heads = new Map((await this.store.read((tx) => tx.receipts.heads())).map((h) => [h.chain, h]));
     const walk = new LogWalk(signed.leaves, heads);
@@ -250,7 +252,6 @@ export class ReceiptLog {
     const [orphan] = await this.store.read((tx) => tx.receipts.indexOrphans(1));
     if (orphan) {
       return verdict({
-        chain: '', pos: 0,
         problem: `receipt ${orphan.receipt_id}: its index row names entry seq ${orphan.first_seq}${orphan.last_seq !== orphan.first_seq ? ` and seq ${orphan.last_seq}` : ''}, which ${orphan.last_seq !== orphan.first_seq ? 'are' : 'is'} not its own (a row was added or repointed, or the entries it names were cut: the receipts index was altered)`,
       }, walk);
     }

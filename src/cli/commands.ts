@@ -63,7 +63,8 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
 async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean; create?: boolean; allowMovedStore?: boolean } = {}): Promise<T> {
   const { create = false, ...open } = options;
   if (!create) await requireStore(config);
-  const w = await openWrit(config, { makeSigningKey: create && config.databaseUrl === null, ...open });
+  // The bundle only for what judges: reading receipts, chains and the graph needs none (WRIT_BUNDLE_DIR is ./build/policy, beside a checkout).
+  const w = await openWrit(config, { makeSigningKey: create && config.databaseUrl === null, policyOnUse: true, ...open });
   warnDamagedKeys(w.ctx.keys);
   try {
     return await fn(w);
@@ -194,7 +195,9 @@ function formatVerdict(v: ReceiptChainVerdict): string {
   const against = v.checkpoint ? ` against checkpoint ${v.checkpoint.seq} of ${toWireTime(v.checkpoint.at)} (${v.checkpoint.chains} chains)` : ' (no checkpoint yet)';
   return v.ok
     ? `OK: ${v.entries} entries in ${v.chains} chains${against}, heads root ${v.head}`
-    : `BROKEN in chain ${JSON.stringify(v.chain ?? '')} at ${v.firstBadPos}${v.firstBadSeq !== undefined ? ` (seq ${v.firstBadSeq})` : ''}: ${v.problem} (${v.entries} sound entries before it${against})`;
+    : v.chain !== undefined
+      ? `BROKEN in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}${v.firstBadSeq !== undefined ? ` (seq ${v.firstBadSeq})` : ''}: ${v.problem} (${v.entries} sound entries before it${against})`
+      : `BROKEN: ${v.problem}${v.entries > 0 ? ` (${v.entries} entries in ${v.chains} chains sound${against})` : ''}`;
 }
 
 /** The keys of a saved `/.well-known/jwks.json`; MALFORMED_REQUEST, saying why, when it cannot be read or is not a JWKS. */
@@ -222,9 +225,14 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
   if (typeof values.jwks === 'string') {
     keys = readJwksFile(values.jwks);
   } else {
-    const ring = await KeyRing.open(`${configFrom(values).dataDir}/keys`, systemClock, { makeSigningKey: false }); // it only verifies
+    const keysDir = `${configFrom(values).dataDir}/keys`;
+    const ring = await KeyRing.open(keysDir, systemClock, { makeSigningKey: false }); // it only verifies
     warnDamagedKeys(ring);
     keys = ring.jwks().keys;
+    // Nothing to check a signature with is not a forged archive: said as such, not BROKEN (exit 1 would read as altered).
+    if (keys.length === 0) {
+      throw new WritError('NOT_FOUND', `no keys to check the archive's signature with: ${keysDir} holds none; pass --jwks FILE (the /.well-known/jwks.json saved with the archive) or --data-dir naming the servers' data directory; nothing was checked`);
+    }
   }
   const keyFor = (kid: string) => {
     const jwk = keys.find((k) => k.kid === kid);
@@ -1003,15 +1011,17 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'lease ls',
-    summary: 'leases: holder, fencing epoch, expiry, transitions (Kubernetes Lease vocabulary)',
+    summary: 'leases: holder, fencing epoch, expiry, transitions (Kubernetes Lease vocabulary); --resource KEY: that key, and for a resource its fields\' keys (KEY#field)',
     usage: '[--resource KEY] [--holder ID] [--json]',
     options: { resource: { type: 'string' }, holder: { type: 'string' }, json: { type: 'boolean' } },
     run: ({ values }) =>
       withWrit(values, async (w) => {
         const filter: { key?: string; holder?: string } = {};
-        if (typeof values.resource === 'string') filter.key = values.resource;
+        const resource = typeof values.resource === 'string' ? values.resource : undefined;
+        // A resource (a receipt's resource_key) is leased per field (KEY#field): its keys are those too.
+        if (resource !== undefined && resource.includes('#')) filter.key = resource;
         if (typeof values.holder === 'string') filter.holder = values.holder;
-        const leases = await w.ctx.leases.list(filter);
+        const leases = (await w.ctx.leases.list(filter)).filter((l) => resource === undefined || l.key === resource || l.key.startsWith(`${resource}#`));
         print(leases.map(leaseRecordToWire), values.json, () =>
           leases.length === 0
             ? '(no leases)'

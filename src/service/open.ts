@@ -5,7 +5,8 @@ import { KeyRing, ReplayGuard, useEd25519 } from '../decision/index.js';
 // Imported here only, where the server is composed: the SDK and the domain never load the native addon.
 import { libsodiumEd25519 } from '../decision/ed25519-libsodium.js';
 import { LiveGraph } from '../graph/index.js';
-import { openReloadingPolicyEngine } from '../policy/index.js';
+import { openReloadingPolicyEngine, type PolicyEngine } from '../policy/index.js';
+import { WritError } from '../errors.js';
 import { openSqliteStore } from '../store/sqlite/sqlite-store.js';
 import { openPostgresStore, POSTGRES_MIGRATIONS } from '../store/postgres/index.js';
 import { SQLITE_SCHEMA_VERSION } from '../store/sqlite/database.js';
@@ -47,7 +48,7 @@ export interface OpenedWrit {
  * Opens the store, replays the graph, loads keys and the policy bundle, and bootstraps governance.
  * The one place where an engine is chosen and wired to the domain's ports.
  */
-export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog; makeSigningKey?: boolean; migrate?: boolean; bootstrapGovernance?: boolean; allowMovedStore?: boolean } = {}): Promise<OpenedWrit> {
+export async function openWrit(config: WritConfig, options: { clock?: Clock; upstreams?: UpstreamRouter; store?: WritStore; decisionLog?: DecisionLog; makeSigningKey?: boolean; migrate?: boolean; bootstrapGovernance?: boolean; allowMovedStore?: boolean; policyOnUse?: boolean } = {}): Promise<OpenedWrit> {
   const clock = options.clock ?? systemClock;
   // Every Ed25519 signature and check of this process through libsodium (see decision/ed25519.ts).
   useEd25519(libsodiumEd25519);
@@ -66,7 +67,10 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     const watch = store.watchGraphHead ? await store.watchGraphHead((head) => graph.feedHead(head)) : null;
     closers.push(async () => watch?.close());
     const keys = await KeyRing.open(`${config.dataDir}/keys`, clock, { maxTokenTtlMs: config.decisionTtlMs, makeSigningKey: options.makeSigningKey ?? true });
-    const policy = await openReloadingPolicyEngine(config.bundleDir);
+    const policy = await openReloadingPolicyEngine(config.bundleDir).catch((e: unknown) => {
+      if (options.policyOnUse && e instanceof WritError && e.code === 'POLICY_UNAVAILABLE') return unavailablePolicy(e);
+      throw e;
+    });
     const decisionLog = options.decisionLog ?? openDecisionLog(config.decisionLog, { version: writVersion() });
     const leases = new LeaseManager(store, clock, {
       minTtlMs: config.lease.minTtlMs,
@@ -124,6 +128,27 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
     await store.close();
     throw e;
   }
+}
+
+/**
+ * In place of a bundle that could not be loaded (`policyOnUse`): refuses every use with the error loading
+ * gave. A command that reads the store and judges nothing (`writ audit verify`, `receipts`, `why`), run
+ * where no bundle is (an auditor's machine against PostgreSQL), answers; one that judges fails as before.
+ */
+function unavailablePolicy(error: WritError): PolicyEngine {
+  const refuse = (): never => {
+    throw new WritError('POLICY_UNAVAILABLE', error.message);
+  };
+  return {
+    get revision(): string {
+      return refuse();
+    },
+    get data(): never {
+      return refuse();
+    },
+    decide: refuse,
+    checkDelegation: refuse,
+  };
 }
 
 /**

@@ -1,4 +1,5 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
@@ -59,6 +60,15 @@ describe('writ audit archive and writ audit verify --archive', () => {
 
     // Offline: with the data directory's keys, or with a saved JWKS.
     expect((await writ('audit', 'verify', '--archive', file)).stdout).toMatch(/^OK: .* holds 3 entries of 1 chain\(s\), its signed manifest verified/);
+    // An auditor's machine with neither the data directory's keys nor --jwks: nothing was checked, which is not BROKEN.
+    const noKeys = mkdtempSync(join(tmpdir(), 'writ-no-keys-'));
+    try {
+      const unchecked = await runWrit(noKeys, 'audit', 'verify', '--archive', file);
+      expect(unchecked).toMatchObject({ code: 1, output: expect.stringContaining(`writ: NOT_FOUND (Not found): no keys to check the archive's signature with: ${noKeys}/keys holds none; pass --jwks FILE`) });
+      expect(unchecked.output).not.toContain('BROKEN');
+    } finally {
+      rmSync(noKeys, { recursive: true, force: true });
+    }
     const jwks = join(h.dataDir, 'jwks.json');
     writeFileSync(jwks, JSON.stringify((await h.call(null, { method: 'GET', url: '/.well-known/jwks.json' })).body));
     expect((await writ('audit', 'verify', '--archive', file, '--jwks', jwks)).code).toBe(0);

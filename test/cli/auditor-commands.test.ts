@@ -177,6 +177,10 @@ describe('auditor commands tell what really happened', () => {
     const l = await writ('lease', 'ls', '--resource', 'wp:post:1024#title');
     // Held by seo-agent-7 at epoch 1 (EXPIRED by now in real time: the harness clock stood still while the CLI uses the system clock).
     expect(l.stdout).toMatch(/wp:post:1024#title\s+(HELD|EXPIRED)\s+holder seo-agent-7\s+epoch 1/);
+    // The resource a receipt names (its resource_key) finds the leases of its fields: before, "(no leases)".
+    const byResource = await writ('lease', 'ls', '--resource', 'wp:post:1024');
+    expect(byResource.stdout).toMatch(/^wp:post:1024#title\s+(HELD|EXPIRED)\s+holder seo-agent-7\s+epoch 1/);
+    expect((await writ('lease', 'ls', '--resource', 'wp:post:102')).stdout).toBe('(no leases)\n');
   });
 
   it('every --json output carries instants as RFC 3339 strings, as the HTTP answers do', async () => {

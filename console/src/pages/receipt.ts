@@ -86,7 +86,9 @@ export function receiptPage(route: Route, ctx: PageContext): HTMLElement {
         const mine = v.chain === r.hash_chain;
         fill(verdictBox, v.ok
           ? h('p', { class: 'good' }, `Verified${against}: ${v.chains} chains, ${v.entries} entries sound, heads root ${v.head.slice(0, 16)}…; this receipt is entries ${positions.join(', ')} of the chain of ${r.hash_chain}.`)
-          : h('p', { class: 'bad' }, `The log is BROKEN in the chain of ${v.chain ?? '?'} at entry ${v.firstBadPos ?? '?'}: ${v.problem}. ${!mine ? 'This receipt is in another chain.' : v.firstBadPos !== undefined && v.firstBadPos <= Math.max(...positions) ? 'This receipt is at or after the break in its chain: do not trust it.' : 'This receipt is before the break in its chain.'}`));
+          : v.chain === undefined
+            ? h('p', { class: 'bad' }, `The log is BROKEN: ${v.problem}. The break is in no chain: do not rely on this receipt until it is resolved.`)
+            : h('p', { class: 'bad' }, `The log is BROKEN in the chain of ${v.chain} at entry ${v.firstBadPos ?? '?'}: ${v.problem}. ${!mine ? 'This receipt is in another chain.' : v.firstBadPos !== undefined && v.firstBadPos <= Math.max(...positions) ? 'This receipt is at or after the break in its chain: do not trust it.' : 'This receipt is before the break in its chain.'}`));
       } catch (e) {
         fill(verdictBox, errorBox(e));
       }

@@ -180,7 +180,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
             ok: { type: 'boolean' }, entries: { type: 'integer', description: 'entries checked and found sound (above the archive floors)' },
             chains: { type: 'integer', description: 'chains checked' },
             head: { type: 'string', description: 'Merkle root over the chain heads as verified (publish it to detect a later rewrite)' },
-            chain: { type: 'string', description: 'the chain (coordination key) where the log breaks' },
+            chain: { type: 'string', description: 'the chain (coordination key) where the log breaks; absent when the break is in no chain (the latest checkpoint, or a receipts index row naming no entry of its own)' },
             firstBadPos: { type: 'integer', description: 'the position in that chain' }, firstBadSeq: { type: 'integer', description: 'the store-wide seq of the entry at fault, when one is' }, problem: { type: 'string' },
             checkpoint: {
               type: 'object', description: 'the latest signed checkpoint over all chain heads, which the log was verified against (and archived chains from)',
