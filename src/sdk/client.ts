@@ -105,7 +105,11 @@ export interface LeaseOptions {
 export interface LeaseScope {
   /** The lease held; null when no decision needed one (`obligations.lease_required` false: e.g. a WRITE_OPTIMISTIC field). */
   lease: Lease | null;
-  /** Aborted the moment the lease is lost (renew failed) or preempted; `signal.reason` is the typed error. Never aborts without a lease. */
+  /**
+   * Aborted when the lease is known lost: a renewal refused (preempted, expired, released), a write through
+   * `act` refused because the lease is gone (at once), or renewals failing until it would have expired;
+   * `signal.reason` is the typed error. Never aborts without a lease.
+   */
   signal: AbortSignal;
   /** Sends a write under this lease (sets the lease and fencing headers). */
   act(request: ScopedActRequest): Promise<Receipt>;
@@ -118,7 +122,7 @@ export interface JobScope {
   lease: Lease;
   /** The fencing epoch of this run: pass it to anything the job writes that can check it (larger = newer run). */
   fencingEpoch: number;
-  /** Aborted the moment the lease is lost or preempted: stop the job. */
+  /** Aborted once the lease is known lost or preempted (as `LeaseScope.signal`): stop the job. */
   signal: AbortSignal;
   /** A write through the gateway under this run's lease (`decision` defaults to the run's). */
   act(request: ScopedActRequest): Promise<Receipt>;
@@ -378,7 +382,8 @@ export class WritClient {
    * Runs `fn` while holding leases for `decisions`: takes them (waiting in Writ's queue for a busy key, and
    * retrying RESOURCE_BUSY, OVERLOADED, RATE_LIMITED and lost connections with full-jitter backoff that
    * honours Retry-After, up to the deadline), renews at a third of the TTL, aborts `fn`'s
-   * signal the moment the lease is lost or preempted, and releases in `finally`. A renewal Writ leaves
+   * signal once the lease is known lost (a refused renewal or write, or renewals failing until it would
+   * expire), and releases in `finally`. A renewal Writ leaves
    * unanswered is given up when the lease would have expired, the release once the lease has lapsed.
    */
   withLease<T>(decisions: (Decision | string)[], fn: (scope: LeaseScope) => Promise<T>, options: LeaseOptions = {}): Promise<T> {
@@ -555,11 +560,22 @@ export class WritClient {
       const scope: LeaseScope = {
         lease: held,
         signal: controller.signal,
-        act: (req) => {
-          if (controller.signal.aborted) return Promise.reject(controller.signal.reason);
+        act: async (req) => {
+          if (controller.signal.aborted) throw controller.signal.reason;
           const decision = scopedDecision(req, decisions);
           // A write whose decision needs no lease goes without one (its keys are not this lease's).
-          return this.act({ ...req, decision, lease: leaseRequired(decision) ? held : null });
+          const leased = leaseRequired(decision);
+          try {
+            return await this.act({ ...req, decision, lease: leased ? held : null });
+          } catch (e) {
+            // The gateway found this lease gone (preempted, expired, a newer holder's epoch): the task is
+            // told now, not at the next renewal, and nothing is released (it is not this lease's to give back).
+            if (leased && leaseGone(e, held)) {
+              refusedByWrit = true;
+              lose(e as WritApiError);
+            }
+            throw e;
+          }
         },
       };
       return await fn(scope);
@@ -599,6 +615,20 @@ function within<T>(ms: number, call: (signal: AbortSignal) => Promise<T>): Promi
       (e: unknown) => (clearTimeout(timer), reject(e)),
     );
   });
+}
+
+/**
+ * A write's refusal that proves `held` is lost: LEASE_PREEMPTED or LEASE_EXPIRED naming this lease, or
+ * STALE_FENCING_EPOCH for one of its keys at a newer epoch than it holds. (Not LEASE_EXPIRED without a
+ * lease id: the gateway's "too little of it left, renew first", nor an epoch missing for a key it lacks.)
+ */
+function leaseGone(e: unknown, held: Lease): boolean {
+  if (!(e instanceof WritApiError)) return false;
+  const { code, problem } = e;
+  if (code === 'LEASE_PREEMPTED' || code === 'LEASE_EXPIRED') return problem.lease_id === held.lease_id;
+  if (code !== 'STALE_FENCING_EPOCH' || typeof problem.key !== 'string' || typeof problem.current_epoch !== 'number') return false;
+  const mine = held.epochs[problem.key];
+  return mine !== undefined && problem.current_epoch > mine;
 }
 
 /** A request that failed for want of a connection (refused, reset, closed by Writ): a fetch's, or the lease stream's. */

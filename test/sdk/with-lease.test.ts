@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LeaseExpiredError, LeasePreemptedError, WritApiError, type Lease, type Receipt } from '../../src/sdk/index.js';
+import { LeaseExpiredError, LeasePreemptedError, StaleFencingEpochError, WritApiError, type Lease, type Receipt } from '../../src/sdk/index.js';
 import { WIRE_TIME } from '../support/wire-times.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { aborted, clientFor, leasesOn, revisionOf, sleep, upstreamRequests, type LeaseView } from './sdk-support.js';
@@ -133,6 +133,31 @@ describe('withLease against a running Writ', () => {
     expect(reason).toBeInstanceOf(LeaseExpiredError);
     // It kept trying: a transport failure is not a verdict that the lease is gone.
     expect(sent.filter((r) => r.path.endsWith('/renew')).length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('a write refused because the lease was taken over aborts the task\'s signal at once, not at the next renewal, and nothing is released', async () => {
+    const { client: rc, sent: rcSent } = clientFor(server, 'release-controller');
+    const { client: ic } = clientFor(server, 'incident-commander');
+    const resource = 'deploy:site:fenced-out';
+    const rcDecision = await rc.decide({ action: 'deploy', resource, environment: 'production', fields: [] });
+    const incidentId = `inc-${randomUUID().slice(0, 8)}`;
+    try {
+      const seen = await rc.withLease([rcDecision], async ({ signal, act }) => {
+        const declare = await ic.decide({ action: 'declare_incident', resource: `incident:${incidentId}`, environment: 'production', fields: [] });
+        await ic.request('POST', '/v1/incidents', { id: incidentId, reason: 'site down; taking over the release', decision: declare.token });
+        const icDecision = await ic.decide({ action: 'deploy', resource, environment: 'production', fields: [] });
+        await ic.acquireLease([icDecision], { ttlMs: 5_000, preempt: true });
+        // The next renewal is 5 s away (a third of 15 s): only the write can tell the task now.
+        const refused = await act({ payload: {}, expected_version: 0 }).then(() => null, (e: unknown) => e);
+        return { refused, abortedAtOnce: signal.aborted, reason: signal.reason as unknown };
+      }, { ttlMs: 15_000 });
+      expect(seen.refused).toBeInstanceOf(StaleFencingEpochError);
+      expect(seen.abortedAtOnce).toBe(true);
+      expect(seen.reason).toBe(seen.refused);
+      expect(rcSent.filter((r) => r.method === 'DELETE')).toEqual([]);
+    } finally {
+      await ic.request('DELETE', `/v1/incidents/${incidentId}`).catch(() => undefined);
+    }
   });
 
   it('an incident commander who preempts the release-controller\'s lease aborts its task with LEASE_PREEMPTED and gets the next epoch', async () => {
