@@ -817,6 +817,11 @@ export const COMMANDS: Command[] = [
       if (values.jwks !== undefined) throw new UsageError('--jwks FILE goes with --archive FILE (the store\'s own chain is checked with the data directory\'s keys)');
       return withWrit(values, async (w) => {
         const v = await w.ctx.receipts.verifyChain(async () => {});
+        // With no key at all (a data directory without the servers' keys/) the latest checkpoint could not be
+        // checked, so nothing was: that is not a broken log (BROKEN, exit 1, reads as tampered).
+        if (!v.ok && v.chain === undefined && v.checkpoint !== undefined && w.ctx.keys.jwks().keys.length === 0) {
+          throw new WritError('NOT_FOUND', `nothing was checked: ${v.problem}`);
+        }
         const restores = (await w.ctx.leases.epochBumps()).filter((b) => b.kind === 'RESTORE');
         print(restores.length === 0 ? withWireCheckpoint(v) : { ...(withWireCheckpoint(v) as object), restores }, values.json, () =>
           [formatVerdict(v), ...restores.map(formatRestore)].join('\n'));
