@@ -63,8 +63,9 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
 async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean; create?: boolean; allowMovedStore?: boolean } = {}): Promise<T> {
   const { create = false, ...open } = options;
   if (!create) await requireStore(config);
-  // The bundle only for what judges: reading receipts, chains and the graph needs none (WRIT_BUNDLE_DIR is ./build/policy, beside a checkout).
-  const w = await openWrit(config, { makeSigningKey: create && config.databaseUrl === null, policyOnUse: true, ...open });
+  // The bundle only for what judges: reading receipts, chains and the graph needs none (WRIT_BUNDLE_DIR is ./build/policy,
+  // beside a checkout). A command that may make the store loads it first, as before: without one it makes nothing.
+  const w = await openWrit(config, { makeSigningKey: create && config.databaseUrl === null, policyOnUse: !create, ...open });
   warnDamagedKeys(w.ctx.keys);
   try {
     return await fn(w);
