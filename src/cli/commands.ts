@@ -63,8 +63,9 @@ export function configFrom(values: CommandArgs['values']): WritConfig {
 async function withWrit<T>(values: CommandArgs['values'], fn: (w: OpenedWrit) => Promise<T> | T, config: WritConfig = configFrom(values), options: { migrate?: boolean; bootstrapGovernance?: boolean; create?: boolean; allowMovedStore?: boolean } = {}): Promise<T> {
   const { create = false, ...open } = options;
   if (!create) await requireStore(config);
-  // The bundle only for what judges: reading receipts, chains and the graph needs none (WRIT_BUNDLE_DIR is ./build/policy, beside a checkout).
-  const w = await openWrit(config, { makeSigningKey: create && config.databaseUrl === null, policyOnUse: true, ...open });
+  // The bundle only for what judges: reading receipts, chains and the graph needs none (WRIT_BUNDLE_DIR is ./build/policy,
+  // beside a checkout). A command that may make the store loads it first, as before: without one it makes nothing.
+  const w = await openWrit(config, { makeSigningKey: create && config.databaseUrl === null, policyOnUse: !create, ...open });
   warnDamagedKeys(w.ctx.keys);
   try {
     return await fn(w);
@@ -817,6 +818,11 @@ export const COMMANDS: Command[] = [
       if (values.jwks !== undefined) throw new UsageError('--jwks FILE goes with --archive FILE (the store\'s own chain is checked with the data directory\'s keys)');
       return withWrit(values, async (w) => {
         const v = await w.ctx.receipts.verifyChain(async () => {});
+        // With no key at all (a data directory without the servers' keys/) the latest checkpoint could not be
+        // checked, so nothing was: that is not a broken log (BROKEN, exit 1, reads as tampered).
+        if (!v.ok && v.chain === undefined && v.checkpoint !== undefined && w.ctx.keys.jwks().keys.length === 0) {
+          throw new WritError('NOT_FOUND', `nothing was checked: ${v.problem}`);
+        }
         const restores = (await w.ctx.leases.epochBumps()).filter((b) => b.kind === 'RESTORE');
         print(restores.length === 0 ? withWireCheckpoint(v) : { ...(withWireCheckpoint(v) as object), restores }, values.json, () =>
           [formatVerdict(v), ...restores.map(formatRestore)].join('\n'));

@@ -25,9 +25,13 @@ export interface WhyReport {
   principals_revoked: (Revocation & { principal: string })[];
 }
 
-/** NOT_FOUND for a receipt: an unknown id, and one its reader may not read, alike (the message names only the id asked for). */
+/**
+ * NOT_FOUND for a receipt: an unknown id, and one its reader may not read, alike (the message names only the
+ * id asked for). It says where an archived receipt went, the same whatever was archived: an auditor handed
+ * the id of a receipt archived since must not take "no receipt" for one deleted.
+ */
 export function noReceipt(receiptId: string): WritError {
-  return new WritError('NOT_FOUND', `no receipt ${receiptId}`);
+  return new WritError('NOT_FOUND', `no receipt ${receiptId} in the store (a receipt archived by writ audit archive is only in its archive file)`);
 }
 
 /** `writ why`: receipt → decision → chain → each edge as it was when the decision was made, and what became of it and its principals. */

@@ -60,15 +60,6 @@ describe('writ audit archive and writ audit verify --archive', () => {
 
     // Offline: with the data directory's keys, or with a saved JWKS.
     expect((await writ('audit', 'verify', '--archive', file)).stdout).toMatch(/^OK: .* holds 3 entries of 1 chain\(s\), its signed manifest verified/);
-    // An auditor's machine with neither the data directory's keys nor --jwks: nothing was checked, which is not BROKEN.
-    const noKeys = mkdtempSync(join(tmpdir(), 'writ-no-keys-'));
-    try {
-      const unchecked = await runWrit(noKeys, 'audit', 'verify', '--archive', file);
-      expect(unchecked).toMatchObject({ code: 1, output: expect.stringContaining(`writ: NOT_FOUND (Not found): no keys to check the archive's signature with: ${noKeys}/keys holds none; pass --jwks FILE`) });
-      expect(unchecked.output).not.toContain('BROKEN');
-    } finally {
-      rmSync(noKeys, { recursive: true, force: true });
-    }
     const jwks = join(h.dataDir, 'jwks.json');
     writeFileSync(jwks, JSON.stringify((await h.call(null, { method: 'GET', url: '/.well-known/jwks.json' })).body));
     expect((await writ('audit', 'verify', '--archive', file, '--jwks', jwks)).code).toBe(0);
@@ -97,6 +88,19 @@ describe('writ audit archive and writ audit verify --archive', () => {
     expect(broken).toMatchObject({ code: 1, stdout: expect.stringMatching(/^BROKEN in chain "wp:post:1024" at 2: chain "wp:post:1024": entry 2 does not match its hash/) });
     // A dozen CLI processes in a row (~14 s on a quiet machine): the suite's 30 s is too little when the 2 cores are busy.
   }, 90_000);
+
+  it('an archive checked where there are neither the data directory\'s keys nor --jwks: NOT_FOUND, nothing checked, not BROKEN', async () => {
+    const file = join(h.dataDir, 'receipts-archive.jsonl'); // the archive the test above wrote
+    expect(existsSync(file)).toBe(true);
+    const noKeys = mkdtempSync(join(tmpdir(), 'writ-no-keys-'));
+    try {
+      const unchecked = await runWrit(noKeys, 'audit', 'verify', '--archive', file);
+      expect(unchecked).toMatchObject({ code: 1, output: expect.stringContaining(`writ: NOT_FOUND (Not found): no keys to check the archive's signature with: ${noKeys}/keys holds none; pass --jwks FILE`) });
+      expect(unchecked.output).not.toContain('BROKEN');
+    } finally {
+      rmSync(noKeys, { recursive: true, force: true });
+    }
+  });
 
   it('a directory named as the archive is refused (UNPROCESSABLE), not reported BROKEN: that verdict means an archive was altered', async () => {
     const r = await writ('audit', 'verify', '--archive', h.dataDir);

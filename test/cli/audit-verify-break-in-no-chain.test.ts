@@ -43,6 +43,17 @@ afterAll(async () => {
 const verifyCli = (...args: string[]) => runWrit(dataDir, 'audit', 'verify', '--database', db.url, ...args);
 
 describe('writ audit verify on a break in no chain (PostgreSQL)', () => {
+  it('without the servers\' keys (an auditor\'s own data directory) nothing is checked, which is not BROKEN', async () => {
+    const empty = mkdtempSync(join(tmpdir(), 'writ-no-keys-'));
+    try {
+      const r = await runWrit(empty, 'audit', 'verify', '--database', db.url);
+      expect(r).toMatchObject({ code: 1, output: expect.stringMatching(new RegExp(`^writ: NOT_FOUND \\(Not found\\): nothing was checked: checkpoint 1: the checkpoint was signed by key \\S+, which is not among the published keys: the keys read from ${empty}/keys \\(none\\)`)) });
+      expect(r.output).not.toContain('BROKEN');
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
+  });
+
   it('an index row naming no entry of its own: no chain, no position', async () => {
     await sql.query("INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq) VALUES ('rcpt_fake', 'x', 'wp:post:1', 'COMPLETED', NULL, NULL, 0, 0, 1, 1)");
     try {

@@ -78,6 +78,11 @@ describe('auditor commands tell what really happened', () => {
     expect(typo.stdout).toContain('  every one denied: action updat_post is not in the action catalogue');
   });
 
+  it('writ why on an id the store does not hold says an archived receipt is in its archive file', async () => {
+    const r = await writ('why', 'rcpt_archived-or-never');
+    expect(r).toMatchObject({ code: 1, output: 'writ: NOT_FOUND (Not found): no receipt rcpt_archived-or-never in the store (a receipt archived by writ audit archive is only in its archive file)\n' });
+  });
+
   it('writ why on a refused write says so', async () => {
     const { stdout } = await writ('why', story.refused!);
     expect(stdout).toContain('REJECTED');

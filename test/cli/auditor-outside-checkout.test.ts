@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase } from '../../scripts/test-database.js';
 import { runWrit } from '../support/cli.js';
 import { CLI, requireDist } from '../support/server-process.js';
+import { REPO } from '../support/harness.js';
 
 /**
  * An auditor runs `writ` against the deployment's PostgreSQL from a directory of its own, where no policy
@@ -58,6 +59,18 @@ describe('writ run by an auditor outside the checkout, against PostgreSQL', () =
     expect(receipts).toMatchObject({ code: 0, output: expect.stringContaining('"receipts": []') });
     const graph = await writElsewhere('graph', 'export');
     expect(graph).toMatchObject({ code: 0, output: expect.stringContaining('d-orch-seo') });
+  });
+
+  it('graph apply, which may make the store, still refuses before bootstrapping anything (no admin credential)', async () => {
+    const fresh = mkdtempSync(join(tmpdir(), 'writ-elsewhere-fresh-'));
+    try {
+      const r = await promisify(execFile)(process.execPath, [CLI, 'graph', 'apply', join(REPO, 'graph/example.yaml'), '--data-dir', fresh], { cwd: elsewhere, env: withoutWritSettings() })
+        .then(() => ({ code: 0, output: '' }), (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, output: e.stdout + e.stderr }));
+      expect(r).toMatchObject({ code: 1, output: expect.stringMatching(/^writ: POLICY_UNAVAILABLE /) });
+      expect(existsSync(join(fresh, 'admin.jwk'))).toBe(false);
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
   });
 
   it('trace, which judges, still says the bundle is missing', async () => {
