@@ -31,21 +31,24 @@ describe('a SQLite store restored without its keys/', () => {
     const restored = join(aside, 'data');
     const r = await runWrit(restored, 'restore', join(aside, 'backup.sqlite'), '--trust-backup', '--reason', 'new machine');
     expect(r.code, r.output).toBe(0);
+    // No key at all in keys/: nothing could be checked (NOT_FOUND), not a verdict.
     const verify = await runWrit(restored, 'audit', 'verify');
-    expect([verify.code, verify.output]).toEqual([1, expect.stringMatching(/BROKEN.*not among the published keys/)]);
+    expect([verify.code, verify.output]).toEqual([1, expect.stringMatching(/NOT_FOUND .*nothing was checked: checkpoint 1: .*not among the published keys/)]);
     const server = await startServerProcess({ dataDir: restored });
     try {
       expect(server.log()).toMatch(/WARNING: the store's latest receipt checkpoint was signed by key \S+, which \S+\/keys does not hold \(the data directory's keys\/ was lost/);
     } finally {
       await server.stop();
     }
-    // Restarted, its own key now in keys/, it still says so.
+    // Restarted, its own key now in keys/, it still says so; and verify, with a key ring that lacks the signer, says BROKEN.
     const again = await startServerProcess({ dataDir: restored });
     try {
       expect(again.log()).toContain("WARNING: the store's latest receipt checkpoint was signed by key");
     } finally {
       await again.stop();
     }
+    const broken = await runWrit(restored, 'audit', 'verify');
+    expect([broken.code, broken.output]).toEqual([1, expect.stringMatching(/^BROKEN.*not among the published keys/)]);
     // Restored with the keys/ that signed it: verified, and nothing to warn about.
     const withKeys = join(aside, 'with-keys');
     expect((await runWrit(withKeys, 'restore', join(aside, 'backup.sqlite'), '--trust-backup', '--reason', 'with its keys')).code).toBe(0);
