@@ -190,7 +190,8 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   }
   const url = httpOrigin(config.host, config.port);
   const store = config.databaseUrl === null ? `SQLite ${config.dbFile}` : `PostgreSQL ${maskDatabaseUrl(config.databaseUrl)}`;
-  say(`[writ] listening on ${url}  (store: ${store}, graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision})`);
+  // The signing key too: replicas must all sign with the same one, and comparing this line is how an operator sees it.
+  say(`[writ] listening on ${url}  (store: ${store}, graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision}, signing key ${w.ctx.keys.current().kid})`);
   say(`[writ] try:  curl ${url}/healthz   ·   curl ${url}/.well-known/jwks.json   ·   curl ${url}/openapi.json`);
   const on = storeFlags(config);
   say(`[writ]       node bin/writ trace seo-agent-7 update_post wp:post:1024 --fields title,meta_description${on}`);
