@@ -26,7 +26,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import type { JWK } from 'jose';
 import { createApprovalAssertion } from '../wire/assertions.js';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
-import { RECEIPT_PAGE, RECEIPT_STATUSES, verifyArchiveFile, type ReceiptChainVerdict, type ReceiptQuery, type ReceiptStatus } from '../audit/index.js';
+import { ReceiptLog, RECEIPT_PAGE, RECEIPT_STATUSES, verifyArchiveFile, type ReceiptChainVerdict, type ReceiptQuery, type ReceiptStatus } from '../audit/index.js';
 import { publicKeyFromJwk } from '../decision/jws.js';
 import { addGovernanceKey, verifyCheckpoint, verifyPostgresReceipts } from '../service/index.js';
 
@@ -216,6 +216,34 @@ function readJwksFile(file: string): { kid?: unknown }[] {
   return keys as { kid?: unknown }[];
 }
 
+/** The public key of a kid among JWKS keys, if there is one. */
+function keyIn(keys: { kid?: unknown }[]): (kid: string) => ReturnType<typeof publicKeyFromJwk> | undefined {
+  return (kid) => {
+    const jwk = keys.find((k) => k.kid === kid);
+    return jwk ? publicKeyFromJwk(jwk as Parameters<typeof publicKeyFromJwk>[0]) : undefined;
+  };
+}
+
+/**
+ * The receipt log `writ audit verify` checks: the store's, with the data directory's keys, or with the
+ * public keys of a saved JWKS (`--jwks FILE`): an auditor checking a PostgreSQL store from elsewhere
+ * needs no copy of the servers' private keys/. It signs nothing.
+ */
+function receiptsToVerify(w: OpenedWrit, jwksFile: string | undefined): ReceiptLog {
+  if (jwksFile === undefined) return w.ctx.receipts;
+  const keys = readJwksFile(jwksFile);
+  return new ReceiptLog({
+    store: w.ctx.store,
+    clock: w.ctx.clock,
+    checkpoints: {
+      sign: () => {
+        throw new WritError('INTERNAL', 'writ audit verify --jwks signs nothing');
+      },
+      verify: (jws) => verifyCheckpoint(jws, keyIn(keys), () => `the keys of ${jwksFile} (${keys.length})`),
+    },
+  });
+}
+
 /** `writ audit verify --archive FILE`: offline, with the keys of --jwks FILE or else the data directory's key files. */
 async function verifyArchiveCommand(values: CommandArgs['values']): Promise<number> {
   const file = values.archive as string;
@@ -235,11 +263,7 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
       throw new WritError('NOT_FOUND', `no keys to check the archive's signature with: ${keysDir} holds none; pass --jwks FILE (the /.well-known/jwks.json saved with the archive) or --data-dir naming the servers' data directory; nothing was checked`);
     }
   }
-  const keyFor = (kid: string) => {
-    const jwk = keys.find((k) => k.kid === kid);
-    return jwk ? publicKeyFromJwk(jwk as Parameters<typeof publicKeyFromJwk>[0]) : undefined;
-  };
-  const v = verifyArchiveFile(file, (jws) => verifyCheckpoint(jws, keyFor));
+  const v = verifyArchiveFile(file, (jws) => verifyCheckpoint(jws, keyIn(keys)));
   print(withWireCheckpoint(v), values.json, () => (v.ok ? `OK: ${file} holds ${v.entries} entries of ${v.ranges!.length} chain(s), its signed ${v.version === 1 ? 'checkpoint' : 'manifest'} verified` : `BROKEN${v.chain !== undefined ? ` in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}` : ''}: ${v.problem}`));
   return v.ok ? 0 : 1;
 }
@@ -810,18 +834,19 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'audit verify',
-    summary: 'check the receipt hash chain (exit 1 when broken); --archive FILE checks an archive offline (--jwks FILE: a saved /.well-known/jwks.json)',
-    usage: '[--archive FILE [--jwks FILE]] [--json]',
+    summary: 'check the receipt hash chain (exit 1 when broken); --archive FILE checks an archive offline; --jwks FILE (a saved /.well-known/jwks.json): check the signed checkpoint with its public keys instead of the data directory\'s keys/',
+    usage: '[--archive FILE] [--jwks FILE] [--json]',
     options: { json: { type: 'boolean' }, archive: { type: 'string' }, jwks: { type: 'string' } },
     run: async ({ values }) => {
       if (typeof values.archive === 'string') return verifyArchiveCommand(values);
-      if (values.jwks !== undefined) throw new UsageError('--jwks FILE goes with --archive FILE (the store\'s own chain is checked with the data directory\'s keys)');
+      const jwks = typeof values.jwks === 'string' ? values.jwks : undefined;
+      if (jwks !== undefined) readJwksFile(jwks); // refused before the store is opened
       return withWrit(values, async (w) => {
-        const v = await w.ctx.receipts.verifyChain(async () => {});
-        // With no key at all (a data directory without the servers' keys/) the latest checkpoint could not be
-        // checked, so nothing was: that is not a broken log (BROKEN, exit 1, reads as tampered).
-        if (!v.ok && v.chain === undefined && v.checkpoint !== undefined && w.ctx.keys.jwks().keys.length === 0) {
-          throw new WritError('NOT_FOUND', `nothing was checked: ${v.problem}`);
+        const v = await receiptsToVerify(w, jwks).verifyChain(async () => {});
+        // With no key at all (a data directory without the servers' keys/, and no --jwks) the latest checkpoint
+        // could not be checked, so nothing was: that is not a broken log (BROKEN, exit 1, reads as tampered).
+        if (!v.ok && jwks === undefined && v.chain === undefined && v.checkpoint !== undefined && w.ctx.keys.jwks().keys.length === 0) {
+          throw new WritError('NOT_FOUND', `nothing was checked: ${v.problem}; pass --jwks FILE (a saved /.well-known/jwks.json) or --data-dir naming the servers' data directory`);
         }
         const restores = (await w.ctx.leases.epochBumps()).filter((b) => b.kind === 'RESTORE');
         print(restores.length === 0 ? withWireCheckpoint(v) : { ...(withWireCheckpoint(v) as object), restores }, values.json, () =>

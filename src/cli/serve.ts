@@ -1,4 +1,5 @@
 import { createServer, isIP } from 'node:net';
+import { resolve } from 'node:path';
 import { maskDatabaseUrl, type WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
@@ -189,10 +190,12 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   }
   const url = httpOrigin(config.host, config.port);
   const store = config.databaseUrl === null ? `SQLite ${config.dbFile}` : `PostgreSQL ${maskDatabaseUrl(config.databaseUrl)}`;
-  say(`[writ] listening on ${url}  (store: ${store}, graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision})`);
+  // The signing key too: replicas must all sign with the same one, and comparing this line is how an operator sees it.
+  say(`[writ] listening on ${url}  (store: ${store}, graph revision ${(await w.ctx.graph.current()).revision}, policy ${w.ctx.policy.revision}, signing key ${w.ctx.keys.current().kid})`);
   say(`[writ] try:  curl ${url}/healthz   ·   curl ${url}/.well-known/jwks.json   ·   curl ${url}/openapi.json`);
-  say(`[writ]       node bin/writ trace seo-agent-7 update_post wp:post:1024 --fields title,meta_description`);
-  say(`[writ]       node bin/writ graph export --format dot`);
+  const on = storeFlags(config);
+  say(`[writ]       node bin/writ trace seo-agent-7 update_post wp:post:1024 --fields title,meta_description${on}`);
+  say(`[writ]       node bin/writ graph export --format dot${on}`);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -246,4 +249,15 @@ function inUse(e: unknown, what: string, remedy: string): unknown {
   if ((e as { code?: unknown } | null)?.code !== 'EADDRINUSE') return e;
   const at = (e as { address?: unknown }).address;
   return new CliError(`${what}${typeof at === 'string' ? ` on ${at}` : ''} is in use (EADDRINUSE): ${remedy}`);
+}
+
+/**
+ * The flags that point a `writ` command at this server's store, for the commands it suggests: a command
+ * reads ./data unless told otherwise, so a server on another data directory or on PostgreSQL names it
+ * (the database without its password).
+ */
+function storeFlags(config: WritConfig): string {
+  const quote = (s: string) => (/^[\w@%+=:,./…-]+$/.test(s) ? s : `'${s.replaceAll("'", "'\\''")}'`);
+  if (config.databaseUrl !== null) return ` --database ${quote(maskDatabaseUrl(config.databaseUrl))}`;
+  return config.dataDir === resolve('data') ? '' : ` --data-dir ${quote(config.dataDir)}`;
 }

@@ -19,7 +19,6 @@ describe('writ given wrong arguments', () => {
     [['audit', 'archive', '--out', 'x.jsonl'], 'writ: usage: writ audit archive --older-than DURATION --out FILE'],
     [['trace', 'seo-agent-7', '--no-such-option'], "writ: Unknown option '--no-such-option'"],
     [['trace', 'seo-agent-7', 'update_post', 'wp:post:1', '--feilds', 'title'], `writ: Unknown option '--feilds' (did you mean "--fields"?). To pass a value starting with '-' as an argument, put it after '--', as in: -- "--feilds"`],
-    [['audit', 'verify', '--jwks', 'jwks.json'], 'writ: --jwks FILE goes with --archive FILE'],
     [['why', 'r_1', '--format', 'svg'], 'writ: --format is text, json, dot or mermaid'],
     [['serve', '--port', 'abc'], 'writ: --port must be a port number from 0 to 65535 (0: any free port), got "abc"'],
     [['serve', '--port', '65536'], 'writ: --port must be a port number from 0 to 65535'],
