@@ -125,7 +125,11 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     });
     closers.push(async () => { await upstream.app.close(); });
     say(`[writ] sample upstream (a stand-in for a real CMS) on ${httpOrigin(config.host, upstreamPort)}`);
+  } else if (!process.env.WRIT_UPSTREAM_URL) {
+    // No sample upstream and none named: the default URL may be anyone's (on a shared host, another Writ's sample upstream).
+    say(`[writ] WARNING: --no-upstream and WRIT_UPSTREAM_URL is not set: writes go to the default ${config.upstreams.map((u) => u.url).join(', ')}, whatever answers there (set WRIT_UPSTREAM_URL to your upstream)`);
   }
+  for (const u of config.upstreams) say(`[writ] writes to ${u.pattern} in ${u.environment} go to ${u.url}`);
   // PENDING receipts (a crash or a timeout between intent and completion) are settled against the
   // upstream in the background once they are past twice the upstream timeout: every write is sent with
   // a Writ-Deadline the upstream enforces, so by then "not applied" is final, and younger receipts may
