@@ -350,6 +350,7 @@ export const COMMANDS: Command[] = [
           for (const c of r.created) console.log(`  + ${c}`);
           for (const c of r.updated) console.log(`  ~ ${c} (its keys replaced by the manifest's)`);
           for (const c of r.skipped) console.log(`  - ${c.id ?? '(an edge without id)'} skipped: ${c.why}`);
+          for (const c of r.revoked) console.log(`  ! ${c} is revoked: the manifest does not restore it (a revoked edge stays revoked; give it a new id to grant it again)`);
           return 0;
         }, judged, { migrate: !dryRun || aside !== null, create: true }); // a dry run against an older schema (either engine) says so, and migrates nothing; the new store made aside is made whole
       } finally {

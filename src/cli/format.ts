@@ -34,9 +34,9 @@ function scopeLine(s: Scope): string {
   return `${s.actions.join(',')} on ${s.resources.join(',')} in ${s.environments.join(',')} fields [${s.fields.join(', ')}] risk≤${s.constraints.risk_max}`;
 }
 
-/** `3 created, 1 updated, 20 unchanged` of a manifest's application (`updated` only when there are some). */
+/** `3 created, 1 updated, 20 unchanged` of a manifest's application (`updated`, the revoked among the unchanged and the skipped only when there are some). */
 export function applyCounts(r: ApplyReport): string {
-  return `${r.created.length} created, ${r.updated.length > 0 ? `${r.updated.length} updated, ` : ''}${r.unchanged.length} unchanged${r.skipped.length > 0 ? `, ${r.skipped.length} expired edge(s) skipped` : ''}`;
+  return `${r.created.length} created, ${r.updated.length > 0 ? `${r.updated.length} updated, ` : ''}${r.unchanged.length} unchanged${r.revoked.length > 0 ? ` (${r.revoked.length} of them revoked, and left so: ${r.revoked.join(', ')})` : ''}${r.skipped.length > 0 ? `, ${r.skipped.length} expired edge(s) skipped` : ''}`;
 }
 
 function revocationLine(r: Revocation): string {

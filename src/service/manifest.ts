@@ -35,6 +35,11 @@ export interface ApplyReport {
   updated: string[];
   unchanged: string[];
   /**
+   * Of the unchanged, the edges revoked in the graph: applying the manifest again does not restore them
+   * (a revoked edge stays revoked; granting it again takes a new id).
+   */
+  revoked: string[];
+  /**
    * With `skipExpired`: the manifest's edges left out because they expired already (not in the graph
    * under their id, and their expires_at not after now: created, they would never count), with why.
    */
@@ -208,11 +213,11 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
   const skipExpired = options.skipExpired === true;
   checkManifestShape(manifest);
   checkManifestRegistry(ctx, await ctx.graph.current(), manifest, skipExpired);
-  let report: ApplyReport = { created: [], updated: [], unchanged: [], skipped: [], graph_revision: 0 };
+  let report: ApplyReport = { created: [], updated: [], unchanged: [], revoked: [], skipped: [], graph_revision: 0 };
   const plan = async (graph: AuthorityGraph, now: number): Promise<GraphEvent[]> => {
     const events: GraphEvent[] = [];
     const writer = forkGraphWriter(graph, caller, now, events);
-    report = { created: [], updated: [], unchanged: [], skipped: [], graph_revision: 0 };
+    report = { created: [], updated: [], unchanged: [], revoked: [], skipped: [], graph_revision: 0 };
     const note = (what: string, created: boolean, eventsBefore: number) => {
       (created ? report.created : events.length > eventsBefore ? report.updated : report.unchanged).push(what);
     };
@@ -225,7 +230,7 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
       });
       note(`principal ${p.id}`, r.created, before);
     }
-    const edgeSections: [string, unknown[] | undefined, (input: never) => Promise<{ created: boolean; edge: { id: string } }>][] = [
+    const edgeSections: [string, unknown[] | undefined, (input: never) => Promise<{ created: boolean; edge: { id: string; revoked_at: number | null } }>][] = [
       ['grant', manifest.grants, (i) => createGrant(ctx, caller, i, writer)],
       ['delegation', manifest.delegations, (i) => createDelegation(ctx, caller, i, writer)],
       ['ownership', manifest.ownerships, (i) => createOwnership(ctx, caller, i, writer)],
@@ -244,6 +249,7 @@ export async function applyManifest(ctx: WritContext, caller: string, manifest: 
         const before = events.length;
         const r = await asManifestError(itemName(what, item), () => create(item as never));
         note(`${what} ${r.edge.id}`, r.created, before);
+        if (!r.created && r.edge.revoked_at !== null) report.revoked.push(`${what} ${r.edge.id}`);
       }
     }
     return events;

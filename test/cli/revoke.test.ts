@@ -51,6 +51,13 @@ describe('writ revoke: the operator revokes from the command line, with a reason
 
     const again = await writ('revoke', 'd-orch-seo', '--reason', 'again');
     expect(again).toMatchObject({ code: 0, stdout: expect.stringMatching(/^edge d-orch-seo \(orchestrator → seo-agent-7 \[delegate\]\) was already revoked at \S+Z; nothing changed\n$/) });
+
+    // The manifest that made it, applied again, leaves it revoked, and says so rather than only "unchanged".
+    const reapplied = await writ('graph', 'apply', 'graph/example.yaml');
+    expect(reapplied.code).toBe(0);
+    expect(reapplied.stdout).toMatch(/^applied graph\/example\.yaml: 0 created, \d+ unchanged \(1 of them revoked, and left so: delegation d-orch-seo\); graph revision \d+\n/);
+    expect(reapplied.stdout).toContain('  ! delegation d-orch-seo is revoked: the manifest does not restore it (a revoked edge stays revoked; give it a new id to grant it again)');
+    expect((await writ('trace', 'seo-agent-7', 'update_post', 'wp:post:1024', '--fields', 'title')).code).toBe(3);
   });
 
   it('revokes a principal when no edge has the name (or with --principal); --json answers in the API shapes; an unknown name is UNKNOWN_PRINCIPAL', async () => {

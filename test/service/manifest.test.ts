@@ -100,7 +100,7 @@ describe('applying a graph manifest', () => {
     const ok = await applyManifest(h.ctx, GOVERNANCE_ID, { ...base, delegations: [{ id: 'd-atomic', from: 'editor-alice', to: 'atomic-agent', reason: 'r', scope }] }, '.');
     expect(appends).toHaveBeenCalledTimes(1);
     appends.mockRestore();
-    expect(ok).toEqual({ created: ['principal atomic-agent', 'grant g-atomic-lead', 'delegation d-atomic'], updated: [], unchanged: [], skipped: [], graph_revision: revision + 3 });
+    expect(ok).toEqual({ created: ['principal atomic-agent', 'grant g-atomic-lead', 'delegation d-atomic'], updated: [], unchanged: [], revoked: [], skipped: [], graph_revision: revision + 3 });
     const events = await h.ctx.store.read((tx) => tx.graph.read(revision));
     expect(events.map((e) => e.event.type)).toEqual(['principal.created', 'edge.created', 'edge.created']);
   });
@@ -109,7 +109,7 @@ describe('applying a graph manifest', () => {
     const revision = (await h.ctx.graph.current()).revision;
     const scope = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 };
     const manifest: GraphManifest = { principals: [{ id: 'dry-agent', kind: 'agent', keys: [] }], delegations: [{ id: 'd-dry', from: 'orchestrator', to: 'dry-agent', reason: 'r', scope }, { id: 'd-orch-seo', from: 'orchestrator', to: 'seo-agent-7', reason: 'SEO agent may rewrite titles and meta descriptions only', max_depth: 0, scope: { ...scope, fields: ['title', 'meta_description'] } }] };
-    expect(await applyManifest(h.ctx, GOVERNANCE_ID, manifest, '.', { dryRun: true })).toEqual({ created: ['principal dry-agent', 'delegation d-dry'], updated: [], unchanged: ['delegation d-orch-seo'], skipped: [], graph_revision: revision });
+    expect(await applyManifest(h.ctx, GOVERNANCE_ID, manifest, '.', { dryRun: true })).toEqual({ created: ['principal dry-agent', 'delegation d-dry'], updated: [], unchanged: ['delegation d-orch-seo'], revoked: [], skipped: [], graph_revision: revision });
     await expect(applyManifest(h.ctx, GOVERNANCE_ID, { ...manifest, delegations: [{ id: 'd-dry', from: 'ghost', to: 'dry-agent', reason: 'r', scope }] }, '.', { dryRun: true })).rejects.toMatchObject({ code: 'UNKNOWN_PRINCIPAL' });
     const graph = await h.ctx.graph.current();
     expect(graph.revision).toBe(revision);
