@@ -40,7 +40,7 @@ export function applyCounts(r: ApplyReport): string {
 }
 
 function revocationLine(r: Revocation): string {
-  return `at ${iso(r.revoked_at)}${r.revoked_by === null ? '' : ` by ${r.revoked_by}`}${r.reason === null ? '' : `: "${r.reason}"`}`;
+  return `at ${iso(r.revoked_at)}${r.graph_revision === null ? '' : ` (graph revision ${r.graph_revision})`}${r.revoked_by === null ? '' : ` by ${r.revoked_by}`}${r.reason === null ? '' : `: "${r.reason}"`}`;
 }
 
 /** `writ why`: the receipt, the decision it rests on, and the chain edge by edge. */

@@ -62,7 +62,7 @@ export function receiptToWire(r: DomainReceipt): Receipt {
 }
 
 function revocationToWire(r: Revocation) {
-  return { revoked_at: toWireTime(r.revoked_at), revoked_by: r.revoked_by, reason: r.reason };
+  return { revoked_at: toWireTime(r.revoked_at), graph_revision: r.graph_revision, revoked_by: r.revoked_by, reason: r.reason };
 }
 
 /** `GET /v1/receipts/{id}/why` and `writ why --format json`. */

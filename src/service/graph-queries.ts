@@ -65,6 +65,8 @@ export async function graphEvents(ctx: WritContext, after: number, limit: number
 /** Who revoked an edge or a principal, and the reason given (from the revocation's event in the graph log). */
 export interface Revocation {
   revoked_at: number;
+  /** The graph revision that recorded it: decisions made at a revision from this one on see it. */
+  graph_revision: number | null;
   revoked_by: string | null;
   reason: string | null;
 }
@@ -79,7 +81,7 @@ export async function revocationOf(ctx: WritContext, subject: { edge: string } |
   const isIt = (event: GraphEvent) => ('edge' in subject ? event.type === 'edge.revoked' && event.id === subject.edge : event.type === 'principal.revoked' && event.id === subject.principal);
   const found = (recs: RecordedGraphEvent[]): Revocation | null => {
     const rec = recs.find((r) => isIt(r.event));
-    return rec ? { revoked_at: revokedAt, revoked_by: rec.actor, reason: (rec.event as { reason: string }).reason } : null;
+    return rec ? { revoked_at: revokedAt, graph_revision: rec.revision, revoked_by: rec.actor, reason: (rec.event as { reason: string }).reason } : null;
   };
   const atThatTime = await ctx.store.read(async (tx) => {
     const from = await tx.graph.revisionAt(revokedAt - 1);
@@ -93,7 +95,7 @@ export async function revocationOf(ctx: WritContext, subject: { edge: string } |
     const page = found(await ctx.store.read((tx) => tx.graph.read(from, Math.min(head, from + 1_000))));
     if (page) return page;
   }
-  return { revoked_at: revokedAt, revoked_by: null, reason: null };
+  return { revoked_at: revokedAt, graph_revision: null, revoked_by: null, reason: null };
 }
 
 export interface GraphDiff {

@@ -17,8 +17,8 @@ import { chainEdgeToWire, edgeToWire, principalToWire, whyToWire } from '../wire
 const iso = { type: 'string', format: 'date-time', description: 'RFC 3339 time' } as const;
 /** A revocation since a decision: when, by whom and why (null when the graph log no longer holds its event). */
 const revocation = {
-  type: 'object', required: ['revoked_at', 'revoked_by', 'reason'],
-  properties: { revoked_at: iso, revoked_by: { type: ['string', 'null'] }, reason: { type: ['string', 'null'] } },
+  type: 'object', required: ['revoked_at', 'graph_revision', 'revoked_by', 'reason'],
+  properties: { revoked_at: iso, graph_revision: { type: ['integer', 'null'], description: 'The graph revision that recorded the revocation (null when the log no longer holds it): decisions made at this revision or later see it' }, revoked_by: { type: ['string', 'null'] }, reason: { type: ['string', 'null'] } },
 } as const;
 const strings = { type: 'array', items: { type: 'string' } } as const;
 const edges = (description: string) => ({ type: 'array', items: ref('Edge'), description });
