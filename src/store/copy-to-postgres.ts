@@ -31,6 +31,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { maskDatabaseUrl } from '../config/index.js';
 import { WritError } from '../errors.js';
+import { mapSetupError } from './postgres/errors.js';
 import { migratePostgres } from './postgres/migrate.js';
 import { storedId } from './postgres/single-use-store.js';
 import { assertNotInUse, assertSound, storeHeads } from './sqlite/backup.js';
@@ -197,12 +198,8 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
     try {
       await client.connect();
     } catch (e) {
-      // The server answered that the database, the role or its password is wrong: the operator's to fix in --to, which no retry helps.
-      const code = e instanceof pg.DatabaseError ? (e.code ?? '') : '';
-      if (code === '3D000' || code.startsWith('28')) {
-        throw new WritError('UNPROCESSABLE', `the PostgreSQL database at ${target} refused the connection: ${e instanceof Error ? e.message : String(e)} (SQLSTATE ${code}): name an existing database, and a user and password it accepts, in --to; nothing was changed`, { sqlstate: code });
-      }
-      throw new WritError('OVERLOADED', `cannot connect to the PostgreSQL database at ${target} (${(e as Error).message}): check that it is running and accepts connections there, and the host and port in --to; nothing was changed`);
+      // As a server opening the store says it (a wrong database or role: UNPROCESSABLE; unreachable: OVERLOADED), of --to.
+      throw mapSetupError(e, url, 1_000, '--to');
     }
     if (unfinished !== null && (await writStateIn(client)).length > 0) return await confirmCommittedCopy(sqliteFile, client, unfinished);
     // Both sides are looked at before either is touched: a database with state (or not Writ's) or a

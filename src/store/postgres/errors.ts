@@ -57,19 +57,20 @@ const WHERE = '--database / WRIT_DATABASE_URL';
  * or its password, the role's rights) is the operator's to fix, not a bug, so it is UNPROCESSABLE (as
  * every other configuration Writ cannot work with) with what to change; the URL is shown without its
  * password. A database that cannot be reached is OVERLOADED (it may come back), naming the URL and what
- * to check. Anything else is mapped as on the request path (mapEngineError).
+ * to check. Anything else is mapped as on the request path (mapEngineError). `where`: where the operator
+ * named the database (`writ store copy` names it with --to).
  */
-export function mapSetupError(e: unknown, url: string, retryAfterMs: number): unknown {
+export function mapSetupError(e: unknown, url: string, retryAfterMs: number, where: string = WHERE): unknown {
   const at = maskDatabaseUrl(url);
   // Unreachable may be for a moment (the server restarting): still OVERLOADED, but named, with what to check.
-  if (isUnavailable(e)) return overloaded(`PostgreSQL at ${at} cannot be reached (${(e as Error).message}): check that it is running and accepts connections there, and the host and port in ${WHERE}; nothing was changed`, retryAfterMs, e);
+  if (isUnavailable(e)) return overloaded(`PostgreSQL at ${at} cannot be reached (${(e as Error).message}): check that it is running and accepts connections there, and the host and port in ${where}; nothing was changed`, retryAfterMs, e);
   if (!(e instanceof pg.DatabaseError)) return mapEngineError(e, retryAfterMs);
   const code = e.code ?? '';
   const remedy =
-    code.startsWith('28') ? `check the user and password in ${WHERE} (and the server's pg_hba.conf for this host)`
-    : code === '3D000' ? `create it (createdb, or CREATE DATABASE) or name an existing one in ${WHERE}`
-    : code === '42501' ? `give the role the rights Writ needs: make it the owner of the database (ALTER DATABASE … OWNER TO it), or GRANT it CREATE and USAGE on the schema and all rights on Writ's tables, or use another role in ${WHERE}`
-    : code === '3F000' ? `create the schema or fix the search_path of the role in ${WHERE}`
+    code.startsWith('28') ? `check the user and password in ${where} (and the server's pg_hba.conf for this host)`
+    : code === '3D000' ? `create it (createdb, or CREATE DATABASE) or name an existing one in ${where}`
+    : code === '42501' ? `give the role the rights Writ needs: make it the owner of the database (ALTER DATABASE … OWNER TO it), or GRANT it CREATE and USAGE on the schema and all rights on Writ's tables, or use another role in ${where}`
+    : code === '3F000' ? `create the schema or fix the search_path of the role in ${where}`
     : null;
   if (remedy === null) return mapEngineError(e, retryAfterMs);
   const err = new WritError('UNPROCESSABLE', `PostgreSQL at ${at} refused: ${e.message} (SQLSTATE ${code}): ${remedy}; nothing was changed`, { sqlstate: code });
