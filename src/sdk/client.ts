@@ -310,40 +310,28 @@ export class WritClient {
     });
   }
 
-  /** Takes leases for these decisions once (no retry). */
-  acquireLease(decisions: (Decision | string)[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean } = {}): Promise<Lease> {
-    return this.acquireUnless(decisions, options);
-  }
-
-  private acquireUnless(decisions: (Decision | string)[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean }, signal?: AbortSignal): Promise<Lease> {
+  /** Takes leases for these decisions once (no retry); `signal`: the call is abandoned when it aborts (the outcome then unknown). */
+  acquireLease(decisions: (Decision | string)[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean; signal?: AbortSignal } = {}): Promise<Lease> {
     return this.send('POST', '/v1/leases', {
       decisions: decisions.map(tokenOf),
       ...(options.ttlMs !== undefined ? { ttl_ms: options.ttlMs } : {}),
       ...(options.waitMs !== undefined ? { wait_ms: options.waitMs } : {}),
       ...(options.preempt ? { preempt: true } : {}),
-    }, {}, signal);
+    }, {}, options.signal);
   }
 
   /**
    * Renews for `ttlMs` (default: the lease's own TTL). `lease` needs only `lease_id` and `token` (a
    * `LeaseHandle`: what an agent kept across a restart). A `ttlMs` Writ does not take (0, say) is sent and
-   * refused, as over the lease stream, not dropped for the lease's own.
+   * refused, as over the lease stream, not dropped for the lease's own. `signal`: as for `acquireLease`.
    */
-  renewLease(lease: LeaseHandle, ttlMs?: number): Promise<LeaseRenewal> {
-    return this.renewUnless(lease, ttlMs);
+  renewLease(lease: LeaseHandle, ttlMs?: number, options: { signal?: AbortSignal } = {}): Promise<LeaseRenewal> {
+    return this.send('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}) }, {}, options.signal);
   }
 
-  /** Releases (`lease` needs only `lease_id` and `token`); the epochs stay as high-water marks. */
-  releaseLease(lease: LeaseHandle): Promise<LeaseRelease> {
-    return this.releaseUnless(lease);
-  }
-
-  private renewUnless(lease: LeaseHandle, ttlMs: number | undefined, signal?: AbortSignal): Promise<LeaseRenewal> {
-    return this.send('POST', `/v1/leases/${encodeURIComponent(lease.lease_id)}/renew`, { token: lease.token, ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}) }, {}, signal);
-  }
-
-  private releaseUnless(lease: LeaseHandle, signal?: AbortSignal): Promise<LeaseRelease> {
-    return this.send('DELETE', `/v1/leases/${encodeURIComponent(lease.lease_id)}`, { token: lease.token }, {}, signal);
+  /** Releases (`lease` needs only `lease_id` and `token`); the epochs stay as high-water marks. `signal`: as for `acquireLease`. */
+  releaseLease(lease: LeaseHandle, options: { signal?: AbortSignal } = {}): Promise<LeaseRelease> {
+    return this.send('DELETE', `/v1/leases/${encodeURIComponent(lease.lease_id)}`, { token: lease.token }, {}, options.signal);
   }
 
   /**
@@ -416,8 +404,8 @@ export class WritClient {
         lease = await within(answerBy, (signal) => stream
           // A stream closed before the request was sent: nothing was asked, so ask over HTTP. (One that
           // closed after sending leaves the outcome unknown, as a dropped HTTP connection does: asked again below.)
-          ? streamElseHttp(() => stream.acquire(needing.map(tokenOf), asked), () => this.acquireUnless(needing, asked, signal), (closed) => closed.requestId === null)
-          : this.acquireUnless(needing, asked, signal));
+          ? streamElseHttp(() => stream.acquire(needing.map(tokenOf), asked), () => this.acquireLease(needing, { ...asked, signal }), (closed) => closed.requestId === null)
+          : this.acquireLease(needing, { ...asked, signal }));
         // After a server-side wait the TTL started near the answer, not at the send.
         if (waitMs > 0) acquiredSentAt = Date.now();
         break;
@@ -494,8 +482,8 @@ export class WritClient {
     // and the release when the lease has lapsed at the latest (at least 1 s), so withLease returns.
     const renewOnce = (): Promise<LeaseRenewal> => within(Math.max(1, localExpiry - Date.now()), (signal) => {
       const open = via;
-      if (!open) return this.renewUnless(held, ttlMs, signal);
-      return streamElseHttp(() => open.renew(held, ttlMs), () => this.renewUnless(held, ttlMs, signal), () => {
+      if (!open) return this.renewLease(held, ttlMs, { signal });
+      return streamElseHttp(() => open.renew(held, ttlMs), () => this.renewLease(held, ttlMs, { signal }), () => {
         via = undefined;
         // The task may have ended meanwhile: no renewal then (the release follows over HTTP).
         return !stopped;
@@ -503,7 +491,7 @@ export class WritClient {
     });
     const release = () => within(Math.max(1_000, lapsesBy - Date.now()), (signal) => {
       const open = via;
-      return open ? streamElseHttp(() => open.release(held), () => this.releaseUnless(held, signal), () => true) : this.releaseUnless(held, signal);
+      return open ? streamElseHttp(() => open.release(held), () => this.releaseLease(held, { signal }), () => true) : this.releaseLease(held, { signal });
     });
     const renewEvery = Math.max(50, Math.floor(ttlMs / 3));
     // Writ starts the TTL when it handles the request, which is after we sent it: this bound is conservative.

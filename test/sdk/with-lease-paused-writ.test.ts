@@ -63,6 +63,26 @@ describe('withLease when Writ stops answering (paused, not down)', () => {
     }
   });
 
+  it('acquireLease, renewLease and releaseLease given a signal are abandoned when it aborts', { timeout: 30_000 }, async () => {
+    const { client } = clientFor(server, 'seo-agent-7');
+    const decision = await client.decide({ action: 'update_post', resource: 'wp:post:603', environment: 'production', fields: ['title'] });
+    const lease = await client.acquireLease([decision], { ttlMs: 5_000 });
+    server.proc.kill('SIGSTOP');
+    try {
+      const started = Date.now();
+      const calls = [
+        client.acquireLease([decision], { signal: AbortSignal.timeout(500) }),
+        client.renewLease(lease, undefined, { signal: AbortSignal.timeout(500) }),
+        client.releaseLease(lease, { signal: AbortSignal.timeout(500) }),
+      ];
+      for (const call of calls) expect(((await call.then(() => null, (e: unknown) => e)) as Error | null)?.name).toBe('TimeoutError');
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      server.proc.kill('SIGCONT');
+    }
+    await sleep(100);
+  });
+
   // After the calls given up above, a connection of this process stayed open that Node did not count
   // idle: `writ serve` said "drained" on SIGTERM and then waited for it (up to the 60 s headers timeout).
   it('after the pause, SIGTERM drains and exits while this process and its connections live on', { timeout: 20_000 }, async () => {
