@@ -15,7 +15,7 @@ export {
 } from './authority-graph.js';
 export { LiveGraph, OperationGraph, type GraphReader, type LiveGraphOptions, type GraphEventSource } from './live-graph.js';
 export { GraphHeadMoved, type GraphEventStore } from './event-store.js';
-export { isEdgeLive, principalEnds, toPolicyEdge } from './liveness.js';
+export { hasEdgeEnded, isEdgeLive, principalEnds, toPolicyEdge } from './liveness.js';
 export { edgeCovers, scopeCovers } from './edge-cover.js';
 export {
   resolveChains,

@@ -7,11 +7,12 @@ import type { Edge } from './model.js';
  * This only prunes candidates; the policy judges liveness again from the same fields.
  */
 export function isEdgeLive(edge: Pick<Edge, 'revoked_at' | 'not_before' | 'expires_at'>, now: number): boolean {
-  return (
-    edge.revoked_at === null &&
-    (edge.not_before === null || edge.not_before <= now) &&
-    (edge.expires_at === null || now < edge.expires_at)
-  );
+  return !hasEdgeEnded(edge, now) && (edge.not_before === null || edge.not_before <= now);
+}
+
+/** Revoked, or expired at `now`: it can never count again (unlike one not yet valid, which may). */
+export function hasEdgeEnded(edge: Pick<Edge, 'revoked_at' | 'expires_at'>, now: number): boolean {
+  return edge.revoked_at !== null || (edge.expires_at !== null && edge.expires_at <= now);
 }
 
 /**

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { WritError } from '../errors.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
-import { isEdgeLive, patternCovers, toPolicyEdge, type AuthorityGraph } from '../graph/index.js';
+import { hasEdgeEnded, isEdgeLive, patternCovers, toPolicyEdge, type AuthorityGraph } from '../graph/index.js';
 import { GOVERNANCE_ID, type Edge, type GraphEvent, type RecordedGraphEvent } from '../graph/model.js';
 import type { DecisionClaims } from '../decision/index.js';
 import type { PolicyEdge } from '../policy/types.js';
@@ -298,12 +298,12 @@ function plan(ctx: WritContext, graph: AuthorityGraph, caller: string, change: I
     if (caller === p.id) {
       // The edges its revocation ends: one that ended already is no edge of the change's, nor its other end a neighbour.
       graph.forEachOutgoing(p.id, (e) => {
-        if (ended(e, now)) return;
+        if (hasEdgeEnded(e, now)) return;
         exempt.add(e.to);
         changeEdges.add(e.id);
       });
       graph.forEachIncoming(p.id, (e) => {
-        if (ended(e, now)) return;
+        if (hasEdgeEnded(e, now)) return;
         exempt.add(e.from);
         changeEdges.add(e.id);
       });
@@ -343,7 +343,7 @@ function downstream(before: AuthorityGraph, after: AuthorityGraph, roots: string
     for (const id of frontier) {
       for (const g of [before, after]) {
         g.forEachOutgoing(id, (edge) => {
-          if (GIVES_CAPABILITIES.includes(edge.kind) && !ended(edge, now) && !seen.has(edge.to)) {
+          if (GIVES_CAPABILITIES.includes(edge.kind) && !hasEdgeEnded(edge, now) && !seen.has(edge.to)) {
             seen.add(edge.to);
             next.push(edge.to);
           }
@@ -353,11 +353,6 @@ function downstream(before: AuthorityGraph, after: AuthorityGraph, roots: string
     frontier = next;
   }
   return seen;
-}
-
-/** Revoked, or expired: it can never count again (one not yet valid may). */
-function ended(edge: Edge, now: number): boolean {
-  return edge.revoked_at !== null || (edge.expires_at !== null && edge.expires_at <= now);
 }
 
 interface Held {
