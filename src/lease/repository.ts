@@ -15,6 +15,8 @@ import type { LeaseEvent, PreemptedLease } from './types.js';
  * - A queued waiter blocks every acquisition of its key by a newcomer of equal or lower priority, and
  *   by waiters behind it; waiters past their deadline block nobody.
  * - A refused call changes nothing.
+ * - `acquire` with the lease id of a lease that exists (live or ended) is refused with `tokenUsed`,
+ *   before any key is looked at: a lease id, like its token, is used once.
  */
 export interface LeaseRepository {
   acquire(cmd: AcquireCommand): Promise<AcquireOutcome>;
@@ -117,6 +119,11 @@ export type AcquireOutcome =
       expiresAt: number | null;
       /** True when the key is free (or expired) but reserved for a queued waiter ahead of the caller. */
       queued: boolean;
+      /**
+       * True when a lease with `cmd.leaseId` exists already (its token was used before: this may be a
+       * retry of the acquisition that made it); `key` is then the first key, and nothing was taken.
+       */
+      tokenUsed?: true;
       /** The store's clock at the refusal, where the engine keeps lease time itself (see FenceState.now). */
       now?: number;
     };

@@ -29,10 +29,10 @@ const BUMP_COLUMNS = 'seq, at, kind, margin, floor, keys, leases_ended, max_epoc
  * times returned (expiresAt, FenceState.now, history `at`) are the database's.
  *
  * acquire, renew and release are one statement each, a call of a PL/pgSQL function
- * (migrations/001-initial.ts): with BEGIN sent along and the COMMIT, two round trips for a transaction
- * that does only that. The acquire function takes its keys inside an exception block (a
- * subtransaction), so a refused key undoes the keys taken before it and the caller's transaction stays
- * usable and as it was.
+ * (migrations/001-initial.ts, acquire as 009-lease-token-used-once.ts redefines it): with BEGIN sent
+ * along and the COMMIT, two round trips for a transaction that does only that. The acquire function
+ * takes its keys inside an exception block (a subtransaction), so a refused key undoes the keys taken
+ * before it and the caller's transaction stays usable and as it was.
  *
  * Waiters: the queue compares deadlines with the database's clock too, so `enqueue` keeps the waiter's
  * wait (deadline − enqueuedAt) and stores it from the database's now; `waiters` reports those times.
@@ -47,7 +47,7 @@ export class PostgresLeaseRepository implements LeaseRepository {
     );
     const o = row!.outcome;
     if (o.granted) return { granted: true, epochs: o.epochs, expiresAt: o.expiresAt, preempted: o.preempted };
-    return { granted: false, key: o.key, holder: o.holder, expiresAt: o.expiresAt, queued: o.queued, now: o.now };
+    return { granted: false, key: o.key, holder: o.holder, expiresAt: o.expiresAt, queued: o.queued, now: o.now, ...(o.tokenUsed ? { tokenUsed: true as const } : {}) };
   }
 
   async bumpEpochs(cmd: EpochBumpCommand): Promise<EpochBump> {
@@ -199,7 +199,7 @@ export const LEASE_CHANNEL = 'writ_lease';
 
 type AcquireJson =
   | { granted: true; epochs: Record<string, number>; expiresAt: number; preempted: { lease_id: string; holder: string; key: string; epoch: number }[]; now: number }
-  | { granted: false; key: string; holder: string | null; expiresAt: number | null; queued: boolean; now: number };
+  | { granted: false; key: string; holder: string | null; expiresAt: number | null; queued: boolean; now: number; tokenUsed?: true };
 
 type EndOrRenewJson =
   | { ok: true; epochs: Record<string, number>; expiresAt: number; now: number }

@@ -274,6 +274,8 @@ export class SqliteLeaseRepository implements LeaseRepository {
       preemptable: cmd.preemptable === undefined ? null : JSON.stringify(cmd.preemptable),
       key: '', // each key's in turn
     };
+    // A lease id (like its token) is used once: a lease with it, live or ended, refuses before any key is looked at.
+    if (this.s.leaseById.get(cmd.leaseId) !== undefined) return { granted: false, key: cmd.keys[0]!, holder: null, expiresAt: null, queued: false, tokenUsed: true };
     const epochs: Record<string, number> = {};
     const preempted: PreemptedLease[] = [];
     const take = cmd.preempt ? this.s.takeAny : this.s.takeFree;

@@ -72,6 +72,29 @@ describeEngines('leases: acquire, renew, release', (fresh) => {
     expect(await store.read((tx) => tx.leases.history({ leaseId: cmd.leaseId }))).toEqual([]);
   });
 
+  it('a lease id that exists, live or ended, is refused with tokenUsed before any key is looked at, and nothing changes', async () => {
+    const { store } = await fresh();
+    const a = await take(store, [K], 'agent-a');
+    const ended = await take(store, ['k:free'], 'agent-a');
+    await release(store, ended);
+    const before = await leaseView(store, [K, 'k:free', 'k:other']);
+    // The same lease asked again: its key is held by that very lease.
+    expect((await take(store, [K], 'agent-a', { leaseId: a.leaseId, tokenHash: a.tokenHash })).outcome).toMatchObject({ granted: false, tokenUsed: true, key: K });
+    // An ended lease's id, on keys that are free now: refused too (it would otherwise take them), in a
+    // transaction that stays usable and commits something else.
+    const { again, other } = await store.readWrite(async (tx) => ({
+      again: await tx.leases.acquire(acquireCommand(['k:free', 'k:other'], 'agent-b', { leaseId: ended.leaseId, tokenHash: ended.tokenHash })),
+      other: await tx.leases.acquire(acquireCommand(['k:9'], 'agent-b')),
+    }));
+    expect(again).toMatchObject({ granted: false, tokenUsed: true, key: 'k:free' });
+    expect(other).toMatchObject({ granted: true });
+    const after = await leaseView(store, [K, 'k:free', 'k:other']);
+    expect(after.keys.filter((r) => r.key !== 'k:9')).toEqual(before.keys);
+    expect(after.history.filter((e) => e.key !== 'k:9')).toEqual(before.history);
+    // A fresh id is not refused for it.
+    expect((await take(store, ['k:free'], 'agent-b')).outcome).toMatchObject({ granted: true, epochs: { 'k:free': 2 } });
+  });
+
   it('epochs only grow and are never reused after release or expiry', async () => {
     const { store } = await fresh();
     const seen: number[] = [];
