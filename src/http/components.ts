@@ -191,7 +191,7 @@ const Explanation = {
 const LeaseGrant = {
   $id: 'LeaseGrant',
   type: 'object',
-  required: ['lease_id', 'token', 'epochs', 'expires_at', 'preempted', 'keys', 'holder'],
+  required: ['lease_id', 'token', 'epochs', 'expires_at', 'preempted', 'keys', 'holder', 'replayed'],
   properties: {
     lease_id: { type: 'string' },
     token: { type: 'string', description: 'bearer secret for renew, release and writes (Writ stores only its hash)' },
@@ -203,6 +203,7 @@ const LeaseGrant = {
     },
     keys: strings,
     holder: { type: 'string' },
+    replayed: { type: 'boolean', description: 'true when this answers an acquisition asked again with its own `token` after the lease was granted (nothing was taken now; `preempted` is then empty)' },
   },
 } as const;
 

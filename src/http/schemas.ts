@@ -54,6 +54,13 @@ export const leaseBody = {
     ttl_ms: { type: 'integer', minimum: 1, maximum: SAFE },
     wait_ms: { type: 'integer', minimum: 0, maximum: SAFE },
     preempt: { type: 'boolean' },
+    token: {
+      type: 'string', pattern: '^[A-Za-z0-9_-]{43}$',
+      description: 'Your own lease token: 32 bytes from a cryptographically secure random source, base64url (43 characters), fresh for each lease; '
+        + 'without it Writ makes one. Asked again with the same token after its answer was lost, the acquisition is answered with the lease it was granted '
+        + '(200, `replayed`, Idempotent-Replayed: true) while that lease is live, instead of taking a second one or waiting behind itself; '
+        + 'a token whose lease has ended is LEASE_EXPIRED (LEASE_PREEMPTED), one used for other keys or by another principal IDEMPOTENCY_MISMATCH.',
+    },
   },
 } as const;
 

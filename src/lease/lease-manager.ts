@@ -7,7 +7,7 @@ import { checkTtl, checkWait, resolveLeaseOptions, type ResolvedLeaseOptions } f
 import {
   NEWCOMER_TICKET, type AcquireOutcome, type EpochBump, type EpochBumpCommand, type LeaseRefusal, type LeaseRepository, type WaiterRow,
 } from './repository.js';
-import { hashLeaseToken, leaseIdOfToken, newLeaseCredentials } from './token.js';
+import { hashLeaseToken, leaseCredentialsOf, leaseIdOfToken, newLeaseCredentials, type LeaseCredentials } from './token.js';
 import type {
   AcquireRequest,
   FenceCheck,
@@ -55,6 +55,13 @@ export interface LeaseCallOptions<Tx> {
   check?: (tx: Tx) => Promise<void>;
 }
 
+/** The credentials of a token the caller made (AcquireRequest.token); UNPROCESSABLE unless it has a token's shape. */
+function callersCredentials(token: unknown): LeaseCredentials {
+  const credentials = typeof token === 'string' ? leaseCredentialsOf(token) : null;
+  if (credentials === null) throw new WritError('UNPROCESSABLE', 'a lease token must be 43 base64url characters: 32 bytes from a cryptographically secure random source, fresh for each lease');
+  return credentials;
+}
+
 /** Runs `op` with the caller's check beside it; the check's refusal wins. */
 async function withCheck<Tx, T>(tx: Tx, options: Pick<LeaseCallOptions<Tx>, 'check'>, op: () => Promise<T>): Promise<T> {
   if (!options.check) return op();
@@ -99,7 +106,8 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
     const waitMs = preempt ? 0 : checkWait(req.waitMs, this.options);
     const instance = req.instance ?? null;
 
-    const { token, tokenHash, leaseId } = newLeaseCredentials(this.options.randomBytes, this.clock.now());
+    const credentials = req.token === undefined ? newLeaseCredentials(this.options.randomBytes, this.clock.now()) : callersCredentials(req.token);
+    const { token, tokenHash, leaseId } = credentials;
     const deadline = this.clock.now() + waitMs;
     let ticket = NEWCOMER_TICKET;
     let granted = false;
@@ -119,8 +127,10 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
         });
         if (outcome.granted) {
           granted = true;
-          return { lease_id: leaseId, token, epochs: outcome.epochs, expires_at: outcome.expiresAt, preempted: outcome.preempted };
+          return { lease_id: leaseId, token, epochs: outcome.epochs, expires_at: outcome.expiresAt, preempted: outcome.preempted, replayed: false };
         }
+        // The caller's token was used already: this is a retry of the acquisition that used it, or a mistake.
+        if (outcome.tokenUsed) return await this.replay(credentials, keys, req.holder);
         // Held or reserved, and for how long, by the store's clock where it keeps lease time itself.
         if (waitMs === 0) throw this.busy('RESOURCE_BUSY', outcome, outcome.now ?? now);
         if (now >= deadline) throw this.busy('LEASE_WAIT_TIMEOUT', outcome, outcome.now ?? now, waitMs);
@@ -342,6 +352,31 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
     return new WritError('OVERLOADED', `${queued} callers already wait for ${key}, the most its queue holds (WRIT_LEASE_MAX_WAITERS); retry later`, {
       key, waiters: queued, max_waiters: this.options.maxWaitersPerKey, retry_after_ms: retryAfterMs,
     });
+  }
+
+  /**
+   * An acquisition asked again with the token of a lease that exists: that lease, if it is the same
+   * holder's, on the same keys, and still live; otherwise why not. Read after the refusal, in a
+   * transaction of its own: the lease was committed before the refusal saw it.
+   */
+  private async replay(credentials: LeaseCredentials, keys: readonly string[], holder: string): Promise<LeaseGrant> {
+    const { token, tokenHash, leaseId } = credentials;
+    const { lease, now } = await this.store.read((tx) => tx.leases.fenceState(keys[0]!, tokenHash, leaseId));
+    // Never say whose: the token was chosen by the caller, and may be a copy of another's.
+    if (!lease || lease.holder !== holder) {
+      throw new WritError('IDEMPOTENCY_MISMATCH', 'this lease token was already used by another acquisition: send a fresh token (32 random bytes) for a new lease');
+    }
+    const sameKeys = lease.resources.length === keys.length && keys.every((k) => lease.resources.includes(k));
+    if (!sameKeys) {
+      throw new WritError('IDEMPOTENCY_MISMATCH', `this lease token was used for lease ${leaseId} on ${lease.resources.join(', ')}, not on ${keys.join(', ')}: send a fresh token for a new lease`, { lease_id: leaseId });
+    }
+    if (lease.state === 'PREEMPTED') {
+      throw new WritError('LEASE_PREEMPTED', `lease ${leaseId}, taken with this token, was preempted since: a new acquisition needs a fresh token`, { lease_id: leaseId });
+    }
+    if (lease.state !== 'ACTIVE' || lease.expires_at <= (now ?? this.clock.now())) {
+      throw new WritError('LEASE_EXPIRED', `lease ${leaseId}, taken with this token, has ended (${lease.state === 'ACTIVE' ? 'expired' : lease.state.toLowerCase()}): a new acquisition needs a fresh token`, { lease_id: leaseId });
+    }
+    return { lease_id: leaseId, token, epochs: lease.epochs, expires_at: lease.expires_at, preempted: [], replayed: true };
   }
 
   private refused(reason: LeaseRefusal, leaseId: string): WritError {

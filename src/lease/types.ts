@@ -17,6 +17,15 @@ export interface AcquireRequest<Tx = unknown> {
   /** An opaque id of the acquiring process or session, for diagnostics only (never an authority). */
   instance?: string;
   /**
+   * The lease token, made by the caller (32 bytes from a cryptographically secure random source,
+   * base64url: 43 characters), fresh for each lease; absent: Writ makes one. It makes the acquisition
+   * safe to ask again when its answer was lost: asked again with the token of a lease it was granted,
+   * for the same keys by the same holder, while that lease is live, the answer is that lease
+   * (`replayed`), not a second one or a wait behind itself. A token whose lease ended is LEASE_EXPIRED
+   * (LEASE_PREEMPTED); one used for other keys or by another holder, IDEMPOTENCY_MISMATCH.
+   */
+  token?: string;
+  /**
    * Writes that must commit with the acquisition or not at all (the service records the authority
    * the lease was taken with, and spends the caller's assertion): called inside the granting
    * transaction with its handle and the new lease id, only when every key was taken, with the leases
@@ -39,8 +48,10 @@ export interface LeaseGrant {
   /** The fencing epoch per key; each write carries the epoch of its key. */
   epochs: Record<string, number>;
   expires_at: number;
-  /** Leases this acquisition took over by preemption (empty unless `preempt`). */
+  /** Leases this acquisition took over by preemption (empty unless `preempt`; empty on a replay). */
   preempted: PreemptedLease[];
+  /** True when this answers an acquisition asked again with the token of a lease already granted (nothing was taken now). */
+  replayed: boolean;
 }
 
 export interface PreemptedLease {

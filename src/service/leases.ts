@@ -15,6 +15,8 @@ export interface LeaseRequestInput {
   wait_ms?: number;
   /** Take the keys over during an active incident of the decisions' environment (needs a preempts edge over the holder). */
   preempt?: boolean;
+  /** The caller's own lease token, which makes asking again safe (see AcquireRequest.token). */
+  token?: string;
 }
 
 export interface LeaseOutcome extends LeaseGrant {
@@ -173,6 +175,7 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     // Only a key held by someone the caller may preempt is taken over; otherwise this is an ordinary
     // acquisition that respects the wait queue (preempting nobody must not jump the queue).
     ...(preempt ? { preempt: true, preemptable: [...preemptable] } : {}),
+    ...(input.token !== undefined ? { token: input.token } : {}),
     // Every acquisition, not only a takeover: the chains and owners of the decisions presented were
     // checked on this replica's graph, which may not have folded in a revocation or an ownership change
     // another replica committed a moment ago. The graph events since the checks (and since the
@@ -207,8 +210,14 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
       await tx.leaseAuthority.record(leaseId, caller, authority, now);
     },
   });
+  // A replay took nothing, so no transaction spent the caller's assertion: spend it before answering (a
+  // replayed assertion is refused, never answered with the lease).
+  if (grant.replayed) await ctx.store.readWrite(spend);
   // A literal, not `{ ...grant, keys, holder }`: see test/architecture/spread-then-add.test.ts.
-  return { lease_id: grant.lease_id, token: grant.token, epochs: grant.epochs, expires_at: grant.expires_at, preempted: grant.preempted, keys: Object.keys(grant.epochs).sort(), holder: caller };
+  return {
+    lease_id: grant.lease_id, token: grant.token, epochs: grant.epochs, expires_at: grant.expires_at, preempted: grant.preempted,
+    keys: Object.keys(grant.epochs).sort(), holder: caller, replayed: grant.replayed,
+  };
 }
 
 function environmentsOf(decisions: readonly DecisionClaims[]): string[] {

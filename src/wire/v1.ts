@@ -202,8 +202,10 @@ export interface LeaseGrant {
   keys: string[];
   expires_at: WireTime;
   holder: string;
-  /** Leases this acquisition took over by preemption (empty unless `preempt`). */
+  /** Leases this acquisition took over by preemption (empty unless `preempt`; empty on a replay). */
   preempted: { lease_id: string; holder: string; key: string; epoch: number }[];
+  /** True when this answers an acquisition asked again with its own `token` after the lease was granted: nothing was taken now. */
+  replayed: boolean;
 }
 
 /** The answer of POST /v1/leases/{id}/renew. */
@@ -225,7 +227,7 @@ export interface LeaseRelease {
  * requests may be pipelined and their answers come as each one finishes, not in order.
  */
 export type LeaseStreamRequest =
-  | { id: number; op: 'acquire'; decisions: string[]; ttl_ms?: number; wait_ms?: number; preempt?: boolean }
+  | { id: number; op: 'acquire'; decisions: string[]; ttl_ms?: number; wait_ms?: number; preempt?: boolean; token?: string }
   | { id: number; op: 'renew'; lease_id: string; token: string; ttl_ms?: number }
   | { id: number; op: 'release'; lease_id: string; token: string };
 

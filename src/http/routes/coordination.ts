@@ -35,14 +35,23 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
       body: leaseBody,
       operationId: 'acquireLease', tags: ['Coordination'], summary: 'Take leases (keys derived from allow decisions); RESOURCE_BUSY answers 423 with Retry-After and the holder; wait_ms waits in the queue until the lease is released',
       response: {
+        200: {
+          ...ref('LeaseGrant'), description: 'Asked again with the `token` of a lease already granted: that lease (`replayed`; nothing was taken now)',
+          headers: { 'Idempotent-Replayed': { type: 'string', enum: ['true'], description: 'this answers an acquisition asked again with its own token' } },
+        },
         201: { ...ref('LeaseGrant'), description: 'Granted' },
-        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, ...DECISION_CHECKS, 'UNPROCESSABLE', 'UNKNOWN_PRINCIPAL', 'NO_UPSTREAM', 'NO_INCIDENT', 'FORBIDDEN', 'RESOURCE_BUSY', 'LEASE_WAIT_TIMEOUT']),
+        ...errorResponses([
+          ...WITH_INPUT, ...AUTHENTICATED, ...DECISION_CHECKS, 'UNPROCESSABLE', 'UNKNOWN_PRINCIPAL', 'NO_UPSTREAM', 'NO_INCIDENT', 'FORBIDDEN', 'RESOURCE_BUSY', 'LEASE_WAIT_TIMEOUT',
+          'LEASE_EXPIRED', 'LEASE_PREEMPTED', 'IDEMPOTENCY_MISMATCH',
+        ]),
       },
     },
   }, async (request, reply) => {
     // Lease calls spend the assertion's jti in the lease's own transaction (or after a refusal).
     const caller = await app.unspentCaller(request);
-    return reply.code(201).send(leaseGrantToWire(await acquireLeases(app.operation(request), caller, request.body)));
+    const grant = await acquireLeases(app.operation(request), caller, request.body);
+    if (grant.replayed) void reply.header('Idempotent-Replayed', 'true');
+    return reply.code(grant.replayed ? 200 : 201).send(leaseGrantToWire(grant));
   });
 
   app.post<{ Params: { id: string }; Body: { token: string; ttl_ms?: number } }>('/v1/leases/:id/renew', {

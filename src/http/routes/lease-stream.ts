@@ -123,7 +123,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       summary: 'Lease operations over one WebSocket, authenticated once by the upgrade request',
       description: [
         'Upgrade to a WebSocket with a caller assertion in `Authorization` (verified, its jti spent).',
-        'Then send JSON text messages, one request each: `{"id": 1, "op": "acquire", "decisions": […], "ttl_ms"?, "wait_ms"?, "preempt"?}`,',
+        'Then send JSON text messages, one request each: `{"id": 1, "op": "acquire", "decisions": […], "ttl_ms"?, "wait_ms"?, "preempt"?, "token"?}`,',
         '`{"id": 2, "op": "renew", "lease_id": …, "token": …, "ttl_ms"?}` or `{"id": 3, "op": "release", "lease_id": …, "token": …}`.',
         'Each is answered `{"id", "ok": true, "result"}` with the body of POST /v1/leases, POST /v1/leases/{id}/renew or DELETE /v1/leases/{id},',
         'or `{"id", "ok": false, "problem"}` with the same problem and code, once what it did is durable. Requests may be pipelined;',
@@ -195,6 +195,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
             if (req.ttl_ms !== undefined) input.ttl_ms = req.ttl_ms;
             if (req.wait_ms !== undefined) input.wait_ms = req.wait_ms;
             if (req.preempt !== undefined) input.preempt = req.preempt;
+            if (req.token !== undefined) input.token = req.token;
             return leaseGrantToWire(await acquireLeases(op, caller.principal, input));
           }
           case 'renew':
