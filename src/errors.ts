@@ -43,7 +43,7 @@ export const ERROR_CATALOGUE = {
   // coordination
   RESOURCE_BUSY: { status: 423, title: 'Resource busy', meaning: 'Another principal holds the lease; `Retry-After` and `holder` say when and who.' },
   LEASE_REQUIRED: { status: 423, title: 'Lease required', meaning: 'The resource is exclusive and the write carries no lease token.' },
-  LEASE_EXPIRED: { status: 423, title: 'Lease expired', meaning: 'The lease is expired or released; take a new one.' },
+  LEASE_EXPIRED: { status: 423, title: 'Lease expired', meaning: 'The lease is expired or released; take a new one (an acquisition asked again with the `token` of a lease that has ended: with a fresh token).' },
   LEASE_NOT_FOUND: { status: 404, title: 'Lease not found', meaning: 'No lease with that id.' },
   LEASE_TOKEN_MISMATCH: { status: 423, title: 'Lease token mismatch', meaning: 'The token is not the current holder\'s token for this lease.' },
   LEASE_PREEMPTED: { status: 409, title: 'Lease preempted', meaning: 'The lease was taken over by an incident authority; the old holder is fenced out.' },
@@ -52,7 +52,7 @@ export const ERROR_CATALOGUE = {
   VERSION_CONFLICT: { status: 409, title: 'Version conflict', meaning: 'A field the write names changed after `expected_version` (or `expected_version` is ahead of the resource); re-read and retry. Never last-write-wins.' },
   VERSION_REQUIRED: { status: 428, title: 'Version required', meaning: 'The resource class requires expected_version on writes.' },
   NO_INCIDENT: { status: 403, title: 'No active incident', meaning: 'Preemption is only possible during an active incident declared for the environment of the lease (of the decisions presented, and of the lease taken over); `environments` names those without one.' },
-  IDEMPOTENCY_MISMATCH: { status: 422, title: 'Idempotency key reused', meaning: 'The Idempotency-Key was already used for a different request.' },
+  IDEMPOTENCY_MISMATCH: { status: 422, title: 'Idempotency key reused', meaning: 'The Idempotency-Key was already used for a different request; or a lease acquisition\'s own `token` was already used for a lease of other keys, or by another principal (send a fresh token). Nothing was changed.' },
   // upstream and service
   UPSTREAM_FAILED: { status: 502, title: 'Upstream failed', meaning: 'The upstream refused or failed the write. A refusal (4xx) or a refused connection leaves the receipt FAILED; a 5xx answer does not say whether the upstream applied the write, so the receipt stays PENDING until reconciled (`receipt_status` says which).' },
   UPSTREAM_TIMEOUT: { status: 504, title: 'Upstream timeout', meaning: 'The upstream did not answer in time; the receipt stays PENDING until reconciled.' },

@@ -6,7 +6,8 @@ import type { Capabilities, Decision, DecisionRequest, DelegationBody, Edge, Edg
 import { formatFencingEpochs } from '../wire/fencing-header.js';
 import { createCallerAssertion } from './assertion.js';
 import { backoffDelay, type BackoffOptions } from './backoff.js';
-import { AlreadyExistsError, DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, UnprocessableError, WritApiError, WriteOutcomeUnknownError } from './errors.js';
+import { newLeaseToken } from '../wire/lease-token.js';
+import { AlreadyExistsError, DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, LeaseOutcomeUnknownError, UnprocessableError, WritApiError, WriteOutcomeUnknownError } from './errors.js';
 import { LeaseStream, LeaseStreamClosedError, type LeaseHandle, type LeaseStreamOptions } from './lease-stream.js';
 import { refusalError } from './refusal.js';
 
@@ -177,7 +178,7 @@ export class WritClient {
   }
 
   /** `request`, abandoned when `signal` aborts. */
-  private async send<T>(method: string, path: string, body: unknown, headers: Record<string, string>, signal?: AbortSignal, unanswered?: (cause: unknown) => Error): Promise<T> {
+  private async send<T>(method: string, path: string, body: unknown, headers: Record<string, string>, signal?: AbortSignal, unanswered?: (cause: unknown) => unknown): Promise<T> {
     const assertion = await createCallerAssertion({ principal: this.options.principal, privateJwk: this.options.privateJwk, audience: this.options.audience ?? 'writ' });
     let res: Response;
     let text: string;
@@ -310,14 +311,22 @@ export class WritClient {
     });
   }
 
-  /** Takes leases for these decisions once (no retry); `signal`: the call is abandoned when it aborts (the outcome then unknown). */
-  acquireLease(decisions: (Decision | string)[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean; signal?: AbortSignal } = {}): Promise<Lease> {
+  /**
+   * Takes leases for these decisions once (no retry). `token`: the lease's token, made with `newLeaseToken()`
+   * (default: a new one). Sent and not answered (a failed or cut connection): LeaseOutcomeUnknownError with
+   * the `token` to ask again with, which answers the lease if it was granted (`replayed` true) and never takes
+   * a second one. `signal`: the call is abandoned when it aborts (the outcome then unknown, as above).
+   */
+  acquireLease(decisions: (Decision | string)[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean; signal?: AbortSignal; token?: string } = {}): Promise<Lease> {
+    const token = options.token ?? newLeaseToken();
+    const signal = options.signal;
     return this.send('POST', '/v1/leases', {
       decisions: decisions.map(tokenOf),
       ...(options.ttlMs !== undefined ? { ttl_ms: options.ttlMs } : {}),
       ...(options.waitMs !== undefined ? { wait_ms: options.waitMs } : {}),
       ...(options.preempt ? { preempt: true } : {}),
-    }, {}, options.signal);
+      token,
+    }, {}, signal, (cause) => (signal?.aborted ? cause : new LeaseOutcomeUnknownError(token, cause)));
   }
 
   /**
@@ -391,11 +400,14 @@ export class WritClient {
     let lease: Lease;
     let acquiredSentAt: number;
     let maxWaitMs = SERVER_MAX_WAIT_MS;
+    // Every attempt asks with the same token: one whose answer was lost is answered with its lease when
+    // asked again (replayed), instead of leaving it to lapse while the next attempt waits behind it.
+    let token = newLeaseToken();
     for (let attempt = 0; ; attempt++) {
       const waitMs = options.waitMs ?? Math.max(0, Math.min(maxWaitMs, deadline - Date.now()));
       try {
         acquiredSentAt = Date.now();
-        const asked = { ttlMs, waitMs, ...(options.preempt ? { preempt: true } : {}) };
+        const asked = { ttlMs, waitMs, token, ...(options.preempt ? { preempt: true } : {}) };
         const stream = options.stream;
         // A Writ that answers nothing (paused, or behind a partition that drops packets) is given up at the
         // deadline (or after the wait asked for, if longer), plus time for an answer on its way: TimeoutError.
@@ -417,6 +429,11 @@ export class WritClient {
           continue;
         }
         const refused = e instanceof WritApiError ? e : null;
+        if (refused !== null && (refused.code === 'LEASE_EXPIRED' || refused.code === 'LEASE_PREEMPTED') && Date.now() < deadline) {
+          // An earlier attempt, whose answer was lost, was granted a lease that has ended since: take a new one.
+          token = newLeaseToken();
+          continue;
+        }
         const busy = refused !== null && (refused.code === 'RESOURCE_BUSY' || refused.code === 'LEASE_WAIT_TIMEOUT');
         // A Writ shedding load, shutting down or restarting answers later: the deadline is for that too. A
         // connection dropped after the request was sent leaves its outcome unknown; a lease granted then

@@ -214,3 +214,20 @@ export class WriteOutcomeUnknownError extends Error {
     this.resource = write.resource;
   }
 }
+
+/**
+ * `acquireLease` sent the acquisition and got no answer (the connection failed or was cut): Writ may have
+ * granted the lease, or not. Not a WritApiError, since Writ answered nothing. Ask again with the same
+ * decisions and `token`: Writ answers with the lease it granted (`replayed` true) while it is live, or takes
+ * one now if the first request never arrived; nothing is held twice. (A lease granted and lapsed since is
+ * LeaseExpiredError: ask with a new token.) `cause` is the transport's error.
+ */
+export class LeaseOutcomeUnknownError extends Error {
+  /** The lease token the acquisition was sent with (a bearer secret: keep it out of logs). */
+  readonly token: string;
+  constructor(token: string, cause: unknown) {
+    super(`the answer to the lease acquisition was lost (${cause instanceof Error ? cause.message : String(cause)}): it may have been granted. Ask again with the same decisions and this error's token to get that lease; nothing is held twice`, { cause });
+    this.name = 'LeaseOutcomeUnknownError';
+    this.token = token;
+  }
+}

@@ -80,13 +80,14 @@ export class LeaseStream {
     return new LeaseStream(socket, options.requestTimeoutMs ?? 30_000);
   }
 
-  /** Takes leases for these decision tokens (the body of POST /v1/leases, without `id`). */
-  acquire(decisions: string[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean } = {}): Promise<LeaseGrant> {
+  /** Takes leases for these decision tokens (the body of POST /v1/leases, without `id`; `token` as for WritClient.acquireLease). */
+  acquire(decisions: string[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean; token?: string } = {}): Promise<LeaseGrant> {
     return this.call({
       op: 'acquire', decisions,
       ...(options.ttlMs !== undefined ? { ttl_ms: options.ttlMs } : {}),
       ...(options.waitMs !== undefined ? { wait_ms: options.waitMs } : {}),
       ...(options.preempt ? { preempt: true } : {}),
+      ...(options.token !== undefined ? { token: options.token } : {}),
     }) as Promise<LeaseGrant>;
   }
 
