@@ -137,6 +137,8 @@ export class ReceiptLog {
       error: rejection.error,
       conflicts: rejection.conflicts ?? [],
       upstream_status: rejection.upstream_status ?? null,
+      // Only when there is one: the body of every other rejection stays as it was.
+      ...(rejection.presented_lease ? { presented_lease: rejection.presented_lease } : {}),
     };
     const entry = await tx.receipts.appendRejection(
       { chain: chainOf(rejection.resource_key), receipt_id: receiptId, kind: 'rejected', body: canonicalJson(body) },
