@@ -173,6 +173,8 @@ export interface ReceiptQuery {
   resource?: string;
   principal?: string;
   status?: ReceiptStatus;
+  /** Receipts of writes (and refusals) that presented this decision. */
+  decision_id?: string;
   /** Receipts whose first entry has a seq greater than this (the `next` of the previous page). */
   after?: number;
   /** Newest first: then `before` (the `next` of the previous page) pages back in time, and `after` is not allowed. */
