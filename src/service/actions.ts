@@ -250,9 +250,10 @@ async function recordRefusal(ctx: WritContext, w: IdentifiedWrite, input: Action
     return e;
   }
   try {
-    const refusal: WritError = e;
+    let refusal: WritError = e;
     let presented: PresentedLease | null = null;
     if (claims && LEASE_REFUSALS.has(e.code)) presented = await presentedLease(ctx, w, claims, creds);
+    if (claims && e.code === 'DECISION_REPLAYED') refusal = await namingFirstUse(ctx, w, claims, e);
     const rejection = await ctx.store.readWrite(async (tx) => {
       await spend(tx);
       return ctx.receipts.recordRejection({
@@ -292,6 +293,25 @@ async function presentedLease(ctx: WritContext, w: IdentifiedWrite, claims: Deci
       return { key, presented_epoch: epochs?.get(key) ?? null, current_epoch: r?.epoch ?? 0, holder: r?.holderIdentity ?? null, lease_id: r?.leaseId ?? null, state: r?.state ?? 'FREE' };
     }),
   };
+}
+
+/**
+ * DECISION_REPLAYED naming the receipt of the write that used the decision (its intent spent it), when
+ * the log still holds it. Only the caller's own receipts are searched: a decision is bound to one
+ * principal, so the write that used it was the caller's, which the caller may read; nothing of anyone
+ * else's is told.
+ */
+async function namingFirstUse(ctx: WritContext, w: IdentifiedWrite, claims: DecisionClaims, e: WritError): Promise<WritError> {
+  let after: number | undefined;
+  for (;;) {
+    const page = await ctx.receipts.query({ decision_id: claims.decision_id, principal: w.caller, ...(after !== undefined ? { after } : {}) });
+    const used = page.receipts.find((r) => r.status !== 'REJECTED');
+    if (used) {
+      return new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write, receipt ${used.receipt_id}; a decision authorizes one write`, Object.assign({}, e.details, { used_by_receipt_id: used.receipt_id }));
+    }
+    if (page.next === null) return e;
+    after = page.next;
+  }
 }
 
 /** Forwards the write (only the epochs Writ checked go upstream: its second fence) and settles the receipt. */
