@@ -29,14 +29,15 @@ describe.each(['sqlite', 'postgres'] as const)('%s: a REJECTED receipt records t
   const titleWrite = { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'x' }, expected_version: 0 };
   const sorted = <T extends { key: string }>(keys: T[]) => [...keys].sort((a, b) => a.key.localeCompare(b.key));
 
-  async function rejected(r: { status: number; body: any }, status: number, code: string): Promise<any> {
+  /** The refusal, and its receipt as the writer (`reader`) reads it. */
+  async function rejected(r: { status: number; body: any }, status: number, code: string, reader = 'seo-agent-7'): Promise<any> {
     expect(r.status, JSON.stringify(r.body)).toBe(status);
     expect(r.body.code).toBe(code);
-    const got = await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts/${r.body.receipt_id}` });
+    const got = await h.call(reader, { method: 'GET', url: `/v1/receipts/${r.body.receipt_id}` });
     expect(got.status, JSON.stringify(got.body)).toBe(200);
     expect(got.body.receipt).toMatchObject({ status: 'REJECTED', error: { code } });
     // The same in its why.
-    const why = await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts/${r.body.receipt_id}/why` });
+    const why = await h.call(reader, { method: 'GET', url: `/v1/receipts/${r.body.receipt_id}/why` });
     expect(why.body.receipt.presented_lease).toEqual(got.body.receipt.presented_lease);
     return got;
   }
@@ -81,6 +82,25 @@ describe.each(['sqlite', 'postgres'] as const)('%s: a REJECTED receipt records t
       423, 'LEASE_TOKEN_MISMATCH');
     expect(misplaced.body.receipt.presented_lease.lease_id).toBe(leaseIdOfToken(other));
     expect(misplaced.raw).not.toContain(other);
+  });
+
+  it('a lease preempted during an incident: the holder\'s old lease and epoch against the commander\'s hold', async () => {
+    const release = { action: 'deploy', resource: 'deploy:site:www', fields: [] as string[] };
+    const rd = await decideOk(h, 'release-controller', release);
+    const held = await leaseOk(h, 'release-controller', [rd.token]);
+    const n = held.epochs['deploy:site:www']!;
+    const id = await decideOk(h, 'incident-commander', { action: 'declare_incident', resource: 'incident:inc-1', fields: [] });
+    expect((await h.call('incident-commander', { method: 'POST', url: '/v1/incidents', payload: { id: 'inc-1', reason: 'checkout is down', decision: id.token } })).status).toBe(201);
+    const cd = await decideOk(h, 'incident-commander', release);
+    const taken = await leaseOk(h, 'incident-commander', [cd.token], { preempt: true });
+    const commander = { holder: 'incident-commander', lease_id: taken.lease_id, state: 'HELD', current_epoch: n + 1 };
+
+    const stale = await rejected(await act(h, 'release-controller', { ...release, payload: {}, expected_version: 0 }, { decision: rd.token, lease: held }), 409, 'STALE_FENCING_EPOCH', 'release-controller');
+    expect(stale.body.receipt.presented_lease).toEqual({ lease_id: held.lease_id, token_lease_id: held.lease_id, keys: [{ key: 'deploy:site:www', presented_epoch: n, ...commander }] });
+    const preempted = await rejected(
+      await act(h, 'release-controller', { ...release, payload: {}, expected_version: 0 }, { decision: rd.token, lease: held, fencing: fencing({ 'deploy:site:www': n + 1 }) }),
+      409, 'LEASE_PREEMPTED', 'release-controller');
+    expect(preempted.body.receipt.presented_lease).toEqual({ lease_id: held.lease_id, token_lease_id: held.lease_id, keys: [{ key: 'deploy:site:www', presented_epoch: n + 1, ...commander }] });
   });
 
   it('no lease at all: nothing presented, and the key free at epoch 0', async () => {
