@@ -250,10 +250,12 @@ async function recordRefusal(ctx: WritContext, w: IdentifiedWrite, input: Action
     return e;
   }
   try {
+    // What the receipt and the answer add to the refusal is read from the store, best effort: when it cannot
+    // be read (a damaged receipt of that decision, say) the refusal is recorded and answered without it.
     let refusal: WritError = e;
     let presented: PresentedLease | null = null;
-    if (claims && LEASE_REFUSALS.has(e.code)) presented = await presentedLease(ctx, w, claims, creds);
-    if (claims && e.code === 'DECISION_REPLAYED') refusal = await namingFirstUse(ctx, w, claims, e);
+    if (claims && LEASE_REFUSALS.has(e.code)) presented = await presentedLease(ctx, w, claims, creds).catch(() => null);
+    if (claims && e.code === 'DECISION_REPLAYED') refusal = await namingFirstUse(ctx, w, claims, e).catch(() => e);
     const rejection = await ctx.store.readWrite(async (tx) => {
       await spend(tx);
       return ctx.receipts.recordRejection({

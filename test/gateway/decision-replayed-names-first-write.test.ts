@@ -1,5 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { hashOf } from '../../src/audit/hash-chain.js';
+import type { StoredEntry } from '../../src/audit/index.js';
 import { createTestDatabase } from '../../scripts/test-database.js';
+import { dropGuards } from '../audit/helpers.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
@@ -43,5 +46,26 @@ describe.each(['sqlite', 'postgres'] as const)('%s: DECISION_REPLAYED names the 
     // The receipt named is the caller's to read.
     const named = await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts/${used}` });
     expect(named.body.receipt).toMatchObject({ status: 'COMPLETED', decision_id: d.body.decision_id });
+  });
+
+  it.runIf(engine === 'sqlite')('the write\'s receipt damaged in the store: still DECISION_REPLAYED (recorded, naming nothing), not the damage', async () => {
+    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const first = await act(h, 'seo-agent-7', titleWrite, { decision: d.token, lease });
+    expect(first.status, JSON.stringify(first.body)).toBe(201);
+    // Its intent rewritten so that it is no longer JSON, and its chain re-hashed (test/cli/damaged-receipt-entry.test.ts).
+    dropGuards(h.db);
+    const intent = h.db.prepare("SELECT * FROM receipt_entries WHERE receipt_id = ? AND kind = 'intent'").get(first.body.receipt.receipt_id) as StoredEntry;
+    let prev = intent.prev_hash;
+    for (const e of h.db.prepare('SELECT * FROM receipt_entries WHERE chain = ? AND pos >= ? ORDER BY pos').all(intent.chain, intent.pos) as StoredEntry[]) {
+      const next = { ...e, body: e.seq === intent.seq ? e.body.replace('"expected_version":0,', '"expected_version":,') : e.body, prev_hash: prev };
+      prev = hashOf(next);
+      h.db.prepare('UPDATE receipt_entries SET body = ?, prev_hash = ?, hash = ? WHERE seq = ?').run(next.body, next.prev_hash, prev, e.seq);
+    }
+    const again = await act(h, 'seo-agent-7', { ...titleWrite, expected_version: 1 }, { decision: d.token, lease });
+    expect(again.status, JSON.stringify(again.body)).toBe(403);
+    expect(again.body.code).toBe('DECISION_REPLAYED');
+    expect(again.body.used_by_receipt_id).toBeUndefined();
+    expect(again.body.receipt_id).toMatch(/^rcpt_/);
   });
 });
