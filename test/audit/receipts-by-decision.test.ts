@@ -145,6 +145,23 @@ describe.each(['sqlite', 'postgres'] as const)('%s', (engine) => {
     expect(await log.verifyChain()).toMatchObject({ ok: true, entries: 5 });
   });
 
+  it('a receipt whose stored body is not JSON does not stop the migration: its index names no decision, and verify reports the entry', async () => {
+    const place = await PLACES[engine](engine === 'sqlite' ? 17 : 8);
+    const e = linkEntry({ pos: 0, hash: GENESIS_HASH }, 1, { chain: 'wp:post:9', receipt_id: 'rcpt_bad', kind: 'rejected', body: '{"at":1000,"decision_id":"dec-x",' });
+    await place.exec('INSERT INTO receipt_entries (seq, chain, pos, receipt_id, kind, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)', [e.seq, e.chain, e.pos, e.receipt_id, e.kind, e.body, e.prev_hash, e.hash]);
+    if (engine === 'postgres') {
+      await place.exec('INSERT INTO receipt_chains (chain, pos, hash, prev_hash) VALUES (?, ?, ?, ?)', [e.chain, e.pos, e.hash, e.prev_hash]);
+      await place.exec("SELECT setval('receipt_entry_seq', 2, false)");
+    }
+    await place.exec("INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq) VALUES ('rcpt_bad', 'seo-agent-7', 'wp:post:9', 'REJECTED', NULL, NULL, 1000, 1000, 1, 1)");
+    const store = await place.open();
+    const found = await store.read((tx) => tx.receipts.indexOf(['rcpt_bad']));
+    expect(found.map((f) => f.row.decision_id)).toEqual([null]);
+    const verdict = await new ReceiptLog({ store, clock: new ManualClock(10_000) }).verifyChain();
+    expect(verdict).toMatchObject({ ok: false, chain: 'wp:post:9', firstBadPos: 1 });
+    expect(verdict.problem).toMatch(/not the JSON object Writ writes/);
+  });
+
   describe('over HTTP', () => {
     let h: Harness;
     afterEach(async () => h?.close());
