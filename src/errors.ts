@@ -37,7 +37,7 @@ export const ERROR_CATALOGUE = {
   DECISION_INVALID: { status: 403, title: 'Decision invalid', meaning: 'The decision token is missing, malformed, not signed by a Writ key, uses a forbidden algorithm, is for another audience or is not an allow.' },
   DECISION_EXPIRED: { status: 403, title: 'Decision expired', meaning: 'The decision token has expired; ask for a new decision.' },
   DECISION_MISMATCH: { status: 403, title: 'Decision mismatch', meaning: 'The decision was made for another principal, action, resource, environment or field set than this request.' },
-  DECISION_REPLAYED: { status: 403, title: 'Decision replayed', meaning: 'The decision has already been used for a write; a decision authorizes one write.' },
+  DECISION_REPLAYED: { status: 403, title: 'Decision replayed', meaning: 'The decision has already been used for a write; a decision authorizes one write. From POST /v1/actions, `used_by_receipt_id` names the receipt of that write.' },
   AUTHORITY_REVOKED: { status: 403, title: 'Authority revoked', meaning: 'An edge or principal of the decision\'s chain was revoked, or expired, after the decision was made.' },
   OWNER_CHANGED: { status: 409, title: 'Owner changed', meaning: 'The owner of the managed state changed after the decision was made; ask for a new decision.' },
   // coordination

@@ -1,5 +1,5 @@
 import { WritError } from '../errors.js';
-import type { Receipt, ReceiptConflict, ReceiptError, ReceiptStatus, StoredEntry } from './receipt.js';
+import type { PresentedLease, Receipt, ReceiptConflict, ReceiptError, ReceiptStatus, StoredEntry } from './receipt.js';
 
 export interface EntryBody {
   at: number;
@@ -56,6 +56,8 @@ export function foldReceipt(entries: readonly StoredEntry[]): Receipt {
     conflicts: arr<ReceiptConflict>(start.conflicts),
     upstream_status: num(start.upstream_status),
     error: (start.error as ReceiptError | undefined) ?? null,
+    // Recorded on rejections since Writ keeps it: absent from older entries (and from every other kind).
+    presented_lease: (start.presented_lease as PresentedLease | undefined) ?? null,
     idempotency_key: strOrNull(start.idempotency_key),
     request_hash: strOrNull(start.request_hash),
     created_at: start.at,

@@ -3,8 +3,8 @@ import type { StoredEntry } from './receipt.js';
 import type { IndexedReceipt } from './repository.js';
 
 /** The index fields a query filters on or a reader sees, and that must be what the hashed entries say. */
-const CHECKED = ['principal', 'resource_key', 'status', 'idempotency_key', 'request_hash', 'created_at', 'completed_at'] as const;
-const FIRST_ENTRY_FIELDS = ['principal', 'resource_key', 'idempotency_key', 'request_hash', 'created_at'] as const;
+const CHECKED = ['principal', 'resource_key', 'status', 'idempotency_key', 'request_hash', 'decision_id', 'created_at', 'completed_at'] as const;
+const FIRST_ENTRY_FIELDS = ['principal', 'resource_key', 'idempotency_key', 'request_hash', 'decision_id', 'created_at'] as const;
 
 export interface IndexProblem {
   entry: StoredEntry;
@@ -16,7 +16,7 @@ export interface IndexProblem {
  * - each receipt opened by an entry of `checked` (its intent or rejection) has exactly one index row,
  *   naming that entry as its first and, as its last, a settlement of the same receipt in the same chain
  *   (or the first again), and every field a query filters on (principal, resource, status, idempotency
- *   key, request hash, times) is what those entries add up to;
+ *   key, request hash, decision, times) is what those entries add up to;
  * - each settlement of `checked` is the last entry its receipt's row names.
  * A named settlement that is not in the store at all is left to the chain walk (a missing entry) and to
  * `indexOrphans` (a row naming nothing); only what the first entry says is compared then.

@@ -30,6 +30,8 @@ export {
   type ReceiptEntryRef,
   type ReceiptError,
   type ReceiptIntent,
+  type PresentedLease,
+  type PresentedLeaseKey,
   type ReceiptPage,
   type ReceiptQuery,
   type ReceiptRejection,

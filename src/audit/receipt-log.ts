@@ -89,6 +89,7 @@ export class ReceiptLog {
         status: 'PENDING',
         idempotency_key: intent.idempotency_key ?? null,
         request_hash: intent.request_hash,
+        decision_id: intent.decision_id ?? null,
         created_at: at,
         completed_at: null,
       },
@@ -137,6 +138,8 @@ export class ReceiptLog {
       error: rejection.error,
       conflicts: rejection.conflicts ?? [],
       upstream_status: rejection.upstream_status ?? null,
+      // Only when there is one: the body of every other rejection stays as it was.
+      ...(rejection.presented_lease ? { presented_lease: rejection.presented_lease } : {}),
     };
     const entry = await tx.receipts.appendRejection(
       { chain: chainOf(rejection.resource_key), receipt_id: receiptId, kind: 'rejected', body: canonicalJson(body) },
@@ -147,6 +150,7 @@ export class ReceiptLog {
         status: 'REJECTED',
         idempotency_key: null,
         request_hash: rejection.request_hash ?? null,
+        decision_id: rejection.decision_id ?? null,
         created_at: at,
         completed_at: at,
       },
@@ -185,7 +189,7 @@ export class ReceiptLog {
 
   query(q: ReceiptQuery = {}): Promise<ReceiptPage> {
     return this.page({
-      resource: q.resource, principal: q.principal, status: q.status, after: q.after, before: q.before, newestFirst: q.newestFirst, createdAtOrAfter: q.since, createdAtOrBefore: q.until,
+      resource: q.resource, principal: q.principal, status: q.status, decisionId: q.decision_id, after: q.after, before: q.before, newestFirst: q.newestFirst, createdAtOrAfter: q.since, createdAtOrBefore: q.until,
     }, q.limit ?? DEFAULT_LIMIT);
   }
 

@@ -26,6 +26,32 @@ export interface ReceiptError {
   message: string;
 }
 
+/**
+ * What a write refused for a lease reason (LEASE_REQUIRED, LEASE_EXPIRED, LEASE_TOKEN_MISMATCH,
+ * LEASE_PREEMPTED, STALE_FENCING_EPOCH) presented, and what Writ knew of its keys at the refusal. Never
+ * the token nor its hash: only the lease id, which names the lease without letting anyone use it.
+ */
+export interface PresentedLease {
+  /** The Writ-Lease-Id header, else the id the lease token names; null when neither names a lease. */
+  lease_id: string | null;
+  /** The id the lease token names (null: no token, or not one Writ issued): differs from lease_id when the header named another lease. */
+  token_lease_id: string | null;
+  /** Each coordination key the write needed, in the decision's order. */
+  keys: PresentedLeaseKey[];
+}
+
+export interface PresentedLeaseKey {
+  key: string;
+  /** The fencing epoch Writ-Fencing-Epoch gave for this key (null: none given, or the header was unreadable). */
+  presented_epoch: number | null;
+  /** The key's fencing epoch (its high-water mark) at the refusal; 0 if never leased. */
+  current_epoch: number;
+  /** The key's lease at the refusal: who holds it (null: nobody), its id, and whether it is HELD, EXPIRED or FREE. */
+  holder: string | null;
+  lease_id: string | null;
+  state: 'HELD' | 'EXPIRED' | 'FREE';
+}
+
 /** What the gateway knows before forwarding a write. Omitted optional members are recorded as null / []. */
 export interface ReceiptIntent {
   /** Chosen by the log when omitted; it is also the coordination id sent upstream as Writ-Receipt-Id. */
@@ -69,6 +95,8 @@ export type ReceiptRejection = Partial<Omit<ReceiptIntent, 'receipt_id' | 'princ
   error: ReceiptError;
   conflicts?: ReceiptConflict[];
   upstream_status?: number | null;
+  /** Refused for a lease reason: the lease the write presented (recorded only when given). */
+  presented_lease?: PresentedLease | null;
 };
 
 /** How reconciliation settled a PENDING receipt, from what the upstream says it applied. */
@@ -123,6 +151,8 @@ export interface Receipt {
   conflicts: ReceiptConflict[];
   upstream_status: number | null;
   error: ReceiptError | null;
+  /** A REJECTED receipt refused for a lease reason: the lease the write presented; null otherwise (and on receipts recorded before Writ kept it). */
+  presented_lease: PresentedLease | null;
   idempotency_key: string | null;
   request_hash: string | null;
   created_at: number;
@@ -143,6 +173,8 @@ export interface ReceiptQuery {
   resource?: string;
   principal?: string;
   status?: ReceiptStatus;
+  /** Receipts of writes (and refusals) that presented this decision. */
+  decision_id?: string;
   /** Receipts whose first entry has a seq greater than this (the `next` of the previous page). */
   after?: number;
   /** Newest first: then `before` (the `next` of the previous page) pages back in time, and `after` is not allowed. */

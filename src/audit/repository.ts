@@ -86,6 +86,8 @@ export interface ReceiptIndexRow {
   status: ReceiptStatus;
   idempotency_key: string | null;
   request_hash: string | null;
+  /** The decision the receipt's first entry names (what `decision_id` queries filter on); null when none. Absent: null. */
+  decision_id?: string | null;
   created_at: number;
   completed_at: number | null;
 }
@@ -101,6 +103,8 @@ export interface ReceiptFilter {
   resource?: string;
   principal?: string;
   status?: ReceiptStatus;
+  /** Receipts whose first entry (intent or rejection) names this decision. */
+  decisionId?: string;
   after?: number;
   createdAtOrBefore?: number;
   createdAtOrAfter?: number;

@@ -585,9 +585,9 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'receipts',
-    summary: `list receipts by resource, principal or status, oldest first (--order newest: the latest first), ${RECEIPT_PAGE.defaultLimit} at a time (--limit N, at most ${RECEIPT_PAGE.maxLimit}); says how to get the next page`,
-    usage: '[--resource KEY] [--principal ID] [--status S] [--order oldest|newest] [--limit N] [--after N | --before N] [--json]',
-    options: { resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string' }, order: { type: 'string' }, limit: { type: 'string' }, after: { type: 'string' }, before: { type: 'string' }, json: { type: 'boolean' } },
+    summary: `list receipts by resource, principal, status or decision, oldest first (--order newest: the latest first), ${RECEIPT_PAGE.defaultLimit} at a time (--limit N, at most ${RECEIPT_PAGE.maxLimit}); says how to get the next page`,
+    usage: '[--resource KEY] [--principal ID] [--status S] [--decision ID] [--order oldest|newest] [--limit N] [--after N | --before N] [--json]',
+    options: { resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string' }, decision: { type: 'string' }, order: { type: 'string' }, limit: { type: 'string' }, after: { type: 'string' }, before: { type: 'string' }, json: { type: 'boolean' } },
     run: ({ values }) => {
       // As GET /v1/receipts checks its query: the same statuses, bounds and paging rules.
       const q: ReceiptQuery = {};
@@ -614,6 +614,7 @@ export const COMMANDS: Command[] = [
       if (newest) q.newestFirst = true;
       if (typeof values.resource === 'string') q.resource = values.resource;
       if (typeof values.principal === 'string') q.principal = values.principal;
+      if (typeof values.decision === 'string') q.decision_id = values.decision;
       return withWrit(values, async (w) => {
         const page = await w.ctx.receipts.query(q);
         print({ ...page, receipts: page.receipts.map(receiptToWire) }, values.json, () =>

@@ -54,6 +54,14 @@ export function formatWhy(r: WhyReport): string {
   if (x.error) lines.push(`  error: ${x.error.code}: ${x.error.message}`);
   for (const c of x.conflicts) lines.push(`  conflict: ${c.kind} expected ${String(c.expected)} actual ${String(c.actual)}`);
   lines.push(`  lease ${x.lease_id ?? '—'} at fencing epoch ${x.lease_epoch ?? '—'}`);
+  const p = x.presented_lease;
+  if (p) {
+    lines.push(`  lease presented: ${p.lease_id ?? 'none'}${p.token_lease_id !== null && p.token_lease_id !== p.lease_id ? ` (the token names ${p.token_lease_id})` : ''}`);
+    for (const k of p.keys) {
+      const held = k.state === 'FREE' ? 'free' : `${k.state === 'HELD' ? 'held' : 'expired'} by ${k.holder ?? '—'} (lease ${k.lease_id ?? '—'})`;
+      lines.push(`    ${k.key}: fencing epoch presented ${k.presented_epoch ?? 'none'}, current ${k.current_epoch}; ${held} at the refusal`);
+    }
+  }
   lines.push(`  owners: ${x.owners.join(', ') || '—'}`);
   lines.push(`decision ${x.decision_id ?? '—'}: policy ${x.policy_revision ?? '—'}, graph revision ${x.graph_revision ?? '—'}`);
   if (r.chain.length === 0) lines.push('  (no chain: the request was refused before a decision was accepted)');

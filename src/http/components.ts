@@ -42,6 +42,7 @@ const Problem = {
     max_waiters: { type: 'integer', description: 'OVERLOADED from POST /v1/leases: the most one key\'s queue holds (WRIT_LEASE_MAX_WAITERS)' },
     current_version: { type: 'integer', description: 'VERSION_CONFLICT: the version the upstream has now' },
     lease_id: { type: 'string', description: 'lease refusals: the lease concerned' },
+    used_by_receipt_id: { type: 'string', description: 'DECISION_REPLAYED from POST /v1/actions: the receipt of the write that used the decision (absent when the log no longer holds it)' },
     environments: { type: 'array', items: { type: 'string' }, description: 'NO_INCIDENT: the environments of the lease in which no incident is active' },
   },
   additionalProperties: true,
@@ -233,7 +234,7 @@ const Receipt = {
   $id: 'Receipt',
   type: 'object',
   description: 'A coordination receipt: the fold of its hash-chained entries (their stored bodies keep ms times; this view shows RFC 3339).',
-  required: ['receipt_id', 'coordination_id', 'status', 'principal', 'action', 'resource_key', 'fields', 'owners', 'authority_epoch', 'ownership_epoch', 'decision_id', 'policy_revision', 'graph_revision', 'chain', 'lease_id', 'lease_epoch', 'expected_version', 'final_version', 'conflicts', 'upstream_status', 'error', 'idempotency_key', 'request_hash', 'created_at', 'completed_at', 'reconciled', 'hash_chain', 'prev_hash', 'hash', 'entries'],
+  required: ['receipt_id', 'coordination_id', 'status', 'principal', 'action', 'resource_key', 'fields', 'owners', 'authority_epoch', 'ownership_epoch', 'decision_id', 'policy_revision', 'graph_revision', 'chain', 'lease_id', 'lease_epoch', 'expected_version', 'final_version', 'conflicts', 'upstream_status', 'error', 'presented_lease', 'idempotency_key', 'request_hash', 'created_at', 'completed_at', 'reconciled', 'hash_chain', 'prev_hash', 'hash', 'entries'],
   properties: {
     receipt_id: { type: 'string' },
     coordination_id: { type: 'string' },
@@ -259,6 +260,34 @@ const Receipt = {
     },
     upstream_status: { type: ['integer', 'null'] },
     error: { anyOf: [{ type: 'null' }, { type: 'object', required: ['code', 'message'], properties: { code: { type: 'string' }, message: { type: 'string' } } }] },
+    presented_lease: {
+      description: 'A REJECTED receipt refused for a lease reason (LEASE_REQUIRED, LEASE_EXPIRED, LEASE_TOKEN_MISMATCH, LEASE_PREEMPTED, STALE_FENCING_EPOCH): the lease the write presented and its keys at the refusal. '
+        + 'null on every other receipt, and on those recorded before Writ kept it. Never the token nor its hash',
+      anyOf: [
+        { type: 'null' },
+        {
+          type: 'object', required: ['lease_id', 'token_lease_id', 'keys'],
+          properties: {
+            lease_id: { type: ['string', 'null'], description: 'Writ-Lease-Id, else the id the lease token names (null: neither names a lease)' },
+            token_lease_id: { type: ['string', 'null'], description: 'the id the lease token names (null: no token, or not one Writ issued); differs from lease_id when the header named another lease' },
+            keys: {
+              type: 'array', description: 'each coordination key the write needed',
+              items: {
+                type: 'object', required: ['key', 'presented_epoch', 'current_epoch', 'holder', 'lease_id', 'state'],
+                properties: {
+                  key: { type: 'string' },
+                  presented_epoch: { type: ['integer', 'null'], description: 'the fencing epoch Writ-Fencing-Epoch gave for it (null: none, or the header was unreadable)' },
+                  current_epoch: { type: 'integer', description: 'its fencing epoch (high-water mark) at the refusal' },
+                  holder: { type: ['string', 'null'], description: 'its recorded holder at the refusal (null: none)' },
+                  lease_id: { type: ['string', 'null'], description: 'its latest lease at the refusal' },
+                  state: { type: 'string', enum: ['HELD', 'EXPIRED', 'FREE'], description: 'HELD: the holder\'s lease was live; EXPIRED: past its expiry; FREE: released or never taken' },
+                },
+              },
+            },
+          },
+        },
+      ],
+    },
     idempotency_key: { type: ['string', 'null'] },
     request_hash: { type: ['string', 'null'] },
     created_at: iso,

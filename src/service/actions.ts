@@ -1,8 +1,9 @@
 import { ERROR_CATALOGUE, WritError, isWritError, type ErrorCode } from '../errors.js';
 import { callerOf, checkDecisionBinding, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
-import { requestHash, type Receipt, type ReceiptIntent } from '../audit/index.js';
+import { requestHash, type PresentedLease, type Receipt, type ReceiptIntent } from '../audit/index.js';
 import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, coordinationKeys, parseFencingHeader, principalsOfChain, type UpstreamRoute } from '../gateway/index.js';
 import type { AuthorityGraph } from '../graph/index.js';
+import { leaseIdOfToken } from '../lease/token.js';
 import type { StoreTx } from '../store/contract.js';
 import type { WritContext } from './context.js';
 import { canonicalResource } from './resources.js';
@@ -112,7 +113,7 @@ export async function performAction(ctx: WritContext, who: string | Authenticate
   }
 
   let claims: DecisionClaims | undefined;
-  const refuse = (e: unknown) => recordRefusal(ctx, write, input, claims, spend, e);
+  const refuse = (e: unknown) => recordRefusal(ctx, write, input, creds, claims, spend, e);
   let checked: CheckedWrite;
   try {
     checked = await checkWrite(ctx, write, input, creds, (c) => (claims = c));
@@ -233,29 +234,85 @@ async function recordIntent(ctx: WritContext, w: IdentifiedWrite, input: ActionI
   });
 }
 
+/** The refusals for a lease reason: their receipts say what lease the write presented. */
+const LEASE_REFUSALS: ReadonlySet<string> = new Set<ErrorCode>(['LEASE_REQUIRED', 'LEASE_EXPIRED', 'LEASE_TOKEN_MISMATCH', 'LEASE_PREEMPTED', 'STALE_FENCING_EPOCH']);
+/** What a lease id looks like (`lease_` and base64url): a Writ-Lease-Id of another shape is not recorded (it may be a token sent in the wrong header). */
+const LEASE_ID_SHAPE = /^lease_[A-Za-z0-9_-]{1,64}$/;
+
 /**
  * A refusal is on the record too: one REJECTED receipt with whatever was known, in the transaction
  * that spends the assertion (unless the assertion was a replay). Returns the error to throw.
  */
-async function recordRefusal(ctx: WritContext, w: IdentifiedWrite, input: ActionInput, claims: DecisionClaims | undefined, spend: (tx: StoreTx) => Promise<void>, e: unknown): Promise<unknown> {
+async function recordRefusal(ctx: WritContext, w: IdentifiedWrite, input: ActionInput, creds: ActionCredentials, claims: DecisionClaims | undefined, spend: (tx: StoreTx) => Promise<void>, e: unknown): Promise<unknown> {
   if (!isWritError(e)) {
     // Not a refusal but a failure (the store, a bug): no receipt, but the assertion is used up.
     await ctx.store.readWrite(spend).catch(() => undefined);
     return e;
   }
   try {
+    // What the receipt and the answer add to the refusal is read from the store, best effort: when it cannot
+    // be read (a damaged receipt of that decision, say) the refusal is recorded and answered without it.
+    let refusal: WritError = e;
+    let presented: PresentedLease | null = null;
+    if (claims && LEASE_REFUSALS.has(e.code)) presented = await presentedLease(ctx, w, claims, creds).catch(() => null);
+    if (claims && e.code === 'DECISION_REPLAYED') refusal = await namingFirstUse(ctx, w, claims, e).catch(() => e);
     const rejection = await ctx.store.readWrite(async (tx) => {
       await spend(tx);
       return ctx.receipts.recordRejection({
         principal: w.caller, action: input.action, resource_key: w.resource, fields: w.fields, request_hash: w.hash,
         decision_id: claims?.decision_id ?? null, policy_revision: claims?.policy_revision ?? null, graph_revision: claims?.graph_revision ?? null,
         chain: claims?.chain ?? [], expected_version: input.expected_version ?? null,
-        error: { code: e.code, message: e.message },
+        error: { code: refusal.code, message: refusal.message }, presented_lease: presented,
       }, tx);
     });
-    return new WritError(e.code, e.message, Object.assign({}, e.details, { receipt_id: rejection.receipt_id }));
+    return new WritError(refusal.code, refusal.message, Object.assign({}, refusal.details, { receipt_id: rejection.receipt_id }));
   } catch (spent) {
     return spent;
+  }
+}
+
+/**
+ * The lease a write refused for a lease reason presented: the lease id (Writ-Lease-Id, else the id its
+ * token names; never the token nor its hash), the fencing epoch given for each key, and each key's
+ * epoch, holder and lease as the store has them now, just after the refusal.
+ */
+async function presentedLease(ctx: WritContext, w: IdentifiedWrite, claims: DecisionClaims, creds: ActionCredentials): Promise<PresentedLease> {
+  const keys = coordinationKeys(w.resource, w.fields, claims.obligations);
+  let epochs: Map<string, number> | null = null;
+  try {
+    epochs = parseFencingHeader(creds.fencingEpoch, keys);
+  } catch {
+    // Unreadable (a refusal of its own, MALFORMED_REQUEST, when the lease checks get that far): none given.
+  }
+  const tokenLeaseId = creds.leaseToken ? leaseIdOfToken(creds.leaseToken) : null;
+  const headerLeaseId = creds.leaseId !== undefined && LEASE_ID_SHAPE.test(creds.leaseId) ? creds.leaseId : null;
+  const records = await Promise.all(keys.map((key) => ctx.leases.describe(key)));
+  return {
+    lease_id: headerLeaseId ?? tokenLeaseId,
+    token_lease_id: tokenLeaseId,
+    keys: keys.map((key, i) => {
+      const r = records[i];
+      return { key, presented_epoch: epochs?.get(key) ?? null, current_epoch: r?.epoch ?? 0, holder: r?.holderIdentity ?? null, lease_id: r?.leaseId ?? null, state: r?.state ?? 'FREE' };
+    }),
+  };
+}
+
+/**
+ * DECISION_REPLAYED naming the receipt of the write that used the decision (its intent spent it), when
+ * the log still holds it. Only the caller's own receipts are searched: a decision is bound to one
+ * principal, so the write that used it was the caller's, which the caller may read; nothing of anyone
+ * else's is told.
+ */
+async function namingFirstUse(ctx: WritContext, w: IdentifiedWrite, claims: DecisionClaims, e: WritError): Promise<WritError> {
+  let after: number | undefined;
+  for (;;) {
+    const page = await ctx.receipts.query({ decision_id: claims.decision_id, principal: w.caller, ...(after !== undefined ? { after } : {}) });
+    const used = page.receipts.find((r) => r.status !== 'REJECTED');
+    if (used) {
+      return new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write, receipt ${used.receipt_id}; a decision authorizes one write`, Object.assign({}, e.details, { used_by_receipt_id: used.receipt_id }));
+    }
+    if (page.next === null) return e;
+    after = page.next;
   }
 }
 

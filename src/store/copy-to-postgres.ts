@@ -143,10 +143,10 @@ const TABLES: TableCopy[] = [
   },
   {
     table: 'receipts',
-    select: `SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq
+    select: `SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, decision_id, created_at, completed_at, first_seq, last_seq
                FROM receipts ORDER BY first_seq`,
     columns: [
-      ['receipt_id', 'text'], ['principal', 'text'], ['resource_key', 'text'], ['status', 'text'], ['idempotency_key', 'text'], ['request_hash', 'text'],
+      ['receipt_id', 'text'], ['principal', 'text'], ['resource_key', 'text'], ['status', 'text'], ['idempotency_key', 'text'], ['request_hash', 'text'], ['decision_id', 'text'],
       ['created_at', 'bigint'], ['completed_at', 'bigint'], ['first_seq', 'bigint'], ['last_seq', 'bigint'],
     ],
   },

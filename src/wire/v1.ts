@@ -284,6 +284,11 @@ export interface Receipt {
   conflicts: { kind: string; expected?: unknown; actual?: unknown; detail?: string }[];
   upstream_status: number | null;
   error: { code: string; message: string } | null;
+  /**
+   * A REJECTED receipt refused for a lease reason: the lease the write presented (never the token nor
+   * its hash) and each key's fencing epoch, holder and lease at the refusal; null otherwise.
+   */
+  presented_lease: PresentedLease | null;
   idempotency_key: string | null;
   request_hash: string | null;
   created_at: WireTime;
@@ -295,6 +300,22 @@ export interface Receipt {
   hash: string;
   entries: ReceiptEntry[];
   replayed?: boolean;
+}
+
+export interface PresentedLease {
+  /** Writ-Lease-Id, else the id the lease token names; null when neither names a lease. */
+  lease_id: string | null;
+  /** The id the lease token names (null: no token, or not one Writ issued). */
+  token_lease_id: string | null;
+  keys: {
+    key: string;
+    /** The fencing epoch the write gave for this key (null: none, or the header was unreadable). */
+    presented_epoch: number | null;
+    current_epoch: number;
+    holder: string | null;
+    lease_id: string | null;
+    state: 'HELD' | 'EXPIRED' | 'FREE';
+  }[];
 }
 
 /** A declared incident (GET/POST/DELETE /v1/incidents). */

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import type { JWK } from 'jose';
-import { ManualClock, type Clock } from '../../src/clock.js';
+import { ManualClock, systemClock, type Clock } from '../../src/clock.js';
 import { loadConfig, type WritConfig } from '../../src/config/index.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { buildApp } from '../../src/http/index.js';
@@ -30,7 +30,7 @@ export interface Harness {
   upstreamUrl: string | null;
   writ: OpenedWrit;
   ctx: WritContext;
-  /** The SQLite file's write connection, for tests that inspect or tamper with the tables (never for writes Writ makes). */
+  /** The SQLite file's write connection, for tests that inspect or tamper with the tables (never for writes Writ makes). Throws on PostgreSQL (`databaseUrl`). */
   db: SqliteDatabase;
   app: FastifyInstance;
   clock: Clock;
@@ -53,13 +53,18 @@ export interface HarnessOptions {
   upstreamRoutes?: UpstreamRouteConfig[];
   /** How the store syncs its WAL (default fdatasync on libuv's thread pool): a test injects a failing one. */
   sync?: SyncFn;
+  /**
+   * Run on this PostgreSQL database (test/store/conformance/engines.ts createTestDatabase) instead of a
+   * SQLite file. Lease time is then the database's clock: without `clock`, Writ's clock is the system's.
+   */
+  databaseUrl?: string;
 }
 
 /** A Writ with a fresh data directory, the example graph applied, and the fastify app (no socket). */
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
   const dataDir = mkdtempSync(join(tmpdir(), 'writ-test-'));
-  const config = loadConfig({ dataDir, bundleDir: BUNDLE_DIR, policiesDir: join(REPO, 'policies'), ...options.config }, {});
-  const clock = options.clock ?? new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
+  const config = loadConfig({ dataDir, bundleDir: BUNDLE_DIR, policiesDir: join(REPO, 'policies'), ...(options.databaseUrl ? { databaseUrl: options.databaseUrl } : {}), ...options.config }, {});
+  const clock = options.clock ?? (options.databaseUrl ? systemClock : new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0)));
   let upstream: { app: { close(): Promise<unknown> }; url: string } | undefined;
   let upstreams: UpstreamRouter | undefined;
   if (options.upstream) {
@@ -67,8 +72,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     upstreams = UpstreamRouter.fromConfig([{ pattern: 'wp:post:*', url: upstream.url, timeoutMs: 5000, environment: 'production' }]);
   }
   if (options.upstreamRoutes) upstreams = UpstreamRouter.fromConfig(options.upstreamRoutes);
-  const store = await openSqliteStore(config.dbFile, options.sync ? { sync: options.sync } : {});
-  const writ = await openWrit(config, { clock, store, ...(upstreams ? { upstreams } : {}) });
+  const store = options.databaseUrl ? null : await openSqliteStore(config.dbFile, options.sync ? { sync: options.sync } : {});
+  const writ = await openWrit(config, { clock, ...(store ? { store } : {}), ...(upstreams ? { upstreams } : {}) });
   if (options.example !== false) {
     const { manifest, baseDir } = readManifest(EXAMPLE_GRAPH);
     await applyManifest(writ.ctx, GOVERNANCE_ID, manifest, baseDir);
@@ -83,7 +88,10 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     upstreamUrl: upstream?.url ?? null,
     writ,
     ctx: writ.ctx,
-    db: store.writer,
+    get db(): SqliteDatabase {
+      if (!store) throw new Error('h.db: this harness runs on PostgreSQL');
+      return store.writer;
+    },
     app,
     clock,
     config,

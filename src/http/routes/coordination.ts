@@ -144,13 +144,14 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     return { receipt: receiptToWire(r) };
   });
 
-  app.get<{ Querystring: { resource?: string; principal?: string; status?: string; after?: number; before?: number; order?: 'oldest' | 'newest'; limit?: number; since?: string; until?: string } }>('/v1/receipts', {
+  app.get<{ Querystring: { resource?: string; principal?: string; status?: string; decision_id?: string; after?: number; before?: number; order?: 'oldest' | 'newest'; limit?: number; since?: string; until?: string } }>('/v1/receipts', {
     schema: {
-      operationId: 'listReceipts', tags: ['Audit'], summary: 'Receipts by resource, principal, status and creation time, oldest or newest first. A console session without an audit grant sees only its own',
+      operationId: 'listReceipts', tags: ['Audit'], summary: 'Receipts by resource, principal, status, decision and creation time, oldest or newest first. A console session without an audit grant sees only its own',
       querystring: {
         type: 'object', additionalProperties: false,
         properties: {
           resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string', enum: [...RECEIPT_STATUSES] },
+          decision_id: { type: 'string', minLength: 1, maxLength: 256, description: 'receipts of the writes and refusals that presented this decision (a decision authorizes one write: at most one receipt that is not REJECTED)' },
           after: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'the `next` of the previous page' }, limit: { type: 'integer', minimum: 1, maximum: RECEIPT_PAGE.maxLimit, description: `default ${RECEIPT_PAGE.defaultLimit}` },
           order: { type: 'string', enum: ['oldest', 'newest'], description: 'oldest first (chain order, the default; page with `after`) or newest first (page with `before`)' },
           before: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'with order=newest: the `next` of the previous page' },

@@ -56,14 +56,14 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     const [row] = await this.sql.query<EntryRow & { duplicate_id: boolean }>(
       `WITH s AS (SELECT nextval('receipt_entry_seq') AS seq),
             dup AS (SELECT 1 FROM receipts WHERE receipt_id = $1),
-            idx AS (INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq)
-                    SELECT $1, $5, $6, $7, $8, $9, $10, $11, s.seq, s.seq FROM s WHERE NOT EXISTS (SELECT 1 FROM dup)
+            idx AS (INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, decision_id, created_at, completed_at, first_seq, last_seq)
+                    SELECT $1, $5, $6, $7, $8, $9, $12, $10, $11, s.seq, s.seq FROM s WHERE NOT EXISTS (SELECT 1 FROM dup)
                     ON CONFLICT (principal, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
                     RETURNING first_seq AS seq),
             n AS (SELECT $4::text COLLATE "C" AS chain, idx.seq FROM idx),
             ${APPEND}
        SELECT EXISTS (SELECT 1 FROM dup) AS duplicate_id, ${E_COLUMNS} FROM (SELECT 1) one LEFT JOIN ent e ON true`,
-      [entry.receipt_id, entry.kind, entry.body, entry.chain, index.principal, index.resource_key, index.status, index.idempotency_key, index.request_hash, index.created_at, index.completed_at],
+      [entry.receipt_id, entry.kind, entry.body, entry.chain, index.principal, index.resource_key, index.status, index.idempotency_key, index.request_hash, index.created_at, index.completed_at, index.decision_id ?? null],
     );
     if (row!.duplicate_id) throw alreadyExists(entry.receipt_id);
     if (row!.seq !== null) return { appended: true, entry: entryOf(row!) };
@@ -131,6 +131,7 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     if (filter.resource !== undefined) add('resource_key = ?', filter.resource);
     if (filter.principal !== undefined) add('principal = ?', filter.principal);
     if (filter.status !== undefined) add('status = ?', filter.status);
+    if (filter.decisionId !== undefined) add('decision_id = ?', filter.decisionId);
     if (filter.after !== undefined) add('first_seq > ?', filter.after);
     if (filter.createdAtOrBefore !== undefined) add('created_at <= ?', filter.createdAtOrBefore);
     if (filter.createdAtOrAfter !== undefined) add('created_at >= ?', filter.createdAtOrAfter);
@@ -178,7 +179,7 @@ export class PostgresReceiptRepository implements ReceiptRepository {
   async indexOf(receiptIds: readonly string[]): Promise<IndexedReceipt[]> {
     if (receiptIds.length === 0) return [];
     const rows = await this.sql.query<IndexedReceipt['row'] & { entries: StoredEntry[] | null }>(
-      `SELECT r.receipt_id, r.principal, r.resource_key, r.status, r.idempotency_key, r.request_hash, r.created_at, r.completed_at, r.first_seq, r.last_seq,
+      `SELECT r.receipt_id, r.principal, r.resource_key, r.status, r.idempotency_key, r.request_hash, r.decision_id, r.created_at, r.completed_at, r.first_seq, r.last_seq,
               (SELECT json_agg(json_build_object('seq', e.seq, 'chain', e.chain, 'pos', e.pos, 'receipt_id', e.receipt_id, 'kind', e.kind, 'body', e.body, 'prev_hash', e.prev_hash, 'hash', e.hash) ORDER BY e.seq)
                  FROM receipt_entries e WHERE e.seq IN (r.first_seq, r.last_seq)) AS entries
          FROM receipts r WHERE r.receipt_id = ANY($1::text[])`,

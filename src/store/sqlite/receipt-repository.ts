@@ -44,8 +44,8 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     const nextSeq = db.prepare('SELECT COALESCE(MAX(seq), 0) + 1 FROM receipt_entries').pluck();
     const insertEntry = db.prepare(`INSERT INTO receipt_entries (${ENTRY_COLUMNS}) VALUES (@seq, @chain, @pos, @receipt_id, @kind, @body, @prev_hash, @hash)`);
     const insertIndex = db.prepare(`
-      INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq)
-      VALUES (@receipt_id, @principal, @resource_key, @status, @idempotency_key, @request_hash, @created_at, @completed_at, @seq, @seq)`);
+      INSERT INTO receipts (receipt_id, principal, resource_key, status, idempotency_key, request_hash, decision_id, created_at, completed_at, first_seq, last_seq)
+      VALUES (@receipt_id, @principal, @resource_key, @status, @idempotency_key, @request_hash, @decision_id, @created_at, @completed_at, @seq, @seq)`);
     const byIdempotency = db.prepare('SELECT receipt_id, request_hash FROM receipts WHERE principal = ? AND idempotency_key = ?');
     const statusAndFirst = db.prepare(`SELECT r.status, ${E_COLUMNS} FROM receipts r LEFT JOIN receipt_entries e ON e.seq = r.first_seq WHERE r.receipt_id = ?`);
     const settle = db.prepare('UPDATE receipts SET status = ?, completed_at = ?, last_seq = ? WHERE receipt_id = ?');
@@ -69,7 +69,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
         SELECT e.chain, e.pos, e.hash FROM c
           JOIN receipt_entries e ON e.chain = c.chain AND e.pos = (SELECT MAX(pos) FROM receipt_entries m WHERE m.chain = c.chain)`),
       at: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE chain = ? AND pos = ?`),
-      indexRow: db.prepare(`SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, created_at, completed_at, first_seq, last_seq
+      indexRow: db.prepare(`SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, decision_id, created_at, completed_at, first_seq, last_seq
         FROM receipts WHERE receipt_id = ?`),
       namedEntries: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE seq IN (?, ?) ORDER BY seq`),
       orphans: db.prepare(`SELECT r.receipt_id, r.first_seq, r.last_seq FROM receipts r
@@ -98,12 +98,12 @@ export class SqliteReceiptRepository implements ReceiptRepository {
           if (existing) return { appended: false, existing };
         }
         const stored = append(entry, entry.chain);
-        insertIndex.run({ seq: stored.seq, ...index }); // the new key first: see test/architecture/spread-then-add.test.ts
+        insertIndex.run({ seq: stored.seq, decision_id: null, ...index }); // the new keys first: see test/architecture/spread-then-add.test.ts
         return { appended: true, entry: stored };
       }),
       appendRejection: db.transaction((entry: NewEntry, index: ReceiptIndexRow): StoredEntry => {
         const stored = append(entry, entry.chain);
-        insertIndex.run({ seq: stored.seq, ...index, idempotency_key: null });
+        insertIndex.run({ seq: stored.seq, decision_id: null, ...index, idempotency_key: null });
         return stored;
       }),
       appendSettlement: db.transaction((entry: SettlingEntry, status: string, completedAt: number): SettlementAppend => {
@@ -145,6 +145,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     if (filter.resource !== undefined) (where.push('resource_key = ?'), params.push(filter.resource));
     if (filter.principal !== undefined) (where.push('principal = ?'), params.push(filter.principal));
     if (filter.status !== undefined) (where.push('status = ?'), params.push(filter.status));
+    if (filter.decisionId !== undefined) (where.push('decision_id = ?'), params.push(filter.decisionId));
     if (filter.after !== undefined) (where.push('first_seq > ?'), params.push(filter.after));
     if (filter.createdAtOrBefore !== undefined) (where.push('created_at <= ?'), params.push(filter.createdAtOrBefore));
     // One machine: its clock is the store's.

@@ -7,7 +7,11 @@ import { incidentEnvironments } from './006-incident-environments.js';
 import { epochFloorHighest } from './007-epoch-floor-highest.js';
 import { graphEventsAppendOnly } from './008-graph-events-append-only.js';
 import { leaseTokenUsedOnce } from './009-lease-token-used-once.js';
+import { receiptDecisionIndex } from './010-receipt-decision-index.js';
 import type { PostgresMigration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [initial, epochBumps, receiptCheckpoints, receiptChains, receiptHashInSql, incidentEnvironments, epochFloorHighest, graphEventsAppendOnly, leaseTokenUsedOnce];
+export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
+  initial, epochBumps, receiptCheckpoints, receiptChains, receiptHashInSql, incidentEnvironments, epochFloorHighest, graphEventsAppendOnly,
+  leaseTokenUsedOnce, receiptDecisionIndex,
+];
