@@ -265,11 +265,15 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
  * The PostgreSQL store, refused (STORE_BEHIND_MARK, closed again) when it is behind this data directory's
  * mark of it with no epoch bump since (see service/store-mark.ts). Looked at before anything is made or
  * changed: the mark is read first (one that cannot be read refuses the start), and the store is opened
- * without migrating (a schema this Writ must migrate first is opened as every start opens it).
+ * without migrating (a schema older than this Writ's is migrated first, as every start does).
  */
 async function storeNotBehindMark(config: WritConfig, markFile: string): Promise<WritStore> {
   readStoreMarks(markFile);
-  const store = await openStore(config, { migrate: false }).catch(() => openStore(config));
+  // Only a schema older than this Writ's (a new database included) is migrated first; any other failure is the start's.
+  const store = await openStore(config, { migrate: false }).catch((e: unknown) => {
+    if (e instanceof WritError && e.code === 'UNPROCESSABLE' && e.details?.known_version !== undefined) return openStore(config);
+    throw e;
+  });
   try {
     const figures = await measureStore(store);
     if (figures !== null) checkStoreMark(markFile, figures, maskDatabaseUrl(config.databaseUrl ?? ''));
