@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -44,13 +44,22 @@ describe('a replica notices its PostgreSQL database restored to an earlier point
     let server: ServerProcess | undefined = await startServerProcess({ dataDir, env });
     cleanups.push(async () => server?.stop());
 
+    // A second replica with its own data directory (the first one's keys/ and admin.jwk, as README says).
+    const dataDir2 = join(work, 'data2');
+    cpSync(join(dataDir, 'keys'), join(dataDir2, 'keys'), { recursive: true });
+    cpSync(join(dataDir, 'admin.jwk'), join(dataDir2, 'admin.jwk'));
+    let replica2: ServerProcess | undefined = await startServerProcess({ dataDir: dataDir2, env });
+    cleanups.push(async () => replica2?.stop());
+
     const issued: number[] = [];
     for (const post of ['wp:post:1', 'wp:post:2']) issued.push(await leaseEpoch(alice(server.url), post));
     const dump = join(work, 'writ.dump');
     execFileSync('pg_dump', ['-Fc', '-f', dump, db.url]);
-    // After the backup: the same keys again and a key the backup never saw. All lost by the restore.
-    for (let i = 0; i < 4; i++) issued.push(await leaseEpoch(alice(server.url), 'wp:post:1'));
+    // After the backup: the same keys again (on both replicas) and a key the backup never saw. All lost by the restore.
+    for (let i = 0; i < 4; i++) issued.push(await leaseEpoch(alice(i % 2 === 0 ? server.url : replica2.url), 'wp:post:1'));
     issued.push(await leaseEpoch(alice(server.url), 'wp:post:3'));
+    await replica2.stop();
+    replica2 = undefined;
     await server.stop();
     server = undefined;
     const highest = Math.max(...issued);
@@ -82,11 +91,25 @@ describe('a replica notices its PostgreSQL database restored to an earlier point
     expect(readdirSync(dataDir).sort()).toEqual(filesBefore);
     expect(readFileSync(join(dataDir, 'store-mark.json'), 'utf8')).toBe(markBefore);
 
+    // The other replica refuses too, against its own mark.
+    const refused2 = await startServerProcess({ dataDir: dataDir2, env }).then(
+      (s) => {
+        replica2 = s;
+        return '';
+      },
+      (e: Error) => e.message,
+    );
+    expect(refused2).toContain('STORE_BEHIND_MARK');
+    expect(await fingerprint(db.url)).toEqual(restored);
+
     const bump = await runWrit(dataDir, 'lease', 'bump-epochs', '--by', String(by), '--reason', 'pg_restore of last backup', '--database', db.url);
     expect(bump.code, bump.output).toBe(0);
     server = await startServerProcess({ dataDir, env });
-    const after = [await leaseEpoch(alice(server.url), 'wp:post:1'), await leaseEpoch(alice(server.url), 'wp:post:3')];
+    replica2 = await startServerProcess({ dataDir: dataDir2, env });
+    const after = [await leaseEpoch(alice(server.url), 'wp:post:1'), await leaseEpoch(alice(replica2.url), 'wp:post:3')];
     for (const e of after) expect(e).toBeGreaterThan(highest);
+    await replica2.stop();
+    replica2 = undefined;
     await server.stop();
     server = undefined;
     // The mark followed the database: the next start compares with it, and starts.
