@@ -1,10 +1,11 @@
 import { createServer, isIP } from 'node:net';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { maskDatabaseUrl, type WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
 import { readLiveBundle } from '../policy/index.js';
-import { applyManifest, environmentProblem, issueLoginToken, openWrit, readManifest, reconcileReceipts, type WritContext } from '../service/index.js';
+import { applyManifest, checkStoreMark, environmentProblem, issueLoginToken, MARK_INTERVAL_MS, measureStore, openStore, openWrit, readManifest, readStoreMarks, reconcileReceipts, STORE_MARK_FILE, writeStoreMark, type WritContext } from '../service/index.js';
+import type { WritStore } from '../store/contract.js';
 import { WritError } from '../errors.js';
 import { CliError } from './cli-error.js';
 import { applyCounts } from './format.js';
@@ -62,8 +63,9 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   await readLiveBundle(config.bundleDir);
   await portFree(config.host, config.port, `port ${config.port}`, LISTEN_REMEDY);
   if (options.upstreamPort !== null) await portFree(config.host, options.upstreamPort, `port ${options.upstreamPort} for the sample upstream`, UPSTREAM_REMEDY);
-  const w = await openWrit(config);
   const say = (s: string) => process.stderr.write(`${s}\n`);
+  const markFile = join(config.dataDir, STORE_MARK_FILE);
+  const w = await openWrit(config, config.databaseUrl === null ? {} : { store: await storeNotBehindMark(config, markFile) });
   if (w.credentialCreated) say(`[writ] created the governance admin credential at ${w.credentialPath} (mode 0600) — keep it secret`);
   else if (w.credentialMissing) {
     say(`[writ] no governance admin credential at ${w.credentialPath}: governance exists, so none was made here (governance signs with a key it holds: the admin.jwk of the data directory that made it, or an operator's own registered with \`writ keys add-governance\`; if every one is lost, \`writ keys new ${w.credentialPath}\` then \`writ keys add-governance ${w.credentialPath}\`)`);
@@ -114,6 +116,34 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
       return applyManifest(w.ctx, GOVERNANCE_ID, manifest, baseDir);
     });
     say(`[writ] applied ${graphFile}: ${applyCounts(r)}; graph revision ${r.graph_revision}`);
+  }
+  // The mark follows the database from here on: at start, every MARK_INTERVAL_MS, and at shutdown.
+  let keepMark = async (): Promise<void> => {};
+  if (config.databaseUrl !== null) {
+    const database = maskDatabaseUrl(config.databaseUrl);
+    let warned = false;
+    keepMark = async () => {
+      const figures = await measureStore(w.ctx.store);
+      if (figures === null || writeStoreMark(markFile, figures, database, new Date()) || warned) return;
+      warned = true;
+      say(`[writ] WARNING: the database ${database} went behind this replica's mark (${markFile}) while it ran, with no epoch bump since: it was restored to an earlier point under a running Writ. Stop every replica and run \`writ lease bump-epochs --by N --reason TEXT --database ${database}\` (the next start says N)`);
+    };
+    await starting(keepMark);
+    let markTimer: NodeJS.Timeout | undefined;
+    let marking = true;
+    const tick = async () => {
+      await keepMark().catch((e: unknown) => say(`[writ] store mark ${markFile} not written: ${(e as Error).message} (will retry)`));
+      if (marking) {
+        markTimer = setTimeout(() => void tick(), MARK_INTERVAL_MS);
+        markTimer.unref();
+      }
+    };
+    markTimer = setTimeout(() => void tick(), MARK_INTERVAL_MS);
+    markTimer.unref();
+    closers.push(async () => {
+      marking = false;
+      clearTimeout(markTimer);
+    });
   }
   const upstreamPort = options.upstreamPort;
   if (upstreamPort !== null) {
@@ -223,11 +253,35 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     clearTimeout(stragglers);
     await w.ctx.decisionLog.close();
     for (const c of closers) await c();
+    await keepMark().catch((e: unknown) => say(`[writ] store mark ${markFile} not written: ${(e as Error).message}`));
     await w.close();
     process.exit(0);
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+/**
+ * The PostgreSQL store, refused (STORE_BEHIND_MARK, closed again) when it is behind this data directory's
+ * mark of it with no epoch bump since (see service/store-mark.ts). Looked at before anything is made or
+ * changed: the mark is read first (one that cannot be read refuses the start), and the store is opened
+ * without migrating (a schema older than this Writ's is migrated first, as every start does).
+ */
+async function storeNotBehindMark(config: WritConfig, markFile: string): Promise<WritStore> {
+  readStoreMarks(markFile);
+  // Only a schema older than this Writ's (a new database included) is migrated first; any other failure is the start's.
+  const store = await openStore(config, { migrate: false }).catch((e: unknown) => {
+    if (e instanceof WritError && e.code === 'UNPROCESSABLE' && e.details?.known_version !== undefined) return openStore(config);
+    throw e;
+  });
+  try {
+    const figures = await measureStore(store);
+    if (figures !== null) checkStoreMark(markFile, figures, maskDatabaseUrl(config.databaseUrl ?? ''));
+    return store;
+  } catch (e) {
+    await store.close().catch(() => undefined);
+    throw e;
+  }
 }
 
 /** After the drain, how long the close waits for connections to end before closing them (see stop). */

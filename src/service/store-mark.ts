@@ -1,0 +1,163 @@
+import { createHash } from 'node:crypto';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { canonicalJson } from '../audit/index.js';
+import { WritError } from '../errors.js';
+import type { WritStore } from '../store/contract.js';
+
+/**
+ * A replica's high-water mark of its PostgreSQL database, kept in its data directory: what it has seen
+ * of the store, so that a database restored from a backup (pg_restore, point-in-time recovery) without
+ * `writ lease bump-epochs` afterwards is noticed at the next start instead of handing out again, to other
+ * holders, fencing epochs issued after the backup. Written at start, every MARK_INTERVAL_MS while serving
+ * (off the request path) and at shutdown; atomically (a temporary file written, synced, renamed, and the
+ * directory synced), so a crash leaves the old mark or the new one, never a torn one.
+ *
+ * Only for PostgreSQL: a SQLite store lives in the data directory itself, and the one way a backup goes
+ * back there, `writ restore`, refuses to run without raising the epochs (--epoch-margin) or being told the
+ * backup is the latest state (--trust-backup).
+ */
+export const STORE_MARK_FILE = 'store-mark.json';
+export const MARK_INTERVAL_MS = 30_000;
+
+/** What a replica saw of one store; each figure only grows while the store is not taken back in time. */
+export interface StoreFigures {
+  /** The store's identity: a hash of its first graph event (made once, when the store was made; kept by a dump and its restore). */
+  store: string;
+  /** Highest fencing epoch of any key. */
+  max_epoch: number;
+  /** The floor keys leased for the first time start above (the sum of every bump's margin). */
+  floor: number;
+  /** Receipt log entries over every chain (the sum of the chains' head positions). */
+  receipt_entries: number;
+  graph_revision: number;
+  /** Every epoch bump and restore recorded (`lease_epoch_bumps`), as `seq@at`. */
+  bumps: string[];
+}
+
+export interface MarkFile {
+  version: 1;
+  /** One mark per store this data directory's server ran on, by identity. */
+  stores: Record<string, StoreFigures & { database: string; written_at: string }>;
+}
+
+/** The figures, read in one transaction; null for a store with no graph yet (a new database: nothing to compare). */
+export async function measureStore(store: WritStore): Promise<StoreFigures | null> {
+  return store.read(async (tx) => {
+    const first = (await tx.graph.read(0, 1))[0];
+    if (first === undefined) return null;
+    const identity = createHash('sha256').update(canonicalJson({ revision: first.revision, at: first.at, actor: first.actor, event: first.event })).digest('hex').slice(0, 32);
+    const keys = await tx.leases.listKeys({});
+    const bumps = await tx.leases.epochBumps();
+    const heads = await tx.receipts.heads();
+    return {
+      store: identity,
+      max_epoch: keys.reduce((m, k) => Math.max(m, Number(k.epoch)), 0),
+      floor: bumps.reduce((m, b) => Math.max(m, Number(b.floor)), 0),
+      receipt_entries: heads.reduce((n, h) => n + Number(h.pos), 0),
+      graph_revision: await tx.graph.head(),
+      bumps: bumps.map((b) => `${b.seq}@${b.at}`),
+    };
+  });
+}
+
+/** The marks in `file`; none when it does not exist. One that cannot be read or parsed is UNPROCESSABLE, naming the file. */
+export function readStoreMarks(file: string): MarkFile {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { version: 1, stores: {} };
+    throw unreadable(file, (e as Error).message);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw unreadable(file, `not JSON (${(e as Error).message})`);
+  }
+  const stores = (parsed as { stores?: unknown } | null)?.stores;
+  if ((parsed as { version?: unknown } | null)?.version !== 1 || stores === null || typeof stores !== 'object' || Array.isArray(stores)) {
+    throw unreadable(file, 'not a store mark (version 1 with stores)');
+  }
+  for (const [id, m] of Object.entries(stores as Record<string, unknown>)) {
+    const f = m as Partial<StoreFigures> | null;
+    const numbers = ['max_epoch', 'floor', 'receipt_entries', 'graph_revision'] as const;
+    if (f === null || typeof f !== 'object' || f.store !== id || numbers.some((k) => typeof f[k] !== 'number') || !Array.isArray(f.bumps) || f.bumps.some((b) => typeof b !== 'string')) {
+      throw unreadable(file, `its mark of store ${id} is incomplete`);
+    }
+  }
+  return parsed as MarkFile;
+}
+
+function unreadable(file: string, why: string): WritError {
+  return new WritError('UNPROCESSABLE', `the store mark ${file} cannot be read: ${why}. It is this replica's record of how far it saw the database, to notice a database restored to an earlier point; restore it from a backup of the data directory, or move it aside (a new one is written, and what the old one saw is not compared); nothing was changed`);
+}
+
+/**
+ * Refuses (STORE_BEHIND_MARK) a store that is behind this data directory's mark of it when no epoch bump
+ * (margin above 0) has been recorded since the mark was written: the message says which figures went back,
+ * and the command to run.
+ */
+export function checkStoreMark(file: string, figures: StoreFigures, database: string): void {
+  const mark = readStoreMarks(file).stores[figures.store];
+  if (mark === undefined) return;
+  const back: string[] = [];
+  const compare = (label: string, was: number, now: number) => {
+    if (now < was) back.push(`${label} from ${was} to ${now}`);
+  };
+  compare('the highest fencing epoch', mark.max_epoch, figures.max_epoch);
+  compare('the epoch floor', mark.floor, figures.floor);
+  compare('the receipt log', mark.receipt_entries, figures.receipt_entries);
+  compare('the graph revision', mark.graph_revision, figures.graph_revision);
+  const lost = mark.bumps.filter((b) => !figures.bumps.includes(b));
+  if (lost.length > 0) back.push(`the epoch bumps from ${mark.bumps.length} to ${figures.bumps.length} (missing ${lost.join(', ')})`);
+  if (back.length === 0) return;
+  const since = figures.bumps.filter((b) => !mark.bumps.includes(b));
+  if (since.length > 0) return; // bumped since the mark: the operator raised the epochs after the restore
+  const by = Math.max(1, mark.max_epoch);
+  throw new WritError(
+    'STORE_BEHIND_MARK',
+    `the database ${database} is behind what this replica saw of it at ${mark.written_at} (${file}): ${back.join(', ')}. It was restored from a backup or recovered to an earlier point, and no epoch bump has been recorded since: fencing epochs issued after the backup would be issued again to other holders. Run \`writ lease bump-epochs --by ${by} --reason "restored to an earlier point" --database ${database}\` (N at least ${by}, the highest epoch this replica saw; larger if another replica saw higher), then start again; nothing was changed`,
+    { store_mark: file, went_back: back, bump_by: by },
+  );
+}
+
+/**
+ * Writes `figures` as the mark of its store (the others kept), atomically: a crash leaves the old file or
+ * the new one. Never lowers it: figures behind the mark (the database went back while this replica ran)
+ * are not written, and answered false, unless a bump was recorded since.
+ */
+export function writeStoreMark(file: string, figures: StoreFigures, database: string, now: Date): boolean {
+  const marks = readStoreMarks(file);
+  const mark = marks.stores[figures.store];
+  if (mark !== undefined) {
+    try {
+      checkStoreMark(file, figures, database);
+    } catch (e) {
+      if (e instanceof WritError && e.code === 'STORE_BEHIND_MARK') return false;
+      throw e;
+    }
+  }
+  marks.stores[figures.store] = { ...figures, database, written_at: now.toISOString() };
+  writeFileDurably(file, `${JSON.stringify(marks, null, 2)}\n`);
+  return true;
+}
+
+function writeFileDurably(file: string, text: string): void {
+  const tmp = `${file}.tmp-${process.pid}`;
+  const fd = openSync(tmp, 'w', 0o600);
+  try {
+    writeSync(fd, text);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, file);
+  const dir = openSync(dirname(file), 'r');
+  try {
+    fsyncSync(dir);
+  } finally {
+    closeSync(dir);
+  }
+}
