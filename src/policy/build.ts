@@ -2,6 +2,7 @@
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { WritError } from '../errors.js';
 import { bundleRevision, BUNDLES_DIR, DATA_FILE, POLICY_ENTRYPOINTS, readRevision, REVISION_FILE, revisionFolder, WASM_FILE } from './bundle-layout.js';
@@ -74,14 +75,67 @@ export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<Bu
     await mkdir(staged);
     await writeFile(join(staged, WASM_FILE), wasm);
     await writeFile(join(staged, DATA_FILE), data);
-    await publishFolder(staged, folder);
-    const previous = await readRevision(outDir);
     await writeFile(join(work, REVISION_FILE), `${revision}\n`);
-    await rename(join(work, REVISION_FILE), join(outDir, REVISION_FILE));
-    await pruneBundles(outDir, [revision, previous]);
+    // One build at a time from here: another one's prune would delete this folder before or after it is named.
+    await whilePublishing(outDir, async () => {
+      await publishFolder(staged, folder);
+      const previous = await readRevision(outDir);
+      await rename(join(work, REVISION_FILE), join(outDir, REVISION_FILE));
+      await pruneBundles(outDir, [revision, previous]);
+    });
     return { revision, wasmPath: join(folder, WASM_FILE), dataPath: join(folder, DATA_FILE) };
   } finally {
     await rm(work, { recursive: true, force: true });
+  }
+}
+
+/** Held while a build publishes into a bundle folder (milliseconds): its process id. */
+const PUBLISH_LOCK = '.publish.lock';
+/** How long a build waits for another one to publish before it gives up. */
+const PUBLISH_LOCK_WAIT_MS = 30_000;
+
+/**
+ * Runs `publish` holding the bundle folder's publish lock, a file created exclusively that names this
+ * process. A lock whose process is gone (killed while publishing) is taken over; one still held after
+ * PUBLISH_LOCK_WAIT_MS is a refusal that names it, and nothing is published.
+ */
+async function whilePublishing(outDir: string, publish: () => Promise<void>): Promise<void> {
+  const lock = join(outDir, PUBLISH_LOCK);
+  const deadline = Date.now() + PUBLISH_LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      await writeFile(lock, `${process.pid}\n`, { flag: 'wx' });
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    const holder = Number.parseInt(await readFile(lock, 'utf8').catch(() => ''), 10);
+    if (Number.isInteger(holder) && !isRunning(holder)) {
+      await rm(lock, { force: true });
+      continue;
+    }
+    if (Date.now() >= deadline) {
+      throw new WritError(
+        'POLICY_UNAVAILABLE',
+        `another writ policy build${Number.isInteger(holder) ? ` (process ${holder})` : ''} has been publishing into ${outDir} for ${PUBLISH_LOCK_WAIT_MS / 1000} s; nothing was published: run the build again, or remove ${lock} if no build is running`,
+        { lock },
+      );
+    }
+    await delay(20);
+  }
+  try {
+    await publish();
+  } finally {
+    await rm(lock, { force: true });
+  }
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
