@@ -6,7 +6,9 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { WritError } from '../errors.js';
 import { bundleRevision, BUNDLES_DIR, DATA_FILE, POLICY_ENTRYPOINTS, readRevision, REVISION_FILE, revisionFolder, WASM_FILE } from './bundle-layout.js';
-import { opaMessage, wasmCapabilities } from './capabilities.js';
+import { didYouMean } from '../json-schema.js';
+import { opaCapabilities, opaMessage, wasmCapabilitiesOf } from './capabilities.js';
+import { WASM_ALLOWED_BUILTINS } from './wasm-builtins.js';
 import { checkPolicyData } from './data-check.js';
 import { readTarGz } from './tar-gz.js';
 import { createPolicyEngine } from './wasm-engine.js';
@@ -47,7 +49,8 @@ export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<Bu
   const work = await mkdtemp(join(outDir, '.build-'));
   try {
     const capabilitiesPath = join(work, 'capabilities.json');
-    await writeFile(capabilitiesPath, JSON.stringify(await wasmCapabilities(opaPath)));
+    const capabilities = await opaCapabilities(opaPath);
+    await writeFile(capabilitiesPath, JSON.stringify(wasmCapabilitiesOf(capabilities)));
     const archivePath = join(work, 'bundle.tar.gz');
     const entrypoints = POLICY_ENTRYPOINTS.flatMap((e) => ['-e', e]);
     try {
@@ -58,7 +61,7 @@ export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<Bu
         maxBuffer: 64 * 1024 * 1024,
       });
     } catch (e) {
-      throw new WritError('POLICY_UNAVAILABLE', explainBuildFailure(opaMessage(e)), { policiesDir });
+      throw new WritError('POLICY_UNAVAILABLE', explainBuildFailure(opaMessage(e), new Set(capabilities.builtins.map((b) => b.name))), { policiesDir });
     }
     const files = readTarGz(await readFile(archivePath));
     const wasm = files.get(WASM_FILE);
@@ -157,10 +160,19 @@ async function pruneBundles(outDir: string, keep: (string | null)[]): Promise<vo
   }
 }
 
-function explainBuildFailure(message: string): string {
-  const unsupported = [...message.matchAll(/undefined function ([\w.]+)/g)].map((m) => m[1]);
-  const hint = unsupported.length
-    ? `\n${[...new Set(unsupported)].join(', ')}: not available to policies, which run as wasm in-process through @open-policy-agent/opa-wasm (allowed builtins: src/policy/wasm-builtins.ts)`
-    : '';
-  return `opa build failed:\n${message}${hint}`;
+/**
+ * opa says `undefined function X` both for a builtin the wasm capabilities leave out and for a name that
+ * is no builtin at all (a typo, a policy function misnamed or not imported): each is told as what it is.
+ */
+function explainBuildFailure(message: string, opaBuiltins: ReadonlySet<string>): string {
+  const undefinedFunctions = [...new Set([...message.matchAll(/undefined function ([\w.]+)/g)].map((m) => m[1]!))];
+  const allowed = [...WASM_ALLOWED_BUILTINS];
+  const hints = undefinedFunctions.map((name) => {
+    if (opaBuiltins.has(name) && !WASM_ALLOWED_BUILTINS.has(name)) {
+      return `${name}: not available to policies, which run as wasm in-process through @open-policy-agent/opa-wasm (allowed builtins: src/policy/wasm-builtins.ts)`;
+    }
+    if (name.startsWith('data.')) return `${name}: no function of the policies has this name`;
+    return `${name}: neither a builtin nor a function of the policies (misspelt, or its package not imported?)${didYouMean(name, allowed)}`;
+  });
+  return `opa build failed:\n${message}${hints.map((h) => `\n${h}`).join('')}`;
 }
