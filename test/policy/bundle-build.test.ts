@@ -84,6 +84,10 @@ describe('buildPolicyBundle', () => {
     expect(await refusal((rego) => rego.replace('risk := decide.risk', 'risk := "high"'))).toMatch(/: risk must be an integer, not "high"$/);
     expect(await refusal((rego) => `${rego}\nchain_index := 7\n`.replace('chain_index := decide.chain_index\n', ''))).toMatch(/: chain_index must be null or the index of the allowing chain among the 1 candidate\(s\), not 7$/);
     expect(await refusal((rego) => rego.replace('obligations := decide.obligations', 'obligations := object.remove(decide.obligations, ["conflict_domain"])'))).toMatch(/: obligations.conflict_domain is missing \(a string or null\)$/);
+    // An obligation Writ does not know would not be enforced (and a misspelt one beside the right one would go unseen).
+    expect(await refusal((rego) => rego.replace('obligations := decide.obligations', 'obligations := object.union(decide.obligations, {"lease_requried": false, "notify": "ops"})'))).toMatch(
+      /: obligations.lease_requried is not an obligation Writ enforces \(lease_required, version_required, approval_required, resource_class, field_classes, conflict_domain\) \(did you mean "lease_required"\?\): a write would go ahead without it; obligations.notify is not an obligation Writ enforces \(.*\): a write would go ahead without it$/,
+    );
     const delegation = join(policies, 'writ', 'authz', 'delegation.rego');
     await writeFile(entrypoint, original);
     await writeFile(delegation, (await readFile(delegation, 'utf8')).replace(/^violations := .*$/m, ''));
