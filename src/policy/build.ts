@@ -1,7 +1,7 @@
 /** Compiles policies/ to a wasm bundle with the OPA CLI and publishes it to a bundle folder. */
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { WritError } from '../errors.js';
@@ -44,6 +44,15 @@ export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<Bu
   const opaPath = options.opaPath.includes('/') ? resolve(options.opaPath) : options.opaPath;
   if (!(await stat(policiesDir).catch(() => null))?.isDirectory()) {
     throw new WritError('POLICY_UNAVAILABLE', `opa build failed:\nthe policies folder ${policiesDir} does not exist`, { policiesDir });
+  }
+  const inside = relative(policiesDir, outDir);
+  if (inside === '' || (inside.split(sep)[0] !== '..' && !isAbsolute(inside))) {
+    // opa reads every .json below the policies folder as data: each build would take the bundles built before it in.
+    throw new WritError(
+      'POLICY_UNAVAILABLE',
+      `the bundle folder ${outDir} (WRIT_BUNDLE_DIR) is ${inside === '' ? 'the policies folder' : `inside the policies folder ${policiesDir}`} (WRIT_POLICIES_DIR): opa would read the bundles built there as policy data; put it elsewhere (the default is ./build/policy beside ./policies)`,
+      { policiesDir, outDir },
+    );
   }
   await mkdir(outDir, { recursive: true });
   const work = await mkdtemp(join(outDir, '.build-'));

@@ -45,6 +45,20 @@ describe('buildPolicyBundle', () => {
     });
   });
 
+  it('refuses a bundle folder inside the policies folder (opa would read the bundles built there as data), writing nothing', async () => {
+    const policies = await copyPolicies(join(dir.path, 'nested-src'));
+    for (const outDir of [join(policies, 'build'), join(policies, '..build'), policies]) {
+      await expect(buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir })).rejects.toMatchObject({
+        code: 'POLICY_UNAVAILABLE',
+        message: expect.stringMatching(new RegExp(`^the bundle folder ${outDir} \\(WRIT_BUNDLE_DIR\\) is (inside )?the policies folder .*opa would read the bundles built there as policy data`)),
+      });
+    }
+    expect((await readdir(policies)).sort()).toEqual(['README.md', 'data.json', 'writ']);
+    // Beside it, as ./build/policy is beside ./policies: built, the same revision twice.
+    const beside = [await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: `${policies}-bundle` }), await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: `${policies}-bundle` })];
+    expect(beside[1]!.revision).toBe(beside[0]!.revision);
+  });
+
   it('refuses data the policy would misread and publishes nothing: the live bundle stays', async () => {
     const out = join(dir.path, 'refused');
     const policies = await copyPolicies(join(dir.path, 'refused-src'));
