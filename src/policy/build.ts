@@ -70,7 +70,8 @@ export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<Bu
         maxBuffer: 64 * 1024 * 1024,
       });
     } catch (e) {
-      throw new WritError('POLICY_UNAVAILABLE', explainBuildFailure(opaMessage(e), new Set(capabilities.builtins.map((b) => b.name))), { policiesDir });
+      const message = opaMessage(e);
+      throw new WritError('POLICY_UNAVAILABLE', explainBuildFailure(message, new Set(capabilities.builtins.map((b) => b.name))) + (await jsonErrorPlaces(message, policiesDir)), { policiesDir });
     }
     const files = readTarGz(await readFile(archivePath));
     const wasm = files.get(WASM_FILE);
@@ -167,6 +168,30 @@ async function pruneBundles(outDir: string, keep: (string | null)[]): Promise<vo
   for (const name of await readdir(join(outDir, BUNDLES_DIR))) {
     if (!kept.has(name)) await rm(join(outDir, BUNDLES_DIR, name), { recursive: true, force: true });
   }
+}
+
+/**
+ * opa names a data file it cannot parse but not where (`data.json: invalid character ',' looking for beginning
+ * of object key string`): the line and column, as JSON.parse finds them, each on a line of its own.
+ */
+async function jsonErrorPlaces(message: string, policiesDir: string): Promise<string> {
+  const files = [...new Set([...message.matchAll(/(?:^|\s)([^\s:]+\.json): /gm)].map((m) => m[1]!))];
+  const places: string[] = [];
+  for (const file of files) {
+    const text = await readFile(resolve(policiesDir, file), 'utf8').catch(() => null);
+    if (text === null) continue;
+    try {
+      JSON.parse(text);
+    } catch (e) {
+      const at = /at position (\d+)/.exec((e as Error).message);
+      if (!at) continue;
+      const before = text.slice(0, Number(at[1]));
+      const line = before.split('\n').length;
+      const column = Number(at[1]) - before.lastIndexOf('\n');
+      places.push(`\n${file}:${line}:${column}: ${(e as Error).message.replace(/ in JSON at position \d+$/, '')}`);
+    }
+  }
+  return places.join('');
 }
 
 /**

@@ -59,6 +59,20 @@ describe('buildPolicyBundle', () => {
     expect(beside[1]!.revision).toBe(beside[0]!.revision);
   });
 
+  it('names the line and column of a data file that is not JSON, which opa does not', async () => {
+    const policies = await copyPolicies(join(dir.path, 'not-json-src'));
+    const dataFile = join(policies, 'data.json');
+    const lines = (await readFile(dataFile, 'utf8')).split('\n');
+    const at = lines.findIndex((l) => l.includes('"risk": 1,'));
+    lines[at] = lines[at]!.replace('"risk": 1,', '"risk": 1,,');
+    await writeFile(dataFile, lines.join('\n'));
+    const column = lines[at]!.indexOf(',,') + 2;
+    await expect(buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: join(dir.path, 'not-json') })).rejects.toMatchObject({
+      code: 'POLICY_UNAVAILABLE',
+      message: expect.stringMatching(new RegExp(`data\\.json: invalid character.*\\ndata\\.json:${at + 1}:${column}: Expected double-quoted property name$`, 's')),
+    });
+  });
+
   it('refuses data the policy would misread and publishes nothing: the live bundle stays', async () => {
     const out = join(dir.path, 'refused');
     const policies = await copyPolicies(join(dir.path, 'refused-src'));
