@@ -64,8 +64,9 @@ export async function buildPolicyBundle(options: BuildPolicyOptions): Promise<Bu
     const entrypoints = POLICY_ENTRYPOINTS.flatMap((e) => ['-e', e]);
     try {
       // Run from inside policiesDir and name it `.`: opa embeds the source paths in the wasm, and the
-      // revision (a hash of the content) must not change with the folder the policies were built from.
-      await run(opaPath, ['build', '-t', 'wasm', ...entrypoints, '--capabilities', capabilitiesPath, '--ignore', '*_test.rego', '-o', archivePath, '.'], {
+      // revision (a hash of the content) must not change with the folder the policies were built from. Hidden
+      // files and folders (an editor's .vscode/settings.json) are not the policy's: opa would load their JSON as data.
+      await run(opaPath, ['build', '-t', 'wasm', ...entrypoints, '--capabilities', capabilitiesPath, '--ignore', '*_test.rego', '--ignore', '.*', '-o', archivePath, '.'], {
         cwd: policiesDir,
         maxBuffer: 64 * 1024 * 1024,
       });

@@ -1,4 +1,4 @@
-import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPolicyBundle, bundleRevision, type BuiltPolicyBundle } from '../../src/policy/index.js';
@@ -71,6 +71,16 @@ describe('buildPolicyBundle', () => {
       code: 'POLICY_UNAVAILABLE',
       message: expect.stringMatching(new RegExp(`data\\.json: invalid character.*\\ndata\\.json:${at + 1}:${column}: Expected double-quoted property name$`, 's')),
     });
+  });
+
+  it('leaves hidden files out (an editor\'s .vscode/settings.json): they are not policy data and do not change the revision', async () => {
+    const policies = await copyPolicies(join(dir.path, 'hidden-src'));
+    const before = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: join(dir.path, 'hidden') });
+    await mkdir(join(policies, '.vscode'));
+    await writeFile(join(policies, '.vscode', 'settings.json'), '{"editor.tabSize": 4}');
+    const after = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: join(dir.path, 'hidden') });
+    expect(after.revision).toBe(before.revision);
+    expect(Object.keys(JSON.parse(await readFile(after.dataPath, 'utf8')))).toEqual(['writ']);
   });
 
   it('refuses data the policy would misread and publishes nothing: the live bundle stays', async () => {
