@@ -14,7 +14,7 @@ import { applyCounts, formatCapabilities, formatWho, withApproval, formatEdgeLis
 import { consoleLoginLink, httpOrigin, serve } from './serve.js';
 import { chainEdgeToWire, edgeToWire, explanationToWire, graphExportToWire, impactToWire, leaseRecordToWire, policyImpactToWire, receiptToWire, whyToWire } from '../http/wire.js';
 import { toWireTime, toWireTimeOrNull } from '../wire/time.js';
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { tmpdir, userInfo } from 'node:os';
 import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/sqlite/backup.js';
 import { liftStoreMove, readStoreMove, sqliteDamage, storeDamagedError } from '../store/sqlite/database.js';
@@ -543,17 +543,11 @@ export const COMMANDS: Command[] = [
     run: async ({ values }) => {
       const config = configFrom(values);
       const opa = findOpa();
-      try {
-        const out = execFileSync(opa, ['test', '--v1-compatible', '-v', config.policiesDir], { encoding: 'utf8' });
-        console.log(out);
-      } catch (e) {
-        const err = e as Error & { stdout?: string; stderr?: string };
-        // opa ran and failed (a test, a compile error): its own words; it could not run at all: why.
-        if (!err.stdout && !err.stderr) throw new WritError('POLICY_UNAVAILABLE', `${opa} could not run the Rego tests: ${err.message}`);
-        if (err.stdout) console.log(err.stdout);
-        if (err.stderr) console.error(err.stderr);
-        return 1;
-      }
+      // opa's own words, streamed as it writes them: failing tests print their traces, megabytes that a
+      // captured buffer would cut short, losing the summary (PASS: n/m, FAIL: k/m) at its end.
+      const tested = spawnSync(opa, ['test', '--v1-compatible', '-v', config.policiesDir], { stdio: 'inherit' });
+      if (tested.error) throw new WritError('POLICY_UNAVAILABLE', `${opa} could not run the Rego tests: ${tested.error.message}`);
+      if (tested.status !== 0) return 1;
       // Tests pass on data a service would refuse (a typo in data.json): build it too, into a temporary folder.
       try {
         const { engine } = await loadCandidatePolicy(config.policiesDir, () => opa);

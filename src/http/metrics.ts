@@ -55,7 +55,7 @@ export function createMetrics(decisionLogStats: () => SinkStats[] = () => [], po
   });
   new Counter({
     name: 'writ_policy_reloads_total',
-    help: 'Attempts to load a rebuilt policy bundle: swapped in (taken), or not (refused: it did not load, its data is unusable, or it failed on recent inputs; the live bundle stays; a bundle tried again counts again)',
+    help: 'Attempts to load a rebuilt policy bundle: swapped in (taken), or not (refused: it did not load, its data is unusable, or it failed on recent inputs; the live bundle stays; a bundle tried again counts again, but one that could not be read counts once while it is looked at again)',
     labelNames: ['result'] as const, registers: [registry],
     collect() {
       this.reset();

@@ -6,19 +6,27 @@ import { WASM_ALLOWED_BUILTINS } from './wasm-builtins.js';
 
 const run = promisify(execFile);
 
-interface Capabilities {
+export interface Capabilities {
   builtins: { name: string }[];
   [k: string]: unknown;
 }
 
 export async function wasmCapabilities(opaPath: string): Promise<Capabilities> {
+  return wasmCapabilitiesOf(await opaCapabilities(opaPath));
+}
+
+/** Everything the opa in use offers (`opa capabilities --current`). */
+export async function opaCapabilities(opaPath: string): Promise<Capabilities> {
   let stdout: string;
   try {
     ({ stdout } = await run(opaPath, ['capabilities', '--current'], { maxBuffer: 64 * 1024 * 1024 }));
   } catch (e) {
     throw new WritError('POLICY_UNAVAILABLE', `cannot run \`${opaPath} capabilities --current\`: ${opaMessage(e)}`);
   }
-  const current = JSON.parse(stdout) as Capabilities;
+  return JSON.parse(stdout) as Capabilities;
+}
+
+export function wasmCapabilitiesOf(current: Capabilities): Capabilities {
   return { ...current, builtins: current.builtins.filter((b) => WASM_ALLOWED_BUILTINS.has(b.name)) };
 }
 

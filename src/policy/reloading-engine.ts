@@ -13,7 +13,7 @@ import { type FSWatcher, statSync, watch } from 'node:fs';
 import { join } from 'node:path';
 import { type Clock, systemClock } from '../clock.js';
 import { WritError } from '../errors.js';
-import { readLiveBundle, readRevision, REVISION_FILE } from './bundle-layout.js';
+import { type BundleFiles, readLiveBundle, readRevision, REVISION_FILE } from './bundle-layout.js';
 import type { DecisionInput, DelegationInput, PolicyData, PolicyEngine, PolicyReloads } from './types.js';
 import { createPolicyEngine } from './wasm-engine.js';
 
@@ -62,9 +62,16 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
     inFlight ??= (async () => {
       const seen = revisionStamp(revisionPath);
       let revision: string | null = null;
+      let unreadable = false;
       try {
-        revision = await readRevision(bundleDir);
-        const bundle = await readLiveBundle(bundleDir);
+        let bundle: BundleFiles;
+        try {
+          revision = await readRevision(bundleDir);
+          bundle = await readLiveBundle(bundleDir);
+        } catch (e) {
+          unreadable = true;
+          throw e;
+        }
         if (bundle.revision === current.revision) {
           // Back to the live bundle (a refused build reverted): nothing is refused any more.
           status.last_refused = null;
@@ -80,12 +87,19 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
         options.onReload?.(next.revision, previous);
         return true;
       } catch (e) {
-        status.refused++;
-        status.last_refused = { revision, reason: e instanceof Error ? e.message : String(e), at: clock.now() };
-        onError(`keeping policy ${current.revision}: the new bundle in ${bundleDir} was not taken`, e);
+        const reason = e instanceof Error ? e.message : String(e);
+        // Looked at again on use (below): the same unreadable bundle is reported once, not on every look.
+        const again = unreadable && status.last_refused !== null && status.last_refused.revision === revision && status.last_refused.reason === reason;
+        if (!again) {
+          status.refused++;
+          status.last_refused = { revision, reason, at: clock.now() };
+          onError(`keeping policy ${current.revision}: the new bundle in ${bundleDir} was not taken`, e);
+        }
         return false;
       } finally {
-        stamp = seen;
+        // A bundle that could not be read may still be arriving (a folder copied in, its revision file first),
+        // and its arrival changes no revision file: it is looked at again on use until it reads.
+        stamp = unreadable ? UNREAD : seen;
         inFlight = null;
       }
     })();
@@ -163,6 +177,9 @@ function answersWhatWasAsked(next: PolicyEngine, recent: readonly Recent[], curr
   const why = first instanceof Error ? first.message : String(first);
   throw new WritError('POLICY_UNAVAILABLE', `policy bundle ${next.revision} fails on ${failed} of the last ${recent.length} inputs policy ${currentRevision} answered: ${why}`, { failed, checked: recent.length });
 }
+
+/** A stamp no `revision` file has: the bundle it named could not be read, so the folder is looked at again. */
+const UNREAD = 'unread';
 
 /** Changes whenever the `revision` file is replaced (a build renames a new file over it). */
 function revisionStamp(path: string): string {

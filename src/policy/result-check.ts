@@ -6,6 +6,7 @@
  * input per entrypoint when it is built and loaded, so such a bundle is refused before any request.
  */
 import type { PolicyEdge, PolicyPrincipal } from '../graph/policy-view.js';
+import { didYouMean } from '../json-schema.js';
 import type { DecisionInput, DelegationInput, PolicyData } from './types.js';
 
 type Problems = string[];
@@ -55,10 +56,20 @@ const OBLIGATIONS: [string, (v: unknown) => boolean, string][] = [
   ['conflict_domain', (v) => v === null || isString(v), 'a string or null'],
 ];
 
+const KNOWN_OBLIGATIONS = OBLIGATIONS.map(([name]) => name);
+
+/**
+ * Each obligation Writ enforces, present and typed; and no other: one Writ does not know (`notify`, a
+ * misspelt `lease_requried`) would not be enforced, while the decision log and the signed decision carry it.
+ */
 function obligationProblems(o: Record<string, unknown>): Problems {
-  return OBLIGATIONS.flatMap(([name, ok, what]) =>
+  const known = OBLIGATIONS.flatMap(([name, ok, what]) =>
     o[name] === undefined ? [`obligations.${name} is missing (${what})`] : ok(o[name]) ? [] : [`obligations.${name} must be ${what}, not ${shown(o[name])}`],
   );
+  const unknown = Object.keys(o)
+    .filter((name) => !KNOWN_OBLIGATIONS.includes(name))
+    .map((name) => `obligations.${name} is not an obligation Writ enforces (${KNOWN_OBLIGATIONS.join(', ')})${didYouMean(name, KNOWN_OBLIGATIONS)}: a write would go ahead without it`);
+  return [...known, ...unknown];
 }
 
 function verdictProblems(v: unknown, at: string): Problems {

@@ -1,4 +1,4 @@
-import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPolicyBundle, bundleRevision, type BuiltPolicyBundle } from '../../src/policy/index.js';
@@ -45,6 +45,44 @@ describe('buildPolicyBundle', () => {
     });
   });
 
+  it('refuses a bundle folder inside the policies folder (opa would read the bundles built there as data), writing nothing', async () => {
+    const policies = await copyPolicies(join(dir.path, 'nested-src'));
+    for (const outDir of [join(policies, 'build'), join(policies, '..build'), policies]) {
+      await expect(buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir })).rejects.toMatchObject({
+        code: 'POLICY_UNAVAILABLE',
+        message: expect.stringMatching(new RegExp(`^the bundle folder ${outDir} \\(WRIT_BUNDLE_DIR\\) is (inside )?the policies folder .*opa would read the bundles built there as policy data`)),
+      });
+    }
+    expect((await readdir(policies)).sort()).toEqual(['README.md', 'data.json', 'writ']);
+    // Beside it, as ./build/policy is beside ./policies: built, the same revision twice.
+    const beside = [await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: `${policies}-bundle` }), await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: `${policies}-bundle` })];
+    expect(beside[1]!.revision).toBe(beside[0]!.revision);
+  });
+
+  it('names the line and column of a data file that is not JSON, which opa does not', async () => {
+    const policies = await copyPolicies(join(dir.path, 'not-json-src'));
+    const dataFile = join(policies, 'data.json');
+    const lines = (await readFile(dataFile, 'utf8')).split('\n');
+    const at = lines.findIndex((l) => l.includes('"risk": 1,'));
+    lines[at] = lines[at]!.replace('"risk": 1,', '"risk": 1,,');
+    await writeFile(dataFile, lines.join('\n'));
+    const column = lines[at]!.indexOf(',,') + 2;
+    await expect(buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: join(dir.path, 'not-json') })).rejects.toMatchObject({
+      code: 'POLICY_UNAVAILABLE',
+      message: expect.stringMatching(new RegExp(`data\\.json: invalid character.*\\ndata\\.json:${at + 1}:${column}: Expected double-quoted property name$`, 's')),
+    });
+  });
+
+  it('leaves hidden files out (an editor\'s .vscode/settings.json): they are not policy data and do not change the revision', async () => {
+    const policies = await copyPolicies(join(dir.path, 'hidden-src'));
+    const before = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: join(dir.path, 'hidden') });
+    await mkdir(join(policies, '.vscode'));
+    await writeFile(join(policies, '.vscode', 'settings.json'), '{"editor.tabSize": 4}');
+    const after = await buildPolicyBundle({ opaPath: opaPath(), policiesDir: policies, outDir: join(dir.path, 'hidden') });
+    expect(after.revision).toBe(before.revision);
+    expect(Object.keys(JSON.parse(await readFile(after.dataPath, 'utf8')))).toEqual(['writ']);
+  });
+
   it('refuses data the policy would misread and publishes nothing: the live bundle stays', async () => {
     const out = join(dir.path, 'refused');
     const policies = await copyPolicies(join(dir.path, 'refused-src'));
@@ -84,6 +122,10 @@ describe('buildPolicyBundle', () => {
     expect(await refusal((rego) => rego.replace('risk := decide.risk', 'risk := "high"'))).toMatch(/: risk must be an integer, not "high"$/);
     expect(await refusal((rego) => `${rego}\nchain_index := 7\n`.replace('chain_index := decide.chain_index\n', ''))).toMatch(/: chain_index must be null or the index of the allowing chain among the 1 candidate\(s\), not 7$/);
     expect(await refusal((rego) => rego.replace('obligations := decide.obligations', 'obligations := object.remove(decide.obligations, ["conflict_domain"])'))).toMatch(/: obligations.conflict_domain is missing \(a string or null\)$/);
+    // An obligation Writ does not know would not be enforced (and a misspelt one beside the right one would go unseen).
+    expect(await refusal((rego) => rego.replace('obligations := decide.obligations', 'obligations := object.union(decide.obligations, {"lease_requried": false, "notify": "ops"})'))).toMatch(
+      /: obligations.lease_requried is not an obligation Writ enforces \(lease_required, version_required, approval_required, resource_class, field_classes, conflict_domain\) \(did you mean "lease_required"\?\): a write would go ahead without it; obligations.notify is not an obligation Writ enforces \(.*\): a write would go ahead without it$/,
+    );
     const delegation = join(policies, 'writ', 'authz', 'delegation.rego');
     await writeFile(entrypoint, original);
     await writeFile(delegation, (await readFile(delegation, 'utf8')).replace(/^violations := .*$/m, ''));

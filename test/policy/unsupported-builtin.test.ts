@@ -35,6 +35,16 @@ describe('the build refuses builtins opa-wasm cannot run', () => {
     expect(message).toContain(`${builtin}: not available to policies, which run as wasm in-process`);
   });
 
+  it('tells a misspelt builtin or policy function from one opa-wasm cannot run', async () => {
+    const error = await buildWith('package writ.authz.lib.extra\n\nr := sprintff("%d", [1])\n\ns := scope.covers(1)\n\nt := data.writ.authz.lib.nothing(1)\n');
+    const message = (error as Error).message;
+    expect(message).toContain('writ/authz/lib/extra.rego:3: rego_type_error: undefined function sprintff');
+    expect(message).toContain('sprintff: neither a builtin nor a function of the policies (misspelt, or its package not imported?) (did you mean "sprintf"?)');
+    expect(message).toContain('scope.covers: neither a builtin nor a function of the policies (misspelt, or its package not imported?)');
+    expect(message).toContain('data.writ.authz.lib.nothing: no function of the policies has this name');
+    expect(message).not.toContain('not available to policies');
+  });
+
   it('builds a policy that uses only supported builtins, including sprintf from the JS SDK', async () => {
     expect(await buildWith('package writ.authz.lib.extra\n\nr := sprintf("%d", [count(input.xs)])\n')).toBeNull();
   });
