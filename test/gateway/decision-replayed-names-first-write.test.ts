@@ -48,7 +48,8 @@ describe.each(['sqlite', 'postgres'] as const)('%s: DECISION_REPLAYED names the 
     expect(named.body.receipt).toMatchObject({ status: 'COMPLETED', decision_id: d.body.decision_id });
   });
 
-  it.runIf(engine === 'sqlite')('the write\'s receipt damaged in the store: still DECISION_REPLAYED (recorded, naming nothing), not the damage', async () => {
+  // On SQLite only (the test rewrites the file's rows): registered there alone, so that no run reports it skipped.
+  if (engine === 'sqlite') it('the write\'s receipt damaged in the store: still DECISION_REPLAYED (recorded, naming nothing), not the damage', async () => {
     const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
     const first = await act(h, 'seo-agent-7', titleWrite, { decision: d.token, lease });
