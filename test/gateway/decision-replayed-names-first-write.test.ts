@@ -1,7 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { hashOf } from '../../src/audit/hash-chain.js';
 import type { StoredEntry } from '../../src/audit/index.js';
-import { createTestDatabase } from '../../scripts/test-database.js';
 import { dropGuards } from '../audit/helpers.js';
 import { act, decideOk, leaseOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
@@ -13,16 +12,10 @@ import { startHarness, type Harness } from '../support/harness.js';
  */
 describe.each(['sqlite', 'postgres'] as const)('%s: DECISION_REPLAYED names the write that used the decision', (engine) => {
   let h: Harness;
-  let drop: (() => Promise<void>) | undefined;
   beforeEach(async () => {
-    const db = engine === 'postgres' ? await createTestDatabase('writ_replayed') : undefined;
-    drop = db?.drop;
-    h = await startHarness({ upstream: true, ...(db ? { databaseUrl: db.url } : {}) });
+    h = await startHarness({ upstream: true, engine });
   });
-  afterEach(async () => {
-    await h?.close();
-    await drop?.();
-  });
+  afterEach(async () => h?.close());
 
   const titleWrite = { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'x' }, expected_version: 0 };
 

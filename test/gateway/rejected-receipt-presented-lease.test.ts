@@ -3,7 +3,6 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatWhy } from '../../src/cli/format.js';
 import { leaseIdOfToken } from '../../src/lease/token.js';
 import { whyReceipt } from '../../src/service/index.js';
-import { createTestDatabase } from '../../scripts/test-database.js';
 import { act, decideOk, fencing, leaseOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
@@ -15,16 +14,10 @@ import { startHarness, type Harness } from '../support/harness.js';
  */
 describe.each(['sqlite', 'postgres'] as const)('%s: a REJECTED receipt records the lease presented', (engine) => {
   let h: Harness;
-  let drop: (() => Promise<void>) | undefined;
   beforeEach(async () => {
-    const db = engine === 'postgres' ? await createTestDatabase('writ_presented_lease') : undefined;
-    drop = db?.drop;
-    h = await startHarness({ upstream: true, ...(db ? { databaseUrl: db.url } : {}) });
+    h = await startHarness({ upstream: true, engine });
   });
-  afterEach(async () => {
-    await h?.close();
-    await drop?.();
-  });
+  afterEach(async () => h?.close());
 
   const titleWrite = { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'x' }, expected_version: 0 };
   const sorted = <T extends { key: string }>(keys: T[]) => [...keys].sort((a, b) => a.key.localeCompare(b.key));

@@ -14,6 +14,7 @@ import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { SyncFn } from '../../src/store/sqlite/wal-sync.js';
 import type { SqliteDatabase } from '../../src/store/sqlite/database.js';
 import { applyManifest, openWrit, readAdminCredential, readManifest, type OpenedWrit, type WritContext } from '../../src/service/index.js';
+import { createTestDatabase } from '../../scripts/test-database.js';
 
 /** The repository, whether this runs from test/support or, compiled for a bench, from dist/test/support. */
 export const REPO = resolve(import.meta.dirname, import.meta.dirname.includes('/dist/') ? '../../..' : '../..');
@@ -58,10 +59,21 @@ export interface HarnessOptions {
    * SQLite file. Lease time is then the database's clock: without `clock`, Writ's clock is the system's.
    */
   databaseUrl?: string;
+  /** 'postgres': run on a PostgreSQL database of the harness's own, created now and dropped by `close()` (the default is SQLite). */
+  engine?: 'sqlite' | 'postgres';
 }
 
 /** A Writ with a fresh data directory, the example graph applied, and the fastify app (no socket). */
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
+  if (options.engine === 'postgres' && options.databaseUrl === undefined) {
+    const db = await createTestDatabase('writ_harness');
+    const h = await startHarness(Object.assign({}, options, { databaseUrl: db.url })).catch(async (e: unknown) => {
+      await db.drop();
+      throw e;
+    });
+    const close = h.close;
+    return Object.assign(h, { close: async () => close().finally(() => db.drop()) });
+  }
   const dataDir = mkdtempSync(join(tmpdir(), 'writ-test-'));
   const config = loadConfig({ dataDir, bundleDir: BUNDLE_DIR, policiesDir: join(REPO, 'policies'), ...(options.databaseUrl ? { databaseUrl: options.databaseUrl } : {}), ...options.config }, {});
   const clock = options.clock ?? (options.databaseUrl ? systemClock : new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0)));
