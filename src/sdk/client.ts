@@ -413,11 +413,22 @@ export class WritClient {
         // deadline (or after the wait asked for, if longer), plus time for an answer on its way: TimeoutError.
         // Like a dropped connection, that leaves the outcome unknown: a lease granted lapses at its TTL.
         const answerBy = Math.max(deadline - Date.now(), waitMs) + ANSWER_GRACE_MS;
-        lease = await within(answerBy, (signal) => stream
+        const granted = await within(answerBy, (signal) => stream
           // A stream closed before the request was sent: nothing was asked, so ask over HTTP. (One that
           // closed after sending leaves the outcome unknown, as a dropped HTTP connection does: asked again below.)
           ? streamElseHttp(() => stream.acquire(needing.map(tokenOf), asked), () => this.acquireLease(needing, { ...asked, signal }), (closed) => closed.requestId === null)
           : this.acquireLease(needing, { ...asked, signal }));
+        if (granted.replayed) {
+          // Granted to an earlier attempt whose answer was lost, at a time this client cannot know: renewed at
+          // once, so that the local expiry counts from a request this client sent. (Lapsed meanwhile: LEASE_EXPIRED, a new token below.)
+          acquiredSentAt = Date.now();
+          const renewed = await within(answerBy, (signal) => stream
+            ? streamElseHttp(() => stream.renew(granted, ttlMs), () => this.renewLease(granted, ttlMs, { signal }), () => true)
+            : this.renewLease(granted, ttlMs, { signal }));
+          lease = { ...granted, epochs: renewed.epochs, expires_at: renewed.expires_at };
+          break;
+        }
+        lease = granted;
         // After a server-side wait the TTL started near the answer, not at the send.
         if (waitMs > 0) acquiredSentAt = Date.now();
         break;

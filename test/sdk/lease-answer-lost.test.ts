@@ -48,16 +48,18 @@ describe.each(ENGINES)('a lost lease answer, on $name', ({ database }) => {
 
   it('withLease gets the lease it was granted at once, not after its TTL: one lease, taken once', async () => {
     const losing = losingNextLeaseAnswer();
-    const { client } = clientFor(server, 'seo-agent-7', losing.fetch);
+    const { client, sent } = clientFor(server, 'seo-agent-7', losing.fetch);
     const decision = await client.decide({ action: 'update_post', resource: 'wp:post:901', environment: 'production', fields: ['title'] });
     expect(decision.allow, decision.reasons.join('; ')).toBe(true);
     losing.lose();
     const started = Date.now();
     // A TTL far beyond the deadline: waiting for the lost lease to lapse would miss the deadline.
-    const held = await client.withLease([decision], async ({ lease }) => ({ lease, at: Date.now() }), { ttlMs: 60_000, deadlineMs: 10_000 });
+    const held = await client.withLease([decision], async ({ lease }) => ({ lease, at: Date.now(), before: sent.map((r) => `${r.method} ${r.path}`) }), { ttlMs: 60_000, deadlineMs: 10_000 });
     expect(losing.lost()).toBe(1);
     expect(held.at - started).toBeLessThan(10_000);
     expect(held.lease?.replayed).toBe(true);
+    // Granted at an instant the client cannot know: renewed before the task ran, so its local expiry counts from a request it sent.
+    expect(held.before.slice(1)).toEqual(['POST /v1/leases', 'POST /v1/leases', `POST /v1/leases/${held.lease!.lease_id}/renew`]);
     expect(held.lease?.epochs).toEqual({ 'wp:post:901#title': 1 });
     // Released by withLease, and taken once only (a second acquisition would have moved the epoch on).
     expect((await leasesOn(client, 'wp:post:901#title'))[0]).toMatchObject({ state: 'FREE', epoch: 1 });
