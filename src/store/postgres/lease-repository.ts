@@ -29,7 +29,7 @@ const BUMP_COLUMNS = 'seq, at, kind, margin, floor, keys, leases_ended, max_epoc
  * times returned (expiresAt, FenceState.now, history `at`) are the database's.
  *
  * acquire, renew and release are one statement each, a call of a PL/pgSQL function
- * (migrations/001-initial.ts, acquire as 009-lease-token-used-once.ts redefines it): with BEGIN sent
+ * (migrations/001-initial.ts, acquire as 011-lease-token-twins.ts redefines it last): with BEGIN sent
  * along and the COMMIT, two round trips for a transaction that does only that. The acquire function
  * takes its keys inside an exception block (a subtransaction), so a refused key undoes the keys taken
  * before it and the caller's transaction stays usable and as it was.

@@ -95,6 +95,42 @@ describeEngines('leases: acquire, renew, release', (fresh) => {
     expect((await take(store, ['k:free'], 'agent-b')).outcome).toMatchObject({ granted: true, epochs: { 'k:free': 2 } });
   });
 
+  it('twins: acquisitions with one lease id in flight at once on two connections: one is granted, the others tokenUsed, none refused by its own lease', async () => {
+    const { store, another } = await fresh();
+    const other = await another();
+    // Keys never leased (a new key row), keys released before (the key row taken over) and two keys at once.
+    await release(store, await take(store, ['k:old:0', 'k:old:1', 'k:old:2'], 'agent-z'));
+    const rounds = [...Array.from({ length: 12 }, (_, i) => [`k:new:${i}`]), ['k:old:0'], ['k:old:1', 'k:old:2'], ['k:pair:a', 'k:pair:b']];
+    for (const keys of rounds) {
+      const cmd = acquireCommand(keys, 'agent-a');
+      const outcomes = await Promise.all([store, other, store, other].map((s) => s.readWrite((tx) => tx.leases.acquire({ ...cmd }))));
+      const granted = outcomes.filter((o) => o.granted);
+      expect(granted, `${keys.join(', ')}: ${JSON.stringify(outcomes)}`).toHaveLength(1);
+      for (const o of outcomes.filter((x) => !x.granted)) expect(o, keys.join(', ')).toMatchObject({ granted: false, tokenUsed: true, key: keys[0] });
+      const rows = await store.read((tx) => tx.leases.listKeys({}));
+      expect(rows.filter((r) => keys.includes(r.key)).map((r) => r.lease_id)).toEqual(keys.map(() => cmd.leaseId));
+    }
+  });
+
+  it('twins that preempt: one takes the keys over, the others are tokenUsed and never take them from it', async () => {
+    const { store, another } = await fresh();
+    const other = await another();
+    for (const [i, preemptable] of [undefined, ['agent-z'], undefined, ['agent-z']].entries()) {
+      const keys = [`k:held:${i}:a`, `k:held:${i}:b`];
+      const held = await take(store, keys, 'agent-z', { ttlMs: 60_000 });
+      const cmd = acquireCommand(keys, 'agent-a', { preempt: true, priority: 100, ...(preemptable ? { preemptable } : {}) });
+      const outcomes = await Promise.all([store, other, store, other].map((s) => s.readWrite((tx) => tx.leases.acquire({ ...cmd }))));
+      const granted = outcomes.filter((o) => o.granted);
+      expect(granted, JSON.stringify(outcomes)).toHaveLength(1);
+      expect(granted[0]).toMatchObject({ epochs: { [keys[0]!]: 2, [keys[1]!]: 2 } });
+      if (granted[0]?.granted) expect(granted[0].preempted.map((p) => p.lease_id)).toEqual([held.leaseId, held.leaseId]);
+      for (const o of outcomes.filter((x) => !x.granted)) expect(o).toMatchObject({ granted: false, tokenUsed: true });
+      const state = await store.read((tx) => tx.leases.fenceState(keys[0]!, cmd.tokenHash, cmd.leaseId));
+      expect(state.lease).toMatchObject({ lease_id: cmd.leaseId, state: 'ACTIVE', epochs: { [keys[0]!]: 2, [keys[1]!]: 2 } });
+      expect((await store.read((tx) => tx.leases.history({ leaseId: cmd.leaseId }))).map((e) => e.event)).toEqual(['ACQUIRE', 'ACQUIRE']);
+    }
+  });
+
   it('epochs only grow and are never reused after release or expiry', async () => {
     const { store } = await fresh();
     const seen: number[] = [];
