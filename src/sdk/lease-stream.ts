@@ -1,5 +1,6 @@
 import type { JWK } from 'jose';
 import WebSocket from 'ws';
+import { newLeaseToken } from '../wire/lease-token.js';
 import type { LeaseGrant, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest } from '../wire/v1.js';
 import { createCallerAssertion } from './assertion.js';
 import { problemError, refusalError } from './refusal.js';
@@ -33,12 +34,13 @@ type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never;
  * request and no caller assertion per operation, which is what a controller taking and giving back
  * many leases wants. Same answers and typed errors as the HTTP calls. Calls may overlap (they are
  * pipelined on the connection). If the connection ends before a call is answered, that call rejects
- * with LeaseStreamClosedError: its outcome is unknown, as after a dropped HTTP connection (an
- * acquisition may have been granted and then lapses at its TTL).
+ * with LeaseStreamClosedError: its outcome is unknown, as after a dropped HTTP connection. An
+ * acquisition may have been granted: its error carries the lease token it was sent with, and asked
+ * again with that token (over a stream or HTTP) Writ answers with that lease, never a second one.
  */
 export class LeaseStream {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: unknown): void }>();
+  private readonly pending = new Map<number, { resolve(v: unknown): void; reject(e: unknown): void; token: string | null }>();
   /** Resolves when the connection has ended, with its close code and reason. */
   readonly closed: Promise<{ code: number; reason: string }>;
 
@@ -49,7 +51,7 @@ export class LeaseStream {
     this.closed = new Promise((resolve) => {
       socket.on('close', (code, reason) => {
         const why = reason.toString('utf8');
-        for (const [id, p] of this.pending) p.reject(new LeaseStreamClosedError(code, why, id));
+        for (const [id, p] of this.pending) p.reject(new LeaseStreamClosedError(code, why, id, p.token));
         this.pending.clear();
         resolve({ code, reason: why });
       });
@@ -80,14 +82,19 @@ export class LeaseStream {
     return new LeaseStream(socket, options.requestTimeoutMs ?? 30_000);
   }
 
-  /** Takes leases for these decision tokens (the body of POST /v1/leases, without `id`; `token` as for WritClient.acquireLease). */
+  /**
+   * Takes leases for these decision tokens (the body of POST /v1/leases, without `id`). `token`: the
+   * lease's token, as for WritClient.acquireLease (a new one, newLeaseToken(), by default): every
+   * acquisition carries one, so that one whose answer the connection lost (LeaseStreamClosedError,
+   * whose `token` it is) can be asked again with it and is answered with the lease granted.
+   */
   acquire(decisions: string[], options: { ttlMs?: number; waitMs?: number; preempt?: boolean; token?: string } = {}): Promise<LeaseGrant> {
     return this.call({
       op: 'acquire', decisions,
       ...(options.ttlMs !== undefined ? { ttl_ms: options.ttlMs } : {}),
       ...(options.waitMs !== undefined ? { wait_ms: options.waitMs } : {}),
       ...(options.preempt ? { preempt: true } : {}),
-      ...(options.token !== undefined ? { token: options.token } : {}),
+      token: options.token ?? newLeaseToken(),
     }) as Promise<LeaseGrant>;
   }
 
@@ -106,9 +113,10 @@ export class LeaseStream {
   }
 
   private call(request: WithoutId<LeaseStreamRequest>): Promise<unknown> {
+    const token = request.op === 'acquire' ? request.token ?? null : null;
     if (this.socket.readyState !== WebSocket.OPEN) {
       // Closing or closed: refused with the code the connection ends with (1001 when Writ shuts down).
-      return this.closed.then(({ code, reason }) => Promise.reject(new LeaseStreamClosedError(code, reason, null)));
+      return this.closed.then(({ code, reason }) => Promise.reject(new LeaseStreamClosedError(code, reason, null, token)));
     }
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
@@ -116,7 +124,7 @@ export class LeaseStream {
       // that its calls end (and withLease goes on over HTTP) instead of waiting for TCP to give up.
       const timer = setTimeout(() => this.socket.terminate(), this.requestTimeoutMs + ('wait_ms' in request ? request.wait_ms ?? 0 : 0));
       const settle = () => clearTimeout(timer);
-      this.pending.set(id, { resolve: (v) => (settle(), resolve(v)), reject: (e) => (settle(), reject(e)) });
+      this.pending.set(id, { resolve: (v) => (settle(), resolve(v)), reject: (e) => (settle(), reject(e)), token });
       this.socket.send(JSON.stringify({ id, ...request }));
     });
   }
@@ -145,10 +153,12 @@ export class LeaseStream {
 /**
  * The stream ended before this call was answered (a connection error, like fetch's on a dropped HTTP
  * connection; not a WritApiError, since Writ answered nothing). `closeCode` 1001: Writ shut down
- * (open a stream again, to another replica or once it has restarted).
+ * (open a stream again, to another replica or once it has restarted). `requestId` null: the call was
+ * never sent. `token`: an acquisition's lease token (null for a renewal or a release; a bearer secret:
+ * keep it out of logs): ask again with it, and the answer is the lease if this call was granted one.
  */
 export class LeaseStreamClosedError extends Error {
-  constructor(readonly closeCode: number, readonly closeReason: string, readonly requestId: number | null) {
+  constructor(readonly closeCode: number, readonly closeReason: string, readonly requestId: number | null, readonly token: string | null = null) {
     super(`the lease stream closed (${closeCode}${closeReason ? `: ${closeReason}` : ''})${requestId === null ? '' : ` before request ${requestId} was answered; its outcome is unknown`}`);
     this.name = 'LeaseStreamClosedError';
   }
