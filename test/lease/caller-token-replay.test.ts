@@ -62,6 +62,19 @@ describe("an acquisition asked again with the caller's own token", () => {
     expect((await leases.describe('k:released'))?.state).toBe('FREE');
   });
 
+  it('a replay of an acquisition that preempted answers preempted: [] (it took nothing over); the holder preempted stays fenced out', async () => {
+    const { leases, db } = leaseHarness();
+    const old = await leases.acquire({ resources: [K], holder: B, priority: 0, ttlMs: 30_000 });
+    const t = token();
+    const first = await leases.acquire({ resources: [K], holder: A, priority: 0, ttlMs: 30_000, preempt: true, token: t });
+    expect(first.preempted).toEqual([{ lease_id: old.lease_id, holder: B, key: K, epoch: 1 }]);
+    const before = snapshot(db);
+    const again = await leases.acquire({ resources: [K], holder: A, priority: 0, ttlMs: 30_000, preempt: true, token: t });
+    expect(again).toMatchObject({ lease_id: first.lease_id, epochs: { [K]: 2 }, preempted: [], replayed: true });
+    expect(snapshot(db)).toEqual(before);
+    expect(await codeOf(leases.renew(old.lease_id, old.token))).toBe('LEASE_PREEMPTED');
+  });
+
   it('refuses a token that does not have a token\'s shape (43 base64url characters), taking nothing', async () => {
     const { leases, db } = leaseHarness();
     const before = snapshot(db);
