@@ -16,7 +16,9 @@ import type { LeaseEvent, PreemptedLease } from './types.js';
  *   by waiters behind it; waiters past their deadline block nobody.
  * - A refused call changes nothing.
  * - `acquire` with the lease id of a lease that exists (live or ended) is refused with `tokenUsed`,
- *   before any key is looked at: a lease id, like its token, is used once.
+ *   before any key is looked at: a lease id, like its token, is used once. Also for twins, two
+ *   acquisitions with one id in flight at once: the one not granted is `tokenUsed`, never refused as
+ *   busy naming the lease with its own id as holder (on PostgreSQL it may have waited for that key).
  */
 export interface LeaseRepository {
   acquire(cmd: AcquireCommand): Promise<AcquireOutcome>;
