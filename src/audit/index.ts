@@ -22,6 +22,7 @@ export { foldReceipt } from './fold.js';
 export {
   ENTRY_KINDS,
   RECEIPT_PAGE,
+  DECISION_ID_FILTER,
   RECEIPT_STATUSES,
   type EntryKind,
   type Receipt,

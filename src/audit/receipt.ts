@@ -9,6 +9,8 @@ export type ReceiptStatus = (typeof RECEIPT_STATUSES)[number];
 
 /** A page of receipts (GET /v1/receipts, writ receipts): how many when not said, and at most. */
 export const RECEIPT_PAGE = { defaultLimit: 100, maxLimit: 1000 } as const;
+/** The bounds of a `decision_id` receipts are asked for by (GET /v1/receipts, `writ receipts --decision`). */
+export const DECISION_ID_FILTER = { minLength: 1, maxLength: 256 } as const;
 
 export const ENTRY_KINDS = ['intent', 'completed', 'failed', 'rejected', 'reconciled'] as const;
 export type EntryKind = (typeof ENTRY_KINDS)[number];

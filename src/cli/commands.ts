@@ -26,7 +26,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import type { JWK } from 'jose';
 import { createApprovalAssertion } from '../wire/assertions.js';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
-import { ReceiptLog, RECEIPT_PAGE, RECEIPT_STATUSES, verifyArchiveFile, type ReceiptChainVerdict, type ReceiptQuery, type ReceiptStatus } from '../audit/index.js';
+import { DECISION_ID_FILTER, ReceiptLog, RECEIPT_PAGE, RECEIPT_STATUSES, verifyArchiveFile, type ReceiptChainVerdict, type ReceiptQuery, type ReceiptStatus } from '../audit/index.js';
 import { publicKeyFromJwk } from '../decision/jws.js';
 import { addGovernanceKey, verifyCheckpoint, verifyPostgresReceipts } from '../service/index.js';
 
@@ -608,7 +608,12 @@ export const COMMANDS: Command[] = [
       if (newest) q.newestFirst = true;
       if (typeof values.resource === 'string') q.resource = values.resource;
       if (typeof values.principal === 'string') q.principal = values.principal;
-      if (typeof values.decision === 'string') q.decision_id = values.decision;
+      if (typeof values.decision === 'string') {
+        // An empty one (an unset shell variable) would list nothing, as if no write had used the decision.
+        const { minLength, maxLength } = DECISION_ID_FILTER;
+        if (values.decision.length < minLength || values.decision.length > maxLength) throw new UsageError(`--decision is a decision id of ${minLength} to ${maxLength} characters, got ${values.decision.length}`);
+        q.decision_id = values.decision;
+      }
       return withWrit(values, async (w) => {
         const page = await w.ctx.receipts.query(q);
         print({ ...page, receipts: page.receipts.map(receiptToWire) }, values.json, () =>

@@ -171,5 +171,8 @@ const invalid = (why: string) => new WritError('DECISION_INVALID', `decision ${w
 function expired(decisionId: string | null, expiresAtMs: number): WritError {
   const at = new Date(expiresAtMs);
   const when = Number.isNaN(at.getTime()) ? '' : ` at ${at.toISOString()}`;
-  return new WritError('DECISION_EXPIRED', `decision${decisionId === null ? '' : ` ${decisionId}`} expired${when}: ask for a new decision (decide again) and use it at once`);
+  // Its id is named (its signature, issuer and audience were checked first): the refusal's receipt records
+  // it, so that the refusal is found among the receipts of that decision.
+  return new WritError('DECISION_EXPIRED', `decision${decisionId === null ? '' : ` ${decisionId}`} expired${when}: ask for a new decision (decide again) and use it at once`,
+    decisionId === null ? undefined : { decision_id: decisionId });
 }

@@ -1,5 +1,6 @@
 import { WritError } from '../errors.js';
 import { parseFencingEpochs, WHOLE_POST_KEY } from '../wire/fencing-header.js';
+import { LEASE_TOKEN_SHAPE } from '../wire/lease-token.js';
 import type { Obligations } from '../policy/types.js';
 
 /**
@@ -33,7 +34,12 @@ export function coordinationKeys(resource: string, fields: string[], obligations
 export function parseFencingHeader(header: string | undefined, keys: string[]): Map<string, number> | null {
   if (header === undefined || header.trim() === '') return null;
   const parsed = parseFencingEpochs(header);
-  if (!parsed) throw new WritError('MALFORMED_REQUEST', `Writ-Fencing-Epoch "${header}" is not an epoch nor key=epoch pairs (each key once)`);
+  if (!parsed) {
+    // The value is not repeated: what was sent in the wrong header (a lease token, a credential) would stay
+    // for good in the refusal's receipt, which is hash-chained, and reach whoever reads it.
+    const token = LEASE_TOKEN_SHAPE.test(header.trim()) ? '; it has the shape of a lease token, which goes in Writ-Lease-Token' : '';
+    throw new WritError('MALFORMED_REQUEST', `Writ-Fencing-Epoch is not an epoch nor key=epoch pairs (each key once)${token}; its value is not repeated here`);
+  }
   if (WHOLE_POST_KEY in parsed && Object.keys(parsed).length === 1) {
     if (keys.length !== 1) throw new WritError('MALFORMED_REQUEST', `this write needs fencing epochs for ${keys.length} keys (${keys.join(', ')}); send key=epoch pairs`);
     return new Map([[keys[0]!, parsed[WHOLE_POST_KEY]!]]);

@@ -42,6 +42,7 @@ const Problem = {
     max_waiters: { type: 'integer', description: 'OVERLOADED from POST /v1/leases: the most one key\'s queue holds (WRIT_LEASE_MAX_WAITERS)' },
     current_version: { type: 'integer', description: 'VERSION_CONFLICT: the version the upstream has now' },
     lease_id: { type: 'string', description: 'lease refusals: the lease concerned' },
+    decision_id: { type: 'string', description: 'DECISION_EXPIRED: the decision presented (its signature checked); from POST /v1/actions its refusal\'s receipt names it too, so GET /v1/receipts?decision_id= finds it' },
     used_by_receipt_id: { type: 'string', description: 'DECISION_REPLAYED from POST /v1/actions: the receipt of the write that used the decision (absent when the log no longer holds it)' },
     environments: { type: 'array', items: { type: 'string' }, description: 'NO_INCIDENT: the environments of the lease in which no incident is active' },
   },

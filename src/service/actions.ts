@@ -260,7 +260,7 @@ async function recordRefusal(ctx: WritContext, w: IdentifiedWrite, input: Action
       await spend(tx);
       return ctx.receipts.recordRejection({
         principal: w.caller, action: input.action, resource_key: w.resource, fields: w.fields, request_hash: w.hash,
-        decision_id: claims?.decision_id ?? null, policy_revision: claims?.policy_revision ?? null, graph_revision: claims?.graph_revision ?? null,
+        decision_id: claims?.decision_id ?? expiredDecisionId(refusal), policy_revision: claims?.policy_revision ?? null, graph_revision: claims?.graph_revision ?? null,
         chain: claims?.chain ?? [], expected_version: input.expected_version ?? null,
         error: { code: refusal.code, message: refusal.message }, presented_lease: presented,
       }, tx);
@@ -269,6 +269,12 @@ async function recordRefusal(ctx: WritContext, w: IdentifiedWrite, input: Action
   } catch (spent) {
     return spent;
   }
+}
+
+/** The id of a decision refused as expired (authentic: its signature was checked first), which then gave no claims. */
+function expiredDecisionId(e: WritError): string | null {
+  const id = e.code === 'DECISION_EXPIRED' ? e.details?.decision_id : undefined;
+  return typeof id === 'string' ? id : null;
 }
 
 /**

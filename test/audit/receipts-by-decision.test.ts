@@ -193,5 +193,22 @@ describe.each(['sqlite', 'postgres'] as const)('%s', (engine) => {
       const empty = await h.call('governance', { method: 'GET', url: '/v1/receipts?decision_id=' });
       expect(empty.status).toBe(400);
     });
+
+    it('a refusal that presented the decision after it expired is found by it too', async () => {
+      const db = engine === 'postgres' ? await createTestDatabase('writ_by_decision') : undefined;
+      if (db) cleanups.push(db.drop);
+      const clock = new ManualClock(Date.now());
+      h = await startHarness({ upstream: true, clock, ...(db ? { databaseUrl: db.url } : {}) });
+      const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+      clock.advance(h.ctx.config.decisionTtlMs + 1_000);
+      const late = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'x' }, expected_version: 0 }, { decision: d.token });
+      expect(late.status, JSON.stringify(late.body)).toBe(403);
+      expect(late.body).toMatchObject({ code: 'DECISION_EXPIRED', decision_id: d.body.decision_id });
+      const receipt = (await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts/${late.body.receipt_id}` })).body.receipt;
+      expect(receipt).toMatchObject({ status: 'REJECTED', decision_id: d.body.decision_id, error: { code: 'DECISION_EXPIRED' } });
+      const found = await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts?decision_id=${encodeURIComponent(d.body.decision_id)}` });
+      expect(found.body.receipts.map((x: any) => x.receipt_id)).toEqual([late.body.receipt_id]);
+      expect((await h.call('governance', { method: 'GET', url: '/v1/audit/verify' })).body).toMatchObject({ ok: true });
+    });
   });
 });

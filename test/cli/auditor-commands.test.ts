@@ -117,6 +117,8 @@ describe('auditor commands tell what really happened', () => {
     [['--order', 'latest'], '--order is oldest or newest, got "latest"'],
     [['--order', 'newest', '--after', '1'], '--order newest pages with --before, not --after'],
     [['--before', '5'], '--before pages receipts newest first: add --order newest'],
+    [['--decision', ''], '--decision is a decision id of 1 to 256 characters, got 0'],
+    [['--decision', 'd'.repeat(257)], '--decision is a decision id of 1 to 256 characters, got 257'],
   ])('writ receipts %j is refused as GET /v1/receipts refuses it: one line, exit 2', async (args, message) => {
     const r = await writ('receipts', ...args);
     expect([r.code, r.output.trim()]).toEqual([2, `writ: ${message}`]);

@@ -77,6 +77,20 @@ describe.each(['sqlite', 'postgres'] as const)('%s: a REJECTED receipt records t
     expect(misplaced.raw).not.toContain(other);
   });
 
+  it('a lease token sent as Writ-Fencing-Epoch (headers mixed up) is neither in the refusal nor in its receipt', async () => {
+    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const r = await act(h, 'seo-agent-7', titleWrite, { decision: d.token, lease, fencing: lease.token });
+    expect(r.status, JSON.stringify(r.body)).toBe(400);
+    expect(r.body.code).toBe('MALFORMED_REQUEST');
+    expect(r.body.detail).toMatch(/Writ-Fencing-Epoch .*not an epoch nor key=epoch pairs/);
+    expect(r.raw).not.toContain(lease.token);
+    // The receipt is hash-chained: what it records stays for good.
+    const got = await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts/${r.body.receipt_id}` });
+    expect(got.body.receipt).toMatchObject({ status: 'REJECTED', error: { code: 'MALFORMED_REQUEST' } });
+    expect(got.raw).not.toContain(lease.token);
+  });
+
   it('a lease preempted during an incident: the holder\'s old lease and epoch against the commander\'s hold', async () => {
     const release = { action: 'deploy', resource: 'deploy:site:www', fields: [] as string[] };
     const rd = await decideOk(h, 'release-controller', release);

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { WritError } from '../../errors.js';
-import { RECEIPT_PAGE, RECEIPT_STATUSES } from '../../audit/index.js';
+import { DECISION_ID_FILTER, RECEIPT_PAGE, RECEIPT_STATUSES } from '../../audit/index.js';
 import { performAction, type ActionInput } from '../../service/index.js';
 import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
@@ -151,7 +151,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
         type: 'object', additionalProperties: false,
         properties: {
           resource: { type: 'string' }, principal: { type: 'string' }, status: { type: 'string', enum: [...RECEIPT_STATUSES] },
-          decision_id: { type: 'string', minLength: 1, maxLength: 256, description: 'receipts of the writes and refusals that presented this decision (a decision authorizes one write: at most one receipt that is not REJECTED)' },
+          decision_id: { type: 'string', ...DECISION_ID_FILTER, description: 'receipts of the writes and refusals that presented this decision (a decision authorizes one write: at most one receipt that is not REJECTED)' },
           after: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'the `next` of the previous page' }, limit: { type: 'integer', minimum: 1, maximum: RECEIPT_PAGE.maxLimit, description: `default ${RECEIPT_PAGE.defaultLimit}` },
           order: { type: 'string', enum: ['oldest', 'newest'], description: 'oldest first (chain order, the default; page with `after`) or newest first (page with `before`)' },
           before: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'with order=newest: the `next` of the previous page' },
