@@ -47,12 +47,11 @@ export async function measureStore(store: WritStore): Promise<StoreFigures | nul
     const first = (await tx.graph.read(0, 1))[0];
     if (first === undefined) return null;
     const identity = createHash('sha256').update(canonicalJson({ revision: first.revision, at: first.at, actor: first.actor, event: first.event })).digest('hex').slice(0, 32);
-    const keys = await tx.leases.listKeys({});
     const bumps = await tx.leases.epochBumps();
     const heads = await tx.receipts.heads();
     return {
       store: identity,
-      max_epoch: keys.reduce((m, k) => Math.max(m, Number(k.epoch)), 0),
+      max_epoch: await tx.leases.maxEpoch(),
       floor: bumps.reduce((m, b) => Math.max(m, Number(b.floor)), 0),
       receipt_entries: heads.reduce((n, h) => n + Number(h.pos), 0),
       graph_revision: await tx.graph.head(),
