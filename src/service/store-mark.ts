@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { canonicalJson } from '../audit/index.js';
+import { maskDatabaseUrl } from '../config/index.js';
 import { WritError } from '../errors.js';
 import type { WritStore } from '../store/contract.js';
 
@@ -96,9 +97,10 @@ function unreadable(file: string, why: string): WritError {
 /**
  * Refuses (STORE_BEHIND_MARK) a store that is behind this data directory's mark of it when no epoch bump
  * (margin above 0) has been recorded since the mark was written: the message says which figures went back,
- * and the command to run.
+ * and the command to run. `databaseUrl` is printed (and, by writeStoreMark, kept) without its password.
  */
-export function checkStoreMark(file: string, figures: StoreFigures, database: string): void {
+export function checkStoreMark(file: string, figures: StoreFigures, databaseUrl: string): void {
+  const database = maskDatabaseUrl(databaseUrl);
   const mark = readStoreMarks(file).stores[figures.store];
   if (mark === undefined) return;
   const back: string[] = [];
@@ -115,9 +117,11 @@ export function checkStoreMark(file: string, figures: StoreFigures, database: st
   const since = figures.bumps.filter((b) => !mark.bumps.includes(b));
   if (since.length > 0) return; // bumped since the mark: the operator raised the epochs after the restore
   const by = Math.max(1, mark.max_epoch);
+  const quoted = /^[\w@%+=:,./…-]+$/.test(database) ? database : `'${database.replaceAll("'", "'\\''")}'`;
+  const masked = database.includes('…') ? ' (… stands for what is not shown, the password or the query: give the URL in full, or leave out --database where WRIT_DATABASE_URL is set as for this replica)' : '';
   throw new WritError(
     'STORE_BEHIND_MARK',
-    `the database ${database} is behind what this replica saw of it at ${mark.written_at} (${file}): ${back.join(', ')}. It was restored from a backup or recovered to an earlier point, and no epoch bump has been recorded since: fencing epochs issued after the backup would be issued again to other holders. Run \`writ lease bump-epochs --by ${by} --reason "restored to an earlier point" --database ${database}\` (N at least ${by}, the highest epoch this replica saw; larger if another replica saw higher), then start again; nothing was changed`,
+    `the database ${database} is behind what this replica saw of it at ${mark.written_at} (${file}): ${back.join(', ')}. It was restored from a backup or recovered to an earlier point, and no epoch bump has been recorded since: fencing epochs issued after the backup would be issued again to other holders. Run \`writ lease bump-epochs --by ${by} --reason "restored to an earlier point" --database ${quoted}\`${masked} (N at least ${by}, the highest epoch this replica saw; larger if another replica saw higher), then start again; nothing was changed`,
     { store_mark: file, went_back: back, bump_by: by },
   );
 }
@@ -127,7 +131,8 @@ export function checkStoreMark(file: string, figures: StoreFigures, database: st
  * the new one. Never lowers it: figures behind the mark (the database went back while this replica ran)
  * are not written, and answered false, unless a bump was recorded since.
  */
-export function writeStoreMark(file: string, figures: StoreFigures, database: string, now: Date): boolean {
+export function writeStoreMark(file: string, figures: StoreFigures, databaseUrl: string, now: Date): boolean {
+  const database = maskDatabaseUrl(databaseUrl);
   const marks = readStoreMarks(file);
   const mark = marks.stores[figures.store];
   if (mark !== undefined) {
