@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { canonicalJson } from '../audit/index.js';
 import { maskDatabaseUrl } from '../config/index.js';
@@ -102,20 +102,8 @@ function unreadable(file: string, why: string): WritError {
 export function checkStoreMark(file: string, figures: StoreFigures, databaseUrl: string): void {
   const database = maskDatabaseUrl(databaseUrl);
   const mark = readStoreMarks(file).stores[figures.store];
-  if (mark === undefined) return;
-  const back: string[] = [];
-  const compare = (label: string, was: number, now: number) => {
-    if (now < was) back.push(`${label} from ${was} to ${now}`);
-  };
-  compare('the highest fencing epoch', mark.max_epoch, figures.max_epoch);
-  compare('the epoch floor', mark.floor, figures.floor);
-  compare('the receipt log', mark.receipt_entries, figures.receipt_entries);
-  compare('the graph revision', mark.graph_revision, figures.graph_revision);
-  const lost = mark.bumps.filter((b) => !figures.bumps.includes(b));
-  if (lost.length > 0) back.push(`the epoch bumps from ${mark.bumps.length} to ${figures.bumps.length} (missing ${lost.join(', ')})`);
-  if (back.length === 0) return;
-  const since = figures.bumps.filter((b) => !mark.bumps.includes(b));
-  if (since.length > 0) return; // bumped since the mark: the operator raised the epochs after the restore
+  const back = wentBack(mark, figures);
+  if (mark === undefined || back.length === 0) return;
   const by = Math.max(1, mark.max_epoch);
   const quoted = /^[\w@%+=:,./…-]+$/.test(database) ? database : `'${database.replaceAll("'", "'\\''")}'`;
   const masked = database.includes('…') ? ' (… stands for what is not shown, the password or the query: give the URL in full, or leave out --database where WRIT_DATABASE_URL is set as for this replica)' : '';
@@ -126,38 +114,78 @@ export function checkStoreMark(file: string, figures: StoreFigures, databaseUrl:
   );
 }
 
+/** What of `figures` is behind `mark` (in words), none when nothing is or an epoch bump was recorded since the mark. */
+function wentBack(mark: StoreFigures | undefined, figures: StoreFigures): string[] {
+  if (mark === undefined) return [];
+  const back: string[] = [];
+  const compare = (label: string, was: number, now: number) => {
+    if (now < was) back.push(`${label} from ${was} to ${now}`);
+  };
+  compare('the highest fencing epoch', mark.max_epoch, figures.max_epoch);
+  compare('the epoch floor', mark.floor, figures.floor);
+  compare('the receipt log', mark.receipt_entries, figures.receipt_entries);
+  compare('the graph revision', mark.graph_revision, figures.graph_revision);
+  const lost = mark.bumps.filter((b) => !figures.bumps.includes(b));
+  if (lost.length > 0) back.push(`the epoch bumps from ${mark.bumps.length} to ${figures.bumps.length} (missing ${lost.join(', ')})`);
+  // Bumped since the mark: the operator raised the epochs after the restore.
+  if (figures.bumps.some((b) => !mark.bumps.includes(b))) return [];
+  return back;
+}
+
 /**
  * Writes `figures` as the mark of its store (the others kept), atomically: a crash leaves the old file or
- * the new one. Never lowers it: figures behind the mark (the database went back while this replica ran)
- * are not written, and answered false, unless a bump was recorded since.
+ * the new one. Never lowers it: figures behind the mark (the database went back while this replica ran,
+ * or the mark was written meanwhile from a later measure) are not written, and answered false, unless a
+ * bump was recorded since.
  */
 export function writeStoreMark(file: string, figures: StoreFigures, databaseUrl: string, now: Date): boolean {
-  const database = maskDatabaseUrl(databaseUrl);
   const marks = readStoreMarks(file);
-  const mark = marks.stores[figures.store];
-  if (mark !== undefined) {
-    try {
-      checkStoreMark(file, figures, database);
-    } catch (e) {
-      if (e instanceof WritError && e.code === 'STORE_BEHIND_MARK') return false;
-      throw e;
-    }
-  }
-  marks.stores[figures.store] = { ...figures, database, written_at: now.toISOString() };
+  if (wentBack(marks.stores[figures.store], figures).length > 0) return false;
+  marks.stores[figures.store] = { ...figures, database: maskDatabaseUrl(databaseUrl), written_at: now.toISOString() };
   writeFileDurably(file, `${JSON.stringify(marks, null, 2)}\n`);
   return true;
 }
 
+/**
+ * Measures `store` and writes the result as its mark: what a server does at start, while serving and at
+ * shutdown. False when the database is behind the mark with no bump since (it went back while this
+ * replica ran); the mark is then kept as it was.
+ *
+ * The mark is read before the store is measured, so the mark compared with was itself measured before
+ * this measure began, and a database that only moves forward is never behind it. Measured first, a
+ * mark written meanwhile from a later measure (a shutdown's write overtaking an interval's in flight)
+ * made a database that never went back look behind. A mark found ahead of this measure when it is
+ * written was written meanwhile: it is kept, and this is no going back.
+ */
+export async function markStore(file: string, store: WritStore, databaseUrl: string, now: () => Date = () => new Date()): Promise<boolean> {
+  const seen = readStoreMarks(file);
+  const figures = await measureStore(store);
+  if (figures === null) return true;
+  if (wentBack(seen.stores[figures.store], figures).length > 0) return false;
+  writeStoreMark(file, figures, databaseUrl, now());
+  return true;
+}
+
+/**
+ * The temporary file's name is this write's own (not only the process id: two replicas in containers
+ * sharing a volume are often both pid 1), and it is created, never opened if it exists: two writers
+ * never write into one temporary file, which one of them would rename half-written into place.
+ */
 function writeFileDurably(file: string, text: string): void {
-  const tmp = `${file}.tmp-${process.pid}`;
-  const fd = openSync(tmp, 'w', 0o600);
+  const tmp = `${file}.tmp-${process.pid}-${randomBytes(8).toString('hex')}`;
+  const fd = openSync(tmp, 'wx', 0o600);
   try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    try {
+      writeSync(fd, text);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, file);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
   }
-  renameSync(tmp, file);
   const dir = openSync(dirname(file), 'r');
   try {
     fsyncSync(dir);
