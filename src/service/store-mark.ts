@@ -49,12 +49,11 @@ export async function measureStore(store: WritStore): Promise<StoreFigures | nul
     if (first === undefined) return null;
     const identity = createHash('sha256').update(canonicalJson({ revision: first.revision, at: first.at, actor: first.actor, event: first.event })).digest('hex').slice(0, 32);
     const bumps = await tx.leases.epochBumps();
-    const heads = await tx.receipts.heads();
     return {
       store: identity,
       max_epoch: await tx.leases.maxEpoch(),
       floor: bumps.reduce((m, b) => Math.max(m, Number(b.floor)), 0),
-      receipt_entries: heads.reduce((n, h) => n + Number(h.pos), 0),
+      receipt_entries: await tx.receipts.headsSum(),
       graph_revision: await tx.graph.head(),
       bumps: bumps.map((b) => `${b.seq}@${b.at}`),
     };
