@@ -95,7 +95,8 @@ function unreadable(file: string, why: string): WritError {
 
 /**
  * Refuses (STORE_BEHIND_MARK) a store that is behind this data directory's mark of it when no epoch bump
- * (margin above 0) has been recorded since the mark was written: the message says which figures went back,
+ * has been recorded since the mark was written (any bump: whether its margin was enough is not checked,
+ * README "Backup and restore" lists what the mark does not catch): the message says which figures went back,
  * and the command to run. `databaseUrl` is printed (and, by writeStoreMark, kept) without its password.
  */
 export function checkStoreMark(file: string, figures: StoreFigures, databaseUrl: string): void {
