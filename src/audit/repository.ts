@@ -35,6 +35,11 @@ export interface ReceiptRepository {
   /** Every chain's head as the engine keeps it (the row appends lock, or on SQLite the last entry). */
   heads(): Promise<ChainHead[]>;
   /**
+   * The sum of every chain's head position (`heads()` summed; 0 with no chain): one aggregate in the
+   * store, so a caller needing only that (the store mark, at every start) reads no head, one per key.
+   */
+  headsSum(): Promise<number>;
+  /**
    * The index rows of these receipts (those that have one), each with the entries its first_seq and
    * last_seq name, in seq order: what `writ audit verify` compares with the hashed entries.
    */

@@ -4,7 +4,7 @@ import { maskDatabaseUrl, type WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
 import { readLiveBundle } from '../policy/index.js';
-import { applyManifest, checkStoreMark, environmentProblem, issueLoginToken, MARK_INTERVAL_MS, measureStore, openStore, openWrit, readManifest, readStoreMarks, reconcileReceipts, STORE_MARK_FILE, writeStoreMark, type WritContext } from '../service/index.js';
+import { applyManifest, checkStoreMark, environmentProblem, issueLoginToken, markStore, MARK_INTERVAL_MS, measureStore, openStore, openWrit, readManifest, readStoreMarks, reconcileReceipts, STORE_MARK_FILE, type WritContext } from '../service/index.js';
 import type { WritStore } from '../store/contract.js';
 import { WritError } from '../errors.js';
 import { CliError } from './cli-error.js';
@@ -122,9 +122,9 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   if (config.databaseUrl !== null) {
     const database = maskDatabaseUrl(config.databaseUrl);
     let warned = false;
+    const databaseUrl = config.databaseUrl;
     keepMark = async () => {
-      const figures = await measureStore(w.ctx.store);
-      if (figures === null || writeStoreMark(markFile, figures, database, new Date()) || warned) return;
+      if ((await markStore(markFile, w.ctx.store, databaseUrl)) || warned) return;
       warned = true;
       say(`[writ] WARNING: the database ${database} went behind this replica's mark (${markFile}) while it ran, with no epoch bump since: it was restored to an earlier point under a running Writ. Stop every replica and run \`writ lease bump-epochs --by N --reason TEXT --database ${database}\` (the next start says N)`);
     };

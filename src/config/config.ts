@@ -164,11 +164,32 @@ function trustProxyOf(value: string | undefined): string | null {
 }
 
 /**
- * A database URL fit to print: its password (if any) and any query (which may carry one) become "…"; the
- * user, host and database stay, for the reader to check.
+ * A database URL fit to print: its password (if any) and any query or fragment (which may carry one)
+ * become "…"; the user, host and database stay, for the reader to check. Read as the driver reads it
+ * (WHATWG URL: the user part ends at the last "@", so a password may hold an "@" unencoded). A URL the
+ * driver cannot read, or reads with no user but has an "@" further on, shows nothing before its last
+ * "@"; a string that is no URL at all (libpq's `host=… password=…`) shows none of its password.
+ * Masking a masked URL changes nothing.
  */
 export function maskDatabaseUrl(url: string): string {
-  return url.replace(/^([^:/?#]+:\/\/[^:@/?#]*):[^@/?#]*@/, '$1:…@').replace(/\?.*$/, '?…');
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0];
+  if (scheme === undefined) return url.replace(/(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)/gi, '$1…').replace(/[?#][^]*$/, (m) => `${m[0]}…`);
+  let u: URL | undefined;
+  try {
+    u = new URL(url);
+  } catch {
+    u = undefined;
+  }
+  // An "@" the driver took for part of a port, path, query or fragment may end a password all the same.
+  if (u !== undefined && u.username === '' && u.password === '' && url.includes('@')) u = undefined;
+  if (u === undefined) {
+    const at = url.lastIndexOf('@');
+    const rest = at < scheme.length ? url.slice(scheme.length) : url.slice(at + 1);
+    return `${scheme}${at < scheme.length ? '' : '…@'}${rest.replace(/[?#][^]*$/, (m) => `${m[0]}…`)}`;
+  }
+  // The user as written (u.username is percent-encoded: a masked URL's "…" would become %E2%80%A6).
+  const user = (u.username === '' ? '' : /^[^:@]*/.exec(url.slice(scheme.length))![0]) + (u.password === '' ? '' : ':…');
+  return `${u.protocol}//${user}${user === '' ? '' : '@'}${u.host}${u.pathname}${u.search === '' ? '' : '?…'}${u.hash === '' ? '' : '#…'}`;
 }
 
 /** Reads configuration from environment variables (WRIT_*), with overrides from the caller (CLI flags). */

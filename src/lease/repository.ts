@@ -35,6 +35,11 @@ export interface LeaseRepository {
    */
   fenceState(key: string, tokenHash: string, leaseId: string | null): Promise<FenceState>;
   listKeys(filter: { key?: string; holder?: string }): Promise<LeaseKeyRow[]>;
+  /**
+   * The highest epoch of any key (0 when no key was ever leased): one aggregate in the store, so a
+   * caller needing only that (the store mark, at every start) neither reads nor holds every key.
+   */
+  maxEpoch(): Promise<number>;
   waiters(key: string, now: number): Promise<WaiterRow[]>;
   history(filter: { key?: string; leaseId?: string }): Promise<LeaseEvent[]>;
   /**

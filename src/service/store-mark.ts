@@ -1,7 +1,8 @@
-import { createHash } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { canonicalJson } from '../audit/index.js';
+import { maskDatabaseUrl } from '../config/index.js';
 import { WritError } from '../errors.js';
 import type { WritStore } from '../store/contract.js';
 
@@ -47,14 +48,12 @@ export async function measureStore(store: WritStore): Promise<StoreFigures | nul
     const first = (await tx.graph.read(0, 1))[0];
     if (first === undefined) return null;
     const identity = createHash('sha256').update(canonicalJson({ revision: first.revision, at: first.at, actor: first.actor, event: first.event })).digest('hex').slice(0, 32);
-    const keys = await tx.leases.listKeys({});
     const bumps = await tx.leases.epochBumps();
-    const heads = await tx.receipts.heads();
     return {
       store: identity,
-      max_epoch: keys.reduce((m, k) => Math.max(m, Number(k.epoch)), 0),
+      max_epoch: await tx.leases.maxEpoch(),
       floor: bumps.reduce((m, b) => Math.max(m, Number(b.floor)), 0),
-      receipt_entries: heads.reduce((n, h) => n + Number(h.pos), 0),
+      receipt_entries: await tx.receipts.headsSum(),
       graph_revision: await tx.graph.head(),
       bumps: bumps.map((b) => `${b.seq}@${b.at}`),
     };
@@ -96,12 +95,28 @@ function unreadable(file: string, why: string): WritError {
 
 /**
  * Refuses (STORE_BEHIND_MARK) a store that is behind this data directory's mark of it when no epoch bump
- * (margin above 0) has been recorded since the mark was written: the message says which figures went back,
- * and the command to run.
+ * has been recorded since the mark was written (any bump: whether its margin was enough is not checked,
+ * README "Backup and restore" lists what the mark does not catch): the message says which figures went back,
+ * and the command to run. `databaseUrl` is printed (and, by writeStoreMark, kept) without its password.
  */
-export function checkStoreMark(file: string, figures: StoreFigures, database: string): void {
+export function checkStoreMark(file: string, figures: StoreFigures, databaseUrl: string): void {
+  const database = maskDatabaseUrl(databaseUrl);
   const mark = readStoreMarks(file).stores[figures.store];
-  if (mark === undefined) return;
+  const back = wentBack(mark, figures);
+  if (mark === undefined || back.length === 0) return;
+  const by = Math.max(1, mark.max_epoch);
+  const quoted = /^[\w@%+=:,./…-]+$/.test(database) ? database : `'${database.replaceAll("'", "'\\''")}'`;
+  const masked = database.includes('…') ? ' (… stands for what is not shown, the password or the query: give the URL in full, or leave out --database where WRIT_DATABASE_URL is set as for this replica)' : '';
+  throw new WritError(
+    'STORE_BEHIND_MARK',
+    `the database ${database} is behind what this replica saw of it at ${mark.written_at} (${file}): ${back.join(', ')}. It was restored from a backup or recovered to an earlier point, and no epoch bump has been recorded since: fencing epochs issued after the backup would be issued again to other holders. Run \`writ lease bump-epochs --by ${by} --reason "restored to an earlier point" --database ${quoted}\`${masked} (N at least ${by}, the highest epoch this replica saw; larger if another replica saw higher), then start again; nothing was changed`,
+    { store_mark: file, went_back: back, bump_by: by },
+  );
+}
+
+/** What of `figures` is behind `mark` (in words), none when nothing is or an epoch bump was recorded since the mark. */
+function wentBack(mark: StoreFigures | undefined, figures: StoreFigures): string[] {
+  if (mark === undefined) return [];
   const back: string[] = [];
   const compare = (label: string, was: number, now: number) => {
     if (now < was) back.push(`${label} from ${was} to ${now}`);
@@ -112,48 +127,65 @@ export function checkStoreMark(file: string, figures: StoreFigures, database: st
   compare('the graph revision', mark.graph_revision, figures.graph_revision);
   const lost = mark.bumps.filter((b) => !figures.bumps.includes(b));
   if (lost.length > 0) back.push(`the epoch bumps from ${mark.bumps.length} to ${figures.bumps.length} (missing ${lost.join(', ')})`);
-  if (back.length === 0) return;
-  const since = figures.bumps.filter((b) => !mark.bumps.includes(b));
-  if (since.length > 0) return; // bumped since the mark: the operator raised the epochs after the restore
-  const by = Math.max(1, mark.max_epoch);
-  throw new WritError(
-    'STORE_BEHIND_MARK',
-    `the database ${database} is behind what this replica saw of it at ${mark.written_at} (${file}): ${back.join(', ')}. It was restored from a backup or recovered to an earlier point, and no epoch bump has been recorded since: fencing epochs issued after the backup would be issued again to other holders. Run \`writ lease bump-epochs --by ${by} --reason "restored to an earlier point" --database ${database}\` (N at least ${by}, the highest epoch this replica saw; larger if another replica saw higher), then start again; nothing was changed`,
-    { store_mark: file, went_back: back, bump_by: by },
-  );
+  // Bumped since the mark: the operator raised the epochs after the restore.
+  if (figures.bumps.some((b) => !mark.bumps.includes(b))) return [];
+  return back;
 }
 
 /**
  * Writes `figures` as the mark of its store (the others kept), atomically: a crash leaves the old file or
- * the new one. Never lowers it: figures behind the mark (the database went back while this replica ran)
- * are not written, and answered false, unless a bump was recorded since.
+ * the new one. Never lowers it: figures behind the mark (the database went back while this replica ran,
+ * or the mark was written meanwhile from a later measure) are not written, and answered false, unless a
+ * bump was recorded since.
  */
-export function writeStoreMark(file: string, figures: StoreFigures, database: string, now: Date): boolean {
+export function writeStoreMark(file: string, figures: StoreFigures, databaseUrl: string, now: Date): boolean {
   const marks = readStoreMarks(file);
-  const mark = marks.stores[figures.store];
-  if (mark !== undefined) {
-    try {
-      checkStoreMark(file, figures, database);
-    } catch (e) {
-      if (e instanceof WritError && e.code === 'STORE_BEHIND_MARK') return false;
-      throw e;
-    }
-  }
-  marks.stores[figures.store] = { ...figures, database, written_at: now.toISOString() };
+  if (wentBack(marks.stores[figures.store], figures).length > 0) return false;
+  marks.stores[figures.store] = { ...figures, database: maskDatabaseUrl(databaseUrl), written_at: now.toISOString() };
   writeFileDurably(file, `${JSON.stringify(marks, null, 2)}\n`);
   return true;
 }
 
+/**
+ * Measures `store` and writes the result as its mark: what a server does at start, while serving and at
+ * shutdown. False when the database is behind the mark with no bump since (it went back while this
+ * replica ran); the mark is then kept as it was.
+ *
+ * The mark is read before the store is measured, so the mark compared with was itself measured before
+ * this measure began, and a database that only moves forward is never behind it. Measured first, a
+ * mark written meanwhile from a later measure (a shutdown's write overtaking an interval's in flight)
+ * made a database that never went back look behind. A mark found ahead of this measure when it is
+ * written was written meanwhile: it is kept, and this is no going back.
+ */
+export async function markStore(file: string, store: WritStore, databaseUrl: string, now: () => Date = () => new Date()): Promise<boolean> {
+  const seen = readStoreMarks(file);
+  const figures = await measureStore(store);
+  if (figures === null) return true;
+  if (wentBack(seen.stores[figures.store], figures).length > 0) return false;
+  writeStoreMark(file, figures, databaseUrl, now());
+  return true;
+}
+
+/**
+ * The temporary file's name is this write's own (not only the process id: two replicas in containers
+ * sharing a volume are often both pid 1), and it is created, never opened if it exists: two writers
+ * never write into one temporary file, which one of them would rename half-written into place.
+ */
 function writeFileDurably(file: string, text: string): void {
-  const tmp = `${file}.tmp-${process.pid}`;
-  const fd = openSync(tmp, 'w', 0o600);
+  const tmp = `${file}.tmp-${process.pid}-${randomBytes(8).toString('hex')}`;
+  const fd = openSync(tmp, 'wx', 0o600);
   try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    try {
+      writeSync(fd, text);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, file);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
   }
-  renameSync(tmp, file);
   const dir = openSync(dirname(file), 'r');
   try {
     fsyncSync(dir);

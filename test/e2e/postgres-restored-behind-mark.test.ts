@@ -120,6 +120,35 @@ describe('a replica notices its PostgreSQL database restored to an earlier point
     server = undefined;
   });
 
+  it('the refusal names the database without its password, and the mark keeps none (a password with an "@" in it)', { timeout: 60_000 }, async () => {
+    const db = await createTestDatabase('writ_mark');
+    cleanups.push(db.drop);
+    const dataDir = mkdtempSync(join(tmpdir(), 'writ-mark-'));
+    cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+    // The test PostgreSQL trusts local connections: the password is sent, never checked.
+    const url = db.url.replace('://postgres@', '://postgres:pre@fix-s3cret@');
+    expect(url).toContain('pre@fix-s3cret@');
+    const env = { WRIT_DATABASE_URL: url };
+    const server = await startServerProcess({ dataDir, env });
+    await server.stop();
+    const markFile = join(dataDir, 'store-mark.json');
+    expect(readFileSync(markFile, 'utf8')).not.toContain('s3cret');
+    // This replica saw more than the database now holds (as after a restore).
+    const mark = JSON.parse(readFileSync(markFile, 'utf8')) as { stores: Record<string, { max_epoch: number }> };
+    for (const m of Object.values(mark.stores)) m.max_epoch = 50;
+    writeFileSync(markFile, JSON.stringify(mark));
+    const refused = await startServerProcess({ dataDir, env }).then(
+      async (s) => {
+        await s.stop();
+        return '';
+      },
+      (e: Error) => e.message,
+    );
+    expect(refused).toContain('STORE_BEHIND_MARK');
+    expect(refused).toContain(`--database ${db.url.replace('://postgres@', '://postgres:…@')}\``);
+    expect(refused).not.toContain('s3cret');
+  });
+
   it('a mark that cannot be read refuses the start with a clear error, nothing created', { timeout: 60_000 }, async () => {
     const db = await createTestDatabase('writ_mark');
     cleanups.push(db.drop);

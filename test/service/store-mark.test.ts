@@ -65,4 +65,15 @@ describe('a replica\'s mark of its database (service/store-mark)', () => {
     expect(Object.keys(JSON.parse(readFileSync(file, 'utf8')).stores).sort()).toEqual(['a1', 'b2']);
     expect(readdirSync(join(file, '..'))).toEqual(['store-mark.json']);
   });
+
+  it('never prints or keeps the password of the database URL (nor a query), even one with an "@" in it', () => {
+    const file = markFile();
+    const url = 'postgres://writ:pre@fix-s3cret@db:5432/writ?sslpassword=k3y';
+    expect(writeStoreMark(file, seen, url, new Date())).toBe(true);
+    expect(readFileSync(file, 'utf8')).not.toMatch(/s3cret|k3y/);
+    const e = refusal(() => checkStoreMark(file, { ...seen, max_epoch: 31 }, url));
+    expect(e?.code).toBe('STORE_BEHIND_MARK');
+    expect(e?.message).not.toMatch(/s3cret|k3y/);
+    expect(e?.message).toContain("--database 'postgres://writ:…@db:5432/writ?…'` (… stands for what is not shown, the password or the query: give the URL in full, or leave out --database where WRIT_DATABASE_URL is set as for this replica)");
+  });
 });

@@ -148,6 +148,11 @@ export class PostgresLeaseRepository implements LeaseRepository {
     return this.sql.query<LeaseKeyRow>(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE epoch > 0 ORDER BY key COLLATE "C"`);
   }
 
+  async maxEpoch(): Promise<number> {
+    const [row] = await this.sql.query<{ max: number }>('SELECT coalesce(max(epoch), 0) AS max FROM lease_keys');
+    return row!.max;
+  }
+
   async waiters(key: string, _now: number): Promise<WaiterRow[]> {
     return this.sql.query<WaiterRow>(
       `SELECT w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline

@@ -176,6 +176,11 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     return this.sql.query<ChainHead>('SELECT chain, pos, hash FROM receipt_chains WHERE pos > 0');
   }
 
+  async headsSum(): Promise<number> {
+    const [row] = await this.sql.query<{ sum: number }>('SELECT coalesce(sum(pos), 0)::bigint AS sum FROM receipt_chains');
+    return row!.sum;
+  }
+
   async indexOf(receiptIds: readonly string[]): Promise<IndexedReceipt[]> {
     if (receiptIds.length === 0) return [];
     const rows = await this.sql.query<IndexedReceipt['row'] & { entries: StoredEntry[] | null }>(

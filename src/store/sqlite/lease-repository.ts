@@ -127,6 +127,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
       // One statement per filter, so that each uses its index (an "(? IS NULL OR col = ?)" term uses none).
       listAllKeys: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE epoch > 0 ORDER BY key`),
       listKeysOf: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE holder = ? AND epoch > 0 ORDER BY key`),
+      maxEpoch: db.prepare('SELECT COALESCE(MAX(epoch), 0) FROM lease_keys').pluck(),
       waiters: db.prepare(`SELECT w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline
         FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
         WHERE wk.key = ? AND w.deadline > ? ORDER BY w.priority DESC, w.ticket`),
@@ -232,6 +233,10 @@ export class SqliteLeaseRepository implements LeaseRepository {
       return row && row.epoch > 0 && (filter.holder === undefined || row.holder === filter.holder) ? [row] : [];
     }
     return (filter.holder === undefined ? this.s.listAllKeys.all() : this.s.listKeysOf.all(filter.holder)) as LeaseKeyRow[];
+  }
+
+  async maxEpoch(): Promise<number> {
+    return this.s.maxEpoch.get() as number;
   }
 
   async waiters(key: string, now: number): Promise<WaiterRow[]> {

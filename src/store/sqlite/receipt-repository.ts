@@ -68,6 +68,12 @@ export class SqliteReceiptRepository implements ReceiptRepository {
           SELECT (SELECT MIN(chain) FROM receipt_entries WHERE chain > c.chain) FROM c WHERE c.chain IS NOT NULL)
         SELECT e.chain, e.pos, e.hash FROM c
           JOIN receipt_entries e ON e.chain = c.chain AND e.pos = (SELECT MAX(pos) FROM receipt_entries m WHERE m.chain = c.chain)`),
+      // The same skip scan, each chain's last position summed.
+      headsSum: db.prepare(`WITH RECURSIVE c(chain) AS (
+          SELECT MIN(chain) FROM receipt_entries
+          UNION ALL
+          SELECT (SELECT MIN(chain) FROM receipt_entries WHERE chain > c.chain) FROM c WHERE c.chain IS NOT NULL)
+        SELECT COALESCE(SUM((SELECT MAX(pos) FROM receipt_entries m WHERE m.chain = c.chain)), 0) FROM c WHERE c.chain IS NOT NULL`).pluck(),
       at: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE chain = ? AND pos = ?`),
       indexRow: db.prepare(`SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, decision_id, created_at, completed_at, first_seq, last_seq
         FROM receipts WHERE receipt_id = ?`),
@@ -180,6 +186,10 @@ export class SqliteReceiptRepository implements ReceiptRepository {
 
   async heads(): Promise<ChainHead[]> {
     return this.stmts.heads.all() as ChainHead[];
+  }
+
+  async headsSum(): Promise<number> {
+    return this.stmts.headsSum.get() as number;
   }
 
   async indexOf(receiptIds: readonly string[]): Promise<IndexedReceipt[]> {

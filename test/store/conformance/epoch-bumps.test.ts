@@ -60,4 +60,25 @@ describeEngines('epoch bumps: no epoch is issued twice after a store goes back i
     expect(await renew(store, held)).toMatchObject({ ok: true, epochs: { 'k:1': 1 } });
     expect(epochsOf(await take(store, ['k:other'], 'agent-b'))).toEqual({ 'k:other': 1 });
   });
+
+  it('maxEpoch is the highest epoch of any key, held or not: 0 on a new store, kept by a release, raised by a bump', async () => {
+    const { store } = await fresh();
+    const max = () => store.read((tx) => tx.leases.maxEpoch());
+    expect(await max()).toBe(0);
+    await release(store, await take(store, ['k:1'], 'agent-a'));
+    await release(store, await take(store, ['k:1'], 'agent-a'));
+    await release(store, await take(store, ['k:1', 'k:2'], 'agent-a'));
+    expect(await max()).toBe(3);
+    // A refused acquisition changes nothing, and a live lease counts as a released one does.
+    const held = await take(store, ['k:2'], 'agent-b', { ttlMs: 60_000 });
+    expect(await max()).toBe(3);
+    expect((await store.readWrite((tx) => tx.leases.acquire({ ...held.cmd, leaseId: 'other', tokenHash: 'h-other', holder: 'agent-c' }))).granted).toBe(false);
+    expect(await max()).toBe(3);
+    expect((await bump(store, 1000)).max_epoch).toBe(1003);
+    expect(await max()).toBe(1003);
+    // Epochs past 2^32 (a bump by a large margin) come back exact, as numbers.
+    await bump(store, 2 ** 40);
+    expect(await max()).toBe(2 ** 40 + 1003);
+    expect(await max()).toBe(Math.max(...(await store.read((tx) => tx.leases.listKeys({}))).map((k) => k.epoch)));
+  });
 });

@@ -84,6 +84,22 @@ describeEngines('receipts', (fresh) => {
     expect(await store.read((tx) => tx.receipts.indexOrphans(10))).toEqual([]);
   });
 
+  it('headsSum is the sum of every chain\'s head position: 0 with none, a replayed intent adds nothing', async () => {
+    const { store } = await fresh();
+    const sum = () => store.read((tx) => tx.receipts.headsSum());
+    expect(await sum()).toBe(0);
+    await intent(store, 'r1');
+    await settle(store, 'r1');
+    await intent(store, 'r2', { resource_key: 'wp:post:9' });
+    await intent(store, 'r3', { resource_key: 'wp:post:9', idempotency_key: 'k-1' });
+    expect(await sum()).toBe(2 + 2);
+    // The same idempotency key again: the first receipt, no entry (on PostgreSQL a head row may stay at 0).
+    expect((await intent(store, 'r4', { resource_key: 'wp:post:7', idempotency_key: 'k-1' })).appended).toBe(false);
+    expect(await sum()).toBe(4);
+    const heads = await store.read((tx) => tx.receipts.heads());
+    expect(await sum()).toBe(heads.reduce((n, h) => n + h.pos, 0));
+  });
+
   it('an idempotency key names one receipt: a second intent writes nothing and returns the first', async () => {
     const { store } = await fresh();
     await intent(store, 'r1', { idempotency_key: 'k' });
