@@ -50,6 +50,12 @@ export interface Receipt {
   chain: string[]; lease_id: string | null; lease_epoch: number | null; expected_version: number | null; final_version: number | null;
   conflicts: { kind: string; detail?: string; expected?: unknown; actual?: unknown }[]; upstream_status: number | null; error: { code: string; message: string } | null;
   created_at: string; completed_at: string | null; prev_hash: string; hash: string; hash_chain: string; entries: ReceiptEntry[];
+  /** A REJECTED receipt refused for a lease reason: the lease the write presented (never its token); null otherwise. */
+  presented_lease?: PresentedLease | null;
+}
+export interface PresentedLease {
+  lease_id: string | null; token_lease_id: string | null;
+  keys: { key: string; presented_epoch: number | null; current_epoch: number; holder: string | null; lease_id: string | null; state: 'HELD' | 'EXPIRED' | 'FREE' }[];
 }
 export interface Session { principal: string; auditor: boolean; expires_at: string }
 export interface Capability { chain: Edge[]; valid: boolean; scope: Scope; problems: string[] }

@@ -47,6 +47,11 @@ export function badge(text: string, kind: string): HTMLElement {
   return h('span', { class: `badge badge-${kind.toLowerCase()}` }, text);
 }
 
+/** A key's lease state (HELD, EXPIRED, FREE), coloured like the receipt statuses it leads to. */
+export function leaseStateBadge(state: string): HTMLElement {
+  return badge(state, state === 'HELD' ? 'completed' : state === 'EXPIRED' ? 'failed' : 'pending');
+}
+
 /** A table in a horizontally scrolling box (narrow screens), with a caption for screen readers. */
 export function table(caption: string, head: string[], rows: Child[][], opts: { empty?: string; id?: string } = {}): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'empty' }, opts.empty ?? 'Nothing to show.');

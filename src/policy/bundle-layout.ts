@@ -44,11 +44,12 @@ export interface BundleFiles {
 export async function readLiveBundle(bundleDir: string): Promise<BundleFiles> {
   const named = await readRevision(bundleDir);
   const folder = named === null ? bundleDir : revisionFolder(bundleDir, named);
-  let wasm: Buffer;
-  let data: Buffer;
-  try {
-    [wasm, data] = await Promise.all([readFile(join(folder, WASM_FILE)), readFile(join(folder, DATA_FILE))]);
-  } catch (e) {
+  // Both reads settle before either failure is named, and policy.wasm's is named first: with Promise.all the
+  // read that failed first on the thread pool was named, so the same missing folder was said to lack policy.wasm
+  // on one look and data.json on the next (and a service looking again took that for another refusal).
+  const [wasmRead, dataRead] = await Promise.allSettled([readFile(join(folder, WASM_FILE)), readFile(join(folder, DATA_FILE))]);
+  if (wasmRead.status === 'rejected' || dataRead.status === 'rejected') {
+    const e: unknown = wasmRead.status === 'rejected' ? wasmRead.reason : (dataRead as PromiseRejectedResult).reason;
     // policy.wasm and data.json copied beside a `revision` file by hand: say which layout is read.
     const flat = named !== null && (await Promise.all([WASM_FILE, DATA_FILE].map((f) => access(join(bundleDir, f)).then(() => true, () => false)))).every(Boolean);
     const hint = flat
@@ -56,6 +57,8 @@ export async function readLiveBundle(bundleDir: string): Promise<BundleFiles> {
       : '';
     throw new WritError('POLICY_UNAVAILABLE', `no policy bundle in ${folder} (build it with \`writ policy build\`): ${(e as Error).message}${hint}`);
   }
+  const wasm = wasmRead.value;
+  const data = dataRead.value;
   const revision = bundleRevision(wasm, data);
   if (named !== null && named !== revision) {
     throw new WritError('POLICY_UNAVAILABLE', `policy bundle in ${folder} does not match its revision ${named} (content is ${revision})`);

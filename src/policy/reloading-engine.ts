@@ -51,6 +51,8 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
   let lastCheck = clock.now();
   let inFlight: Promise<boolean> | null = null;
   const status: PolicyReloads = { taken: 0, refused: 0, last_refused: null };
+  // Whether status.last_refused is a bundle that could not be read (looked at again on use).
+  let refusedUnread = false;
   const recent: Recent[] = [];
   let nextSlot = 0;
   const remember = (r: Recent): void => {
@@ -88,11 +90,16 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
         return true;
       } catch (e) {
         const reason = e instanceof Error ? e.message : String(e);
-        // Looked at again on use (below): the same unreadable bundle is reported once, not on every look.
-        const again = unreadable && status.last_refused !== null && status.last_refused.revision === revision && status.last_refused.reason === reason;
-        if (!again) {
+        // Looked at again on use (below): a bundle that still cannot be read is reported and counted once, whatever
+        // each look finds missing. A folder being copied in lacks its files, then has a truncated policy.wasm (it
+        // does not match its revision), then reads: one refusal, not one per state the copy was seen in.
+        if (unreadable && refusedUnread && status.last_refused !== null && status.last_refused.revision === revision) {
+          // GET /readyz says what is wrong now; when it was first refused stays.
+          status.last_refused = { ...status.last_refused, reason };
+        } else {
           status.refused++;
           status.last_refused = { revision, reason, at: clock.now() };
+          refusedUnread = unreadable;
           onError(`keeping policy ${current.revision}: the new bundle in ${bundleDir} was not taken`, e);
         }
         return false;

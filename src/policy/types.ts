@@ -97,9 +97,9 @@ export interface DelegationResult {
 export interface PolicyReloads {
   /** Rebuilt bundles swapped in since the service started. */
   taken: number;
-  /** Attempts to load a rebuilt bundle that kept the live one (it did not load, its data is unusable, or it failed on recent inputs); a bundle tried again is counted again, except one that could not be read, which is looked at again on use until it reads (a folder still being copied in) and counted once. */
+  /** Attempts to load a rebuilt bundle that kept the live one (it did not load, its data is unusable, or it failed on recent inputs); a bundle tried again is counted again, except one that could not be read, which is looked at again on use until it reads (a folder still being copied in) and counted once, whatever each look finds missing or truncated. */
   refused: number;
-  /** The latest refusal, until a rebuilt bundle is taken or the live one is named again: the revision the folder named (null when none could be read) and why. */
+  /** The latest refusal, until a rebuilt bundle is taken or the live one is named again: the revision the folder named (null when none could be read), why (for a bundle that could not be read, what the latest look found) and when it was first refused. */
   last_refused: { revision: string | null; reason: string; at: number } | null;
 }
 

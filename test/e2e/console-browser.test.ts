@@ -10,7 +10,7 @@ import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { openWrit, readAdminCredential } from '../../src/service/index.js';
 import { generateImpactGraph } from '../../bench/impact-graph.js';
 import { onFreePort, spawnListening } from '../../scripts/server-process.js';
-import { WritClient } from '../../src/sdk/index.js';
+import { WritApiError, WritClient } from '../../src/sdk/index.js';
 import { fixtureKey, REPO } from '../support/harness.js';
 import { CLI, startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { findOpa } from '../../src/cli/opa.js';
@@ -258,6 +258,72 @@ describe('the console in a real browser', () => {
     const edge = await page.evaluate(async () => ((await (await fetch('/v1/edges/d-orch-seo')).json()) as { edge: { revoked_at: string | null } }).edge.revoked_at);
     expect(edge).toBeNull();
     await shoot('impact');
+  });
+
+  it('follows a refused write by its decision: the receipts that presented it, filtered by keyboard, and the lease it presented', async () => {
+    // seo-agent-7 takes the title of post 8192 for half a second and stalls past it; editor-alice takes it next
+    // (a higher epoch); seo-agent-7 wakes up and writes with the lease it had: refused, and on the record.
+    const title = { action: 'update_post', resource: 'wp:post:8192', environment: 'production', fields: ['title'] };
+    const key = 'wp:post:8192#title';
+    const seo = new WritClient({ baseUrl: server.url, principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7') });
+    const alice = new WritClient({ baseUrl: server.url, principal: 'editor-alice', privateJwk: fixtureKey('editor-alice') });
+    const decision = await seo.decide(title);
+    const lapsed = await seo.acquireLease([decision], { ttlMs: 500 });
+    await new Promise((r) => setTimeout(r, 700));
+    const alicesDecision = await alice.decide(title);
+    const alicesLease = await alice.acquireLease([alicesDecision], { ttlMs: 20_000 });
+    expect(alicesLease.epochs[key]).toBe(lapsed.epochs[key]! + 1);
+    const refusal = await seo.act({ decision, lease: lapsed, payload: { title: 'Stale title' }, expected_version: 0 }).then(
+      () => expect.fail('a write with a lapsed lease was accepted'),
+      (e: unknown) => e as WritApiError,
+    );
+    expect(refusal).toBeInstanceOf(WritApiError);
+    const refusedId = String(refusal.problem.receipt_id);
+    // editor-alice writes and lets go; seo-agent-7 takes the title again and writes with the same decision.
+    const alices = await alice.act({ decision: alicesDecision, lease: alicesLease, payload: { title: "Alice's title" }, expected_version: 0 });
+    await alice.releaseLease(alicesLease);
+    const completed = await seo.withLease([decision], ({ act }) => act({ decision, payload: { title: 'Fresh title' }, expected_version: 1 }));
+    expect(completed.status).toBe('COMPLETED');
+
+    // The auditor has the decision id (a DECISION_REPLAYED, a decision log line): typed into the filters, Enter.
+    await page.goto(`${server.url}/console/#/receipts`);
+    const field = page.getByLabel('Decision id');
+    await field.focus();
+    await page.keyboard.type(decision.decision_id);
+    await page.keyboard.press('Enter');
+    await poll(() => page.url()).toContain(`#/receipts?decision_id=${decision.decision_id}`);
+    await poll(() => page.locator('#receipt-list tbody tr').count()).toBe(2);
+    const rows = await page.locator('#receipt-list tbody tr').allTextContents();
+    // Newest first: the write the decision authorized, then the refusal with its code; nothing of editor-alice's.
+    expect(rows[0]).toContain(completed.receipt_id.slice(0, 13));
+    expect(rows[0]).toContain('COMPLETED');
+    expect(rows[1]).toContain(refusedId.slice(0, 13));
+    expect(rows[1]).toContain(`REJECTED ${refusal.code}`);
+    expect(rows.join()).not.toContain(alices.receipt_id.slice(0, 13));
+    expect(await page.locator('#decision-filter').textContent()).toContain(decision.decision_id);
+    expect(await field.inputValue()).toBe(decision.decision_id);
+    await shoot('receipts-by-decision');
+
+    // The refusal's receipt: the lease presented against the key's epoch, holder and lease at the refusal.
+    await page.locator('#receipt-list tbody tr', { hasText: 'REJECTED' }).locator('a[href^="#/receipt/"]').click();
+    await poll(() => page.locator('#presented-keys').textContent()).toContain(key);
+    expect(await page.locator('#presented-lease-id').textContent()).toBe(lapsed.lease_id);
+    const epoch = lapsed.epochs[key]!;
+    expect(await page.locator('#presented-keys tbody tr', { hasText: key }).locator('td').allTextContents())
+      .toEqual([key, `${epoch} (stale: the key is at ${epoch + 1})`, String(epoch + 1), 'editor-alice', `${alicesLease.lease_id} (not the one presented)`, 'HELD']);
+    expect(await page.locator('section', { has: page.locator('#s-lease-presented') }).textContent()).toContain(`Refused with ${refusal.code}`);
+    // Nothing of a token reaches the page.
+    for (const token of [lapsed.token, alicesLease.token]) expect(await page.content()).not.toContain(token);
+    await shoot('receipt-lease-presented', page, '#presented-keys');
+
+    // From the receipt, by keyboard, to every receipt that presented its decision; the one that wrote shows no lease refusal.
+    await page.locator('#decision-receipts').focus();
+    await page.keyboard.press('Enter');
+    await poll(() => page.url()).toContain(`#/receipts?decision_id=${decision.decision_id}`);
+    await poll(() => page.locator('#receipt-list tbody tr').count()).toBe(2);
+    await page.locator('#receipt-list tbody tr', { hasText: 'COMPLETED' }).locator('a[href^="#/receipt/"]').click();
+    await poll(() => page.locator('#versions').textContent()).toBe('1 → 2');
+    expect(await page.locator('#presented-keys').count()).toBe(0);
   });
 
   it('shows coordination and is keyboard navigable, with no CSP violation anywhere', async () => {

@@ -1,5 +1,5 @@
 import { api } from '../api.js';
-import { badge, errorBox, fill, h, principalLink, section, table, time } from '../dom.js';
+import { errorBox, fill, h, leaseStateBadge, principalLink, section, table, time } from '../dom.js';
 import type { PageContext, Route } from '../router.js';
 
 interface LeaseRecord { key: string; holderIdentity: string | null; leaseDurationSeconds: number | null; acquireTime: string | null; renewTime: string | null; leaseTransitions: number; epoch: number; expiresAt: string | null; leaseId: string | null; priority: number | null; state: string; preemptedBy: string | null }
@@ -24,7 +24,7 @@ export function coordinationPage(_route: Route, ctx: PageContext): HTMLElement {
       if (left) return;
       const rows = l.leases.filter((x) => showAll.checked || x.state === 'HELD');
       fill(leases, table('Leases', ['Key', 'State', 'Holder', 'Fencing epoch', 'Expires', 'Renewed', 'Transitions', 'Lease'], rows.map((x) => [
-        h('code', {}, x.key), badge(x.state, x.state === 'HELD' ? 'completed' : x.state === 'EXPIRED' ? 'failed' : 'pending'),
+        h('code', {}, x.key), leaseStateBadge(x.state),
         x.holderIdentity ? principalLink(x.holderIdentity) : '—', String(x.epoch), time(x.expiresAt), time(x.renewTime), String(x.leaseTransitions),
         x.leaseId ? h('code', {}, x.leaseId.slice(0, 12)) : '—',
       ]), { empty: showAll.checked ? 'No key was ever leased.' : 'No lease is held right now.' }));

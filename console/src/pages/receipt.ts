@@ -1,8 +1,8 @@
 import type cytoscape from 'cytoscape';
-import { api, type Edge, type Receipt } from '../api.js';
-import { badge, dl, edgeLink, errorBox, fill, h, principalLink, section, table, time } from '../dom.js';
+import { api, type Edge, type PresentedLease, type Receipt } from '../api.js';
+import { badge, type Child, dl, edgeLink, errorBox, fill, h, leaseStateBadge, principalLink, section, table, time } from '../dom.js';
 import { drawGraph, exportButtons } from '../graph-view.js';
-import type { PageContext, Route } from '../router.js';
+import { href, type PageContext, type Route } from '../router.js';
 
 /** A revocation since the decision: when, by whom, why. */
 interface Revocation { revoked_at: string; revoked_by: string | null; reason: string | null }
@@ -18,6 +18,40 @@ function revoked(r: Revocation): HTMLElement {
 export function scopeText(e: Edge): string {
   const s = e.scope;
   return `${s.actions.join(', ')} on ${s.resources.join(', ')} in ${s.environments.join(', ')}; fields ${s.fields.join(', ')}${s.constraints.risk_max !== undefined ? `; risk ≤ ${String(s.constraints.risk_max)}` : ''}`;
+}
+
+/** The Lease fact of a receipt that names none: a write that needed none, or a refusal (the lease it presented is below when it was the reason). */
+function leaseNotHeld(r: Receipt): string {
+  if (r.presented_lease) return 'refused: see Lease presented, below';
+  return r.status === 'REJECTED' ? 'not recorded on this refusal' : 'none (no lease required)';
+}
+
+/**
+ * Why a write was refused for a lease reason: the lease it presented (never its token) against each key's
+ * epoch, holder and lease at the refusal. A presented epoch behind the key's is a fenced-out writer
+ * (its lease expired or was preempted, and someone took the key since).
+ */
+function presentedLeaseSection(p: PresentedLease, code: string): HTMLElement {
+  const presented = (k: PresentedLease['keys'][number]): Child => {
+    if (k.presented_epoch === null) return h('span', { class: 'muted' }, 'none');
+    if (k.presented_epoch < k.current_epoch) return h('span', { class: 'bad' }, `${k.presented_epoch} (stale: the key is at ${k.current_epoch})`);
+    if (k.presented_epoch > k.current_epoch) return h('span', { class: 'bad' }, `${k.presented_epoch} (never issued: the key is at ${k.current_epoch})`);
+    return String(k.presented_epoch);
+  };
+  const whose = (k: PresentedLease['keys'][number]): Child => {
+    if (k.lease_id === null) return '—';
+    const same = p.lease_id !== null && k.lease_id === p.lease_id;
+    return h('span', {}, h('code', {}, k.lease_id), same ? ' (the one presented)' : h('span', { class: 'bad' }, ' (not the one presented)'));
+  };
+  return section('Lease presented',
+    h('p', { class: 'muted' }, `Refused with ${code}: the lease this write presented, and each key as Writ found it at the refusal. The lease token itself is never recorded.`),
+    dl([
+      ['Lease presented', p.lease_id === null ? 'none (no lease id nor lease token)' : h('code', { id: 'presented-lease-id' }, p.lease_id)],
+      ...(p.token_lease_id !== null && p.token_lease_id !== p.lease_id ? [['Its token names', h('span', { class: 'bad' }, h('code', {}, p.token_lease_id), ' (another lease than the one named)')] as [string, Child]] : []),
+    ]),
+    table('Keys at the refusal', ['Key', 'Fencing epoch presented', 'Current epoch', 'Holder', 'Lease on the key', 'State'], p.keys.map((k) => [
+      h('code', {}, k.key), presented(k), String(k.current_epoch), k.holder === null ? h('span', { class: 'muted' }, 'nobody') : principalLink(k.holder), whose(k), leaseStateBadge(k.state),
+    ]), { id: 'presented-keys', empty: 'The write needed no coordination key.' }));
 }
 
 export function receiptPage(route: Route, ctx: PageContext): HTMLElement {
@@ -41,12 +75,13 @@ export function receiptPage(route: Route, ctx: PageContext): HTMLElement {
             ['Action', r.action],
             ['Resource', h('code', {}, r.resource_key)],
             ['Fields', r.fields.join(', ') || '—'],
-            ['Decision', h('code', {}, r.decision_id ?? '—')],
+            ['Decision', r.decision_id === null ? '—' : h('span', {}, h('code', {}, r.decision_id), ' · ',
+              h('a', { href: href('receipts', null, { decision_id: r.decision_id }), id: 'decision-receipts' }, 'every receipt that presented it'))],
             ['Policy revision', h('code', {}, r.policy_revision ?? '—')],
             ['Graph revision', r.graph_revision === null ? '—' : h('a', { href: `#/graph?at=${r.graph_revision}` }, String(r.graph_revision))],
             ['Owners', r.owners.length ? h('span', {}, r.owners.map((o, i) => [i ? ', ' : '', principalLink(o)])) : '—'],
             ['Authority / ownership epoch', `${r.authority_epoch ?? '—'} / ${r.ownership_epoch ?? '—'}`],
-            ['Lease', r.lease_id ? h('span', {}, h('code', {}, r.lease_id), ` · fencing epoch ${r.lease_epoch ?? '—'}`) : 'none (no lease required)'],
+            ['Lease', r.lease_id ? h('span', {}, h('code', {}, r.lease_id), ` · fencing epoch ${r.lease_epoch ?? '—'}`) : leaseNotHeld(r)],
             ['Version', h('span', { id: 'versions' }, `${r.expected_version ?? '—'} → ${r.final_version ?? '—'}`)],
             ['Conflicts', r.conflicts.length ? h('ul', {}, r.conflicts.map((c) => h('li', {}, `${c.kind}${c.detail ? `: ${c.detail}` : ''}`))) : 'none'],
             ['Upstream status', r.upstream_status === null ? '—' : String(r.upstream_status)],
@@ -54,6 +89,7 @@ export function receiptPage(route: Route, ctx: PageContext): HTMLElement {
             ['Created', time(r.created_at)],
             ['Completed', time(r.completed_at)],
           ])),
+        r.presented_lease ? presentedLeaseSection(r.presented_lease, r.error?.code ?? 'REJECTED') : null,
         section('Delegation chain',
           h('p', { class: 'muted' }, `Each edge as it was at graph revision ${why.graph_revision ?? '—'}, when the decision was made. Select an edge in the drawing or the table.`),
           exportButtons(() => cy, `receipt-${r.receipt_id}-chain`),

@@ -13,13 +13,14 @@ const POLL_MS = 2000;
  */
 export function receiptsPage(route: Route, ctx: PageContext): HTMLElement {
   const p = route.params;
-  const filters = { resource: p.get('resource') ?? '', principal: p.get('principal') ?? '', status: p.get('status') ?? '', since: p.get('since') ?? '', until: p.get('until') ?? '' };
+  const filters = { resource: p.get('resource') ?? '', principal: p.get('principal') ?? '', decision_id: p.get('decision_id') ?? '', status: p.get('status') ?? '', since: p.get('since') ?? '', until: p.get('until') ?? '' };
   const before = Number(p.get('before') ?? '0') || 0;
   const input = (name: keyof typeof filters, label: string, type = 'text', placeholder = '') =>
     h('label', { class: 'field' }, h('span', {}, label), h('input', { name, type, value: type === 'datetime-local' ? toLocalInput(filters[name]) : filters[name], placeholder }));
   const form = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter receipts' },
     input('resource', 'Resource', 'text', 'wp:post:1024'),
     input('principal', 'Principal', 'text', 'seo-agent-7'),
+    input('decision_id', 'Decision id', 'text', 'from a receipt or the decision log'),
     h('label', { class: 'field' }, h('span', {}, 'Status'),
       h('select', { name: 'status' }, ['', 'COMPLETED', 'REJECTED', 'FAILED', 'PENDING'].map((s) => h('option', { value: s, selected: s === filters.status }, s || 'any')))),
     input('since', 'From', 'datetime-local'),
@@ -53,7 +54,7 @@ export function receiptsPage(route: Route, ctx: PageContext): HTMLElement {
       seen = new Set([...(seen ?? []), ...page.receipts.map((r) => r.receipt_id)]);
       const freshIds = new Set(fresh.map((r) => r.receipt_id));
       const rendered = table('Receipts', ['Created', 'Status', 'Principal', 'Action', 'Resource', 'Fields', 'Receipt'], page.receipts.map((r) => [
-        time(r.created_at), badge(r.status, r.status), principalLink(r.principal), r.action, h('code', {}, r.resource_key), r.fields.join(', '), receiptLink(r.receipt_id, r.receipt_id.slice(0, 13)),
+        time(r.created_at), h('span', {}, badge(r.status, r.status), r.error ? [' ', h('code', { class: 'muted' }, r.error.code)] : null), principalLink(r.principal), r.action, h('code', {}, r.resource_key), r.fields.join(', '), receiptLink(r.receipt_id, r.receipt_id.slice(0, 13)),
       ]), { empty: 'No receipt matches.' });
       rendered.querySelectorAll('tbody tr').forEach((tr, i) => { if (freshIds.has(page.receipts[i]!.receipt_id)) tr.classList.add('fresh'); });
       fill(list, rendered);
@@ -72,7 +73,11 @@ export function receiptsPage(route: Route, ctx: PageContext): HTMLElement {
   ctx.onLeave(() => { left = true; window.clearTimeout(timer); });
   return h('div', {}, h('h1', {}, 'Receipts'),
     ctx.session.auditor ? null : h('p', { class: 'notice' }, `Signed in as ${ctx.session.principal} without an audit grant: only its own receipts are shown.`),
-    section('Filters', form), section('Timeline', status, list, pager));
+    section('Filters', form),
+    section('Timeline',
+      filters.decision_id ? h('p', { class: 'notice', id: 'decision-filter' }, 'Receipts of the writes and refusals that presented decision ', h('code', {}, filters.decision_id),
+        ': a decision authorizes one write, so at most one of them is not REJECTED.') : null,
+      status, list, pager));
 }
 
 function hrefWith(route: Route, change: Record<string, string>): string {
