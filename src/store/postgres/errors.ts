@@ -49,6 +49,47 @@ export function mapEngineError(e: unknown, retryAfterMs: number): unknown {
   return e;
 }
 
+/** The migration a database error stopped, as migratePostgres records it: the ones before it are committed. */
+export interface FailedMigration {
+  version: number;
+  name: string;
+  /** The schema's version as the failure left it. */
+  schemaVersion: number;
+  /** The migrations the same call applied (committed) before it. */
+  applied: readonly number[];
+}
+
+const FAILED_MIGRATION = new WeakMap<object, FailedMigration>();
+
+/** Records that `e` stopped migration `m` (read by mapSetupError, which says so instead of "nothing was changed"). */
+export function failedMigration(e: unknown, m: FailedMigration): unknown {
+  if (typeof e === 'object' && e !== null) FAILED_MIGRATION.set(e, m);
+  return e;
+}
+
+/**
+ * The rights Writ's role needs, named after a 42501: CREATE and USAGE on the schema (and then all rights
+ * on the tables it made), and TEMPORARY on the database, which PostgreSQL grants to PUBLIC by default but
+ * a hardened database may not: migration 10 makes a temporary function. Migrations that shipped are not
+ * edited, so that one keeps needing it.
+ */
+function privilegeRemedy(e: pg.DatabaseError, url: string, where: string): string {
+  let role = 'the role';
+  let database = 'the database';
+  try {
+    const u = new URL(url);
+    if (u.username !== '') role = decodeURIComponent(u.username);
+    if (u.pathname.length > 1) database = decodeURIComponent(u.pathname.slice(1));
+  } catch {
+    // Named generically.
+  }
+  const all = `make it the owner of the database (ALTER DATABASE … OWNER TO it), or GRANT it CREATE and USAGE on the schema, TEMPORARY on the database and all rights on Writ's tables, or use another role in ${where}`;
+  if (/temporary tables/i.test(e.message)) {
+    return `the role lacks TEMPORARY on the database, which PostgreSQL migration 10 needs (it makes a temporary function): GRANT TEMPORARY ON DATABASE ${database} TO ${role} (or ${all})`;
+  }
+  return `give the role the rights Writ needs: ${all}`;
+}
+
 /** Where the operator names the database, for messages that tell them what to change. */
 const WHERE = '--database / WRIT_DATABASE_URL';
 
@@ -69,11 +110,17 @@ export function mapSetupError(e: unknown, url: string, retryAfterMs: number, whe
   const remedy =
     code.startsWith('28') ? `check the user and password in ${where} (and the server's pg_hba.conf for this host)`
     : code === '3D000' ? `create it (createdb, or CREATE DATABASE) or name an existing one in ${where}`
-    : code === '42501' ? `give the role the rights Writ needs: make it the owner of the database (ALTER DATABASE … OWNER TO it), or GRANT it CREATE and USAGE on the schema and all rights on Writ's tables, or use another role in ${where}`
+    : code === '42501' ? privilegeRemedy(e, url, where)
     : code === '3F000' ? `create the schema or fix the search_path of the role in ${where}`
     : null;
   if (remedy === null) return mapEngineError(e, retryAfterMs);
-  const err = new WritError('UNPROCESSABLE', `PostgreSQL at ${at} refused: ${e.message} (SQLSTATE ${code}): ${remedy}; nothing was changed`, { sqlstate: code });
+  // A migration that fails rolls back alone: the ones before it, on this start, are committed.
+  const m = FAILED_MIGRATION.get(e);
+  const changed = m === undefined ? 'nothing was changed'
+    : m.applied.length === 0 ? `migration ${m.version} (${m.name}) was not applied; nothing was changed`
+    : `migration ${m.version} (${m.name}) changed nothing; migrations up to ${m.schemaVersion} are applied`;
+  const details = m === undefined ? { sqlstate: code } : { sqlstate: code, migration: m.version, schema_version: m.schemaVersion };
+  const err = new WritError('UNPROCESSABLE', `PostgreSQL at ${at} refused: ${e.message} (SQLSTATE ${code}): ${remedy}; ${changed}`, details);
   (err as { cause?: unknown }).cause = e;
   return err;
 }

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { WritError } from '../../errors.js';
-import { isDuplicateObject, partialSchema } from './errors.js';
+import { failedMigration, isDuplicateObject, partialSchema } from './errors.js';
 import { POSTGRES_MIGRATIONS } from './migrations/index.js';
 import type { PostgresMigration } from './migrations/types.js';
 
@@ -51,7 +51,7 @@ export async function migratePostgres(client: pg.ClientBase, migrations: readonl
         await client.query('ROLLBACK').catch(() => undefined);
         // What this migration creates is there already, though it is not recorded as applied.
         if (isDuplicateObject(e)) throw partialSchema(Math.max(current, ...applied), `migration ${m.version} (${m.name}) found its objects already there: ${(e as Error).message}`);
-        throw e;
+        throw failedMigration(e, { version: m.version, name: m.name, schemaVersion: Math.max(current, ...applied), applied: [...applied] });
       }
       applied.push(m.version);
     }

@@ -68,6 +68,29 @@ describe('PostgreSQL setup mistakes', () => {
     expect(e.details).toMatchObject({ sqlstate: '42501' });
   });
 
+  it('a role with CREATE and USAGE on the schema but without TEMP on the database is told to grant TEMP, for migration 10', async () => {
+    const db = await createTestDatabase('writ_setup');
+    cleanups.push(db.drop);
+    const role = `writ_notemp_${process.pid}`;
+    const name = new URL(db.url).pathname.slice(1);
+    await sql(db.url, `CREATE ROLE ${role} LOGIN`);
+    cleanups.push(async () => { await sql(db.url, `DROP OWNED BY ${role}`); await sql(db.url, `DROP ROLE ${role}`); });
+    await sql(db.url, `GRANT CREATE, USAGE ON SCHEMA public TO ${role}`);
+    await sql(db.url, `REVOKE TEMPORARY ON DATABASE ${name} FROM PUBLIC`);
+    const url = new URL(db.url);
+    url.username = role;
+    const e = await refusal(openPostgresStore(url.toString()));
+    expect(e.code).toBe('UNPROCESSABLE');
+    expect(e.message).toMatch(/permission denied to create temporary tables/);
+    expect(e.message).toContain(`GRANT TEMPORARY ON DATABASE ${name} TO ${role}`);
+    expect(e.message).toMatch(/migration 10 \(receipts index: the decision each receipt presented\) changed nothing; migrations up to 9 are applied/);
+    expect(e.message).not.toMatch(/nothing was changed/);
+    expect(e.details).toMatchObject({ sqlstate: '42501', migration: 10, schema_version: 9 });
+    // Granted as told, the next start migrates the rest.
+    await sql(db.url, `GRANT TEMPORARY ON DATABASE ${name} TO ${role}`);
+    await (await openPostgresStore(url.toString())).close();
+  });
+
   for (const [what, keep] of [['no migration record', 0], ['a partial migration record', 2]] as const) {
     it(`a database holding Writ's objects but ${what} (a restore cut short) is refused, and nothing is changed`, async () => {
       const db = await createTestDatabase('writ_setup');
