@@ -220,7 +220,8 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
     } catch (e) {
       throw new WritError('STORE_IN_USE', `${sqliteFile} is open in another process (a running Writ?): stop it before copying; nothing was changed (${(e as Error).message})`);
     }
-    const { version } = await migratePostgres(client);
+    // A role lacking a right is told which, and which migrations went in, as a server starting on the database is.
+    const { applied, version } = await migratePostgres(client).catch((e: unknown) => { throw mapSetupError(e, url, 1_000, '--to'); });
     const mark: StoreMove = unfinished ?? { at: Date.now(), moved_to: target, pending: true };
     let markerWritten = false;
     await client.query('BEGIN');
@@ -250,7 +251,8 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
       await client.query('ROLLBACK').catch(() => undefined);
       // The file's mark was not committed, and the database commits nothing: a marker this copy made goes.
       if (markerWritten && unfinished === null) removeMoveMarker(sqliteFile);
-      throw e;
+      // A right the copy needs (on a table or sequence made by another role): named, as for the migrations.
+      throw mapSetupError(e, url, 1_000, '--to', applied.length === 0 ? undefined : `the copy was rolled back, but the migrations this copy applied (up to ${version}) are committed`);
     }
     source.pragma('busy_timeout = 5000'); // the lock is let go: a server refused on the file may be reading the mark
     try {

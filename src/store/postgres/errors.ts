@@ -99,12 +99,13 @@ const WHERE = '--database / WRIT_DATABASE_URL';
  * every other configuration Writ cannot work with) with what to change; the URL is shown without its
  * password. A database that cannot be reached is OVERLOADED (it may come back), naming the URL and what
  * to check. Anything else is mapped as on the request path (mapEngineError). `where`: where the operator
- * named the database (`writ store copy` names it with --to).
+ * named the database (`writ store copy` names it with --to). `changedBefore`: what the caller committed
+ * before the failing statement, when not nothing (said instead of "nothing was changed").
  */
-export function mapSetupError(e: unknown, url: string, retryAfterMs: number, where: string = WHERE): unknown {
+export function mapSetupError(e: unknown, url: string, retryAfterMs: number, where: string = WHERE, changedBefore?: string): unknown {
   const at = maskDatabaseUrl(url);
   // Unreachable may be for a moment (the server restarting): still OVERLOADED, but named, with what to check.
-  if (isUnavailable(e)) return overloaded(`PostgreSQL at ${at} cannot be reached (${(e as Error).message}): check that it is running and accepts connections there, and the host and port in ${where}; nothing was changed`, retryAfterMs, e);
+  if (isUnavailable(e)) return overloaded(`PostgreSQL at ${at} cannot be reached (${(e as Error).message}): check that it is running and accepts connections there, and the host and port in ${where}; ${changedBefore ?? 'nothing was changed'}`, retryAfterMs, e);
   if (!(e instanceof pg.DatabaseError)) return mapEngineError(e, retryAfterMs);
   const code = e.code ?? '';
   const remedy =
@@ -116,7 +117,7 @@ export function mapSetupError(e: unknown, url: string, retryAfterMs: number, whe
   if (remedy === null) return mapEngineError(e, retryAfterMs);
   // A migration that fails rolls back alone: the ones before it, on this start, are committed.
   const m = FAILED_MIGRATION.get(e);
-  const changed = m === undefined ? 'nothing was changed'
+  const changed = m === undefined ? changedBefore ?? 'nothing was changed'
     : m.applied.length === 0 ? `migration ${m.version} (${m.name}) was not applied; nothing was changed`
     : `migration ${m.version} (${m.name}) changed nothing; migrations up to ${m.schemaVersion} are applied`;
   const details = m === undefined ? { sqlstate: code } : { sqlstate: code, migration: m.version, schema_version: m.schemaVersion };

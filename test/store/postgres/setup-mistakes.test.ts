@@ -1,7 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../../scripts/server-process.js';
 import { isWritError, type WritError } from '../../../src/errors.js';
 import { openPostgresStore, postgresHoldsStore } from '../../../src/store/postgres/index.js';
+import { runWrit } from '../../support/cli.js';
+import { takeEpochs } from '../../support/data-dir-epochs.js';
+import { requireDist } from '../../support/server-process.js';
 import { createTestDatabase, sql } from '../conformance/engines.js';
 
 /**
@@ -10,6 +16,7 @@ import { createTestDatabase, sql } from '../conformance/engines.js';
  * with INTERNAL, and never with the password of the URL in it.
  */
 const cleanups: (() => Promise<void>)[] = [];
+beforeAll(() => requireDist());
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
@@ -109,4 +116,83 @@ describe('PostgreSQL setup mistakes', () => {
       expect((await sql<{ version: number }>(db.url, 'SELECT version FROM schema_migrations')).map((r) => r.version)).toEqual(keep === 0 ? [] : [1, 2]);
     });
   }
+
+  // writ store copy --to migrates the database before copying (as a start does) and copies in one
+  // transaction: a right missing for either is told the same way, and the SQLite file is left as it was.
+  it('writ store copy --to with a role without TEMP on the database is told to grant it, for migration 10; granted, the copy goes on', { timeout: 60_000 }, async () => {
+    const data = mkdtempSync(join(tmpdir(), 'writ-copy-notemp-'));
+    cleanups.push(async () => rmSync(data, { recursive: true, force: true }));
+    expect(await takeEpochs(data, 'wp:post:1', 2)).toEqual([1, 2]);
+    const files = readdirSync(data).sort();
+    const db = await createTestDatabase('writ_setup');
+    cleanups.push(db.drop);
+    const role = `writ_copy_notemp_${process.pid}`;
+    const name = new URL(db.url).pathname.slice(1);
+    await sql(db.url, `CREATE ROLE ${role} LOGIN PASSWORD 'pw-hidden'`);
+    cleanups.push(async () => { await sql(db.url, `DROP OWNED BY ${role}`); await sql(db.url, `DROP ROLE ${role}`); });
+    await sql(db.url, `GRANT CREATE, USAGE ON SCHEMA public TO ${role}`);
+    await sql(db.url, `REVOKE TEMPORARY ON DATABASE ${name} FROM PUBLIC`);
+    const to = new URL(db.url);
+    to.username = role;
+    to.password = 'pw-hidden';
+    const r = await runWrit(data, 'store', 'copy', '--to', to.toString());
+    expect(r.code, r.output).toBe(1);
+    expect(r.output).toMatch(/^writ: UNPROCESSABLE \(Unprocessable\): .*permission denied to create temporary tables/m);
+    expect(r.output).toContain(`GRANT TEMPORARY ON DATABASE ${name} TO ${role}`);
+    expect(r.output).toMatch(/or use another role in --to\); migration 10 \(receipts index: the decision each receipt presented\) changed nothing; migrations up to 9 are applied$/m);
+    expect(r.output).not.toMatch(/\n\s+at /);
+    expect(r.output).not.toContain('pw-hidden');
+    // Not marked as moved: a server still starts on it, and its epochs go on.
+    expect(readdirSync(data).sort()).toEqual(files);
+    expect(await takeEpochs(data, 'wp:post:1', 1)).toEqual([3]);
+    // Granted as told, the same command migrates the rest and copies.
+    await sql(db.url, `GRANT TEMPORARY ON DATABASE ${name} TO ${role}`);
+    const again = await runWrit(data, 'store', 'copy', '--to', to.toString());
+    expect(again.code, again.output).toBe(0);
+    expect(again.output).toMatch(/leases: 1 keys \(highest fencing epoch 3\)/);
+  });
+
+  it('writ store copy --to with a role lacking rights on Writ\'s sequences (tables another role made) is told what is missing; the copy is rolled back and the file not marked moved', { timeout: 60_000 }, async () => {
+    const data = mkdtempSync(join(tmpdir(), 'writ-copy-noseq-'));
+    cleanups.push(async () => rmSync(data, { recursive: true, force: true }));
+    expect(await takeEpochs(data, 'wp:post:1', 2)).toEqual([1, 2]);
+    const files = readdirSync(data).sort();
+    const db = await createTestDatabase('writ_setup');
+    cleanups.push(db.drop);
+    await (await openPostgresStore(db.url)).close(); // migrated by the database's owner
+    const role = `writ_copy_noseq_${process.pid}`;
+    await sql(db.url, `CREATE ROLE ${role} LOGIN`);
+    cleanups.push(async () => { await sql(db.url, `DROP OWNED BY ${role}`); await sql(db.url, `DROP ROLE ${role}`); });
+    await sql(db.url, `GRANT CREATE, USAGE ON SCHEMA public TO ${role}`);
+    await sql(db.url, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${role}`);
+    const to = new URL(db.url);
+    to.username = role;
+    const r = await runWrit(data, 'store', 'copy', '--to', to.toString());
+    expect(r.code, r.output).toBe(1);
+    expect(r.output).toMatch(/^writ: UNPROCESSABLE \(Unprocessable\): .*permission denied for sequence .*\(SQLSTATE 42501\): give the role the rights Writ needs: .*or use another role in --to; nothing was changed$/m);
+    expect(r.output).not.toMatch(/\n\s+at /);
+    expect(readdirSync(data).sort()).toEqual(files);
+    expect(await takeEpochs(data, 'wp:post:1', 1)).toEqual([3]);
+    expect(await sql(db.url, 'SELECT count(*)::int AS n FROM lease_keys')).toEqual([{ n: 0 }]);
+  });
+
+  it('writ migrate --database with a role without TEMP on the database is told to grant it, for migration 10', { timeout: 60_000 }, async () => {
+    const data = mkdtempSync(join(tmpdir(), 'writ-migrate-notemp-'));
+    cleanups.push(async () => rmSync(data, { recursive: true, force: true }));
+    const db = await createTestDatabase('writ_setup');
+    cleanups.push(db.drop);
+    const role = `writ_migrate_notemp_${process.pid}`;
+    const name = new URL(db.url).pathname.slice(1);
+    await sql(db.url, `CREATE ROLE ${role} LOGIN`);
+    cleanups.push(async () => { await sql(db.url, `DROP OWNED BY ${role}`); await sql(db.url, `DROP ROLE ${role}`); });
+    await sql(db.url, `GRANT CREATE, USAGE ON SCHEMA public TO ${role}`);
+    await sql(db.url, `REVOKE TEMPORARY ON DATABASE ${name} FROM PUBLIC`);
+    const url = new URL(db.url);
+    url.username = role;
+    const r = await runWrit(data, 'migrate', '--database', url.toString());
+    expect(r.code, r.output).toBe(1);
+    expect(r.output).toContain(`GRANT TEMPORARY ON DATABASE ${name} TO ${role}`);
+    expect(r.output).toMatch(/or use another role in --database \/ WRIT_DATABASE_URL\); migration 10 \(receipts index: the decision each receipt presented\) changed nothing; migrations up to 9 are applied$/m);
+    expect(r.output).not.toMatch(/\n\s+at /);
+  });
 });
