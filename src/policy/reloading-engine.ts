@@ -9,11 +9,11 @@
  * bundle. A Rego error shows only on the inputs that reach it, so `opa build` cannot refuse it; without
  * this check every such request would be answered INTERNAL until the author noticed.
  */
-import { type FSWatcher, statSync, watch } from 'node:fs';
+import { type FSWatcher, readFileSync, statSync, watch } from 'node:fs';
 import { join } from 'node:path';
 import { type Clock, systemClock } from '../clock.js';
 import { WritError } from '../errors.js';
-import { type BundleFiles, readLiveBundle, readRevision, REVISION_FILE } from './bundle-layout.js';
+import { type BundleFiles, DATA_FILE, readLiveBundle, readRevision, REVISION_FILE, revisionFolder, WASM_FILE } from './bundle-layout.js';
 import type { DecisionInput, DelegationInput, PolicyData, PolicyEngine, PolicyReloads } from './types.js';
 import { createPolicyEngine } from './wasm-engine.js';
 
@@ -50,6 +50,9 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
   let current = await createPolicyEngine(await readLiveBundle(bundleDir));
   let lastCheck = clock.now();
   let inFlight: Promise<boolean> | null = null;
+  // The files of the bundle the last look could not read, as they were when it began (filesStamp), and when it read them.
+  let unreadFiles = '';
+  let unreadAt = 0;
   const status: PolicyReloads = { taken: 0, refused: 0, last_refused: null };
   // Whether status.last_refused is a bundle that could not be read (looked at again on use).
   let refusedUnread = false;
@@ -63,6 +66,7 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
   const reload = (): Promise<boolean> => {
     inFlight ??= (async () => {
       const seen = revisionStamp(revisionPath);
+      const seenFiles = filesStamp(bundleDir);
       let revision: string | null = null;
       let unreadable = false;
       try {
@@ -107,6 +111,10 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
         // A bundle that could not be read may still be arriving (a folder copied in, its revision file first),
         // and its arrival changes no revision file: it is looked at again on use until it reads.
         stamp = unreadable ? UNREAD : seen;
+        if (unreadable) {
+          unreadFiles = seenFiles;
+          unreadAt = clock.now();
+        }
         inFlight = null;
       }
     })();
@@ -114,7 +122,14 @@ export async function openReloadingPolicyEngine(bundleDir: string, options: Relo
   };
 
   const checkNow = (): void => {
-    if (revisionStamp(revisionPath) !== stamp) void reload();
+    if (stamp !== UNREAD) {
+      if (revisionStamp(revisionPath) !== stamp) void reload();
+      return;
+    }
+    // A bundle that could not be read is read again (all of it, hashed on the event loop: 25 ms for a 20 MB
+    // data.json) only once one of its files changed. A file rewritten in place to the same size within one tick
+    // of the file system's clock looks unchanged: it is read again anyway every UNREAD_RELOOK_MS.
+    if (filesStamp(bundleDir) !== unreadFiles || clock.now() - unreadAt >= UNREAD_RELOOK_MS) void reload();
   };
 
   const maybeCheck = (): void => {
@@ -187,6 +202,35 @@ function answersWhatWasAsked(next: PolicyEngine, recent: readonly Recent[], curr
 
 /** A stamp no `revision` file has: the bundle it named could not be read, so the folder is looked at again. */
 const UNREAD = 'unread';
+
+/** How often a bundle that could not be read is read again in full though none of its files changed. */
+export const UNREAD_RELOOK_MS = 5_000;
+
+/**
+ * Changes whenever the live bundle's files may have: the `revision` file's stamp and what it names, and each
+ * of the files of the folder it names (or of the folder itself, without one), replaced, written, resized,
+ * created, removed or its rights changed (inode, size, mtime, ctime).
+ */
+function filesStamp(bundleDir: string): string {
+  const revisionPath = join(bundleDir, REVISION_FILE);
+  let named: string | null = null;
+  try {
+    named = readFileSync(revisionPath, 'utf8').trim();
+  } catch {
+    // No revision file (the flat layout), or one that cannot be read: the look says which.
+  }
+  const folder = named === null ? bundleDir : revisionFolder(bundleDir, named);
+  return [revisionStamp(revisionPath), named, ...[WASM_FILE, DATA_FILE].map((f) => fileStamp(join(folder, f)))].join('|');
+}
+
+function fileStamp(path: string): string {
+  try {
+    const s = statSync(path, { bigint: true });
+    return `${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}:${s.mode}`;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code ?? 'unknown';
+  }
+}
 
 /** Changes whenever the `revision` file is replaced (a build renames a new file over it). */
 function revisionStamp(path: string): string {
