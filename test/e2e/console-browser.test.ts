@@ -326,6 +326,34 @@ describe('the console in a real browser', () => {
     expect(await page.locator('#presented-keys').count()).toBe(0);
   });
 
+  it('a refusal for a replayed decision links the receipt of the write that used it', async () => {
+    const seo = new WritClient({ baseUrl: server.url, principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7') });
+    const decision = await seo.decide({ action: 'update_post', resource: 'wp:post:4096', environment: 'production', fields: ['title'] });
+    const { written, replayed } = await seo.withLease([decision], async ({ act }) => {
+      const written = await act({ decision, payload: { title: 'Once' }, expected_version: 0 });
+      const replayed = await act({ decision, payload: { title: 'Twice' }, expected_version: 1 }).then(
+        () => expect.fail('a decision was used for a second write'),
+        (e: unknown) => e as WritApiError,
+      );
+      return { written, replayed };
+    });
+    expect(replayed).toBeInstanceOf(WritApiError);
+    expect(replayed.problem).toMatchObject({ code: 'DECISION_REPLAYED', used_by_receipt_id: written.receipt_id });
+
+    await page.goto(`${server.url}/console/#/receipt/${encodeURIComponent(String(replayed.problem.receipt_id))}`);
+    const used = page.locator('#used-by-receipt');
+    await poll(() => used.textContent()).toBe(written.receipt_id);
+    expect(await page.locator('dd', { has: used }).textContent()).toBe(`DECISION_REPLAYED: ${String(replayed.problem.detail)}`);
+    await shoot('receipt-decision-replayed', page, '#used-by-receipt');
+    // By keyboard, to the write that used the decision.
+    await used.focus();
+    await page.keyboard.press('Enter');
+    await poll(() => page.url()).toContain(`#/receipt/${written.receipt_id}`);
+    await poll(() => page.locator('h1').textContent()).toBe(`Receipt ${written.receipt_id}`);
+    expect(await page.locator('dl.facts .badge').first().textContent()).toBe('COMPLETED');
+    expect(await page.locator('#used-by-receipt').count()).toBe(0);
+  });
+
   it('shows coordination and is keyboard navigable, with no CSP violation anywhere', async () => {
     // seo-agent-7 holds a title lease while editor-alice waits in the queue for it.
     const seo = new WritClient({ baseUrl: server.url, principal: 'seo-agent-7', privateJwk: fixtureKey('seo-agent-7') });

@@ -1,6 +1,6 @@
 import type cytoscape from 'cytoscape';
 import { api, type Edge, type PresentedLease, type Receipt } from '../api.js';
-import { badge, type Child, dl, edgeLink, errorBox, fill, h, leaseStateBadge, principalLink, section, table, time } from '../dom.js';
+import { badge, type Child, dl, edgeLink, errorBox, fill, h, leaseStateBadge, principalLink, receiptLink, section, table, time } from '../dom.js';
 import { drawGraph, exportButtons } from '../graph-view.js';
 import { href, type PageContext, type Route } from '../router.js';
 
@@ -13,6 +13,18 @@ interface Verdict { ok: boolean; entries: number; chains: number; head: string; 
 /** "revoked TIME by WHO: REASON", marked bad. */
 function revoked(r: Revocation): HTMLElement {
   return h('span', { class: 'bad' }, 'revoked ', time(r.revoked_at), r.revoked_by === null ? '' : ` by ${r.revoked_by}`, r.reason === null ? '' : `: ${r.reason}`);
+}
+
+/**
+ * A receipt's error. A DECISION_REPLAYED refusal names the receipt of the write that used the decision
+ * (its used_by_receipt_id, which the receipt keeps in the message only): that receipt is a link.
+ */
+function errorFact(error: NonNullable<Receipt['error']>): Child {
+  const used = error.code === 'DECISION_REPLAYED' ? /\breceipt ([^\s;,]+)/.exec(error.message) : null;
+  if (used === null) return `${error.code}: ${error.message}`;
+  const link = receiptLink(used[1]!);
+  link.id = 'used-by-receipt';
+  return h('span', {}, `${error.code}: ${error.message.slice(0, used.index + 'receipt '.length)}`, link, error.message.slice(used.index + used[0].length));
 }
 
 export function scopeText(e: Edge): string {
@@ -85,7 +97,7 @@ export function receiptPage(route: Route, ctx: PageContext): HTMLElement {
             ['Version', h('span', { id: 'versions' }, `${r.expected_version ?? '—'} → ${r.final_version ?? '—'}`)],
             ['Conflicts', r.conflicts.length ? h('ul', {}, r.conflicts.map((c) => h('li', {}, `${c.kind}${c.detail ? `: ${c.detail}` : ''}`))) : 'none'],
             ['Upstream status', r.upstream_status === null ? '—' : String(r.upstream_status)],
-            ['Error', r.error ? `${r.error.code}: ${r.error.message}` : '—'],
+            ['Error', r.error ? errorFact(r.error) : '—'],
             ['Created', time(r.created_at)],
             ['Completed', time(r.completed_at)],
           ])),
