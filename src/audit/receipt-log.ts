@@ -6,6 +6,7 @@ import { ArchiveWriter } from './archive-file.js';
 import { canonicalJson } from './canonical-json.js';
 import {
   headsRoot,
+  headsRootYielding,
   isHeadsCheckpoint,
   isLegacyCheckpoint,
   rangesHash,
@@ -276,7 +277,7 @@ export class ReceiptLog {
     const next = await this.nextLeaves(signed);
     const changed = [...next.values()].filter((l) => !sameLeaf(l, signed.leaves.get(l.chain)));
     if (changed.length === 0 && !options.force) return null;
-    const payload: CheckpointPayload = { v: 2, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: headsRoot([...next.values()]), archived: 0 };
+    const payload: CheckpointPayload = { v: 2, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: 0 };
     const stored: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
     const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set()));
     return done ? stored : null;
@@ -321,7 +322,7 @@ export class ReceiptLog {
       const problem = this.signatureProblem(checkpoint, isHeadsCheckpoint);
       if (problem) return { checkpoint, problem: `checkpoint ${checkpoint.seq}: ${problem}` };
       const leaves = await this.store.read((tx) => tx.receipts.checkpointLeaves(checkpoint.seq));
-      if (leaves.length !== checkpoint.chains || headsRoot(leaves) !== checkpoint.root) {
+      if (leaves.length !== checkpoint.chains || (await headsRootYielding(leaves)) !== checkpoint.root) {
         return { checkpoint, problem: `checkpoint ${checkpoint.seq}: its ${leaves.length} stored leaves do not add up to the root it signed over ${checkpoint.chains} chains (a chain's head or floor was altered, added or removed)` };
       }
       return { checkpoint, leaves: new Map(leaves.map((l) => [l.chain, l])) };
@@ -395,7 +396,7 @@ export class ReceiptLog {
       const next = await this.nextLeaves(latest);
       for (const r of ranges) next.set(r.chain, { ...next.get(r.chain)!, floor_pos: r.to, floor_hash: r.hash });
       const changed = [...next.values()].filter((l) => !sameLeaf(l, latest.leaves.get(l.chain)));
-      const payload: CheckpointPayload = { v: 2, seq: (latest.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: headsRoot([...next.values()]), archived: count };
+      const payload: CheckpointPayload = { v: 2, seq: (latest.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: count };
       const checkpoint: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
       const raised = new Set(ranges.map((r) => r.chain));
       const deleted = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint, changed, raised));
