@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { forEachYielding } from '../../src/audit/checkpoint.js';
 import { GENESIS_HASH, headsRoot, headsRootYielding, type CheckpointLeaf } from '../../src/audit/index.js';
 
 /** `n` leaves out of chain order, some chain names outside ASCII (their order is the code units'). */
@@ -43,5 +44,21 @@ describe('the checkpoint root, computed in steps', () => {
     headsRoot(l);
     expect(ticks).toBe(0);
     ticking = false;
+  });
+
+  it('the per-chain passes visit every item in order with turns between steps, and stop at a throw', async () => {
+    const seen: number[] = [];
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 0);
+    await forEachYielding([...Array(20_000).keys()], (i) => seen.push(i), 1_000);
+    clearInterval(timer);
+    expect(seen).toEqual([...Array(20_000).keys()]);
+    expect(ticks).toBeGreaterThan(0);
+    const upTo: number[] = [];
+    await expect(forEachYielding([1, 2, 3, 4], (i) => {
+      if (i === 3) throw new Error('went back');
+      upTo.push(i);
+    }, 1)).rejects.toThrow('went back');
+    expect(upTo).toEqual([1, 2]);
   });
 });
