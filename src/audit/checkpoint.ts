@@ -141,15 +141,78 @@ const sha256 = (...parts: (Buffer | string)[]) => {
  * leaves sorted by chain; sha256 of nothing for no leaf. Hex.
  */
 export function headsRoot(leaves: readonly CheckpointLeaf[]): string {
-  const sorted = [...leaves].sort((a, b) => compareChains(a.chain, b.chain));
-  let level: Buffer[] = sorted.map((l) => sha256(Buffer.from([0]), canonicalJson([l.chain, l.pos, l.hash, l.floor_pos, l.floor_hash])));
+  const level = byChain(leaves).map(leafHash);
   if (level.length === 0) return sha256().toString('hex');
-  // Bottom-up pairing with the odd node promoted gives the same tree as RFC 6962's recursive split.
-  while (level.length > 1) {
-    const next: Buffer[] = [];
-    for (let i = 0; i + 1 < level.length; i += 2) next.push(sha256(Buffer.from([1]), level[i]!, level[i + 1]!));
-    if (level.length % 2 === 1) next.push(level[level.length - 1]!);
-    level = next;
+  return rootOf(level, level.length);
+}
+
+/** Hashes done between two turns of the event loop in headsRootYielding (a few milliseconds' work). */
+export const ROOT_STEP = 8_192;
+
+/**
+ * headsRoot, in steps of `step` hashes with a turn of the event loop (setImmediate) between them: the
+ * periodic checkpoint hashes every chain's leaf, seconds of work with a million chains, during which
+ * the server would answer nothing. The same root.
+ */
+export async function headsRootYielding(leaves: readonly CheckpointLeaf[], step = ROOT_STEP): Promise<string> {
+  const turn = eventLoopTurn;
+  const sorted = byChain(leaves);
+  if (sorted.length === 0) return sha256().toString('hex');
+  await turn();
+  let hashed = 0;
+  const level: Buffer[] = new Array<Buffer>(sorted.length);
+  for (let i = 0; i < sorted.length; i++) {
+    level[i] = leafHash(sorted[i]!);
+    if (++hashed % step === 0) await turn();
+  }
+  let n = level.length;
+  while (n > 1) {
+    let k = 0;
+    for (let i = 0; i + 1 < n; i += 2) {
+      level[k++] = sha256(NODE, level[i]!, level[i + 1]!);
+      if (++hashed % step === 0) await turn();
+    }
+    if (n % 2 === 1) level[k++] = level[n - 1]!;
+    n = k;
+  }
+  return level[0]!.toString('hex');
+}
+
+/** A turn of the event loop: what was due meanwhile (timers, I/O) runs first. */
+export const eventLoopTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * Calls `each` on every item, with a turn of the event loop every `step` items: what a checkpoint does
+ * per chain (a map of every head, a comparison with every signed leaf) is a second's work or more with
+ * a million chains.
+ */
+export async function forEachYielding<T>(items: Iterable<T>, each: (item: T) => void, step = ROOT_STEP): Promise<void> {
+  let n = 0;
+  for (const item of items) {
+    each(item);
+    if (++n % step === 0) await eventLoopTurn();
+  }
+}
+
+/** The leaves in chain order: a copy, sorted unless already in order (as the store lists them). */
+function byChain(leaves: readonly CheckpointLeaf[]): CheckpointLeaf[] {
+  for (let i = 1; i < leaves.length; i++) {
+    if (compareChains(leaves[i - 1]!.chain, leaves[i]!.chain) > 0) return [...leaves].sort((a, b) => compareChains(a.chain, b.chain));
+  }
+  return [...leaves];
+}
+
+const LEAF = Buffer.from([0]);
+const NODE = Buffer.from([1]);
+const leafHash = (l: CheckpointLeaf) => sha256(LEAF, canonicalJson([l.chain, l.pos, l.hash, l.floor_pos, l.floor_hash]));
+
+/** The root over the first `n` nodes of `level`, computed in place: bottom-up pairing with the odd node promoted gives the same tree as RFC 6962's recursive split. */
+function rootOf(level: Buffer[], n: number): string {
+  while (n > 1) {
+    let k = 0;
+    for (let i = 0; i + 1 < n; i += 2) level[k++] = sha256(NODE, level[i]!, level[i + 1]!);
+    if (n % 2 === 1) level[k++] = level[n - 1]!;
+    n = k;
   }
   return level[0]!.toString('hex');
 }

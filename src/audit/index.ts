@@ -4,6 +4,7 @@ export { verifyArchiveFile, type ArchiveHeader, type ArchiveVerdict } from './ar
 export {
   CHECKPOINT_TYP,
   headsRoot,
+  headsRootYielding,
   signedPayloadOf,
   type ArchivePayload,
   type ArchiveRange,

@@ -6,6 +6,8 @@ import { ArchiveWriter } from './archive-file.js';
 import { canonicalJson } from './canonical-json.js';
 import {
   headsRoot,
+  forEachYielding,
+  headsRootYielding,
   isHeadsCheckpoint,
   isLegacyCheckpoint,
   rangesHash,
@@ -274,9 +276,12 @@ export class ReceiptLog {
     const signed = await this.signedState();
     if ('problem' in signed) throw new WritError('UNPROCESSABLE', `the latest checkpoint does not verify, so no checkpoint is built on it: ${signed.problem}`);
     const next = await this.nextLeaves(signed);
-    const changed = [...next.values()].filter((l) => !sameLeaf(l, signed.leaves.get(l.chain)));
+    const changed: CheckpointLeaf[] = [];
+    await forEachYielding(next.values(), (l) => {
+      if (!sameLeaf(l, signed.leaves.get(l.chain))) changed.push(l);
+    });
     if (changed.length === 0 && !options.force) return null;
-    const payload: CheckpointPayload = { v: 2, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: headsRoot([...next.values()]), archived: 0 };
+    const payload: CheckpointPayload = { v: 2, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: 0 };
     const stored: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
     const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set()));
     return done ? stored : null;
@@ -290,27 +295,29 @@ export class ReceiptLog {
    * UNPROCESSABLE (`writ serve` logs it every interval) until `writ audit verify` is looked at.
    */
   private async nextLeaves(latest: { checkpoint: StoredCheckpoint | null; leaves: Map<string, CheckpointLeaf> }): Promise<Map<string, CheckpointLeaf>> {
-    const heads = new Map((await this.store.read((tx) => tx.receipts.heads())).map((h) => [h.chain, h]));
+    const heads = new Map<string, ChainHead>();
+    await forEachYielding(await this.store.read((tx) => tx.receipts.heads()), (h) => heads.set(h.chain, h));
     const wentBack = (chain: string, what: string) =>
       new WritError('UNPROCESSABLE', `chain ${JSON.stringify(chain)} went back on checkpoint ${latest.checkpoint?.seq ?? '(legacy)'}: ${what}; no checkpoint is signed over it (run writ audit verify)`);
-    const next = new Map(latest.leaves);
+    const next = new Map<string, CheckpointLeaf>();
     const toCheck: CheckpointLeaf[] = [];
-    for (const leaf of latest.leaves.values()) {
+    await forEachYielding(latest.leaves.values(), (leaf) => {
+      next.set(leaf.chain, leaf);
       const h = heads.get(leaf.chain);
       if (!h && leaf.pos > leaf.floor_pos) throw wentBack(leaf.chain, `it has no head any more, the checkpoint signed ${leaf.pos}`);
       if (h && (h.pos < leaf.pos || (h.pos === leaf.pos && h.hash !== leaf.hash))) throw wentBack(leaf.chain, `its head is entry ${h.pos}, the checkpoint signed entry ${leaf.pos}${h.pos === leaf.pos ? ' with another hash' : ''}`);
       if (h && h.pos > leaf.pos && leaf.pos > leaf.floor_pos) toCheck.push(leaf);
-    }
+    });
     if (toCheck.length > 0) {
       const found = new Map((await this.store.read((tx) => tx.receipts.entriesAt(toCheck))).map((e) => [e.chain, e]));
       for (const leaf of toCheck) {
         if (found.get(leaf.chain)?.hash !== leaf.hash) throw wentBack(leaf.chain, `its entry ${leaf.pos} is not the head the checkpoint signed`);
       }
     }
-    for (const h of heads.values()) {
+    await forEachYielding(heads.values(), (h) => {
       const before = latest.leaves.get(h.chain);
       next.set(h.chain, { chain: h.chain, pos: h.pos, hash: h.hash, floor_pos: before?.floor_pos ?? 0, floor_hash: before?.floor_hash ?? GENESIS_HASH });
-    }
+    });
     return next;
   }
 
@@ -321,10 +328,12 @@ export class ReceiptLog {
       const problem = this.signatureProblem(checkpoint, isHeadsCheckpoint);
       if (problem) return { checkpoint, problem: `checkpoint ${checkpoint.seq}: ${problem}` };
       const leaves = await this.store.read((tx) => tx.receipts.checkpointLeaves(checkpoint.seq));
-      if (leaves.length !== checkpoint.chains || headsRoot(leaves) !== checkpoint.root) {
+      if (leaves.length !== checkpoint.chains || (await headsRootYielding(leaves)) !== checkpoint.root) {
         return { checkpoint, problem: `checkpoint ${checkpoint.seq}: its ${leaves.length} stored leaves do not add up to the root it signed over ${checkpoint.chains} chains (a chain's head or floor was altered, added or removed)` };
       }
-      return { checkpoint, leaves: new Map(leaves.map((l) => [l.chain, l])) };
+      const byChain = new Map<string, CheckpointLeaf>();
+      await forEachYielding(leaves, (l) => byChain.set(l.chain, l));
+      return { checkpoint, leaves: byChain };
     }
     const legacy = await this.store.read((tx) => tx.receipts.legacyCheckpoint());
     if (!legacy) return { checkpoint: null, leaves: new Map() };
@@ -394,8 +403,11 @@ export class ReceiptLog {
       if (raced) throw new WritError('UNPROCESSABLE', `another archive moved chain ${JSON.stringify(raced.chain)} meanwhile; ${options.file} holds entries it archived too, nothing more was deleted`);
       const next = await this.nextLeaves(latest);
       for (const r of ranges) next.set(r.chain, { ...next.get(r.chain)!, floor_pos: r.to, floor_hash: r.hash });
-      const changed = [...next.values()].filter((l) => !sameLeaf(l, latest.leaves.get(l.chain)));
-      const payload: CheckpointPayload = { v: 2, seq: (latest.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: headsRoot([...next.values()]), archived: count };
+      const changed: CheckpointLeaf[] = [];
+      await forEachYielding(next.values(), (l) => {
+        if (!sameLeaf(l, latest.leaves.get(l.chain))) changed.push(l);
+      });
+      const payload: CheckpointPayload = { v: 2, seq: (latest.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: count };
       const checkpoint: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
       const raised = new Set(ranges.map((r) => r.chain));
       const deleted = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint, changed, raised));

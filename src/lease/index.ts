@@ -16,6 +16,7 @@ export type {
   LeaseRefusal,
   WaiterEntry,
   WaiterRow,
+  KeyWaiterRow,
   LeaseKeyRow,
   LeaseRow,
   LeaseState,

@@ -270,16 +270,18 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
   }
 
   /**
-   * Every key with live waiters, each in service order: one read (one snapshot; on PostgreSQL the
-   * per-key queries go in one message), not a transaction per key ever leased.
+   * Every key with live waiters, each in service order: one query for the live waiters of every key
+   * (found by their deadline), never a read of every key ever leased.
    */
   async queues(): Promise<{ key: string; waiters: WaiterRow[] }[]> {
-    const now = this.clock.now();
-    return this.store.read(async (tx) => {
-      const keys = await tx.leases.listKeys({});
-      const waiters = await Promise.all(keys.map((k) => tx.leases.waiters(k.key, now)));
-      return keys.map((k, i) => ({ key: k.key, waiters: waiters[i]! })).filter((q) => q.waiters.length > 0);
-    });
+    const rows = await this.store.read((tx) => tx.leases.liveWaiters(this.clock.now()));
+    const queues: { key: string; waiters: WaiterRow[] }[] = [];
+    for (const { key, ...waiter } of rows) {
+      const last = queues.at(-1);
+      if (last?.key === key) last.waiters.push(waiter);
+      else queues.push({ key, waiters: [waiter] });
+    }
+    return queues;
   }
 
   /**

@@ -41,6 +41,12 @@ export interface LeaseRepository {
    */
   maxEpoch(): Promise<number>;
   waiters(key: string, now: number): Promise<WaiterRow[]>;
+  /**
+   * The live waiters of every leased key (epoch above 0), one row per key a waiter waits on, in key
+   * order (bytewise), each key's in service order as `waiters` gives them: one query that finds the
+   * live waiters by their deadline and looks up only their keys, never every key ever leased.
+   */
+  liveWaiters(now: number): Promise<KeyWaiterRow[]>;
   history(filter: { key?: string; leaseId?: string }): Promise<LeaseEvent[]>;
   /**
    * Retention: deletes the history events recorded before `before` (the store's time), except each
@@ -170,6 +176,10 @@ export interface WaiterRow {
   priority: number;
   enqueued_at: number;
   deadline: number;
+}
+
+export interface KeyWaiterRow extends WaiterRow {
+  key: string;
 }
 
 export interface LeaseKeyRow {

@@ -6,6 +6,7 @@ import {
   type EpochBump,
   type EpochBumpCommand,
   type FenceState,
+  type KeyWaiterRow,
   type LeaseKeyRow,
   type LeaseRepository,
   type LeaseRow,
@@ -159,6 +160,14 @@ export class PostgresLeaseRepository implements LeaseRepository {
          FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
         WHERE wk.key = $1 AND w.deadline > writ_now_ms() ORDER BY w.priority DESC, w.ticket`,
       [key],
+    );
+  }
+
+  async liveWaiters(_now: number): Promise<KeyWaiterRow[]> {
+    return this.sql.query<KeyWaiterRow>(
+      `SELECT wk.key, w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline
+         FROM lease_waiters w JOIN lease_waiter_keys wk ON wk.ticket = w.ticket JOIN lease_keys k ON k.key = wk.key
+        WHERE w.deadline > writ_now_ms() AND k.epoch > 0 ORDER BY wk.key COLLATE "C", w.priority DESC, w.ticket`,
     );
   }
 

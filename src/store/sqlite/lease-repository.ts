@@ -7,6 +7,7 @@ import type {
   FenceState,
   LeaseEvent,
   LeaseEventKind,
+  KeyWaiterRow,
   LeaseKeyRow,
   LeaseRefusal,
   LeaseRepository,
@@ -131,6 +132,9 @@ export class SqliteLeaseRepository implements LeaseRepository {
       waiters: db.prepare(`SELECT w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline
         FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
         WHERE wk.key = ? AND w.deadline > ? ORDER BY w.priority DESC, w.ticket`),
+      liveWaiters: db.prepare(`SELECT wk.key, w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline
+        FROM lease_waiters w JOIN lease_waiter_keys wk ON wk.ticket = w.ticket JOIN lease_keys k ON k.key = wk.key
+        WHERE w.deadline > ? AND k.epoch > 0 ORDER BY wk.key, w.priority DESC, w.ticket`),
       history: db.prepare(`SELECT ${EVENT_COLUMNS} FROM lease_history ORDER BY seq`),
       // The key's chain (migration 007): its latest event, then each event's prev_seq, by primary key.
       historyOfKey: db.prepare(`WITH RECURSIVE chain (${EVENT_COLUMNS}, prev_seq) AS (
@@ -241,6 +245,10 @@ export class SqliteLeaseRepository implements LeaseRepository {
 
   async waiters(key: string, now: number): Promise<WaiterRow[]> {
     return this.s.waiters.all(key, now) as WaiterRow[];
+  }
+
+  async liveWaiters(now: number): Promise<KeyWaiterRow[]> {
+    return this.s.liveWaiters.all(now) as KeyWaiterRow[];
   }
 
   async history(filter: { key?: string; leaseId?: string }): Promise<LeaseEvent[]> {

@@ -256,6 +256,32 @@ describeEngines('leases: the wait queue', (fresh) => {
     expect((await store.read((tx) => tx.leases.waiters('k:2', Date.now()))).map((w) => w.holder)).toEqual(['both']);
   });
 
+  it('liveWaiters: every leased key\'s live waiters in one read, in key order, each as waiters gives them', async () => {
+    const { store } = await fresh();
+    await take(store, ['k:b'], 'holder');
+    await take(store, ['k:a', 'k:B'], 'holder-2');
+    await enqueue(store, 'low', 1, ['k:b']);
+    await enqueue(store, 'both', 5, ['k:b', 'k:a', 'k:never']);
+    await enqueue(store, 'upper', 2, ['k:B']);
+    await enqueue(store, 'low-2', 1, ['k:b']);
+    await enqueue(store, 'gone', 9, ['k:a', 'k:b'], 0);
+    const now = Date.now();
+    const rows = await store.read((tx) => tx.leases.liveWaiters(now));
+    expect(rows.map((r) => [r.key, r.holder])).toEqual([
+      ['k:B', 'upper'],
+      ['k:a', 'both'],
+      ['k:b', 'both'],
+      ['k:b', 'low'],
+      ['k:b', 'low-2'],
+    ]);
+    // The same rows as the per-key reads of every leased key (a key never leased is not listed).
+    const perKey = await store.read(async (tx) => {
+      const keys = await tx.leases.listKeys({});
+      return (await Promise.all(keys.map(async (k) => (await tx.leases.waiters(k.key, now)).map((w) => ({ key: k.key, ...w }))))).flat();
+    });
+    expect(rows).toEqual(perKey);
+  });
+
   it('the queue holds across connections: a waiter queued through one blocks a lower newcomer on another', async () => {
     const { store, another } = await fresh();
     const other = await another();
