@@ -263,6 +263,16 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
     return (await this.store.read((tx) => tx.leases.listKeys(filter))).map((r) => toLeaseRecord(r, now));
   }
 
+  /**
+   * The keys held now (state HELD), in key order: one read of the keys with a holder, never of every
+   * key ever leased. Their state is judged by the store's clock where it keeps lease time (PostgreSQL).
+   */
+  async held(): Promise<LeaseRecord[]> {
+    const mine = this.clock.now();
+    const { keys, now } = await this.store.read((tx) => tx.leases.heldKeys(mine));
+    return keys.map((r) => toLeaseRecord(r, now ?? mine));
+  }
+
   /** Live waiters of a key, in service order (priority, then age). */
   async waiters(key: string): Promise<WaiterRow[]> {
     const now = this.clock.now();

@@ -36,6 +36,14 @@ export interface LeaseRepository {
   fenceState(key: string, tokenHash: string, leaseId: string | null): Promise<FenceState>;
   listKeys(filter: { key?: string; holder?: string }): Promise<LeaseKeyRow[]>;
   /**
+   * The keys held now (LeaseRecord state HELD: a holder recorded and `expires_at` after now), in key
+   * order (bytewise), found through the index of keys with a holder: never a read of the keys no one
+   * holds. `now` is lease time where the engine takes it from its caller (SQLite); an engine that keeps
+   * lease time itself (PostgreSQL) ignores it and returns its own clock as `now` (see FenceState.now),
+   * absent when no key is held.
+   */
+  heldKeys(now: number): Promise<{ keys: LeaseKeyRow[]; now?: number }>;
+  /**
    * The highest epoch of any key (0 when no key was ever leased): one aggregate in the store, so a
    * caller needing only that (the store mark, at every start) neither reads nor holds every key.
    */

@@ -446,8 +446,8 @@ interface LeaseAuthority {
 /** The live leases and the decisions each was taken with (renewals re-check those). */
 async function liveLeaseAuthorities(ctx: WritContext): Promise<LeaseAuthority[]> {
   const held = new Map<string, string[]>();
-  for (const rec of await ctx.leases.list({})) {
-    if (rec.state !== 'HELD' || rec.leaseId === null) continue;
+  for (const rec of await ctx.leases.held()) {
+    if (rec.leaseId === null) continue;
     held.set(rec.leaseId, [...(held.get(rec.leaseId) ?? []), rec.key]);
   }
   if (held.size === 0) return [];

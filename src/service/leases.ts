@@ -326,8 +326,14 @@ export async function releaseLease(ctx: WritContext, who: string | Authenticated
   return spendingAssertion(ctx, who, (caller, spend) => ctx.leases.release(leaseId, token, { alsoCommit: spend, check: authorityCheck(ctx, caller, leaseId) }));
 }
 
-export function listLeases(ctx: WritContext, filter: { key?: string; holder?: string }): Promise<LeaseRecord[]> {
-  return ctx.leases.list(filter);
+/**
+ * Lease records by key and holder. With `state: 'HELD'` only the keys held now, read as such (never
+ * every key ever leased), then narrowed to the key and holder asked.
+ */
+export async function listLeases(ctx: WritContext, filter: { key?: string; holder?: string; state?: 'HELD' }): Promise<LeaseRecord[]> {
+  const { state, ...byKey } = filter;
+  if (state !== 'HELD') return ctx.leases.list(byKey);
+  return (await ctx.leases.held()).filter((r) => (byKey.key === undefined || r.key === byKey.key) && (byKey.holder === undefined || r.holderIdentity === byKey.holder));
 }
 
 /** The wait queues: every key with live waiters, each in service order (governed priority, then age). */

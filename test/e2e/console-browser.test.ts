@@ -361,8 +361,17 @@ describe('the console in a real browser', () => {
     const held = await seo.acquireLease([await seo.decide({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'] })], { ttlMs: 20_000 });
     const waiting = alice.acquireLease([await alice.decide({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'] })], { ttlMs: 5_000, waitMs: 15_000 });
     waiting.catch(() => undefined); // awaited below; a failure must not surface as an unhandled rejection first
+    // The view asks for the held keys only, every key ever leased only once asked to show them.
+    const leaseReads: string[] = [];
+    const onRequest = (r: { url(): string }) => {
+      const u = new URL(r.url());
+      if (u.pathname === '/v1/leases') leaseReads.push(u.search);
+    };
+    page.on('request', onRequest);
     await page.goto(`${server.url}/console/#/coordination`);
     await poll(() => page.locator('#leases').textContent()).toContain('seo-agent-7');
+    expect(leaseReads.length).toBeGreaterThan(0);
+    expect(new Set(leaseReads)).toEqual(new Set(['?state=HELD']));
     const row = await page.locator('#leases tbody tr', { hasText: 'wp:post:1024#title' }).textContent();
     expect(row).toContain('HELD');
     expect(row).toContain(String(held.epochs['wp:post:1024#title']));
@@ -370,6 +379,8 @@ describe('the console in a real browser', () => {
     await expect.poll(() => page.locator('#queues').textContent(), { timeout: 10_000 }).toContain('editor-alice');
     await page.locator('#show-free').check();
     await expect.poll(() => page.locator('#leases').textContent(), { timeout: 10_000 }).toContain('wp:post:2048#title');
+    expect(leaseReads).toContain('');
+    page.off('request', onRequest);
     await shoot('coordination');
     await seo.releaseLease(held);
     const next = await waiting;

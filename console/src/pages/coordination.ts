@@ -19,11 +19,11 @@ export function coordinationPage(_route: Route, ctx: PageContext): HTMLElement {
   const load = async () => {
     try {
       const [l, qs, inc] = await Promise.all([
-        api<{ leases: LeaseRecord[] }>('/v1/leases'), api<{ queues: Queue[] }>('/v1/leases/queues'), api<{ incidents: Incident[] }>('/v1/incidents'),
+        // Only the held keys unless asked for all: every key ever leased may be millions.
+        api<{ leases: LeaseRecord[] }>(showAll.checked ? '/v1/leases' : '/v1/leases?state=HELD'), api<{ queues: Queue[] }>('/v1/leases/queues'), api<{ incidents: Incident[] }>('/v1/incidents'),
       ]);
       if (left) return;
-      const rows = l.leases.filter((x) => showAll.checked || x.state === 'HELD');
-      fill(leases, table('Leases', ['Key', 'State', 'Holder', 'Fencing epoch', 'Expires', 'Renewed', 'Transitions', 'Lease'], rows.map((x) => [
+      fill(leases, table('Leases', ['Key', 'State', 'Holder', 'Fencing epoch', 'Expires', 'Renewed', 'Transitions', 'Lease'], l.leases.map((x) => [
         h('code', {}, x.key), leaseStateBadge(x.state),
         x.holderIdentity ? principalLink(x.holderIdentity) : '—', String(x.epoch), time(x.expiresAt), time(x.renewTime), String(x.leaseTransitions),
         x.leaseId ? h('code', {}, x.leaseId.slice(0, 12)) : '—',

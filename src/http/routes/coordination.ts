@@ -84,17 +84,24 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     return releaseLease(app.operation(request), caller, request.params.id, token);
   });
 
-  app.get<{ Querystring: { resource?: string; holder?: string } }>('/v1/leases', {
+  app.get<{ Querystring: { resource?: string; holder?: string; state?: 'HELD' } }>('/v1/leases', {
     schema: {
-      operationId: 'listLeases', tags: ['Coordination'], summary: 'Leases in the Kubernetes Lease vocabulary',
-      querystring: { type: 'object', additionalProperties: false, properties: { resource: { type: 'string', description: 'a coordination key' }, holder: { type: 'string', description: 'a principal id' } } },
-      response: { 200: { type: 'object', description: 'One record per coordination key', required: ['leases'], properties: { leases: { type: 'array', items: ref('LeaseRecord') } } }, ...errorResponses([...WITH_INPUT, ...AUTHENTICATED]) },
+      operationId: 'listLeases', tags: ['Coordination'], summary: 'Leases in the Kubernetes Lease vocabulary: every key ever leased, or with state=HELD only the keys held now',
+      querystring: {
+        type: 'object', additionalProperties: false,
+        properties: {
+          resource: { type: 'string', description: 'a coordination key' }, holder: { type: 'string', description: 'a principal id' },
+          state: { type: 'string', enum: ['HELD'], description: 'HELD: only the keys held now (read as such: without it every key ever leased is read)' },
+        },
+      },
+      response: { 200: { type: 'object', description: 'One record per coordination key, in key order', required: ['leases'], properties: { leases: { type: 'array', items: ref('LeaseRecord') } } }, ...errorResponses([...WITH_INPUT, ...AUTHENTICATED]) },
     },
   }, async (request) => {
     await app.caller(request);
-    const filter: { key?: string; holder?: string } = {};
+    const filter: { key?: string; holder?: string; state?: 'HELD' } = {};
     if (request.query.resource) filter.key = request.query.resource;
     if (request.query.holder) filter.holder = request.query.holder;
+    if (request.query.state) filter.state = request.query.state;
     return { leases: (await listLeases(ctx, filter)).map(leaseRecordToWire) };
   });
 

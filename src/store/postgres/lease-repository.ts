@@ -149,6 +149,19 @@ export class PostgresLeaseRepository implements LeaseRepository {
     return this.sql.query<LeaseKeyRow>(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE epoch > 0 ORDER BY key COLLATE "C"`);
   }
 
+  async heldKeys(_now: number): Promise<{ keys: LeaseKeyRow[]; now?: number }> {
+    // The database's now, read once (writ_now_ms is volatile); `holder IS NOT NULL` lets the partial
+    // index lease_keys_holder find the candidates, so the keys no one holds are not read.
+    const rows = await this.sql.query<LeaseKeyRow & { store_now: number }>(
+      `WITH t AS MATERIALIZED (SELECT writ_now_ms() AS now)
+       SELECT ${KEY_COLUMNS.replace(/(\w+)/g, 'k.$1')}, t.now AS store_now
+         FROM t JOIN lease_keys k ON k.holder IS NOT NULL AND k.expires_at > t.now ORDER BY k.key COLLATE "C"`,
+    );
+    const now = rows[0]?.store_now;
+    const keys = rows.map(({ store_now: _, ...key }) => key);
+    return now === undefined ? { keys } : { keys, now };
+  }
+
   async maxEpoch(): Promise<number> {
     const [row] = await this.sql.query<{ max: number }>('SELECT coalesce(max(epoch), 0) AS max FROM lease_keys');
     return row!.max;

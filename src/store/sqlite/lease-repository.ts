@@ -128,6 +128,9 @@ export class SqliteLeaseRepository implements LeaseRepository {
       // One statement per filter, so that each uses its index (an "(? IS NULL OR col = ?)" term uses none).
       listAllKeys: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE epoch > 0 ORDER BY key`),
       listKeysOf: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE holder = ? AND epoch > 0 ORDER BY key`),
+      // INDEXED BY: without statistics the planner would rather walk every key in key order than sort the few held.
+      heldKeys: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys INDEXED BY lease_keys_holder
+        WHERE holder IS NOT NULL AND expires_at > ? ORDER BY key`),
       maxEpoch: db.prepare('SELECT COALESCE(MAX(epoch), 0) FROM lease_keys').pluck(),
       waiters: db.prepare(`SELECT w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline
         FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
@@ -237,6 +240,10 @@ export class SqliteLeaseRepository implements LeaseRepository {
       return row && row.epoch > 0 && (filter.holder === undefined || row.holder === filter.holder) ? [row] : [];
     }
     return (filter.holder === undefined ? this.s.listAllKeys.all() : this.s.listKeysOf.all(filter.holder)) as LeaseKeyRow[];
+  }
+
+  async heldKeys(now: number): Promise<{ keys: LeaseKeyRow[]; now?: number }> {
+    return { keys: this.s.heldKeys.all(now) as LeaseKeyRow[] };
   }
 
   async maxEpoch(): Promise<number> {

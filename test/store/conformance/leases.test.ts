@@ -282,6 +282,29 @@ describeEngines('leases: the wait queue', (fresh) => {
     expect(rows).toEqual(perKey);
   });
 
+  it('heldKeys: the keys held now, in key order, as listKeys gives them; not the released, expired or never held', async () => {
+    const { store } = await fresh();
+    expect(await store.read((tx) => tx.leases.heldKeys(Date.now()))).toEqual({ keys: [] });
+    await take(store, ['k:b'], 'holder', { ttlMs: 60_000 });
+    await take(store, ['k:a', 'k:B'], 'holder-2', { ttlMs: 60_000 });
+    await take(store, ['k:lapsed'], 'holder-3', { ttlMs: 100 });
+    await release(store, await take(store, ['k:released'], 'holder-4', { ttlMs: 60_000 }));
+    await sleep(200);
+    const now = Date.now();
+    const held = await store.read((tx) => tx.leases.heldKeys(now));
+    expect(held.keys.map((r) => [r.key, r.holder])).toEqual([
+      ['k:B', 'holder-2'],
+      ['k:a', 'holder-2'],
+      ['k:b', 'holder'],
+    ]);
+    const all = await store.read((tx) => tx.leases.listKeys({}));
+    expect(held.keys).toEqual(all.filter((r) => held.keys.some((h) => h.key === r.key)));
+    // Held by the clock the store keeps lease time with (PostgreSQL's own, returned), else the caller's.
+    const at = held.now ?? now;
+    expect(held.keys.every((r) => r.expires_at! > at)).toBe(true);
+    expect(all.find((r) => r.key === 'k:lapsed')!.expires_at!).toBeLessThanOrEqual(at);
+  });
+
   it('the queue holds across connections: a waiter queued through one blocks a lower newcomer on another', async () => {
     const { store, another } = await fresh();
     const other = await another();
