@@ -21,6 +21,20 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
+/**
+ * A login role of the test's own on the database at `dbUrl` (dropped, with what it owns, after the test),
+ * the `setup` statements run as the owner, and that database's URL as the role.
+ */
+async function roleOn(dbUrl: string, role: string, setup: string[], password?: string): Promise<URL> {
+  await sql(dbUrl, `CREATE ROLE ${role} LOGIN${password === undefined ? '' : ` PASSWORD '${password}'`}`);
+  cleanups.push(async () => { await sql(dbUrl, `DROP OWNED BY ${role}`); await sql(dbUrl, `DROP ROLE ${role}`); });
+  for (const statement of setup) await sql(dbUrl, statement);
+  const url = new URL(dbUrl);
+  url.username = role;
+  if (password !== undefined) url.password = password;
+  return url;
+}
+
 async function refusal(p: Promise<unknown>): Promise<WritError> {
   const e = await p.then(() => undefined, (err: unknown) => err);
   expect(isWritError(e), `not a WritError: ${String(e)}`).toBe(true);
@@ -62,12 +76,7 @@ describe('PostgreSQL setup mistakes', () => {
   it('a role without the right to create Writ\'s tables is told so', async () => {
     const db = await createTestDatabase('writ_setup');
     cleanups.push(db.drop);
-    const role = `writ_weak_${process.pid}`;
-    await sql(db.url, `CREATE ROLE ${role} LOGIN`);
-    cleanups.push(async () => { await sql(db.url, `DROP OWNED BY ${role}`); await sql(db.url, `DROP ROLE ${role}`); });
-    await sql(db.url, `REVOKE CREATE ON SCHEMA public FROM PUBLIC`);
-    const url = new URL(db.url);
-    url.username = role;
+    const url = await roleOn(db.url, `writ_weak_${process.pid}`, ['REVOKE CREATE ON SCHEMA public FROM PUBLIC']);
     const e = await refusal(openPostgresStore(url.toString()));
     expect(e.code).toBe('UNPROCESSABLE');
     expect(e.message).toMatch(/permission denied/);
@@ -80,12 +89,7 @@ describe('PostgreSQL setup mistakes', () => {
     cleanups.push(db.drop);
     const role = `writ_notemp_${process.pid}`;
     const name = new URL(db.url).pathname.slice(1);
-    await sql(db.url, `CREATE ROLE ${role} LOGIN`);
-    cleanups.push(async () => { await sql(db.url, `DROP OWNED BY ${role}`); await sql(db.url, `DROP ROLE ${role}`); });
-    await sql(db.url, `GRANT CREATE, USAGE ON SCHEMA public TO ${role}`);
-    await sql(db.url, `REVOKE TEMPORARY ON DATABASE ${name} FROM PUBLIC`);
-    const url = new URL(db.url);
-    url.username = role;
+    const url = await roleOn(db.url, role, [`GRANT CREATE, USAGE ON SCHEMA public TO ${role}`, `REVOKE TEMPORARY ON DATABASE ${name} FROM PUBLIC`]);
     const e = await refusal(openPostgresStore(url.toString()));
     expect(e.code).toBe('UNPROCESSABLE');
     expect(e.message).toMatch(/permission denied to create temporary tables/);
@@ -128,13 +132,7 @@ describe('PostgreSQL setup mistakes', () => {
     cleanups.push(db.drop);
     const role = `writ_copy_notemp_${process.pid}`;
     const name = new URL(db.url).pathname.slice(1);
-    await sql(db.url, `CREATE ROLE ${role} LOGIN PASSWORD 'pw-hidden'`);
-    cleanups.push(async () => { await sql(db.url, `DROP OWNED BY ${role}`); await sql(db.url, `DROP ROLE ${role}`); });
-    await sql(db.url, `GRANT CREATE, USAGE ON SCHEMA public TO ${role}`);
-    await sql(db.url, `REVOKE TEMPORARY ON DATABASE ${name} FROM PUBLIC`);
-    const to = new URL(db.url);
-    to.username = role;
-    to.password = 'pw-hidden';
+    const to = await roleOn(db.url, role, [`GRANT CREATE, USAGE ON SCHEMA public TO ${role}`, `REVOKE TEMPORARY ON DATABASE ${name} FROM PUBLIC`], 'pw-hidden');
     const r = await runWrit(data, 'store', 'copy', '--to', to.toString());
     expect(r.code, r.output).toBe(1);
     expect(r.output).toMatch(/^writ: UNPROCESSABLE \(Unprocessable\): .*permission denied to create temporary tables/m);
@@ -161,12 +159,7 @@ describe('PostgreSQL setup mistakes', () => {
     cleanups.push(db.drop);
     await (await openPostgresStore(db.url)).close(); // migrated by the database's owner
     const role = `writ_copy_noseq_${process.pid}`;
-    await sql(db.url, `CREATE ROLE ${role} LOGIN`);
-    cleanups.push(async () => { await sql(db.url, `DROP OWNED BY ${role}`); await sql(db.url, `DROP ROLE ${role}`); });
-    await sql(db.url, `GRANT CREATE, USAGE ON SCHEMA public TO ${role}`);
-    await sql(db.url, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${role}`);
-    const to = new URL(db.url);
-    to.username = role;
+    const to = await roleOn(db.url, role, [`GRANT CREATE, USAGE ON SCHEMA public TO ${role}`, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${role}`]);
     const r = await runWrit(data, 'store', 'copy', '--to', to.toString());
     expect(r.code, r.output).toBe(1);
     expect(r.output).toMatch(/^writ: UNPROCESSABLE \(Unprocessable\): .*permission denied for sequence .*\(SQLSTATE 42501\): give the role the rights Writ needs: .*or use another role in --to; nothing was changed$/m);
@@ -183,12 +176,7 @@ describe('PostgreSQL setup mistakes', () => {
     cleanups.push(db.drop);
     const role = `writ_migrate_notemp_${process.pid}`;
     const name = new URL(db.url).pathname.slice(1);
-    await sql(db.url, `CREATE ROLE ${role} LOGIN`);
-    cleanups.push(async () => { await sql(db.url, `DROP OWNED BY ${role}`); await sql(db.url, `DROP ROLE ${role}`); });
-    await sql(db.url, `GRANT CREATE, USAGE ON SCHEMA public TO ${role}`);
-    await sql(db.url, `REVOKE TEMPORARY ON DATABASE ${name} FROM PUBLIC`);
-    const url = new URL(db.url);
-    url.username = role;
+    const url = await roleOn(db.url, role, [`GRANT CREATE, USAGE ON SCHEMA public TO ${role}`, `REVOKE TEMPORARY ON DATABASE ${name} FROM PUBLIC`]);
     const r = await runWrit(data, 'migrate', '--database', url.toString());
     expect(r.code, r.output).toBe(1);
     expect(r.output).toContain(`GRANT TEMPORARY ON DATABASE ${name} TO ${role}`);
