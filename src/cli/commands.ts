@@ -4,7 +4,7 @@ import { damagedKeysMessage, KeyRing, writePrivateFile } from '../decision/index
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID, PRINCIPAL_KINDS, type Edge } from '../graph/model.js';
 import {
-  analyseImpact, applyManifest, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, recentDecisionFailures, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit, type RecentDecisionsCheck, type WritContext,
+  analyseImpact, applyManifest, listLeases, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, recentDecisionFailures, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit, type RecentDecisionsCheck, type WritContext,
 } from '../service/index.js';
 import { exportChainDot, exportChainMermaid, isEdgeLive, patternsOverlap, type AuthorityGraph } from '../graph/index.js';
 import { WritError } from '../errors.js';
@@ -1043,17 +1043,18 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'lease ls',
-    summary: 'leases: holder, fencing epoch, expiry, transitions (Kubernetes Lease vocabulary); --resource KEY: that key, and for a resource its fields\' keys (KEY#field)',
-    usage: '[--resource KEY] [--holder ID] [--json]',
-    options: { resource: { type: 'string' }, holder: { type: 'string' }, json: { type: 'boolean' } },
+    summary: 'leases: holder, fencing epoch, expiry, transitions (Kubernetes Lease vocabulary); --resource KEY: that key, and for a resource its fields\' keys (KEY#field); --held: only the keys held now (read as such, not every key ever leased)',
+    usage: '[--resource KEY] [--holder ID] [--held] [--json]',
+    options: { resource: { type: 'string' }, holder: { type: 'string' }, held: { type: 'boolean' }, json: { type: 'boolean' } },
     run: ({ values }) =>
       withWrit(values, async (w) => {
-        const filter: { key?: string; holder?: string } = {};
+        const filter: { key?: string; holder?: string; state?: 'HELD' } = {};
         const resource = typeof values.resource === 'string' ? values.resource : undefined;
         // A resource (a receipt's resource_key) is leased per field (KEY#field): its keys are those too.
         if (resource !== undefined && resource.includes('#')) filter.key = resource;
         if (typeof values.holder === 'string') filter.holder = values.holder;
-        const leases = (await w.ctx.leases.list(filter)).filter((l) => resource === undefined || l.key === resource || l.key.startsWith(`${resource}#`));
+        if (values.held === true) filter.state = 'HELD';
+        const leases = (await listLeases(w.ctx, filter)).filter((l) => resource === undefined || l.key === resource || l.key.startsWith(`${resource}#`));
         print(leases.map(leaseRecordToWire), values.json, () =>
           leases.length === 0
             ? '(no leases)'
