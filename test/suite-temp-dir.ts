@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -10,6 +10,8 @@ import { join } from 'node:path';
  */
 export default function setup(): () => void {
   const dir = mkdtempSync(join(tmpdir(), 'writ-suite-'));
+  // Open to every user, sticky, as /tmp is: a test's private PostgreSQL runs as the user postgres in a directory made here.
+  chmodSync(dir, 0o1777);
   const before = process.env.TMPDIR;
   process.env.TMPDIR = dir;
   return () => {
