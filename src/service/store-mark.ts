@@ -1,7 +1,7 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { canonicalJson } from '../audit/index.js';
+import { writePrivateFile } from '../decision/index.js';
 import { maskDatabaseUrl } from '../config/index.js';
 import { WritError } from '../errors.js';
 import type { WritStore } from '../store/contract.js';
@@ -142,7 +142,9 @@ export function writeStoreMark(file: string, figures: StoreFigures, databaseUrl:
   const marks = readStoreMarks(file);
   if (wentBack(marks.stores[figures.store], figures).length > 0) return false;
   marks.stores[figures.store] = { ...figures, database: maskDatabaseUrl(databaseUrl), written_at: now.toISOString() };
-  writeFileDurably(file, `${JSON.stringify(marks, null, 2)}\n`);
+  // Whole or not at all, durable, through a temporary file of this write's own (two replicas in containers
+  // sharing a volume are often both pid 1), as the key ring writes its files.
+  writePrivateFile(file, `${JSON.stringify(marks, null, 2)}\n`, { overwrite: true });
   return true;
 }
 
@@ -166,30 +168,3 @@ export async function markStore(file: string, store: WritStore, databaseUrl: str
   return true;
 }
 
-/**
- * The temporary file's name is this write's own (not only the process id: two replicas in containers
- * sharing a volume are often both pid 1), and it is created, never opened if it exists: two writers
- * never write into one temporary file, which one of them would rename half-written into place.
- */
-function writeFileDurably(file: string, text: string): void {
-  const tmp = `${file}.tmp-${process.pid}-${randomBytes(8).toString('hex')}`;
-  const fd = openSync(tmp, 'wx', 0o600);
-  try {
-    try {
-      writeSync(fd, text);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(tmp, file);
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    throw e;
-  }
-  const dir = openSync(dirname(file), 'r');
-  try {
-    fsyncSync(dir);
-  } finally {
-    closeSync(dir);
-  }
-}
