@@ -154,7 +154,7 @@ export class PostgresLeaseRepository implements LeaseRepository {
     // index lease_keys_holder find the candidates, so the keys no one holds are not read.
     const rows = await this.sql.query<LeaseKeyRow & { store_now: number }>(
       `WITH t AS MATERIALIZED (SELECT writ_now_ms() AS now)
-       SELECT ${KEY_COLUMNS.replace(/(\w+)/g, 'k.$1')}, t.now AS store_now
+       SELECT ${KEY_COLUMNS}, t.now AS store_now
          FROM t JOIN lease_keys k ON k.holder IS NOT NULL AND k.expires_at > t.now ORDER BY k.key COLLATE "C"`,
     );
     const now = rows[0]?.store_now;
