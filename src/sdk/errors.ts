@@ -81,6 +81,7 @@ export const NoUpstreamError = define('NO_UPSTREAM');
 export const RateLimitedError = define('RATE_LIMITED');
 export const OverloadedError = define('OVERLOADED');
 export const SchemaTooNewError = define('SCHEMA_TOO_NEW');
+export const SchemaDivergedError = define('SCHEMA_DIVERGED');
 export const StoreFailedError = define('STORE_FAILED');
 export const StoreInUseError = define('STORE_IN_USE');
 export const StoreDamagedError = define('STORE_DAMAGED');
@@ -133,6 +134,7 @@ export type NoUpstreamError = InstanceType<typeof NoUpstreamError>;
 export type RateLimitedError = InstanceType<typeof RateLimitedError>;
 export type OverloadedError = InstanceType<typeof OverloadedError>;
 export type SchemaTooNewError = InstanceType<typeof SchemaTooNewError>;
+export type SchemaDivergedError = InstanceType<typeof SchemaDivergedError>;
 export type StoreFailedError = InstanceType<typeof StoreFailedError>;
 export type StoreInUseError = InstanceType<typeof StoreInUseError>;
 export type StoreDamagedError = InstanceType<typeof StoreDamagedError>;
@@ -159,7 +161,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
   NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
   UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError,
-  SCHEMA_TOO_NEW: SchemaTooNewError, STORE_FAILED: StoreFailedError, STORE_IN_USE: StoreInUseError, STORE_DAMAGED: StoreDamagedError, STORE_MOVED: StoreMovedError, STORE_BEHIND_MARK: StoreBehindMarkError, RECEIPT_DAMAGED: ReceiptDamagedError, INTERNAL: InternalError,
+  SCHEMA_TOO_NEW: SchemaTooNewError, SCHEMA_DIVERGED: SchemaDivergedError, STORE_FAILED: StoreFailedError, STORE_IN_USE: StoreInUseError, STORE_DAMAGED: StoreDamagedError, STORE_MOVED: StoreMovedError, STORE_BEHIND_MARK: StoreBehindMarkError, RECEIPT_DAMAGED: ReceiptDamagedError, INTERNAL: InternalError,
 };
 
 /** Builds the typed error for a problem+json body. Unknown codes (a newer server) become WritApiError with INTERNAL. */

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { WritError } from '../../errors.js';
 import { failedMigration, isDuplicateObject, partialSchema } from './errors.js';
+import { refuseDivergedHistory, type MigrationRecord } from '../migration-history.js';
 import { POSTGRES_MIGRATIONS } from './migrations/index.js';
 import type { PostgresMigration } from './migrations/types.js';
 
@@ -17,7 +18,9 @@ export interface MigrationReport {
 /**
  * Applies the numbered migrations the database lacks, each in its own transaction, under a
  * session-level advisory lock. Refuses (SCHEMA_TOO_NEW, nothing changed) a database whose schema
- * is newer than this code knows: an older replica must not write to tables it does not understand.
+ * is newer than this code knows: an older replica must not write to tables it does not understand; and
+ * (SCHEMA_DIVERGED) one whose applied migrations are not a prefix of this code's (refuseDivergedHistory).
+ * On a database with nothing to apply it creates nothing (so needs no CREATE on the schema).
  */
 export async function migratePostgres(client: pg.ClientBase, migrations: readonly PostgresMigration[] = POSTGRES_MIGRATIONS): Promise<MigrationReport> {
   // Another replica may be migrating for longer than the pool's lock_timeout: wait for it as long as it takes.
@@ -26,11 +29,9 @@ export async function migratePostgres(client: pg.ClientBase, migrations: readonl
   try {
     // Checked before anything is created: a refused database is left exactly as it was.
     await refusePartialSchema(client);
-    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
-      version    integer     PRIMARY KEY,
-      name       text        NOT NULL,
-      applied_at timestamptz NOT NULL DEFAULT now())`);
-    const current = await schemaVersion(client);
+    const recorded = await appliedPostgresMigrations(client);
+    refuseDivergedHistory(STORE, recorded ?? [], migrations);
+    const current = Math.max(0, ...(recorded ?? []).map((m) => m.version));
     const known = migrations.reduce((max, m) => Math.max(max, m.version), 0);
     if (current > known) {
       throw new WritError(
@@ -39,9 +40,18 @@ export async function migratePostgres(client: pg.ClientBase, migrations: readonl
         { schema_version: current, known_version: known },
       );
     }
+    const pending = [...migrations].sort((a, b) => a.version - b.version).filter((m) => m.version > current);
+    // Nothing is created on a database migrated already (CREATE … IF NOT EXISTS checks the right to create
+    // first): a role with only the rights Writ needs at run time starts on a database migrated for it.
+    if (pending.length === 0) return { applied: [], version: current };
+    if (recorded === null) {
+      await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version    integer     PRIMARY KEY,
+      name       text        NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now())`);
+    }
     const applied: number[] = [];
-    for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
-      if (m.version <= current) continue;
+    for (const m of pending) {
       await client.query('BEGIN');
       try {
         await client.query(m.sql);
@@ -85,4 +95,35 @@ export async function refusePartialSchema(client: pg.ClientBase): Promise<void> 
 async function schemaVersion(client: pg.ClientBase): Promise<number> {
   const { rows } = await client.query<{ version: number | null }>('SELECT max(version) AS version FROM schema_migrations');
   return Number(rows[0]?.version ?? 0);
+}
+
+const STORE = 'PostgreSQL database';
+
+/** The migrations the database records applied (schema_migrations), with their names; null when it has no such table. */
+export async function appliedPostgresMigrations(client: pg.ClientBase): Promise<MigrationRecord[] | null> {
+  const { rows: table } = await client.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present");
+  if (!table[0]!.present) return null;
+  const { rows } = await client.query<{ version: number; name: string }>('SELECT version, name FROM schema_migrations');
+  return rows.map((r) => ({ version: Number(r.version), name: r.name }));
+}
+
+/**
+ * Refuses (nothing changed) a database whose applied migrations are not a prefix of `migrations`
+ * (SCHEMA_DIVERGED), or are ahead of them (SCHEMA_TOO_NEW), or behind (UNPROCESSABLE, naming
+ * `writ migrate`): what a command that must not migrate checks.
+ */
+export async function requireCurrentPostgresSchema(client: pg.ClientBase, migrations: readonly PostgresMigration[] = POSTGRES_MIGRATIONS): Promise<void> {
+  await refusePartialSchema(client);
+  const recorded = (await appliedPostgresMigrations(client)) ?? [];
+  refuseDivergedHistory(STORE, recorded, migrations);
+  const known = migrations.reduce((max, m) => Math.max(max, m.version), 0);
+  const current = Math.max(0, ...recorded.map((m) => m.version));
+  if (current === known) return;
+  throw new WritError(
+    current > known ? 'SCHEMA_TOO_NEW' : 'UNPROCESSABLE',
+    current > known
+      ? `the PostgreSQL schema is at version ${current}, newer than this Writ knows (${known}); run a Writ at least as new as the one that migrated it`
+      : `the PostgreSQL schema is at version ${current}, this Writ needs ${known}: run \`writ migrate\``,
+    { schema_version: current, known_version: known },
+  );
 }

@@ -7,7 +7,7 @@ import { PostgresGraphEventStore } from './graph-event-store.js';
 import { PostgresIncidentRepository } from './incident-repository.js';
 import { PostgresLeaseAuthorityRepository } from './lease-authority-repository.js';
 import { PostgresLeaseRepository } from './lease-repository.js';
-import { migratePostgres, refusePartialSchema } from './migrate.js';
+import { migratePostgres, requireCurrentPostgresSchema } from './migrate.js';
 import { PostgresReceiptRepository } from './receipt-repository.js';
 import { TxSession, type PostgresStoreStats } from './session.js';
 import { PostgresSingleUseStore, SingleUsePurge } from './single-use-store.js';
@@ -95,7 +95,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     const ignore = () => undefined; // a broken connection also rejects the statement in flight
     client.on('error', ignore);
     try {
-      if (options.migrate === false) await checkSchemaCurrent(client);
+      if (options.migrate === false) await requireCurrentPostgresSchema(client);
       else await migratePostgres(client);
     } finally {
       client.off('error', ignore);
@@ -272,23 +272,3 @@ class PgStore implements PostgresStore {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-async function checkSchemaCurrent(client: pg.PoolClient): Promise<void> {
-  const { POSTGRES_MIGRATIONS } = await import('./migrations/index.js');
-  await refusePartialSchema(client);
-  const known = POSTGRES_MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
-  const { rows: table } = await client.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present");
-  const { rows } = table[0]?.present
-    ? await client.query<{ version: number | null }>('SELECT max(version) AS version FROM schema_migrations')
-    : { rows: [{ version: 0 }] };
-  const current = Number(rows[0]?.version ?? 0);
-  if (current !== known) {
-    const { WritError } = await import('../../errors.js');
-    throw new WritError(
-      current > known ? 'SCHEMA_TOO_NEW' : 'UNPROCESSABLE',
-      current > known
-        ? `the PostgreSQL schema is at version ${current}, newer than this Writ knows (${known}); run a Writ at least as new as the one that migrated it`
-        : `the PostgreSQL schema is at version ${current}, this Writ needs ${known}: run \`writ migrate\``,
-      { schema_version: current, known_version: known },
-    );
-  }
-}

@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
 import { WritError } from '../../errors.js';
+import { refuseDivergedHistory, type MigrationRecord } from '../migration-history.js';
 import { MIGRATIONS } from './migrations/index.js';
 
 export type SqliteDatabase = Database.Database;
@@ -292,12 +293,15 @@ export function storeDamagedError(file: string, damage: string, doing: string | 
 }
 
 /**
- * Refuses a file whose schema is not this Writ's, changing nothing: newer is SCHEMA_TOO_NEW, older is
- * UNPROCESSABLE with what to run (the words PostgreSQL's store uses for the same refusal).
+ * Refuses a file whose schema is not this Writ's, changing nothing: applied migrations that are not a
+ * prefix of this Writ's are SCHEMA_DIVERGED, newer is SCHEMA_TOO_NEW, older is UNPROCESSABLE with what
+ * to run (the words PostgreSQL's store uses for the same refusal).
  */
 function requireCurrentSchema(db: SqliteDatabase): void {
   const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
-  const current = table ? ((db.prepare('SELECT MAX(version) AS v FROM schema_migrations').get() as { v: number | null }).v ?? 0) : 0;
+  const recorded = table ? appliedMigrations(db) : [];
+  refuseDivergedHistory(STORE, recorded, MIGRATIONS);
+  const current = Math.max(0, ...recorded.map((m) => m.version));
   if (current === SQLITE_SCHEMA_VERSION) return;
   throw new WritError(
     current > SQLITE_SCHEMA_VERSION ? 'SCHEMA_TOO_NEW' : 'UNPROCESSABLE',
@@ -308,16 +312,25 @@ function requireCurrentSchema(db: SqliteDatabase): void {
   );
 }
 
+const STORE = 'SQLite store';
+
+/** The migrations the file records applied (schema_migrations), with the names they were applied under. */
+function appliedMigrations(db: SqliteDatabase): MigrationRecord[] {
+  return db.prepare('SELECT version, name FROM schema_migrations').all() as MigrationRecord[];
+}
+
 /**
  * Applies every numbered migration not applied yet, each in its own immediate transaction (several
  * processes may start at once), and returns the versions it applied. Refuses a file whose schema is
- * newer than this code knows (written by a newer Writ): nothing is changed, and the error says so.
+ * newer than this code knows (written by a newer Writ), and one whose applied migrations are not a
+ * prefix of this Writ's (SCHEMA_DIVERGED: refuseDivergedHistory): nothing is changed, and the error says so.
  */
 export function migrate(db: SqliteDatabase): number[] {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
-  const applied = new Set(
-    (db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version),
-  );
+  const recorded = appliedMigrations(db);
+  // Checked before anything is applied: a store migrated by a Writ numbered otherwise is left as it is.
+  refuseDivergedHistory(STORE, recorded, MIGRATIONS);
+  const applied = new Set(recorded.map((r) => r.version));
   const newest = Math.max(0, ...applied);
   if (newest > SQLITE_SCHEMA_VERSION) {
     throw new WritError('SCHEMA_TOO_NEW', `the store's schema is at version ${newest}, newer than this Writ knows (${SQLITE_SCHEMA_VERSION}): run the Writ version that wrote it, or a newer one`, {
