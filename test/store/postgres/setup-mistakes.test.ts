@@ -4,7 +4,11 @@ import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../../scripts/server-process.js';
 import { isWritError, type WritError } from '../../../src/errors.js';
-import { openPostgresStore, postgresHoldsStore } from '../../../src/store/postgres/index.js';
+import pg from 'pg';
+import { GOVERNANCE_ID } from '../../../src/graph/model.js';
+import { migratePostgres, openPostgresStore, POSTGRES_MIGRATIONS, postgresHoldsStore } from '../../../src/store/postgres/index.js';
+import { act, decideOk, leaseOk } from '../../support/agent.js';
+import { startHarness } from '../../support/harness.js';
 import { runWrit } from '../../support/cli.js';
 import { takeEpochs } from '../../support/data-dir-epochs.js';
 import { requireDist } from '../../support/server-process.js';
@@ -33,6 +37,22 @@ async function roleOn(dbUrl: string, role: string, setup: string[], password?: s
   url.username = role;
   if (password !== undefined) url.password = password;
   return url;
+}
+
+/**
+ * The rights Writ needs at run time on a database another role (its owner) migrated, as the README says:
+ * USAGE on the schema, SELECT, INSERT, UPDATE, DELETE on its tables, USAGE on its sequences; and neither
+ * CREATE on the schema nor TEMPORARY on the database (both revoked from PUBLIC here).
+ */
+function runtimeRights(dbUrl: string, role: string): string[] {
+  const name = new URL(dbUrl).pathname.slice(1);
+  return [
+    'REVOKE CREATE ON SCHEMA public FROM PUBLIC',
+    `REVOKE TEMPORARY ON DATABASE ${name} FROM PUBLIC`,
+    `GRANT USAGE ON SCHEMA public TO ${role}`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${role}`,
+    `GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO ${role}`,
+  ];
 }
 
 async function refusal(p: Promise<unknown>): Promise<WritError> {
@@ -100,6 +120,51 @@ describe('PostgreSQL setup mistakes', () => {
     // Granted as told, the next start migrates the rest.
     await sql(db.url, `GRANT TEMPORARY ON DATABASE ${name} TO ${role}`);
     await (await openPostgresStore(url.toString())).close();
+  });
+
+  it('a role with only the rights Writ needs at run time starts on a database its owner migrated, and serves: decisions, leases, writes, receipts, checkpoints', { timeout: 120_000 }, async () => {
+    const db = await createTestDatabase('writ_setup');
+    cleanups.push(db.drop);
+    await (await openPostgresStore(db.url)).close(); // migrated by the database's owner
+    const role = `writ_runtime_${process.pid}`;
+    const url = (await roleOn(db.url, role, runtimeRights(db.url, role))).toString();
+    // Starting checked the right to create schema_migrations (CREATE TABLE IF NOT EXISTS) though it was there.
+    await (await openPostgresStore(url)).close();
+    const data = mkdtempSync(join(tmpdir(), 'writ-runtime-role-'));
+    cleanups.push(async () => rmSync(data, { recursive: true, force: true }));
+    const migrated = await runWrit(data, 'migrate', '--database', url);
+    expect([migrated.code, migrated.output]).toEqual([0, expect.stringMatching(/schema at version \d+/)]);
+
+    const h = await startHarness({ databaseUrl: url, upstream: true });
+    cleanups.push(() => h.close());
+    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
+    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const write = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'run-time role' }, expected_version: 0 }, { decision: d.token, lease });
+    expect(write.status, JSON.stringify(write.body)).toBe(201);
+    expect((await h.call('seo-agent-7', { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } })).status).toBeLessThan(300);
+    await h.ctx.receipts.checkpoint();
+    const verified = await h.call(GOVERNANCE_ID, { method: 'GET', url: '/v1/audit/verify' });
+    expect([verified.status, verified.body.ok], JSON.stringify(verified.body)).toEqual([200, true]);
+    const verify = await runWrit(h.dataDir, 'audit', 'verify', '--database', url);
+    expect([verify.code, verify.output]).toEqual([0, expect.stringMatching(/^OK: /)]);
+  });
+
+  it('a role with only the run-time rights, on a database with migrations pending, is told the grant to make; nothing was changed', async () => {
+    const db = await createTestDatabase('writ_setup');
+    cleanups.push(db.drop);
+    const last = Math.max(...POSTGRES_MIGRATIONS.map((m) => m.version));
+    const owner = new pg.Client(db.url);
+    await owner.connect();
+    await migratePostgres(owner, POSTGRES_MIGRATIONS.filter((m) => m.version < last)).finally(() => owner.end());
+    const role = `writ_runtime_pending_${process.pid}`;
+    const url = await roleOn(db.url, role, runtimeRights(db.url, role));
+    const e = await refusal(openPostgresStore(url.toString()));
+    expect(e.code).toBe('UNPROCESSABLE');
+    expect(e.message).toMatch(/permission denied|must be owner/);
+    expect(e.message).toMatch(/give the role the rights Writ needs: make it the owner of the database .* or GRANT it CREATE and USAGE on the schema/);
+    expect(e.message).toMatch(new RegExp(`migration ${last} \\(.+\\) was not applied; nothing was changed$`));
+    expect(e.details).toMatchObject({ sqlstate: '42501', migration: last, schema_version: last - 1 });
+    expect((await sql<{ version: number }>(db.url, 'SELECT max(version)::int AS version FROM schema_migrations'))[0]!.version).toBe(last - 1);
   });
 
   for (const [what, keep] of [['no migration record', 0], ['a partial migration record', 2]] as const) {
