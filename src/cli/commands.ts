@@ -42,6 +42,8 @@ export interface Command {
   usage?: string;
   options?: Record<string, { type: 'string' | 'boolean'; short?: string }>;
   run(args: CommandArgs): Promise<number>;
+  /** The exit code of its failures (a WritError, a bug; not a usage error, 2) where 1 is a finding: `writ audit verify`'s BROKEN. Default 1. */
+  failureExit?: number;
 }
 
 export function configFrom(values: CommandArgs['values']): WritConfig {
@@ -835,7 +837,9 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'audit verify',
-    summary: 'check the receipt hash chain (exit 1 when broken); --archive FILE checks an archive offline; --jwks FILE (a saved /.well-known/jwks.json): check the signed checkpoint with its public keys instead of the data directory\'s keys/',
+    // 1 is BROKEN: an outage (the database down, an unreadable data directory) or nothing to check with is 3, for a cron job to tell them apart.
+    failureExit: 3,
+    summary: 'check the receipt hash chain (exit 1 when broken, 3 when it could not check); --archive FILE checks an archive offline; --jwks FILE (a saved /.well-known/jwks.json): check the signed checkpoint with its public keys instead of the data directory\'s keys/',
     usage: '[--archive FILE] [--jwks FILE] [--json]',
     options: { json: { type: 'boolean' }, archive: { type: 'string' }, jwks: { type: 'string' } },
     run: async ({ values }) => {

@@ -2,7 +2,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { WritError, ERROR_CATALOGUE } from '../errors.js';
 import { didYouMean } from '../json-schema.js';
-import { CliError } from './cli-error.js';
+import { CliError, exitCodeOf, exitingWith } from './cli-error.js';
 import { COMMANDS, type Command } from './commands.js';
 
 function usage(): string {
@@ -55,7 +55,10 @@ async function main(argv: string[]): Promise<number> {
     console.error(`writ: ${command.name} takes no arguments, got ${positionals.map((p) => JSON.stringify(p)).join(' ')} (quote a value with spaces); usage: ${['writ', command.name, command.usage].filter(Boolean).join(' ')}`);
     return 2;
   }
-  return command.run({ values: values as Record<string, string | boolean | undefined>, positionals });
+  const failureExit = command.failureExit;
+  return command.run({ values: values as Record<string, string | boolean | undefined>, positionals }).catch((e: unknown) => {
+    throw exitingWith(e, failureExit);
+  });
 }
 
 // Output piped into a reader that stops early (`writ receipts | head`): what is left to print goes
@@ -84,16 +87,16 @@ main(process.argv.slice(2)).then(
   (e: unknown) => {
     if (e instanceof WritError) {
       console.error(`writ: ${e.code} (${ERROR_CATALOGUE[e.code].title}): ${e.message}`);
-      process.exitCode = 1;
+      process.exitCode = exitCodeOf(e, 1);
     } else if (e instanceof CliError) {
       console.error(`writ: ${e.message}`);
-      process.exitCode = e.exitCode;
+      process.exitCode = exitCodeOf(e, e.exitCode);
     } else if (e instanceof TypeError && (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
       console.error(`writ: ${parseArgsMessage(e)}`);
       process.exitCode = 2;
     } else {
       console.error(`writ: ${(e as Error).stack ?? String(e)}`);
-      process.exitCode = 1;
+      process.exitCode = exitCodeOf(e, 1);
     }
   },
 );

@@ -95,7 +95,7 @@ describe('writ audit archive and writ audit verify --archive', () => {
     const noKeys = mkdtempSync(join(tmpdir(), 'writ-no-keys-'));
     try {
       const unchecked = await runWrit(noKeys, 'audit', 'verify', '--archive', file);
-      expect(unchecked).toMatchObject({ code: 1, output: expect.stringContaining(`writ: NOT_FOUND (Not found): no keys to check the archive's signature with: ${noKeys}/keys holds none; pass --jwks FILE`) });
+      expect(unchecked).toMatchObject({ code: 3, output: expect.stringContaining(`writ: NOT_FOUND (Not found): no keys to check the archive's signature with: ${noKeys}/keys holds none; pass --jwks FILE`) });
       expect(unchecked.output).not.toContain('BROKEN');
     } finally {
       rmSync(noKeys, { recursive: true, force: true });
@@ -104,7 +104,7 @@ describe('writ audit archive and writ audit verify --archive', () => {
 
   it('a directory named as the archive is refused (UNPROCESSABLE), not reported BROKEN: that verdict means an archive was altered', async () => {
     const r = await writ('audit', 'verify', '--archive', h.dataDir);
-    expect(r.code, r.output).toBe(1);
+    expect(r.code, r.output).toBe(3); // could not check; 1 is BROKEN
     expect(r.output).toContain(`writ: UNPROCESSABLE (Unprocessable): ${h.dataDir} is a directory, not an archive`);
     expect(r.output).not.toContain('BROKEN');
     expect(r.output).not.toMatch(/\n\s+at /);

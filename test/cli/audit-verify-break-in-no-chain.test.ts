@@ -47,7 +47,7 @@ describe('writ audit verify on a break in no chain (PostgreSQL)', () => {
     const empty = mkdtempSync(join(tmpdir(), 'writ-no-keys-'));
     try {
       const r = await runWrit(empty, 'audit', 'verify', '--database', db.url);
-      expect(r).toMatchObject({ code: 1, output: expect.stringMatching(new RegExp(`^writ: NOT_FOUND \\(Not found\\): nothing was checked: checkpoint 1: the checkpoint was signed by key \\S+, which is not among the published keys: the keys read from ${empty}/keys \\(none\\)`)) });
+      expect(r).toMatchObject({ code: 3, output: expect.stringMatching(new RegExp(`^writ: NOT_FOUND \\(Not found\\): nothing was checked: checkpoint 1: the checkpoint was signed by key \\S+, which is not among the published keys: the keys read from ${empty}/keys \\(none\\)`)) });
       expect(r.output).not.toContain('BROKEN');
     } finally {
       rmSync(empty, { recursive: true, force: true });

@@ -36,9 +36,10 @@ describe('writ audit verify --jwks FILE', () => {
     expect([ok.code, ok.output]).toEqual([0, expect.stringMatching(/^OK: 1 entries in 1 chains against checkpoint 1 /)]);
     const wrongKeys = await runWrit(h.dataDir, 'audit', 'verify', '--jwks', other);
     expect([wrongKeys.code, wrongKeys.output]).toEqual([1, expect.stringContaining(`which is not among the published keys: the keys of ${other}`)]);
+    // Nothing to check the checkpoint with (no keys/, no --jwks), and a JWKS that cannot be read: could not check (3), not BROKEN (1).
     const none = await runWrit(h.dataDir, 'audit', 'verify');
-    expect(none.code).toBe(1);
+    expect(none.code).toBe(3);
     const notJwks = await runWrit(h.dataDir, 'audit', 'verify', '--jwks', join(aside, 'missing.json'));
-    expect([notJwks.code, notJwks.output]).toEqual([1, expect.stringContaining('MALFORMED_REQUEST')]);
+    expect([notJwks.code, notJwks.output]).toEqual([3, expect.stringContaining('MALFORMED_REQUEST')]);
   }, 60_000);
 });

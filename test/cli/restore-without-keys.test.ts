@@ -31,9 +31,9 @@ describe('a SQLite store restored without its keys/', () => {
     const restored = join(aside, 'data');
     const r = await runWrit(restored, 'restore', join(aside, 'backup.sqlite'), '--trust-backup', '--reason', 'new machine');
     expect(r.code, r.output).toBe(0);
-    // No key at all in keys/: nothing could be checked (NOT_FOUND), not a verdict.
+    // No key at all in keys/: nothing could be checked (NOT_FOUND, exit 3), not a verdict.
     const verify = await runWrit(restored, 'audit', 'verify');
-    expect([verify.code, verify.output]).toEqual([1, expect.stringMatching(/NOT_FOUND .*nothing was checked: checkpoint 1: .*not among the published keys/)]);
+    expect([verify.code, verify.output]).toEqual([3, expect.stringMatching(/NOT_FOUND .*nothing was checked: checkpoint 1: .*not among the published keys/)]);
     const server = await startServerProcess({ dataDir: restored });
     try {
       expect(server.log()).toMatch(/WARNING: the store's latest receipt checkpoint was signed by key \S+, which \S+\/keys does not hold \(the data directory's keys\/ was lost/);

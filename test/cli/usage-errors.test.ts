@@ -72,15 +72,15 @@ describe('writ given wrong arguments', () => {
     expect(existsSync(join(dir, 'admin.jwk'))).toBe(false);
   });
 
-  it('writ audit verify --archive with a JWKS file that is missing or is not a JWKS: MALFORMED_REQUEST, saying which and why, exit 1', async () => {
+  it('writ audit verify --archive with a JWKS file that is missing or is not a JWKS: MALFORMED_REQUEST, saying which and why, exit 3 (could not check; 1 is BROKEN)', async () => {
     requireDist();
     const archive = join(dir, 'archive.jsonl');
     writeFileSync(archive, '');
     writeFileSync(join(dir, 'not-jwks.json'), '{"kid":"a"}');
     const missing = await runWrit(dir, 'audit', 'verify', '--archive', archive, '--jwks', join(dir, 'nope.json'));
-    expect([missing.code, missing.output.trim()]).toEqual([1, `writ: MALFORMED_REQUEST (Malformed request): cannot read the JWKS ${join(dir, 'nope.json')}: ENOENT: no such file or directory, open '${join(dir, 'nope.json')}'`]);
+    expect([missing.code, missing.output.trim()]).toEqual([3, `writ: MALFORMED_REQUEST (Malformed request): cannot read the JWKS ${join(dir, 'nope.json')}: ENOENT: no such file or directory, open '${join(dir, 'nope.json')}'`]);
     const notJwks = await runWrit(dir, 'audit', 'verify', '--archive', archive, '--jwks', join(dir, 'not-jwks.json'));
-    expect(notJwks.code).toBe(1);
+    expect(notJwks.code).toBe(3);
     expect(notJwks.output).toContain('not-jwks.json is not a JWKS: it needs a "keys" array');
     expect(notJwks.output).not.toMatch(/^\s+at /m);
   });
@@ -95,11 +95,11 @@ describe('writ pointed at a data directory that holds no store (a typo, a missin
     ['impact', 'delegate', 'orchestrator', 'seo-agent-7', '--actions', 'update_post', '--resources', 'wp:post:*'],
     ['revoke', 'g-publisher', '--reason', 'typo'], ['lease', 'ls'], ['lease', 'bumps'], ['lease', 'prune-history', '--older-than', '1d'],
     ['lease', 'bump-epochs', '--by', '5', '--reason', 'typo'], ['console'], ['keys', 'rotate'],
-  ])('%j refuses it with NOT_FOUND naming the path (exit 1) and creates nothing there', async (...args) => {
+  ])('%j refuses it with NOT_FOUND naming the path (exit 1; audit verify 3, its 1 being BROKEN) and creates nothing there', async (...args) => {
     requireDist();
     const typo = join(dir, 'no-such-data-dir');
     const r = await runWrit(typo, ...args);
-    expect([r.code, r.output.trim()]).toEqual([1, `writ: NOT_FOUND (Not found): no Writ store in ${typo} (it does not exist): name the data directory the servers use with --data-dir or WRIT_DATA_DIR (writ serve makes one on its first start); nothing was created`]);
+    expect([r.code, r.output.trim()]).toEqual([args.join(' ') === 'audit verify' ? 3 : 1, `writ: NOT_FOUND (Not found): no Writ store in ${typo} (it does not exist): name the data directory the servers use with --data-dir or WRIT_DATA_DIR (writ serve makes one on its first start); nothing was created`]);
     expect(existsSync(typo)).toBe(false);
   });
 
@@ -110,7 +110,7 @@ describe('writ pointed at a data directory that holds no store (a typo, a missin
     writeFileSync(file, 'mine');
     try {
       const inEmpty = await runWrit(empty, 'audit', 'verify');
-      expect([inEmpty.code, inEmpty.output.trim()]).toEqual([1, expect.stringContaining(`writ: NOT_FOUND (Not found): no Writ store in ${empty} (it holds no writ.sqlite)`)]);
+      expect([inEmpty.code, inEmpty.output.trim()]).toEqual([3, expect.stringContaining(`writ: NOT_FOUND (Not found): no Writ store in ${empty} (it holds no writ.sqlite)`)]);
       const onFile = await runWrit(file, 'receipts');
       expect([onFile.code, onFile.output.trim()]).toEqual([1, expect.stringContaining(`writ: NOT_FOUND (Not found): no Writ store in ${file} (it is not a directory)`)]);
       expect(readdirSync(empty)).toEqual(['not-a-dir']);
