@@ -99,7 +99,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     abandonedAcquisition(event) {
       metrics.observer.abandonedAcquisition(event);
       const what = { withdrawn: 'withdrawn from the queue', released: 'granted after the close and released at once (no caller token: no one can ever use it)', kept_for_replay: 'granted after the close and kept until its TTL for a replay with the caller\'s token' }[event.outcome];
-      app.log.info({ abandoned_acquisition: event }, `lease stream closed before an acquisition of ${event.keys.join(', ')} by ${event.principal} was answered: ${what}`);
+      app.log.info({ abandoned_acquisition: event }, `the caller went away (its lease stream or connection closed) before an acquisition of ${event.keys.join(', ')} by ${event.principal} was answered: ${what}`);
     },
   };
   app.decorate('writ', ctx);

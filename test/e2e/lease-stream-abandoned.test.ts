@@ -9,7 +9,7 @@ import { startServerProcess, type ServerProcess } from '../support/server-proces
 
 /**
  * An acquisition waiting in the queue on a lease stream whose client went away (a raw client that
- * closed its socket): a real `writ serve` per engine. The acquisition leaves the queue when the stream
+ * closed its socket), or on POST /v1/leases whose connection dropped: a real `writ serve` per engine. The acquisition leaves the queue when the stream
  * closes, so the key is not granted to nobody when its holder releases it: the next acquirer has it at
  * once. A caller that sent its own token and comes back asks again with it and gets the key (one lease,
  * never two). Seen as a user would: GET /v1/leases/queues, POST /v1/leases, /metrics and the server's log.
@@ -116,4 +116,30 @@ describe.each(ENGINES)('an acquisition whose lease stream closed while it waited
       await seo.releaseLease(claimed.body as { lease_id: string; token: string });
     });
   }
+
+  it('the same for POST /v1/leases with wait_ms whose client drops the connection: it leaves the queue, and the next acquirer has the key at once', { timeout: 60_000 }, async () => {
+    const post = 8_803;
+    const key = `wp:post:${post}#title`;
+    const alice = new WritClient({ baseUrl: server.url, principal: ALICE, privateJwk: fixtureKey(ALICE) });
+    const seo = new WritClient({ baseUrl: server.url, principal: SEO, privateJwk: fixtureKey(SEO) });
+    const decide = async (c: WritClient) => (await c.decide({ action: 'update_post', resource: `wp:post:${post}`, environment: 'production', fields: ['title'] })).token!;
+    const [aliceDecision, seoDecision] = [await decide(alice), await decide(seo)];
+    const withdrawnBefore = await abandonedCount(server.url, 'withdrawn');
+    const held = await alice.acquireLease([aliceDecision], { ttlMs: 30_000 });
+    const cut = new AbortController();
+    const waiting = fetch(`${server.url}/v1/leases`, {
+      method: 'POST', signal: cut.signal,
+      headers: { ...(await authorized(SEO)), 'content-type': 'application/json' },
+      body: JSON.stringify({ decisions: [seoDecision], ttl_ms: 30_000, wait_ms: 30_000 }),
+    }).catch((e: unknown) => e);
+    await until('the HTTP acquisition queued', async () => (await queues(server.url)).some((q) => q.key === key && q.waiters.some((w) => w.holder === SEO)));
+    cut.abort();
+    expect(await waiting).toMatchObject({ name: 'AbortError' });
+    await until('the acquisition left the queue', async () => !(await queues(server.url)).some((q) => q.key === key));
+    expect(await abandonedCount(server.url, 'withdrawn')).toBe(withdrawnBefore + 1);
+    await alice.releaseLease(held);
+    const next = await postLease(server.url, ALICE, aliceDecision);
+    expect(next.status, JSON.stringify(next.body)).toBe(201);
+    expect(next.body.epochs[key]).toBe(held.epochs[key]! + 1);
+  });
 });

@@ -170,7 +170,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         },
       };
       streams.add(stream);
-      // Aborted when the stream closes: its acquisitions still waiting leave the queue, and one granted
+      // Aborted when the stream closes (as POST /v1/leases does when its connection closes): its acquisitions still waiting leave the queue, and one granted
       // after the close is given back (or kept for its caller's token): see acquireLeases' callerGone.
       const gone = new AbortController();
       socket.on('pong', () => missed.set(socket, 0));
