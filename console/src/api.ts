@@ -48,7 +48,9 @@ export interface Receipt {
   receipt_id: string; coordination_id: string; status: string; principal: string; action: string; resource_key: string; fields: string[]; owners: string[];
   authority_epoch: number | null; ownership_epoch: number | null; decision_id: string | null; policy_revision: string | null; graph_revision: number | null;
   chain: string[]; lease_id: string | null; lease_epoch: number | null; expected_version: number | null; final_version: number | null;
-  conflicts: { kind: string; detail?: string; expected?: unknown; actual?: unknown }[]; upstream_status: number | null; error: { code: string; message: string } | null;
+  conflicts: { kind: string; detail?: string; expected?: unknown; actual?: unknown }[]; upstream_status: number | null;
+  /** `used_by_receipt_id`: a DECISION_REPLAYED refusal's, the receipt of the write that used the decision (absent on refusals recorded before Writ kept it). */
+  error: { code: string; message: string; used_by_receipt_id?: string } | null;
   created_at: string; completed_at: string | null; prev_hash: string; hash: string; hash_chain: string; entries: ReceiptEntry[];
   /** A REJECTED receipt refused for a lease reason: the lease the write presented (never its token); null otherwise. */
   presented_lease?: PresentedLease | null;

@@ -26,6 +26,12 @@ export interface ReceiptConflict {
 export interface ReceiptError {
   code: string;
   message: string;
+  /**
+   * A DECISION_REPLAYED refusal: the receipt of the write that used the decision, when the log held it at
+   * the refusal. Recorded in the rejection's hashed entry; absent on every other error, and on refusals
+   * recorded before Writ kept it (whose message names it: "… receipt ID; …").
+   */
+  used_by_receipt_id?: string;
 }
 
 /**

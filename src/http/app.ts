@@ -94,7 +94,14 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   });
   guardInput(app, { maxDepth: ctx.config.jsonMaxDepth, bodyLimit: ctx.config.bodyLimitBytes });
   const metrics = createMetrics(() => ctx.decisionLog.stats(), () => ctx.policy.reloads?.());
-  ctx.observer = metrics.observer;
+  ctx.observer = {
+    ...metrics.observer,
+    abandonedAcquisition(event) {
+      metrics.observer.abandonedAcquisition(event);
+      const what = { withdrawn: 'withdrawn from the queue', released: 'granted after the close and released at once (no caller token: no one can ever use it)', kept_for_replay: 'granted after the close and kept until its TTL for a replay with the caller\'s token' }[event.outcome];
+      app.log.info({ abandoned_acquisition: event }, `the caller went away (its lease stream or connection closed) before an acquisition of ${event.keys.join(', ')} by ${event.principal} was answered: ${what}`);
+    },
+  };
   app.decorate('writ', ctx);
   const operations = new WeakMap<FastifyRequest, WritContext>();
   const operation = (request: FastifyRequest): WritContext => {

@@ -260,7 +260,16 @@ const Receipt = {
       items: { type: 'object', required: ['kind'], properties: { kind: { type: 'string' }, expected: {}, actual: {}, detail: { type: 'string' } } },
     },
     upstream_status: { type: ['integer', 'null'] },
-    error: { anyOf: [{ type: 'null' }, { type: 'object', required: ['code', 'message'], properties: { code: { type: 'string' }, message: { type: 'string' } } }] },
+    error: {
+      anyOf: [{ type: 'null' }, {
+        type: 'object', required: ['code', 'message'],
+        properties: {
+          code: { type: 'string' },
+          message: { type: 'string' },
+          used_by_receipt_id: { type: 'string', description: 'DECISION_REPLAYED: the receipt of the write that used the decision (absent when the log no longer held it at the refusal, and on refusals recorded before Writ kept it, whose message names it)' },
+        },
+      }],
+    },
     presented_lease: {
       description: 'A REJECTED receipt refused for a lease reason (LEASE_REQUIRED, LEASE_EXPIRED, LEASE_TOKEN_MISMATCH, LEASE_PREEMPTED, STALE_FENCING_EPOCH): the lease the write presented and its keys at the refusal. '
         + 'null on every other receipt, and on those recorded before Writ kept it. Never the token nor its hash',

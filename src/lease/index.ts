@@ -1,5 +1,5 @@
 /** The lease manager: coordination leases, tokens, fencing epochs, the wait queue and preemption. */
-export { LeaseManager, checkEpochBump, MAX_EPOCH_MARGIN, type LeaseTx, type AlsoCommit } from './lease-manager.js';
+export { LeaseManager, AcquisitionWithdrawn, checkEpochBump, MAX_EPOCH_MARGIN, type LeaseTx, type AlsoCommit } from './lease-manager.js';
 export { canonicalKeyOrder, MAX_KEYS_PER_LEASE } from './canonical-order.js';
 export { hashLeaseToken } from './token.js';
 export { toLeaseRecord } from './lease-record.js';

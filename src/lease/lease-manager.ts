@@ -38,6 +38,16 @@ const REFUSAL_CODES = {
   EXPIRED: 'LEASE_EXPIRED',
 } as const satisfies Record<LeaseRefusal, string>;
 
+/**
+ * An acquisition given up because its caller went away (AcquireRequest.signal): it left the queue and
+ * took nothing. Its answer reaches no one; the code is the one a shutting-down Writ gives a waiter.
+ */
+export class AcquisitionWithdrawn extends WritError {
+  constructor(readonly keys: readonly string[], readonly queued: boolean) {
+    super('OVERLOADED', `the caller went away: the acquisition of ${keys.join(', ')} ${queued ? 'left the queue' : 'stopped'} and took nothing`, { retry_after_ms: 0 });
+  }
+}
+
 /** The transaction handle the lease manager needs: the lease port, and whatever else the caller commits with it. */
 export interface LeaseTx {
   readonly leases: LeaseRepository;
@@ -113,6 +123,7 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
     let granted = false;
     try {
       for (;;) {
+        if (req.signal?.aborted) throw new AcquisitionWithdrawn(keys, ticket !== NEWCOMER_TICKET);
         const now = this.clock.now();
         const releasesBefore = this.releases;
         const command = {
@@ -145,7 +156,7 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
             return tx.leases.enqueue(waiter);
           });
         }
-        if (this.releases === releasesBefore && !this.stopped) await this.nap(Math.min(this.pollDelay(), Math.max(0, deadline - now)));
+        if (this.releases === releasesBefore && !this.stopped && !req.signal?.aborted) await this.nap(Math.min(this.pollDelay(), Math.max(0, deadline - now)), req.signal);
         if (this.stopped) {
           throw new WritError('OVERLOADED', `this Writ is shutting down; stopped waiting for ${outcome.key}, retry (another replica, or this one once restarted)`, {
             key: outcome.key, retry_after_ms: 1000,
@@ -326,14 +337,16 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
     return this.store.read((tx) => tx.leases.epochBumps());
   }
 
-  /** Sleeps until the next poll, or until a lease is released in this process, whichever comes first. */
-  private nap(ms: number): Promise<void> {
+  /** Sleeps until the next poll, until a lease is released in this process, or until `signal` aborts, whichever comes first. */
+  private nap(ms: number, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       const wake = () => {
         this.sleepers.delete(wake);
+        signal?.removeEventListener('abort', wake);
         resolve();
       };
       this.sleepers.add(wake);
+      signal?.addEventListener('abort', wake, { once: true });
       void this.options.sleep(ms).then(wake);
     });
   }

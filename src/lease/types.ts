@@ -39,6 +39,12 @@ export interface AcquireRequest<Tx = unknown> {
    * is the answer (see LeaseCallOptions.check).
    */
   check?: (tx: Tx) => Promise<void>;
+  /**
+   * Aborted when the caller went away (its lease stream or connection closed): a waiting acquisition
+   * leaves the queue and gives up with AcquisitionWithdrawn at once, instead of waiting on for nobody.
+   * An attempt already in the store finishes (and may be granted: the caller decides what becomes of it).
+   */
+  signal?: AbortSignal;
 }
 
 export interface LeaseGrant {

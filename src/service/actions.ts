@@ -1,6 +1,6 @@
 import { ERROR_CATALOGUE, WritError, isWritError, type ErrorCode } from '../errors.js';
 import { callerOf, checkDecisionBinding, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
-import { requestHash, type PresentedLease, type Receipt, type ReceiptIntent } from '../audit/index.js';
+import { requestHash, type PresentedLease, type Receipt, type ReceiptError, type ReceiptIntent } from '../audit/index.js';
 import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, coordinationKeys, parseFencingHeader, principalsOfChain, type UpstreamRoute } from '../gateway/index.js';
 import type { AuthorityGraph } from '../graph/index.js';
 import { leaseIdOfToken } from '../lease/token.js';
@@ -262,7 +262,7 @@ async function recordRefusal(ctx: WritContext, w: IdentifiedWrite, input: Action
         principal: w.caller, action: input.action, resource_key: w.resource, fields: w.fields, request_hash: w.hash,
         decision_id: claims?.decision_id ?? expiredDecisionId(refusal), policy_revision: claims?.policy_revision ?? null, graph_revision: claims?.graph_revision ?? null,
         chain: claims?.chain ?? [], expected_version: input.expected_version ?? null,
-        error: { code: refusal.code, message: refusal.message }, presented_lease: presented,
+        error: refusalOf(refusal), presented_lease: presented,
       }, tx);
     });
     return new WritError(refusal.code, refusal.message, Object.assign({}, refusal.details, { receipt_id: rejection.receipt_id }));
@@ -275,6 +275,12 @@ async function recordRefusal(ctx: WritContext, w: IdentifiedWrite, input: Action
 function expiredDecisionId(e: WritError): string | null {
   const id = e.code === 'DECISION_EXPIRED' ? e.details?.decision_id : undefined;
   return typeof id === 'string' ? id : null;
+}
+
+/** The refusal as its receipt keeps it: the code and message, and for DECISION_REPLAYED the receipt of the write that used the decision (when named). */
+function refusalOf(e: WritError): ReceiptError {
+  const usedBy = e.code === 'DECISION_REPLAYED' ? e.details?.used_by_receipt_id : undefined;
+  return typeof usedBy === 'string' ? { code: e.code, message: e.message, used_by_receipt_id: usedBy } : { code: e.code, message: e.message };
 }
 
 /**

@@ -12,9 +12,25 @@ import type { DecisionLog } from '../decision-log/index.js';
 /** Receives what the use cases did, for metrics and logs; the HTTP layer plugs Prometheus in here. */
 export interface ServiceObserver {
   decision(result: 'allow' | 'deny' | 'error', seconds: number): void;
+  /** An acquisition whose caller went away before its answer, and what became of it (see acquireLeases' `callerGone`). */
+  abandonedAcquisition(event: AbandonedAcquisition): void;
 }
 
-export const silentObserver: ServiceObserver = { decision: () => {} };
+/**
+ * What became of an acquisition whose caller went away before it was answered: `withdrawn` (it left
+ * the queue, or never started, and took nothing), `released` (granted as the caller went, with a
+ * token Writ made, which no one can ever learn: given back at once), `kept_for_replay` (granted with
+ * the caller's own token: kept until its TTL, for the caller to claim by asking again with that token).
+ */
+export interface AbandonedAcquisition {
+  outcome: 'withdrawn' | 'released' | 'kept_for_replay';
+  principal: string;
+  keys: string[];
+  /** The lease granted (null when withdrawn). */
+  lease_id: string | null;
+}
+
+export const silentObserver: ServiceObserver = { decision: () => {}, abandonedAcquisition: () => {} };
 
 /** Everything a use case needs. Built once by `openWrit`; tests may assemble their own. */
 export interface WritContext {

@@ -1,4 +1,4 @@
-export type { WritContext, ServiceObserver } from './context.js';
+export type { WritContext, ServiceObserver, AbandonedAcquisition } from './context.js';
 export { forOneOperation } from './context.js';
 export { openWrit, openStore, migrateStore, verifyPostgresReceipts, type OpenedWrit } from './open.js';
 export { STORE_MARK_FILE, MARK_INTERVAL_MS, measureStore, markStore, readStoreMarks, checkStoreMark, writeStoreMark, type StoreFigures } from './store-mark.js';
@@ -16,7 +16,7 @@ export { applyManifest, manifestOf, manifestYaml, readManifest, type GraphManife
 export { exportGraph, graphAt, graphEvents, graphDiff, revocationOf, type GraphEventSummary, type GraphDiff, type Revocation } from './graph-queries.js';
 export { canonicalResource, checkResourceType, environmentProblem, resourceTypeOf } from './resources.js';
 export { parseTime } from './time.js';
-export { acquireLeases, renewLease, releaseLease, listLeases, waitQueues, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome } from './leases.js';
+export { acquireLeases, renewLease, releaseLease, listLeases, waitQueues, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome, type AcquireOptions } from './leases.js';
 export { declareIncident, resolveIncident, activeIncidents, type Incident } from './incidents.js';
 export { reconcileReceipts } from './reconcile.js';
 export { checkStoreAnswers, READINESS_TIMEOUT_MS } from './readiness.js';

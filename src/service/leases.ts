@@ -3,7 +3,7 @@ import { callerOf, checkDecisionBinding, isReplayedAssertion, spendAssertion, ve
 import { isEdgeLive, type AuthorityGraph, type Edge, type RecordedGraphEvent } from '../graph/index.js';
 import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, principalsOfChain } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
-import type { LeaseGrant, LeaseRecord, PreemptedLease, WaiterRow } from '../lease/index.js';
+import { AcquisitionWithdrawn, type LeaseGrant, type LeaseRecord, type PreemptedLease, type WaiterRow } from '../lease/index.js';
 import type { StoreTx } from '../store/contract.js';
 import { forOneOperation, type WritContext } from './context.js';
 import { incidentsCounting } from './incidents.js';
@@ -68,13 +68,44 @@ function checkPreemptsStillHold(events: readonly RecordedGraphEvent[], caller: s
   }
 }
 
+export interface AcquireOptions {
+  /**
+   * Aborted when the caller went away (its lease stream closed): its answer can reach no one. A
+   * waiting acquisition leaves the queue at once and takes nothing. One granted all the same (its
+   * attempt was in the store as the caller went) is given back at once when Writ made its token, which
+   * no one can ever learn; with the caller's own token it is kept (until its TTL) for the caller to claim
+   * by asking again with that token. Each is told to `ctx.observer.abandonedAcquisition`.
+   */
+  callerGone?: AbortSignal;
+}
+
 /**
  * POST /v1/leases: the keys come from the decisions (agents never invent keys); priority comes from
  * the graph. The authority the lease was taken with is recorded in the granting transaction, and so
  * is the spend of the caller's assertion when it comes unspent: one commit per acquisition, and no
  * lease can exist without its authority record (renewals re-check it), even across a crash.
  */
-export async function acquireLeases(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput): Promise<LeaseOutcome> {
+export async function acquireLeases(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput, options: AcquireOptions = {}): Promise<LeaseOutcome> {
+  const gone = options.callerGone;
+  if (!gone) return acquireFor(ctx, who, input);
+  const principal = typeof who === 'string' ? who : who.principal;
+  let grant: LeaseOutcome;
+  try {
+    grant = await acquireFor(ctx, who, input, gone);
+  } catch (e) {
+    if (e instanceof AcquisitionWithdrawn) ctx.observer.abandonedAcquisition({ outcome: 'withdrawn', principal, keys: [...e.keys], lease_id: null });
+    throw e;
+  }
+  // A replay took nothing now: the lease is the earlier acquisition's, taken with the caller's token.
+  if (!gone.aborted || grant.replayed) return grant;
+  const keep = input.token !== undefined;
+  // A lease already ended (expired, preempted) needs no giving back: the release's refusal says so, and is not the answer.
+  if (!keep) await ctx.leases.release(grant.lease_id, grant.token).catch((e: unknown) => (e instanceof WritError && e.code.startsWith('LEASE_') ? undefined : Promise.reject(e)));
+  ctx.observer.abandonedAcquisition({ outcome: keep ? 'kept_for_replay' : 'released', principal, keys: grant.keys, lease_id: grant.lease_id });
+  return grant;
+}
+
+async function acquireFor(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput, callerGone?: AbortSignal): Promise<LeaseOutcome> {
   let op = ctx;
   if (typeof who !== 'string' && (input.wait_ms ?? 0) > 0) {
     // A waiting acquisition may sit in the queue for up to maxWaitMs: its assertion is spent now, in
@@ -85,7 +116,7 @@ export async function acquireLeases(ctx: WritContext, who: string | Authenticate
     // That commit may have waited: the decisions are judged on the graph as it is now.
     op = forOneOperation(ctx);
   }
-  return spendingAssertion(op, who, (caller, spend) => acquire(op, caller, input, spend));
+  return spendingAssertion(op, who, (caller, spend) => acquire(op, caller, input, spend, callerGone));
 }
 
 /**
@@ -119,7 +150,7 @@ async function spendingAssertion<T>(
   }
 }
 
-async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInput, spend: (tx: StoreTx) => Promise<void>): Promise<LeaseOutcome> {
+async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInput, spend: (tx: StoreTx) => Promise<void>, callerGone?: AbortSignal): Promise<LeaseOutcome> {
   if (input.decisions.length === 0) throw new WritError('UNPROCESSABLE', 'a lease needs at least one allow decision');
   const keys = new Set<string>();
   const authority: DecisionClaims[] = [];
@@ -176,6 +207,7 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     // acquisition that respects the wait queue (preempting nobody must not jump the queue).
     ...(preempt ? { preempt: true, preemptable: [...preemptable] } : {}),
     ...(input.token !== undefined ? { token: input.token } : {}),
+    ...(callerGone ? { signal: callerGone } : {}),
     // Every acquisition, not only a takeover: the chains and owners of the decisions presented were
     // checked on this replica's graph, which may not have folded in a revocation or an ownership change
     // another replica committed a moment ago. The graph events since the checks (and since the

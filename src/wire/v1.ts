@@ -283,7 +283,8 @@ export interface Receipt {
   final_version: number | null;
   conflicts: { kind: string; expected?: unknown; actual?: unknown; detail?: string }[];
   upstream_status: number | null;
-  error: { code: string; message: string } | null;
+  /** `used_by_receipt_id`: a DECISION_REPLAYED refusal's, the receipt of the write that used the decision (absent on older refusals: their message names it). */
+  error: { code: string; message: string; used_by_receipt_id?: string } | null;
   /**
    * A REJECTED receipt refused for a lease reason: the lease the write presented (never the token nor
    * its hash) and each key's fencing epoch, holder and lease at the refusal; null otherwise.

@@ -343,8 +343,28 @@ describe('the console in a real browser', () => {
     await page.goto(`${server.url}/console/#/receipt/${encodeURIComponent(String(replayed.problem.receipt_id))}`);
     const used = page.locator('#used-by-receipt');
     await poll(() => used.textContent()).toBe(written.receipt_id);
+    // From the refusal's used_by_receipt_id, a field of its receipt, not read out of the message.
+    expect(await used.getAttribute('data-from')).toBe('field');
     expect(await page.locator('dd', { has: used }).textContent()).toBe(`DECISION_REPLAYED: ${String(replayed.problem.detail)}`);
     await shoot('receipt-decision-replayed', page, '#used-by-receipt');
+
+    // A refusal recorded before Writ kept the field (the API answers its error without it): linked from its message.
+    const whyUrl = `**/v1/receipts/${encodeURIComponent(String(replayed.problem.receipt_id))}/why`;
+    await page.route(whyUrl, async (route) => {
+      const response = await route.fetch();
+      const json = (await response.json()) as { receipt: { error: Record<string, unknown> } };
+      delete json.receipt.error.used_by_receipt_id;
+      await route.fulfill({ response, json });
+    });
+    await page.goto(`${server.url}/console/#/receipts`);
+    await page.goto(`${server.url}/console/#/receipt/${encodeURIComponent(String(replayed.problem.receipt_id))}`);
+    await poll(() => used.getAttribute('data-from')).toBe('message');
+    expect(await used.textContent()).toBe(written.receipt_id);
+    expect(await page.locator('dd', { has: used }).textContent()).toBe(`DECISION_REPLAYED: ${String(replayed.problem.detail)}`);
+    await page.unroute(whyUrl);
+    await page.goto(`${server.url}/console/#/receipts`);
+    await page.goto(`${server.url}/console/#/receipt/${encodeURIComponent(String(replayed.problem.receipt_id))}`);
+    await poll(() => used.getAttribute('data-from')).toBe('field');
     // By keyboard, to the write that used the decision.
     await used.focus();
     await page.keyboard.press('Enter');

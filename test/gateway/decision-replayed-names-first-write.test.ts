@@ -36,6 +36,24 @@ describe.each(['sqlite', 'postgres'] as const)('%s: DECISION_REPLAYED names the 
     const refusal = await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts/${again.body.receipt_id}` });
     expect(refusal.body.receipt).toMatchObject({ status: 'REJECTED', decision_id: d.body.decision_id, error: { code: 'DECISION_REPLAYED' } });
     expect(refusal.body.receipt.error.message).toContain(`receipt ${used}`);
+    // A field of the refusal, in its hashed entry: nothing has to read it out of the message.
+    expect(refusal.body.receipt.error.used_by_receipt_id).toBe(used);
+    const why = await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts/${again.body.receipt_id}/why` });
+    expect(why.body.receipt.error).toEqual({ code: 'DECISION_REPLAYED', message: refusal.body.receipt.error.message, used_by_receipt_id: used });
+    const listed = await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts?decision_id=${d.body.decision_id}` });
+    expect(listed.body.receipts.find((r: { receipt_id: string }) => r.receipt_id === again.body.receipt_id).error.used_by_receipt_id).toBe(used);
+    // No other refusal carries it (the LEASE_REQUIRED before the write).
+    expect(listed.body.receipts.filter((r: { error: { used_by_receipt_id?: string } | null }) => r.error?.used_by_receipt_id !== undefined)).toHaveLength(1);
+    // A refusal recorded as Writ did before it kept the field (the id in the message only) reads back as it was,
+    // and the log verifies with both.
+    const older = await h.ctx.store.readWrite((tx) => h.ctx.receipts.recordRejection({
+      principal: 'seo-agent-7', action: 'update_post', resource_key: 'wp:post:1024', fields: ['title'], decision_id: d.body.decision_id,
+      error: { code: 'DECISION_REPLAYED', message: `decision ${String(d.body.decision_id)} was already used for a write, receipt ${String(used)}; a decision authorizes one write` },
+    }, tx));
+    const olderRead = await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts/${older.receipt_id}` });
+    expect(olderRead.body.receipt.error).toEqual({ code: 'DECISION_REPLAYED', message: expect.stringContaining(`receipt ${used}`) });
+    const verify = await h.call('governance', { method: 'GET', url: '/v1/audit/verify' });
+    expect(verify.body, JSON.stringify(verify.body)).toMatchObject({ ok: true });
     // The receipt named is the caller's to read.
     const named = await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts/${used}` });
     expect(named.body.receipt).toMatchObject({ status: 'COMPLETED', decision_id: d.body.decision_id });
@@ -61,5 +79,7 @@ describe.each(['sqlite', 'postgres'] as const)('%s: DECISION_REPLAYED names the 
     expect(again.body.code).toBe('DECISION_REPLAYED');
     expect(again.body.used_by_receipt_id).toBeUndefined();
     expect(again.body.receipt_id).toMatch(/^rcpt_/);
+    const refusal = await h.call('seo-agent-7', { method: 'GET', url: `/v1/receipts/${again.body.receipt_id}` });
+    expect(refusal.body.receipt.error).toEqual({ code: 'DECISION_REPLAYED', message: again.body.detail });
   });
 });

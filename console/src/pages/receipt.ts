@@ -16,14 +16,28 @@ function revoked(r: Revocation): HTMLElement {
 }
 
 /**
- * A receipt's error. A DECISION_REPLAYED refusal names the receipt of the write that used the decision
- * (its used_by_receipt_id, which the receipt keeps in the message only): that receipt is a link.
+ * A receipt's error. A DECISION_REPLAYED refusal names the receipt of the write that used the decision:
+ * that receipt is a link, from the refusal's `used_by_receipt_id`; a refusal recorded before Writ kept that
+ * field names it in its message only ("… receipt ID; …"), read from there.
  */
 function errorFact(error: NonNullable<Receipt['error']>): Child {
-  const used = error.code === 'DECISION_REPLAYED' ? /\breceipt ([^\s;,]+)/.exec(error.message) : null;
+  if (error.code !== 'DECISION_REPLAYED') return `${error.code}: ${error.message}`;
+  const usedBy = error.used_by_receipt_id;
+  if (usedBy !== undefined) {
+    const link = receiptLink(usedBy);
+    link.id = 'used-by-receipt';
+    link.dataset.from = 'field';
+    // The message names the same receipt: linked where it does, else the link follows it.
+    const at = error.message.indexOf(`receipt ${usedBy}`);
+    if (at < 0) return h('span', {}, `${error.code}: ${error.message} (used by receipt `, link, ')');
+    const start = at + 'receipt '.length;
+    return h('span', {}, `${error.code}: ${error.message.slice(0, start)}`, link, error.message.slice(start + usedBy.length));
+  }
+  const used = /\breceipt ([^\s;,]+)/.exec(error.message);
   if (used === null) return `${error.code}: ${error.message}`;
   const link = receiptLink(used[1]!);
   link.id = 'used-by-receipt';
+  link.dataset.from = 'message';
   return h('span', {}, `${error.code}: ${error.message.slice(0, used.index + 'receipt '.length)}`, link, error.message.slice(used.index + used[0].length));
 }
 

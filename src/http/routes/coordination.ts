@@ -47,9 +47,15 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
       },
     },
   }, async (request, reply) => {
+    // The connection closed before the answer was sent (from now on, its authentication included): the
+    // caller went away (see acquireLeases' callerGone).
+    const gone = new AbortController();
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) gone.abort();
+    });
     // Lease calls spend the assertion's jti in the lease's own transaction (or after a refusal).
     const caller = await app.unspentCaller(request);
-    const grant = await acquireLeases(app.operation(request), caller, request.body);
+    const grant = await acquireLeases(app.operation(request), caller, request.body, { callerGone: gone.signal });
     if (grant.replayed) void reply.header('Idempotent-Replayed', 'true');
     return reply.code(grant.replayed ? 200 : 201).send(leaseGrantToWire(grant));
   });

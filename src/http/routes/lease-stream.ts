@@ -170,8 +170,14 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         },
       };
       streams.add(stream);
+      // Aborted when the stream closes (as POST /v1/leases does when its connection closes): its acquisitions still waiting leave the queue, and one granted
+      // after the close is given back (or kept for its caller's token): see acquireLeases' callerGone.
+      const gone = new AbortController();
       socket.on('pong', () => missed.set(socket, 0));
-      socket.on('close', () => streams.delete(stream));
+      socket.on('close', () => {
+        streams.delete(stream);
+        gone.abort();
+      });
       if (app.writDrain.draining()) stream.drain();
 
       /** The principal and the key its stream was opened with, still registered and unrevoked. */
@@ -196,7 +202,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
             if (req.wait_ms !== undefined) input.wait_ms = req.wait_ms;
             if (req.preempt !== undefined) input.preempt = req.preempt;
             if (req.token !== undefined) input.token = req.token;
-            return leaseGrantToWire(await acquireLeases(op, caller.principal, input));
+            return leaseGrantToWire(await acquireLeases(op, caller.principal, input, { callerGone: gone.signal }));
           }
           case 'renew':
             return leaseRenewalToWire(await renewLease(op, caller.principal, req.lease_id, req.token, req.ttl_ms));
