@@ -248,7 +248,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
     if (key !== undefined) {
       const row = this.s.keyRow.get(key) as LeaseKeyRow | undefined;
       const match = row && row.epoch > 0 && (holder === undefined || row.holder === holder) && (resource === undefined || key === resource || key.startsWith(`${resource}#`))
-        && key > after && limit !== 0;
+        && Buffer.compare(Buffer.from(key), Buffer.from(after)) > 0 && limit !== 0;
       return { keys: match ? [row] : [] };
     }
     const max = limit ?? -1;

@@ -50,6 +50,10 @@ describeEngines('lease keys: pages, resources and the store\'s clock', (fresh) =
     expect(await keysOf(store, { key: 'wp:post:1#title', resource: 'wp:post:1' })).toEqual(['wp:post:1#title']);
     expect(await keysOf(store, { key: 'wp:post:10', resource: 'wp:post:1' })).toEqual([]);
     expect(await keysOf(store, { key: 'wp:post:1#title', after: 'wp:post:1#title' })).toEqual([]);
+    // After, for one key as for a range, is bytewise (UTF-8): U+FF5E is after U+1F600 in UTF-16, before it in UTF-8.
+    await take(store, ['k:\u{1F600}', 'k:\uFF5E'], 'holder');
+    expect(await keysOf(store, { after: 'k:\uFF5E', limit: 1 })).toEqual(['k:\u{1F600}']);
+    expect(await keysOf(store, { key: 'k:\u{1F600}', after: 'k:\uFF5E' })).toEqual(['k:\u{1F600}']);
   });
 
   it('returns the store\'s clock with the rows where it keeps lease time itself, the one heldKeys judges by', async () => {
