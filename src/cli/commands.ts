@@ -4,7 +4,7 @@ import { damagedKeysMessage, KeyRing, writePrivateFile } from '../decision/index
 import { systemClock } from '../clock.js';
 import { GOVERNANCE_ID, PRINCIPAL_KINDS, type Edge } from '../graph/model.js';
 import {
-  analyseImpact, applyManifest, listLeases, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, recentDecisionFailures, revokeEdge, revokePrincipal, whyReceipt, type OpenedWrit, type RecentDecisionsCheck, type WritContext,
+  analyseImpact, applyManifest, listLeases, environmentProblem, explainForEach, graphAt, manifestYaml, policyImpact, capabilitiesOf, expiringEdges, explain, exportGraph, migrateStore, openWrit, orphanedDelegations, readManifest, recentDecisionFailures, revokeEdge, revokePrincipal, whyReceipt, type LeaseListQuery, type OpenedWrit, type RecentDecisionsCheck, type WritContext,
 } from '../service/index.js';
 import { exportChainDot, exportChainMermaid, isEdgeLive, patternsOverlap, type AuthorityGraph } from '../graph/index.js';
 import { WritError } from '../errors.js';
@@ -20,7 +20,7 @@ import { backupSqliteStore, openForBackup, restoreSqliteStore } from '../store/s
 import { liftStoreMove, readStoreMove, sqliteDamage, storeDamagedError } from '../store/sqlite/database.js';
 import { copySqliteToPostgres } from '../store/copy-to-postgres.js';
 import { postgresHoldsGraph, postgresHoldsStore } from '../store/postgres/index.js';
-import type { EpochBump } from '../lease/index.js';
+import { LEASE_PAGE, MAX_KEY_LENGTH, type EpochBump } from '../lease/index.js';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { JWK } from 'jose';
@@ -1047,24 +1047,48 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'lease ls',
-    summary: 'leases: holder, fencing epoch, expiry, transitions (Kubernetes Lease vocabulary); --resource KEY: that key, and for a resource its fields\' keys (KEY#field); --held: only the keys held now (read as such, not every key ever leased)',
-    usage: '[--resource KEY] [--holder ID] [--held] [--json]',
-    options: { resource: { type: 'string' }, holder: { type: 'string' }, held: { type: 'boolean' }, json: { type: 'boolean' } },
-    run: ({ values }) =>
-      withWrit(values, async (w) => {
-        const filter: { key?: string; holder?: string; state?: 'HELD' } = {};
-        const resource = typeof values.resource === 'string' ? values.resource : undefined;
-        // A resource (a receipt's resource_key) is leased per field (KEY#field): its keys are those too.
-        if (resource !== undefined && resource.includes('#')) filter.key = resource;
-        if (typeof values.holder === 'string') filter.holder = values.holder;
-        if (values.held === true) filter.state = 'HELD';
-        const leases = (await listLeases(w.ctx, filter)).filter((l) => resource === undefined || l.key === resource || l.key.startsWith(`${resource}#`));
-        print(leases.map(leaseRecordToWire), values.json, () =>
+    summary: `leases: holder, fencing epoch, expiry, transitions (Kubernetes Lease vocabulary), in key order, ${LEASE_PAGE.defaultLimit} at a time (--limit N, at most ${LEASE_PAGE.maxLimit}; says how to get the next page); --resource KEY: that key, and for a resource its fields' keys (KEY#field); --held: only the keys held now (read as such, not every key ever leased; one answer, not paged)`,
+    usage: '[--resource KEY] [--holder ID] [--held] [--limit N] [--after KEY] [--json]',
+    options: { resource: { type: 'string' }, holder: { type: 'string' }, held: { type: 'boolean' }, limit: { type: 'string' }, after: { type: 'string' }, json: { type: 'boolean' } },
+    run: ({ values }) => {
+      // As GET /v1/leases checks its query: the same bounds and paging rules.
+      const query: LeaseListQuery = {};
+      const resource = typeof values.resource === 'string' ? values.resource : undefined;
+      // A resource (a receipt's resource_key) is leased per field (KEY#field): its keys are those too.
+      if (resource !== undefined) {
+        if (resource.includes('#')) query.key = resource;
+        else query.resource = resource;
+      }
+      if (typeof values.holder === 'string') query.holder = values.holder;
+      if (values.held === true) {
+        if (values.limit !== undefined || values.after !== undefined) throw new UsageError('--held lists every key held now in one answer: leave out --limit and --after');
+        query.state = 'HELD';
+      } else {
+        const limit = values.limit;
+        if (limit !== undefined) {
+          const n = typeof limit === 'string' && /^\d{1,16}$/.test(limit) ? Number(limit) : NaN;
+          if (!(n >= 1 && n <= LEASE_PAGE.maxLimit)) throw new UsageError(`--limit is a whole number from 1 to ${LEASE_PAGE.maxLimit}, got "${String(limit)}"`);
+          query.limit = n;
+        }
+        if (values.after !== undefined) {
+          const after = String(values.after);
+          // An empty one (an unset shell variable) would start again from the first key.
+          if (after.length < 1 || after.length > MAX_KEY_LENGTH) throw new UsageError(`--after is the key a page ended with (the next it gave), 1 to ${MAX_KEY_LENGTH} characters, got ${after.length}`);
+          query.after = after;
+        }
+      }
+      return withWrit(values, async (w) => {
+        const page = await listLeases(w.ctx, query);
+        const { leases } = page;
+        print({ leases: leases.map(leaseRecordToWire), next: page.next }, values.json, () =>
           leases.length === 0
             ? '(no leases)'
             : leases.map((l) => `${l.key.padEnd(36)} ${l.state.padEnd(7)} holder ${l.holderIdentity ?? '—'}  epoch ${l.epoch}  expires ${toWireTimeOrNull(l.expiresAt) ?? '—'}  transitions ${l.leaseTransitions}`).join('\n'));
+        // A page cut short says so (on stderr, so the list stays the list), and how to go on.
+        if (!values.json && page.next !== null) console.error(`(${leases.length} shown; more keys: add --after '${page.next.replaceAll("'", "'\\''")}')`);
         return 0;
-      }),
+      });
+    },
   },
 ];
 

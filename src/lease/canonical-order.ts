@@ -1,7 +1,8 @@
 import { WritError } from '../errors.js';
 
 export const MAX_KEYS_PER_LEASE = 64;
-const MAX_KEY_LENGTH = 512;
+/** The longest coordination key (in UTF-16 code units). */
+export const MAX_KEY_LENGTH = 512;
 
 /**
  * The global canonical order in which keys are taken: plain JavaScript string order (UTF-16 code

@@ -1,6 +1,6 @@
 /** The lease manager: coordination leases, tokens, fencing epochs, the wait queue and preemption. */
-export { LeaseManager, AcquisitionWithdrawn, checkEpochBump, MAX_EPOCH_MARGIN, type LeaseTx, type AlsoCommit } from './lease-manager.js';
-export { canonicalKeyOrder, MAX_KEYS_PER_LEASE } from './canonical-order.js';
+export { LeaseManager, AcquisitionWithdrawn, checkEpochBump, LEASE_PAGE, MAX_EPOCH_MARGIN, type LeaseTx, type AlsoCommit } from './lease-manager.js';
+export { canonicalKeyOrder, MAX_KEY_LENGTH, MAX_KEYS_PER_LEASE } from './canonical-order.js';
 export { hashLeaseToken } from './token.js';
 export { toLeaseRecord } from './lease-record.js';
 export { DEFAULT_LEASE_OPTIONS } from './options.js';
@@ -18,6 +18,8 @@ export type {
   WaiterRow,
   KeyWaiterRow,
   LeaseKeyRow,
+  LeaseKeyQuery,
+  LeaseKeyPage,
   LeaseRow,
   LeaseState,
   FenceState,

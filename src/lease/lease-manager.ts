@@ -5,7 +5,7 @@ import { canonicalKeyOrder } from './canonical-order.js';
 import { toLeaseRecord } from './lease-record.js';
 import { checkTtl, checkWait, resolveLeaseOptions, type ResolvedLeaseOptions } from './options.js';
 import {
-  NEWCOMER_TICKET, type AcquireOutcome, type EpochBump, type EpochBumpCommand, type LeaseRefusal, type LeaseRepository, type WaiterRow,
+  NEWCOMER_TICKET, type AcquireOutcome, type EpochBump, type EpochBumpCommand, type LeaseKeyQuery, type LeaseRefusal, type LeaseRepository, type WaiterRow,
 } from './repository.js';
 import { hashLeaseToken, leaseCredentialsOf, leaseIdOfToken, newLeaseCredentials, type LeaseCredentials } from './token.js';
 import type {
@@ -22,6 +22,12 @@ import type {
 
 /** The largest epoch margin one bump may add (epochs stay far below 2^53 after many bumps). */
 export const MAX_EPOCH_MARGIN = 1_000_000_000_000;
+
+/**
+ * Pages of the list of lease keys (GET /v1/leases, writ lease ls): as many as asked up to maxLimit,
+ * defaultLimit when not asked, as receipts are paged (RECEIPT_PAGE).
+ */
+export const LEASE_PAGE = { defaultLimit: 100, maxLimit: 1000 } as const;
 
 /** UNPROCESSABLE unless the margin is an integer from 0 to MAX_EPOCH_MARGIN and the reason says something. */
 export function checkEpochBump(cmd: { margin: number; reason: string }): void {
@@ -259,19 +265,25 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
 
   /** The key's fencing high-water mark (0 if never leased). */
   async currentEpoch(key: string): Promise<number> {
-    const [row] = await this.store.read((tx) => tx.leases.listKeys({ key }));
+    const { keys: [row] } = await this.store.read((tx) => tx.leases.listKeys({ key }));
     return row?.epoch ?? 0;
   }
 
+  /** The key's lease record; its state judged as list() judges it. */
   async describe(key: string): Promise<LeaseRecord | undefined> {
-    const [row] = await this.store.read((tx) => tx.leases.listKeys({ key }));
-    return row && toLeaseRecord(row, this.clock.now());
+    const [record] = await this.list({ key });
+    return record;
   }
 
-  /** Every key ever leased (optionally one key, or those whose recorded holder is `holder`), in key order. */
-  async list(filter: { key?: string; holder?: string } = {}): Promise<LeaseRecord[]> {
-    const now = this.clock.now();
-    return (await this.store.read((tx) => tx.leases.listKeys(filter))).map((r) => toLeaseRecord(r, now));
+  /**
+   * Keys ever leased, narrowed and paged by `query` (see LeaseKeyQuery), in key order. Their state
+   * (HELD or EXPIRED) is judged by the store's clock where it keeps lease time (PostgreSQL), read with
+   * the rows, as held() and the acquisitions judge it: never by this process's clock, which may be off.
+   */
+  async list(query: LeaseKeyQuery = {}): Promise<LeaseRecord[]> {
+    const mine = this.clock.now();
+    const { keys, now } = await this.store.read((tx) => tx.leases.listKeys(query));
+    return keys.map((r) => toLeaseRecord(r, now ?? mine));
   }
 
   /**

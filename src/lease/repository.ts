@@ -34,7 +34,15 @@ export interface LeaseRepository {
    * the lease recorded with that hash.
    */
   fenceState(key: string, tokenHash: string, leaseId: string | null): Promise<FenceState>;
-  listKeys(filter: { key?: string; holder?: string }): Promise<LeaseKeyRow[]>;
+  /**
+   * Leased keys (epoch above 0) in key order (bytewise), narrowed by `query`, at most `query.limit` of
+   * them after `query.after` (keyset paging: each page one range read of the key index, never a read of
+   * the keys before it). `now` as for heldKeys: the engine's own clock where it keeps lease time
+   * (PostgreSQL), read in the same statement, so that a caller judges each row's state (HELD or EXPIRED)
+   * by the clock the acquisitions and the held read use; absent when no row is returned, or where the
+   * caller's clock is lease time (SQLite).
+   */
+  listKeys(query: LeaseKeyQuery): Promise<LeaseKeyPage>;
   /**
    * The keys held now (LeaseRecord state HELD: a holder recorded and `expires_at` after now), in key
    * order (bytewise), found through the index of keys with a holder: never a read of the keys no one
@@ -188,6 +196,25 @@ export interface WaiterRow {
 
 export interface KeyWaiterRow extends WaiterRow {
   key: string;
+}
+
+export interface LeaseKeyQuery {
+  /** That key only. */
+  key?: string;
+  /** The key and its fields' keys (`resource#field`): what a write to the resource may lease. */
+  resource?: string;
+  /** The keys whose recorded holder is this (held now, or lapsed without a release). */
+  holder?: string;
+  /** Only keys after this one (bytewise): the last key of the previous page. */
+  after?: string;
+  /** At most this many keys (no limit when absent). */
+  limit?: number;
+}
+
+export interface LeaseKeyPage {
+  keys: LeaseKeyRow[];
+  /** The store's clock at the read, where it keeps lease time itself (see FenceState.now); absent when no key is returned. */
+  now?: number;
 }
 
 export interface LeaseKeyRow {

@@ -3,7 +3,7 @@ import { callerOf, checkDecisionBinding, isReplayedAssertion, spendAssertion, ve
 import { isEdgeLive, type AuthorityGraph, type Edge, type RecordedGraphEvent } from '../graph/index.js';
 import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, principalsOfChain } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
-import { AcquisitionWithdrawn, type LeaseGrant, type LeaseRecord, type PreemptedLease, type WaiterRow } from '../lease/index.js';
+import { AcquisitionWithdrawn, LEASE_PAGE, type LeaseGrant, type LeaseRecord, type PreemptedLease, type WaiterRow } from '../lease/index.js';
 import type { StoreTx } from '../store/contract.js';
 import { forOneOperation, type WritContext } from './context.js';
 import { incidentsCounting } from './incidents.js';
@@ -358,14 +358,50 @@ export async function releaseLease(ctx: WritContext, who: string | Authenticated
   return spendingAssertion(ctx, who, (caller, spend) => ctx.leases.release(leaseId, token, { alsoCommit: spend, check: authorityCheck(ctx, caller, leaseId) }));
 }
 
+/** What GET /v1/leases and writ lease ls ask for: every filter narrows; `after` and `limit` page the list. */
+export interface LeaseListQuery {
+  /** That key only. */
+  key?: string;
+  /** The resource's key and its fields' keys (resource#field). */
+  resource?: string;
+  holder?: string;
+  /** HELD: only the keys held now, read as such (not paged: bounded by the live leases, not by the keys ever used). */
+  state?: 'HELD';
+  /** The `next` of the previous page: the last key it gave. */
+  after?: string;
+  /** At most this many records, from 1 to LEASE_PAGE.maxLimit (default LEASE_PAGE.defaultLimit). */
+  limit?: number;
+}
+
+export interface LeaseListPage {
+  leases: LeaseRecord[];
+  /** Pass as `after` for the next page; null on the last (and always with state HELD). */
+  next: string | null;
+}
+
 /**
- * Lease records by key and holder. With `state: 'HELD'` only the keys held now, read as such (never
- * every key ever leased), then narrowed to the key and holder asked.
+ * Lease records in key order, a page at a time: one range of the key index after `after`, so a page
+ * costs the same with a million keys ever leased as with ten. With `state: 'HELD'` only the keys held
+ * now, read as such (never every key ever leased), then narrowed to the key, resource and holder asked;
+ * not paged (UNPROCESSABLE with `after` or `limit`).
  */
-export async function listLeases(ctx: WritContext, filter: { key?: string; holder?: string; state?: 'HELD' }): Promise<LeaseRecord[]> {
-  const { state, ...byKey } = filter;
-  if (state !== 'HELD') return ctx.leases.list(byKey);
-  return (await ctx.leases.held()).filter((r) => (byKey.key === undefined || r.key === byKey.key) && (byKey.holder === undefined || r.holderIdentity === byKey.holder));
+export async function listLeases(ctx: WritContext, query: LeaseListQuery = {}): Promise<LeaseListPage> {
+  const { state, after, limit, ...narrow } = query;
+  if (state === 'HELD') {
+    if (after !== undefined || limit !== undefined) {
+      throw new WritError('UNPROCESSABLE', 'the keys held now (state HELD) come in one answer, not in pages: leave out `after` and `limit`');
+    }
+    const { key, resource, holder } = narrow;
+    const held = (await ctx.leases.held()).filter((r) => (key === undefined || r.key === key)
+      && (resource === undefined || r.key === resource || r.key.startsWith(`${resource}#`)) && (holder === undefined || r.holderIdentity === holder));
+    return { leases: held, next: null };
+  }
+  const n = limit ?? LEASE_PAGE.defaultLimit;
+  if (!Number.isSafeInteger(n) || n < 1 || n > LEASE_PAGE.maxLimit) throw new WritError('UNPROCESSABLE', `a page of leases has from 1 to ${LEASE_PAGE.maxLimit} records, not ${String(n)}`);
+  // One more than the page, to know whether there is a next one.
+  const rows = await ctx.leases.list(Object.assign({}, narrow, after !== undefined ? { after } : {}, { limit: n + 1 }));
+  const page = rows.slice(0, n);
+  return { leases: page, next: rows.length > n ? page[page.length - 1]!.key : null };
 }
 
 /** The wait queues: every key with live waiters, each in service order (governed priority, then age). */

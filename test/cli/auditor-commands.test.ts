@@ -205,7 +205,7 @@ describe('auditor commands tell what really happened', () => {
     const receipts = JSON.parse(outputs.receipts.stdout).receipts;
     expect(receipts.find((r: { receipt_id: string }) => r.receipt_id === story.written).created_at).toMatch(WIRE_TIME);
     expect(JSON.parse(outputs.expiring.stdout)[0].expires_at).toMatch(WIRE_TIME);
-    expect(JSON.parse(outputs.leases.stdout).find((l: { key: string }) => l.key === 'wp:post:1024#title').expiresAt).toMatch(WIRE_TIME);
+    expect(JSON.parse(outputs.leases.stdout).leases.find((l: { key: string }) => l.key === 'wp:post:1024#title').expiresAt).toMatch(WIRE_TIME);
     expect(JSON.parse(outputs.why.stdout).chain[0].edge.created_at).toMatch(WIRE_TIME);
   });
 

@@ -44,7 +44,8 @@ describe('writ lease ls --held', () => {
     expect(keysOf((await runWrit(data, 'lease', 'ls', '--held', '--holder', 'editor-alice')).stdout)).toEqual(['wp:post:2#title']);
     expect(keysOf((await runWrit(data, 'lease', 'ls', '--held', '--resource', 'wp:post:1')).stdout)).toEqual(['wp:post:1#title']);
     expect((await runWrit(data, 'lease', 'ls', '--held', '--resource', 'wp:post:4')).stdout).toBe('(no leases)\n');
-    const json = JSON.parse((await runWrit(data, 'lease', 'ls', '--held', '--holder', 'seo-agent-7', '--json')).stdout) as { key: string; state: string }[];
-    expect(json.map((l) => [l.key, l.state])).toEqual([['wp:post:1#title', 'HELD']]);
+    const json = JSON.parse((await runWrit(data, 'lease', 'ls', '--held', '--holder', 'seo-agent-7', '--json')).stdout) as { leases: { key: string; state: string }[]; next: null };
+    expect(json.leases.map((l) => [l.key, l.state])).toEqual([['wp:post:1#title', 'HELD']]);
+    expect(json.next).toBeNull();
   });
 });

@@ -400,6 +400,25 @@ describe('the console in a real browser', () => {
     await page.locator('#show-free').check();
     await expect.poll(() => page.locator('#leases').textContent(), { timeout: 10_000 }).toContain('wp:post:2048#title');
     expect(leaseReads).toContain('');
+    // Every key ever leased comes a page at a time: with more keys than a page, the view turns pages by key.
+    const many = Array.from({ length: 102 }, (_, i) => `wp:post:${5000 + i}`);
+    for (let i = 0; i < many.length; i += 51) {
+      const decisions = await Promise.all(many.slice(i, i + 51).map((resource) => seo.decide({ action: 'update_post', resource, environment: 'production', fields: ['title'] })));
+      await seo.releaseLease(await seo.acquireLease(decisions, { ttlMs: 20_000 }));
+    }
+    const leaseRows = () => page.locator('#leases tbody tr').allTextContents();
+    await expect.poll(async () => (await leaseRows()).length, { timeout: 10_000 }).toBe(100);
+    const firstPage = await leaseRows();
+    const lastShown = firstPage.at(-1)!.match(/wp:post:\d+#title/)![0];
+    await page.locator('#leases-next').click();
+    await expect.poll(async () => (await leaseRows())[0], { timeout: 10_000 }).not.toBe(firstPage[0]);
+    const secondPage = await leaseRows();
+    expect(secondPage.join('\n')).toContain('wp:post:5101#title');
+    expect(secondPage.join('\n')).not.toContain(lastShown);
+    expect(leaseReads).toContain(`?after=${encodeURIComponent(lastShown)}`);
+    await shoot('coordination-next-keys', page, '#leases-pages');
+    await page.locator('#leases-first').click();
+    await expect.poll(async () => (await leaseRows())[0], { timeout: 10_000 }).toBe(firstPage[0]);
     page.off('request', onRequest);
     await shoot('coordination');
     await seo.releaseLease(held);

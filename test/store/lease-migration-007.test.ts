@@ -62,10 +62,10 @@ describe('migration 007 (lease write path) on a file written by the previous ver
     const leases = new LeaseManager(sqliteStoreOn(db), clock);
 
     const names = db.prepare("SELECT name FROM sqlite_schema WHERE type IN ('index', 'trigger') AND tbl_name LIKE 'lease%' AND name NOT LIKE 'sqlite_%' ORDER BY name").pluck().all();
-    // (The lease_epoch_bumps triggers and the epoch floor trigger come with migration 9.)
+    // (The lease_epoch_bumps triggers and the epoch floor trigger come with migration 9, lease_keys_held_until with 21.)
     expect(names).toEqual([
       'lease_epoch_bumps_no_delete', 'lease_epoch_bumps_no_update', 'lease_history_chain', 'lease_history_lease', 'lease_keys_epoch_floor',
-      'lease_keys_holder', 'lease_waiter_keys_ticket', 'lease_waiters_deadline',
+      'lease_keys_held_until', 'lease_keys_holder', 'lease_waiter_keys_ticket', 'lease_waiters_deadline',
     ]);
     expect(db.prepare("SELECT count(*) FROM sqlite_sequence WHERE name = 'lease_history'").pluck().get()).toBe(0);
 

@@ -362,7 +362,7 @@ export function answerProblems(req: FuzzRequest, out: FuzzOutcome): string[] {
 
 /** The graph revision and the lease table, cheap enough to read around every request. */
 async function quickState(h: Harness): Promise<string> {
-  return JSON.stringify({ revision: (await h.ctx.graph.current()).revision, leases: await listLeases(h.ctx, {}) });
+  return JSON.stringify({ revision: (await h.ctx.graph.current()).revision, leases: (await listLeases(h.ctx, {})).leases });
 }
 
 export interface FuzzReport {

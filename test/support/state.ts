@@ -16,7 +16,7 @@ export async function durableState(h: Harness): Promise<{ graphRevision: number;
   }
   return {
     graphRevision: (await h.ctx.graph.current()).revision,
-    leases: await listLeases(h.ctx, {}),
+    leases: (await listLeases(h.ctx, {})).leases,
     chain: { ok: chain.ok, entries: chain.entries, head: chain.head },
     receipts,
   };

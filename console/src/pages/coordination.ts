@@ -1,4 +1,4 @@
-import { api } from '../api.js';
+import { api, q } from '../api.js';
 import { errorBox, fill, h, leaseStateBadge, principalLink, section, table, time } from '../dom.js';
 import type { PageContext, Route } from '../router.js';
 
@@ -14,20 +14,27 @@ export function coordinationPage(_route: Route, ctx: PageContext): HTMLElement {
   const queues = h('div', { id: 'queues' });
   const incidents = h('div', { id: 'incidents' });
   const showAll = h('input', { type: 'checkbox', id: 'show-free' }) as HTMLInputElement;
+  // Every key ever leased comes a page at a time (GET /v1/leases pages by key): the page shown starts after this key.
+  let after: string | undefined;
   let timer: number | undefined;
   let left = false;
+  const pager = h('div', { id: 'leases-pages', class: 'field actions' });
   const load = async () => {
     try {
       const [l, qs, inc] = await Promise.all([
         // Only the held keys unless asked for all: every key ever leased may be millions.
-        api<{ leases: LeaseRecord[] }>(showAll.checked ? '/v1/leases' : '/v1/leases?state=HELD'), api<{ queues: Queue[] }>('/v1/leases/queues'), api<{ incidents: Incident[] }>('/v1/incidents'),
+        api<{ leases: LeaseRecord[]; next: string | null }>(showAll.checked ? `/v1/leases${q({ after })}` : '/v1/leases?state=HELD'), api<{ queues: Queue[] }>('/v1/leases/queues'), api<{ incidents: Incident[] }>('/v1/incidents'),
       ]);
       if (left) return;
       fill(leases, table('Leases', ['Key', 'State', 'Holder', 'Fencing epoch', 'Expires', 'Renewed', 'Transitions', 'Lease'], l.leases.map((x) => [
         h('code', {}, x.key), leaseStateBadge(x.state),
         x.holderIdentity ? principalLink(x.holderIdentity) : '—', String(x.epoch), time(x.expiresAt), time(x.renewTime), String(x.leaseTransitions),
         x.leaseId ? h('code', {}, x.leaseId.slice(0, 12)) : '—',
-      ]), { empty: showAll.checked ? 'No key was ever leased.' : 'No lease is held right now.' }));
+      ]), { empty: showAll.checked ? (after === undefined ? 'No key was ever leased.' : `No key after ${after}.`) : 'No lease is held right now.' }));
+      const next = l.next;
+      fill(pager,
+        after !== undefined ? h('button', { type: 'button', id: 'leases-first', onclick: () => turn(undefined) }, '← First keys') : null,
+        next !== null ? h('button', { type: 'button', id: 'leases-next', onclick: () => turn(next) }, `Keys after ${next} →`) : null);
       fill(queues, table('Wait queues', ['Key', 'Position', 'Waiter', 'Priority', 'Waiting since', 'Deadline'], qs.queues.flatMap((k) => k.waiters.map((w, i) => [
         h('code', {}, k.key), String(i + 1), principalLink(w.holder), String(w.priority), time(w.enqueued_at), time(w.deadline),
       ])), { empty: 'Nobody is waiting.' }));
@@ -39,10 +46,11 @@ export function coordinationPage(_route: Route, ctx: PageContext): HTMLElement {
     }
     if (!left) timer = window.setTimeout(load, REFRESH_MS);
   };
-  showAll.addEventListener('change', () => { window.clearTimeout(timer); void load(); });
+  const turn = (to: string | undefined) => { after = to; window.clearTimeout(timer); void load(); };
+  showAll.addEventListener('change', () => turn(undefined));
   void load();
   ctx.onLeave(() => { left = true; window.clearTimeout(timer); });
   return h('div', {}, h('h1', {}, 'Coordination'),
-    section('Leases', h('label', { class: 'check' }, showAll, ' Show free and expired keys too'), leases),
+    section('Leases', h('label', { class: 'check' }, showAll, ' Show free and expired keys too'), leases, pager),
     section('Wait queues', queues), section('Incidents', incidents));
 }

@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { WritError } from '../../errors.js';
 import { DECISION_ID_FILTER, RECEIPT_PAGE, RECEIPT_STATUSES } from '../../audit/index.js';
 import { performAction, type ActionInput } from '../../service/index.js';
-import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseRequestInput } from '../../service/index.js';
+import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseListQuery, type LeaseRequestInput } from '../../service/index.js';
+import { LEASE_PAGE, MAX_KEY_LENGTH } from '../../lease/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
 import { noReceipt, parseTime } from '../../service/index.js';
 import { checkReceiptReadable, ownFilter } from './audit-reads.js';
@@ -90,25 +91,41 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     return releaseLease(app.operation(request), caller, request.params.id, token);
   });
 
-  app.get<{ Querystring: { resource?: string; holder?: string; state?: 'HELD' } }>('/v1/leases', {
+  app.get<{ Querystring: { resource?: string; holder?: string; state?: 'HELD'; after?: string; limit?: number } }>('/v1/leases', {
     schema: {
-      operationId: 'listLeases', tags: ['Coordination'], summary: 'Leases in the Kubernetes Lease vocabulary: every key ever leased, or with state=HELD only the keys held now',
+      operationId: 'listLeases', tags: ['Coordination'],
+      summary: `Leases in the Kubernetes Lease vocabulary: every key ever leased, in key order, ${LEASE_PAGE.defaultLimit} at a time (limit, at most ${LEASE_PAGE.maxLimit}; after: the \`next\` of the previous page), or with state=HELD only the keys held now, in one answer`,
       querystring: {
         type: 'object', additionalProperties: false,
         properties: {
           resource: { type: 'string', description: 'a coordination key' }, holder: { type: 'string', description: 'a principal id' },
-          state: { type: 'string', enum: ['HELD'], description: 'HELD: only the keys held now (read as such: without it every key ever leased is read)' },
+          state: { type: 'string', enum: ['HELD'], description: 'HELD: only the keys held now (read as such: without it every key ever leased is read, a page at a time); not paged, so neither after nor limit goes with it (UNPROCESSABLE)' },
+          after: { type: 'string', minLength: 1, maxLength: MAX_KEY_LENGTH, description: 'the `next` of the previous page: the keys after this one (bytewise order)' },
+          limit: { type: 'integer', minimum: 1, maximum: LEASE_PAGE.maxLimit, description: `default ${LEASE_PAGE.defaultLimit}` },
         },
       },
-      response: { 200: { type: 'object', description: 'One record per coordination key, in key order', required: ['leases'], properties: { leases: { type: 'array', items: ref('LeaseRecord') } } }, ...errorResponses([...WITH_INPUT, ...AUTHENTICATED]) },
+      response: {
+        200: {
+          type: 'object', description: 'A page of records, one per coordination key, in key order (bytewise)', required: ['leases', 'next'],
+          properties: {
+            leases: { type: 'array', items: ref('LeaseRecord') },
+            next: { type: ['string', 'null'], description: 'pass as `after` for the next page; null on the last (always with state=HELD)' },
+          },
+        },
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'UNPROCESSABLE']),
+      },
     },
   }, async (request) => {
     await app.caller(request);
-    const filter: { key?: string; holder?: string; state?: 'HELD' } = {};
-    if (request.query.resource) filter.key = request.query.resource;
-    if (request.query.holder) filter.holder = request.query.holder;
-    if (request.query.state) filter.state = request.query.state;
-    return { leases: (await listLeases(ctx, filter)).map(leaseRecordToWire) };
+    const { resource, holder, state, after, limit } = request.query;
+    const query: LeaseListQuery = {};
+    if (resource) query.key = resource;
+    if (holder) query.holder = holder;
+    if (state) query.state = state;
+    if (after !== undefined) query.after = after;
+    if (limit !== undefined) query.limit = limit;
+    const page = await listLeases(ctx, query);
+    return { leases: page.leases.map(leaseRecordToWire), next: page.next };
   });
 
   app.post<{ Body: ActionInput }>('/v1/actions', {

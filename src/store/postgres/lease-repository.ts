@@ -7,6 +7,8 @@ import {
   type EpochBumpCommand,
   type FenceState,
   type KeyWaiterRow,
+  type LeaseKeyPage,
+  type LeaseKeyQuery,
   type LeaseKeyRow,
   type LeaseRepository,
   type LeaseRow,
@@ -136,27 +138,54 @@ export class PostgresLeaseRepository implements LeaseRepository {
     return { key: row!.key_row ?? undefined, lease: row!.lease ?? undefined, now: row!.now };
   }
 
-  async listKeys(filter: { key?: string; holder?: string }): Promise<LeaseKeyRow[]> {
-    if (filter.key !== undefined) {
-      return this.sql.query<LeaseKeyRow>(
-        `SELECT ${KEY_COLUMNS} FROM lease_keys WHERE key = $1 AND epoch > 0 AND ($2::text IS NULL OR holder = $2)`,
-        [filter.key, filter.holder ?? null],
-      );
+  async listKeys(query: LeaseKeyQuery): Promise<LeaseKeyPage> {
+    // The database's now, read once in the same statement (writ_now_ms is volatile), as heldKeys does:
+    // the rows' state is judged by the clock the acquisitions use. One statement per filter, so that
+    // each uses its index; a page is a range of lease_keys_key_c (migration 14) after $1, in bytewise
+    // order; LIMIT NULL is none.
+    const { key, resource, holder, after = '', limit } = query;
+    const page = [after, limit ?? null];
+    let where: string;
+    let params: unknown[];
+    if (key !== undefined) {
+      where = `k.key = $3::text AND ($4::text IS NULL OR k.holder = $4)
+               AND ($5::text IS NULL OR k.key = $5::text OR k.key COLLATE "C" >= ($5::text || '#') COLLATE "C" AND k.key COLLATE "C" < ($5::text || '$') COLLATE "C")`;
+      params = [...page, key, holder ?? null, resource ?? null];
+    } else if (resource !== undefined) {
+      // The resource's key and its fields' keys (resource#field): one range of the key, [resource, resource$).
+      where = `k.key COLLATE "C" >= $3::text COLLATE "C" AND k.key COLLATE "C" < ($3::text || '$') COLLATE "C"
+               AND (k.key = $3::text OR k.key COLLATE "C" >= ($3::text || '#') COLLATE "C") AND ($4::text IS NULL OR k.holder = $4)`;
+      params = [...page, resource, holder ?? null];
+    } else if (holder !== undefined) {
+      where = 'k.holder = $3::text';
+      params = [...page, holder];
+    } else {
+      where = 'true';
+      params = page;
     }
-    if (filter.holder !== undefined) {
-      return this.sql.query<LeaseKeyRow>(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE holder = $1 AND epoch > 0 ORDER BY key COLLATE "C"`, [filter.holder]);
-    }
-    return this.sql.query<LeaseKeyRow>(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE epoch > 0 ORDER BY key COLLATE "C"`);
+    return this.withStoreNow(await this.sql.query<LeaseKeyRow & { store_now: number }>(
+      `WITH t AS MATERIALIZED (SELECT writ_now_ms() AS now)
+       SELECT ${KEY_COLUMNS}, (SELECT now FROM t) AS store_now
+         FROM lease_keys k WHERE ${where} AND k.key COLLATE "C" > $1::text COLLATE "C" AND k.epoch > 0
+        ORDER BY k.key COLLATE "C" LIMIT $2::bigint`,
+      params,
+    ));
   }
 
   async heldKeys(_now: number): Promise<{ keys: LeaseKeyRow[]; now?: number }> {
-    // The database's now, read once (writ_now_ms is volatile); `holder IS NOT NULL` lets the partial
-    // index lease_keys_holder find the candidates, so the keys no one holds are not read.
-    const rows = await this.sql.query<LeaseKeyRow & { store_now: number }>(
+    // The database's now, read once (writ_now_ms is volatile; the CTE is evaluated once, each scalar
+    // subquery of it an init plan, a parameter of the scan); the partial index of the keys with a holder
+    // by expiry (lease_keys_held_until, migration 14) finds the live ones as one range, so neither the
+    // keys no one holds nor the leases that lapsed without a release are read.
+    return this.withStoreNow(await this.sql.query<LeaseKeyRow & { store_now: number }>(
       `WITH t AS MATERIALIZED (SELECT writ_now_ms() AS now)
-       SELECT ${KEY_COLUMNS}, t.now AS store_now
-         FROM t JOIN lease_keys k ON k.holder IS NOT NULL AND k.expires_at > t.now ORDER BY k.key COLLATE "C"`,
-    );
+       SELECT ${KEY_COLUMNS}, (SELECT now FROM t) AS store_now
+         FROM lease_keys k WHERE k.holder IS NOT NULL AND k.expires_at > (SELECT now FROM t) ORDER BY k.key COLLATE "C"`,
+    ));
+  }
+
+  /** Rows read beside the database's now (`store_now`): the rows, and that now when there is a row. */
+  private withStoreNow(rows: (LeaseKeyRow & { store_now: number })[]): LeaseKeyPage {
     const now = rows[0]?.store_now;
     const keys = rows.map(({ store_now: _, ...key }) => key);
     return now === undefined ? { keys } : { keys, now };

@@ -8,6 +8,8 @@ import type {
   LeaseEvent,
   LeaseEventKind,
   KeyWaiterRow,
+  LeaseKeyPage,
+  LeaseKeyQuery,
   LeaseKeyRow,
   LeaseRefusal,
   LeaseRepository,
@@ -125,11 +127,18 @@ export class SqliteLeaseRepository implements LeaseRepository {
       leaseByLegacyToken: db.prepare(`SELECT ${LEASE_COLUMNS.replace(/(\w+)/g, 'l.$1')} FROM lease_legacy_tokens t
         JOIN leases l ON l.lease_id = t.lease_id AND l.token_hash = t.token_hash WHERE t.token_hash = ?`),
       keyRow: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE key = ?`),
-      // One statement per filter, so that each uses its index (an "(? IS NULL OR col = ?)" term uses none).
-      listAllKeys: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE epoch > 0 ORDER BY key`),
-      listKeysOf: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE holder = ? AND epoch > 0 ORDER BY key`),
-      // INDEXED BY: without statistics the planner would rather walk every key in key order than sort the few held.
-      heldKeys: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys INDEXED BY lease_keys_holder
+      // One statement per filter, so that each uses its index (an "(? IS NULL OR col = ?)" term uses none);
+      // a page is a range of the key (its primary key) after :after, LIMIT -1 being none.
+      listAllKeys: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE key > :after AND epoch > 0 ORDER BY key LIMIT :limit`),
+      listKeysOf: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys WHERE holder = :holder AND key > :after AND epoch > 0 ORDER BY key LIMIT :limit`),
+      // The resource's key and its fields' keys (resource#field): one range of the key, [resource, resource$).
+      listKeysOfResource: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys
+        WHERE key >= :resource AND key < :resource || '$' AND (key = :resource OR key >= :resource || '#')
+          AND (:holder IS NULL OR holder = :holder) AND key > :after AND epoch > 0 ORDER BY key LIMIT :limit`),
+      // INDEXED BY: without statistics the planner would rather walk every key in key order than sort the
+      // few held. The index of the keys with a holder by expiry (migration 21) skips the leases that lapsed
+      // without a release, whose holder is still recorded.
+      heldKeys: db.prepare(`SELECT ${KEY_COLUMNS} FROM lease_keys INDEXED BY lease_keys_held_until
         WHERE holder IS NOT NULL AND expires_at > ? ORDER BY key`),
       maxEpoch: db.prepare('SELECT COALESCE(MAX(epoch), 0) FROM lease_keys').pluck(),
       waiters: db.prepare(`SELECT w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline
@@ -234,12 +243,17 @@ export class SqliteLeaseRepository implements LeaseRepository {
     return this.fenceTx.deferred(key, tokenHash, leaseId);
   }
 
-  async listKeys(filter: { key?: string; holder?: string }): Promise<LeaseKeyRow[]> {
-    if (filter.key !== undefined) {
-      const row = this.s.keyRow.get(filter.key) as LeaseKeyRow | undefined;
-      return row && row.epoch > 0 && (filter.holder === undefined || row.holder === filter.holder) ? [row] : [];
+  async listKeys(query: LeaseKeyQuery): Promise<LeaseKeyPage> {
+    const { key, resource, holder, after = '', limit } = query;
+    if (key !== undefined) {
+      const row = this.s.keyRow.get(key) as LeaseKeyRow | undefined;
+      const match = row && row.epoch > 0 && (holder === undefined || row.holder === holder) && (resource === undefined || key === resource || key.startsWith(`${resource}#`))
+        && Buffer.compare(Buffer.from(key), Buffer.from(after)) > 0 && limit !== 0;
+      return { keys: match ? [row] : [] };
     }
-    return (filter.holder === undefined ? this.s.listAllKeys.all() : this.s.listKeysOf.all(filter.holder)) as LeaseKeyRow[];
+    const max = limit ?? -1;
+    if (resource !== undefined) return { keys: this.s.listKeysOfResource.all({ after, limit: max, resource, holder: holder ?? null }) as LeaseKeyRow[] };
+    return { keys: (holder === undefined ? this.s.listAllKeys.all({ after, limit: max }) : this.s.listKeysOf.all({ after, limit: max, holder })) as LeaseKeyRow[] };
   }
 
   async heldKeys(now: number): Promise<{ keys: LeaseKeyRow[]; now?: number }> {

@@ -44,7 +44,7 @@ export const renew = (store: WritStore, t: Taken, ttlMs: number | null = null) =
 /** Everything the lease port can show about some keys, for "nothing changed" comparisons. */
 export async function leaseView(store: WritStore, keys: string[]) {
   return store.read(async (tx: StoreTx) => ({
-    keys: await tx.leases.listKeys({}),
+    keys: await tx.leases.listKeys({}).then((p) => p.keys),
     history: await tx.leases.history({}),
     waiters: await Promise.all(keys.map((k) => tx.leases.waiters(k, Date.now()))),
   }));

@@ -13,7 +13,7 @@ describeEngines('leases: acquire, renew, release', (fresh) => {
     const b = await take(store, [K], 'agent-b');
     expect(b.outcome).toMatchObject({ granted: false, key: K, holder: 'agent-a', queued: false });
     if (a.outcome.granted && !b.outcome.granted) expect(b.outcome.expiresAt).toBe(a.outcome.expiresAt);
-    const [row] = await store.read((tx) => tx.leases.listKeys({ key: K }));
+    const [row] = await store.read((tx) => tx.leases.listKeys({ key: K }).then((p) => p.keys));
     expect(row).toMatchObject({ key: K, epoch: 1, lease_id: a.leaseId, holder: 'agent-a', token_hash: a.tokenHash, duration_ms: 5_000, transitions: 0 });
   });
 
@@ -26,9 +26,9 @@ describeEngines('leases: acquire, renew, release', (fresh) => {
     expect(renewed).toMatchObject({ ok: true, epochs: { 'k:1': 1, 'k:2': 1 } });
     if (renewed.ok) expect(renewed.expiresAt).toBeGreaterThanOrEqual(first + 6_000);
     const again = await renew(store, a);
-    expect(again.ok && (await store.read((tx) => tx.leases.listKeys({ key: 'k:2' })))[0]!.duration_ms).toBe(8_000);
+    expect(again.ok && (await store.read((tx) => tx.leases.listKeys({ key: 'k:2' }).then((p) => p.keys)))[0]!.duration_ms).toBe(8_000);
     expect(await release(store, a)).toEqual({ ok: true, epochs: { 'k:1': 1, 'k:2': 1 } });
-    const rows = await store.read((tx) => tx.leases.listKeys({}));
+    const rows = await store.read((tx) => tx.leases.listKeys({}).then((p) => p.keys));
     expect(rows.map((r) => [r.key, r.epoch, r.holder, r.lease_id, r.token_hash, r.expires_at])).toEqual([
       ['k:1', 1, null, null, null, null],
       ['k:2', 1, null, null, null, null],
@@ -107,7 +107,7 @@ describeEngines('leases: acquire, renew, release', (fresh) => {
       const granted = outcomes.filter((o) => o.granted);
       expect(granted, `${keys.join(', ')}: ${JSON.stringify(outcomes)}`).toHaveLength(1);
       for (const o of outcomes.filter((x) => !x.granted)) expect(o, keys.join(', ')).toMatchObject({ granted: false, tokenUsed: true, key: keys[0] });
-      const rows = await store.read((tx) => tx.leases.listKeys({}));
+      const rows = await store.read((tx) => tx.leases.listKeys({}).then((p) => p.keys));
       expect(rows.filter((r) => keys.includes(r.key)).map((r) => r.lease_id)).toEqual(keys.map(() => cmd.leaseId));
     }
   });
@@ -141,7 +141,7 @@ describeEngines('leases: acquire, renew, release', (fresh) => {
       else await release(store, t);
     }
     expect(seen).toEqual([1, 2, 3, 4]);
-    const [row] = await store.read((tx) => tx.leases.listKeys({ key: K }));
+    const [row] = await store.read((tx) => tx.leases.listKeys({ key: K }).then((p) => p.keys));
     expect(row!.epoch).toBe(4);
     expect(row!.transitions).toBe(3);
   });
@@ -179,10 +179,10 @@ describeEngines('leases: acquire, renew, release', (fresh) => {
     const { store } = await fresh();
     await take(store, ['b:2'], 'agent-a');
     await take(store, ['a:1', 'c:3'], 'agent-b');
-    expect((await store.read((tx) => tx.leases.listKeys({}))).map((r) => r.key)).toEqual(['a:1', 'b:2', 'c:3']);
-    expect((await store.read((tx) => tx.leases.listKeys({ holder: 'agent-b' }))).map((r) => r.key)).toEqual(['a:1', 'c:3']);
-    expect(await store.read((tx) => tx.leases.listKeys({ key: 'b:2', holder: 'agent-b' }))).toEqual([]);
-    expect(await store.read((tx) => tx.leases.listKeys({ key: 'never' }))).toEqual([]);
+    expect((await store.read((tx) => tx.leases.listKeys({}).then((p) => p.keys))).map((r) => r.key)).toEqual(['a:1', 'b:2', 'c:3']);
+    expect((await store.read((tx) => tx.leases.listKeys({ holder: 'agent-b' }).then((p) => p.keys))).map((r) => r.key)).toEqual(['a:1', 'c:3']);
+    expect(await store.read((tx) => tx.leases.listKeys({ key: 'b:2', holder: 'agent-b' }).then((p) => p.keys))).toEqual([]);
+    expect(await store.read((tx) => tx.leases.listKeys({ key: 'never' }).then((p) => p.keys))).toEqual([]);
   });
 });
 
@@ -276,7 +276,7 @@ describeEngines('leases: the wait queue', (fresh) => {
     ]);
     // The same rows as the per-key reads of every leased key (a key never leased is not listed).
     const perKey = await store.read(async (tx) => {
-      const keys = await tx.leases.listKeys({});
+      const keys = await tx.leases.listKeys({}).then((p) => p.keys);
       return (await Promise.all(keys.map(async (k) => (await tx.leases.waiters(k.key, now)).map((w) => ({ key: k.key, ...w }))))).flat();
     });
     expect(rows).toEqual(perKey);
@@ -297,7 +297,7 @@ describeEngines('leases: the wait queue', (fresh) => {
       ['k:a', 'holder-2'],
       ['k:b', 'holder'],
     ]);
-    const all = await store.read((tx) => tx.leases.listKeys({}));
+    const all = await store.read((tx) => tx.leases.listKeys({}).then((p) => p.keys));
     expect(held.keys).toEqual(all.filter((r) => held.keys.some((h) => h.key === r.key)));
     // Held by the clock the store keeps lease time with (PostgreSQL's own, returned), else the caller's.
     const at = held.now ?? now;
@@ -336,7 +336,7 @@ describeEngines('leases: preemption', (fresh) => {
     ]);
     expect(await renew(store, old)).toEqual({ ok: false, reason: 'PREEMPTED' });
     expect(await release(store, old)).toEqual({ ok: false, reason: 'PREEMPTED' });
-    const rows = await store.read((tx) => tx.leases.listKeys({}));
+    const rows = await store.read((tx) => tx.leases.listKeys({}).then((p) => p.keys));
     expect(rows.map((r) => [r.key, r.epoch, r.holder, r.preempted_by, r.transitions])).toEqual([
       ['k:1', 1, null, null, 0],
       ['k:2', 2, 'incident-commander', 'incident-commander', 1],

@@ -122,7 +122,7 @@ describeEngines('single-use ids', (fresh) => {
     ).rejects.toThrow('busy: k:busy held by holder');
     expect(await store.read((tx) => tx.singleUse.isSpent('assertion', 'jti-queued', Date.now()))).toBe(false);
     expect(await store.read((tx) => tx.leaseAuthority.get(cmd.leaseId))).toBeUndefined();
-    expect((await store.read((tx) => tx.leases.listKeys({ key: 'k:busy' })))[0]).toMatchObject({ holder: 'holder', epoch: 1 });
+    expect((await store.read((tx) => tx.leases.listKeys({ key: 'k:busy' }).then((p) => p.keys)))[0]).toMatchObject({ holder: 'holder', epoch: 1 });
   });
 
   it('spendOrRefuse of the same id racing from two connections: exactly one transaction commits', async () => {

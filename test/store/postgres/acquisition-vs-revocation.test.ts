@@ -33,13 +33,13 @@ describe('an acquisition on one replica against a change committed on another', 
   it('a revocation of the chain that this replica has not folded in yet refuses the acquisition AUTHORITY_REVOKED, nothing held', { timeout: 60_000 }, async () => {
     const got = await acquireAfterChangeOnB((b) => revokeEdge(b, GOVERNANCE_ID, 'd-orch-seo', 'compromised'));
     expect(!got.ok && got.error).toMatchObject({ code: 'AUTHORITY_REVOKED', message: expect.stringMatching(/d-orch-seo/) });
-    expect((await listLeases(r!.a, { key: KEY })).filter((l) => l.state === 'HELD')).toEqual([]);
+    expect((await listLeases(r!.a, { key: KEY })).leases.filter((l) => l.state === 'HELD')).toEqual([]);
   });
 
   it('a more specific owns edge that this replica has not folded in yet refuses the acquisition OWNER_CHANGED, nothing held', { timeout: 60_000 }, async () => {
     const got = await acquireAfterChangeOnB((b) => createOwnership(b, GOVERNANCE_ID, { id: 'o-1024-title', owner: 'editor-alice', resource: 'wp:post:1024', fields: ['title'], reason: 'hand-tuned' }));
     expect(!got.ok && got.error).toMatchObject({ code: 'OWNER_CHANGED', message: expect.stringMatching(/editor-alice now/) });
-    expect((await listLeases(r!.a, { key: KEY })).filter((l) => l.state === 'HELD')).toEqual([]);
+    expect((await listLeases(r!.a, { key: KEY })).leases.filter((l) => l.state === 'HELD')).toEqual([]);
   });
 
   it('a less specific owns edge does not refuse it', { timeout: 60_000 }, async () => {

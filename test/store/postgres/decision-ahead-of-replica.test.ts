@@ -64,7 +64,7 @@ describe('a decision made on another replica, on a change this replica has not f
     const lease = await acquireLeases(r!.b, 'seo-agent-7', { decisions: [token], ttl_ms: 60_000 });
     const renewed = await outcomeOf(renewLease(behind, 'seo-agent-7', lease.lease_id, lease.token));
     expect(renewed.ok, String(!renewed.ok && renewed.error)).toBe(true);
-    expect((await listLeases(r!.a, { key: 'wp:post:1024#title' })).map((l) => [l.state, l.leaseId])).toEqual([['HELD', lease.lease_id]]);
+    expect((await listLeases(r!.a, { key: 'wp:post:1024#title' })).leases.map((l) => [l.state, l.leaseId])).toEqual([['HELD', lease.lease_id]]);
   });
 
   it('a renewal of a lease taken on the other replica through the new chain keeps the lease', { timeout: 60_000 }, async () => {

@@ -137,7 +137,7 @@ describe('PostgreSQL engine errors', () => {
       })
       .catch((e) => e);
     expect(err).toMatchObject({ name: 'WritError', code: 'OVERLOADED' });
-    expect(await store.read((tx) => tx.leases.listKeys({}))).toEqual([]);
+    expect(await store.read((tx) => tx.leases.listKeys({}).then((p) => p.keys))).toEqual([]);
   });
 
   it('a lock held too long by someone else: OVERLOADED after lockTimeoutMs, not a hang', async () => {

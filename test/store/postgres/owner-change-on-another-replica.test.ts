@@ -73,7 +73,7 @@ describe('a renewal on a replica that has not folded in an ownership change made
     await createOwnership(b, GOVERNANCE_ID, { id: 'o-1024-title', owner: 'editor-alice', resource: 'wp:post:1024', fields: ['title'], reason: 'hand-tuned' });
     const renewed = await outcomeOf(renewLease(behind, 'seo-agent-7', lease.lease_id, lease.token));
     expect(!renewed.ok && renewed.error).toMatchObject({ code: 'OWNER_CHANGED', message: expect.stringMatching(/editor-alice now/) });
-    expect((await listLeases(a, { key: 'wp:post:1024#title' })).map((l) => [l.state, l.holderIdentity])).toEqual([['FREE', null]]);
+    expect((await listLeases(a, { key: 'wp:post:1024#title' })).leases.map((l) => [l.state, l.holderIdentity])).toEqual([['FREE', null]]);
   });
 
   it('a less specific owns edge does not end the lease', { timeout: 60_000 }, async () => {

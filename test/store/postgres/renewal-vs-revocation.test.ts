@@ -29,7 +29,7 @@ describe('a renewal on one replica against a revocation on another', () => {
     const renewed = await outcomeOf(renewLease(behind, 'seo-agent-7', lease.lease_id, lease.token));
     expect(!renewed.ok && renewed.error).toMatchObject({ code: 'AUTHORITY_REVOKED', message: expect.stringMatching(/d-orch-seo/) });
     // The keys were given back with the refusal.
-    expect((await listLeases(a, { key: 'wp:post:1024#title' })).map((l) => [l.state, l.holderIdentity])).toEqual([['FREE', null]]);
+    expect((await listLeases(a, { key: 'wp:post:1024#title' })).leases.map((l) => [l.state, l.holderIdentity])).toEqual([['FREE', null]]);
   });
 
   it('a revocation while the renewal\'s transaction is open waits for the renewal', { timeout: 60_000 }, async () => {

@@ -95,12 +95,12 @@ describe('round trips to PostgreSQL per request', () => {
     const first = await inject('POST', '/v1/leases', { decisions: [d.body.token], ttl_ms: 10_000 }, { authorization: used });
     expect(first.status, JSON.stringify(first.body)).toBe(201);
     await inject('DELETE', `/v1/leases/${first.body.lease_id}`, { token: first.body.token }, { authorization: await token() });
-    const keys = await store.read((tx) => tx.leases.listKeys({}));
+    const keys = await store.read((tx) => tx.leases.listKeys({}).then((p) => p.keys));
     // A free key: the acquisition is granted in the transaction, the deferred spend fails at the
     // COMMIT, the transaction runs again without deferring and refuses; the key stays as it was.
     const free = await inject('POST', '/v1/leases', { decisions: [d.body.token], ttl_ms: 10_000 }, { authorization: used });
     expect([free.status, free.body.detail]).toEqual([401, expect.stringMatching(/replayed/)]);
-    expect(await store.read((tx) => tx.leases.listKeys({}))).toEqual(keys);
+    expect(await store.read((tx) => tx.leases.listKeys({}).then((p) => p.keys))).toEqual(keys);
     // Twice: the acquisition, then the spend a refused operation makes afterwards (which finds it spent: 401).
     expect(store.stats().eagerRuns).toBe(eager + 2);
     // A busy key: the replay learns nothing about the holder (401, not 423).
@@ -129,10 +129,10 @@ describe('round trips to PostgreSQL per request', () => {
       const r = await app.inject({ method, url, payload: { token: lease.body.token }, headers: { authorization } });
       return r.json().code;
     };
-    const before = await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' }));
+    const before = await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' }).then((p) => p.keys));
     expect(await asOther(`/v1/leases/${lease.body.lease_id}/renew`, 'POST')).toBe('LEASE_TOKEN_MISMATCH');
     expect(await asOther(`/v1/leases/${lease.body.lease_id}`, 'DELETE')).toBe('LEASE_TOKEN_MISMATCH');
-    expect(await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' }))).toEqual(before);
+    expect(await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' }).then((p) => p.keys))).toEqual(before);
     const admin = readAdminCredential(dataDir);
     const governance = `Bearer ${await createCallerAssertion({ principal: GOVERNANCE_ID, privateJwk: admin.privateJwk as never, now: Date.now() })}`;
     const revoked = await app.inject({ method: 'DELETE', url: '/v1/edges/d-orch-seo', headers: { authorization: governance } });
@@ -143,9 +143,9 @@ describe('round trips to PostgreSQL per request', () => {
     expect((await app.inject({ method: 'POST', url: '/v1/decisions', payload: { action: 'read_post', resource: 'wp:post:1', environment: 'production', fields: [] }, headers: { authorization: used } })).statusCode).toBeLessThan(500);
     const replayed = await app.inject({ method: 'POST', url: `/v1/leases/${lease.body.lease_id}/renew`, payload: { token: lease.body.token, ttl_ms: 300_000 }, headers: { authorization: used } });
     expect([replayed.statusCode, replayed.json().code]).toEqual([401, 'UNAUTHENTICATED']);
-    expect((await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' })))[0]).toMatchObject({ holder: 'seo-agent-7' });
+    expect((await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' }).then((p) => p.keys)))[0]).toMatchObject({ holder: 'seo-agent-7' });
     const renewed = await call('POST', `/v1/leases/${lease.body.lease_id}/renew`, { token: lease.body.token, ttl_ms: 300_000 });
     expect([renewed.status, renewed.body.code]).toEqual([403, 'AUTHORITY_REVOKED']);
-    expect((await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' })))[0]).toMatchObject({ holder: null });
+    expect((await store.read((tx) => tx.leases.listKeys({ key: 'wp:post:2048#title' }).then((p) => p.keys)))[0]).toMatchObject({ holder: null });
   }, 60_000);
 });

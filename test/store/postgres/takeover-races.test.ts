@@ -129,6 +129,6 @@ describe('a takeover on one replica against the chain or the owners of the decis
     const { held, taken } = await takeOverAfter((b) => createOwnership(b, GOVERNANCE_ID, { id: 'o-www', owner: 'incident-commander', resource: KEY, reason: 'www is frozen' }));
     expect(!taken.ok && taken.error).toMatchObject({ code: 'OWNER_CHANGED', message: expect.stringMatching(/incident-commander now, not release-controller/) });
     // The holder keeps its lease (until its own renewal, which the new owner ends too).
-    expect((await listLeases(r!.a, { key: KEY })).map((l) => [l.state, l.holderIdentity, l.leaseId])).toEqual([['HELD', 'release-controller', held.lease_id]]);
+    expect((await listLeases(r!.a, { key: KEY })).leases.map((l) => [l.state, l.holderIdentity, l.leaseId])).toEqual([['HELD', 'release-controller', held.lease_id]]);
   });
 });
