@@ -193,8 +193,21 @@ function withWireCheckpoint(v: { checkpoint?: { at: number }; manifest?: { at: n
 }
 
 function formatVerdict(v: ReceiptChainVerdict): string {
+  return v.graph ? `${formatReceiptsVerdict(v)}\n${formatGraphVerdict(v.graph, v.checkpoint)}` : formatReceiptsVerdict(v);
+}
+
+function formatGraphVerdict(g: NonNullable<ReceiptChainVerdict['graph']>, c: ReceiptChainVerdict['checkpoint']): string {
+  const signed = c?.graph_revision !== undefined ? `, checkpoint ${c.seq} signed revision ${c.graph_revision}` : ' (no checkpoint signed the graph log yet)';
+  const unhashed = g.unhashed > 0 ? `; ${g.unhashed} newer event(s) appended by a Writ from before the graph chain are not hashed yet (the next append of this Writ hashes them)` : '';
+  return g.ok
+    ? `OK: graph log, ${g.events} events hashed through revision ${g.revision} (hash ${g.hash})${signed}${unhashed}`
+    : `BROKEN in the graph log at revision ${g.firstBadRevision}: ${g.problem} (${g.events} sound events before it${signed})`;
+}
+
+function formatReceiptsVerdict(v: ReceiptChainVerdict): string {
+  const receiptsOk = v.graph ? v.problem === undefined : v.ok;
   const against = v.checkpoint ? ` against checkpoint ${v.checkpoint.seq} of ${toWireTime(v.checkpoint.at)} (${v.checkpoint.chains} chains)` : ' (no checkpoint yet)';
-  return v.ok
+  return receiptsOk
     ? `OK: ${v.entries} entries in ${v.chains} chains${against}, heads root ${v.head}`
     : v.chain !== undefined
       ? `BROKEN in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}${v.firstBadSeq !== undefined ? ` (seq ${v.firstBadSeq})` : ''}: ${v.problem} (${v.entries} sound entries before it${against})`

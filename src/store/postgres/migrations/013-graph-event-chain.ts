@@ -23,6 +23,7 @@ export const graphEventChain: PostgresMigration = {
     SELECT pg_advisory_xact_lock(${GRAPH_LOG_LOCK});
     ALTER TABLE graph_head ADD COLUMN hashed bigint NOT NULL DEFAULT 0, ADD COLUMN hash text NOT NULL DEFAULT '${GENESIS_HASH}';
     ALTER TABLE graph_events ADD COLUMN hash text;
+    ALTER TABLE receipt_head_checkpoints ADD COLUMN graph_revision bigint, ADD COLUMN graph_hash text;
     CREATE FUNCTION writ_graph_event_hash(prev_hash text, revision bigint, at bigint, actor text, type text, payload text)
       RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
         SELECT encode(sha256(convert_to('writ-graph-v1' || E'\\n' || $1 || E'\\n' || $2::text || E'\\n' || $3::text || E'\\n'

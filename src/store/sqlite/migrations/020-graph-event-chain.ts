@@ -5,7 +5,8 @@ import type { Migration } from './types.js';
 /**
  * The graph's event log becomes a hash chain (src/audit/graph-chain.ts): each event row gets its hash,
  * and `graph_chain_head` keeps the last hashed revision and its hash, so an append links without
- * reading the log back. The events already there are hashed here, at the upgrade: what was done to
+ * reading the log back; a checkpoint (version 3) signs that head, kept beside it in
+ * receipt_head_checkpoints. The events already there are hashed here, at the upgrade: what was done to
  * them before it is not detectable.
  *
  * A Writ from before this migration still running on the file (several processes may share it)
@@ -23,6 +24,8 @@ export const graphEventChain: Migration = {
       hash     TEXT    NOT NULL
     );
     INSERT INTO graph_chain_head (only_row, revision, hash) VALUES (1, 0, '${GENESIS_HASH}');
+    ALTER TABLE receipt_head_checkpoints ADD COLUMN graph_revision INTEGER;
+    ALTER TABLE receipt_head_checkpoints ADD COLUMN graph_hash TEXT;
     DROP TRIGGER graph_events_no_update;
     CREATE TRIGGER graph_events_no_update BEFORE UPDATE ON graph_events
       WHEN NOT (OLD.hash IS NULL AND NEW.hash IS NOT NULL AND NEW.revision = OLD.revision AND NEW.at = OLD.at
