@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GENESIS_HASH, ReceiptLog } from '../../src/audit/index.js';
+import { GENESIS_HASH, headsRoot, ReceiptLog, type CheckpointPayload, type CheckpointSigner } from '../../src/audit/index.js';
 import { graphEventHash } from '../../src/audit/graph-chain.js';
 import { ManualClock } from '../../src/clock.js';
 import { KeyRing } from '../../src/decision/index.js';
@@ -39,11 +39,13 @@ interface Place {
   /** The engine's chain-head row set to what the attacker wants (a consistent cut). */
   setHead(revision: number, hash: string): Promise<void>;
   log: ReceiptLog;
+  signer: CheckpointSigner;
 }
 
-async function logOf(store: WritStore, dir: string): Promise<ReceiptLog> {
+async function logOf(store: WritStore, dir: string): Promise<{ log: ReceiptLog; signer: CheckpointSigner }> {
   const clock = new ManualClock(10_000);
-  return new ReceiptLog({ store, clock, checkpoints: keyRingCheckpointSigner(await KeyRing.open(join(dir, 'keys'), clock)) });
+  const signer = keyRingCheckpointSigner(await KeyRing.open(join(dir, 'keys'), clock));
+  return { log: new ReceiptLog({ store, clock, checkpoints: signer }), signer };
 }
 
 function tmp(): string {
@@ -71,10 +73,11 @@ async function sqlitePlace(upTo?: number): Promise<Place & { open(): Promise<voi
   const place = {
     store: undefined as unknown as WritStore,
     log: undefined as unknown as ReceiptLog,
+    signer: undefined as unknown as CheckpointSigner,
     async open() {
       place.store = await openSqliteStore(file, { checkpointer: false });
       cleanups.push(() => place.store.close());
-      place.log = await logOf(place.store, dir);
+      Object.assign(place, await logOf(place.store, dir));
     },
     async run(sql: string, params: unknown[] = []) {
       const st = raw.prepare(sql);
@@ -102,10 +105,11 @@ async function postgresPlace(upTo?: number): Promise<Place & { open(): Promise<v
   const place = {
     store: undefined as unknown as WritStore,
     log: undefined as unknown as ReceiptLog,
+    signer: undefined as unknown as CheckpointSigner,
     async open() {
       place.store = await openPostgresStore(db.url, { poolSize: 2 });
       cleanups.push(() => place.store.close());
-      place.log = await logOf(place.store, dir);
+      Object.assign(place, await logOf(place.store, dir));
     },
     async run(sql: string, params: unknown[] = []) {
       let n = 0;
@@ -147,6 +151,18 @@ for (const [engine, place, lastOld] of [['sqlite', sqlitePlace, 19], ['postgres'
       expect(await p.log.checkpoint()).toBeNull();
       await p.store.readWrite((tx) => tx.graph.append([grant('d-4')], 'ops-lead', 5_000));
       expect(await p.log.checkpoint()).toMatchObject({ seq: 2, graph_revision: 6 });
+    });
+
+    it('a version-2 checkpoint (from before the graph chain) still verifies; the next one is version 3 and signs the graph head', async () => {
+      const p = await place();
+      await history(p);
+      const v2: CheckpointPayload = { v: 2, seq: 1, at: 9_000, chains: 0, root: headsRoot([]), archived: 0 };
+      expect(await p.store.readWrite((tx) => tx.receipts.recordCheckpoint({ ...v2, jws: p.signer.sign(v2) }, [], new Set()))).not.toBeNull();
+      const v = await p.log.verifyChain();
+      expect(v).toMatchObject({ ok: true, checkpoint: { seq: 1 }, graph: { ok: true, events: 5 } });
+      expect(v.checkpoint).not.toHaveProperty('graph_revision');
+      expect(await p.log.checkpoint()).toMatchObject({ v: 3, seq: 2, graph_revision: 5 });
+      expect((await p.log.verifyChain()).ok).toBe(true);
     });
 
     it('an event rewritten (who revoked it and why) is BROKEN at its revision', async () => {
