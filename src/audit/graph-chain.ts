@@ -140,15 +140,18 @@ export class GraphLogWalk {
     const broken = (revision: number, problem: string): GraphLogVerdict => ({ ok: false, ...sound, firstBadRevision: revision, problem });
     if (this.bad) return broken(this.bad.revision, this.bad.problem);
     const last = this.expected - 1;
-    if (this.kept.revision > last) return broken(last + 1, `graph events ${last + 1}..${this.kept.revision} are missing (the log's head row says it reaches ${this.kept.revision}: its newest events were cut)`);
-    if (this.kept.hashed > this.hashedThrough) return broken(this.hashedThrough + 1, `graph events ${this.hashedThrough + 1}..${this.kept.hashed} are missing or unhashed (the chain's head row says they were hashed: the newest events were cut or rewritten)`);
+    if (this.kept.revision > last) return broken(last + 1, `${span(last + 1, this.kept.revision)} missing (the log's head row says it reaches ${this.kept.revision}: its newest events were cut)`);
+    if (this.kept.hashed > this.hashedThrough) return broken(this.hashedThrough + 1, `${span(this.hashedThrough + 1, this.kept.hashed)} missing or unhashed (the chain's head row says they were hashed: the newest events were cut or rewritten)`);
     if (this.kept.hashed === this.hashedThrough && this.kept.hashed > 0 && this.kept.hash !== this.prev) return broken(this.hashedThrough, `graph event ${this.hashedThrough} is not the head the chain's head row keeps (the log or its head was rewritten)`);
     if (this.signed && this.signed.revision > this.hashedThrough) {
-      return broken(this.hashedThrough + 1, `graph events ${this.hashedThrough + 1}..${this.signed.revision} are missing or unhashed (checkpoint ${this.signed.checkpoint} signed the log up to ${this.signed.revision}: its newest events were cut)`);
+      return broken(this.hashedThrough + 1, `${span(this.hashedThrough + 1, this.signed.revision)} missing or unhashed (checkpoint ${this.signed.checkpoint} signed the log up to ${this.signed.revision}: its newest events were cut)`);
     }
     return { ok: true, ...sound };
   }
 }
+
+/** "graph event 5 is" or "graph events 5..7 are". */
+const span = (from: number, to: number) => (from === to ? `graph event ${from} is` : `graph events ${from}..${to} are`);
 
 /** Rows read per step of the graph log's verification. */
 export const GRAPH_VERIFY_CHUNK = 1_000;

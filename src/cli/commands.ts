@@ -898,7 +898,7 @@ export const COMMANDS: Command[] = [
       withSigningWrit('a checkpoint', values, async (w) => {
         const c = await w.ctx.receipts.checkpoint();
         print(c ? withWireCheckpoint({ checkpoint: c }) : { checkpoint: null }, values.json, () =>
-          c ? `checkpoint ${c.seq}: ${c.chains} chains, heads root ${c.root}` : 'no chain moved since the latest checkpoint: none taken');
+          c ? `checkpoint ${c.seq}: ${c.chains} chains, heads root ${c.root}${c.graph_hash !== undefined ? `; graph log through revision ${c.graph_revision} (hash ${c.graph_hash})` : ''}` : 'no chain nor the graph log moved since the latest checkpoint: none taken');
         return 0;
       }),
   },
