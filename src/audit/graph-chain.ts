@@ -95,6 +95,8 @@ export class GraphLogWalk {
   private hashedThrough = 0;
   private unhashedFrom: number | undefined;
   private bad: { revision: number; problem: string } | undefined;
+  /** The break is a hashed event after an unhashed one: also what an append filling in hashes between two chunks looks like. */
+  hashAfterUnhashed = false;
 
   constructor(
     private readonly kept: GraphChainHead,
@@ -117,6 +119,7 @@ export class GraphLogWalk {
         continue;
       }
       if (this.unhashedFrom !== undefined) {
+        this.hashAfterUnhashed = true;
         this.bad = { revision: this.unhashedFrom, problem: `graph event ${this.unhashedFrom} has no hash but event ${r.revision} after it has one (its hash was removed: it was rewritten)` };
         return false;
       }
@@ -158,15 +161,20 @@ export const GRAPH_VERIFY_CHUNK = 1_000;
 
 /** Walks the whole graph log in chunks (bounded memory), pausing between them. */
 export async function verifyGraphLog(read: <T>(f: (g: GraphLogChain) => Promise<T>) => Promise<T>, signed: SignedGraphHead | undefined, pause: () => Promise<void>): Promise<GraphLogVerdict> {
-  // The kept head before the rows: they are written together, so the walk sees at least this much.
-  const kept = await read((g) => g.chainHead());
-  const walk = new GraphLogWalk(kept, signed);
-  let after = 0;
-  for (;;) {
-    const rows = await read((g) => g.rowsAfter(after, GRAPH_VERIFY_CHUNK));
-    if (!walk.feed(rows) || rows.length < GRAPH_VERIFY_CHUNK) break;
-    after = rows[rows.length - 1]!.revision;
-    await pause();
+  for (let attempt = 0; ; attempt++) {
+    // The kept head before the rows: they are written together, so the walk sees at least this much.
+    const kept = await read((g) => g.chainHead());
+    const walk = new GraphLogWalk(kept, signed);
+    let after = 0;
+    for (;;) {
+      const rows = await read((g) => g.rowsAfter(after, GRAPH_VERIFY_CHUNK));
+      if (!walk.feed(rows) || rows.length < GRAPH_VERIFY_CHUNK) break;
+      after = rows[rows.length - 1]!.revision;
+      await pause();
+    }
+    const verdict = walk.finish();
+    // An old writer's events read unhashed in one chunk, and hashed in the next by an append between the
+    // two (a rolling upgrade), look like a hash removed: once more, then it is one.
+    if (verdict.ok || !walk.hashAfterUnhashed || attempt > 0) return verdict;
   }
-  return walk.finish();
 }
