@@ -848,7 +848,7 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'audit verify',
-    summary: 'check the receipt hash chain (exit 1 when broken); --archive FILE checks an archive offline; --jwks FILE (a saved /.well-known/jwks.json): check the signed checkpoint with its public keys instead of the data directory\'s keys/',
+    summary: 'check the receipt hash chains and the graph event log\'s hash chain (exit 1 when either is broken); --archive FILE checks an archive offline; --jwks FILE (a saved /.well-known/jwks.json): check the signed checkpoint with its public keys instead of the data directory\'s keys/',
     usage: '[--archive FILE] [--jwks FILE] [--json]',
     options: { json: { type: 'boolean' }, archive: { type: 'string' }, jwks: { type: 'string' } },
     run: async ({ values }) => {
