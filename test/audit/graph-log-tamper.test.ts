@@ -259,3 +259,36 @@ for (const [engine, place, lastOld] of [['sqlite', sqlitePlace, 19], ['postgres'
     });
   });
 }
+
+describe('graph log migration on PostgreSQL during a rolling upgrade', () => {
+  it('an old replica\'s append in flight while migration 13 runs waits for it or is waited for, and is hashed either way', async () => {
+    const db = await createTestDatabase('writ_graph_migrate_inflight');
+    cleanups.push(db.drop);
+    const [old, migrator, watcher] = await Promise.all([0, 1, 2].map(async () => {
+      const c = new pg.Client(db.url);
+      await c.connect();
+      cleanups.push(() => c.end());
+      return c;
+    }));
+    await migratePostgres(migrator!, POSTGRES_MIGRATIONS.filter((m) => m.version <= 12));
+    // The old append (PostgresGraphEventStore before migration 13), holding the graph log's lock, not yet committed.
+    await old!.query('BEGIN');
+    await old!.query('SELECT pg_advisory_xact_lock($1)', [0x77726967]);
+    await old!.query('UPDATE graph_head SET revision = revision + 1');
+    await old!.query('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (1, 1000, $1, $2, $3)', ['security', 'edge.revoked', JSON.stringify(revoke('d-1'))]);
+    const migrating = migratePostgres(migrator!);
+    for (let i = 0; ; i++) {
+      const { rows } = await watcher!.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
+      if (rows.length > 0) break;
+      if (i > 200) throw new Error('the migration never waited for the old replica');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    await old!.query('COMMIT');
+    expect((await migrating).applied).toContain(13);
+    const store = await openPostgresStore(db.url, { poolSize: 1 });
+    cleanups.push(() => store.close());
+    const v = await new ReceiptLog({ store, clock: new ManualClock(10_000) }).verifyChain();
+    expect(v).toMatchObject({ ok: true, graph: { ok: true, events: 1, revision: 1, unhashed: 0 } });
+  });
+});
+
