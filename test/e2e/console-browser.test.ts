@@ -187,7 +187,7 @@ describe('the console in a real browser', () => {
     expect(await page.locator('#chain-graph canvas').count()).toBeGreaterThan(0);
     await poll(() => page.locator('#chain-verdict').textContent()).toContain('Verified');
     // Its place in its key's chain, as the verify answer and the receipt give it.
-    expect(await page.locator('#chain-verdict').textContent()).toMatch(/chains, \d+ entries sound, heads root [0-9a-f]{16}…; this receipt is entries \d+, \d+ of the chain of wp:post:4096\.$/);
+    expect(await page.locator('#chain-verdict').textContent()).toMatch(/chains, \d+ entries sound, heads root [0-9a-f]{16}…; this receipt is entries \d+, \d+ of the chain of wp:post:4096; the graph's event log, \d+ events, sound\.$/);
     expect(await page.locator('#versions').textContent()).toBe('0 → 1');
     // The deep link opens the same view in a fresh tab.
     const url = page.url();
