@@ -293,7 +293,7 @@ export class ReceiptLog {
       if (!sameLeaf(l, signed.leaves.get(l.chain))) changed.push(l);
     });
     const graph = await this.graphHead(signed.checkpoint);
-    if (changed.length === 0 && !options.force && graph.graph_hash === signed.checkpoint?.graph_hash) return null;
+    if (changed.length === 0 && !options.force && graph.graph_hash === (signed.checkpoint?.graph_hash ?? GENESIS_HASH)) return null;
     const payload: CheckpointPayload = { v: 3, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: 0, ...graph };
     const stored: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
     const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set()));
