@@ -6,7 +6,7 @@ import type { ChainId } from './hash-chain.js';
  * Signed checkpoints of the receipt log, signed with the decision signing keys (compact JWS, typ
  * CHECKPOINT_TYP). Three payloads share that envelope:
  *
- * - `CheckpointPayload` (version 2): a Merkle root over the heads of ALL chains (one leaf per chain:
+ * - `CheckpointPayload` (version 2; version 3 also signs the graph event log's head, graph-chain.ts): a Merkle root over the heads of ALL chains (one leaf per chain:
  *   its head position and hash, and its archive floor). Taken periodically by every server (the first
  *   to record a number wins) and by `writ audit archive`. An entry altered, removed, moved or reordered
  *   at or below a signed head breaks that chain; a tail cut below a signed head is a missing entry.
@@ -18,7 +18,8 @@ import type { ChainId } from './hash-chain.js';
 
 /** What a checkpoint over the chain heads signs (its payload, canonical JSON). Times are ms. */
 export interface CheckpointPayload {
-  v: 2;
+  /** 3: it also signs the graph event log's head (graph-chain.ts); 2: receipts only (before the graph chain). */
+  v: 2 | 3;
   /** The checkpoint's own number: 1, 2, … */
   seq: number;
   at: number;
@@ -28,6 +29,16 @@ export interface CheckpointPayload {
   root: string;
   /** Entries this checkpoint archived (0 for a periodic one). */
   archived: number;
+  /** Version 3: the graph log's last hashed revision and its hash. */
+  graph_revision?: number;
+  graph_hash?: string;
+}
+
+/** A checkpoint row as the engines read it (graph columns null before version 3). */
+export type StoredCheckpointRow = Omit<StoredCheckpoint, 'graph_revision' | 'graph_hash'> & { graph_revision: number | null; graph_hash: string | null };
+
+export function storedCheckpointOf({ graph_revision, graph_hash, ...rest }: StoredCheckpointRow): StoredCheckpoint {
+  return graph_hash === null ? rest : { ...rest, graph_revision: graph_revision ?? 0, graph_hash };
 }
 
 /** One leaf: a chain's head as of the checkpoint, and its floor (the last archived entry; 0 and the genesis hash when none). */
@@ -98,9 +109,11 @@ export function signedPayloadOf(p: Record<string, unknown>): SignedPayload | und
     if (!int(p.at) || !int(p.count) || !hex(p.ranges_hash)) return undefined;
     return { v: 2, kind: 'archive', at: p.at, count: p.count, ranges_hash: p.ranges_hash };
   }
-  if (p.v === 2) {
+  if (p.v === 2 || p.v === 3) {
     if (!int(p.seq) || !int(p.at) || !int(p.chains) || !hex(p.root) || !int(p.archived)) return undefined;
-    return { v: 2, seq: p.seq, at: p.at, chains: p.chains, root: p.root, archived: p.archived };
+    if (p.v === 2) return { v: 2, seq: p.seq, at: p.at, chains: p.chains, root: p.root, archived: p.archived };
+    if (!int(p.graph_revision) || !hex(p.graph_hash)) return undefined;
+    return { v: 3, seq: p.seq, at: p.at, chains: p.chains, root: p.root, archived: p.archived, graph_revision: p.graph_revision, graph_hash: p.graph_hash };
   }
   if (!int(p.seq) || !int(p.archived_through) || !hex(p.hash) || !hex(p.prev_hash) || !int(p.count) || !int(p.at)) return undefined;
   return { seq: p.seq, archived_through: p.archived_through, hash: p.hash, prev_hash: p.prev_hash, count: p.count, at: p.at };
@@ -113,7 +126,7 @@ export function samePayload(stored: object, signed: SignedPayload): boolean {
 }
 
 export function isHeadsCheckpoint(p: SignedPayload): p is CheckpointPayload {
-  return 'v' in p && p.v === 2 && !('kind' in p);
+  return 'v' in p && (p.v === 2 || p.v === 3) && !('kind' in p);
 }
 
 export function isArchivePayload(p: SignedPayload): p is ArchivePayload {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { canonicalJson } from './canonical-json.js';
+import type { GraphLogVerdict } from './graph-chain.js';
 import type { EntryKind, StoredEntry } from './receipt.js';
 
 /** prev_hash of the first entry of every chain. */
@@ -88,7 +89,9 @@ export interface ReceiptChainVerdict {
   firstBadSeq?: number;
   problem?: string;
   /** The signed checkpoint the log was verified against (and from, for archived chains). */
-  checkpoint?: { seq: number; at: number; chains: number; root: string; archived: number };
+  checkpoint?: { seq: number; at: number; chains: number; root: string; archived: number; graph_revision?: number; graph_hash?: string };
+  /** The graph event log's hash chain (graph-chain.ts); `ok` is false when it breaks too. */
+  graph?: GraphLogVerdict;
 }
 
 /** Where a chain broke and why. */

@@ -22,6 +22,7 @@ import {
 } from './checkpoint.js';
 import { foldReceipt, readEntryBody } from './fold.js';
 import { ChainVerifier, chainOf, GENESIS_HASH, LEGACY_CHAIN, type ChainBreak, type ChainHead, type ReceiptChainVerdict } from './hash-chain.js';
+import { verifyGraphLog, type GraphLogChain } from './graph-chain.js';
 import { checkIndexRows } from './index-check.js';
 import { LogWalk } from './log-walk.js';
 import { RECEIPT_PAGE, type Receipt, type ReceiptCompletion, type ReceiptIntent, type ReceiptPage, type ReceiptQuery, type ReceiptRejection, type ReconcileOutcome, type StoredEntry } from './receipt.js';
@@ -33,6 +34,8 @@ export const VERIFY_CHUNK = 1_000;
 /** The transaction handle the receipt log needs. */
 export interface ReceiptTx {
   readonly receipts: ReceiptRepository;
+  /** The graph event log's hash chain: verified with the receipts, its head signed by the checkpoints. */
+  readonly graph: GraphLogChain;
 }
 
 export interface ReceiptLogOptions {
@@ -218,6 +221,15 @@ export class ReceiptLog {
    * Reports the first problem. Entries appended meanwhile may or may not be checked.
    */
   async verifyChain(pause: () => Promise<void> = () => new Promise((resolve) => setImmediate(resolve))): Promise<ReceiptChainVerdict> {
+    const receipts = await this.verifyReceipts(pause);
+    // The graph log after the receipts, against the graph head the same checkpoint signed (version 3).
+    const c = receipts.checkpoint;
+    const signed = c?.graph_hash !== undefined ? { revision: c.graph_revision ?? 0, hash: c.graph_hash, checkpoint: c.seq } : undefined;
+    const graph = await verifyGraphLog((f) => this.store.read((tx) => f(tx.graph)), signed, pause);
+    return { ...receipts, ok: receipts.ok && graph.ok, graph };
+  }
+
+  private async verifyReceipts(pause: () => Promise<void>): Promise<ReceiptChainVerdict> {
     const first = await this.verifyOnce(pause);
     if (first.ok) return first;
     // An archive that recorded a checkpoint meanwhile deleted entries below its new floors: once more from it.
@@ -280,8 +292,9 @@ export class ReceiptLog {
     await forEachYielding(next.values(), (l) => {
       if (!sameLeaf(l, signed.leaves.get(l.chain))) changed.push(l);
     });
-    if (changed.length === 0 && !options.force) return null;
-    const payload: CheckpointPayload = { v: 2, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: 0 };
+    const graph = await this.graphHead(signed.checkpoint);
+    if (changed.length === 0 && !options.force && graph.graph_hash === (signed.checkpoint?.graph_hash ?? GENESIS_HASH)) return null;
+    const payload: CheckpointPayload = { v: 3, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: 0, ...graph };
     const stored: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
     const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set()));
     return done ? stored : null;
@@ -319,6 +332,22 @@ export class ReceiptLog {
       next.set(h.chain, { chain: h.chain, pos: h.pos, hash: h.hash, floor_pos: before?.floor_pos ?? 0, floor_hash: before?.floor_hash ?? GENESIS_HASH });
     });
     return next;
+  }
+
+  /**
+   * The graph log's head for the next checkpoint, once it is seen not to go back on the one the latest
+   * signed (fewer hashed events, or the signed event rewritten): signing it would launder a cut log.
+   */
+  private async graphHead(latest: StoredCheckpoint | null): Promise<{ graph_revision: number; graph_hash: string }> {
+    const head = await this.store.read((tx) => tx.graph.chainHead());
+    if (latest?.graph_hash !== undefined) {
+      const at = latest.graph_revision ?? 0;
+      const [signed] = head.hashed > at ? await this.store.read((tx) => tx.graph.rowsAfter(at - 1, 1)) : [{ revision: head.hashed, hash: head.hash }];
+      if (at > 0 && (signed?.revision !== at || signed.hash !== latest.graph_hash)) {
+        throw new WritError('UNPROCESSABLE', `the graph log went back on checkpoint ${latest.seq}: it signed graph event ${at}, which is ${head.hashed < at ? `past the log's hashed head ${head.hashed}` : 'not the same any more'}; no checkpoint is signed over it (run writ audit verify)`);
+      }
+    }
+    return { graph_revision: head.hashed, graph_hash: head.hash };
   }
 
   /** The latest checkpoint, checked, with every chain's leaf; the legacy chain's floor from a version-1 checkpoint before the first. */
@@ -407,7 +436,7 @@ export class ReceiptLog {
       await forEachYielding(next.values(), (l) => {
         if (!sameLeaf(l, latest.leaves.get(l.chain))) changed.push(l);
       });
-      const payload: CheckpointPayload = { v: 2, seq: (latest.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: count };
+      const payload: CheckpointPayload = { v: 3, seq: (latest.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: count, ...(await this.graphHead(latest.checkpoint)) };
       const checkpoint: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
       const raised = new Set(ranges.map((r) => r.chain));
       const deleted = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint, changed, raised));
@@ -528,5 +557,5 @@ function sameLeaf(a: CheckpointLeaf, b: CheckpointLeaf | undefined): boolean {
 }
 
 function checkpointSummary(c: StoredCheckpoint): NonNullable<ReceiptChainVerdict['checkpoint']> {
-  return { seq: c.seq, at: c.at, chains: c.chains, root: c.root, archived: c.archived };
+  return { seq: c.seq, at: c.at, chains: c.chains, root: c.root, archived: c.archived, ...(c.graph_hash !== undefined ? { graph_revision: c.graph_revision ?? 0, graph_hash: c.graph_hash } : {}) };
 }

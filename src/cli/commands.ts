@@ -195,8 +195,21 @@ function withWireCheckpoint(v: { checkpoint?: { at: number }; manifest?: { at: n
 }
 
 function formatVerdict(v: ReceiptChainVerdict): string {
+  return v.graph ? `${formatReceiptsVerdict(v)}\n${formatGraphVerdict(v.graph, v.checkpoint)}` : formatReceiptsVerdict(v);
+}
+
+function formatGraphVerdict(g: NonNullable<ReceiptChainVerdict['graph']>, c: ReceiptChainVerdict['checkpoint']): string {
+  const signed = c?.graph_revision !== undefined ? `, checkpoint ${c.seq} signed revision ${c.graph_revision}` : ' (no checkpoint signed the graph log yet)';
+  const unhashed = g.unhashed > 0 ? `; ${g.unhashed} newer event(s) appended by a Writ from before the graph chain are not hashed yet (the next append of this Writ hashes them)` : '';
+  return g.ok
+    ? `OK: graph log, ${g.events} events hashed through revision ${g.revision} (hash ${g.hash})${signed}${unhashed}`
+    : `BROKEN in the graph log at revision ${g.firstBadRevision}: ${g.problem} (${g.events} sound events before it${signed})`;
+}
+
+function formatReceiptsVerdict(v: ReceiptChainVerdict): string {
+  const receiptsOk = v.graph ? v.problem === undefined : v.ok;
   const against = v.checkpoint ? ` against checkpoint ${v.checkpoint.seq} of ${toWireTime(v.checkpoint.at)} (${v.checkpoint.chains} chains)` : ' (no checkpoint yet)';
-  return v.ok
+  return receiptsOk
     ? `OK: ${v.entries} entries in ${v.chains} chains${against}, heads root ${v.head}`
     : v.chain !== undefined
       ? `BROKEN in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}${v.firstBadSeq !== undefined ? ` (seq ${v.firstBadSeq})` : ''}: ${v.problem} (${v.entries} sound entries before it${against})`
@@ -839,7 +852,7 @@ export const COMMANDS: Command[] = [
     name: 'audit verify',
     // 1 is BROKEN: an outage (the database down, an unreadable data directory) or nothing to check with is 3, for a cron job to tell them apart.
     failureExit: 3,
-    summary: 'check the receipt hash chain (exit 1 when broken, 3 when it could not check); --archive FILE checks an archive offline; --jwks FILE (a saved /.well-known/jwks.json): check the signed checkpoint with its public keys instead of the data directory\'s keys/',
+    summary: 'check the receipt hash chains and the graph event log\'s hash chain (exit 1 when either is broken, 3 when it could not check); --archive FILE checks an archive offline; --jwks FILE (a saved /.well-known/jwks.json): check the signed checkpoint with its public keys instead of the data directory\'s keys/',
     usage: '[--archive FILE] [--jwks FILE] [--json]',
     options: { json: { type: 'boolean' }, archive: { type: 'string' }, jwks: { type: 'string' } },
     run: async ({ values }) => {
@@ -889,7 +902,7 @@ export const COMMANDS: Command[] = [
       withSigningWrit('a checkpoint', values, async (w) => {
         const c = await w.ctx.receipts.checkpoint();
         print(c ? withWireCheckpoint({ checkpoint: c }) : { checkpoint: null }, values.json, () =>
-          c ? `checkpoint ${c.seq}: ${c.chains} chains, heads root ${c.root}` : 'no chain moved since the latest checkpoint: none taken');
+          c ? `checkpoint ${c.seq}: ${c.chains} chains, heads root ${c.root}${c.graph_hash !== undefined ? `; graph log through revision ${c.graph_revision} (hash ${c.graph_hash})` : ''}` : 'no chain nor the graph log moved since the latest checkpoint: none taken');
         return 0;
       }),
   },

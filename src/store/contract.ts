@@ -1,3 +1,4 @@
+import type { GraphLogChain } from '../audit/graph-chain.js';
 import type { ReceiptRepository } from '../audit/repository.js';
 import type { SingleUseStore } from '../decision/single-use.js';
 import type { GraphEventStore } from '../graph/event-store.js';
@@ -34,7 +35,8 @@ export type { TxRunner };
  * `now`, waiter deadlines) are the database's.
  */
 export interface StoreTx {
-  readonly graph: GraphEventStore;
+  /** The graph's event log, and its hash chain as tamper evidence reads it (src/audit/graph-chain.ts). */
+  readonly graph: GraphEventStore & GraphLogChain;
   readonly singleUse: SingleUseStore;
   readonly leases: LeaseRepository;
   readonly leaseAuthority: LeaseAuthorityRepository;

@@ -32,6 +32,7 @@ import pg from 'pg';
 import { maskDatabaseUrl } from '../config/index.js';
 import { WritError } from '../errors.js';
 import { mapSetupError } from './postgres/errors.js';
+import { GENESIS_HASH } from '../audit/hash-chain.js';
 import { migratePostgres } from './postgres/migrate.js';
 import { storedId } from './postgres/single-use-store.js';
 import { assertNotInUse, assertSound, storeHeads } from './sqlite/backup.js';
@@ -74,8 +75,8 @@ interface TableCopy {
 const TABLES: TableCopy[] = [
   {
     table: 'graph_events',
-    select: 'SELECT revision, at, actor, type, payload FROM graph_events ORDER BY revision',
-    columns: [['revision', 'bigint'], ['at', 'bigint'], ['actor', 'text'], ['type', 'text'], ['payload', 'text']],
+    select: 'SELECT revision, at, actor, type, payload, hash FROM graph_events ORDER BY revision',
+    columns: [['revision', 'bigint'], ['at', 'bigint'], ['actor', 'text'], ['type', 'text'], ['payload', 'text'], ['hash', 'text']],
   },
   {
     table: 'single_use_ids',
@@ -157,8 +158,8 @@ const TABLES: TableCopy[] = [
   },
   {
     table: 'receipt_head_checkpoints',
-    select: 'SELECT seq, at, chains, root, archived, jws FROM receipt_head_checkpoints ORDER BY seq',
-    columns: [['seq', 'bigint'], ['at', 'bigint'], ['chains', 'bigint'], ['root', 'text'], ['archived', 'bigint'], ['jws', 'text']],
+    select: 'SELECT seq, at, chains, root, archived, jws, graph_revision, graph_hash FROM receipt_head_checkpoints ORDER BY seq',
+    columns: [['seq', 'bigint'], ['at', 'bigint'], ['chains', 'bigint'], ['root', 'text'], ['archived', 'bigint'], ['jws', 'text'], ['graph_revision', 'bigint'], ['graph_hash', 'text']],
   },
   {
     table: 'receipt_checkpoint_leaves',
@@ -412,7 +413,10 @@ async function copyTable(source: Database.Database, client: pg.Client, t: TableC
 
 /** PostgreSQL's own heads, from what was copied: the graph head, each receipt chain's head row, the next receipt seq. Returns the chains. */
 async function setHeads(client: pg.Client): Promise<number> {
-  await client.query('UPDATE graph_head SET revision = COALESCE((SELECT MAX(revision) FROM graph_events), 0)');
+  // The graph chain's head: its last hashed event (after it, only events an older Writ appended unhashed to the file).
+  await client.query(`UPDATE graph_head SET revision = COALESCE((SELECT MAX(revision) FROM graph_events), 0),
+    hashed = COALESCE((SELECT MAX(revision) FROM graph_events WHERE hash IS NOT NULL), 0),
+    hash = COALESCE((SELECT hash FROM graph_events WHERE hash IS NOT NULL ORDER BY revision DESC LIMIT 1), '${GENESIS_HASH}')`);
   const chains = await client.query(`
     INSERT INTO receipt_chains (chain, pos, hash, prev_hash)
     SELECT DISTINCT ON (chain) chain, pos, hash, prev_hash FROM receipt_entries ORDER BY chain, pos DESC`);

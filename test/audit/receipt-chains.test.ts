@@ -84,7 +84,7 @@ describe('receipt chains: one per coordination key', () => {
     const t = await setUp();
     await threeKeys(t);
     const c1 = await t.log.checkpoint();
-    expect(c1).toMatchObject({ v: 2, seq: 1, chains: 3, archived: 0 });
+    expect(c1).toMatchObject({ v: 3, seq: 1, chains: 3, archived: 0, graph_revision: 0, graph_hash: GENESIS_HASH });
     expect(await t.log.checkpoint()).toBeNull();
     await t.log.recordIntent(intent({ resource_key: 'wp:post:3' }));
     const c2 = await t.log.checkpoint();

@@ -28,7 +28,7 @@ describe('receipt checkpoints', () => {
     const first = await runWrit(h.dataDir, 'audit', 'checkpoint', '--json');
     expect([first.code, JSON.parse(first.stdout)]).toEqual([0, { checkpoint: expect.objectContaining({ seq: 1, chains: 1 }) }]);
     const again = await runWrit(h.dataDir, 'audit', 'checkpoint');
-    expect(again.stdout).toContain('no chain moved since the latest checkpoint: none taken');
+    expect(again.stdout).toContain('no chain nor the graph log moved since the latest checkpoint: none taken');
     expect(await verifyJson(h.dataDir)).toMatchObject({ ok: true, checkpoint: { seq: 1, chains: 1 } });
   }, 60_000);
 

@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -187,7 +188,7 @@ describe('the console in a real browser', () => {
     expect(await page.locator('#chain-graph canvas').count()).toBeGreaterThan(0);
     await poll(() => page.locator('#chain-verdict').textContent()).toContain('Verified');
     // Its place in its key's chain, as the verify answer and the receipt give it.
-    expect(await page.locator('#chain-verdict').textContent()).toMatch(/chains, \d+ entries sound, heads root [0-9a-f]{16}…; this receipt is entries \d+, \d+ of the chain of wp:post:4096\.$/);
+    expect(await page.locator('#chain-verdict').textContent()).toMatch(/chains, \d+ entries sound, heads root [0-9a-f]{16}…; this receipt is entries \d+, \d+ of the chain of wp:post:4096; the graph's event log, \d+ events, sound\.$/);
     expect(await page.locator('#versions').textContent()).toBe('0 → 1');
     // The deep link opens the same view in a fresh tab.
     const url = page.url();
@@ -494,6 +495,28 @@ describe('the console in a real browser', () => {
     expect(now).toEqual(['unchanged', expect.stringMatching(/^revoked .+ by governance: incident 9: prompt injection$/)]);
     expect(await page.locator('#chain-principals-revoked tbody tr').allTextContents()).toEqual([expect.stringMatching(/^seo-agent-7revoked .+ by governance: its key leaked$/)]);
     await shoot('receipt-revoked-since');
+  });
+
+  it('a receipt\'s verdict says when the graph\'s event log was rewritten, though the receipts verify', async () => {
+    const gov = new WritClient({ baseUrl: server.url, principal: 'governance', privateJwk: readAdminCredential(server.dataDir).privateJwk as never });
+    const receipt = ((await gov.request('GET', '/v1/receipts?resource=wp:post:2048')) as { receipts: { receipt_id: string }[] }).receipts[0]!.receipt_id;
+    // Someone with write access to the file drops the trigger and rewrites why d-orch-seo was revoked.
+    const db = new Database(join(server.dataDir, 'writ.sqlite'));
+    try {
+      db.pragma('busy_timeout = 5000');
+      const revision = db.prepare("SELECT revision FROM graph_events WHERE type = 'edge.revoked' AND payload LIKE '%d-orch-seo%'").pluck().get() as number;
+      db.exec('DROP TRIGGER graph_events_no_update');
+      const event = JSON.parse(db.prepare('SELECT payload FROM graph_events WHERE revision = ?').pluck().get(revision) as string) as { reason?: string };
+      db.prepare('UPDATE graph_events SET payload = ? WHERE revision = ?').run(JSON.stringify({ ...event, reason: 'routine rotation' }), revision);
+      expect(db.prepare('SELECT payload FROM graph_events WHERE revision = ?').pluck().get(revision)).toContain('routine rotation');
+      await page.goto(`${server.url}/console/#/receipt/${receipt}`);
+      await page.reload(); // the same address as the test before: load the verdict again
+      await poll(() => page.locator('#chain-verdict').textContent()).toContain(`the graph's event log is BROKEN at revision ${revision}`);
+      expect(await page.locator('#chain-verdict').textContent()).toContain('do not rely on them');
+      await shoot('receipt-graph-log-broken');
+    } finally {
+      db.close();
+    }
   });
 
   it('signing out returns to the sign-in page and the cookie no longer reads', async () => {

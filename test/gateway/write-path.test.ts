@@ -154,5 +154,9 @@ describe('the write path', () => {
     const v = await h.call('governance', { method: 'GET', url: '/v1/audit/verify' });
     expect(v.body.ok).toBe(true);
     expect(v.body.entries).toBeGreaterThanOrEqual(3);
+    // The graph log's hash chain is verified with it, and the answer says so (the response schema keeps it).
+    expect(v.body.graph).toMatchObject({ ok: true, unhashed: 0 });
+    expect(v.body.graph.events).toBeGreaterThan(0);
+    expect(v.body.graph.revision).toBe(v.body.graph.events);
   });
 });

@@ -1,3 +1,4 @@
+import type { GraphEvent } from '../../src/graph/model.js';
 import Database from 'better-sqlite3';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -138,6 +139,8 @@ describe('restoring a backup never lets a fencing epoch repeat', () => {
     let store = await openSqliteStore(file);
     let s = services(store);
     for (let i = 0; i < 3; i++) await writeOnce(s, 'k:old', i);
+    const principal = (id: string) => ({ type: 'principal.upsert', principal: { id, kind: 'agent' } }) as unknown as GraphEvent;
+    await store.readWrite((tx) => tx.graph.append([principal('agent-a'), principal('agent-h')], 'governance', Date.now()));
     // A lease held when the backup is taken: its holder still has the token after the restore.
     const held = await s.leases.acquire({ resources: ['k:held'], holder: 'agent-h', priority: 0, ttlMs: 120_000 });
     const source = openForBackup(file);
@@ -147,6 +150,7 @@ describe('restoring a backup never lets a fencing epoch repeat', () => {
     const issuedAfter: Record<string, number> = {};
     for (let i = 0; i < 5; i++) issuedAfter['k:old'] = await writeOnce(s, 'k:old', 100 + i);
     for (let i = 0; i < 2; i++) issuedAfter['k:new'] = await writeOnce(s, 'k:new', 200 + i);
+    await store.readWrite((tx) => tx.graph.append([principal('agent-lost')], 'governance', Date.now()));
     await store.close();
     return { dir, file, backup, held, issuedAfter, reopen: async () => ((store = await openSqliteStore(file)), (s = services(store)), { store, s }) };
   }
@@ -177,6 +181,9 @@ describe('restoring a backup never lets a fencing epoch repeat', () => {
     const verdict = await s.receipts.verifyChain();
     expect(verdict.ok).toBe(true);
     expect(verdict.entries).toBe(t.backup.receipt_head.seq + 3);
+    // The graph log's hash chain came with the backup: every event of it verifies, hashed as it was written.
+    expect(t.backup.graph_revision).toBeGreaterThan(0);
+    expect(verdict.graph).toMatchObject({ ok: true, events: t.backup.graph_revision, revision: t.backup.graph_revision, unhashed: 0 });
     expect((await s.leases.epochBumps()).map((b) => b.kind)).toEqual(['RESTORE']);
     await store.close();
   }, 60_000);

@@ -113,7 +113,9 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
     expect((await w.ctx.graph.current()).revision).toBe(before.revision);
     expect((await w.ctx.graph.current()).edge('d-orch-content')!.revoked_at).not.toBeNull();
     // The receipt chain and its signed checkpoint verify; the receipt still says why it was allowed.
-    expect(await w.ctx.receipts.verifyChain(async () => {})).toMatchObject({ ok: true, entries: 2 });
+    // So does the graph log's hash chain, carried with its hashes (each replica rebuilds its graph from it).
+    expect(await w.ctx.receipts.verifyChain(async () => {})).toMatchObject({ ok: true, entries: 2, graph: { ok: true, events: before.revision, revision: before.revision, unhashed: 0 } });
+    expect(await w.ctx.store.read((tx) => tx.graph.chainHead())).toMatchObject({ revision: before.revision, hashed: before.revision });
     const why = await call(GOVERNANCE_ID, { method: 'GET', url: `/v1/receipts/${before.receipt}/why` });
     expect(why.status, why.raw).toBe(200);
     expect(why.body.receipt.status).toBe('COMPLETED');

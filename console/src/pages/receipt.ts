@@ -7,8 +7,11 @@ import { href, type PageContext, type Route } from '../router.js';
 /** A revocation since the decision: when, by whom, why. */
 interface Revocation { revoked_at: string; revoked_by: string | null; reason: string | null }
 interface Why { receipt: Receipt; graph_revision: number | null; chain: { edge: Edge; now: Revocation | null }[]; principals_revoked: (Revocation & { principal: string })[] }
-/** GET /v1/audit/verify: every per-key chain, the index, the latest signed checkpoint. */
-interface Verdict { ok: boolean; entries: number; chains: number; head: string; chain?: string; firstBadPos?: number; problem?: string; checkpoint?: { seq: number; archived: number } }
+/** GET /v1/audit/verify: every per-key chain, the index, the latest signed checkpoint, and the graph event log's hash chain. */
+interface Verdict {
+  ok: boolean; entries: number; chains: number; head: string; chain?: string; firstBadPos?: number; problem?: string; checkpoint?: { seq: number; archived: number };
+  graph?: { ok: boolean; events: number; firstBadRevision?: number; problem?: string };
+}
 
 /** "revoked TIME by WHO: REASON", marked bad. */
 function revoked(r: Revocation): HTMLElement {
@@ -146,8 +149,12 @@ export function receiptPage(route: Route, ctx: PageContext): HTMLElement {
         const positions = r.entries.map((e) => e.pos);
         const against = v.checkpoint ? ` against signed checkpoint ${v.checkpoint.seq}` : ' (no signed checkpoint yet)';
         const mine = v.chain === r.hash_chain;
+        // The receipts sound, the graph's event log broken: the chain and edges shown above come from that log.
+        const graphBroken = v.graph !== undefined && !v.graph.ok && v.problem === undefined;
         fill(verdictBox, v.ok
-          ? h('p', { class: 'good' }, `Verified${against}: ${v.chains} chains, ${v.entries} entries sound, heads root ${v.head.slice(0, 16)}…; this receipt is entries ${positions.join(', ')} of the chain of ${r.hash_chain}.`)
+          ? h('p', { class: 'good' }, `Verified${against}: ${v.chains} chains, ${v.entries} entries sound, heads root ${v.head.slice(0, 16)}…; this receipt is entries ${positions.join(', ')} of the chain of ${r.hash_chain}; the graph's event log, ${v.graph?.events ?? 0} events, sound.`)
+          : graphBroken
+            ? h('p', { class: 'bad' }, `The receipts verify${against}, but the graph's event log is BROKEN at revision ${v.graph!.firstBadRevision ?? '?'}: ${v.graph!.problem}. The delegation chain and the edges shown here are read from that log: do not rely on them until it is resolved.`)
           : v.chain === undefined
             ? h('p', { class: 'bad' }, `The log is BROKEN: ${v.problem}. The break is in no chain: do not rely on this receipt until it is resolved.`)
             : h('p', { class: 'bad' }, `The log is BROKEN in the chain of ${v.chain} at entry ${v.firstBadPos ?? '?'}: ${v.problem}. ${!mine ? 'This receipt is in another chain.' : v.firstBadPos !== undefined && v.firstBadPos <= Math.max(...positions) ? 'This receipt is at or after the break in its chain: do not trust it.' : 'This receipt is before the break in its chain.'}`));

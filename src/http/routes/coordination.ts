@@ -212,7 +212,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
 
   app.get('/v1/audit/verify', {
     schema: {
-      operationId: 'verifyAuditChain', tags: ['Audit'], summary: 'Check every receipt hash chain, the receipts index and the latest signed checkpoint',
+      operationId: 'verifyAuditChain', tags: ['Audit'], summary: 'Check every receipt hash chain, the receipts index, the graph event log\'s hash chain and the latest signed checkpoint',
       response: {
         200: {
           type: 'object', description: 'The verdict on the receipt log in the store: one hash chain per coordination key, checked from its archive floor against the latest signed checkpoint over all chain heads', required: ['ok', 'entries', 'chains', 'head'],
@@ -225,7 +225,19 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
             checkpoint: {
               type: 'object', description: 'the latest signed checkpoint over all chain heads, which the log was verified against (and archived chains from)',
               required: ['seq', 'at', 'chains', 'root', 'archived'],
-              properties: { seq: { type: 'integer' }, at: { type: 'string', format: 'date-time', description: 'RFC 3339 time' }, chains: { type: 'integer' }, root: { type: 'string' }, archived: { type: 'integer', description: 'entries this checkpoint archived' } },
+              properties: {
+                seq: { type: 'integer' }, at: { type: 'string', format: 'date-time', description: 'RFC 3339 time' }, chains: { type: 'integer' }, root: { type: 'string' }, archived: { type: 'integer', description: 'entries this checkpoint archived' },
+                graph_revision: { type: 'integer', description: 'the graph event log\'s revision the checkpoint signed (version 3 checkpoints)' }, graph_hash: { type: 'string', description: 'that event\'s hash' },
+              },
+            },
+            graph: {
+              type: 'object', description: 'the graph event log\'s hash chain (ok is false when it breaks too)', required: ['ok', 'events', 'revision', 'hash', 'unhashed'],
+              properties: {
+                ok: { type: 'boolean' }, events: { type: 'integer', description: 'events checked and found sound' },
+                revision: { type: 'integer', description: 'the last sound hashed revision' }, hash: { type: 'string', description: 'its hash' },
+                unhashed: { type: 'integer', description: 'events after it appended by a Writ from before the chain (a rolling upgrade), hashed by the next append of this one: not a break' },
+                firstBadRevision: { type: 'integer', description: 'the revision at fault' }, problem: { type: 'string' },
+              },
             },
           },
         },

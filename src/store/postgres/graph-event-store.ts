@@ -2,6 +2,7 @@ import { GraphHeadMoved, type GraphEventStore } from '../../graph/event-store.js
 import type { GraphEvent, RecordedGraphEvent } from '../../graph/model.js';
 import type { ReadLock } from '../../transactions.js';
 import type { Sql } from './session.js';
+import { linkGraphEvents, type GraphChainHead, type GraphEventRow, type GraphLogChain } from '../../audit/graph-chain.js';
 
 /** Where replicas LISTEN for new graph revisions (the payload is the new head). */
 export const GRAPH_CHANNEL = 'writ_graph';
@@ -13,7 +14,7 @@ export const GRAPH_CHANNEL = 'writ_graph';
  * revocation) waited seconds, up to lock_timeout (measured: 8 sessions re-locking every 2 ms held an
  * append back up to 3.5 s; with this lock, whose waiters queue in order, 2 to 14 ms).
  */
-const GRAPH_LOG_LOCK = 0x77726967; // 'wrig'
+export const GRAPH_LOG_LOCK = 0x77726967; // 'wrig'
 
 interface Row {
   revision: number;
@@ -28,15 +29,15 @@ interface Row {
  * `expectedHead` that is no longer the head (re-checked on the latest row version after waiting for the
  * lock) writes nothing. The append also NOTIFYs `writ_graph` with the new head, delivered at commit.
  */
-export class PostgresGraphEventStore implements GraphEventStore {
+export class PostgresGraphEventStore implements GraphEventStore, GraphLogChain {
   constructor(private readonly sql: Sql) {}
 
   async append(events: GraphEvent[], actor: string, at: number, expectedHead?: number): Promise<number> {
     // The lock goes in the same message as the UPDATE, before it.
     const [, [moved]] = await Promise.all([
       this.sql.query('SELECT pg_advisory_xact_lock($1)', [GRAPH_LOG_LOCK]),
-      this.sql.query<{ revision: number }>(
-        'UPDATE graph_head SET revision = revision + $1 WHERE $2::bigint IS NULL OR revision = $2 RETURNING revision',
+      this.sql.query<{ revision: number; hashed: number; hash: string }>(
+        'UPDATE graph_head SET revision = revision + $1 WHERE $2::bigint IS NULL OR revision = $2 RETURNING revision, hashed, hash',
         [events.length, expectedHead ?? null],
       ),
     ]);
@@ -46,12 +47,28 @@ export class PostgresGraphEventStore implements GraphEventStore {
     }
     const head = moved.revision;
     if (events.length === 0) return head;
+    const first = head - events.length;
+    // The chain's head is graph_head's (its hash read with the lock, no read of the log), unless a replica
+    // from before the chain appended meanwhile (a rolling upgrade): its events are hashed first.
+    let prev = moved.hash;
+    if (moved.hashed < first) {
+      const unhashed = await this.sql.query<GraphEventRow>(
+        'SELECT revision, at, actor, type, payload, hash FROM graph_events WHERE revision > $1 AND revision <= $2 ORDER BY revision', [moved.hashed, first]);
+      prev = linkGraphEvents(prev, unhashed);
+      await this.sql.query(
+        'UPDATE graph_events e SET hash = u.hash FROM unnest($1::bigint[], $2::text[]) AS u (revision, hash) WHERE e.revision = u.revision AND e.hash IS NULL',
+        [unhashed.map((r) => r.revision), unhashed.map((r) => r.hash)],
+      );
+    }
+    const rows = events.map((e, i) => ({ revision: first + 1 + i, at, actor, type: e.type, payload: JSON.stringify(e), hash: null as string | null }));
+    const hash = linkGraphEvents(prev, rows);
     await this.sql.query(
       `WITH ins AS (
-         INSERT INTO graph_events (revision, at, actor, type, payload)
-         SELECT $1::bigint + u.n, $2, $3, u.type, u.payload FROM unnest($4::text[], $5::text[]) WITH ORDINALITY AS u (type, payload, n))
+         INSERT INTO graph_events (revision, at, actor, type, payload, hash)
+         SELECT $1::bigint + u.n, $2, $3, u.type, u.payload, u.hash FROM unnest($4::text[], $5::text[], $7::text[]) WITH ORDINALITY AS u (type, payload, hash, n)),
+       chain AS (UPDATE graph_head SET hashed = $1::bigint + $6, hash = $8)
        SELECT pg_notify('${GRAPH_CHANNEL}', ($1::bigint + $6)::text)`,
-      [head - events.length, at, actor, events.map((e) => e.type), events.map((e) => JSON.stringify(e)), events.length],
+      [first, at, actor, rows.map((r) => r.type), rows.map((r) => r.payload), events.length, rows.map((r) => r.hash), hash],
     );
     return head;
   }
@@ -79,6 +96,15 @@ export class PostgresGraphEventStore implements GraphEventStore {
     }
     const [row] = await this.sql.query<{ revision: number }>('SELECT revision FROM graph_head');
     return row!.revision;
+  }
+
+  async chainHead(): Promise<GraphChainHead> {
+    const [row] = await this.sql.query<GraphChainHead>('SELECT revision, hashed, hash FROM graph_head');
+    return row!;
+  }
+
+  async rowsAfter(after: number, limit: number): Promise<GraphEventRow[]> {
+    return this.sql.query<GraphEventRow>('SELECT revision, at, actor, type, payload, hash FROM graph_events WHERE revision > $1 ORDER BY revision LIMIT $2', [after, limit]);
   }
 
   async revisionAt(time: number): Promise<number> {

@@ -1,5 +1,5 @@
 import { GENESIS_HASH, type ChainHead, type ChainId } from '../../audit/hash-chain.js';
-import type { CheckpointLeaf, StoredCheckpoint, StoredLegacyCheckpoint } from '../../audit/checkpoint.js';
+import { storedCheckpointOf, type CheckpointLeaf, type StoredCheckpoint, type StoredCheckpointRow, type StoredLegacyCheckpoint } from '../../audit/checkpoint.js';
 import type { StoredEntry } from '../../audit/receipt.js';
 import type {
   FoundReceipt,
@@ -204,8 +204,8 @@ export class PostgresReceiptRepository implements ReceiptRepository {
   }
 
   async latestCheckpoint(): Promise<StoredCheckpoint | null> {
-    const [row] = await this.sql.query<StoredCheckpoint>('SELECT 2 AS v, seq, at, chains, root, archived, jws FROM receipt_head_checkpoints ORDER BY seq DESC LIMIT 1');
-    return row ?? null;
+    const [row] = await this.sql.query<StoredCheckpointRow>('SELECT CASE WHEN graph_hash IS NULL THEN 2 ELSE 3 END AS v, seq, at, chains, root, archived, jws, graph_revision, graph_hash FROM receipt_head_checkpoints ORDER BY seq DESC LIMIT 1');
+    return row ? storedCheckpointOf(row) : null;
   }
 
   async checkpointLeaves(seq: number): Promise<CheckpointLeaf[]> {
@@ -231,8 +231,8 @@ export class PostgresReceiptRepository implements ReceiptRepository {
   async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string>): Promise<{ entries: number; receipts: number } | null> {
     // The checkpoint first: a concurrent one with the same seq waits for this to commit, then inserts nothing.
     const inserted = await this.sql.query(
-      'INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (seq) DO NOTHING RETURNING 1',
-      [c.seq, c.at, c.chains, c.root, c.archived, c.jws],
+      'INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws, graph_revision, graph_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (seq) DO NOTHING RETURNING 1',
+      [c.seq, c.at, c.chains, c.root, c.archived, c.jws, c.graph_revision ?? null, c.graph_hash ?? null],
     );
     if (inserted.length === 0) return null;
     if (changed.length === 0) return { entries: 0, receipts: 0 };

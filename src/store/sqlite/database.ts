@@ -346,6 +346,7 @@ export function migrate(db: SqliteDatabase): number[] {
       const again = db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').get(m.version);
       if (again) return;
       db.exec(m.sql);
+      m.run?.(db);
       db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
       now.push(m.version);
     }).immediate();

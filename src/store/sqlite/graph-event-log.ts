@@ -1,7 +1,26 @@
 import type { GraphEvent, RecordedGraphEvent } from '../../graph/model.js';
 import { GraphHeadMoved, type GraphEventStore } from '../../graph/event-store.js';
+import type { Statement } from 'better-sqlite3';
 import type { ReadLock } from '../../transactions.js';
+import { GENESIS_HASH } from '../../audit/hash-chain.js';
+import { linkGraphEvents, type GraphChainHead, type GraphEventRow, type GraphLogChain } from '../../audit/graph-chain.js';
 import type { SqliteDatabase } from './database.js';
+
+/**
+ * Hashes the events after the chain's head that have none (all of them at migration 20; afterwards those
+ * a Writ from before it appended meanwhile) and moves the head: inside the caller's write transaction.
+ */
+export function catchUpGraphChain(db: SqliteDatabase): { revision: number; hash: string } {
+  const head = db.prepare('SELECT revision, hash FROM graph_chain_head').get() as { revision: number; hash: string };
+  const rows = db.prepare('SELECT revision, at, actor, type, payload, hash FROM graph_events WHERE revision > ? ORDER BY revision').all(head.revision) as GraphEventRow[];
+  if (rows.length === 0) return head;
+  const hash = linkGraphEvents(head.hash, rows);
+  const fill = db.prepare('UPDATE graph_events SET hash = ? WHERE revision = ? AND hash IS NULL');
+  for (const r of rows) fill.run(r.hash, r.revision);
+  const last = rows[rows.length - 1]!.revision;
+  db.prepare('UPDATE graph_chain_head SET revision = ?, hash = ?').run(last, hash);
+  return { revision: last, hash };
+}
 
 interface Row {
   revision: number;
@@ -10,12 +29,13 @@ interface Row {
   payload: string;
 }
 
-export class SqliteGraphEventStore implements GraphEventStore {
+export class SqliteGraphEventStore implements GraphEventStore, GraphLogChain {
   private readonly headStmt;
-  private readonly insertStmt;
   private readonly readStmt;
   private readonly readUpToStmt;
   private readonly atStmt;
+  /** Prepared on first use: the store may be opened on a file from before migration 20. */
+  private chainStmts: { head: Statement; insert: Statement; move: Statement; rows: Statement } | undefined;
   /** The head as last read, and the change tag read just before that query. */
   private cachedHead = 0;
   private cachedTag: string | null = null;
@@ -30,7 +50,6 @@ export class SqliteGraphEventStore implements GraphEventStore {
     private readonly changeTag?: () => string | null,
   ) {
     this.headStmt = db.prepare('SELECT COALESCE(MAX(revision), 0) AS head FROM graph_events').pluck();
-    this.insertStmt = db.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (?, ?, ?, ?, ?)');
     this.readStmt = db.prepare('SELECT revision, at, actor, payload FROM graph_events WHERE revision > ? ORDER BY revision');
     this.readUpToStmt = db.prepare('SELECT revision, at, actor, payload FROM graph_events WHERE revision > ? AND revision <= ? ORDER BY revision');
     this.atStmt = db.prepare('SELECT COALESCE(MAX(revision), 0) FROM graph_events WHERE at <= ?').pluck();
@@ -40,10 +59,16 @@ export class SqliteGraphEventStore implements GraphEventStore {
     const tx = this.db.transaction(() => {
       let head = this.headStmt.get() as number;
       if (expectedHead !== undefined && head !== expectedHead) throw new GraphHeadMoved(expectedHead, head);
-      for (const e of events) {
-        head += 1;
-        this.insertStmt.run(head, at, actor, e.type, JSON.stringify(e));
-      }
+      if (events.length === 0) return head;
+      const s = this.chain;
+      let chain = s.head.get() as { revision: number; hash: string };
+      // Events a Writ from before the chain appended meanwhile are hashed first (a rolling upgrade).
+      if (chain.revision < head) chain = catchUpGraphChain(this.db);
+      const rows = events.map((e, i) => ({ revision: head + 1 + i, at, actor, type: e.type, payload: JSON.stringify(e), hash: null as string | null }));
+      const hash = linkGraphEvents(chain.hash, rows);
+      for (const r of rows) s.insert.run(r.revision, r.at, r.actor, r.type, r.payload, r.hash);
+      head += events.length;
+      s.move.run(head, hash);
       return head;
     });
     return tx.immediate();
@@ -67,5 +92,23 @@ export class SqliteGraphEventStore implements GraphEventStore {
 
   async revisionAt(time: number): Promise<number> {
     return this.atStmt.get(time) as number;
+  }
+
+  async chainHead(): Promise<GraphChainHead> {
+    const chain = (this.chain.head.get() as { revision: number; hash: string } | undefined) ?? { revision: 0, hash: GENESIS_HASH };
+    return { revision: this.headStmt.get() as number, hashed: chain.revision, hash: chain.hash };
+  }
+
+  async rowsAfter(after: number, limit: number): Promise<GraphEventRow[]> {
+    return this.chain.rows.all(after, limit) as GraphEventRow[];
+  }
+
+  private get chain() {
+    return (this.chainStmts ??= {
+      head: this.db.prepare('SELECT revision, hash FROM graph_chain_head'),
+      insert: this.db.prepare('INSERT INTO graph_events (revision, at, actor, type, payload, hash) VALUES (?, ?, ?, ?, ?, ?)'),
+      move: this.db.prepare('UPDATE graph_chain_head SET revision = ?, hash = ?'),
+      rows: this.db.prepare('SELECT revision, at, actor, type, payload, hash FROM graph_events WHERE revision > ? ORDER BY revision LIMIT ?'),
+    });
   }
 }

@@ -1,5 +1,5 @@
 import { GENESIS_HASH, linkEntry, type ChainHead, type ChainId } from '../../audit/hash-chain.js';
-import type { CheckpointLeaf, StoredCheckpoint, StoredLegacyCheckpoint } from '../../audit/checkpoint.js';
+import { storedCheckpointOf, type CheckpointLeaf, type StoredCheckpoint, type StoredCheckpointRow, type StoredLegacyCheckpoint } from '../../audit/checkpoint.js';
 import type { StoredEntry } from '../../audit/receipt.js';
 import type {
   FoundReceipt,
@@ -82,7 +82,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
         WHERE NOT EXISTS (SELECT 1 FROM receipt_entries e WHERE e.seq = r.first_seq AND e.receipt_id = r.receipt_id AND e.kind IN ('intent', 'rejected'))
            OR (r.last_seq <> r.first_seq AND NOT EXISTS (SELECT 1 FROM receipt_entries e WHERE e.seq = r.last_seq AND e.receipt_id = r.receipt_id AND e.kind IN ('completed', 'failed', 'reconciled')))
         LIMIT ?`),
-      latest: db.prepare('SELECT 2 AS v, seq, at, chains, root, archived, jws FROM receipt_head_checkpoints ORDER BY seq DESC LIMIT 1'),
+      latest: db.prepare('SELECT CASE WHEN graph_hash IS NULL THEN 2 ELSE 3 END AS v, seq, at, chains, root, archived, jws, graph_revision, graph_hash FROM receipt_head_checkpoints ORDER BY seq DESC LIMIT 1'),
       // One probe per chain (a skip scan over the primary key), not a pass over every leaf ever stored.
       leaves: db.prepare(`WITH RECURSIVE c(chain) AS (
           SELECT MIN(chain) FROM receipt_checkpoint_leaves
@@ -92,8 +92,8 @@ export class SqliteReceiptRepository implements ReceiptRepository {
           JOIN receipt_checkpoint_leaves l ON l.chain = c.chain
            AND l.checkpoint = (SELECT MAX(m.checkpoint) FROM receipt_checkpoint_leaves m WHERE m.chain = c.chain AND m.checkpoint <= ?)`),
       legacy: db.prepare('SELECT seq, archived_through, hash, prev_hash, count, at, jws FROM receipt_checkpoints ORDER BY seq DESC LIMIT 1'),
-      insertCheckpoint: db.prepare(`INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws)
-        VALUES (@seq, @at, @chains, @root, @archived, @jws) ON CONFLICT (seq) DO NOTHING`),
+      insertCheckpoint: db.prepare(`INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws, graph_revision, graph_hash)
+        VALUES (@seq, @at, @chains, @root, @archived, @jws, @graph_revision, @graph_hash) ON CONFLICT (seq) DO NOTHING`),
       insertLeaf: db.prepare(`INSERT INTO receipt_checkpoint_leaves (chain, checkpoint, pos, hash, floor_pos, floor_hash)
         VALUES (@chain, @checkpoint, @pos, @hash, @floor_pos, @floor_hash)`),
       deleteIndex: db.prepare("DELETE FROM receipts WHERE receipt_id IN (SELECT receipt_id FROM receipt_entries WHERE chain = ? AND pos <= ? AND kind IN ('intent', 'rejected'))"),
@@ -206,7 +206,8 @@ export class SqliteReceiptRepository implements ReceiptRepository {
   }
 
   async latestCheckpoint(): Promise<StoredCheckpoint | null> {
-    return (this.stmts.latest.get() as StoredCheckpoint | undefined) ?? null;
+    const row = this.stmts.latest.get() as StoredCheckpointRow | undefined;
+    return row ? storedCheckpointOf(row) : null;
   }
 
   async checkpointLeaves(seq: number): Promise<CheckpointLeaf[]> {
@@ -219,7 +220,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
 
   async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string>): Promise<{ entries: number; receipts: number } | null> {
     const s = this.stmts;
-    if (s.insertCheckpoint.run({ seq: c.seq, at: c.at, chains: c.chains, root: c.root, archived: c.archived, jws: c.jws }).changes === 0) return null;
+    if (s.insertCheckpoint.run({ seq: c.seq, at: c.at, chains: c.chains, root: c.root, archived: c.archived, jws: c.jws, graph_revision: c.graph_revision ?? null, graph_hash: c.graph_hash ?? null }).changes === 0) return null;
     let entries = 0;
     let receipts = 0;
     for (const leaf of changed) {
