@@ -196,7 +196,7 @@ describe('postgres', () => {
     const w = oldFirst('rcpt_in_flight', 'rejected', 'wp:post:4', 'dec-in-flight', 1_000);
     await old.query('BEGIN');
     await old.query(OLD_POSTGRES_APPEND, [w.receipt_id, w.kind, w.body, w.chain, 'seo-agent-7', w.chain, w.status, null, w.request_hash, w.at, w.at]);
-    const migrating = migratePostgres(migrator);
+    const migrating = migratePostgres(migrator, POSTGRES_MIGRATIONS.filter((m) => m.version <= 12));
     // The migration waits for the old replica's transaction (CREATE TRIGGER's lock on receipts) …
     for (let i = 0; ; i++) {
       const { rows } = await watcher.query("SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'receipts' AND NOT l.granted");
