@@ -155,23 +155,34 @@ export class HeadsTree {
     let first = n;
     let i = 0;
     let j = 0;
+    let k = 0;
     let hashed = 0;
-    for (let k = 0; k < n; k++) {
-      const take = j < sorted.length && (i >= old.chains.length || compareChains(sorted[j]!.chain, old.chains[i]!) <= 0);
-      if (take) {
+    let copied = 0;
+    while (k < n) {
+      if (j < sorted.length && (i >= old.chains.length || compareChains(sorted[j]!.chain, old.chains[i]!) <= 0)) {
         const l = sorted[j++]!;
         if (i < old.chains.length && old.chains[i] === l.chain) i++;
         if (!this.put(k, l, level0)) return false;
         if (k < first) first = k;
+        k++;
         if (++hashed % step === 0) yield;
-      } else {
-        this.chains[k] = old.chains[i]!;
-        this.pos[k] = old.pos[i]!;
-        this.floorPos[k] = old.floorPos[i]!;
-        old.heads.copy(this.heads, k * HASH_BYTES, i * HASH_BYTES, (i + 1) * HASH_BYTES);
-        old.level0.copy(level0, k * HASH_BYTES, i * HASH_BYTES, (i + 1) * HASH_BYTES);
-        i++;
-        if (k % (step * 16) === 0) yield;
+        continue;
+      }
+      // The old leaves up to the next one put in, copied as one run (at most `step` at a time).
+      let end = i + 1;
+      const until = j < sorted.length ? sorted[j]!.chain : undefined;
+      while (end < old.chains.length && end - i < step && (until === undefined || compareChains(until, old.chains[end]!) > 0)) end++;
+      for (let x = i; x < end; x++) this.chains[k + x - i] = old.chains[x]!;
+      this.pos.set(old.pos.subarray(i, end), k);
+      this.floorPos.set(old.floorPos.subarray(i, end), k);
+      old.heads.copy(this.heads, k * HASH_BYTES, i * HASH_BYTES, end * HASH_BYTES);
+      old.level0.copy(level0, k * HASH_BYTES, i * HASH_BYTES, end * HASH_BYTES);
+      k += end - i;
+      copied += end - i;
+      i = end;
+      if (copied >= step) {
+        copied = 0;
+        yield;
       }
     }
     this.levels = n === 0 ? [] : yield* upperLevelSteps(level0, n, first, this.levels.length > 0 ? this.levels : undefined, step);
