@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ReceiptLog } from '../../src/audit/index.js';
 import { systemClock } from '../../src/clock.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
+import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { CLI, onFreePort, REPO, requireDist, spawnListening } from '../../scripts/server-process.js';
 import { createTestDatabase, sql } from '../store/conformance/engines.js';
 import { intent } from '../audit/helpers.js';
@@ -20,21 +22,31 @@ const INTERVAL_MS = 1_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const TAKES = 'receipt checkpoints: this replica takes them';
 
-describe('two PostgreSQL replicas (real processes) checkpointing every second', () => {
+function sqliteRows(file: string, text: string): { seq: number; at: number }[] {
+  const db = new Database(file, { readonly: true });
+  try {
+    return db.prepare(text).all() as { seq: number; at: number }[];
+  } finally {
+    db.close();
+  }
+}
+
+describe.each(['postgres', 'sqlite'] as const)('two replicas (real processes) checkpointing every second [%s]', (engine) => {
   it('take one checkpoint per interval between them, and the other takes over when the one taking them is killed', async () => {
     requireDist();
-    const db = await createTestDatabase('writ_turn');
-    cleanups.push(db.drop);
     const dir = mkdtempSync(join(tmpdir(), 'writ-turn-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-    const env = { ...process.env, WRIT_DATABASE_URL: db.url, WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS: String(INTERVAL_MS) };
+    // PostgreSQL: a database of its own; SQLite: the data directory's file, which both processes serve.
+    const db = engine === 'postgres' ? await createTestDatabase('writ_turn') : undefined;
+    if (db) cleanups.push(db.drop);
+    const env = { ...process.env, WRIT_DATABASE_URL: db?.url ?? '', WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS: String(INTERVAL_MS) };
     // Both share the data directory's signing keys, as replicas do.
     const start = (i: number) => onFreePort((port) => spawnListening(`replica ${i}`, [CLI, 'serve', '--data-dir', dir, '--port', String(port), '--no-upstream', ...(i === 0 ? ['--graph', 'graph/example.yaml'] : [])], env));
     const replicas = [await start(0), await start(1)];
     cleanups.push(() => replicas.forEach((r) => r.proc.exitCode === null && r.proc.kill('SIGKILL')));
 
     // Receipts keep being written (as through any replica's gateway): every checkpoint has a chain that moved.
-    const store = await openPostgresStore(db.url, { poolSize: 2 });
+    const store = db ? await openPostgresStore(db.url, { poolSize: 2 }) : await openSqliteStore(join(dir, 'writ.sqlite'));
     cleanups.push(() => store.close());
     const log = new ReceiptLog({ store, clock: systemClock });
     let writing = true;
@@ -50,7 +62,9 @@ describe('two PostgreSQL replicas (real processes) checkpointing every second', 
       writing = false;
       await writer;
     });
-    const checkpoints = async () => (await sql<{ seq: string; at: string }>(db.url, 'SELECT seq, at FROM receipt_head_checkpoints ORDER BY seq')).map((c) => ({ seq: Number(c.seq), at: Number(c.at) }));
+    const checkpoints = async () => (db
+      ? await sql<{ seq: string; at: string }>(db.url, 'SELECT seq, at FROM receipt_head_checkpoints ORDER BY seq')
+      : sqliteRows(join(dir, 'writ.sqlite'), 'SELECT seq, at FROM receipt_head_checkpoints ORDER BY seq')).map((c) => ({ seq: Number(c.seq), at: Number(c.at) }));
     const verify = async () => {
       const { stdout } = await promisify(execFile)(process.execPath, [CLI, 'audit', 'verify', '--data-dir', dir, '--json'], { cwd: REPO, env });
       return JSON.parse(stdout) as { ok: boolean };
