@@ -367,8 +367,7 @@ export class ReceiptLog {
     let tree = signed.tree;
     if (!tree || !(await tree.apply(changed))) tree = next.size <= this.keptChains ? await HeadsTree.build([...next.values()]) : undefined;
     const root = tree ? tree.root() : await headsRootYielding([...next.values()]);
-    const payload: CheckpointPayload = { v: 2, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root, archived: 0 };
-    const stored: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
+    const stored = this.signedCheckpoint(signer, (signed.checkpoint?.seq ?? 0) + 1, next.size, root, 0);
     const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set()));
     if (!done) return null;
     this.keep(stored, tree, mark);
@@ -384,12 +383,17 @@ export class ReceiptLog {
       return null;
     }
     if (!(await kept.tree.apply(changed))) return 'whole pass';
-    const payload: CheckpointPayload = { v: 2, seq: kept.seq + 1, at: this.clock.now(), chains: kept.tree.size, root: kept.tree.root(), archived: 0 };
-    const stored: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
+    const stored = this.signedCheckpoint(signer, kept.seq + 1, kept.tree.size, kept.tree.root(), 0);
     const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set()));
     if (!done) return null;
     this.keep(stored, kept.tree, mark, kept.checkedAt);
     return stored;
+  }
+
+  /** The checkpoint over the heads numbered `seq`, signed now: its payload is made here only (periodic, kept-leaves and archive checkpoints alike). */
+  private signedCheckpoint(signer: CheckpointSigner, seq: number, chains: number, root: string, archived: number): StoredCheckpoint {
+    const payload: CheckpointPayload = { v: 2, seq, at: this.clock.now(), chains, root, archived };
+    return { ...payload, jws: signer.sign(payload) };
   }
 
   /** Keeps `tree` as the leaves of checkpoint `c`, heads as of `mark` (unless there is none, or it holds more chains than kept). */
@@ -537,8 +541,7 @@ export class ReceiptLog {
       await forEachYielding(next.values(), (l) => {
         if (!sameLeaf(l, latest.leaves.get(l.chain))) changed.push(l);
       });
-      const payload: CheckpointPayload = { v: 2, seq: (latest.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: count };
-      const checkpoint: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
+      const checkpoint = this.signedCheckpoint(signer, (latest.checkpoint?.seq ?? 0) + 1, next.size, await headsRootYielding([...next.values()]), count);
       const raised = new Set(ranges.map((r) => r.chain));
       const deleted = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint, changed, raised));
       if (deleted) return { archived: true, file: options.file, checkpoint, ranges, ...deleted };
