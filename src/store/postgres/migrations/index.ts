@@ -10,7 +10,7 @@ import { leaseTokenUsedOnce } from './009-lease-token-used-once.js';
 import { receiptDecisionIndex } from './010-receipt-decision-index.js';
 import { leaseTokenTwins } from './011-lease-token-twins.js';
 import { receiptDecisionFromOldWriters } from './012-receipt-decision-from-old-writers.js';
-import { receiptCheckpointIncremental } from './013-receipt-checkpoint-incremental.js';
+import { receiptCheckpointIncremental } from './015-receipt-checkpoint-incremental.js';
 import type { PostgresMigration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */

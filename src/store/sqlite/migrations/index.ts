@@ -17,7 +17,7 @@ import { storeMovePending } from './016-store-move-pending.js';
 import { graphEventsAppendOnly } from './017-graph-events-append-only.js';
 import { receiptDecisionIndex } from './018-receipt-decision-index.js';
 import { receiptDecisionFromOldWriters } from './019-receipt-decision-from-old-writers.js';
-import { receiptCheckpointTurn } from './020-receipt-checkpoint-turn.js';
+import { receiptCheckpointTurn } from './022-receipt-checkpoint-turn.js';
 import type { Migration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */

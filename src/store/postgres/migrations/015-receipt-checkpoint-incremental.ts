@@ -14,7 +14,7 @@ import type { PostgresMigration } from './types.js';
  *   when it stops renewing.
  */
 export const receiptCheckpointIncremental: PostgresMigration = {
-  version: 13,
+  version: 15,
   name: 'receipt checkpoints: the appending transaction of each entry, and whose turn it is to checkpoint',
   sql: `
     ALTER TABLE receipt_entries ADD COLUMN xact xid8;

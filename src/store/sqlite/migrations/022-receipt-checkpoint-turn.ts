@@ -7,7 +7,7 @@ import type { Migration } from './types.js';
  * are drawn under the one writer's lock, so they commit in order.)
  */
 export const receiptCheckpointTurn: Migration = {
-  version: 20,
+  version: 22,
   name: 'receipt checkpoints: whose turn it is to checkpoint',
   sql: `
     CREATE TABLE receipt_checkpoint_turn (
