@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { canonicalJson } from './canonical-json.js';
 import type { ChainId } from './hash-chain.js';
 
@@ -154,9 +154,7 @@ const sha256 = (...parts: (Buffer | string)[]) => {
  * leaves sorted by chain; sha256 of nothing for no leaf. Hex.
  */
 export function headsRoot(leaves: readonly CheckpointLeaf[]): string {
-  const level = byChain(leaves).map(leafHash);
-  if (level.length === 0) return sha256().toString('hex');
-  return rootOf(level, level.length);
+  return runSteps(rootSteps(leaves, Infinity));
 }
 
 /** Hashes done between two turns of the event loop in headsRootYielding (a few milliseconds' work). */
@@ -165,30 +163,10 @@ export const ROOT_STEP = 8_192;
 /**
  * headsRoot, in steps of `step` hashes with a turn of the event loop (setImmediate) between them: the
  * periodic checkpoint hashes every chain's leaf, seconds of work with a million chains, during which
- * the server would answer nothing. The same root.
+ * the server would answer nothing. The same root: the same steps (rootSteps), run with turns between them.
  */
 export async function headsRootYielding(leaves: readonly CheckpointLeaf[], step = ROOT_STEP): Promise<string> {
-  const turn = eventLoopTurn;
-  const sorted = byChain(leaves);
-  if (sorted.length === 0) return sha256().toString('hex');
-  await turn();
-  let hashed = 0;
-  const level: Buffer[] = new Array<Buffer>(sorted.length);
-  for (let i = 0; i < sorted.length; i++) {
-    level[i] = leafHash(sorted[i]!);
-    if (++hashed % step === 0) await turn();
-  }
-  let n = level.length;
-  while (n > 1) {
-    let k = 0;
-    for (let i = 0; i + 1 < n; i += 2) {
-      level[k++] = sha256(NODE, level[i]!, level[i + 1]!);
-      if (++hashed % step === 0) await turn();
-    }
-    if (n % 2 === 1) level[k++] = level[n - 1]!;
-    n = k;
-  }
-  return level[0]!.toString('hex');
+  return runStepsYielding(rootSteps(leaves, step));
 }
 
 /** A turn of the event loop: what was due meanwhile (timers, I/O) runs first. */
@@ -207,6 +185,89 @@ export async function forEachYielding<T>(items: Iterable<T>, each: (item: T) => 
   }
 }
 
+/**
+ * Work in steps: a generator that yields where the event loop may take a turn (every `step` hashes) and
+ * returns the result. headsRoot runs one straight through, headsRootYielding (and heads-tree.ts) with turns.
+ */
+export type Steps<T> = Generator<void, T, void>;
+
+export function runSteps<T>(steps: Steps<T>): T {
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+  }
+}
+
+export async function runStepsYielding<T>(steps: Steps<T>): Promise<T> {
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+    await eventLoopTurn();
+  }
+}
+
+/** The root over `leaves` in steps: a turn first (not for none), then one every `step` hashes. */
+function* rootSteps(leaves: readonly CheckpointLeaf[], step: number): Steps<string> {
+  const sorted = byChain(leaves);
+  if (sorted.length === 0) return EMPTY_ROOT;
+  if (step !== Infinity) yield;
+  const level0 = Buffer.allocUnsafe(sorted.length * HASH_BYTES);
+  const count = { hashed: 0 };
+  for (let i = 0; i < sorted.length; i++) {
+    leafDigest(sorted[i]!).copy(level0, i * HASH_BYTES);
+    if (++count.hashed % step === 0) yield;
+  }
+  const levels = yield* upperLevelSteps(level0, sorted.length, 0, undefined, step, count);
+  return rootOf(levels);
+}
+
+/** Bytes of one hash: each level of the tree is one Buffer of them, node i at i * HASH_BYTES. */
+export const HASH_BYTES = 32;
+
+/** The root of no leaf. */
+export const EMPTY_ROOT = sha256().toString('hex');
+
+/**
+ * The levels of the tree above `level0` (n leaf hashes), bottom-up pairing with the odd node promoted
+ * (the same tree as RFC 6962's recursive split), `[level0, level1, …, [root]]`. Nodes that cover only
+ * leaves below `from` are copied from `previous` (the levels of a tree whose first `from` leaves are
+ * the same), not hashed again: a tree grown by a leaf rehashes only what lies right of it.
+ */
+export function* upperLevelSteps(level0: Buffer, n: number, from: number, previous: readonly Buffer[] | undefined, step: number, count = { hashed: 0 }): Steps<Buffer[]> {
+  const levels = [level0];
+  let below = level0;
+  let width = n;
+  let kept = previous ? from : 0;
+  for (let l = 1; width > 1; l++) {
+    const up = Math.ceil(width / 2);
+    const level = Buffer.allocUnsafe(up * HASH_BYTES);
+    kept = Math.floor(kept / 2);
+    if (kept > 0) previous![l]!.copy(level, 0, 0, kept * HASH_BYTES);
+    for (let j = kept; j < up; j++) {
+      if (2 * j + 1 < width) {
+        nodeDigestInto(below, 2 * j, level, j);
+        if (++count.hashed % step === 0) yield;
+      } else below.copy(level, j * HASH_BYTES, 2 * j * HASH_BYTES, (2 * j + 1) * HASH_BYTES);
+    }
+    levels.push(level);
+    below = level;
+    width = up;
+  }
+  return levels;
+}
+
+/** Node `j` of the level above `below` hashed again from its two children (both exist). */
+export function nodeDigestInto(below: Buffer, left: number, into: Buffer, j: number): void {
+  NODE_INPUT[0] = 1;
+  below.copy(NODE_INPUT, 1, left * HASH_BYTES, (left + 2) * HASH_BYTES);
+  hash('sha256', NODE_INPUT, 'buffer').copy(into, j * HASH_BYTES);
+}
+
+/** The root of the levels upperLevelSteps gave (hex). */
+export function rootOf(levels: readonly Buffer[]): string {
+  return levels[levels.length - 1]!.toString('hex', 0, HASH_BYTES);
+}
+
 /** The leaves in chain order: a copy, sorted unless already in order (as the store lists them). */
 function byChain(leaves: readonly CheckpointLeaf[]): CheckpointLeaf[] {
   for (let i = 1; i < leaves.length; i++) {
@@ -216,19 +277,9 @@ function byChain(leaves: readonly CheckpointLeaf[]): CheckpointLeaf[] {
 }
 
 const LEAF = Buffer.from([0]);
-const NODE = Buffer.from([1]);
-const leafHash = (l: CheckpointLeaf) => sha256(LEAF, canonicalJson([l.chain, l.pos, l.hash, l.floor_pos, l.floor_hash]));
-
-/** The root over the first `n` nodes of `level`, computed in place: bottom-up pairing with the odd node promoted gives the same tree as RFC 6962's recursive split. */
-function rootOf(level: Buffer[], n: number): string {
-  while (n > 1) {
-    let k = 0;
-    for (let i = 0; i + 1 < n; i += 2) level[k++] = sha256(NODE, level[i]!, level[i + 1]!);
-    if (n % 2 === 1) level[k++] = level[n - 1]!;
-    n = k;
-  }
-  return level[0]!.toString('hex');
-}
+const NODE_INPUT = Buffer.alloc(1 + 2 * HASH_BYTES);
+/** A leaf's hash: sha256(0x00 ‖ canonical JSON of [chain, pos, hash, floor_pos, floor_hash]). */
+export const leafDigest = (l: CheckpointLeaf) => sha256(LEAF, canonicalJson([l.chain, l.pos, l.hash, l.floor_pos, l.floor_hash]));
 
 /** What an archive manifest's ranges_hash is for these ranges. */
 export function rangesHash(ranges: readonly ArchiveRange[]): string {

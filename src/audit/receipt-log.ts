@@ -21,6 +21,7 @@ import {
   type StoredCheckpoint,
 } from './checkpoint.js';
 import { foldReceipt, readEntryBody } from './fold.js';
+import { HeadsTree } from './heads-tree.js';
 import { ChainVerifier, chainOf, GENESIS_HASH, LEGACY_CHAIN, type ChainBreak, type ChainHead, type ReceiptChainVerdict } from './hash-chain.js';
 import { verifyGraphLog, type GraphLogChain } from './graph-chain.js';
 import { checkIndexRows } from './index-check.js';
@@ -45,6 +46,33 @@ export interface ReceiptLogOptions {
   newId?: () => string;
   /** Signs checkpoints when archiving and checks the latest one when verifying (the KeyRing's). */
   checkpoints?: CheckpointSigner;
+  /**
+   * The most chains whose checkpoint leaves are kept in memory between checkpoints (KEPT_CHAINS by
+   * default; 0: none, every checkpoint reads and hashes all of them again).
+   */
+  keptChains?: number;
+  /**
+   * How long kept leaves are built on before a checkpoint reads and checks every chain again (KEPT_FOR_MS by
+   * default): the whole pass is what notices a chain cut back or a stored leaf altered without an append.
+   */
+  keptForMs?: number;
+}
+
+/** An hour: the replica in turn makes one whole pass an hour. */
+export const KEPT_FOR_MS = 3_600_000;
+
+/** The most chains whose leaves a checkpoint keeps for the next (about 150 bytes each and the chain's name: see HeadsTree). */
+export const KEPT_CHAINS = 4_000_000;
+
+/** The latest checkpoint as this process signed or verified it: its leaves, and a mark of the store's state they are the heads of. */
+interface KeptCheckpoint {
+  seq: number;
+  jws: string;
+  tree: HeadsTree;
+  /** headsMark of the read whose heads are the tree's leaves (every chain that moved since has an append after it). */
+  mark: string;
+  /** When the whole pass these leaves come from was made. */
+  checkedAt: number;
 }
 
 /** What `archive` did: nothing (no receipt old and settled enough), or the chain ranges it moved and the checkpoint it recorded. */
@@ -67,12 +95,20 @@ export class ReceiptLog {
   private readonly clock: Clock;
   private readonly newId: () => string;
   private readonly checkpoints: CheckpointSigner | undefined;
+  private readonly keptChains: number;
+  private readonly keptForMs: number;
+  /** The latest checkpoint's leaves, while they can be trusted to be it (see checkpoint). */
+  private kept: KeptCheckpoint | undefined;
+  /** Checkpoints of this log one at a time (the kept leaves are changed in place). */
+  private checkpointing: Promise<unknown> = Promise.resolve();
 
   constructor(options: ReceiptLogOptions) {
     this.store = options.store;
     this.clock = options.clock;
     this.newId = options.newId ?? (() => `rcpt_${randomUUID()}`);
     this.checkpoints = options.checkpoints;
+    this.keptChains = options.keptChains ?? KEPT_CHAINS;
+    this.keptForMs = options.keptForMs ?? KEPT_FOR_MS;
   }
 
   /**
@@ -278,55 +314,125 @@ export class ReceiptLog {
 
   /**
    * Takes a signed checkpoint over the heads of all chains now: every server does it periodically
-   * (`writ serve`, WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS) and `writ audit checkpoint` on demand. Null when
-   * no chain moved since the latest (unless `force`: `writ keys rotate` signs the same heads again with
-   * the new key), or when another server recorded the same number first. The latest checkpoint must
-   * verify: a new signature never vouches for a forgery.
+   * (`writ serve`, WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS, in its turn: checkpointInTurn) and `writ audit checkpoint`
+   * on demand. Null when no chain moved since the latest (unless `force`: `writ keys rotate` signs the same
+   * heads again with the new key), or when another server recorded the same number first. The latest
+   * checkpoint must verify: a new signature never vouches for a forgery.
+   *
+   * The leaves of the checkpoint this process signed (or verified) last are kept in memory with their tree,
+   * keyed to that checkpoint (its number and its JWS) and to a mark of the store's state they are the heads
+   * of. While the store's latest checkpoint is still that one (its signature checked again), the next
+   * checkpoint reads only the heads of the chains that had an entry appended since the mark, by this
+   * replica or any other (headsMovedSince), checks that those went forward from what was signed, and
+   * rehashes their paths: its cost follows the chains that moved, not all chains. Any other latest
+   * checkpoint (another replica's, an archive's), a restart, a lost race to record, more than `keptChains`
+   * chains, or kept leaves older than `keptForMs`: the whole pass, reading and hashing every signed leaf and
+   * every head, as before (what notices a chain cut back, or a stored leaf altered, with no append since:
+   * the kept path signs what it checked before, so it launders neither, and `writ audit verify` reports them).
    */
   async checkpoint(options: { force?: boolean } = {}): Promise<StoredCheckpoint | null> {
+    const run = this.checkpointing.then(() => this.checkpointOnce(options));
+    this.checkpointing = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * The periodic checkpoint of `writ serve`: taken only in `holder`'s turn, which it takes or renews for
+   * `turnMs` (claimCheckpointTurn), so that of several replicas one checkpoints per interval and another
+   * takes over once the turn runs out (its holder stopped, or stopped renewing). `turn` says whether it was
+   * this holder's turn; `checkpoint` what checkpoint() gave then.
+   */
+  async checkpointInTurn(holder: string, turnMs: number): Promise<{ turn: boolean; checkpoint: StoredCheckpoint | null }> {
+    const turn = await this.store.readWrite((tx) => tx.receipts.claimCheckpointTurn(holder, turnMs));
+    if (!turn) {
+      // Another replica checkpoints: what this one kept will not be the latest checkpoint again.
+      this.kept = undefined;
+      return { turn, checkpoint: null };
+    }
+    return { turn, checkpoint: await this.checkpoint() };
+  }
+
+  private async checkpointOnce(options: { force?: boolean }): Promise<StoredCheckpoint | null> {
     const signer = this.signer('taking a checkpoint');
+    const kept = this.kept;
+    // Put back only once it is the latest checkpoint's again (a throw leaves none).
+    this.kept = undefined;
+    if (kept && this.clock.now() - kept.checkedAt < this.keptForMs) {
+      const latest = await this.store.read((tx) => tx.receipts.latestCheckpoint());
+      if (latest && latest.seq === kept.seq && latest.jws === kept.jws && !this.signatureProblem(latest, isHeadsCheckpoint)) {
+        const taken = await this.checkpointFromKept(kept, latest, signer, options);
+        if (taken !== 'whole pass') return taken;
+      }
+    }
     const signed = await this.signedState();
     if ('problem' in signed) throw new WritError('UNPROCESSABLE', `the latest checkpoint does not verify, so no checkpoint is built on it: ${signed.problem}`);
-    const next = await this.nextLeaves(signed);
+    const { mark, heads } = await this.store.read(async (tx) => ({ mark: await tx.receipts.headsMark(), heads: await tx.receipts.heads() }));
+    const next = await this.nextLeaves(signed, heads);
     const changed: CheckpointLeaf[] = [];
     await forEachYielding(next.values(), (l) => {
       if (!sameLeaf(l, signed.leaves.get(l.chain))) changed.push(l);
     });
     const graph = await this.graphHead(signed.checkpoint);
-    if (changed.length === 0 && !options.force && graph.graph_hash === (signed.checkpoint?.graph_hash ?? GENESIS_HASH)) return null;
-    const payload: CheckpointPayload = { v: 3, seq: (signed.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: 0, ...graph };
-    const stored: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
+    if (changed.length === 0 && !options.force && graph.graph_hash === (signed.checkpoint?.graph_hash ?? GENESIS_HASH)) {
+      if (signed.checkpoint) this.keep(signed.checkpoint, signed.tree, mark);
+      return null;
+    }
+    let tree = signed.tree;
+    if (!tree || !(await tree.apply(changed))) tree = next.size <= this.keptChains ? await HeadsTree.build([...next.values()]) : undefined;
+    const root = tree ? tree.root() : await headsRootYielding([...next.values()]);
+    const stored = this.signedCheckpoint(signer, (signed.checkpoint?.seq ?? 0) + 1, next.size, root, 0, graph);
     const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set()));
-    return done ? stored : null;
+    if (!done) return null;
+    this.keep(stored, tree, mark);
+    return stored;
+  }
+
+  /** The next checkpoint from the kept leaves: only the chains that moved since their mark are read. */
+  private async checkpointFromKept(kept: KeptCheckpoint, latest: StoredCheckpoint, signer: CheckpointSigner, options: { force?: boolean }): Promise<StoredCheckpoint | null | 'whole pass'> {
+    const { mark, moved } = await this.store.read(async (tx) => ({ mark: await tx.receipts.headsMark(), moved: await tx.receipts.headsMovedSince(kept.mark) }));
+    const changed = await this.wentForward(kept.seq, moved.map((h) => [kept.tree.get(h.chain), h] as const));
+    const graph = await this.graphHead(latest);
+    if (changed.length === 0 && !options.force && graph.graph_hash === (latest.graph_hash ?? GENESIS_HASH)) {
+      this.keep(kept, kept.tree, mark, kept.checkedAt);
+      return null;
+    }
+    if (!(await kept.tree.apply(changed))) return 'whole pass';
+    const stored = this.signedCheckpoint(signer, kept.seq + 1, kept.tree.size, kept.tree.root(), 0, graph);
+    const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set()));
+    if (!done) return null;
+    this.keep(stored, kept.tree, mark, kept.checkedAt);
+    return stored;
+  }
+
+  /** The checkpoint over the heads numbered `seq`, signed now: its payload is made here only (periodic, kept-leaves and archive checkpoints alike). */
+  private signedCheckpoint(signer: CheckpointSigner, seq: number, chains: number, root: string, archived: number, graph: { graph_revision: number; graph_hash: string }): StoredCheckpoint {
+    const payload: CheckpointPayload = { v: 3, seq, at: this.clock.now(), chains, root, archived, ...graph };
+    return { ...payload, jws: signer.sign(payload) };
+  }
+
+  /** Keeps `tree` as the leaves of checkpoint `c`, heads as of `mark` (unless there is none, or it holds more chains than kept). */
+  private keep(c: { seq: number; jws: string }, tree: HeadsTree | undefined, mark: string, checkedAt = this.clock.now()): void {
+    this.kept = tree && tree.size <= this.keptChains ? { seq: c.seq, jws: c.jws, tree, mark, checkedAt } : undefined;
   }
 
   /**
-   * The leaves of the next checkpoint: every chain's head now, with its floor from the latest one. A
+   * The leaves of the next checkpoint: every chain's head now (`heads`), with its floor from the latest one. A
    * checkpoint signs whatever heads the store holds, so first it checks that no chain went back on what
    * the latest checkpoint signed (a head below or beside a signed one, a signed head entry gone or
    * changed, a signed chain gone): signing a cut or rewritten chain would launder it. Such a chain is
    * UNPROCESSABLE (`writ serve` logs it every interval) until `writ audit verify` is looked at.
    */
-  private async nextLeaves(latest: { checkpoint: StoredCheckpoint | null; leaves: Map<string, CheckpointLeaf> }): Promise<Map<string, CheckpointLeaf>> {
+  private async nextLeaves(latest: { checkpoint: StoredCheckpoint | null; leaves: Map<string, CheckpointLeaf> }, headList: readonly ChainHead[]): Promise<Map<string, CheckpointLeaf>> {
     const heads = new Map<string, ChainHead>();
-    await forEachYielding(await this.store.read((tx) => tx.receipts.heads()), (h) => heads.set(h.chain, h));
-    const wentBack = (chain: string, what: string) =>
-      new WritError('UNPROCESSABLE', `chain ${JSON.stringify(chain)} went back on checkpoint ${latest.checkpoint?.seq ?? '(legacy)'}: ${what}; no checkpoint is signed over it (run writ audit verify)`);
+    await forEachYielding(headList, (h) => heads.set(h.chain, h));
     const next = new Map<string, CheckpointLeaf>();
-    const toCheck: CheckpointLeaf[] = [];
+    const pairs: (readonly [CheckpointLeaf | undefined, ChainHead | undefined])[] = [];
     await forEachYielding(latest.leaves.values(), (leaf) => {
       next.set(leaf.chain, leaf);
       const h = heads.get(leaf.chain);
-      if (!h && leaf.pos > leaf.floor_pos) throw wentBack(leaf.chain, `it has no head any more, the checkpoint signed ${leaf.pos}`);
-      if (h && (h.pos < leaf.pos || (h.pos === leaf.pos && h.hash !== leaf.hash))) throw wentBack(leaf.chain, `its head is entry ${h.pos}, the checkpoint signed entry ${leaf.pos}${h.pos === leaf.pos ? ' with another hash' : ''}`);
-      if (h && h.pos > leaf.pos && leaf.pos > leaf.floor_pos) toCheck.push(leaf);
+      if (h?.pos !== leaf.pos || h.hash !== leaf.hash) pairs.push([leaf, h]);
     });
-    if (toCheck.length > 0) {
-      const found = new Map((await this.store.read((tx) => tx.receipts.entriesAt(toCheck))).map((e) => [e.chain, e]));
-      for (const leaf of toCheck) {
-        if (found.get(leaf.chain)?.hash !== leaf.hash) throw wentBack(leaf.chain, `its entry ${leaf.pos} is not the head the checkpoint signed`);
-      }
-    }
+    await this.wentForward(latest.checkpoint?.seq, pairs);
     await forEachYielding(heads.values(), (h) => {
       const before = latest.leaves.get(h.chain);
       next.set(h.chain, { chain: h.chain, pos: h.pos, hash: h.hash, floor_pos: before?.floor_pos ?? 0, floor_hash: before?.floor_hash ?? GENESIS_HASH });
@@ -350,19 +456,48 @@ export class ReceiptLog {
     return { graph_revision: head.hashed, graph_hash: head.hash };
   }
 
+  /**
+   * Checks that each chain's head went forward from the leaf checkpoint `seq` signed for it (none: a new
+   * chain), and gives the new leaves of those that moved (their floors kept): a head below or beside the
+   * signed one, a signed chain with no head, or a signed head entry gone or changed is UNPROCESSABLE.
+   */
+  private async wentForward(seq: number | undefined, pairs: readonly (readonly [CheckpointLeaf | undefined, ChainHead | undefined])[]): Promise<CheckpointLeaf[]> {
+    const wentBack = (chain: string, what: string) =>
+      new WritError('UNPROCESSABLE', `chain ${JSON.stringify(chain)} went back on checkpoint ${seq ?? '(legacy)'}: ${what}; no checkpoint is signed over it (run writ audit verify)`);
+    const toCheck: CheckpointLeaf[] = [];
+    const moved: CheckpointLeaf[] = [];
+    await forEachYielding(pairs, ([leaf, h]) => {
+      if (leaf && !h && leaf.pos > leaf.floor_pos) throw wentBack(leaf.chain, `it has no head any more, the checkpoint signed ${leaf.pos}`);
+      if (!h) return;
+      if (leaf && (h.pos < leaf.pos || (h.pos === leaf.pos && h.hash !== leaf.hash))) throw wentBack(leaf.chain, `its head is entry ${h.pos}, the checkpoint signed entry ${leaf.pos}${h.pos === leaf.pos ? ' with another hash' : ''}`);
+      if (leaf && h.pos > leaf.pos && leaf.pos > leaf.floor_pos) toCheck.push(leaf);
+      const next = { chain: h.chain, pos: h.pos, hash: h.hash, floor_pos: leaf?.floor_pos ?? 0, floor_hash: leaf?.floor_hash ?? GENESIS_HASH };
+      if (!sameLeaf(next, leaf)) moved.push(next);
+    });
+    if (toCheck.length > 0) {
+      const found = new Map((await this.store.read((tx) => tx.receipts.entriesAt(toCheck))).map((e) => [e.chain, e]));
+      for (const leaf of toCheck) {
+        if (found.get(leaf.chain)?.hash !== leaf.hash) throw wentBack(leaf.chain, `its entry ${leaf.pos} is not the head the checkpoint signed`);
+      }
+    }
+    return moved;
+  }
+
   /** The latest checkpoint, checked, with every chain's leaf; the legacy chain's floor from a version-1 checkpoint before the first. */
-  private async signedState(): Promise<{ checkpoint: StoredCheckpoint | null; leaves: Map<string, CheckpointLeaf> } | { checkpoint: StoredCheckpoint | null; problem: string }> {
+  private async signedState(): Promise<{ checkpoint: StoredCheckpoint | null; leaves: Map<string, CheckpointLeaf>; tree?: HeadsTree } | { checkpoint: StoredCheckpoint | null; problem: string }> {
     const checkpoint = await this.store.read((tx) => tx.receipts.latestCheckpoint());
     if (checkpoint) {
       const problem = this.signatureProblem(checkpoint, isHeadsCheckpoint);
       if (problem) return { checkpoint, problem: `checkpoint ${checkpoint.seq}: ${problem}` };
       const leaves = await this.store.read((tx) => tx.receipts.checkpointLeaves(checkpoint.seq));
-      if (leaves.length !== checkpoint.chains || (await headsRootYielding(leaves)) !== checkpoint.root) {
+      // The tree (for the next checkpoint to keep) when it may be kept, else the root alone: the same root.
+      const tree = leaves.length <= this.keptChains ? await HeadsTree.build(leaves) : undefined;
+      if (leaves.length !== checkpoint.chains || (tree ? tree.root() : await headsRootYielding(leaves)) !== checkpoint.root) {
         return { checkpoint, problem: `checkpoint ${checkpoint.seq}: its ${leaves.length} stored leaves do not add up to the root it signed over ${checkpoint.chains} chains (a chain's head or floor was altered, added or removed)` };
       }
       const byChain = new Map<string, CheckpointLeaf>();
       await forEachYielding(leaves, (l) => byChain.set(l.chain, l));
-      return { checkpoint, leaves: byChain };
+      return { checkpoint, leaves: byChain, tree };
     }
     const legacy = await this.store.read((tx) => tx.receipts.legacyCheckpoint());
     if (!legacy) return { checkpoint: null, leaves: new Map() };
@@ -430,14 +565,13 @@ export class ReceiptLog {
       if ('problem' in latest) throw new WritError('UNPROCESSABLE', `${latest.problem}; ${options.file} was written but nothing was deleted`);
       const raced = ranges.find((r) => (latest.leaves.get(r.chain)?.floor_pos ?? 0) !== r.from - 1);
       if (raced) throw new WritError('UNPROCESSABLE', `another archive moved chain ${JSON.stringify(raced.chain)} meanwhile; ${options.file} holds entries it archived too, nothing more was deleted`);
-      const next = await this.nextLeaves(latest);
+      const next = await this.nextLeaves(latest, await this.store.read((tx) => tx.receipts.heads()));
       for (const r of ranges) next.set(r.chain, { ...next.get(r.chain)!, floor_pos: r.to, floor_hash: r.hash });
       const changed: CheckpointLeaf[] = [];
       await forEachYielding(next.values(), (l) => {
         if (!sameLeaf(l, latest.leaves.get(l.chain))) changed.push(l);
       });
-      const payload: CheckpointPayload = { v: 3, seq: (latest.checkpoint?.seq ?? 0) + 1, at: this.clock.now(), chains: next.size, root: await headsRootYielding([...next.values()]), archived: count, ...(await this.graphHead(latest.checkpoint)) };
-      const checkpoint: StoredCheckpoint = { ...payload, jws: signer.sign(payload) };
+      const checkpoint = this.signedCheckpoint(signer, (latest.checkpoint?.seq ?? 0) + 1, next.size, await headsRootYielding([...next.values()]), count, await this.graphHead(latest.checkpoint));
       const raised = new Set(ranges.map((r) => r.chain));
       const deleted = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint, changed, raised));
       if (deleted) return { archived: true, file: options.file, checkpoint, ranges, ...deleted };

@@ -35,6 +35,23 @@ export interface ReceiptRepository {
   /** Every chain's head as the engine keeps it (the row appends lock, or on SQLite the last entry). */
   heads(): Promise<ChainHead[]>;
   /**
+   * A mark of the log as this transaction reads it, for headsMovedSince: read it before the heads in the
+   * same transaction (on PostgreSQL the snapshot, on SQLite the highest seq).
+   */
+  headsMark(): Promise<string>;
+  /**
+   * The heads of the chains that had an entry appended since `mark` (a mark of an earlier transaction;
+   * may include some that did not move), found through an index on the appends, not by reading every
+   * head: what the periodic checkpoint reads when it keeps the leaves it signed.
+   */
+  headsMovedSince(mark: string): Promise<ChainHead[]>;
+  /**
+   * Takes or renews the turn to take the periodic checkpoints for `turnMs` (by the store's clock) unless
+   * another holder's turn has not run out: one replica checkpoints per interval, another takes over when it
+   * stops renewing. True: it is `holder`'s turn.
+   */
+  claimCheckpointTurn(holder: string, turnMs: number): Promise<boolean>;
+  /**
    * The sum of every chain's head position (`heads()` summed; 0 with no chain): one aggregate in the
    * store, so a caller needing only that (the store mark, at every start) reads no head, one per key.
    */

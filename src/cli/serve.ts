@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import { createServer, isIP } from 'node:net';
+import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { maskDatabaseUrl, type WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
@@ -184,13 +186,18 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     stopped = true;
     clearTimeout(sweep);
   });
-  // A signed checkpoint over all receipt chain heads, every interval (only when a chain moved; when
-  // several replicas race for the same number, one records it and the others skip): what bounds how
-  // much of the log a rewrite can hide (README "Receipts and audit").
+  // A signed checkpoint over all receipt chain heads, every interval (only when a chain moved): what
+  // bounds how much of the log a rewrite can hide (README "Receipts and audit"). One replica at a time
+  // takes them, in its turn (renewed at each of its checkpoints, three intervals long): the others look
+  // every interval, and take over once the turn has run out (its holder stopped).
   let checkpointTimer: NodeJS.Timeout | undefined;
+  const holder = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  let inTurn: boolean | undefined;
   const checkpoint = async (): Promise<void> => {
     try {
-      await w.ctx.receipts.checkpoint();
+      const { turn } = await w.ctx.receipts.checkpointInTurn(holder, 3 * config.receiptCheckpointIntervalMs);
+      if (turn !== inTurn) say(turn ? `[writ] receipt checkpoints: this replica takes them (${holder})` : '[writ] receipt checkpoints: another replica takes them');
+      inTurn = turn;
     } catch (e) {
       say(`[writ] receipt checkpoint failed: ${(e as Error).message} (will retry)`);
     }

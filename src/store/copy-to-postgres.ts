@@ -171,7 +171,7 @@ const TABLES: TableCopy[] = [
 /** Every table the copy writes (and finds empty first), PostgreSQL's own heads included. */
 const WRITTEN = [...TABLES.map((t) => t.table), 'receipt_chains', 'graph_head'];
 /** Every table Writ's PostgreSQL migrations make (receipt_chain_head: of migration 1, dropped by 4). */
-const WRIT_TABLES = new Set([...WRITTEN, 'schema_migrations', 'lease_waiters', 'lease_waiter_keys', 'receipt_chain_head']);
+const WRIT_TABLES = new Set([...WRITTEN, 'schema_migrations', 'lease_waiters', 'lease_waiter_keys', 'receipt_chain_head', 'receipt_checkpoint_turn']);
 /** Rows per INSERT (one JSON parameter each). */
 const BATCH = 500;
 

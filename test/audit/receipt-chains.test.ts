@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { chainEntryHash, GENESIS_HASH, ReceiptLog } from '../../src/audit/index.js';
+import { KEPT_FOR_MS } from '../../src/audit/receipt-log.js';
 import { hashOf } from '../../src/audit/hash-chain.js';
 import { KeyRing } from '../../src/decision/index.js';
 import { keyRingCheckpointSigner } from '../../src/service/checkpoint-signer.js';
@@ -108,6 +109,10 @@ describe('receipt chains: one per coordination key', () => {
     expect(v).toMatchObject({ ok: false, chain: 'wp:post:1', firstBadPos: 5 });
     expect(v.problem).toMatch(/entries 5\.\.6 are missing \(the signed checkpoint says the chain reaches 6: its tail was cut\)/);
     // The next checkpoint does not sign the cut chain (that would launder it), even once the chain grows past it again.
+    // Built on the leaves it kept (nothing was appended since), it signs nothing; its whole pass (an hour on,
+    // or after a restart) refuses.
+    expect(await t.log.checkpoint()).toBeNull();
+    t.clock.advance(KEPT_FOR_MS);
     await expect(t.log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringMatching(/chain "wp:post:1" went back on checkpoint 1: its head is entry 4, the checkpoint signed entry 6/) });
     for (let i = 0; i < 3; i++) await t.log.recordIntent(intent({ resource_key: 'wp:post:1', expected_version: 10 + i }));
     await expect(t.log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringMatching(/its entry 6 is not the head the checkpoint signed/) });
@@ -142,6 +147,7 @@ describe('receipt chains: one per coordination key', () => {
     t.db.prepare("DELETE FROM receipts WHERE resource_key = 'wp:post:3'").run();
     t.db.prepare("DELETE FROM receipt_entries WHERE chain = 'wp:post:3'").run();
     expect(await t.log.verifyChain()).toMatchObject({ ok: false, chain: 'wp:post:3', firstBadPos: 1, problem: expect.stringMatching(/entries 1\.\.1 are missing/) });
+    t.clock.advance(KEPT_FOR_MS); // the whole pass (the kept leaves are built on for an hour)
     await expect(t.log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringMatching(/it has no head any more/) });
   });
 
@@ -160,6 +166,7 @@ describe('receipt chains: one per coordination key', () => {
       prev = hash;
     }
     expect(await t.log.verifyChain()).toMatchObject({ ok: false, chain: 'wp:post:2', firstBadPos: 3, problem: expect.stringMatching(/not the head the checkpoint signed/) });
+    t.clock.advance(KEPT_FOR_MS); // the whole pass (the kept leaves are built on for an hour)
     await expect(t.log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringMatching(/chain "wp:post:2" went back on checkpoint 1: its head is entry 3, the checkpoint signed entry 3 with another hash/) });
   });
 
@@ -176,7 +183,9 @@ describe('receipt chains: one per coordination key', () => {
     const v = await t.log.verifyChain();
     expect(v.ok).toBe(false);
     expect(v.problem).toMatch(problem);
-    // And nothing is ever built on it.
+    // And nothing is ever built on it (by the whole pass: the kept leaves are built on for an hour, and the
+    // stored leaves a checkpoint built on them would add to are the forged ones, which verify reports).
+    t.clock.advance(KEPT_FOR_MS);
     await expect(t.log.checkpoint({ force: true })).rejects.toMatchObject({ code: 'UNPROCESSABLE' });
   });
 });

@@ -176,6 +176,34 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     return this.sql.query<ChainHead>('SELECT chain, pos, hash FROM receipt_chains WHERE pos > 0');
   }
 
+  async headsMark(): Promise<string> {
+    const [row] = await this.sql.query<{ mark: string }>('SELECT pg_current_snapshot()::text AS mark');
+    return row!.mark;
+  }
+
+  async headsMovedSince(mark: string): Promise<ChainHead[]> {
+    // The chains of the entries appended by a transaction the mark's snapshot did not see (the index from
+    // its xmin on), then their heads by key: two statements, so no plan reads every head to join them.
+    const moved = await this.sql.query<{ chain: string }>(
+      'SELECT DISTINCT chain FROM receipt_entries WHERE xact >= pg_snapshot_xmin($1::pg_snapshot) AND NOT pg_visible_in_snapshot(xact, $1::pg_snapshot)',
+      [mark],
+    );
+    if (moved.length === 0) return [];
+    return this.sql.query<ChainHead>('SELECT chain, pos, hash FROM receipt_chains WHERE chain = ANY($1::text[]) AND pos > 0', [moved.map((m) => m.chain)]);
+  }
+
+  async claimCheckpointTurn(holder: string, turnMs: number): Promise<boolean> {
+    const rows = await this.sql.query(
+      `WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms)
+       INSERT INTO receipt_checkpoint_turn AS t (id, holder, until) SELECT 1, $1, now.ms + $2 FROM now
+       ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, until = excluded.until
+         WHERE t.holder = excluded.holder OR t.until < (SELECT ms FROM now)
+       RETURNING 1`,
+      [holder, turnMs],
+    );
+    return rows.length > 0;
+  }
+
   async headsSum(): Promise<number> {
     const [row] = await this.sql.query<{ sum: number }>('SELECT coalesce(sum(pos), 0)::bigint AS sum FROM receipt_chains');
     return row!.sum;

@@ -75,6 +75,14 @@ export class SqliteReceiptRepository implements ReceiptRepository {
           SELECT (SELECT MIN(chain) FROM receipt_entries WHERE chain > c.chain) FROM c WHERE c.chain IS NOT NULL)
         SELECT COALESCE(SUM((SELECT MAX(pos) FROM receipt_entries m WHERE m.chain = c.chain)), 0) FROM c WHERE c.chain IS NOT NULL`).pluck(),
       at: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE chain = ? AND pos = ?`),
+      // Seqs are drawn under the one writer's lock (MAX + 1), so they commit in order: the highest one read
+      // marks what a read saw, and the entries above it (the rowid's range) are what was appended since.
+      maxSeq: db.prepare('SELECT COALESCE(MAX(seq), 0) FROM receipt_entries').pluck(),
+      movedSince: db.prepare(`SELECT e.chain, e.pos, e.hash FROM (SELECT DISTINCT chain FROM receipt_entries WHERE seq > ?) c
+          JOIN receipt_entries e ON e.chain = c.chain AND e.pos = (SELECT MAX(pos) FROM receipt_entries m WHERE m.chain = c.chain)`),
+      claimTurn: db.prepare(`INSERT INTO receipt_checkpoint_turn AS t (id, holder, until) VALUES (1, @holder, @until)
+          ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, until = excluded.until WHERE t.holder = excluded.holder OR t.until < @now`),
+
       indexRow: db.prepare(`SELECT receipt_id, principal, resource_key, status, idempotency_key, request_hash, decision_id, created_at, completed_at, first_seq, last_seq
         FROM receipts WHERE receipt_id = ?`),
       namedEntries: db.prepare(`SELECT ${ENTRY_COLUMNS} FROM receipt_entries WHERE seq IN (?, ?) ORDER BY seq`),
@@ -186,6 +194,19 @@ export class SqliteReceiptRepository implements ReceiptRepository {
 
   async heads(): Promise<ChainHead[]> {
     return this.stmts.heads.all() as ChainHead[];
+  }
+
+  async headsMark(): Promise<string> {
+    return String(this.stmts.maxSeq.get() as number);
+  }
+
+  async headsMovedSince(mark: string): Promise<ChainHead[]> {
+    return this.stmts.movedSince.all(Number(mark)) as ChainHead[];
+  }
+
+  async claimCheckpointTurn(holder: string, turnMs: number): Promise<boolean> {
+    const now = Date.now();
+    return this.stmts.claimTurn.run({ holder, until: now + turnMs, now }).changes > 0;
   }
 
   async headsSum(): Promise<number> {

@@ -5,6 +5,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../../src/audit/canonical-json.js';
 import { chainEntryHash, ReceiptLog, requestHash } from '../../../src/audit/index.js';
+import { KEPT_FOR_MS } from '../../../src/audit/receipt-log.js';
 import type { ReceiptIndexRow } from '../../../src/audit/repository.js';
 import { ManualClock } from '../../../src/clock.js';
 import { KeyRing } from '../../../src/decision/index.js';
@@ -119,7 +120,7 @@ describe('receipt chains on PostgreSQL: verify detects', () => {
     await log.checkpoint();
     expect(await log.verifyChain()).toMatchObject({ ok: true, entries: 12, chains: 2, checkpoint: { seq: 1 } });
     await p.sql.query('ALTER TABLE receipt_entries DISABLE TRIGGER USER');
-    return { ...p, log };
+    return { ...p, log, clock };
   }
 
   it('a receipt moved to another key\'s chain, relinked and rehashed there', async () => {
@@ -134,7 +135,7 @@ describe('receipt chains on PostgreSQL: verify detects', () => {
   });
 
   it('a chain truncated (its newest receipt, its index row and its head row put back)', async () => {
-    const { sql, log } = await logged();
+    const { sql, log, clock } = await logged();
     const { rows: [e] } = await sql.query("SELECT * FROM receipt_entries WHERE chain = 'wp:post:1' AND pos = 4");
     await sql.query("DELETE FROM receipts WHERE receipt_id IN (SELECT receipt_id FROM receipt_entries WHERE chain = 'wp:post:1' AND pos >= 5)");
     await sql.query("DELETE FROM receipt_entries WHERE chain = 'wp:post:1' AND pos >= 5");
@@ -142,7 +143,10 @@ describe('receipt chains on PostgreSQL: verify detects', () => {
     const v = await log.verifyChain();
     expect(v).toMatchObject({ ok: false, chain: 'wp:post:1', firstBadPos: 5 });
     expect(v.problem).toMatch(/entries 5\.\.6 are missing \(the signed checkpoint says/);
-    // And the next periodic checkpoint refuses to sign the cut head (it would launder the cut).
+    // And the next periodic checkpoint refuses to sign the cut head (it would launder the cut): its whole pass,
+    // an hour on (before, built on the leaves it kept, it signs nothing: nothing was appended since).
+    expect(await log.checkpoint()).toBeNull();
+    clock.advance(KEPT_FOR_MS);
     await expect(log.checkpoint()).rejects.toMatchObject({ code: 'UNPROCESSABLE', message: expect.stringContaining('went back on checkpoint 1') });
   });
 

@@ -19,7 +19,8 @@ import { receiptDecisionIndex } from './018-receipt-decision-index.js';
 import { receiptDecisionFromOldWriters } from './019-receipt-decision-from-old-writers.js';
 import { graphEventChain } from './020-graph-event-chain.js';
 import { leaseKeysHeldUntil } from './021-lease-keys-held-until.js';
+import { receiptCheckpointTurn } from './022-receipt-checkpoint-turn.js';
 import type { Migration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath, receiptWritePath, epochBumps, receiptCheckpoints, receiptChains, walRestarts, incidentEnvironments, storeMoves, epochFloorHighest, storeMovePending, graphEventsAppendOnly, receiptDecisionIndex, receiptDecisionFromOldWriters, graphEventChain, leaseKeysHeldUntil];
+export const MIGRATIONS: readonly Migration[] = [graphEvents, replayGuard, leases, receipts, incidents, leaseAuthority, leaseWritePath, receiptWritePath, epochBumps, receiptCheckpoints, receiptChains, walRestarts, incidentEnvironments, storeMoves, epochFloorHighest, storeMovePending, graphEventsAppendOnly, receiptDecisionIndex, receiptDecisionFromOldWriters, graphEventChain, leaseKeysHeldUntil, receiptCheckpointTurn];

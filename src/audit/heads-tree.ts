@@ -1,0 +1,193 @@
+import { GENESIS_HASH } from './hash-chain.js';
+import {
+  compareChains,
+  EMPTY_ROOT,
+  HASH_BYTES,
+  leafDigest,
+  nodeDigestInto,
+  ROOT_STEP,
+  rootOf,
+  runStepsYielding,
+  upperLevelSteps,
+  type CheckpointLeaf,
+  type Steps,
+} from './checkpoint.js';
+
+/**
+ * A checkpoint's leaves and its Merkle tree (checkpoint.ts `headsRoot`), kept in memory so that the next
+ * checkpoint costs in proportion to the chains that moved, not to all chains: a leaf that changed rehashes
+ * its path to the root (about 20 hashes with a million chains); a new chain rehashes the nodes right of
+ * it (the leaves after it move one place), never the leaves. Compact: per chain its name, two numbers and
+ * three hashes' worth of bytes in shared Buffers (the head hash, the leaf hash, the nodes above), and the
+ * floor hash only for a chain with an archive floor. ReceiptLog keeps one, for the latest checkpoint it
+ * verified or signed.
+ */
+export class HeadsTree {
+  private constructor(
+    /** Chains in code-unit order. */
+    private chains: string[],
+    private pos: Float64Array,
+    /** Head hashes, HASH_BYTES each. */
+    private heads: Buffer,
+    private floorPos: Float64Array,
+    /** floor_hash of the chains whose floor is not the genesis. */
+    private readonly floorHash: Map<string, string>,
+    /** [leaf hashes, …, [root]] */
+    private levels: Buffer[],
+  ) {}
+
+  /**
+   * The tree over `leaves` (any order), with a turn of the event loop every `step` hashes; undefined when
+   * a head hash is not 64 lower-case hex digits (kept as bytes, it would not come back the same: the
+   * caller then computes roots as before, from the leaves).
+   */
+  static async build(leaves: readonly CheckpointLeaf[], step = ROOT_STEP): Promise<HeadsTree | undefined> {
+    const sorted = [...leaves].sort((a, b) => compareChains(a.chain, b.chain));
+    const tree = new HeadsTree([], new Float64Array(0), Buffer.alloc(0), new Float64Array(0), new Map(), []);
+    return (await runStepsYielding(tree.merge(sorted, step))) ? tree : undefined;
+  }
+
+  get size(): number {
+    return this.chains.length;
+  }
+
+  root(): string {
+    return this.size === 0 ? EMPTY_ROOT : rootOf(this.levels);
+  }
+
+  /** The leaf of `chain`, if the tree has one. */
+  get(chain: string): CheckpointLeaf | undefined {
+    const i = this.indexOf(chain);
+    return i < 0 ? undefined : this.leafAt(i);
+  }
+
+  /** Every leaf, in chain order. */
+  *leaves(): IterableIterator<CheckpointLeaf> {
+    for (let i = 0; i < this.size; i++) yield this.leafAt(i);
+  }
+
+  /**
+   * Puts these leaves in (a chain's new head or floor, or a new chain), with a turn of the event loop every
+   * `step` hashes. False (and the tree is unusable: drop it) when a head hash is not 64 lower-case hex digits.
+   */
+  async apply(changed: readonly CheckpointLeaf[], step = ROOT_STEP): Promise<boolean> {
+    const sorted = [...changed].sort((a, b) => compareChains(a.chain, b.chain));
+    if (sorted.some((l) => this.indexOf(l.chain) < 0)) return runStepsYielding(this.merge(sorted, step));
+    return runStepsYielding(this.update(sorted, step));
+  }
+
+  /** Bytes held outside the chain names (which are shared with nothing else: count about 2 bytes per character more, plus ~20 each). */
+  bytes(): number {
+    return this.pos.byteLength + this.floorPos.byteLength + this.heads.length + this.levels.reduce((n, l) => n + l.length, 0) + this.chains.length * 8;
+  }
+
+  private leafAt(i: number): CheckpointLeaf {
+    const chain = this.chains[i]!;
+    return { chain, pos: this.pos[i]!, hash: this.heads.toString('hex', i * HASH_BYTES, (i + 1) * HASH_BYTES), floor_pos: this.floorPos[i]!, floor_hash: this.floorHash.get(chain) ?? GENESIS_HASH };
+  }
+
+  private indexOf(chain: string): number {
+    let lo = 0;
+    let hi = this.chains.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const c = compareChains(this.chains[mid]!, chain);
+      if (c === 0) return mid;
+      if (c < 0) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return -1;
+  }
+
+  /** Stores leaf `l` at place `i` (its head hash as bytes) and its leaf hash in `level0`; false when its hash is not hex. */
+  private put(i: number, l: CheckpointLeaf, level0: Buffer): boolean {
+    if (!HEX64.test(l.hash)) return false;
+    this.chains[i] = l.chain;
+    this.pos[i] = l.pos;
+    this.heads.write(l.hash, i * HASH_BYTES, HASH_BYTES, 'hex');
+    this.floorPos[i] = l.floor_pos;
+    if (l.floor_hash === GENESIS_HASH) this.floorHash.delete(l.chain);
+    else this.floorHash.set(l.chain, l.floor_hash);
+    leafDigest(l).copy(level0, i * HASH_BYTES);
+    return true;
+  }
+
+  /** Changed leaves of chains the tree has (sorted): their leaf hashes and their paths to the root. */
+  private *update(sorted: readonly CheckpointLeaf[], step: number): Steps<boolean> {
+    let dirty: number[] = [];
+    let hashed = 0;
+    for (const l of sorted) {
+      const i = this.indexOf(l.chain);
+      if (!this.put(i, l, this.levels[0]!)) return false;
+      dirty.push(i);
+      if (++hashed % step === 0) yield;
+    }
+    let width = this.size;
+    for (let l = 1; l < this.levels.length; l++) {
+      const parents: number[] = [];
+      for (const d of dirty) {
+        const p = d >> 1;
+        if (parents[parents.length - 1] !== p) parents.push(p);
+      }
+      for (const p of parents) {
+        if (2 * p + 1 < width) {
+          nodeDigestInto(this.levels[l - 1]!, 2 * p, this.levels[l]!, p);
+          if (++hashed % step === 0) yield;
+        } else this.levels[l - 1]!.copy(this.levels[l]!, p * HASH_BYTES, 2 * p * HASH_BYTES, (2 * p + 1) * HASH_BYTES);
+      }
+      dirty = parents;
+      width = Math.ceil(width / 2);
+    }
+    return true;
+  }
+
+  /** Merges sorted leaves in (new chains, changed ones), then the levels above from the first place that changed. */
+  private *merge(sorted: readonly CheckpointLeaf[], step: number): Steps<boolean> {
+    const old = { chains: this.chains, pos: this.pos, heads: this.heads, floorPos: this.floorPos, level0: this.levels[0] ?? Buffer.alloc(0) };
+    let added = 0;
+    for (const l of sorted) if (this.indexOf(l.chain) < 0) added++;
+    const n = old.chains.length + added;
+    this.chains = new Array<string>(n);
+    this.pos = new Float64Array(n);
+    this.heads = Buffer.allocUnsafe(n * HASH_BYTES);
+    this.floorPos = new Float64Array(n);
+    const level0 = Buffer.allocUnsafe(n * HASH_BYTES);
+    let first = n;
+    let i = 0;
+    let j = 0;
+    let k = 0;
+    let hashed = 0;
+    let copied = 0;
+    while (k < n) {
+      if (j < sorted.length && (i >= old.chains.length || compareChains(sorted[j]!.chain, old.chains[i]!) <= 0)) {
+        const l = sorted[j++]!;
+        if (i < old.chains.length && old.chains[i] === l.chain) i++;
+        if (!this.put(k, l, level0)) return false;
+        if (k < first) first = k;
+        k++;
+        if (++hashed % step === 0) yield;
+        continue;
+      }
+      // The old leaves up to the next one put in, copied as one run (at most `step` at a time).
+      let end = i + 1;
+      const until = j < sorted.length ? sorted[j]!.chain : undefined;
+      while (end < old.chains.length && end - i < step && (until === undefined || compareChains(until, old.chains[end]!) > 0)) end++;
+      for (let x = i; x < end; x++) this.chains[k + x - i] = old.chains[x]!;
+      this.pos.set(old.pos.subarray(i, end), k);
+      this.floorPos.set(old.floorPos.subarray(i, end), k);
+      old.heads.copy(this.heads, k * HASH_BYTES, i * HASH_BYTES, end * HASH_BYTES);
+      old.level0.copy(level0, k * HASH_BYTES, i * HASH_BYTES, end * HASH_BYTES);
+      k += end - i;
+      copied += end - i;
+      i = end;
+      if (copied >= step) {
+        copied = 0;
+        yield;
+      }
+    }
+    this.levels = n === 0 ? [] : yield* upperLevelSteps(level0, n, first, this.levels.length > 0 ? this.levels : undefined, step);
+    return true;
+  }
+}
+
+const HEX64 = /^[0-9a-f]{64}$/;
