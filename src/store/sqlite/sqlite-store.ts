@@ -82,14 +82,12 @@ function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpoints: 
   const readTx = reader === writer ? writeTx : storeTx(reader, wal);
   let closed = false;
   // Last, when nothing more can throw (a started worker must be stopped). The worker's WAL restart is
-  // taken as durable when it sends its header, else synced at once, so that no read waits for it
-  // (checkpointer.ts); not once the store is closing. A sync that fails fails the store (WalSync):
-  // nothing to do with the rejection here. The worker reads the WAL-index header through WalSync's
-  // descriptor of `-shm`, which outlives it (closed after the connections, in close()).
-  const onWalRestart = (header: string | null) => {
-    if (!closed) wal?.restartedTo(header);
+  // synced at once, so that no read waits for it (checkpointer.ts); not once the store is closing. A
+  // sync that fails fails the store (WalSync): nothing to do with the rejection here.
+  const onWalRestart = () => {
+    if (!closed) wal?.syncNext().catch(() => {});
   };
-  const checkpointer = checkpoints ? startCheckpointer(writer, { onWalRestart, walIndexFd: wal?.walIndexDescriptor() ?? null }) : null;
+  const checkpointer = checkpoints ? startCheckpointer(writer, { onWalRestart }) : null;
   return {
     engine: 'sqlite',
     stats: group.stats,

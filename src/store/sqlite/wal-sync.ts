@@ -78,8 +78,6 @@ export class WalSync {
   private readonly header = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
   /** The WAL-index header read just before the last successful sync began: that state is durable. */
   private durableTag: string | null = null;
-  /** The header of the checkpoint worker's last WAL restart (see restartedTo). */
-  private restartTag: string | null = null;
   private inflight: { tag: string | null; done: Promise<void> } | null = null;
   private next: { done: Promise<void>; resolve: () => void; reject: (e: unknown) => void } | null = null;
   private failure: WritError | null = null;
@@ -117,27 +115,6 @@ export class WalSync {
     return n === WAL_INDEX_HEADER_BYTES ? this.header.toString('latin1') : null;
   }
 
-  /**
-   * The WAL-index header of a state as safe to read as a durable one (or null): the checkpoint worker's
-   * restart of the WAL (checkpointer.ts) when it was the only commit since the whole WAL was copied into the
-   * database file and that file synced. All that state adds to what is durable is the worker's restart
-   * counter, which nothing answers from; a crash loses at most that.
-   */
-  restartedTo(header: string | null): void {
-    if (header === null) {
-      // Not sure what it covers: sync it at once, off the event loop, long before the next request reads.
-      this.syncNext().catch(() => {});
-      return;
-    }
-    this.restartTag = header;
-  }
-
-  /** A descriptor of `-shm` (shared, closed with the last WalSync on the file), or null if it cannot be opened. */
-  walIndexDescriptor(): number | null {
-    this.changeTag();
-    return this.shmFd;
-  }
-
   /** Resolves once a sync that began after this call has completed: every commit published before it is durable. */
   syncNext(): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
@@ -158,7 +135,7 @@ export class WalSync {
   visibleIsDurable(): Promise<void> | undefined {
     if (this.failure) return Promise.reject(this.failure);
     const tag = this.changeTag();
-    if (tag !== null && (tag === this.durableTag || tag === this.restartTag)) return undefined;
+    if (tag !== null && tag === this.durableTag) return undefined;
     if (tag !== null && this.inflight && this.inflight.tag === tag) return this.inflight.done;
     return this.syncNext();
   }
