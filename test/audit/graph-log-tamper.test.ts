@@ -12,9 +12,9 @@ import type { GraphEvent } from '../../src/graph/model.js';
 import { keyRingCheckpointSigner } from '../../src/service/checkpoint-signer.js';
 import type { WritStore } from '../../src/store/contract.js';
 import { migratePostgres, openPostgresStore, POSTGRES_MIGRATIONS } from '../../src/store/postgres/index.js';
-import { MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { createTestDatabase } from '../../scripts/test-database.js';
+import { migrateSqliteTo } from '../support/sqlite-at-version.js';
 
 /**
  * Tamper evidence for the graph's event log, as an attacker with write access to the database would try
@@ -59,12 +59,7 @@ async function sqlitePlace(upTo?: number): Promise<Place & { open(): Promise<voi
   const file = join(dir, 'writ.sqlite');
   if (upTo !== undefined) {
     const db = new Database(file);
-    db.pragma('journal_mode = WAL');
-    db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
-    for (const m of MIGRATIONS.filter((x) => x.version <= upTo)) {
-      db.exec(m.sql);
-      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, 0);
-    }
+    migrateSqliteTo(db, upTo);
     db.close();
   }
   const raw = new Database(file);

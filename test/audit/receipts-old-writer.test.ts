@@ -8,9 +8,9 @@ import { canonicalJson, GENESIS_HASH, linkEntry, ReceiptLog, requestHash } from 
 import { ManualClock } from '../../src/clock.js';
 import type { WritStore } from '../../src/store/contract.js';
 import { migratePostgres, openPostgresStore, POSTGRES_MIGRATIONS } from '../../src/store/postgres/index.js';
-import { MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { createTestDatabase } from '../../scripts/test-database.js';
+import { migrateSqliteTo } from '../support/sqlite-at-version.js';
 
 /**
  * A Writ from before the receipts index named decisions (SQLite migration 18, PostgreSQL migration 10)
@@ -49,12 +49,7 @@ async function sqlitePlace(upTo?: number): Promise<Place> {
   const file = join(dir, 'writ.sqlite');
   if (upTo !== undefined) {
     const db = new Database(file);
-    db.pragma('journal_mode = WAL');
-    db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
-    for (const m of MIGRATIONS.filter((x) => x.version <= upTo)) {
-      db.exec(m.sql);
-      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, 0);
-    }
+    migrateSqliteTo(db, upTo);
     db.close();
   } else {
     await (await openSqliteStore(file, { checkpointer: false })).close();

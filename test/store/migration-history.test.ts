@@ -10,6 +10,7 @@ import { openDatabase, SQLITE_SCHEMA_VERSION } from '../../src/store/sqlite/data
 import { MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { createTestDatabase, sql } from './conformance/engines.js';
+import { migrateSqliteTo } from '../support/sqlite-at-version.js';
 
 // A store whose applied migrations are not a prefix of the code's (a database that ran a branch's
 // numbering) is refused, SCHEMA_DIVERGED, naming what is missing, unknown or renamed, and left as it was;
@@ -34,12 +35,7 @@ function sqliteFile(): string {
 function sqliteAt(upTo: number): string {
   const file = sqliteFile();
   const db = new Database(file);
-  db.pragma('journal_mode = WAL');
-  db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
-  for (const m of MIGRATIONS.filter((x) => x.version <= upTo)) {
-    db.exec(m.sql);
-    db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, 0);
-  }
+  migrateSqliteTo(db, upTo);
   db.close();
   return file;
 }
