@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { act, decideLeaseWrite } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { requireDist } from '../support/server-process.js';
 import { runWrit } from '../support/cli.js';
@@ -14,9 +14,7 @@ let h: Harness;
 const writ = (...args: string[]) => runWrit(h.dataDir, ...args);
 
 async function write(title: string, version: number) {
-  const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-  const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
-  await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title }, expected_version: version }, { decision: d.token, lease });
+  await decideLeaseWrite(h, 'seo-agent-7', { resource: 'wp:post:1024', payload: { title }, expected_version: version });
 }
 
 beforeAll(async () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { dropGuards } from '../audit/helpers.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { decideLeaseWrite } from '../support/agent.js';
 import { runWrit } from '../support/cli.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { freePort, requireDist } from '../support/server-process.js';
@@ -20,9 +20,7 @@ const dirs: string[] = [];
 beforeAll(async () => {
   requireDist();
   h = await startHarness({ upstream: true, clock: new ManualClock(Date.now()) });
-  const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-  const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
-  const ok = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'Audited' }, expected_version: 0 }, { decision: d.token, lease });
+  const { answer: ok } = await decideLeaseWrite(h, 'seo-agent-7', { resource: 'wp:post:1024', payload: { title: 'Audited' }, expected_version: 0 });
   expect(ok.status, JSON.stringify(ok.body)).toBe(201);
 }, 60_000);
 afterAll(async () => {

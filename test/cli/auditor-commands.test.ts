@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { act, decideLeaseWrite } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { requireDist } from '../support/server-process.js';
 import { runWrit } from '../support/cli.js';
@@ -20,9 +20,7 @@ beforeAll(async () => {
   requireDist();
   // A real clock reading, so the CLI (which uses the system clock) sees the same "now".
   h = await startHarness({ upstream: true, clock: new ManualClock(Date.now()) });
-  const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-  const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
-  const ok = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'Audited' }, expected_version: 0 }, { decision: d.token, lease });
+  const { answer: ok } = await decideLeaseWrite(h, 'seo-agent-7', { resource: 'wp:post:1024', payload: { title: 'Audited' }, expected_version: 0 });
   story.written = ok.body.receipt.receipt_id;
   const bad = await act(h, 'content-agent-3', { resource: 'wp:post:1024', fields: ['body'], payload: { body: 'no decision' }, expected_version: 1 }, {});
   story.refused = bad.body.receipt_id;

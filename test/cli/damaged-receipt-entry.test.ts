@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { hashOf } from '../../src/audit/hash-chain.js';
 import type { StoredEntry } from '../../src/audit/index.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { decideLeaseWrite } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { requireDist } from '../support/server-process.js';
 import { runWrit } from '../support/cli.js';
@@ -30,9 +30,7 @@ function rewriteBody(entry: StoredEntry, body: string): void {
 beforeAll(async () => {
   requireDist();
   h = await startHarness({ upstream: true, clock: new ManualClock(Date.now()) });
-  const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-  const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
-  const ok = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'Audited' }, expected_version: 0 }, { decision: d.token, lease });
+  const { answer: ok } = await decideLeaseWrite(h, 'seo-agent-7', { resource: 'wp:post:1024', payload: { title: 'Audited' }, expected_version: 0 });
   receiptId = ok.body.receipt.receipt_id;
   const intent = h.db.prepare("SELECT * FROM receipt_entries WHERE receipt_id = ? AND kind = 'intent'").get(receiptId) as StoredEntry;
   damagedSeq = intent.seq;

@@ -3,7 +3,7 @@ import { formatWhy } from '../../src/cli/format.js';
 import { ManualClock } from '../../src/clock.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { registerPrincipal, revocationOf, revokeEdge, whyReceipt } from '../../src/service/index.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { decideLeaseWrite } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { WIRE_TIME } from '../support/wire-times.js';
 
@@ -13,9 +13,7 @@ let receiptId: string;
 beforeAll(async () => {
   clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
   h = await startHarness({ upstream: true, clock });
-  const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-  const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
-  const ok = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'Audited' }, expected_version: 0 }, { decision: d.token, lease });
+  const { answer: ok } = await decideLeaseWrite(h, 'seo-agent-7', { resource: 'wp:post:1024', payload: { title: 'Audited' }, expected_version: 0 });
   receiptId = ok.body.receipt.receipt_id;
 });
 afterAll(async () => h?.close());

@@ -35,6 +35,63 @@ export async function act(
   return h.call(principal, { method: 'POST', url: '/v1/actions', headers: hdrs, payload: { action: 'update_post', ...body } });
 }
 
+/** A granted lease as POST /v1/leases answers it. */
+export type Lease = Awaited<ReturnType<typeof leaseOk>>;
+/** What POST /v1/actions answered (through `act`). */
+export type ActAnswer = Awaited<ReturnType<typeof act>>;
+
+/** One write through the gateway: `fields` defaults to the payload's own names. */
+export interface WriteRequest {
+  action?: string;
+  resource: string;
+  fields?: string[];
+  payload: Record<string, unknown>;
+  expected_version?: number;
+  environment?: string;
+}
+
+/**
+ * An allowed decision and a lease granted on it, as `principal`: `decideOk` then `leaseOk` (each checks that
+ * it was granted). `lease` is added to POST /v1/leases's body (e.g. `{ ttl_ms: 60_000 }`, `{ preempt: true }`).
+ */
+export async function decideAndLease(
+  h: Harness,
+  principal: string,
+  req: { action?: string; resource: string; fields: string[]; environment?: string; context?: Record<string, unknown> },
+  lease: Record<string, unknown> = {},
+): Promise<{ decision: { token: string; body: any }; lease: Lease }> {
+  const decision = await decideOk(h, principal, req);
+  return { decision, lease: await leaseOk(h, principal, [decision.token], lease) };
+}
+
+/**
+ * "Decide, lease, write once" as an agent does it, over app.inject: POST /v1/decisions (must allow), POST
+ * /v1/leases on that decision (must be granted), then POST /v1/actions with the decision, the lease and its
+ * fencing epochs. The write's answer is not checked here: the test says what it expects of it.
+ * `release` lets the lease go afterwards (DELETE /v1/leases/{id}, which must answer 200), for a test that
+ * writes the same key again; `idempotencyKey` is sent as Idempotency-Key.
+ */
+export async function decideLeaseWrite(
+  h: Harness,
+  principal: string,
+  write: WriteRequest,
+  options: { lease?: Record<string, unknown>; idempotencyKey?: string; release?: boolean } = {},
+): Promise<{ decision: { token: string; body: any }; lease: Lease; answer: ActAnswer }> {
+  const { action, resource, environment, payload, expected_version } = write;
+  const fields = write.fields ?? Object.keys(payload);
+  const { decision, lease } = await decideAndLease(h, principal, { resource, fields, ...(action === undefined ? {} : { action }), ...(environment === undefined ? {} : { environment }) }, options.lease);
+  const answer = await act(
+    h, principal,
+    { resource, fields, payload, ...(action === undefined ? {} : { action }), ...(expected_version === undefined ? {} : { expected_version }) },
+    { decision: decision.token, lease, ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }) },
+  );
+  if (options.release) {
+    const released = await h.call(principal, { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } });
+    expect(released.status, released.raw).toBe(200);
+  }
+  return { decision, lease, answer };
+}
+
 export async function upstreamGet(h: Harness, path: string): Promise<any> {
   const res = await fetch(`${h.upstreamUrl}${path}`);
   return res.json();
