@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { analyseImpact, createDelegation, createGrant, registerPrincipal, type DelegationInput } from '../../src/service/index.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { decideAndLease, decideLeaseWrite, decideOk } from '../support/agent.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { generateImpactGraph } from '../../bench/impact-graph.js';
@@ -25,14 +25,9 @@ const proposal = { from: 'editor-alice', to: 'publisher', reason: 'cover for the
 beforeAll(async () => {
   h = await startHarness({ upstream: true, clock: new ManualClock(Date.UTC(2026, 5, 1, 12)) });
   // seo-agent-7 writes once (a receipt) and then holds a lease on a title, taken with a decision through d-orch-seo.
-  const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-  const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
-  const w = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'x' }, expected_version: 0 }, { decision: d.token, lease });
+  const { answer: w } = await decideLeaseWrite(h, 'seo-agent-7', { resource: 'wp:post:1024', payload: { title: 'x' }, expected_version: 0 }, { release: true });
   expect(w.status).toBe(201);
-  const released = await h.call('seo-agent-7', { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } });
-  expect(released.status).toBe(200);
-  const d2 = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:7', fields: ['title'] });
-  await leaseOk(h, 'seo-agent-7', [d2.token]);
+  await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:7', fields: ['title'] });
 }, 60_000);
 afterAll(async () => h?.close());
 

@@ -6,7 +6,7 @@ import { findOpa } from '../../src/cli/opa.js';
 import { ManualClock } from '../../src/clock.js';
 import { loadCandidatePolicy } from '../../src/policy/index.js';
 import { policyImpact, recentDecisionFailures } from '../../src/service/index.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { act, decideLeaseWrite } from '../support/agent.js';
 import { BUNDLE_DIR, REPO, startHarness, type Harness } from '../support/harness.js';
 import { TWO_VALUES_FILE, TWO_VALUES_RULE } from '../support/policy-mistakes.js';
 
@@ -19,11 +19,8 @@ beforeAll(async () => {
   // No decision log: the recorded decisions are the receipts'.
   h = await startHarness({ upstream: true, clock: new ManualClock(Date.UTC(2026, 5, 1, 12)) });
   for (const version of [0, 1]) {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
-    const w = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: `v${version + 1}` }, expected_version: version }, { decision: d.token, lease });
+    const { decision: d, answer: w } = await decideLeaseWrite(h, 'seo-agent-7', { resource: 'wp:post:1024', payload: { title: `v${version + 1}` }, expected_version: version }, { release: true });
     expect(w.status).toBe(201);
-    await h.call('seo-agent-7', { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, headers: { 'writ-lease-token': lease.token } });
     decisions.push(d.body.decision_id as string);
     (h.clock as ManualClock).advance(1000);
   }
