@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { act, decideOk, leaseOk, upstreamGet } from '../support/agent.js';
+import { decideLeaseWrite, upstreamGet } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
@@ -10,11 +10,7 @@ afterEach(async () => h?.close());
 
 /** One write of `field` by editor-alice through the gateway, made from version `expected`. */
 async function write(field: string, value: string, expected: number) {
-  const d = await decideOk(h, 'editor-alice', { resource: 'wp:post:1024', fields: [field] });
-  const lease = await leaseOk(h, 'editor-alice', [d.token]);
-  const r = await act(h, 'editor-alice', { resource: 'wp:post:1024', fields: [field], payload: { [field]: value }, expected_version: expected }, { decision: d.token, lease });
-  await h.call('editor-alice', { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } });
-  return r;
+  return (await decideLeaseWrite(h, 'editor-alice', { resource: 'wp:post:1024', payload: { [field]: value }, expected_version: expected }, { release: true })).answer;
 }
 
 describe('versions are per field (the README\'s example, row by row)', () => {

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { act, decideOk, leaseOk, upstreamGet } from '../support/agent.js';
+import { act, decideLeaseWrite, decideOk, leaseOk, upstreamGet } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { parseServerTiming } from '../../src/wire/server-timing.js';
 
@@ -9,18 +9,13 @@ beforeEach(async () => {
 });
 afterEach(async () => h?.close());
 
-async function write(principal: string, fields: Record<string, unknown>, expected: number, resource = 'wp:post:1024') {
-  const names = Object.keys(fields);
-  const d = await decideOk(h, principal, { resource, fields: names });
-  const lease = await leaseOk(h, principal, [d.token]);
-  const r = await act(h, principal, { resource, fields: names, payload: fields, expected_version: expected }, { decision: d.token, lease });
-  await h.call(principal, { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } });
-  return { r, lease, decision: d };
-}
+/** One leased write of `fields` (name → value), made from version `expected`; the lease is released after it. */
+const write = (principal: string, fields: Record<string, unknown>, expected: number, resource = 'wp:post:1024') =>
+  decideLeaseWrite(h, principal, { resource, payload: fields, expected_version: expected }, { release: true });
 
 describe('the write path', () => {
   it('a write with decision, lease, fencing epoch and version goes through and leaves a COMPLETED receipt', async () => {
-    const { r, lease, decision } = await write('seo-agent-7', { title: 'Hello' }, 0);
+    const { answer: r, lease, decision } = await write('seo-agent-7', { title: 'Hello' }, 0);
     expect(r.status, JSON.stringify(r.body)).toBe(201);
     const receipt = r.body.receipt;
     expect(receipt.status).toBe('COMPLETED');
@@ -73,12 +68,12 @@ describe('the write path', () => {
     await write('editor-alice', { title: 'v1' }, 0);
     // Both read revision 1, then write the same field one after the other.
     const first = await write('editor-alice', { title: 'editor' }, 1);
-    expect(first.r.status).toBe(201);
+    expect(first.answer.status).toBe(201);
     const second = await write('seo-agent-7', { title: 'stale agent' }, 1);
-    expect(second.r.status).toBe(409);
-    expect(second.r.body.code).toBe('VERSION_CONFLICT');
+    expect(second.answer.status).toBe(409);
+    expect(second.answer.body.code).toBe('VERSION_CONFLICT');
     expect((await upstreamGet(h, '/posts/1024')).fields.title).toBe('editor');
-    const failed = await h.call('governance', { method: 'GET', url: `/v1/receipts/${second.r.body.receipt_id}` });
+    const failed = await h.call('governance', { method: 'GET', url: `/v1/receipts/${second.answer.body.receipt_id}` });
     expect(failed.body.receipt.status).toBe('FAILED');
     expect(failed.body.receipt.conflicts[0]).toMatchObject({ kind: 'version', expected: 1, actual: 2 });
   });
