@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { CONSOLE_SESSION_TTL_MS, createGrant, issueLoginToken, LOGIN_LINK_TTL_MS, revokeEdge } from '../../src/service/index.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { decideLeaseWrite, decideOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
@@ -23,9 +23,7 @@ beforeAll(async () => {
   h = await startHarness({ upstream: true, clock });
   // One receipt each for seo-agent-7 and content-agent-3.
   for (const [who, field] of [['seo-agent-7', 'title'], ['content-agent-3', 'body']] as const) {
-    const d = await decideOk(h, who, { resource: 'wp:post:5', fields: [field] });
-    const lease = await leaseOk(h, who, [d.token]);
-    const w = await act(h, who, { resource: 'wp:post:5', fields: [field], payload: { [field]: 'x' }, expected_version: 0 }, { decision: d.token, lease });
+    const { answer: w } = await decideLeaseWrite(h, who, { resource: 'wp:post:5', payload: { [field]: 'x' }, expected_version: 0 });
     expect(w.status).toBe(201);
   }
 }, 60_000);

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { decideOk, leaseOk } from '../support/agent.js';
+import { decideAndLease } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
@@ -10,8 +10,7 @@ beforeEach(async () => {
 afterEach(async () => h?.close());
 
 async function leasePost(post: number, ttlMs: number) {
-  const d = await decideOk(h, 'seo-agent-7', { resource: `wp:post:${post}`, fields: ['title'] });
-  return leaseOk(h, 'seo-agent-7', [d.token], { ttl_ms: ttlMs });
+  return (await decideAndLease(h, 'seo-agent-7', { resource: `wp:post:${post}`, fields: ['title'] }, { ttl_ms: ttlMs })).lease;
 }
 
 describe('GET /v1/leases?state=HELD', () => {

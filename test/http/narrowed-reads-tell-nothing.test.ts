@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { StoredEntry } from '../../src/audit/index.js';
 import { ManualClock } from '../../src/clock.js';
 import { dropGuards } from '../audit/helpers.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { decideLeaseWrite } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
@@ -23,9 +23,7 @@ beforeAll(async () => {
   h = await startHarness({ upstream: true, clock: new ManualClock(Date.UTC(2026, 5, 1, 12)) });
   const ids: string[] = [];
   for (const post of ['wp:post:41', 'wp:post:42']) {
-    const d = await decideOk(h, 'content-agent-3', { resource: post, fields: ['body'] });
-    const lease = await leaseOk(h, 'content-agent-3', [d.token]);
-    const w = await act(h, 'content-agent-3', { resource: post, fields: ['body'], payload: { body: 'x' }, expected_version: 0 }, { decision: d.token, lease });
+    const { answer: w } = await decideLeaseWrite(h, 'content-agent-3', { resource: post, payload: { body: 'x' }, expected_version: 0 });
     expect(w.status).toBe(201);
     ids.push(w.body.receipt.receipt_id);
   }
@@ -78,9 +76,7 @@ describe('a reader without an audit grant asking for another principal\'s receip
   });
 
   it('its own receipts and edges it still reads', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:43', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
-    const w = await act(h, 'seo-agent-7', { resource: 'wp:post:43', fields: ['title'], payload: { title: 'x' }, expected_version: 0 }, { decision: d.token, lease });
+    const { answer: w } = await decideLeaseWrite(h, 'seo-agent-7', { resource: 'wp:post:43', payload: { title: 'x' }, expected_version: 0 });
     const mine = w.body.receipt.receipt_id as string;
     expect((await seo(`/v1/receipts/${mine}`)).body.receipt.principal).toBe('seo-agent-7');
     expect((await seo(`/v1/receipts/${mine}/why`)).body.receipt.receipt_id).toBe(mine);

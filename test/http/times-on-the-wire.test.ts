@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { act, decideLeaseWrite, decideOk, leaseOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { misplacedTimes, WIRE_TIME } from '../support/wire-times.js';
 
@@ -40,9 +40,7 @@ describe('times on the wire', () => {
   });
 
   it('a receipt shows RFC 3339 times while its stored, hash-chained entries keep their ms times and still verify', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
-    const w = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'T' }, expected_version: 0 }, { decision: d.token, lease });
+    const { answer: w } = await decideLeaseWrite(h, 'seo-agent-7', { resource: 'wp:post:1024', payload: { title: 'T' }, expected_version: 0 });
     expect(w.status, w.raw).toBe(201);
     const wire = w.body.receipt;
     expect(wire.created_at).toBe(iso(T0));
