@@ -13,7 +13,7 @@ import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { copySqliteToPostgres } from '../../src/store/copy-to-postgres.js';
 import { liftStoreMove } from '../../src/store/sqlite/database.js';
 import { UpstreamRouter } from '../../src/gateway/index.js';
-import { act, decideOk, fencing, leaseOk } from '../support/agent.js';
+import { decideAndLease, decideLeaseWrite, fencing } from '../support/agent.js';
 import { REPO, startHarness, type Harness } from '../support/harness.js';
 import { createTestDatabase } from './conformance/engines.js';
 import { startServerProcess } from '../support/server-process.js';
@@ -50,14 +50,10 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
     h = await startHarness({ upstream: true, clock });
     // A recovery drill first (it raises every epoch and the floor of new keys by 10).
     await h.ctx.leases.bumpEpochs({ kind: 'BUMP', margin: 10, actor: 'test', reason: 'a recovery drill', detail: {} });
-    const first = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [first.token]);
-    const write = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'before the move' }, expected_version: 0 }, { decision: first.token, lease });
+    const { answer: write, lease } = await decideLeaseWrite(h, 'seo-agent-7', { resource: 'wp:post:1024', payload: { title: 'before the move' }, expected_version: 0 }, { release: true });
     expect(write.status, JSON.stringify(write.body)).toBe(201);
-    expect((await h.call('seo-agent-7', { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } })).status).toBe(200);
     // A lease still held at the move.
-    const second = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:7', fields: ['title'] });
-    const held = await leaseOk(h, 'seo-agent-7', [second.token], { ttl_ms: 60_000 });
+    const { lease: held } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:7', fields: ['title'] }, { ttl_ms: 60_000 });
     const spent = await h.auth('content-agent-3');
     expect((await h.call(null, { method: 'GET', url: '/v1/principals/content-agent-3', headers: spent })).status).toBe(200);
     await revokeEdge(h.ctx, GOVERNANCE_ID, 'd-orch-content', 'moved to another team');

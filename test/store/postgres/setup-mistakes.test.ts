@@ -7,7 +7,7 @@ import { isWritError, type WritError } from '../../../src/errors.js';
 import pg from 'pg';
 import { GOVERNANCE_ID } from '../../../src/graph/model.js';
 import { migratePostgres, openPostgresStore, POSTGRES_MIGRATIONS, postgresHoldsStore } from '../../../src/store/postgres/index.js';
-import { act, decideOk, leaseOk } from '../../support/agent.js';
+import { decideLeaseWrite } from '../../support/agent.js';
 import { startHarness } from '../../support/harness.js';
 import { runWrit } from '../../support/cli.js';
 import { takeEpochs } from '../../support/data-dir-epochs.js';
@@ -137,11 +137,8 @@ describe('PostgreSQL setup mistakes', () => {
 
     const h = await startHarness({ databaseUrl: url, upstream: true });
     cleanups.push(() => h.close());
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
-    const write = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'run-time role' }, expected_version: 0 }, { decision: d.token, lease });
+    const { answer: write } = await decideLeaseWrite(h, 'seo-agent-7', { resource: 'wp:post:1024', payload: { title: 'run-time role' }, expected_version: 0 }, { release: true });
     expect(write.status, JSON.stringify(write.body)).toBe(201);
-    expect((await h.call('seo-agent-7', { method: 'DELETE', url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } })).status).toBeLessThan(300);
     await h.ctx.receipts.checkpoint();
     const verified = await h.call(GOVERNANCE_ID, { method: 'GET', url: '/v1/audit/verify' });
     expect([verified.status, verified.body.ok], JSON.stringify(verified.body)).toEqual([200, true]);
