@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { act, decideOk, leaseOk, snapshot, upstreamGet } from '../support/agent.js';
+import { act, decideAndLease, decideOk, snapshot, upstreamGet } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
@@ -36,8 +36,7 @@ describe('the environment of a decision is enforced at the write', () => {
 
 describe('the fencing header carries exactly the keys the write coordinates on', () => {
   it('an extra key is refused and never reaches the upstream', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const n = lease.epochs['wp:post:1024#title'];
     const bad = await act(h, 'seo-agent-7', title('x'), { decision: d.token, lease, fencing: `wp:post:1024#title=${n}, wp:post:1024#body=999999999` });
     expect(bad.status).toBe(400);
@@ -78,8 +77,7 @@ describe('authority is re-checked where a decision or lease outlives it', () => 
   });
 
   it('renewing a lease after the holder\'s chain was revoked ends the lease', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const other = await h.call('content-agent-3', { method: 'POST', url: `/v1/leases/${lease.lease_id}/renew`, payload: { token: lease.token } });
     expect(other.body.code).toBe('LEASE_TOKEN_MISMATCH');
     await h.call('governance', { method: 'DELETE', url: '/v1/edges/d-orch-seo' });

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { act, decideOk, leaseOk, snapshot } from '../support/agent.js';
+import { act, decideAndLease, decideOk, leaseOk, snapshot } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
@@ -43,14 +43,12 @@ describe('a decision authorizes one write, and only the one it was made for', ()
     await refusedWith('seo-agent-7', { ...titleWrite, fields: ['title', 'meta_description'], payload: { title: 'x', meta_description: 'y' } }, { decision: d.token }, 403, 'DECISION_MISMATCH');
   });
   it('after expiry → DECISION_EXPIRED', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     clock.advance(30_000);
     await refusedWith('seo-agent-7', titleWrite, { decision: d.token, lease }, 403, 'DECISION_EXPIRED');
   });
   it('twice → DECISION_REPLAYED (without an idempotency key)', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const first = await act(h, 'seo-agent-7', titleWrite, { decision: d.token, lease });
     expect(first.status).toBe(201);
     await refusedWith('seo-agent-7', { ...titleWrite, expected_version: 1 }, { decision: d.token, lease }, 403, 'DECISION_REPLAYED');
@@ -68,14 +66,12 @@ describe('a decision authorizes one write, and only the one it was made for', ()
 
 describe('the authority watermark', () => {
   it('revocation race: an edge revoked between decision and write → AUTHORITY_REVOKED, upstream untouched', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     await h.call('governance', { method: 'DELETE', url: '/v1/edges/d-orch-seo', payload: { reason: 'revoked mid-flight' } });
     await refusedWith('seo-agent-7', titleWrite, { decision: d.token, lease }, 403, 'AUTHORITY_REVOKED');
   });
   it('an owner change between decision and write → OWNER_CHANGED', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     await h.call('governance', { method: 'DELETE', url: '/v1/edges/o-seo-metadata' });
     await h.call('governance', { method: 'POST', url: '/v1/ownerships', payload: { id: 'o-new', owner: 'content-control-plane', resource: 'wp:post:*', fields: ['title'], reason: 'reorg' } });
     await refusedWith('seo-agent-7', titleWrite, { decision: d.token, lease }, 409, 'OWNER_CHANGED');
@@ -97,15 +93,13 @@ describe('the authority watermark', () => {
 
 describe('fencing at the gateway', () => {
   it('a wrong token → LEASE_TOKEN_MISMATCH; a stale epoch → STALE_FENCING_EPOCH; nothing changes', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     await refusedWith('seo-agent-7', titleWrite, { decision: d.token, lease, token: 'not-the-token' }, 423, 'LEASE_TOKEN_MISMATCH');
     const epoch = lease.epochs['wp:post:1024#title']!;
     await refusedWith('seo-agent-7', titleWrite, { decision: d.token, lease, fencing: `wp:post:1024#title=${epoch - 1}` }, 409, 'STALE_FENCING_EPOCH');
   });
   it('release then re-acquire: new token, epoch + 1, the old token is refused', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const first = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease: first } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const rel = await h.call('seo-agent-7', { method: 'DELETE', url: `/v1/leases/${first.lease_id}`, payload: { token: first.token } });
     expect(rel.status).toBe(200);
     const second = await leaseOk(h, 'seo-agent-7', [d.token]);

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { hashOf } from '../../src/audit/hash-chain.js';
 import type { StoredEntry } from '../../src/audit/index.js';
 import { dropGuards } from '../audit/helpers.js';
-import { act, decideOk, leaseOk } from '../support/agent.js';
+import { act, decideLeaseWrite, decideOk, leaseOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 /**
@@ -61,9 +61,7 @@ describe.each(['sqlite', 'postgres'] as const)('%s: DECISION_REPLAYED names the 
 
   // On SQLite only (the test rewrites the file's rows): registered there alone, so that no run reports it skipped.
   if (engine === 'sqlite') it('the write\'s receipt damaged in the store: still DECISION_REPLAYED (recorded, naming nothing), not the damage', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
-    const first = await act(h, 'seo-agent-7', titleWrite, { decision: d.token, lease });
+    const { decision: d, lease, answer: first } = await decideLeaseWrite(h, 'seo-agent-7', titleWrite);
     expect(first.status, JSON.stringify(first.body)).toBe(201);
     // Its intent rewritten so that it is no longer JSON, and its chain re-hashed (test/cli/damaged-receipt-entry.test.ts).
     dropGuards(h.db);

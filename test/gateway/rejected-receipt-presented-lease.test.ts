@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatWhy } from '../../src/cli/format.js';
 import { leaseIdOfToken } from '../../src/lease/token.js';
 import { whyReceipt } from '../../src/service/index.js';
-import { act, decideOk, fencing, leaseOk } from '../support/agent.js';
+import { act, decideAndLease, decideOk, fencing, leaseOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 /**
@@ -36,8 +36,7 @@ describe.each(['sqlite', 'postgres'] as const)('%s: a REJECTED receipt records t
   }
 
   it('a stale fencing epoch: the lease presented, the epoch given, and the key\'s current epoch and holder', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const stale = Object.fromEntries(Object.entries(lease.epochs).map(([k, e]) => [k, e - 1]));
     const got = await rejected(await act(h, 'seo-agent-7', titleWrite, { decision: d.token, lease, fencing: fencing(stale) }), 409, 'STALE_FENCING_EPOCH');
     const p = got.body.receipt.presented_lease;
@@ -56,8 +55,7 @@ describe.each(['sqlite', 'postgres'] as const)('%s: a REJECTED receipt records t
   });
 
   it('a token that is not the holder\'s: the lease named by Writ-Lease-Id and the one the token names, neither the token nor its hash', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const other = randomBytes(32).toString('base64url');
     const got = await rejected(await act(h, 'seo-agent-7', titleWrite, { decision: d.token, lease, token: other }), 423, 'LEASE_TOKEN_MISMATCH');
     const p = got.body.receipt.presented_lease;
@@ -78,8 +76,7 @@ describe.each(['sqlite', 'postgres'] as const)('%s: a REJECTED receipt records t
   });
 
   it('a lease token sent as Writ-Fencing-Epoch (headers mixed up) is neither in the refusal nor in its receipt', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const r = await act(h, 'seo-agent-7', titleWrite, { decision: d.token, lease, fencing: lease.token });
     expect(r.status, JSON.stringify(r.body)).toBe(400);
     expect(r.body.code).toBe('MALFORMED_REQUEST');
@@ -93,8 +90,7 @@ describe.each(['sqlite', 'postgres'] as const)('%s: a REJECTED receipt records t
 
   it('a lease preempted during an incident: the holder\'s old lease and epoch against the commander\'s hold', async () => {
     const release = { action: 'deploy', resource: 'deploy:site:www', fields: [] as string[] };
-    const rd = await decideOk(h, 'release-controller', release);
-    const held = await leaseOk(h, 'release-controller', [rd.token]);
+    const { decision: rd, lease: held } = await decideAndLease(h, 'release-controller', release);
     const n = held.epochs['deploy:site:www']!;
     const id = await decideOk(h, 'incident-commander', { action: 'declare_incident', resource: 'incident:inc-1', fields: [] });
     expect((await h.call('incident-commander', { method: 'POST', url: '/v1/incidents', payload: { id: 'inc-1', reason: 'checkout is down', decision: id.token } })).status).toBe(201);

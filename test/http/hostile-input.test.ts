@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApprovalAssertion } from '../../src/sdk/assertion.js';
-import { act, decideOk, leaseOk, upstreamGet } from '../support/agent.js';
+import { act, decideAndLease, decideOk, upstreamGet } from '../support/agent.js';
 import { fixtureKey, startHarness, type Harness } from '../support/harness.js';
 import { durableState } from '../support/state.js';
 
@@ -139,8 +139,7 @@ describe('integers past 2^53 − 1 are refused before anything is spent', () => 
   // 1e308 and 2^53 + 1 pass `integer`; an expected_version of either went upstream as another number
   // (502, a FAILED receipt) and spent the decision, so the corrected retry was DECISION_REPLAYED.
   it.each([[1e308, 'wp:post:79'], [2 ** 53 + 1, 'wp:post:80']])('expected_version %d is 400 MALFORMED_REQUEST; the same decision then writes', async (version, resource) => {
-    const d = await decideOk(h, 'seo-agent-7', { resource, fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource, fields: ['title'] });
     const upstreamBefore = await upstreamGet(h, '/writes');
     const r = await act(h, 'seo-agent-7', { resource, fields: ['title'], payload: { title: 'x' }, expected_version: version }, { decision: d.token, lease });
     expect(r.status, r.raw).toBe(400);
@@ -157,8 +156,7 @@ describe('integers past 2^53 − 1 are refused before anything is spent', () => 
 
 describe('JWS segments must be canonical base64url', () => {
   it('a decision whose signature differs only in unused bits is DECISION_INVALID and nothing is forwarded; the genuine one then writes', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:77', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:77', fields: ['title'] });
     const forged = withSignature(d.token, nonCanonical);
     const upstreamBefore = await upstreamGet(h, '/writes');
     const before = await durableState(h);
