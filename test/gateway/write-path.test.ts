@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { act, decideLeaseWrite, decideOk, leaseOk, upstreamGet } from '../support/agent.js';
+import { act, decideAndLease, decideLeaseWrite, decideOk, leaseOk, upstreamGet } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { parseServerTiming } from '../../src/wire/server-timing.js';
 
@@ -79,8 +79,7 @@ describe('the write path', () => {
   });
 
   it('a resource that needs a version refuses a write without one (VERSION_REQUIRED)', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const r = await act(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'x' } }, { decision: d.token, lease });
     expect(r.status).toBe(428);
     expect(r.body.code).toBe('VERSION_REQUIRED');
@@ -101,8 +100,7 @@ describe('the write path', () => {
   });
 
   it('idempotency: the same key and request returns the first receipt without a second upstream write; another request is refused', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { decision: d, lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const body = { resource: 'wp:post:1024', fields: ['title'], payload: { title: 'once' }, expected_version: 0 };
     const first = await act(h, 'seo-agent-7', body, { decision: d.token, lease, idempotencyKey: 'k-1' });
     expect(first.status).toBe(201);

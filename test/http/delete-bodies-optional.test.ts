@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RecordedGraphEvent } from '../../src/graph/model.js';
-import { decideOk, leaseOk } from '../support/agent.js';
+import { decideAndLease, decideOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
@@ -58,8 +58,7 @@ describe('every DELETE takes an optional body', () => {
   });
 
   it('releasing a lease takes its token in the body or the Writ-Lease-Token header; without either it is refused and the lease stays', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token]);
+    const { lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
     const missing = await h.call('seo-agent-7', { method: 'DELETE', url: `/v1/leases/${lease.lease_id}` });
     expect(missing.status).toBe(400);
     expect(missing.body.code).toBe('MALFORMED_REQUEST');

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { act, decideLeaseWrite, decideOk, leaseOk } from '../support/agent.js';
+import { act, decideAndLease, decideLeaseWrite, decideOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { misplacedTimes, WIRE_TIME } from '../support/wire-times.js';
 
@@ -74,8 +74,7 @@ describe('times on the wire', () => {
   });
 
   it('RESOURCE_BUSY names when the holder\'s lease expires, and LEASE_EXPIRED when the lease expired, as RFC 3339', async () => {
-    const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-    const lease = await leaseOk(h, 'seo-agent-7', [d.token], { ttl_ms: 5_000 });
+    const { lease } = await decideAndLease(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] }, { ttl_ms: 5_000 });
     await h.call('governance', { method: 'POST', url: '/v1/delegations', payload: { id: 'd-content-title', from: 'orchestrator', to: 'content-agent-3', reason: 'test', max_depth: 0, scope: { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 } } });
     const other = await decideOk(h, 'content-agent-3', { resource: 'wp:post:1024', fields: ['title'] });
     const busy = await h.call('content-agent-3', { method: 'POST', url: '/v1/leases', payload: { decisions: [other.token] } });
