@@ -71,17 +71,21 @@ describe.each(ENGINES)('an acquisition whose lease stream closed while it waited
     for (const c of cleanups.splice(0).reverse()) await c();
   });
 
+  /** Editor-alice holds the title of `post` (30 s); seo-agent-7 has a decision to wait for it. With the count of withdrawn acquisitions before. */
+  async function aliceHoldsSeoWaits(post: number) {
+    const key = `wp:post:${post}#title`;
+    const alice = new WritClient({ baseUrl: server.url, principal: ALICE, privateJwk: fixtureKey(ALICE) });
+    const seo = new WritClient({ baseUrl: server.url, principal: SEO, privateJwk: fixtureKey(SEO) });
+    const decide = async (c: WritClient) => (await c.decide({ action: 'update_post', resource: `wp:post:${post}`, environment: 'production', fields: ['title'] })).token!;
+    const [aliceDecision, seoDecision] = [await decide(alice), await decide(seo)];
+    const withdrawnBefore = await abandonedCount(server.url, 'withdrawn');
+    const held = await alice.acquireLease([aliceDecision], { ttlMs: 30_000 });
+    return { key, alice, seo, aliceDecision, seoDecision, withdrawnBefore, held };
+  }
+
   for (const withToken of [false, true]) {
     it(`${withToken ? 'with' : 'without'} the caller's token: leaves the queue when the client goes; the holder's release serves the next acquirer at once${withToken ? ', and the caller asking again with its token gets the key' : ''}`, { timeout: 60_000 }, async () => {
-      const post = withToken ? 8_802 : 8_801;
-      const key = `wp:post:${post}#title`;
-      const alice = new WritClient({ baseUrl: server.url, principal: ALICE, privateJwk: fixtureKey(ALICE) });
-      const seo = new WritClient({ baseUrl: server.url, principal: SEO, privateJwk: fixtureKey(SEO) });
-      const decide = async (c: WritClient) => (await c.decide({ action: 'update_post', resource: `wp:post:${post}`, environment: 'production', fields: ['title'] })).token!;
-      const [aliceDecision, seoDecision] = [await decide(alice), await decide(seo)];
-      const withdrawnBefore = await abandonedCount(server.url, 'withdrawn');
-
-      const held = await alice.acquireLease([aliceDecision], { ttlMs: 30_000 });
+      const { key, alice, seo, aliceDecision, seoDecision, withdrawnBefore, held } = await aliceHoldsSeoWaits(withToken ? 8_802 : 8_801);
       // A raw client: an acquire that waits behind Alice, then the socket is cut without a close frame.
       const ws = new WebSocket(`${server.url.replace(/^http/, 'ws')}/v1/leases/stream`, { headers: await authorized(SEO), perMessageDeflate: false });
       ws.on('error', () => undefined);
@@ -118,14 +122,7 @@ describe.each(ENGINES)('an acquisition whose lease stream closed while it waited
   }
 
   it('the same for POST /v1/leases with wait_ms whose client drops the connection: it leaves the queue, and the next acquirer has the key at once', { timeout: 60_000 }, async () => {
-    const post = 8_803;
-    const key = `wp:post:${post}#title`;
-    const alice = new WritClient({ baseUrl: server.url, principal: ALICE, privateJwk: fixtureKey(ALICE) });
-    const seo = new WritClient({ baseUrl: server.url, principal: SEO, privateJwk: fixtureKey(SEO) });
-    const decide = async (c: WritClient) => (await c.decide({ action: 'update_post', resource: `wp:post:${post}`, environment: 'production', fields: ['title'] })).token!;
-    const [aliceDecision, seoDecision] = [await decide(alice), await decide(seo)];
-    const withdrawnBefore = await abandonedCount(server.url, 'withdrawn');
-    const held = await alice.acquireLease([aliceDecision], { ttlMs: 30_000 });
+    const { key, alice, aliceDecision, seoDecision, withdrawnBefore, held } = await aliceHoldsSeoWaits(8_803);
     const cut = new AbortController();
     const waiting = fetch(`${server.url}/v1/leases`, {
       method: 'POST', signal: cut.signal,
