@@ -10,7 +10,7 @@ import { LeaseManager } from '../../src/lease/index.js';
 import { acquireLeases, type AbandonedAcquisition, type WritContext } from '../../src/service/index.js';
 import type { StoreTx } from '../../src/store/contract.js';
 import { newLeaseToken } from '../../src/sdk/index.js';
-import { decideOk, leaseOk } from '../support/agent.js';
+import { decideAndLease, decideOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 const SEO = 'seo-agent-7';
@@ -38,11 +38,22 @@ function observed(harness: Harness, afterCommit: () => void = () => {}): { ctx: 
   return { ctx, told };
 }
 
+/** Editor-alice's lease on KEY, decided and granted. */
+const aliceLease = async (harness: Harness) => (await decideAndLease(harness, ALICE, { resource: 'wp:post:77', fields: ['title'] })).lease;
+
+/** The grant made to race the close: `observed` with a caller that goes as soon as a write through its `ctx` commits (the grant), and seo-agent-7's decision on KEY. */
+async function callerGoesAtGrant(harness: Harness) {
+  const gone = new AbortController();
+  const { ctx, told } = observed(harness, () => gone.abort());
+  const seoDecision = (await decideOk(harness, SEO, { resource: 'wp:post:77', fields: ['title'] })).token;
+  return { ctx, told, callerGone: gone.signal, seoDecision };
+}
+
 describe.each(['sqlite', 'postgres'] as const)('an acquisition whose caller went away, on %s', (engine) => {
   it('waiting in the queue: leaves it when the caller goes and takes nothing; the holder\'s release serves the next one', async () => {
     h = await startHarness({ engine });
     const { ctx, told } = observed(h);
-    const alice = await leaseOk(h, ALICE, [(await decideOk(h, ALICE, { resource: 'wp:post:77', fields: ['title'] })).token]);
+    const alice = await aliceLease(h);
     const gone = new AbortController();
     const seoDecision = (await decideOk(h, SEO, { resource: 'wp:post:77', fields: ['title'] })).token;
     const waiting = acquireLeases(ctx, SEO, { decisions: [seoDecision], wait_ms: 30_000 }, { callerGone: gone.signal }).catch((e: unknown) => e);
@@ -56,32 +67,28 @@ describe.each(['sqlite', 'postgres'] as const)('an acquisition whose caller went
     expect(told).toEqual([{ outcome: 'withdrawn', principal: SEO, keys: [KEY], lease_id: null }]);
     const released = await h.call(ALICE, { method: 'DELETE', url: `/v1/leases/${alice.lease_id}`, payload: { token: alice.token } });
     expect(released.status).toBe(200);
-    const next = await leaseOk(h, ALICE, [(await decideOk(h, ALICE, { resource: 'wp:post:77', fields: ['title'] })).token]);
+    const next = await aliceLease(h);
     expect(next.epochs[KEY]).toBe(alice.epochs[KEY]! + 1);
   });
 
   it('granted as the caller went, with a token Writ made: released at once, and its epoch is never reused', async () => {
     h = await startHarness({ engine });
-    const gone = new AbortController();
-    const { ctx, told } = observed(h, () => gone.abort());
-    const seoDecision = (await decideOk(h, SEO, { resource: 'wp:post:77', fields: ['title'] })).token;
-    const ghost = await acquireLeases(ctx, SEO, { decisions: [seoDecision], ttl_ms: 30_000 }, { callerGone: gone.signal });
+    const { ctx, told, callerGone, seoDecision } = await callerGoesAtGrant(h);
+    const ghost = await acquireLeases(ctx, SEO, { decisions: [seoDecision], ttl_ms: 30_000 }, { callerGone });
     expect(told).toEqual([{ outcome: 'released', principal: SEO, keys: [KEY], lease_id: ghost.lease_id }]);
     const record = await h.ctx.leases.describe(KEY);
     expect(record?.holderIdentity ?? null).toBeNull();
     expect((await h.ctx.leases.history({ leaseId: ghost.lease_id })).map((e) => e.event)).toEqual(['ACQUIRE', 'RELEASE']);
     // The next holder gets the next epoch, as after any release.
-    const next = await leaseOk(h, ALICE, [(await decideOk(h, ALICE, { resource: 'wp:post:77', fields: ['title'] })).token]);
+    const next = await aliceLease(h);
     expect(next.epochs[KEY]).toBe(ghost.epochs[KEY]! + 1);
   });
 
   it('granted as the caller went, with the caller\'s own token: kept, and the caller claims it by asking again with that token', async () => {
     h = await startHarness({ engine });
-    const gone = new AbortController();
-    const { ctx, told } = observed(h, () => gone.abort());
-    const seoDecision = (await decideOk(h, SEO, { resource: 'wp:post:77', fields: ['title'] })).token;
+    const { ctx, told, callerGone, seoDecision } = await callerGoesAtGrant(h);
     const token = newLeaseToken();
-    const ghost = await acquireLeases(ctx, SEO, { decisions: [seoDecision], ttl_ms: 30_000, token }, { callerGone: gone.signal });
+    const ghost = await acquireLeases(ctx, SEO, { decisions: [seoDecision], ttl_ms: 30_000, token }, { callerGone });
     expect(told).toEqual([{ outcome: 'kept_for_replay', principal: SEO, keys: [KEY], lease_id: ghost.lease_id }]);
     expect((await h.ctx.leases.describe(KEY))?.holderIdentity).toBe(SEO);
     const claimed = await h.call(SEO, { method: 'POST', url: '/v1/leases', payload: { decisions: [seoDecision], ttl_ms: 30_000, token } });
