@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { act, decideOk, leaseOk, snapshot } from '../support/agent.js';
+import { act, decideAndLease, decideOk, leaseOk, snapshot } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
@@ -18,8 +18,7 @@ async function declareIncident(id: string) {
 
 describe('preemption during an incident', () => {
   it('the incident commander takes over the release lease; the epoch moves on and the old holder is fenced out', async () => {
-    const rd = await decideOk(h, 'release-controller', release);
-    const held = await leaseOk(h, 'release-controller', [rd.token]);
+    const { decision: rd, lease: held } = await decideAndLease(h, 'release-controller', release);
     const n = held.epochs['deploy:site:www']!;
 
     const cd = await decideOk(h, 'incident-commander', release);
@@ -54,8 +53,7 @@ describe('preemption during an incident', () => {
 
 describe('conflict domains', () => {
   it('a canonical template edit and a bulk canonical edit of one site are different keys but coordinate through its SEO_METADATA domain', async () => {
-    const template = await decideOk(h, 'seo-control-plane', { action: 'update_template', resource: 'site:example.com:template:canonical', fields: [] });
-    const held = await leaseOk(h, 'seo-control-plane', [template.token]);
+    const { lease: held } = await decideAndLease(h, 'seo-control-plane', { action: 'update_template', resource: 'site:example.com:template:canonical', fields: [] });
     expect(held.keys).toEqual(['domain:SEO_METADATA:example.com', 'site:example.com:template:canonical']);
     const bulk = await decideOk(h, 'seo-control-plane', { action: 'bulk_update_canonical', resource: 'site:example.com:canonical-bulk', fields: [] });
     const busy = await h.call('seo-control-plane', { method: 'POST', url: '/v1/leases', payload: { decisions: [bulk.token], ttl_ms: 10_000 } });
@@ -73,8 +71,7 @@ describe('conflict domains', () => {
   });
 
   it('a domain is scoped per site: canonical work on site:other.org runs while example.com is held', async () => {
-    const template = await decideOk(h, 'seo-control-plane', { action: 'update_template', resource: 'site:example.com:template:canonical', fields: [] });
-    await leaseOk(h, 'seo-control-plane', [template.token]);
+    await decideAndLease(h, 'seo-control-plane', { action: 'update_template', resource: 'site:example.com:template:canonical', fields: [] });
     const other = await decideOk(h, 'seo-control-plane', { action: 'bulk_update_canonical', resource: 'site:other.org:canonical-bulk', fields: [] });
     expect(other.body.obligations.conflict_domain).toBe('SEO_METADATA:other.org');
     const held = await leaseOk(h, 'seo-control-plane', [other.token]);
