@@ -22,7 +22,9 @@ beforeAll(async () => {
   // A real clock reading, so the CLI (which uses the system clock) sees the same "now".
   h = await startHarness({ upstream: true, clock: new ManualClock(Date.now()), config: { decisionLog: { ...loadConfig({}, {}).decisionLog, file: join(work, 'decisions.jsonl') } } });
   const d = await decideOk(h, 'seo-agent-7', { resource: 'wp:post:1024', fields: ['title'] });
-  await leaseOk(h, 'seo-agent-7', [d.token]);
+  // The CLI reads the lease by the system clock: the longest lease, so a slow run (88 s into this file under load)
+  // still finds it held, where the default 10 s had it lapse before the last command ran.
+  await leaseOk(h, 'seo-agent-7', [d.token], { ttl_ms: 300_000 });
   await h.ctx.decisionLog.flush();
 }, 60_000);
 afterAll(async () => {
