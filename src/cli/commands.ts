@@ -921,7 +921,7 @@ export const COMMANDS: Command[] = [
       try {
         const b = await backupSqliteStore(db, positionals[0]!);
         print(b, values.json, () =>
-          `backed up ${config.dbFile} to ${b.file}: ${b.bytes} bytes, schema ${b.schema_version}, receipt head seq ${b.receipt_head.seq} (hash ${b.receipt_head.hash ?? '—: no entries'}), graph revision ${b.graph_revision}, ${b.lease_keys} lease keys (highest epoch ${b.max_epoch})`);
+          `backed up ${config.dbFile} to ${b.file}: ${b.bytes} bytes, schema ${b.schema_version}, receipt head seq ${b.receipt_head.seq} (hash ${b.receipt_head.hash ?? '—: no entries'}), ${graphHeadText(b.graph_revision, b.graph_head)}, ${b.lease_keys} lease keys (highest epoch ${b.max_epoch})`);
         return 0;
       } finally {
         db.close();
@@ -1128,6 +1128,15 @@ function operator(): string {
   }
 }
 
+/** "graph revision 12 (hash …)": a store's graph log, its newest revision and the head of its hash chain. */
+function graphHeadText(revision: number, head: { revision: number; hash: string } | null): string {
+  if (head === null) return `graph revision ${revision} (not hashed: a store from before the graph log's hash chain)`;
+  if (revision === 0) return 'graph revision 0 (no events)';
+  return head.revision === revision
+    ? `graph revision ${revision} (hash ${head.hash})`
+    : `graph revision ${revision}, hashed through ${head.revision} (hash ${head.hash}; the ${revision - head.revision} after it appended by a Writ from before the chain)`;
+}
+
 function formatBump(b: EpochBump): string {
   return b.kind === 'RESTORE' ? formatRestore(b) : `#${b.seq} ${toWireTime(b.at)} BUMP by ${b.actor}: epochs +${b.margin} on ${b.keys} keys, floor ${b.floor}, ${b.leases_ended} leases ended (${b.reason})`;
 }
@@ -1136,5 +1145,9 @@ function formatRestore(b: EpochBump): string {
   const head = b.detail.backup_receipt_head as { seq?: number; hash?: string | null } | undefined;
   const seq = head?.seq ?? 0;
   const held = seq === 0 ? 'the backup held no receipt entries' : `the backup held the receipt log up to entry seq ${seq} (hash ${head?.hash ?? '—'})`;
-  return `#${b.seq} ${toWireTime(b.at)} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
+  // Restores recorded before the graph head was: their detail has the revision alone.
+  const graph = typeof b.detail.backup_graph_revision === 'number' && b.detail.backup_graph_head !== undefined
+    ? ` and the ${graphHeadText(b.detail.backup_graph_revision, b.detail.backup_graph_head as { revision: number; hash: string } | null)}`
+    : '';
+  return `#${b.seq} ${toWireTime(b.at)} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}${graph}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
 }

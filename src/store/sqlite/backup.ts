@@ -14,6 +14,13 @@ export interface BackupSummary {
   /** The newest receipt entry in the copy (its store-wide seq and hash): what the copy holds of the log ends there. */
   receipt_head: { seq: number; hash: string | null };
   graph_revision: number;
+  /**
+   * The graph log's hash chain head in the copy: its newest hashed event (revision and hash, what `writ
+   * audit verify` and a signed checkpoint name; 0 and the genesis hash when none is). Below
+   * `graph_revision` when a Writ from before the chain appended events not hashed yet; null when the copy
+   * is from before the chain (SQLite migration 20: a restore hashes it when it migrates the copy).
+   */
+  graph_head: { revision: number; hash: string } | null;
   lease_keys: number;
   /** The highest fencing epoch in the copy (0 when no key was ever leased). */
   max_epoch: number;
@@ -207,6 +214,7 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
             backup_file: backupFile,
             backup_receipt_head: from.receipt_head,
             backup_graph_revision: from.graph_revision,
+            backup_graph_head: from.graph_head,
             backup_max_epoch: from.max_epoch,
             backup_schema_version: from.schema_version,
             ...(replaced === null ? {} : { replaced_file_kept_at: previous, replaced_max_epoch: replaced.max_epoch, replaced_floor: replaced.floor, replaced_bumps_carried: replaced.bumps_carried }),
@@ -510,7 +518,8 @@ export function summarize(file: string): BackupSummary {
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
     const schema = schemaKnown(db, file);
-    return { file, bytes: statSync(file).size, schema_version: schema, ...storeHeads(db) };
+    const heads = storeHeads(db);
+    return { file, bytes: statSync(file).size, schema_version: schema, receipt_head: heads.receipt_head, graph_revision: heads.graph_revision, graph_head: graphChainHead(db), lease_keys: heads.lease_keys, max_epoch: heads.max_epoch };
   } finally {
     db.close();
   }
@@ -526,6 +535,11 @@ export function storeHeads(db: SqliteDatabase): Pick<BackupSummary, 'receipt_hea
     lease_keys: keys?.n ?? 0,
     max_epoch: keys?.max ?? 0,
   };
+}
+
+/** The graph log's hash chain head (newest hashed revision and its hash), or null in a file from before the chain (no graph_chain_head table). */
+function graphChainHead(db: SqliteDatabase): BackupSummary['graph_head'] {
+  return firstRow<{ revision: number; hash: string }>(db, 'SELECT revision, hash FROM graph_chain_head') ?? null;
 }
 
 /** The first row of `sql`, or undefined (also when it names a table of a later migration, absent in an older backup). */
