@@ -5,6 +5,8 @@ import { WritError } from '../../errors.js';
 import { checkEpochBump, type EpochBump } from '../../lease/index.js';
 import { makeDataDirectory, openDatabase, sqliteDamage, SQLITE_SCHEMA_VERSION, storeDamagedError, syncFile, type SqliteDatabase } from './database.js';
 import { openSqliteStore } from './sqlite-store.js';
+import { MIGRATIONS } from './migrations/index.js';
+import { refuseDivergedHistory, type MigrationRecord } from '../migration-history.js';
 
 /** What a backup holds, read from the copy itself once it is complete. */
 export interface BackupSummary {
@@ -498,6 +500,11 @@ async function copyChecked(backupFile: string, to: string): Promise<BackupSummar
     if (!copy.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get()) {
       throw new WritError('UNPROCESSABLE', `${backupFile} is not a Writ store (it has no schema_migrations table)`);
     }
+    // Judged here, naming the backup: migrating the copy would refuse it as "the SQLite store", which reads as the data directory's.
+    refuseDivergedHistory(`backup ${backupFile}`, copy.prepare('SELECT version, name FROM schema_migrations').all() as MigrationRecord[], MIGRATIONS, {
+      file: backupFile,
+      remedy: 'restore it with the Writ that migrated it, or restore a backup taken by a Writ whose migrations are numbered as this one\'s',
+    });
   } finally {
     copy.close();
   }
