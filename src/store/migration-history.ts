@@ -39,12 +39,12 @@ export function refuseDivergedHistory(store: string, recorded: readonly Migratio
     'SCHEMA_DIVERGED',
     `the ${store}'s applied migrations are not this Writ's: ${what.join('; ')}. A Writ whose migrations are numbered otherwise (a build of another branch, or a fork) migrated it, and migrating it on would skip or misapply a schema change: ${refused.remedy ?? 'start the Writ that migrated it, or put back a backup of the store taken before that Writ ran and start this one on it'}; nothing was changed`,
     {
-      ...(refused.file !== undefined ? { file: refused.file } : {}),
       schema_version: recordedMax,
       known_version: knownMax,
       missing: missing.map((m) => m.version),
       unknown: unknown.map((m) => m.version),
       renamed,
+      ...(refused.file !== undefined ? { file: refused.file } : {}),
     },
   );
 }
