@@ -87,7 +87,8 @@ export interface SignedGraphHead {
  * Checks the graph log as its rows are fed in revision order, in as many parts as the caller likes:
  * revisions consecutive from 1, each hash the recomputed one over the previous, no hashed row after an
  * unhashed one, the signed head passed through with its hash; at the end, the kept head (read before
- * the walk) and the signed head reached.
+ * the walk) and the signed head reached. `requireHashes` (WRIT_GRAPH_REQUIRE_HASHES, once no Writ from
+ * before the chain runs): an unhashed event is a break too.
  */
 export class GraphLogWalk {
   private prev = GENESIS_HASH;
@@ -101,6 +102,7 @@ export class GraphLogWalk {
   constructor(
     private readonly kept: GraphChainHead,
     private readonly signed?: SignedGraphHead,
+    private readonly requireHashes = false,
   ) {}
 
   /** False once a break was found (feed no more). */
@@ -115,6 +117,10 @@ export class GraphLogWalk {
       }
       this.expected += 1;
       if (r.hash === null) {
+        if (this.requireHashes) {
+          this.bad = { revision: r.revision, problem: `graph event ${r.revision} has no hash, and every event must have one (WRIT_GRAPH_REQUIRE_HASHES): a Writ from before the graph log's hash chain appended it (a replica not upgraded), or its hash was removed` };
+          return false;
+        }
         this.unhashedFrom ??= r.revision;
         continue;
       }
@@ -159,12 +165,12 @@ const span = (from: number, to: number) => (from === to ? `graph event ${from} i
 /** Rows read per step of the graph log's verification. */
 export const GRAPH_VERIFY_CHUNK = 1_000;
 
-/** Walks the whole graph log in chunks (bounded memory), pausing between them. */
-export async function verifyGraphLog(read: <T>(f: (g: GraphLogChain) => Promise<T>) => Promise<T>, signed: SignedGraphHead | undefined, pause: () => Promise<void>): Promise<GraphLogVerdict> {
+/** Walks the whole graph log in chunks (bounded memory), pausing between them; `requireHashes`: GraphLogWalk's. */
+export async function verifyGraphLog(read: <T>(f: (g: GraphLogChain) => Promise<T>) => Promise<T>, signed: SignedGraphHead | undefined, pause: () => Promise<void>, requireHashes = false): Promise<GraphLogVerdict> {
   for (let attempt = 0; ; attempt++) {
     // The kept head before the rows: they are written together, so the walk sees at least this much.
     const kept = await read((g) => g.chainHead());
-    const walk = new GraphLogWalk(kept, signed);
+    const walk = new GraphLogWalk(kept, signed, requireHashes);
     let after = 0;
     for (;;) {
       const rows = await read((g) => g.rowsAfter(after, GRAPH_VERIFY_CHUNK));

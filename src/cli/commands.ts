@@ -250,6 +250,7 @@ function receiptsToVerify(w: OpenedWrit, jwksFile: string | undefined): ReceiptL
   return new ReceiptLog({
     store: w.ctx.store,
     clock: w.ctx.clock,
+    requireGraphHashes: w.ctx.config.graphRequireHashes,
     checkpoints: {
       sign: () => {
         throw new WritError('INTERNAL', 'writ audit verify --jwks signs nothing');
