@@ -184,3 +184,66 @@ export async function verifyGraphLog(read: <T>(f: (g: GraphLogChain) => Promise<
     if (verdict.ok || !walk.hashAfterUnhashed || attempt > 0) return verdict;
   }
 }
+
+/** One graph event as `GET /v1/graph/events` answers it, `at` in ms: what an auditor holds without the database. */
+export interface GraphEventLink {
+  revision: number;
+  at: number;
+  actor: string;
+  type: string;
+  payload: string;
+  prev_hash: string | null;
+  hash: string | null;
+}
+
+/** The verdict on a run of graph events checked offline (`writ audit verify --graph-events`). */
+export interface GraphEventsVerdict {
+  ok: boolean;
+  /** Hashed events found sound. */
+  events: number;
+  /** The revisions the run spans (0 and 0 when empty). */
+  first: number;
+  last: number;
+  /** Events at its end not hashed yet (appended by a Writ from before the chain). */
+  unhashed: number;
+  /** The signed head checked: every event from `first` up to its revision is the one it signed. */
+  signed?: { revision: number; hash: string };
+  firstBadRevision?: number;
+  problem?: string;
+}
+
+/**
+ * Checks a run of consecutive graph events from their answer alone: each hash recomputes (graphEventHash)
+ * over the event before's hash, each `prev_hash` is that hash (64 zeros before revision 1), no hashed event
+ * follows an unhashed one, and the event at `signed.revision` (a checkpoint's graph_revision, which the run
+ * must hold) has `signed.hash`. The run's first `prev_hash` is taken as given: only a signed head in the
+ * run, or a first event at revision 1, anchors it.
+ */
+export function verifyGraphEvents(events: readonly GraphEventLink[], signed?: { revision: number; hash: string }): GraphEventsVerdict {
+  const first = events[0]?.revision ?? 0;
+  const last = events[events.length - 1]?.revision ?? 0;
+  let sound = 0;
+  let unhashedFrom: number | undefined;
+  let prev: string | null = events[0]?.revision === 1 ? GENESIS_HASH : (events[0]?.prev_hash ?? null);
+  const broken = (revision: number, problem: string): GraphEventsVerdict => ({ ok: false, events: sound, first, last, unhashed: 0, firstBadRevision: revision, problem });
+  for (const [i, e] of events.entries()) {
+    if (i > 0 && e.revision !== events[i - 1]!.revision + 1) return broken(e.revision, `graph event ${e.revision} follows ${events[i - 1]!.revision}: the events must be consecutive, oldest first (an event was removed, or the pages do not join)`);
+    if (e.hash === null) {
+      unhashedFrom ??= e.revision;
+      continue;
+    }
+    if (unhashedFrom !== undefined) return broken(unhashedFrom, `graph event ${unhashedFrom} has no hash but event ${e.revision} after it has one (its hash was removed: it was rewritten)`);
+    if (prev === null) return broken(e.revision, `graph event ${e.revision} has a hash but the event before it has none (its prev_hash is null): that one's hash was removed`);
+    if (e.prev_hash !== prev) {
+      return broken(e.revision, e.revision === 1
+        ? `graph event 1's prev_hash is not the genesis hash (64 zeros)`
+        : `graph event ${e.revision}'s prev_hash is not the hash of event ${e.revision - 1}: an event between them was removed, inserted or altered, or the pages do not join`);
+    }
+    if (graphEventHash(prev!, e) !== e.hash) return broken(e.revision, `graph event ${e.revision} does not match its hash: its content (actor, time, type, payload) was altered`);
+    if (signed && e.revision === signed.revision && e.hash !== signed.hash) return broken(e.revision, `graph event ${e.revision} is not the one the checkpoint signed (hash ${signed.hash}): the log was rewritten up to it and re-hashed`);
+    prev = e.hash;
+    sound += 1;
+  }
+  if (signed && unhashedFrom !== undefined && signed.revision >= unhashedFrom) return broken(signed.revision, `graph event ${signed.revision} has no hash, but the checkpoint signed it (its hash was removed)`);
+  return { ok: true, events: sound, first, last, unhashed: unhashedFrom === undefined ? 0 : last - unhashedFrom + 1, ...(signed ? { signed } : {}) };
+}
