@@ -63,9 +63,10 @@ export async function graphEvents(ctx: WritContext, after: number, limit: number
     }))
     : { rows: [], before: null };
   let prevHash = before;
-  const events = rows.map(({ revision, at, actor, payload, hash }): GraphEventSummary => {
+  const events = rows.map(({ revision, at, actor, type, payload, hash }): GraphEventSummary => {
     const event = JSON.parse(payload) as GraphEvent;
-    const base = { revision, at, actor, type: event.type, kind: null, from: null, to: null, reason: null, payload, prev_hash: prevHash, hash };
+    // The type as stored (what the hash covers), not the payload's: a page recomputes as `writ audit verify` does.
+    const base = { revision, at, actor, type: type as GraphEvent['type'], kind: null, from: null, to: null, reason: null, payload, prev_hash: prevHash, hash };
     prevHash = hash;
     switch (event.type) {
       case 'principal.created': return { ...base, subject: event.principal.id };

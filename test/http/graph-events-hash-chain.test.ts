@@ -82,5 +82,17 @@ describe.each(['sqlite', 'postgres'] as const)('graph events carry their hash ch
       expect(mine!.prev_hash).toBe(filled!.hash);
       expect(mine!.hash).toBe(recompute(mine!, filled!.hash!));
     });
+
+    it('a page recomputes to the same verdict as writ audit verify: an event whose stored type was altered is found at its revision', async () => {
+      const events = await allEvents(h, 1000);
+      const victim = events.find((e) => e.type === 'edge.revoked')!;
+      h.db.exec('DROP TRIGGER graph_events_no_update');
+      h.db.prepare("UPDATE graph_events SET type = 'edge.created' WHERE revision = ?").run(victim.revision);
+      const verdict = (await h.call('governance', { method: 'GET', url: '/v1/audit/verify' })).body;
+      expect(verdict.graph).toMatchObject({ ok: false, firstBadRevision: victim.revision });
+      const answered = (await allEvents(h, 1000)).find((e) => e.revision === victim.revision)!;
+      expect(answered.type).toBe('edge.created');
+      expect(recompute(answered, answered.prev_hash!)).not.toBe(answered.hash);
+    });
   }
 });
