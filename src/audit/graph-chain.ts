@@ -87,7 +87,8 @@ export interface SignedGraphHead {
  * Checks the graph log as its rows are fed in revision order, in as many parts as the caller likes:
  * revisions consecutive from 1, each hash the recomputed one over the previous, no hashed row after an
  * unhashed one, the signed head passed through with its hash; at the end, the kept head (read before
- * the walk) and the signed head reached.
+ * the walk) and the signed head reached. `requireHashes` (WRIT_GRAPH_REQUIRE_HASHES, once no Writ from
+ * before the chain runs): an unhashed event is a break too.
  */
 export class GraphLogWalk {
   private prev = GENESIS_HASH;
@@ -101,6 +102,7 @@ export class GraphLogWalk {
   constructor(
     private readonly kept: GraphChainHead,
     private readonly signed?: SignedGraphHead,
+    private readonly requireHashes = false,
   ) {}
 
   /** False once a break was found (feed no more). */
@@ -115,6 +117,10 @@ export class GraphLogWalk {
       }
       this.expected += 1;
       if (r.hash === null) {
+        if (this.requireHashes) {
+          this.bad = { revision: r.revision, problem: `graph event ${r.revision} has no hash, and every event must have one (WRIT_GRAPH_REQUIRE_HASHES): a Writ from before the graph log's hash chain appended it (a replica not upgraded), or its hash was removed` };
+          return false;
+        }
         this.unhashedFrom ??= r.revision;
         continue;
       }
@@ -159,12 +165,12 @@ const span = (from: number, to: number) => (from === to ? `graph event ${from} i
 /** Rows read per step of the graph log's verification. */
 export const GRAPH_VERIFY_CHUNK = 1_000;
 
-/** Walks the whole graph log in chunks (bounded memory), pausing between them. */
-export async function verifyGraphLog(read: <T>(f: (g: GraphLogChain) => Promise<T>) => Promise<T>, signed: SignedGraphHead | undefined, pause: () => Promise<void>): Promise<GraphLogVerdict> {
+/** Walks the whole graph log in chunks (bounded memory), pausing between them; `requireHashes`: GraphLogWalk's. */
+export async function verifyGraphLog(read: <T>(f: (g: GraphLogChain) => Promise<T>) => Promise<T>, signed: SignedGraphHead | undefined, pause: () => Promise<void>, requireHashes = false): Promise<GraphLogVerdict> {
   for (let attempt = 0; ; attempt++) {
     // The kept head before the rows: they are written together, so the walk sees at least this much.
     const kept = await read((g) => g.chainHead());
-    const walk = new GraphLogWalk(kept, signed);
+    const walk = new GraphLogWalk(kept, signed, requireHashes);
     let after = 0;
     for (;;) {
       const rows = await read((g) => g.rowsAfter(after, GRAPH_VERIFY_CHUNK));
@@ -177,4 +183,67 @@ export async function verifyGraphLog(read: <T>(f: (g: GraphLogChain) => Promise<
     // two (a rolling upgrade), look like a hash removed: once more, then it is one.
     if (verdict.ok || !walk.hashAfterUnhashed || attempt > 0) return verdict;
   }
+}
+
+/** One graph event as `GET /v1/graph/events` answers it, `at` in ms: what an auditor holds without the database. */
+export interface GraphEventLink {
+  revision: number;
+  at: number;
+  actor: string;
+  type: string;
+  payload: string;
+  prev_hash: string | null;
+  hash: string | null;
+}
+
+/** The verdict on a run of graph events checked offline (`writ audit verify --graph-events`). */
+export interface GraphEventsVerdict {
+  ok: boolean;
+  /** Hashed events found sound. */
+  events: number;
+  /** The revisions the run spans (0 and 0 when empty). */
+  first: number;
+  last: number;
+  /** Events at its end not hashed yet (appended by a Writ from before the chain). */
+  unhashed: number;
+  /** The signed head checked: every event from `first` up to its revision is the one it signed. */
+  signed?: { revision: number; hash: string };
+  firstBadRevision?: number;
+  problem?: string;
+}
+
+/**
+ * Checks a run of consecutive graph events from their answer alone: each hash recomputes (graphEventHash)
+ * over the event before's hash, each `prev_hash` is that hash (64 zeros before revision 1), no hashed event
+ * follows an unhashed one, and the event at `signed.revision` (a checkpoint's graph_revision, which the run
+ * must hold) has `signed.hash`. The run's first `prev_hash` is taken as given: only a signed head in the
+ * run, or a first event at revision 1, anchors it.
+ */
+export function verifyGraphEvents(events: readonly GraphEventLink[], signed?: { revision: number; hash: string }): GraphEventsVerdict {
+  const first = events[0]?.revision ?? 0;
+  const last = events[events.length - 1]?.revision ?? 0;
+  let sound = 0;
+  let unhashedFrom: number | undefined;
+  let prev: string | null = events[0]?.revision === 1 ? GENESIS_HASH : (events[0]?.prev_hash ?? null);
+  const broken = (revision: number, problem: string): GraphEventsVerdict => ({ ok: false, events: sound, first, last, unhashed: 0, firstBadRevision: revision, problem });
+  for (const [i, e] of events.entries()) {
+    if (i > 0 && e.revision !== events[i - 1]!.revision + 1) return broken(e.revision, `graph event ${e.revision} follows ${events[i - 1]!.revision}: the events must be consecutive, oldest first (an event was removed, or the pages do not join)`);
+    if (e.hash === null) {
+      unhashedFrom ??= e.revision;
+      continue;
+    }
+    if (unhashedFrom !== undefined) return broken(unhashedFrom, `graph event ${unhashedFrom} has no hash but event ${e.revision} after it has one (its hash was removed: it was rewritten)`);
+    if (prev === null) return broken(e.revision, `graph event ${e.revision} has a hash but the event before it has none (its prev_hash is null): that one's hash was removed`);
+    if (e.prev_hash !== prev) {
+      return broken(e.revision, e.revision === 1
+        ? `graph event 1's prev_hash is not the genesis hash (64 zeros)`
+        : `graph event ${e.revision}'s prev_hash is not the hash of event ${e.revision - 1}: an event between them was removed, inserted or altered, or the pages do not join`);
+    }
+    if (graphEventHash(prev!, e) !== e.hash) return broken(e.revision, `graph event ${e.revision} does not match its hash: its content (actor, time, type, payload) was altered`);
+    if (signed && e.revision === signed.revision && e.hash !== signed.hash) return broken(e.revision, `graph event ${e.revision} is not the one the checkpoint signed (hash ${signed.hash}): the log was rewritten up to it and re-hashed`);
+    prev = e.hash;
+    sound += 1;
+  }
+  if (signed && unhashedFrom !== undefined && signed.revision >= unhashedFrom) return broken(signed.revision, `graph event ${signed.revision} has no hash, but the checkpoint signed it (its hash was removed)`);
+  return { ok: true, events: sound, first, last, unhashed: unhashedFrom === undefined ? 0 : last - unhashedFrom + 1, ...(signed ? { signed } : {}) };
 }

@@ -20,6 +20,7 @@ export { reconcilePending, type ReconcileReport, type UpstreamLookup } from './r
 export { canonicalJson } from './canonical-json.js';
 export { GENESIS_HASH, LEGACY_CHAIN, chainEntryHash, chainOf, entryHash, hashOf, linkEntry, requestHash, type ChainHead, type ChainId, type ReceiptChainVerdict } from './hash-chain.js';
 export { foldReceipt } from './fold.js';
+export { verifyGraphEvents, type GraphEventLink, type GraphEventsVerdict } from './graph-chain.js';
 export {
   ENTRY_KINDS,
   RECEIPT_PAGE,

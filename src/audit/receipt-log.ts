@@ -56,6 +56,8 @@ export interface ReceiptLogOptions {
    * default): the whole pass is what notices a chain cut back or a stored leaf altered without an append.
    */
   keptForMs?: number;
+  /** An unhashed graph event is a break, not `unhashed` (WRIT_GRAPH_REQUIRE_HASHES). */
+  requireGraphHashes?: boolean;
 }
 
 /** An hour: the replica in turn makes one whole pass an hour. */
@@ -97,6 +99,7 @@ export class ReceiptLog {
   private readonly checkpoints: CheckpointSigner | undefined;
   private readonly keptChains: number;
   private readonly keptForMs: number;
+  private readonly requireGraphHashes: boolean;
   /** The latest checkpoint's leaves, while they can be trusted to be it (see checkpoint). */
   private kept: KeptCheckpoint | undefined;
   /** Checkpoints of this log one at a time (the kept leaves are changed in place). */
@@ -109,6 +112,7 @@ export class ReceiptLog {
     this.checkpoints = options.checkpoints;
     this.keptChains = options.keptChains ?? KEPT_CHAINS;
     this.keptForMs = options.keptForMs ?? KEPT_FOR_MS;
+    this.requireGraphHashes = options.requireGraphHashes === true;
   }
 
   /**
@@ -261,7 +265,7 @@ export class ReceiptLog {
     // The graph log after the receipts, against the graph head the same checkpoint signed (version 3).
     const c = receipts.checkpoint;
     const signed = c?.graph_hash !== undefined ? { revision: c.graph_revision ?? 0, hash: c.graph_hash, checkpoint: c.seq } : undefined;
-    const graph = await verifyGraphLog((f) => this.store.read((tx) => f(tx.graph)), signed, pause);
+    const graph = await verifyGraphLog((f) => this.store.read((tx) => f(tx.graph)), signed, pause, this.requireGraphHashes);
     return { ...receipts, ok: receipts.ok && graph.ok, graph };
   }
 

@@ -26,7 +26,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import type { JWK } from 'jose';
 import { createApprovalAssertion } from '../wire/assertions.js';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
-import { DECISION_ID_FILTER, ReceiptLog, RECEIPT_PAGE, RECEIPT_STATUSES, verifyArchiveFile, type ReceiptChainVerdict, type ReceiptQuery, type ReceiptStatus } from '../audit/index.js';
+import { DECISION_ID_FILTER, ReceiptLog, RECEIPT_PAGE, RECEIPT_STATUSES, verifyArchiveFile, verifyGraphEvents, type GraphEventLink, type ReceiptChainVerdict, type ReceiptQuery, type ReceiptStatus } from '../audit/index.js';
 import { publicKeyFromJwk } from '../decision/jws.js';
 import { addGovernanceKey, verifyCheckpoint, verifyPostgresReceipts } from '../service/index.js';
 
@@ -250,6 +250,7 @@ function receiptsToVerify(w: OpenedWrit, jwksFile: string | undefined): ReceiptL
   return new ReceiptLog({
     store: w.ctx.store,
     clock: w.ctx.clock,
+    requireGraphHashes: w.ctx.config.graphRequireHashes,
     checkpoints: {
       sign: () => {
         throw new WritError('INTERNAL', 'writ audit verify --jwks signs nothing');
@@ -281,6 +282,60 @@ async function verifyArchiveCommand(values: CommandArgs['values']): Promise<numb
   const v = verifyArchiveFile(file, (jws) => verifyCheckpoint(jws, keyIn(keys)));
   print(withWireCheckpoint(v), values.json, () => (v.ok ? `OK: ${file} holds ${v.entries} entries of ${v.ranges!.length} chain(s), its signed ${v.version === 1 ? 'checkpoint' : 'manifest'} verified` : `BROKEN${v.chain !== undefined ? ` in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}` : ''}: ${v.problem}`));
   return v.ok ? 0 : 1;
+}
+
+/**
+ * `writ audit verify --graph-events FILE [--graph-head REVISION:HASH]`: offline, no store. FILE holds
+ * what GET /v1/graph/events answered: one page, or an array of pages (or of their events), oldest first.
+ */
+function verifyGraphEventsCommand(values: CommandArgs['values']): number {
+  const file = values['graph-events'] as string;
+  const head = typeof values['graph-head'] === 'string' ? graphHeadOption(values['graph-head']) : undefined;
+  const events = readGraphEventsFile(file);
+  if (head !== undefined && !events.some((e) => e.revision === head.revision)) {
+    const span = events.length === 0 ? 'none' : `${events[0]!.revision}..${events[events.length - 1]!.revision}`;
+    throw new WritError('NOT_FOUND', `revision ${head.revision} of --graph-head is not among the events of ${file} (${span}): nothing was checked against it; save the pages up to it`);
+  }
+  const v = verifyGraphEvents(events, head);
+  const span = v.first === 0 ? 'no events' : `graph events ${v.first}..${v.last}`;
+  const unhashed = v.unhashed > 0 ? `; the last ${v.unhashed} not hashed yet (appended by a Writ from before the graph chain)` : '';
+  const anchored = v.signed
+    ? `; revision ${v.signed.revision} has the signed hash: events ${v.first}..${v.signed.revision} are the ones signed`
+    : v.first === 1 ? '' : ` (from the prev_hash of event ${v.first} as given: pass --graph-head to anchor them)`;
+  print(v, values.json, () => (v.ok
+    ? `OK: ${span} of ${file}, ${v.events} hashed, recompute and link${anchored}${unhashed}`
+    : `BROKEN in ${file} at revision ${v.firstBadRevision}: ${v.problem} (${v.events} sound events before it)`));
+  return v.ok ? 0 : 1;
+}
+
+/** `--graph-head REVISION:HASH` (a checkpoint's graph_revision and graph_hash). */
+function graphHeadOption(value: string): { revision: number; hash: string } {
+  const m = /^(\d{1,15}):([0-9a-f]{64})$/.exec(value.trim());
+  if (!m) throw new UsageError(`--graph-head must be REVISION:HASH (a checkpoint's graph_revision and graph_hash: a number, a colon, 64 hex digits), got "${value}"`);
+  return { revision: Number(m[1]), hash: m[2]! };
+}
+
+/** The events of a saved GET /v1/graph/events answer (or an array of them, or of events), `at` in ms; MALFORMED_REQUEST naming what is wrong. */
+function readGraphEventsFile(file: string): GraphEventLink[] {
+  if (!existsSync(file)) throw new WritError('NOT_FOUND', `no file ${file}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new WritError('MALFORMED_REQUEST', `cannot read the graph events ${file}: ${(e as Error).message}`);
+  }
+  const isPage = (v: unknown): v is { events: unknown[] } => typeof v === 'object' && v !== null && Array.isArray((v as { events?: unknown }).events);
+  const raw = isPage(parsed) ? parsed.events : Array.isArray(parsed) ? parsed.flatMap((p) => (isPage(p) ? p.events : [p])) : null;
+  if (raw === null) throw new WritError('MALFORMED_REQUEST', `${file} is not what GET /v1/graph/events answers: it needs an "events" array, or an array of such pages`);
+  return raw.map((e, i) => {
+    const o = (typeof e === 'object' && e !== null ? e : {}) as Record<string, unknown>;
+    const at = typeof o.at === 'string' ? Date.parse(o.at) : NaN;
+    const hashOrNull = (v: unknown) => v === null || (typeof v === 'string' && /^[0-9a-f]{64}$/.test(v));
+    if (!Number.isSafeInteger(o.revision) || Number.isNaN(at) || typeof o.actor !== 'string' || typeof o.type !== 'string' || typeof o.payload !== 'string' || !hashOrNull(o.prev_hash) || !hashOrNull(o.hash)) {
+      throw new WritError('MALFORMED_REQUEST', `event ${i} of ${file} is not a graph event as GET /v1/graph/events answers it (revision, at as RFC 3339, actor, type, payload, prev_hash and hash: 64 hex digits or null)`);
+    }
+    return { revision: o.revision as number, at, actor: o.actor, type: o.type, payload: o.payload, prev_hash: o.prev_hash as string | null, hash: o.hash as string | null };
+  });
 }
 
 /** A key file (a JWK) named on the command line, parsed; a UsageError saying why when it cannot be read. */
@@ -852,10 +907,12 @@ export const COMMANDS: Command[] = [
     name: 'audit verify',
     // 1 is BROKEN: an outage (the database down, an unreadable data directory) or nothing to check with is 3, for a cron job to tell them apart.
     failureExit: 3,
-    summary: 'check the receipt hash chains and the graph event log\'s hash chain (exit 1 when either is broken, 3 when it could not check); --archive FILE checks an archive offline; --jwks FILE (a saved /.well-known/jwks.json): check the signed checkpoint with its public keys instead of the data directory\'s keys/',
-    usage: '[--archive FILE] [--jwks FILE] [--json]',
-    options: { json: { type: 'boolean' }, archive: { type: 'string' }, jwks: { type: 'string' } },
+    summary: 'check the receipt hash chains and the graph event log\'s hash chain (exit 1 when either is broken, 3 when it could not check); --archive FILE checks an archive offline; --graph-events FILE checks saved GET /v1/graph/events answers offline (--graph-head REVISION:HASH: against a checkpoint\'s graph_revision and graph_hash); --jwks FILE (a saved /.well-known/jwks.json): check the signed checkpoint with its public keys instead of the data directory\'s keys/',
+    usage: '[--archive FILE] [--graph-events FILE [--graph-head REVISION:HASH]] [--jwks FILE] [--json]',
+    options: { json: { type: 'boolean' }, archive: { type: 'string' }, jwks: { type: 'string' }, 'graph-events': { type: 'string' }, 'graph-head': { type: 'string' } },
     run: async ({ values }) => {
+      if (typeof values['graph-events'] === 'string') return verifyGraphEventsCommand(values);
+      if (typeof values['graph-head'] === 'string') throw new UsageError('--graph-head goes with --graph-events FILE');
       if (typeof values.archive === 'string') return verifyArchiveCommand(values);
       const jwks = typeof values.jwks === 'string' ? values.jwks : undefined;
       if (jwks !== undefined) readJwksFile(jwks); // refused before the store is opened
@@ -921,7 +978,7 @@ export const COMMANDS: Command[] = [
       try {
         const b = await backupSqliteStore(db, positionals[0]!);
         print(b, values.json, () =>
-          `backed up ${config.dbFile} to ${b.file}: ${b.bytes} bytes, schema ${b.schema_version}, receipt head seq ${b.receipt_head.seq} (hash ${b.receipt_head.hash ?? '—: no entries'}), graph revision ${b.graph_revision}, ${b.lease_keys} lease keys (highest epoch ${b.max_epoch})`);
+          `backed up ${config.dbFile} to ${b.file}: ${b.bytes} bytes, schema ${b.schema_version}, receipt head seq ${b.receipt_head.seq} (hash ${b.receipt_head.hash ?? '—: no entries'}), ${graphHeadText(b.graph_revision, b.graph_head)}, ${b.lease_keys} lease keys (highest epoch ${b.max_epoch})`);
         return 0;
       } finally {
         db.close();
@@ -1128,6 +1185,15 @@ function operator(): string {
   }
 }
 
+/** "graph revision 12 (hash …)": a store's graph log, its newest revision and the head of its hash chain. */
+function graphHeadText(revision: number, head: { revision: number; hash: string } | null): string {
+  if (head === null) return `graph revision ${revision} (not hashed: a store from before the graph log's hash chain)`;
+  if (revision === 0) return 'graph revision 0 (no events)';
+  return head.revision === revision
+    ? `graph revision ${revision} (hash ${head.hash})`
+    : `graph revision ${revision}, hashed through ${head.revision} (hash ${head.hash}; the ${revision - head.revision} after it appended by a Writ from before the chain)`;
+}
+
 function formatBump(b: EpochBump): string {
   return b.kind === 'RESTORE' ? formatRestore(b) : `#${b.seq} ${toWireTime(b.at)} BUMP by ${b.actor}: epochs +${b.margin} on ${b.keys} keys, floor ${b.floor}, ${b.leases_ended} leases ended (${b.reason})`;
 }
@@ -1136,5 +1202,9 @@ function formatRestore(b: EpochBump): string {
   const head = b.detail.backup_receipt_head as { seq?: number; hash?: string | null } | undefined;
   const seq = head?.seq ?? 0;
   const held = seq === 0 ? 'the backup held no receipt entries' : `the backup held the receipt log up to entry seq ${seq} (hash ${head?.hash ?? '—'})`;
-  return `#${b.seq} ${toWireTime(b.at)} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
+  // Restores recorded before the graph head was: their detail has the revision alone.
+  const graph = typeof b.detail.backup_graph_revision === 'number' && b.detail.backup_graph_head !== undefined
+    ? ` and the ${graphHeadText(b.detail.backup_graph_revision, b.detail.backup_graph_head as { revision: number; hash: string } | null)}`
+    : '';
+  return `#${b.seq} ${toWireTime(b.at)} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}${graph}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
 }

@@ -52,6 +52,13 @@ export interface WritConfig {
   drainTimeoutMs: number;
   /** How often a server signs a checkpoint over all receipt chain heads (when a chain moved); 0: never. */
   receiptCheckpointIntervalMs: number;
+  /**
+   * Every graph event must be hashed (WRIT_GRAPH_REQUIRE_HASHES): once no Writ from before the graph log's
+   * hash chain runs on the store, an unhashed event is a break (`writ audit verify`), and a graph change
+   * appended over one is refused (GRAPH_LOG_UNHASHED) rather than hashing it. Off by default: during a
+   * rolling upgrade older replicas append unhashed events, and the next append hashes them.
+   */
+  graphRequireHashes: boolean;
   /** Governed priority per priority class; the lease queue uses these, never a caller's claim. */
   priorities: Record<string, number>;
   lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number; maxWaitersPerKey: number };
@@ -97,6 +104,12 @@ function int(name: string, value: string | undefined, fallback: number): number 
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new WritError('UNPROCESSABLE', `configuration ${name} must be a non-negative integer, got "${value}"`);
   return n;
+}
+
+function flag(name: string, value: string | undefined): boolean {
+  if (value === undefined || value === '' || value === '0' || value === 'false') return false;
+  if (value === '1' || value === 'true') return true;
+  throw new WritError('UNPROCESSABLE', `configuration ${name} must be 1 or true (on), 0 or false (off), got "${value}"`);
 }
 
 function list(value: string | undefined): string[] {
@@ -221,6 +234,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     leaseStreamPingMs: int('WRIT_LEASE_STREAM_PING_MS', env.WRIT_LEASE_STREAM_PING_MS, 30_000),
     drainTimeoutMs: int('WRIT_DRAIN_TIMEOUT_MS', env.WRIT_DRAIN_TIMEOUT_MS, 15_000),
     receiptCheckpointIntervalMs: int('WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS', env.WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS, 60_000),
+    graphRequireHashes: flag('WRIT_GRAPH_REQUIRE_HASHES', env.WRIT_GRAPH_REQUIRE_HASHES),
     priorities: DEFAULT_PRIORITIES,
     lease: {
       minTtlMs: int('WRIT_LEASE_MIN_TTL_MS', env.WRIT_LEASE_MIN_TTL_MS, 500),

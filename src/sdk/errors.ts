@@ -87,6 +87,7 @@ export const StoreInUseError = define('STORE_IN_USE');
 export const StoreDamagedError = define('STORE_DAMAGED');
 export const StoreMovedError = define('STORE_MOVED');
 export const StoreBehindMarkError = define('STORE_BEHIND_MARK');
+export const GraphLogUnhashedError = define('GRAPH_LOG_UNHASHED');
 export const ReceiptDamagedError = define('RECEIPT_DAMAGED');
 export const InternalError = define('INTERNAL');
 
@@ -140,6 +141,7 @@ export type StoreInUseError = InstanceType<typeof StoreInUseError>;
 export type StoreDamagedError = InstanceType<typeof StoreDamagedError>;
 export type StoreMovedError = InstanceType<typeof StoreMovedError>;
 export type StoreBehindMarkError = InstanceType<typeof StoreBehindMarkError>;
+export type GraphLogUnhashedError = InstanceType<typeof GraphLogUnhashedError>;
 export type ReceiptDamagedError = InstanceType<typeof ReceiptDamagedError>;
 export type InternalError = InstanceType<typeof InternalError>;
 export type LoginLinkInvalidError = InstanceType<typeof LoginLinkInvalidError>;
@@ -161,7 +163,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
   NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
   UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError,
-  SCHEMA_TOO_NEW: SchemaTooNewError, SCHEMA_DIVERGED: SchemaDivergedError, STORE_FAILED: StoreFailedError, STORE_IN_USE: StoreInUseError, STORE_DAMAGED: StoreDamagedError, STORE_MOVED: StoreMovedError, STORE_BEHIND_MARK: StoreBehindMarkError, RECEIPT_DAMAGED: ReceiptDamagedError, INTERNAL: InternalError,
+  SCHEMA_TOO_NEW: SchemaTooNewError, SCHEMA_DIVERGED: SchemaDivergedError, STORE_FAILED: StoreFailedError, STORE_IN_USE: StoreInUseError, STORE_DAMAGED: StoreDamagedError, STORE_MOVED: StoreMovedError, STORE_BEHIND_MARK: StoreBehindMarkError, GRAPH_LOG_UNHASHED: GraphLogUnhashedError, RECEIPT_DAMAGED: ReceiptDamagedError, INTERNAL: InternalError,
 };
 
 /** Builds the typed error for a problem+json body. Unknown codes (a newer server) become WritApiError with INTERNAL. */

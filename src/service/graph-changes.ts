@@ -1,6 +1,7 @@
 import { WritError } from '../errors.js';
 import { GraphHeadMoved, type AuthorityGraph } from '../graph/index.js';
 import type { GraphEvent } from '../graph/model.js';
+import type { GraphLogChain } from '../audit/graph-chain.js';
 import type { WritContext } from './context.js';
 
 /**
@@ -18,7 +19,11 @@ export async function commitGraphChange(ctx: WritContext, actor: string, plan: (
     const events = await plan(graph, now);
     if (events.length === 0) return expected;
     try {
-      const revision = await ctx.store.readWrite((tx) => tx.graph.append(events, actor, now, expected));
+      const revision = await ctx.store.readWrite(async (tx) => {
+        // Read in the append's transaction, after `expected`: an older Writ's append after that moves the head (GraphHeadMoved), and the next attempt sees it here.
+        if (ctx.config.graphRequireHashes) await refuseUnhashedTail(tx.graph);
+        return tx.graph.append(events, actor, now, expected);
+      });
       // This process sees its own change at once, whether or not its graph is fed by notifications.
       ctx.graph.feedHead(revision);
       await ctx.graph.current();
@@ -33,6 +38,22 @@ export async function commitGraphChange(ctx: WritContext, actor: string, plan: (
     }
   }
   throw new WritError('OVERLOADED', 'the graph kept changing under this request; retry');
+}
+
+/**
+ * GRAPH_LOG_UNHASHED when the graph log ends with events a Writ from before its hash chain appended:
+ * with WRIT_GRAPH_REQUIRE_HASHES the next append refuses them instead of hashing them (which would make
+ * them part of the chain, unseen).
+ */
+async function refuseUnhashedTail(graph: GraphLogChain): Promise<void> {
+  const head = await graph.chainHead();
+  if (head.hashed >= head.revision) return;
+  const span = head.revision === head.hashed + 1 ? `graph event ${head.revision} has` : `graph events ${head.hashed + 1}..${head.revision} have`;
+  throw new WritError(
+    'GRAPH_LOG_UNHASHED',
+    `${span} no hash (appended by a Writ from before the graph log's hash chain: a replica not upgraded?), and every event must have one (WRIT_GRAPH_REQUIRE_HASHES): the change was refused rather than hashing them; nothing was changed. Stop or upgrade that replica; to accept the events, turn the setting off for one graph change, then on again`,
+    { hashed_revision: head.hashed, revision: head.revision },
+  );
 }
 
 /**

@@ -3,6 +3,7 @@ import { exportGraphDot, exportGraphJson, type AuthorityGraph, type GraphExport 
 import type { Edge, GraphEvent, Principal, RecordedGraphEvent } from '../graph/model.js';
 import type { WritContext } from './context.js';
 import { parseAt } from './time.js';
+import { GENESIS_HASH } from '../audit/index.js';
 
 /** The graph now, or as it was at a revision or a time (point-in-time audit). */
 export async function graphAt(ctx: WritContext, at: string | undefined): Promise<AuthorityGraph> {
@@ -38,16 +39,35 @@ export interface GraphEventSummary {
   from: string | null;
   to: string | null;
   reason: string | null;
+  /** The event exactly as stored (JSON text): the bytes its hash covers. */
+  payload: string;
+  /** The hash of the event before (the genesis hash for revision 1), null when that one is not hashed. */
+  prev_hash: string | null;
+  /** The event's link in the graph log's hash chain (src/audit/graph-chain.ts), null until hashed (appended by a Writ from before the chain). */
+  hash: string | null;
 }
 
-/** Events of the graph log with `after < revision`, oldest first, at most `limit`; `next` for the next page or null. */
+/**
+ * Events of the graph log with `after < revision`, oldest first, at most `limit`; `next` for the next page
+ * or null. Each carries its stored payload and its hash chain link, so that a page can be checked against
+ * a signed checkpoint's graph head with nothing but the answer (graphEventHash).
+ */
 export async function graphEvents(ctx: WritContext, after: number, limit: number): Promise<{ events: GraphEventSummary[]; next: number | null; head: number }> {
   const current = await ctx.graph.current();
   const head = current.revision;
   const upTo = Math.min(head, after + limit);
-  const recs = upTo > after ? await ctx.store.read((tx) => tx.graph.read(after, upTo)) : [];
-  const events = recs.map(({ revision, at, actor, event }): GraphEventSummary => {
-    const base = { revision, at, actor, type: event.type, kind: null, from: null, to: null, reason: null };
+  const { rows, before } = upTo > after
+    ? await ctx.store.read(async (tx) => ({
+      rows: await tx.graph.rowsAfter(after, upTo - after),
+      before: after === 0 ? GENESIS_HASH : ((await tx.graph.rowsAfter(after - 1, 1))[0]?.hash ?? null),
+    }))
+    : { rows: [], before: null };
+  let prevHash = before;
+  const events = rows.map(({ revision, at, actor, type, payload, hash }): GraphEventSummary => {
+    const event = JSON.parse(payload) as GraphEvent;
+    // The type as stored (what the hash covers), not the payload's: a page recomputes as `writ audit verify` does.
+    const base = { revision, at, actor, type: type as GraphEvent['type'], kind: null, from: null, to: null, reason: null, payload, prev_hash: prevHash, hash };
+    prevHash = hash;
     switch (event.type) {
       case 'principal.created': return { ...base, subject: event.principal.id };
       case 'principal.keys_set': return { ...base, subject: event.id };

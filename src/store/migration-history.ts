@@ -13,9 +13,11 @@ export interface MigrationRecord {
  * Writ whose migrations are numbered otherwise (a build of another branch, a fork): migrating it on by
  * its highest number would skip a schema change, or apply one over another that took its number.
  * Numbers above this Writ's last are not judged here: a newer Writ's (SCHEMA_TOO_NEW, the caller's),
- * provided all of this Writ's below them are there under their names. `store` names the store in the message.
+ * provided all of this Writ's below them are there under their names. `store` names the store in the message;
+ * `refused.remedy` says what to do instead of the default (start the Writ that migrated it, or put back a
+ * backup), and `refused.file` names a file in the details (a backup being restored).
  */
-export function refuseDivergedHistory(store: string, recorded: readonly MigrationRecord[], known: readonly MigrationRecord[]): void {
+export function refuseDivergedHistory(store: string, recorded: readonly MigrationRecord[], known: readonly MigrationRecord[], refused: { remedy?: string; file?: string } = {}): void {
   const knownBy = new Map(known.map((m) => [m.version, m.name]));
   const recordedBy = new Map(recorded.map((m) => [m.version, m.name]));
   const knownMax = Math.max(0, ...known.map((m) => m.version));
@@ -35,13 +37,14 @@ export function refuseDivergedHistory(store: string, recorded: readonly Migratio
   ];
   throw new WritError(
     'SCHEMA_DIVERGED',
-    `the ${store}'s applied migrations are not this Writ's: ${what.join('; ')}. A Writ whose migrations are numbered otherwise (a build of another branch, or a fork) migrated it, and migrating it on would skip or misapply a schema change: start the Writ that migrated it, or put back a backup of the store taken before that Writ ran and start this one on it; nothing was changed`,
+    `the ${store}'s applied migrations are not this Writ's: ${what.join('; ')}. A Writ whose migrations are numbered otherwise (a build of another branch, or a fork) migrated it, and migrating it on would skip or misapply a schema change: ${refused.remedy ?? 'start the Writ that migrated it, or put back a backup of the store taken before that Writ ran and start this one on it'}; nothing was changed`,
     {
       schema_version: recordedMax,
       known_version: knownMax,
       missing: missing.map((m) => m.version),
       unknown: unknown.map((m) => m.version),
       renamed,
+      ...(refused.file !== undefined ? { file: refused.file } : {}),
     },
   );
 }

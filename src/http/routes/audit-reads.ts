@@ -140,7 +140,7 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
 
   app.get<{ Querystring: { after?: number; limit?: number } }>('/v1/graph/events', {
     schema: {
-      operationId: 'graphEvents', tags: ['Graph'], summary: 'The graph\'s event log (every change, with its revision, time, actor and reason), oldest first: the stops of a time slider',
+      operationId: 'graphEvents', tags: ['Graph'], summary: 'The graph\'s event log (every change, with its revision, time, actor and reason, and its link in the log\'s hash chain), oldest first: the stops of a time slider, and what an auditor checks against a signed checkpoint',
       querystring: {
         type: 'object', additionalProperties: false,
         properties: { after: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'events after this revision (default 0)' }, limit: { type: 'integer', minimum: 1, maximum: 5000, description: 'default 1000' } },
@@ -152,12 +152,18 @@ export function registerAuditReadRoutes(app: FastifyInstance): void {
             events: {
               type: 'array',
               items: {
-                type: 'object', required: ['revision', 'at', 'actor', 'type', 'subject', 'kind', 'from', 'to', 'reason'],
+                type: 'object', required: ['revision', 'at', 'actor', 'type', 'subject', 'kind', 'from', 'to', 'reason', 'payload', 'prev_hash', 'hash'],
                 properties: {
                   revision: { type: 'integer' }, at: iso, actor: { type: 'string' },
                   type: { type: 'string', enum: ['principal.created', 'principal.keys_set', 'principal.revoked', 'edge.created', 'edge.revoked'] },
                   subject: { type: 'string', description: 'the principal or edge id' },
                   kind: { type: ['string', 'null'] }, from: { type: ['string', 'null'] }, to: { type: ['string', 'null'] }, reason: { type: ['string', 'null'] },
+                  payload: { type: 'string', description: 'the event exactly as stored (JSON text): the bytes its hash covers' },
+                  prev_hash: { type: ['string', 'null'], description: 'the hash of the event before (64 zeros for revision 1); null when that one is not hashed' },
+                  hash: {
+                    type: ['string', 'null'],
+                    description: 'sha256 hex of "writ-graph-v1\\n" prev_hash "\\n" revision "\\n" at (milliseconds since the epoch, in decimal) "\\n" JSON(actor) "\\n" JSON(type) "\\n" payload; null while unhashed (appended by a Writ from before the graph chain: the next append hashes it). A signed checkpoint\'s graph_revision and graph_hash name one of these',
+                  },
                 },
               },
             },

@@ -38,7 +38,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
       response: {
         200: principalReply('An identical principal existed (idempotent)', { created: { type: 'boolean' }, ...graphRevision }),
         201: principalReply('Registered', { created: { type: 'boolean' }, ...graphRevision }),
-        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'ALREADY_EXISTS', 'UNPROCESSABLE']),
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'ALREADY_EXISTS', 'UNPROCESSABLE', 'GRAPH_LOG_UNHASHED']),
       },
     },
   }, async (request, reply) => {
@@ -58,7 +58,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
   app.delete<{ Params: { id: string }; Body: { reason?: string } | null; Querystring: { reason?: string } }>('/v1/principals/:id', {
     schema: {
       body: revokeBody, querystring: reasonQuery, operationId: 'revokePrincipal', tags: ['Graph'], summary: 'Revoke a principal (governance only); the reason goes in the optional body or the `reason` query parameter',
-      response: { 200: principalReply('Revoked (revoking again changes nothing)', graphRevision), ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE']) },
+      response: { 200: principalReply('Revoked (revoking again changes nothing)', graphRevision), ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'GRAPH_LOG_UNHASHED']) },
     },
   }, async (request) => {
     const caller = await app.caller(request);
@@ -66,7 +66,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
     return { principal: principalToWire(r.principal), graph_revision: r.graph_revision };
   });
 
-  const edgeErrors = errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'ATTENUATION_VIOLATION', 'OWNERSHIP_CONFLICT', 'ALREADY_EXISTS', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED']);
+  const edgeErrors = errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'ATTENUATION_VIOLATION', 'OWNERSHIP_CONFLICT', 'ALREADY_EXISTS', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED', 'GRAPH_LOG_UNHASHED']);
   const edgeRoute = <B>(path: string, operationId: string, schema: object, summary: string, create: (caller: string, body: B) => Promise<EdgeResult>) => {
     app.post<{ Body: B }>(path, {
       schema: { operationId, tags: ['Graph'], body: schema, summary, response: { 200: edgeReplySchema('An identical edge existed (idempotent)'), 201: edgeReplySchema('Created'), ...edgeErrors } },
@@ -105,7 +105,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
       operationId: 'revokeEdge', tags: ['Graph'], summary: 'Revoke an edge (governance, its creator or its `from`); every chain through it stops counting. The reason goes in the optional body or the `reason` query parameter. An edge the caller may not read (as GET /v1/edges/:id) is UNKNOWN_EDGE, as for none; FORBIDDEN, naming who may revoke it, only to a caller who may read it',
       response: {
         200: { type: 'object', description: 'Revoked (revoking again changes nothing)', required: ['edge', 'revoked', 'graph_revision'], properties: { edge: ref('Edge'), revoked: { type: 'boolean', description: 'false: it was revoked already' }, ...graphRevision } },
-        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_EDGE']),
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_EDGE', 'GRAPH_LOG_UNHASHED']),
       },
     },
   }, async (request) => {

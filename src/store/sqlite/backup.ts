@@ -5,6 +5,8 @@ import { WritError } from '../../errors.js';
 import { checkEpochBump, type EpochBump } from '../../lease/index.js';
 import { makeDataDirectory, openDatabase, sqliteDamage, SQLITE_SCHEMA_VERSION, storeDamagedError, syncFile, type SqliteDatabase } from './database.js';
 import { openSqliteStore } from './sqlite-store.js';
+import { MIGRATIONS } from './migrations/index.js';
+import { refuseDivergedHistory, type MigrationRecord } from '../migration-history.js';
 
 /** What a backup holds, read from the copy itself once it is complete. */
 export interface BackupSummary {
@@ -14,6 +16,13 @@ export interface BackupSummary {
   /** The newest receipt entry in the copy (its store-wide seq and hash): what the copy holds of the log ends there. */
   receipt_head: { seq: number; hash: string | null };
   graph_revision: number;
+  /**
+   * The graph log's hash chain head in the copy: its newest hashed event (revision and hash, what `writ
+   * audit verify` and a signed checkpoint name; 0 and the genesis hash when none is). Below
+   * `graph_revision` when a Writ from before the chain appended events not hashed yet; null when the copy
+   * is from before the chain (SQLite migration 20: a restore hashes it when it migrates the copy).
+   */
+  graph_head: { revision: number; hash: string } | null;
   lease_keys: number;
   /** The highest fencing epoch in the copy (0 when no key was ever leased). */
   max_epoch: number;
@@ -207,6 +216,7 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
             backup_file: backupFile,
             backup_receipt_head: from.receipt_head,
             backup_graph_revision: from.graph_revision,
+            backup_graph_head: from.graph_head,
             backup_max_epoch: from.max_epoch,
             backup_schema_version: from.schema_version,
             ...(replaced === null ? {} : { replaced_file_kept_at: previous, replaced_max_epoch: replaced.max_epoch, replaced_floor: replaced.floor, replaced_bumps_carried: replaced.bumps_carried }),
@@ -490,6 +500,11 @@ async function copyChecked(backupFile: string, to: string): Promise<BackupSummar
     if (!copy.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get()) {
       throw new WritError('UNPROCESSABLE', `${backupFile} is not a Writ store (it has no schema_migrations table)`);
     }
+    // Judged here, naming the backup: migrating the copy would refuse it as "the SQLite store", which reads as the data directory's.
+    refuseDivergedHistory(`backup ${backupFile}`, copy.prepare('SELECT version, name FROM schema_migrations').all() as MigrationRecord[], MIGRATIONS, {
+      file: backupFile,
+      remedy: 'restore it with the Writ that migrated it, or restore a backup taken by a Writ whose migrations are numbered as this one\'s',
+    });
   } finally {
     copy.close();
   }
@@ -510,7 +525,8 @@ export function summarize(file: string): BackupSummary {
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
     const schema = schemaKnown(db, file);
-    return { file, bytes: statSync(file).size, schema_version: schema, ...storeHeads(db) };
+    const heads = storeHeads(db);
+    return { file, bytes: statSync(file).size, schema_version: schema, receipt_head: heads.receipt_head, graph_revision: heads.graph_revision, graph_head: graphChainHead(db), lease_keys: heads.lease_keys, max_epoch: heads.max_epoch };
   } finally {
     db.close();
   }
@@ -526,6 +542,11 @@ export function storeHeads(db: SqliteDatabase): Pick<BackupSummary, 'receipt_hea
     lease_keys: keys?.n ?? 0,
     max_epoch: keys?.max ?? 0,
   };
+}
+
+/** The graph log's hash chain head (newest hashed revision and its hash), or null in a file from before the chain (no graph_chain_head table). */
+function graphChainHead(db: SqliteDatabase): BackupSummary['graph_head'] {
+  return firstRow<{ revision: number; hash: string }>(db, 'SELECT revision, hash FROM graph_chain_head') ?? null;
 }
 
 /** The first row of `sql`, or undefined (also when it names a table of a later migration, absent in an older backup). */
