@@ -5,12 +5,14 @@
  * each engine: the store runs a hook right after the granting commit that destroys the server's side of
  * the caller's connection. Such a grant is given up as one granted after the caller left (released at
  * once: Writ made its token), and counted; before, it was held by no one who could use it until its TTL.
+ * The same for a grant in flight when a shutdown's drain timed out and Writ closed the stream (1001).
  * (The caller leaving before the grant, over real processes: test/e2e/lease-stream-abandoned.test.ts.)
  */
 import { request as httpRequest } from 'node:http';
 import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCallerAssertion } from '../../src/sdk/index.js';
+import type { AbandonedAcquisition } from '../../src/service/index.js';
 import type { StoreTx } from '../../src/store/contract.js';
 import { decideOk } from '../support/agent.js';
 import { fixtureKey, type Harness } from '../support/harness.js';
@@ -102,5 +104,45 @@ describe.each(['sqlite', 'postgres'] as const)('a grant whose answer is written 
     await until('the grant given up and counted', async () => (await abandonedCount(h, 'released')) === releasedBefore + 1);
     expect((await h.ctx.leases.describe(key))?.holderIdentity ?? null).toBeNull();
     expect((await h.ctx.leases.history({ key })).map((e) => e.event)).toEqual(['ACQUIRE', 'RELEASE']);
+  });
+
+  it('on a lease stream Writ closes (1001) when its drain timed out with the grant in flight, to a client that does not answer the close: released at once and counted', async () => {
+    const { h, url } = await listening({ engine, config: { drainTimeoutMs: 100 } });
+    const key = 'wp:post:93#title';
+    const decision = (await decideOk(h, SEO, { resource: 'wp:post:93', fields: ['title'] })).token;
+    // Told as the metrics are (the app is closed by then: no /metrics to read).
+    const told: AbandonedAcquisition[] = [];
+    const observer = h.ctx.observer;
+    h.ctx.observer = { ...observer, abandonedAcquisition: (e) => void told.push(e) };
+    const raw = await openRawWebSocket(url, '/v1/leases/stream', await authorized(SEO));
+    // The grant commits, and its answer waits (a slow turn) until the server has closed the stream.
+    let granted = () => {};
+    const committed = new Promise<void>((resolve) => (granted = resolve));
+    let answer = () => {};
+    const answering = new Promise<void>((resolve) => (answer = resolve));
+    const store = h.ctx.store;
+    const readWrite = store.readWrite.bind(store);
+    store.readWrite = async <T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> => {
+      const out = await readWrite(fn);
+      if ((out as { granted?: unknown } | null)?.granted === true) {
+        granted();
+        await answering;
+      }
+      return out;
+    };
+    raw.sendText(JSON.stringify({ id: 1, op: 'acquire', decisions: [decision], ttl_ms: 30_000 }));
+    await committed;
+    const closing = h.app.close();
+    // The drain times out (the acquisition still holds it), and the stream is closed with 1001: CLOSING, as
+    // the client never answers the close frame (ws's 'close' would come at its 30 s close timer).
+    expect(await raw.serverClosed).toBe(1001);
+    answer();
+    // Before: the answer went into the CLOSING socket and the lease stayed held until its TTL, nothing counted.
+    await until('the grant given up and told', async () => told.length > 0);
+    expect(told).toEqual([expect.objectContaining({ outcome: 'released', principal: SEO, keys: [key] })]);
+    expect((await h.ctx.leases.describe(key))?.holderIdentity ?? null).toBeNull();
+    expect(raw.messages).toEqual([]);
+    raw.destroy();
+    await closing;
   });
 });
