@@ -117,7 +117,13 @@ export async function abandonGrant(ctx: WritContext, principal: string, input: L
   const keep = input.token !== undefined;
   // A lease already ended (expired, preempted) needs no giving back: the release's refusal says so, and is not the answer.
   if (!keep) await ctx.leases.release(grant.lease_id, grant.token).catch((e: unknown) => (e instanceof WritError && e.code.startsWith('LEASE_') ? undefined : Promise.reject(e)));
-  ctx.observer.abandonedAcquisition({ outcome: keep ? 'kept_for_replay' : 'released', principal, keys: grant.keys, lease_id: grant.lease_id });
+  // A takeover given back is a preemption wasted: the holders it displaced stay fenced out (their epoch is
+  // past; they may take the keys again, at the next epoch). Nothing is undone: giving a displaced holder its
+  // lease back would reuse an epoch, and keeping the keys until the TTL would hold them for no one during
+  // an incident. It is told apart (its own outcome, and the holders it displaced) for an operator to see.
+  const preempted = grant.preempted.map((p) => ({ lease_id: p.lease_id, holder: p.holder, key: p.key }));
+  const outcome = keep ? 'kept_for_replay' : preempted.length > 0 ? 'released_after_preemption' : 'released';
+  ctx.observer.abandonedAcquisition({ outcome, principal, keys: grant.keys, lease_id: grant.lease_id, ...(preempted.length > 0 ? { preempted } : {}) });
 }
 
 async function acquireFor(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput, callerGone?: AbortSignal): Promise<LeaseOutcome> {
