@@ -11,7 +11,7 @@
 import { request as httpRequest } from 'node:http';
 import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createCallerAssertion } from '../../src/sdk/index.js';
+import { createCallerAssertion, newLeaseToken } from '../../src/sdk/index.js';
 import type { AbandonedAcquisition } from '../../src/service/index.js';
 import type { StoreTx } from '../../src/store/contract.js';
 import { decideOk } from '../support/agent.js';
@@ -82,6 +82,25 @@ describe.each(['sqlite', 'postgres'] as const)('a grant whose answer is written 
     expect((await h.ctx.leases.describe(key))?.holderIdentity ?? null).toBeNull();
     expect((await h.ctx.leases.history({ key })).map((e) => e.event)).toEqual(['ACQUIRE', 'RELEASE']);
     expect(raw.messages).toEqual([]);
+  });
+
+  it('on the lease stream, with the caller\'s own token: kept and counted, and the caller claims it by asking again with that token', async () => {
+    const { h, url } = await listening({ engine });
+    const sockets = new Set<Socket>();
+    h.app.server.on('connection', (s: Socket) => sockets.add(s));
+    const key = 'wp:post:94#title';
+    const decision = (await decideOk(h, SEO, { resource: 'wp:post:94', fields: ['title'] })).token;
+    const keptBefore = await abandonedCount(h, 'kept_for_replay');
+    const token = newLeaseToken();
+    const raw = await openRawWebSocket(url, '/v1/leases/stream', await authorized(SEO));
+    afterNextGrant(h, () => serverSideOf(sockets, raw.socket).destroy());
+    raw.sendText(JSON.stringify({ id: 1, op: 'acquire', decisions: [decision], ttl_ms: 30_000, token }));
+    // Before: held, as now, but not counted.
+    await until('the grant kept and counted', async () => (await abandonedCount(h, 'kept_for_replay')) === keptBefore + 1);
+    expect((await h.ctx.leases.describe(key))?.holderIdentity).toBe(SEO);
+    const claimed = await h.call(SEO, { method: 'POST', url: '/v1/leases', payload: { decisions: [decision], ttl_ms: 30_000, token } });
+    expect(claimed.status).toBe(200);
+    expect(claimed.body).toMatchObject({ replayed: true, keys: [key] });
   });
 
   it('on POST /v1/leases (the answer is never flushed): released at once and counted', async () => {
