@@ -13,7 +13,9 @@ import { startServerProcess, type ServerProcess } from '../support/server-proces
  * closed its socket), or on POST /v1/leases whose connection dropped: a real `writ serve` per engine. The acquisition leaves the queue when the stream
  * closes, so the key is not granted to nobody when its holder releases it: the next acquirer has it at
  * once. A caller that sent its own token and comes back asks again with it and gets the key (one lease,
- * never two). Seen as a user would: GET /v1/leases/queues, POST /v1/leases, /metrics and the server's log.
+ * never two). A client that sends a close frame and then hangs (its connection open, the stream CLOSING
+ * until ws's close timer) is gone from its close frame. Seen as a user would: GET /v1/leases/queues,
+ * POST /v1/leases, /metrics and the server's log.
  */
 const SEO = 'seo-agent-7';
 const ALICE = 'editor-alice';
