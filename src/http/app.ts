@@ -98,8 +98,16 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     ...metrics.observer,
     abandonedAcquisition(event) {
       metrics.observer.abandonedAcquisition(event);
-      const what = { withdrawn: 'withdrawn from the queue', released: 'granted after the close and released at once (no caller token: no one can ever use it)', kept_for_replay: 'granted after the close and kept until its TTL for a replay with the caller\'s token' }[event.outcome];
-      app.log.info({ abandoned_acquisition: event }, `the caller went away (its lease stream or connection closed) before an acquisition of ${event.keys.join(', ')} by ${event.principal} was answered: ${what}`);
+      const what = {
+        withdrawn: 'withdrawn from the queue',
+        released: 'granted after the close and released at once (no caller token: no one can ever use it)',
+        released_after_preemption: 'a takeover granted after the close and released at once (no caller token: no one can ever use it)',
+        kept_for_replay: 'granted after the close and kept until its TTL for a replay with the caller\'s token',
+      }[event.outcome];
+      const message = `the caller went away (its lease stream or connection closed) before an acquisition of ${event.keys.join(', ')} by ${event.principal} was answered: ${what}`;
+      // A wasted takeover fenced its displaced holders out for nothing: they must take the keys again.
+      if (event.outcome === 'released_after_preemption') app.log.warn({ abandoned_acquisition: event }, `${message}; the holders it preempted stay fenced out and may take the keys again: ${event.preempted!.map((p) => `${p.holder} (${p.key}, lease ${p.lease_id})`).join(', ')}`);
+      else app.log.info({ abandoned_acquisition: event }, message);
     },
   };
   app.decorate('writ', ctx);

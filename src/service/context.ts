@@ -19,15 +19,18 @@ export interface ServiceObserver {
 /**
  * What became of an acquisition whose caller went away before it was answered: `withdrawn` (it left
  * the queue, or never started, and took nothing), `released` (granted as the caller went, with a
- * token Writ made, which no one can ever learn: given back at once), `kept_for_replay` (granted with
- * the caller's own token: kept until its TTL, for the caller to claim by asking again with that token).
+ * token Writ made, which no one can ever learn: given back at once), `released_after_preemption` (the
+ * same for a takeover: the holders it preempted stay fenced out, their takeover wasted), `kept_for_replay`
+ * (granted with the caller's own token: kept until its TTL, for the caller to claim by asking again with that token).
  */
 export interface AbandonedAcquisition {
-  outcome: 'withdrawn' | 'released' | 'kept_for_replay';
+  outcome: 'withdrawn' | 'released' | 'released_after_preemption' | 'kept_for_replay';
   principal: string;
   keys: string[];
   /** The lease granted (null when withdrawn). */
   lease_id: string | null;
+  /** A takeover granted: the leases it preempted (their holders are fenced out, whatever became of it). */
+  preempted?: { lease_id: string; holder: string; key: string }[];
 }
 
 export const silentObserver: ServiceObserver = { decision: () => {}, abandonedAcquisition: () => {} };

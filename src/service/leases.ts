@@ -96,13 +96,34 @@ export async function acquireLeases(ctx: WritContext, who: string | Authenticate
     if (e instanceof AcquisitionWithdrawn) ctx.observer.abandonedAcquisition({ outcome: 'withdrawn', principal, keys: [...e.keys], lease_id: null });
     throw e;
   }
+  if (gone.aborted) await abandonGrant(ctx, principal, input, grant);
+  return grant;
+}
+
+/** Grants given up already (by acquireLeases or by the transport that could not answer them): each is given up once. */
+const abandonedGrants = new WeakSet<LeaseOutcome>();
+
+/**
+ * Gives up a grant whose answer cannot reach its caller, as acquireLeases does with one granted after
+ * `callerGone` fired: released at once when Writ made its token, kept until its TTL for a replay with the
+ * caller's own token; told to `ctx.observer.abandonedAcquisition`. For a transport that learns only once
+ * acquireLeases has returned that the answer did not go out (a lease stream already CLOSING, a write that
+ * failed). Once per grant: a second call, or a call for a grant acquireLeases gave up itself, does nothing.
+ */
+export async function abandonGrant(ctx: WritContext, principal: string, input: LeaseRequestInput, grant: LeaseOutcome): Promise<void> {
   // A replay took nothing now: the lease is the earlier acquisition's, taken with the caller's token.
-  if (!gone.aborted || grant.replayed) return grant;
+  if (grant.replayed || abandonedGrants.has(grant)) return;
+  abandonedGrants.add(grant);
   const keep = input.token !== undefined;
   // A lease already ended (expired, preempted) needs no giving back: the release's refusal says so, and is not the answer.
   if (!keep) await ctx.leases.release(grant.lease_id, grant.token).catch((e: unknown) => (e instanceof WritError && e.code.startsWith('LEASE_') ? undefined : Promise.reject(e)));
-  ctx.observer.abandonedAcquisition({ outcome: keep ? 'kept_for_replay' : 'released', principal, keys: grant.keys, lease_id: grant.lease_id });
-  return grant;
+  // A takeover given back is a preemption wasted: the holders it displaced stay fenced out (their epoch is
+  // past; they may take the keys again, at the next epoch). Nothing is undone: giving a displaced holder its
+  // lease back would reuse an epoch, and keeping the keys until the TTL would hold them for no one during
+  // an incident. It is told apart (its own outcome, and the holders it displaced) for an operator to see.
+  const preempted = grant.preempted.map((p) => ({ lease_id: p.lease_id, holder: p.holder, key: p.key }));
+  const outcome = keep ? 'kept_for_replay' : preempted.length > 0 ? 'released_after_preemption' : 'released';
+  ctx.observer.abandonedAcquisition({ outcome, principal, keys: grant.keys, lease_id: grant.lease_id, ...(preempted.length > 0 ? { preempted } : {}) });
 }
 
 async function acquireFor(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput, callerGone?: AbortSignal): Promise<LeaseOutcome> {

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCallerAssertion, newLeaseToken, WritClient } from '../../src/sdk/index.js';
 import { createTestDatabase } from '../store/conformance/engines.js';
 import { fixtureKey } from '../support/harness.js';
+import { openRawWebSocket } from '../support/raw-websocket.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 
 /**
@@ -12,7 +13,9 @@ import { startServerProcess, type ServerProcess } from '../support/server-proces
  * closed its socket), or on POST /v1/leases whose connection dropped: a real `writ serve` per engine. The acquisition leaves the queue when the stream
  * closes, so the key is not granted to nobody when its holder releases it: the next acquirer has it at
  * once. A caller that sent its own token and comes back asks again with it and gets the key (one lease,
- * never two). Seen as a user would: GET /v1/leases/queues, POST /v1/leases, /metrics and the server's log.
+ * never two). A client that sends a close frame and then hangs (its connection open, the stream CLOSING
+ * until ws's close timer) is gone from its close frame. Seen as a user would: GET /v1/leases/queues,
+ * POST /v1/leases, /metrics and the server's log.
  */
 const SEO = 'seo-agent-7';
 const ALICE = 'editor-alice';
@@ -117,6 +120,45 @@ describe.each(ENGINES)('an acquisition whose lease stream closed while it waited
       const again = await postLease(server.url, SEO, seoDecision, seoToken);
       expect(again.status).toBe(200);
       expect(again.body).toMatchObject({ lease_id: claimed.body.lease_id, replayed: true, epochs: claimed.body.epochs });
+      await seo.releaseLease(claimed.body as { lease_id: string; token: string });
+    });
+  }
+
+  for (const withToken of [false, true]) {
+    it(`a close frame from a client that then hangs (the connection stays open, the stream CLOSING): the acquisition is abandoned at the close frame, not left to be granted to nobody when the holder releases${withToken ? '; asked again with its token, the key is the caller\'s' : ''}`, { timeout: 60_000 }, async () => {
+      const post = withToken ? 8_805 : 8_804;
+      const key = `wp:post:${post}#title`;
+      const alice = new WritClient({ baseUrl: server.url, principal: ALICE, privateJwk: fixtureKey(ALICE) });
+      const seo = new WritClient({ baseUrl: server.url, principal: SEO, privateJwk: fixtureKey(SEO) });
+      const decide = async (c: WritClient) => (await c.decide({ action: 'update_post', resource: `wp:post:${post}`, environment: 'production', fields: ['title'] })).token!;
+      const [aliceDecision, seoDecision] = [await decide(alice), await decide(seo)];
+      const withdrawnBefore = await abandonedCount(server.url, 'withdrawn');
+      const held = await alice.acquireLease([aliceDecision], { ttlMs: 30_000 });
+      const raw = await openRawWebSocket(server.url, '/v1/leases/stream', await authorized(SEO));
+      cleanups.push(() => raw.destroy());
+      const seoToken = newLeaseToken();
+      raw.sendText(JSON.stringify({ id: 1, op: 'acquire', decisions: [seoDecision], ttl_ms: 30_000, wait_ms: 30_000, ...(withToken ? { token: seoToken } : {}) }));
+      await until('the stream\'s acquisition queued', async () => (await queues(server.url)).some((q) => q.key === key && q.waiters.some((w) => w.holder === SEO)));
+      raw.sendClose(1000);
+      // The server has read the close frame once its own arrives; its socket stays open (the client neither reads on nor ends it).
+      expect(await raw.serverClosed).toBe(1000);
+      // Before: the acquisition stayed queued (its stream was CLOSING, not closed), Alice's release granted it
+      // and its answer went into the closing socket: the key held by no one who could use it until its TTL.
+      await alice.releaseLease(held);
+      await until('the acquisition left the queue', async () => !(await queues(server.url)).some((q) => q.key === key));
+      expect(await abandonedCount(server.url, 'withdrawn')).toBe(withdrawnBefore + 1);
+      expect(raw.messages).toEqual([]);
+      expect(raw.socket.destroyed).toBe(false);
+      if (!withToken) {
+        const next = await postLease(server.url, ALICE, aliceDecision);
+        expect(next.status, JSON.stringify(next.body)).toBe(201);
+        expect(next.body.epochs[key]).toBe(held.epochs[key]! + 1);
+        await alice.releaseLease(next.body as { lease_id: string; token: string });
+        return;
+      }
+      const claimed = await postLease(server.url, SEO, seoDecision, seoToken);
+      expect(claimed.status, JSON.stringify(claimed.body)).toBe(201);
+      expect(claimed.body.epochs[key]).toBe(held.epochs[key]! + 1);
       await seo.releaseLease(claimed.body as { lease_id: string; token: string });
     });
   }

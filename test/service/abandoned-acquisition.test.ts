@@ -95,4 +95,32 @@ describe.each(['sqlite', 'postgres'] as const)('an acquisition whose caller went
     expect(claimed.status).toBe(200);
     expect(claimed.body).toMatchObject({ lease_id: ghost.lease_id, replayed: true, epochs: ghost.epochs });
   });
+
+  it('a takeover granted as the caller went, with a token Writ made: released at once and told apart (released_after_preemption, naming the holder it displaced), who stays fenced out and takes the key again at the next epoch', async () => {
+    h = await startHarness({ engine, upstream: true });
+    const deploy = { action: 'deploy', resource: 'deploy:site:www', fields: [] as string[] };
+    const key = 'deploy:site:www';
+    const held = await leaseOk(h, 'release-controller', [(await decideOk(h, 'release-controller', deploy)).token]);
+    const declared = await h.call('incident-commander', {
+      method: 'POST', url: '/v1/incidents',
+      payload: { id: 'inc-gone', reason: 'checkout is down', decision: (await decideOk(h, 'incident-commander', { action: 'declare_incident', resource: 'incident:inc-gone', fields: [] })).token },
+    });
+    expect(declared.status, JSON.stringify(declared.body)).toBe(201);
+    const gone = new AbortController();
+    const { ctx, told } = observed(h, () => gone.abort());
+    const commander = (await decideOk(h, 'incident-commander', deploy)).token;
+    const ghost = await acquireLeases(ctx, 'incident-commander', { decisions: [commander], ttl_ms: 30_000, preempt: true }, { callerGone: gone.signal });
+    expect(ghost.preempted).toEqual([expect.objectContaining({ lease_id: held.lease_id, holder: 'release-controller', key })]);
+    // Before: told as a plain `released`, nothing said of the holder it displaced.
+    expect(told).toEqual([{
+      outcome: 'released_after_preemption', principal: 'incident-commander', keys: [key], lease_id: ghost.lease_id,
+      preempted: [{ lease_id: held.lease_id, holder: 'release-controller', key }],
+    }]);
+    expect((await h.ctx.leases.describe(key))?.holderIdentity ?? null).toBeNull();
+    // Fencing is not weakened: the displaced lease stays ended, and its holder takes the key anew at the next epoch.
+    const renew = await h.call('release-controller', { method: 'POST', url: `/v1/leases/${held.lease_id}/renew`, payload: { token: held.token } });
+    expect(renew.body.code).toBe('LEASE_PREEMPTED');
+    const again = await leaseOk(h, 'release-controller', [(await decideOk(h, 'release-controller', deploy)).token]);
+    expect(again.epochs[key]).toBe(ghost.epochs[key]! + 1);
+  });
 });

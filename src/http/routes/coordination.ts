@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { WritError } from '../../errors.js';
 import { DECISION_ID_FILTER, RECEIPT_PAGE, RECEIPT_STATUSES } from '../../audit/index.js';
 import { performAction, type ActionInput } from '../../service/index.js';
-import { acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseListQuery, type LeaseRequestInput } from '../../service/index.js';
+import { abandonGrant, acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseListQuery, type LeaseRequestInput } from '../../service/index.js';
 import { LEASE_PAGE, MAX_KEY_LENGTH } from '../../lease/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
 import { noReceipt, parseTime } from '../../service/index.js';
@@ -57,6 +57,24 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     // Lease calls spend the assertion's jti in the lease's own transaction (or after a refusal).
     const caller = await app.unspentCaller(request);
     const grant = await acquireLeases(app.operation(request), caller, request.body, { callerGone: gone.signal });
+    // Gone after acquireLeases looked (the connection broke in the turn that granted it, its 'close' not
+    // yet told), or the answer not flushed when it closed: the answer reaches no one, and the grant is
+    // given up as acquireLeases gives up one granted after its caller went (once: see abandonGrant).
+    const lost = () => {
+      const hold = app.writDrain.hold();
+      abandonGrant(ctx, caller.principal, request.body, grant)
+        .catch((e: unknown) => request.log.error({ err: e, lease_id: grant.lease_id }, 'a grant whose answer did not go out could not be given back (it lapses at its TTL)'))
+        .finally(hold);
+    };
+    // ('finish' as well as writableFinished: an injected response, light-my-request's, emits one and not the other.)
+    let flushed = false;
+    reply.raw.once('finish', () => (flushed = true));
+    if (reply.raw.destroyed || request.raw.socket.destroyed) lost();
+    else {
+      reply.raw.once('close', () => {
+        if (!flushed && !reply.raw.writableFinished) lost();
+      });
+    }
     if (grant.replayed) void reply.header('Idempotent-Replayed', 'true');
     return reply.code(grant.replayed ? 200 : 201).send(leaseGrantToWire(grant));
   });

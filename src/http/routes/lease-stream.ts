@@ -14,7 +14,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
 import { callerNoLongerValid, type AuthenticatedCaller } from '../../decision/index.js';
 import { WritError, type ErrorCode } from '../../errors.js';
-import { acquireLeases, forOneOperation, releaseLease, renewLease, type LeaseRequestInput, type WritContext } from '../../service/index.js';
+import { abandonGrant, acquireLeases, forOneOperation, releaseLease, renewLease, type LeaseOutcome, type LeaseRequestInput, type WritContext } from '../../service/index.js';
 import type { LeaseStreamReply, LeaseStreamRequest } from '../../wire/v1.js';
 import { AUTHENTICATED, errorResponses } from '../components.js';
 import { assertWellFormedJson, jsonDepthExceeds } from '../input-guard.js';
@@ -148,8 +148,15 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       let closing = false;
       /** Set once the stream's authentication ended: every later request gets it, and the stream closes. */
       let ended: WritError | null = null;
-      const send = (reply: LeaseStreamReply) => {
-        if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(reply));
+      /** Sends `reply`; `undelivered` runs when it cannot go out: the socket is no longer OPEN, or its write failed. */
+      const send = (reply: LeaseStreamReply, undelivered?: () => void) => {
+        if (socket.readyState !== socket.OPEN) {
+          undelivered?.();
+          return;
+        }
+        socket.send(JSON.stringify(reply), (err) => {
+          if (err) undelivered?.();
+        });
       };
       const refuse = (requestId: number | null, op: Op | 'invalid', e: unknown) => {
         const error = e instanceof WritError ? e : new WritError('INTERNAL', 'internal error');
@@ -178,6 +185,20 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         streams.delete(stream);
         gone.abort();
       });
+      // ws's 'close' fires only once the closing handshake is over and the TCP connection has ended: up to
+      // its 30 s close timer after a close frame from a peer that then hangs. From the moment the socket
+      // leaves OPEN no answer goes out, so the caller is gone from then: when a close frame arrives (ws
+      // answers it by calling close() on the socket), when Writ closes or cuts the stream, when the peer
+      // ends or breaks the connection. (An answer that still fails to go out is given up by `send`'s caller.)
+      for (const method of ['close', 'terminate'] as const) {
+        const original = socket[method].bind(socket) as (...args: unknown[]) => void;
+        socket[method] = (...args: unknown[]) => {
+          gone.abort();
+          original(...args);
+        };
+      }
+      const tcp = (request.raw.socket as typeof request.raw.socket | undefined) ?? null;
+      for (const event of ['end', 'error', 'close'] as const) tcp?.once(event, () => gone.abort());
       if (app.writDrain.draining()) stream.drain();
 
       /** The principal and the key its stream was opened with, still registered and unrevoked. */
@@ -202,13 +223,22 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
             if (req.wait_ms !== undefined) input.wait_ms = req.wait_ms;
             if (req.preempt !== undefined) input.preempt = req.preempt;
             if (req.token !== undefined) input.token = req.token;
-            return leaseGrantToWire(await acquireLeases(op, caller.principal, input, { callerGone: gone.signal }));
+            const grant = await acquireLeases(op, caller.principal, input, { callerGone: gone.signal });
+            return { result: leaseGrantToWire(grant), grant: { grant, input } };
           }
           case 'renew':
-            return leaseRenewalToWire(await renewLease(op, caller.principal, req.lease_id, req.token, req.ttl_ms));
+            return { result: leaseRenewalToWire(await renewLease(op, caller.principal, req.lease_id, req.token, req.ttl_ms)) };
           case 'release':
-            return releaseLease(op, caller.principal, req.lease_id, req.token);
+            return { result: await releaseLease(op, caller.principal, req.lease_id, req.token) };
         }
+      };
+
+      /** A grant whose answer did not go out: given up as one granted after the stream closed (see abandonGrant). */
+      const abandon = ({ grant, input }: { grant: LeaseOutcome; input: LeaseRequestInput }) => {
+        const release = app.writDrain.hold();
+        abandonGrant(ctx, caller.principal, input, grant)
+          .catch((e: unknown) => request.log.error({ err: e, lease_id: grant.lease_id }, 'lease stream: a grant whose answer did not go out could not be given back (it lapses at its TTL)'))
+          .finally(release);
       };
 
       socket.on('message', (data: RawData, isBinary: boolean) => {
@@ -241,9 +271,9 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         inflight++;
         const release = app.writDrain.hold();
         run(req).then(
-          (result) => {
+          ({ result, grant }) => {
             options.answered(req.op, 200);
-            send({ id: req.id, ok: true, result });
+            send({ id: req.id, ok: true, result }, grant && (() => abandon(grant)));
           },
           (e: unknown) => refuse(req.id, req.op, e),
         ).finally(() => {
