@@ -10,7 +10,7 @@ import { LeaseManager } from '../../src/lease/index.js';
 import { acquireLeases, type AbandonedAcquisition, type WritContext } from '../../src/service/index.js';
 import type { StoreTx } from '../../src/store/contract.js';
 import { newLeaseToken } from '../../src/sdk/index.js';
-import { decideAndLease, decideOk } from '../support/agent.js';
+import { decideAndLease, decideOk, leaseOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 const SEO = 'seo-agent-7';
