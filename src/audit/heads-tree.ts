@@ -16,8 +16,9 @@ import {
 /**
  * A checkpoint's leaves and its Merkle tree (checkpoint.ts `headsRoot`), kept in memory so that the next
  * checkpoint costs in proportion to the chains that moved, not to all chains: a leaf that changed rehashes
- * its path to the root (about 20 hashes with a million chains); a new chain rehashes the nodes right of
- * it (the leaves after it move one place), never the leaves. Compact: per chain its name, two numbers and
+ * its path to the root (about 20 hashes with a million chains); new chains rehash the nodes right of
+ * the first (the leaves after each move one place; those that moved by a multiple of a node's width are copied:
+ * mergedLevelSteps), never the leaves. Compact: per chain its name, two numbers and
  * three hashes' worth of bytes in shared Buffers (the head hash, the leaf hash, the nodes above), and the
  * floor hash only for a chain with an archive floor. ReceiptLog keeps one, for the latest checkpoint it
  * verified or signed.
