@@ -7,7 +7,8 @@
 // measurements did), takes the first checkpoint (it signs every chain), then `rounds` times: `moved` new
 // chains (first receipts, in random places of the chain order) and a checkpoint; `rounds` times: the same
 // chains moved on (a receipt each) and a checkpoint; and a checkpoint with nothing moved. Prints one JSON
-// line per checkpoint: its wall time, the process's resident memory after it and at its peak (sampled every
+// line per checkpoint: its wall time, this process's CPU time meanwhile (not the database's: on a shared machine
+// the wall time is mostly waiting for a core), the process's resident memory after it and at its peak (sampled every
 // 20 ms), and the longest pause of the event loop during it.
 import pg from 'pg';
 
@@ -54,11 +55,13 @@ try {
       peak = Math.max(peak, process.memoryUsage().rss);
     }, 20);
     const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
     const c = await fn();
     const ms = performance.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
     clearInterval(timer);
     const rss = process.memoryUsage().rss;
-    console.log(JSON.stringify({ what, ms: Math.round(ms), signed: c?.seq ?? null, chains: c?.chains ?? null, rss_mb: Math.round(rss / 2 ** 20), peak_mb: Math.round(Math.max(peak, rss) / 2 ** 20), longest_pause_ms: Math.round(stall) }));
+    console.log(JSON.stringify({ what, ms: Math.round(ms), cpu_ms: Math.round((cpu.user + cpu.system) / 1000), signed: c?.seq ?? null, chains: c?.chains ?? null, rss_mb: Math.round(rss / 2 ** 20), peak_mb: Math.round(Math.max(peak, rss) / 2 ** 20), longest_pause_ms: Math.round(stall) }));
   };
   await measure('first (signs every chain)', () => log.checkpoint());
   const keys = [];

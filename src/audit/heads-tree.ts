@@ -16,8 +16,9 @@ import {
 /**
  * A checkpoint's leaves and its Merkle tree (checkpoint.ts `headsRoot`), kept in memory so that the next
  * checkpoint costs in proportion to the chains that moved, not to all chains: a leaf that changed rehashes
- * its path to the root (about 20 hashes with a million chains); a new chain rehashes the nodes right of
- * it (the leaves after it move one place), never the leaves. Compact: per chain its name, two numbers and
+ * its path to the root (about 20 hashes with a million chains); new chains rehash the nodes right of
+ * the first (the leaves after each move one place; those that moved by a multiple of a node's width are copied:
+ * mergedLevelSteps), never the leaves. Compact: per chain its name, two numbers and
  * three hashes' worth of bytes in shared Buffers (the head hash, the leaf hash, the nodes above), and the
  * floor hash only for a chain with an archive floor. ReceiptLog keeps one, for the latest checkpoint it
  * verified or signed.
@@ -45,6 +46,13 @@ export class HeadsTree {
     const sorted = [...leaves].sort((a, b) => compareChains(a.chain, b.chain));
     const tree = new HeadsTree([], new Float64Array(0), Buffer.alloc(0), new Float64Array(0), new Map(), []);
     return (await runStepsYielding(tree.merge(sorted, step))) ? tree : undefined;
+  }
+
+  private nodesHashed = 0;
+
+  /** Nodes hashed above the leaves by the last build or apply that put in new chains (bench/heads-tree-insert.mjs reports it). */
+  get hashedLast(): number {
+    return this.nodesHashed;
   }
 
   get size(): number {
@@ -141,7 +149,11 @@ export class HeadsTree {
     return true;
   }
 
-  /** Merges sorted leaves in (new chains, changed ones), then the levels above from the first place that changed. */
+  /**
+   * Merges sorted leaves in (new chains, changed ones) in one pass over the old arrays, then the levels above
+   * (mergedLevelSteps): what lies left of the first place that changed is copied, and so is every node right
+   * of it that covers no changed place and whose leaves moved by a multiple of its width.
+   */
   private *merge(sorted: readonly CheckpointLeaf[], step: number): Steps<boolean> {
     const old = { chains: this.chains, pos: this.pos, heads: this.heads, floorPos: this.floorPos, level0: this.levels[0] ?? Buffer.alloc(0) };
     let added = 0;
@@ -152,7 +164,8 @@ export class HeadsTree {
     this.heads = Buffer.allocUnsafe(n * HASH_BYTES);
     this.floorPos = new Float64Array(n);
     const level0 = Buffer.allocUnsafe(n * HASH_BYTES);
-    let first = n;
+    // The places put in (new order), and how many new chains lie at or before each.
+    const dirty: Place[] = [];
     let i = 0;
     let j = 0;
     let k = 0;
@@ -163,7 +176,7 @@ export class HeadsTree {
         const l = sorted[j++]!;
         if (i < old.chains.length && old.chains[i] === l.chain) i++;
         if (!this.put(k, l, level0)) return false;
-        if (k < first) first = k;
+        dirty.push({ at: k, shift: k + 1 - i });
         k++;
         if (++hashed % step === 0) yield;
         continue;
@@ -185,9 +198,66 @@ export class HeadsTree {
         yield;
       }
     }
-    this.levels = n === 0 ? [] : yield* upperLevelSteps(level0, n, first, this.levels.length > 0 ? this.levels : undefined, step);
+    const count = { hashed: 0 };
+    if (n === 0) this.levels = [];
+    else if (this.levels.length === 0) this.levels = yield* upperLevelSteps(level0, n, 0, undefined, step, count);
+    else this.levels = yield* mergedLevelSteps(level0, n, dirty, this.levels, step, count);
+    this.nodesHashed = count.hashed;
     return true;
   }
+}
+
+/** A place of the merged leaves that was put in, and how many of the old leaves' places moved right up to it (new chains at or before it). */
+interface Place {
+  at: number;
+  shift: number;
+}
+
+/**
+ * The levels above `level0` (n leaves, merged from the tree whose levels are `previous`), as upperLevelSteps
+ * gives them, hashing only what changed. A node covers 2^l consecutive leaves; one that covers no place put
+ * in (`dirty`) covers old leaves that all moved right by the same `shift` (the new chains before them), and
+ * when that shift is a multiple of 2^l those leaves were a whole node of the old tree too, at index
+ * j - shift / 2^l, with the same hash: copied. Left of the first place put in the shift is 0 (every level
+ * copied); between two places it is the new chains so far, so a node is copied at level 1 after an even
+ * number of them, at level 2 after a multiple of four, and so on: about a third of the nodes right of the
+ * first new chain, for new chains in random places. The nodes of the right edge that are not whole (an odd
+ * one promoted) are always hashed: a few per level.
+ */
+function* mergedLevelSteps(level0: Buffer, n: number, dirty: readonly Place[], previous: readonly Buffer[], step: number, count: { hashed: number }): Steps<Buffer[]> {
+  const levels = [level0];
+  let below = level0;
+  let width = n;
+  for (let l = 1; width > 1; l++) {
+    const up = Math.ceil(width / 2);
+    const level = Buffer.allocUnsafe(up * HASH_BYTES);
+    const span = 2 ** l;
+    const old = previous[l];
+    let d = 0;
+    let j = 0;
+    while (j < up) {
+      const first = j * span;
+      while (d < dirty.length && dirty[d]!.at < first) d++;
+      const shift = d > 0 ? dirty[d - 1]!.shift : 0;
+      // Whole nodes from j on that end at or before the next place put in (or the last leaf).
+      const clean = Math.floor((d < dirty.length ? dirty[d]!.at : n) / span);
+      if (old && clean > j && shift % span === 0) {
+        const from = j - shift / span;
+        old.copy(level, j * HASH_BYTES, from * HASH_BYTES, (from + clean - j) * HASH_BYTES);
+        j = clean;
+        continue;
+      }
+      if (2 * j + 1 < width) {
+        nodeDigestInto(below, 2 * j, level, j);
+        if (++count.hashed % step === 0) yield;
+      } else below.copy(level, j * HASH_BYTES, 2 * j * HASH_BYTES, (2 * j + 1) * HASH_BYTES);
+      j++;
+    }
+    levels.push(level);
+    below = level;
+    width = up;
+  }
+  return levels;
 }
 
 const HEX64 = /^[0-9a-f]{64}$/;

@@ -335,6 +335,10 @@ export class ReceiptLog {
    * the kept path signs what it checked before, so it launders neither, and `writ audit verify` reports them).
    */
   async checkpoint(options: { force?: boolean } = {}): Promise<StoredCheckpoint | null> {
+    return this.checkpointQueued(options);
+  }
+
+  private async checkpointQueued(options: CheckpointOptions): Promise<StoredCheckpoint | null> {
     const run = this.checkpointing.then(() => this.checkpointOnce(options));
     this.checkpointing = run.catch(() => undefined);
     return run;
@@ -344,7 +348,9 @@ export class ReceiptLog {
    * The periodic checkpoint of `writ serve`: taken only in `holder`'s turn, which it takes or renews for
    * `turnMs` (claimCheckpointTurn), so that of several replicas one checkpoints per interval and another
    * takes over once the turn runs out (its holder stopped, or stopped renewing). `turn` says whether it was
-   * this holder's turn; `checkpoint` what checkpoint() gave then.
+   * this holder's turn; `checkpoint` what checkpoint() gave then. The checkpoint is recorded only if it is
+   * still this holder's turn when it is written (recordCheckpoint's `turn`): one that paused meanwhile (a
+   * stopped process, a long pause) and lost its turn to another signs nothing, and this drops its kept leaves.
    */
   async checkpointInTurn(holder: string, turnMs: number): Promise<{ turn: boolean; checkpoint: StoredCheckpoint | null }> {
     const turn = await this.store.readWrite((tx) => tx.receipts.claimCheckpointTurn(holder, turnMs));
@@ -353,10 +359,10 @@ export class ReceiptLog {
       this.kept = undefined;
       return { turn, checkpoint: null };
     }
-    return { turn, checkpoint: await this.checkpoint() };
+    return { turn, checkpoint: await this.checkpointQueued({ turn: holder }) };
   }
 
-  private async checkpointOnce(options: { force?: boolean }): Promise<StoredCheckpoint | null> {
+  private async checkpointOnce(options: CheckpointOptions): Promise<StoredCheckpoint | null> {
     const signer = this.signer('taking a checkpoint');
     const kept = this.kept;
     // Put back only once it is the latest checkpoint's again (a throw leaves none).
@@ -385,14 +391,14 @@ export class ReceiptLog {
     if (!tree || !(await tree.apply(changed))) tree = next.size <= this.keptChains ? await HeadsTree.build([...next.values()]) : undefined;
     const root = tree ? tree.root() : await headsRootYielding([...next.values()]);
     const stored = this.signedCheckpoint(signer, (signed.checkpoint?.seq ?? 0) + 1, next.size, root, 0, graph);
-    const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set()));
+    const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set(), options.turn));
     if (!done) return null;
     this.keep(stored, tree, mark);
     return stored;
   }
 
   /** The next checkpoint from the kept leaves: only the chains that moved since their mark are read. */
-  private async checkpointFromKept(kept: KeptCheckpoint, latest: StoredCheckpoint, signer: CheckpointSigner, options: { force?: boolean }): Promise<StoredCheckpoint | null | 'whole pass'> {
+  private async checkpointFromKept(kept: KeptCheckpoint, latest: StoredCheckpoint, signer: CheckpointSigner, options: CheckpointOptions): Promise<StoredCheckpoint | null | 'whole pass'> {
     const { mark, moved } = await this.store.read(async (tx) => ({ mark: await tx.receipts.headsMark(), moved: await tx.receipts.headsMovedSince(kept.mark) }));
     const changed = await this.wentForward(kept.seq, moved.map((h) => [kept.tree.get(h.chain), h] as const));
     const graph = await this.graphHead(latest);
@@ -402,7 +408,7 @@ export class ReceiptLog {
     }
     if (!(await kept.tree.apply(changed))) return 'whole pass';
     const stored = this.signedCheckpoint(signer, kept.seq + 1, kept.tree.size, kept.tree.root(), 0, graph);
-    const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set()));
+    const done = await this.store.readWrite((tx) => tx.receipts.recordCheckpoint(stored, changed, new Set(), options.turn));
     if (!done) return null;
     this.keep(stored, kept.tree, mark, kept.checkedAt);
     return stored;
@@ -688,6 +694,12 @@ function checkSameRequest(idempotencyKey: string, first: { receipt_id: string; r
   if (first.request_hash !== requestHash) {
     throw new WritError('IDEMPOTENCY_MISMATCH', `Idempotency-Key '${idempotencyKey}' was already used for a different request`, { receipt_id: first.receipt_id });
   }
+}
+
+/** `turn`: the periodic checkpoint's holder (checkpointInTurn), recorded only in its turn. */
+interface CheckpointOptions {
+  force?: boolean;
+  turn?: string;
 }
 
 function sameLeaf(a: CheckpointLeaf, b: CheckpointLeaf | undefined): boolean {

@@ -78,9 +78,13 @@ export interface ReceiptRepository {
    * checkpoint raises none), the entries of that chain up to the floor and the index rows of the
    * receipts they open, in this transaction: the only way entries ever leave the store (the engines'
    * triggers refuse a delete above a chain's latest floor). Returns the rows deleted, or null (and does
-   * nothing) when a checkpoint with that seq exists already: another server won.
+   * nothing) when a checkpoint with that seq exists already: another server won. With `turn` (a periodic
+   * checkpoint, claimCheckpointTurn's holder), also null and nothing done unless it is still that holder's
+   * turn by the store's clock, checked in the same statement as the insert and kept (the turn row locked
+   * against a takeover) until the transaction ends: a replica that paused after it claimed the turn signs
+   * nothing once another has taken over.
    */
-  recordCheckpoint(checkpoint: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string>): Promise<{ entries: number; receipts: number } | null>;
+  recordCheckpoint(checkpoint: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string>, turn?: string): Promise<{ entries: number; receipts: number } | null>;
 }
 
 /** A receipts index row as stored, with the entries it names. */

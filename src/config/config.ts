@@ -59,6 +59,14 @@ export interface WritConfig {
    * rolling upgrade older replicas append unhashed events, and the next append hashes them.
    */
   graphRequireHashes: boolean;
+  /**
+   * The most chains whose latest checkpoint's leaves a server keeps in memory (with their tree, ~170 MB per
+   * million chains), so that the next checkpoint costs what moved; above it (or 0) every checkpoint reads and
+   * hashes every chain.
+   */
+  receiptCheckpointKeptChains: number;
+  /** How long kept leaves are built on before a checkpoint reads and checks every chain again (0: every time). */
+  receiptCheckpointFullPassMs: number;
   /** Governed priority per priority class; the lease queue uses these, never a caller's claim. */
   priorities: Record<string, number>;
   lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number; maxWaitersPerKey: number };
@@ -235,6 +243,8 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     drainTimeoutMs: int('WRIT_DRAIN_TIMEOUT_MS', env.WRIT_DRAIN_TIMEOUT_MS, 15_000),
     receiptCheckpointIntervalMs: int('WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS', env.WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS, 60_000),
     graphRequireHashes: flag('WRIT_GRAPH_REQUIRE_HASHES', env.WRIT_GRAPH_REQUIRE_HASHES),
+    receiptCheckpointKeptChains: int('WRIT_RECEIPT_CHECKPOINT_KEPT_CHAINS', env.WRIT_RECEIPT_CHECKPOINT_KEPT_CHAINS, 4_000_000),
+    receiptCheckpointFullPassMs: int('WRIT_RECEIPT_CHECKPOINT_FULL_PASS_MS', env.WRIT_RECEIPT_CHECKPOINT_FULL_PASS_MS, 3_600_000),
     priorities: DEFAULT_PRIORITIES,
     lease: {
       minTtlMs: int('WRIT_LEASE_MIN_TTL_MS', env.WRIT_LEASE_MIN_TTL_MS, 500),

@@ -90,7 +90,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       keys,
       policy,
       leases,
-      receipts: new ReceiptLog({ store, clock, checkpoints: keyRingCheckpointSigner(keys), requireGraphHashes: config.graphRequireHashes }),
+      receipts: new ReceiptLog({ store, clock, checkpoints: keyRingCheckpointSigner(keys), requireGraphHashes: config.graphRequireHashes, keptChains: config.receiptCheckpointKeptChains, keptForMs: config.receiptCheckpointFullPassMs }),
       upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
       decisionLog,
       observer: silentObserver,

@@ -256,12 +256,24 @@ export class PostgresReceiptRepository implements ReceiptRepository {
     return row ?? null;
   }
 
-  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string>): Promise<{ entries: number; receipts: number } | null> {
+  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string>, turn?: string): Promise<{ entries: number; receipts: number } | null> {
     // The checkpoint first: a concurrent one with the same seq waits for this to commit, then inserts nothing.
-    const inserted = await this.sql.query(
-      'INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws, graph_revision, graph_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (seq) DO NOTHING RETURNING 1',
-      [c.seq, c.at, c.chains, c.root, c.archived, c.jws, c.graph_revision ?? null, c.graph_hash ?? null],
-    );
+    // In a turn, only while the turn row names this holder and has not run out, by the database's clock; the
+    // row is locked (FOR SHARE) until the commit, so a takeover (claimCheckpointTurn's update) comes after it.
+    const values = [c.seq, c.at, c.chains, c.root, c.archived, c.jws, c.graph_revision ?? null, c.graph_hash ?? null];
+    const inserted = turn === undefined
+      ? await this.sql.query(
+        'INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws, graph_revision, graph_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (seq) DO NOTHING RETURNING 1',
+        values,
+      )
+      : await this.sql.query(
+        `WITH turn AS (SELECT 1 FROM receipt_checkpoint_turn
+                        WHERE id = 1 AND holder = $9 AND until >= (extract(epoch FROM clock_timestamp()) * 1000)::bigint FOR SHARE)
+         INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws, graph_revision, graph_hash)
+         SELECT $1::bigint, $2::bigint, $3::bigint, $4::text, $5::bigint, $6::text, $7::bigint, $8::text FROM turn
+         ON CONFLICT (seq) DO NOTHING RETURNING 1`,
+        [...values, turn],
+      );
     if (inserted.length === 0) return null;
     if (changed.length === 0) return { entries: 0, receipts: 0 };
     const leaves = JSON.stringify(changed);

@@ -100,6 +100,7 @@ export class SqliteReceiptRepository implements ReceiptRepository {
           JOIN receipt_checkpoint_leaves l ON l.chain = c.chain
            AND l.checkpoint = (SELECT MAX(m.checkpoint) FROM receipt_checkpoint_leaves m WHERE m.chain = c.chain AND m.checkpoint <= ?)`),
       legacy: db.prepare('SELECT seq, archived_through, hash, prev_hash, count, at, jws FROM receipt_checkpoints ORDER BY seq DESC LIMIT 1'),
+      inTurn: db.prepare('SELECT 1 FROM receipt_checkpoint_turn WHERE id = 1 AND holder = ? AND until >= ?').pluck(),
       insertCheckpoint: db.prepare(`INSERT INTO receipt_head_checkpoints (seq, at, chains, root, archived, jws, graph_revision, graph_hash)
         VALUES (@seq, @at, @chains, @root, @archived, @jws, @graph_revision, @graph_hash) ON CONFLICT (seq) DO NOTHING`),
       insertLeaf: db.prepare(`INSERT INTO receipt_checkpoint_leaves (chain, checkpoint, pos, hash, floor_pos, floor_hash)
@@ -239,8 +240,11 @@ export class SqliteReceiptRepository implements ReceiptRepository {
     return (this.stmts.legacy.get() as StoredLegacyCheckpoint | undefined) ?? null;
   }
 
-  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string>): Promise<{ entries: number; receipts: number } | null> {
+  async recordCheckpoint(c: StoredCheckpoint, changed: readonly CheckpointLeaf[], raised: ReadonlySet<string>, turn?: string): Promise<{ entries: number; receipts: number } | null> {
     const s = this.stmts;
+    // In a turn, only while it is still this holder's (the clock claimCheckpointTurn uses): this transaction
+    // holds the one writer's lock, so no takeover comes between the check and the commit.
+    if (turn !== undefined && s.inTurn.get(turn, Date.now()) === undefined) return null;
     if (s.insertCheckpoint.run({ seq: c.seq, at: c.at, chains: c.chains, root: c.root, archived: c.archived, jws: c.jws, graph_revision: c.graph_revision ?? null, graph_hash: c.graph_hash ?? null }).changes === 0) return null;
     let entries = 0;
     let receipts = 0;

@@ -84,6 +84,33 @@ describeEngines('receipt checkpoints and retention', (fresh) => {
     expect((await entries(store)).find((e) => e.chain === A && e.pos === 5)!.prev_hash).toBe((await entries(store)).find((e) => e.chain === A && e.pos === 4)!.hash);
   });
 
+  it('a periodic checkpoint (recordCheckpoint with a turn) is recorded only in its holder\'s turn, not once it ran out or another took it', async () => {
+    const { store } = await fresh();
+    await history(store);
+    const a = await leafOf(store, A, 0);
+    const b = await leafOf(store, B, 0);
+    const record = (seq: number, turn?: string) => store.readWrite((tx) => tx.receipts.recordCheckpoint(checkpoint(seq, [a, b]), seq === 1 ? [a, b] : [], new Set(), turn));
+    const latest = async () => (await store.read((tx) => tx.receipts.latestCheckpoint()))?.seq ?? 0;
+    const claim = (holder: string, ms: number) => store.readWrite((tx) => tx.receipts.claimCheckpointTurn(holder, ms));
+    // No turn row yet: nobody's turn.
+    expect(await record(1, 'a')).toBeNull();
+    expect(await claim('a', 60_000)).toBe(true);
+    expect(await record(1, 'b')).toBeNull();
+    expect(await latest()).toBe(0);
+    expect(await record(1, 'a')).toEqual({ entries: 0, receipts: 0 });
+    // a's turn runs out (a stopped renewing): its late checkpoint is not recorded, before or after b takes over.
+    expect(await claim('a', 1)).toBe(true);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await record(2, 'a')).toBeNull();
+    expect(await claim('b', 60_000)).toBe(true);
+    expect(await record(2, 'a')).toBeNull();
+    expect(await latest()).toBe(1);
+    expect(await record(2, 'b')).toEqual({ entries: 0, receipts: 0 });
+    // Without a turn (writ audit checkpoint, an archive, a key rotation): recorded whoever's turn it is.
+    expect(await record(3)).toEqual({ entries: 0, receipts: 0 });
+    expect(await latest()).toBe(3);
+  });
+
   it('two checkpoints with the same seq: one records, the other does nothing (returns null), so two archives racing cannot both delete', async () => {
     const { store, another } = await fresh();
     await history(store);
