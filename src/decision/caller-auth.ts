@@ -1,7 +1,8 @@
 import type { KeyObject } from 'node:crypto';
 import { WritError } from '../errors.js';
 import type { PublicJwk } from '../graph/model.js';
-import type { ReplayGuard, SingleUseTx } from './single-use.js';
+import type { ReplayGuard, SingleUseTx, SpendRefusal } from './single-use.js';
+import { behindDatabase, CLOCK_NOISE_MS, clockOffsetDetail, instant } from './clock-refusal.js';
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 export interface CallerAuthDeps {
@@ -159,7 +160,7 @@ export async function spendAssertion(replay: ReplayGuard, tx: SingleUseTx, calle
   try {
     if (now >= caller.spendUntil) throw refuse('assertion expired before its request took effect');
     // The outcome may be known only at commit (SingleUseStore.spendOrRefuse): a replay fails the whole transaction.
-    await tx.singleUse.spendOrRefuse(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now, replayed);
+    await tx.singleUse.spendOrRefuse(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now, (why) => spendRefused(why, caller, now));
   } finally {
     replay.forget(REPLAY_NAMESPACE, replayId(caller));
   }
@@ -186,6 +187,19 @@ export function isReplayedAssertion(e: unknown): boolean {
 export function callerOf(who: string | AuthenticatedCaller, replay: ReplayGuard, now: () => number): { principal: string; spend: (tx: SingleUseTx) => Promise<void> } {
   if (typeof who === 'string') return { principal: who, spend: async () => {} };
   return { principal: who.principal, spend: (tx) => spendAssertion(replay, tx, who, now()) };
+}
+
+/**
+ * A refused spend: a replay, or an assertion past the time its spend would be remembered by the
+ * store's clock though not by Writ's. On PostgreSQL that clock is the database's, and a gap of more than
+ * the skew tolerated is this replica's clock being behind the database's (an assertion made by a caller
+ * whose clock follows this replica's, fresh by it, is then expired by the database's): that is said,
+ * with the gap, so the operator fixes the clock instead of hunting a replay. Refused either way.
+ */
+function spendRefused(why: SpendRefusal, caller: AuthenticatedCaller, now: number): WritError {
+  if (why.reason === 'spent') return replayed();
+  if (why.storeNow - now <= CLOCK_NOISE_MS) return refuse('assertion expired before its request took effect');
+  return new WritError('UNAUTHENTICATED', behindDatabase('assertion', caller.spendUntil, why.storeNow, now), clockOffsetDetail(why.storeNow, now));
 }
 
 /** Scoped by principal: one caller's jti choices can never burn another's. */
@@ -218,12 +232,6 @@ function publicKey(jwk: PublicJwk, alg: AssertionAlgorithm, principalId: string)
     keyCache.set(cacheKey, key);
   }
   return key;
-}
-
-/** ms since the epoch as RFC 3339, for a message (a claim out of Date's range as the number it is). */
-function instant(ms: number): string {
-  const at = new Date(ms);
-  return Number.isNaN(at.getTime()) ? `${ms / 1000} s after the epoch` : at.toISOString();
 }
 
 /**

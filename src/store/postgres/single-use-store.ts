@@ -1,4 +1,4 @@
-import type { SingleUseStore } from '../../decision/single-use.js';
+import type { SingleUseStore, SpendRefusal } from '../../decision/single-use.js';
 import type { Sql } from './session.js';
 
 /**
@@ -14,19 +14,32 @@ export class PostgresSingleUseStore implements SingleUseStore {
   ) {}
 
   async spend(namespace: string, id: string, expiresAt: number, now: number): Promise<boolean> {
-    if (expiresAt <= now) return false;
+    return (await this.spendOrWhy(namespace, id, expiresAt, now)) === null;
+  }
+
+  /**
+   * Spends the id, or says why not (null: spent now). The database's clock is read once and answered
+   * with the verdict it gave, so a refusal of an id that this replica's clock finds live names the
+   * database's time that found it expired (a replica whose clock is behind the database's).
+   */
+  private async spendOrWhy(namespace: string, id: string, expiresAt: number, now: number): Promise<SpendRefusal | null> {
+    if (expiresAt <= now) return { reason: 'expired', storeNow: now };
     this.purge.due(now);
-    // A live row makes this a no-op (no row returned); an expired one is replaced; an id already
-    // expired is never inserted (spending it late would let a second late spend succeed too).
-    const rows = await this.sql.query(
-      `INSERT INTO single_use_ids AS s (namespace, id, expires_at)
-       SELECT $1, $2, $3 WHERE $3 > greatest($4::bigint, writ_now_ms())
-       ON CONFLICT (namespace, id) DO UPDATE SET expires_at = excluded.expires_at
-       WHERE s.expires_at <= greatest($4::bigint, writ_now_ms())
-       RETURNING 1`,
+    // A live row makes this a no-op (spent = 0); an expired one is replaced; an id already expired is
+    // never inserted (spending it late would let a second late spend succeed too).
+    const [row] = await this.sql.query<{ db_now: number; spent: number }>(
+      `WITH t AS MATERIALIZED (SELECT writ_now_ms() AS db_now),
+       spent AS (
+         INSERT INTO single_use_ids AS s (namespace, id, expires_at)
+         SELECT $1, $2, $3 FROM t WHERE $3 > greatest($4::bigint, t.db_now)
+         ON CONFLICT (namespace, id) DO UPDATE SET expires_at = excluded.expires_at
+         WHERE s.expires_at <= greatest($4::bigint, (SELECT db_now FROM t))
+         RETURNING 1)
+       SELECT db_now, (SELECT count(*) FROM spent)::int AS spent FROM t`,
       [namespace, storedId(id), expiresAt, now],
     );
-    return rows.length === 1;
+    if (row!.spent === 1) return null;
+    return expiresAt <= row!.db_now ? { reason: 'expired', storeNow: row!.db_now } : { reason: 'spent' };
   }
 
   /**
@@ -36,12 +49,13 @@ export class PostgresSingleUseStore implements SingleUseStore {
    * Either fails the transaction, which the store then runs again without deferring, where `spend`
    * answers and the refusal is thrown.
    */
-  async spendOrRefuse(namespace: string, id: string, expiresAt: number, now: number, refusal: () => Error): Promise<void> {
+  async spendOrRefuse(namespace: string, id: string, expiresAt: number, now: number, refusal: (why: SpendRefusal) => Error): Promise<void> {
     if (!this.sql.deferring) {
-      if (!(await this.spend(namespace, id, expiresAt, now))) throw refusal();
+      const why = await this.spendOrWhy(namespace, id, expiresAt, now);
+      if (why) throw refusal(why);
       return;
     }
-    if (expiresAt <= now) throw refusal();
+    if (expiresAt <= now) throw refusal({ reason: 'expired', storeNow: now });
     this.purge.due(now);
     this.sql.defer('DELETE FROM single_use_ids WHERE namespace = $1 AND id = $2 AND expires_at <= greatest($3::bigint, writ_now_ms())', [namespace, storedId(id), now]);
     this.sql.defer(
