@@ -52,6 +52,11 @@ export interface WritConfig {
   drainTimeoutMs: number;
   /** How often a server signs a checkpoint over all receipt chain heads (when a chain moved); 0: never. */
   receiptCheckpointIntervalMs: number;
+  /**
+   * PostgreSQL: how far this replica's clock may be from the database's (measured, src/service/database-clock.ts)
+   * before `writ serve` warns (`warnMs`), and before GET /readyz answers 503 CLOCK_SKEW (`maxMs`; 0: never).
+   */
+  clockOffset: { warnMs: number; maxMs: number };
   /** Governed priority per priority class; the lease queue uses these, never a caller's claim. */
   priorities: Record<string, number>;
   lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number; maxWaitersPerKey: number };
@@ -221,6 +226,10 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     leaseStreamPingMs: int('WRIT_LEASE_STREAM_PING_MS', env.WRIT_LEASE_STREAM_PING_MS, 30_000),
     drainTimeoutMs: int('WRIT_DRAIN_TIMEOUT_MS', env.WRIT_DRAIN_TIMEOUT_MS, 15_000),
     receiptCheckpointIntervalMs: int('WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS', env.WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS, 60_000),
+    clockOffset: {
+      warnMs: int('WRIT_CLOCK_OFFSET_WARN_MS', env.WRIT_CLOCK_OFFSET_WARN_MS, 1_000),
+      maxMs: int('WRIT_CLOCK_OFFSET_MAX_MS', env.WRIT_CLOCK_OFFSET_MAX_MS, 60_000),
+    },
     priorities: DEFAULT_PRIORITIES,
     lease: {
       minTtlMs: int('WRIT_LEASE_MIN_TTL_MS', env.WRIT_LEASE_MIN_TTL_MS, 500),

@@ -93,7 +93,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     },
   });
   guardInput(app, { maxDepth: ctx.config.jsonMaxDepth, bodyLimit: ctx.config.bodyLimitBytes });
-  const metrics = createMetrics(() => ctx.decisionLog.stats(), () => ctx.policy.reloads?.());
+  const metrics = createMetrics(() => ctx.decisionLog.stats(), () => ctx.policy.reloads?.(), () => ctx.databaseClock?.latest() ?? null);
   ctx.observer = {
     ...metrics.observer,
     abandonedAcquisition(event) {

@@ -66,4 +66,32 @@ describe('PostgreSQL: a replica whose clock is behind the database\'s', () => {
     expect(login.code).toBe('LOGIN_LINK_INVALID');
     expect(login.message).toMatch(/^console login link expired by the database's clock: .* 9\d\d\.\d s behind the database's/);
   });
+
+  it('GET /readyz and /metrics show the offset: 503 CLOCK_SKEW past WRIT_CLOCK_OFFSET_MAX_MS, a warning past WRIT_CLOCK_OFFSET_WARN_MS', { timeout: 60_000 }, async () => {
+    const clock = new ManualClock(Date.now() - 120_000);
+    h = await startHarness({ engine: 'postgres', clock });
+    const skewed = await h.call(null, { method: 'GET', url: '/readyz' });
+    expect(skewed.status).toBe(503);
+    expect(skewed.body).toMatchObject({ status: 'not ready', code: 'CLOCK_SKEW' });
+    expect(skewed.body.error).toMatch(/^this replica's clock is 1[12]\d\.\d s behind the database's, more than WRIT_CLOCK_OFFSET_MAX_MS \(60000 ms\)/);
+    expect(skewed.body.clock_offset_ms).toBeLessThan(-110_000);
+    const metrics = await h.call(null, { method: 'GET', url: '/metrics' });
+    expect(Number(/^writ_clock_offset_seconds\{peer="database"\} (\S+)$/m.exec(metrics.raw)?.[1])).toBeLessThan(-110);
+    expect(metrics.raw).toMatch(/^writ_clock_offset_uncertainty_seconds\{peer="database"\} \d/m);
+
+    // The clock set right: ready again once the measurement is 10 s old (it is measured again then).
+    clock.set(Date.now() + 10_000);
+    const ready = await h.call(null, { method: 'GET', url: '/readyz' });
+    expect(ready.status, ready.raw).toBe(200);
+    expect(ready.body.clock).toMatchObject({ peer: 'database', uncertainty_ms: expect.any(Number), measured_at: expect.any(String) });
+    expect(ready.body.clock.warning).toMatch(/^this replica's clock is \d+\.\d s (\(± \d+\.\d s\) )?ahead of the database's, more than WRIT_CLOCK_OFFSET_WARN_MS/);
+  });
+
+  it('SQLite has one clock: no clock in GET /readyz, no offset metric', async () => {
+    h = await startHarness();
+    const ready = await h.call(null, { method: 'GET', url: '/readyz' });
+    expect(ready.status).toBe(200);
+    expect(ready.body.clock).toBeUndefined();
+    expect((await h.call(null, { method: 'GET', url: '/metrics' })).raw).not.toMatch(/^writ_clock_offset_seconds\{/m);
+  });
 });
