@@ -29,6 +29,13 @@ export interface CallerAuthDeps {
    * is still refused at once (the in-memory mark).
    */
   readSpent?: boolean;
+  /**
+   * This process's clock minus its store's (PostgreSQL: the database's), ms, as last measured, or
+   * undefined. Only words come of it: a caller refused for a clock off Writ's by more than the tolerance,
+   * where this replica's own clock is that far off the database's the same way, is told that the fault is
+   * more likely this replica's clock.
+   */
+  clockOffsetMs?: number | undefined;
 }
 
 export interface AuthenticatedCaller {
@@ -108,14 +115,15 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   }
   if (!audienceIncludes(payload.aud, deps.audience)) throw refuse('assertion is for another audience');
   const time = timeClaimProblem(payload, now, toleranceMs);
-  if (time?.kind === 'past') throw refuse(expired(payload.exp as number, now, toleranceMs));
-  if (time?.kind === 'early') throw refuse(`assertion is not yet valid (nbf)${aheadOfWrit('nbf', payload.nbf as number, now, toleranceMs)}`);
+  const replica = replicaClock(deps.clockOffsetMs, toleranceMs);
+  if (time?.kind === 'past') throw refuse(expired(payload.exp as number, now, toleranceMs) + replica.ahead);
+  if (time?.kind === 'early') throw refuse(`assertion is not yet valid (nbf)${aheadOfWrit('nbf', payload.nbf as number, now, toleranceMs)}${replica.behind}`);
   if (time) throw refuse(`assertion claim ${time.claim} is invalid`);
 
   // iat and exp are numbers here, and exp is not past (with tolerance).
   const expMs = (payload.exp as number) * 1000;
   const iatMs = (payload.iat as number) * 1000;
-  if (iatMs > now + toleranceMs) throw refuse(`assertion is issued in the future${aheadOfWrit('iat', payload.iat as number, now, toleranceMs)}`);
+  if (iatMs > now + toleranceMs) throw refuse(`assertion is issued in the future${aheadOfWrit('iat', payload.iat as number, now, toleranceMs)}${replica.behind}`);
   if (expMs - iatMs > maxTtlMs || expMs - now > maxTtlMs + toleranceMs) throw refuse(`assertion lifetime is longer than ${maxTtlMs / 1000} s`);
   if (typeof payload.jti !== 'string' || payload.jti === '') throw refuse('malformed assertion: jti is not a string');
   if (payload.jti.length > MAX_JTI_LENGTH) throw refuse(`malformed assertion: jti is longer than ${MAX_JTI_LENGTH} characters`);
@@ -124,7 +132,7 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
 
   const caller = { principal: principalId, kid: header.kid, key: keyMaterial(jwk), jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
   // Accepted only while its spend is remembered (whole-second exp checks alone leave up to 1 s more).
-  if (now >= caller.spendUntil) throw refuse(expired(payload.exp as number, now, toleranceMs));
+  if (now >= caller.spendUntil) throw refuse(expired(payload.exp as number, now, toleranceMs) + replica.ahead);
   // Spent already (durably), or shown to this process before and not yet spent: either way a replay.
   if (deps.readSpent !== false && (await deps.replay.isSpent(REPLAY_NAMESPACE, replayId(caller), now))) throw replayed();
   if (!deps.replay.present(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
@@ -241,6 +249,18 @@ function publicKey(jwk: PublicJwk, alg: AssertionAlgorithm, principalId: string)
 function aheadOfWrit(claim: string, seconds: number, now: number, toleranceMs: number): string {
   return `: its ${claim} ${instant(seconds * 1000)} is ${((seconds * 1000 - now) / 1000).toFixed(1)} s after Writ's time ${instant(now)}, more than the ${toleranceMs / 1000} s `
     + 'of clock skew tolerated; the caller\'s clock is probably ahead: set it right (NTP) and send a new assertion';
+}
+
+/**
+ * What to add to a refusal that blames the caller's clock when this replica's own clock is off its
+ * database's by more than the tolerance: `behind` for a caller that looks ahead, `ahead` for one that
+ * looks behind (empty otherwise). A caller whose clock is right then looks wrong to this replica.
+ */
+function replicaClock(offsetMs: number | undefined, toleranceMs: number): { behind: string; ahead: string } {
+  if (offsetMs === undefined || Math.abs(offsetMs) <= toleranceMs) return { behind: '', ahead: '' };
+  const note = `; but this replica's own clock is ${(Math.abs(offsetMs) / 1000).toFixed(1)} s ${offsetMs < 0 ? 'behind' : 'ahead of'} its database's (GET /readyz), `
+    + 'so if the caller\'s clock is right it is this replica\'s that is wrong: set it right (NTP)';
+  return offsetMs < 0 ? { behind: note, ahead: '' } : { behind: '', ahead: note };
 }
 
 /**

@@ -42,21 +42,22 @@ describe('PostgreSQL: a replica whose clock is behind the database\'s', () => {
     expect(again.body.clock_offset_ms).toBeUndefined();
 
     // Two minutes behind: an assertion made by a caller whose clock follows the replica's (60 s) is expired by the database's.
+    // (A ManualClock stands still: the gap grows with the test's own time, so the bounds are loose.)
     clock.set(Date.now() - 120_000);
     const behind = await decideOver(h);
     expect(behind.status, behind.raw).toBe(401);
     expect(behind.body.code).toBe('UNAUTHENTICATED');
-    expect(behind.body.detail).toMatch(/^assertion expired by the database's clock: .* this replica's clock said .*, 1[12]\d\.\d s behind the database's\. .*set this replica's clock right \(NTP\)/);
+    expect(behind.body.detail).toMatch(/^assertion expired by the database's clock: .* this replica's clock said .*, 1\d\d\.\d s behind the database's\. .*set this replica's clock right \(NTP\)/);
     expect(behind.body.detail).not.toMatch(/replayed/);
     expect(behind.body.clock_offset_ms).toBeLessThan(-110_000);
-    expect(behind.body.clock_offset_ms).toBeGreaterThan(-130_000);
+    expect(behind.body.clock_offset_ms).toBeGreaterThan(-200_000);
 
     // A decision made by this replica (30 s) is expired by the database's clock when the write spends it: DECISION_EXPIRED, not DECISION_REPLAYED.
     const d = await decide(h.ctx, 'seo-agent-7', { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['meta_description'] });
     expect(d.allow).toBe(true);
     const write = await refusal(performAction(h.ctx, 'seo-agent-7', { action: 'update_post', resource: 'wp:post:1024', fields: ['meta_description'], payload: { meta_description: 'x' }, expected_version: 0 }, { decision: d.token! }));
     expect(write.code).toBe('DECISION_EXPIRED');
-    expect(write.message).toMatch(/^decision \S+ expired by the database's clock: .* 1[12]\d\.\d s behind the database's/);
+    expect(write.message).toMatch(/^decision \S+ expired by the database's clock: .* 1\d\d\.\d s behind the database's/);
     expect(write.details).toMatchObject({ decision_id: expect.any(String), clock_offset_ms: expect.any(Number) });
 
     // Fifteen minutes behind: a console login link (10 min) is expired by the database's clock: LOGIN_LINK_INVALID, not LOGIN_LINK_SPENT.
@@ -73,7 +74,7 @@ describe('PostgreSQL: a replica whose clock is behind the database\'s', () => {
     const skewed = await h.call(null, { method: 'GET', url: '/readyz' });
     expect(skewed.status).toBe(503);
     expect(skewed.body).toMatchObject({ status: 'not ready', code: 'CLOCK_SKEW' });
-    expect(skewed.body.error).toMatch(/^this replica's clock is 1[12]\d\.\d s behind the database's, more than WRIT_CLOCK_OFFSET_MAX_MS \(60000 ms\)/);
+    expect(skewed.body.error).toMatch(/^this replica's clock is 1\d\d\.\d s behind the database's, more than WRIT_CLOCK_OFFSET_MAX_MS \(60000 ms\)/);
     expect(skewed.body.clock_offset_ms).toBeLessThan(-110_000);
     const metrics = await h.call(null, { method: 'GET', url: '/metrics' });
     expect(Number(/^writ_clock_offset_seconds\{peer="database"\} (\S+)$/m.exec(metrics.raw)?.[1])).toBeLessThan(-110);
