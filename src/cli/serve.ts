@@ -6,7 +6,7 @@ import { maskDatabaseUrl, type WritConfig } from '../config/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { buildApp } from '../http/index.js';
 import { readLiveBundle } from '../policy/index.js';
-import { applyManifest, checkStoreMark, environmentProblem, issueLoginToken, markStore, MARK_INTERVAL_MS, measureStore, openStore, openWrit, readManifest, readStoreMarks, reconcileReceipts, STORE_MARK_FILE, type WritContext } from '../service/index.js';
+import { applyManifest, CLOCK_SAMPLE_INTERVAL_MS, checkStoreMark, describeOffset, type ClockState, environmentProblem, issueLoginToken, markStore, MARK_INTERVAL_MS, measureStore, openStore, openWrit, readManifest, readStoreMarks, reconcileReceipts, STORE_MARK_FILE, type WritContext } from '../service/index.js';
 import type { WritStore } from '../store/contract.js';
 import { WritError } from '../errors.js';
 import { CliError } from './cli-error.js';
@@ -186,6 +186,35 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     stopped = true;
     clearTimeout(sweep);
   });
+  // PostgreSQL: this replica's clock against the database's, measured every CLOCK_SAMPLE_INTERVAL_MS
+  // (the metric writ_clock_offset_seconds, GET /readyz), and said when it goes past a limit and when it is back.
+  const databaseClock = w.ctx.databaseClock;
+  let clockTimer: NodeJS.Timeout | undefined;
+  let clockSaid: ClockState = 'ok';
+  const measureClock = async (): Promise<void> => {
+    if (!databaseClock) return;
+    try {
+      const o = await databaseClock.sample();
+      const state = databaseClock.stateOf(o);
+      if (state !== clockSaid) {
+        say(state === 'ok'
+          ? `[writ] clock: this replica's clock is back within WRIT_CLOCK_OFFSET_WARN_MS of the database's (${describeOffset(o)} it)`
+          : `[writ] WARNING: ${databaseClock.problem(o)!}${state === 'skewed' ? '; GET /readyz answers 503 CLOCK_SKEW until then' : ''}`);
+        clockSaid = state;
+      }
+    } catch {
+      // The database did not answer: readiness says so, and the next measurement tries again.
+    }
+    if (!stopped) {
+      clockTimer = setTimeout(() => void measureClock(), CLOCK_SAMPLE_INTERVAL_MS);
+      clockTimer.unref();
+    }
+  };
+  closers.push(async () => {
+    stopped = true;
+    clearTimeout(clockTimer);
+  });
+  await measureClock();
   // A signed checkpoint over all receipt chain heads, every interval (only when a chain moved): what
   // bounds how much of the log a rewrite can hide (README "Receipts and audit"). One replica at a time
   // takes them, in its turn (renewed at each of its checkpoints, three intervals long): the others look

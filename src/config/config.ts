@@ -67,6 +67,11 @@ export interface WritConfig {
   receiptCheckpointKeptChains: number;
   /** How long kept leaves are built on before a checkpoint reads and checks every chain again (0: every time). */
   receiptCheckpointFullPassMs: number;
+  /**
+   * PostgreSQL: how far this replica's clock may be from the database's (measured, src/service/database-clock.ts)
+   * before `writ serve` warns (`warnMs`), and before GET /readyz answers 503 CLOCK_SKEW (`maxMs`; 0: never).
+   */
+  clockOffset: { warnMs: number; maxMs: number };
   /** Governed priority per priority class; the lease queue uses these, never a caller's claim. */
   priorities: Record<string, number>;
   lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number; maxWaitersPerKey: number };
@@ -245,6 +250,10 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     graphRequireHashes: flag('WRIT_GRAPH_REQUIRE_HASHES', env.WRIT_GRAPH_REQUIRE_HASHES),
     receiptCheckpointKeptChains: int('WRIT_RECEIPT_CHECKPOINT_KEPT_CHAINS', env.WRIT_RECEIPT_CHECKPOINT_KEPT_CHAINS, 4_000_000),
     receiptCheckpointFullPassMs: int('WRIT_RECEIPT_CHECKPOINT_FULL_PASS_MS', env.WRIT_RECEIPT_CHECKPOINT_FULL_PASS_MS, 3_600_000),
+    clockOffset: {
+      warnMs: int('WRIT_CLOCK_OFFSET_WARN_MS', env.WRIT_CLOCK_OFFSET_WARN_MS, 1_000),
+      maxMs: int('WRIT_CLOCK_OFFSET_MAX_MS', env.WRIT_CLOCK_OFFSET_MAX_MS, 60_000),
+    },
     priorities: DEFAULT_PRIORITIES,
     lease: {
       minTtlMs: int('WRIT_LEASE_MIN_TTL_MS', env.WRIT_LEASE_MIN_TTL_MS, 500),

@@ -1,7 +1,8 @@
 import type { KeyObject } from 'node:crypto';
 import { WritError } from '../errors.js';
 import type { PublicJwk } from '../graph/model.js';
-import type { ReplayGuard, SingleUseTx } from './single-use.js';
+import type { ReplayGuard, SingleUseTx, SpendRefusal } from './single-use.js';
+import { behindDatabase, CLOCK_NOISE_MS, clockOffsetDetail, instant } from './clock-refusal.js';
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 export interface CallerAuthDeps {
@@ -28,6 +29,13 @@ export interface CallerAuthDeps {
    * is still refused at once (the in-memory mark).
    */
   readSpent?: boolean;
+  /**
+   * This process's clock minus its store's (PostgreSQL: the database's), ms, as last measured, or
+   * undefined. Only words come of it: a caller refused for a clock off Writ's by more than the tolerance,
+   * where this replica's own clock is that far off the database's the same way, is told that the fault is
+   * more likely this replica's clock.
+   */
+  clockOffsetMs?: number | undefined;
 }
 
 export interface AuthenticatedCaller {
@@ -107,14 +115,15 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   }
   if (!audienceIncludes(payload.aud, deps.audience)) throw refuse('assertion is for another audience');
   const time = timeClaimProblem(payload, now, toleranceMs);
-  if (time?.kind === 'past') throw refuse(expired(payload.exp as number, now, toleranceMs));
-  if (time?.kind === 'early') throw refuse(`assertion is not yet valid (nbf)${aheadOfWrit('nbf', payload.nbf as number, now, toleranceMs)}`);
+  const replica = replicaClock(deps.clockOffsetMs, toleranceMs);
+  if (time?.kind === 'past') throw refuse(expired(payload.exp as number, now, toleranceMs) + replica.ahead);
+  if (time?.kind === 'early') throw refuse(`assertion is not yet valid (nbf)${aheadOfWrit('nbf', payload.nbf as number, now, toleranceMs)}${replica.behind}`);
   if (time) throw refuse(`assertion claim ${time.claim} is invalid`);
 
   // iat and exp are numbers here, and exp is not past (with tolerance).
   const expMs = (payload.exp as number) * 1000;
   const iatMs = (payload.iat as number) * 1000;
-  if (iatMs > now + toleranceMs) throw refuse(`assertion is issued in the future${aheadOfWrit('iat', payload.iat as number, now, toleranceMs)}`);
+  if (iatMs > now + toleranceMs) throw refuse(`assertion is issued in the future${aheadOfWrit('iat', payload.iat as number, now, toleranceMs)}${replica.behind}`);
   if (expMs - iatMs > maxTtlMs || expMs - now > maxTtlMs + toleranceMs) throw refuse(`assertion lifetime is longer than ${maxTtlMs / 1000} s`);
   if (typeof payload.jti !== 'string' || payload.jti === '') throw refuse('malformed assertion: jti is not a string');
   if (payload.jti.length > MAX_JTI_LENGTH) throw refuse(`malformed assertion: jti is longer than ${MAX_JTI_LENGTH} characters`);
@@ -123,7 +132,7 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
 
   const caller = { principal: principalId, kid: header.kid, key: keyMaterial(jwk), jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
   // Accepted only while its spend is remembered (whole-second exp checks alone leave up to 1 s more).
-  if (now >= caller.spendUntil) throw refuse(expired(payload.exp as number, now, toleranceMs));
+  if (now >= caller.spendUntil) throw refuse(expired(payload.exp as number, now, toleranceMs) + replica.ahead);
   // Spent already (durably), or shown to this process before and not yet spent: either way a replay.
   if (deps.readSpent !== false && (await deps.replay.isSpent(REPLAY_NAMESPACE, replayId(caller), now))) throw replayed();
   if (!deps.replay.present(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
@@ -159,7 +168,7 @@ export async function spendAssertion(replay: ReplayGuard, tx: SingleUseTx, calle
   try {
     if (now >= caller.spendUntil) throw refuse('assertion expired before its request took effect');
     // The outcome may be known only at commit (SingleUseStore.spendOrRefuse): a replay fails the whole transaction.
-    await tx.singleUse.spendOrRefuse(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now, replayed);
+    await tx.singleUse.spendOrRefuse(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now, (why) => spendRefused(why, caller, now));
   } finally {
     replay.forget(REPLAY_NAMESPACE, replayId(caller));
   }
@@ -186,6 +195,19 @@ export function isReplayedAssertion(e: unknown): boolean {
 export function callerOf(who: string | AuthenticatedCaller, replay: ReplayGuard, now: () => number): { principal: string; spend: (tx: SingleUseTx) => Promise<void> } {
   if (typeof who === 'string') return { principal: who, spend: async () => {} };
   return { principal: who.principal, spend: (tx) => spendAssertion(replay, tx, who, now()) };
+}
+
+/**
+ * A refused spend: a replay, or an assertion past the time its spend would be remembered by the
+ * store's clock though not by Writ's. On PostgreSQL that clock is the database's, and a gap of more than
+ * the skew tolerated is this replica's clock being behind the database's (an assertion made by a caller
+ * whose clock follows this replica's, fresh by it, is then expired by the database's): that is said,
+ * with the gap, so the operator fixes the clock instead of hunting a replay. Refused either way.
+ */
+function spendRefused(why: SpendRefusal, caller: AuthenticatedCaller, now: number): WritError {
+  if (why.reason === 'spent') return replayed();
+  if (why.storeNow - now <= CLOCK_NOISE_MS) return refuse('assertion expired before its request took effect');
+  return new WritError('UNAUTHENTICATED', behindDatabase('assertion', caller.spendUntil, why.storeNow, now), clockOffsetDetail(why.storeNow, now));
 }
 
 /** Scoped by principal: one caller's jti choices can never burn another's. */
@@ -220,12 +242,6 @@ function publicKey(jwk: PublicJwk, alg: AssertionAlgorithm, principalId: string)
   return key;
 }
 
-/** ms since the epoch as RFC 3339, for a message (a claim out of Date's range as the number it is). */
-function instant(ms: number): string {
-  const at = new Date(ms);
-  return Number.isNaN(at.getTime()) ? `${ms / 1000} s after the epoch` : at.toISOString();
-}
-
 /**
  * Why an assertion dated after Writ's time (`claim` in seconds) is refused, and the likely cause: an
  * assertion is made just before it is sent, so the caller's clock is ahead of Writ's.
@@ -233,6 +249,18 @@ function instant(ms: number): string {
 function aheadOfWrit(claim: string, seconds: number, now: number, toleranceMs: number): string {
   return `: its ${claim} ${instant(seconds * 1000)} is ${((seconds * 1000 - now) / 1000).toFixed(1)} s after Writ's time ${instant(now)}, more than the ${toleranceMs / 1000} s `
     + 'of clock skew tolerated; the caller\'s clock is probably ahead: set it right (NTP) and send a new assertion';
+}
+
+/**
+ * What to add to a refusal that blames the caller's clock when this replica's own clock is off its
+ * database's by more than the tolerance: `behind` for a caller that looks ahead, `ahead` for one that
+ * looks behind (empty otherwise). A caller whose clock is right then looks wrong to this replica.
+ */
+function replicaClock(offsetMs: number | undefined, toleranceMs: number): { behind: string; ahead: string } {
+  if (offsetMs === undefined || Math.abs(offsetMs) <= toleranceMs) return { behind: '', ahead: '' };
+  const note = `; but this replica's own clock is ${(Math.abs(offsetMs) / 1000).toFixed(1)} s ${offsetMs < 0 ? 'behind' : 'ahead of'} its database's (GET /readyz), `
+    + 'so if the caller\'s clock is right it is this replica\'s that is wrong: set it right (NTP)';
+  return offsetMs < 0 ? { behind: note, ahead: '' } : { behind: '', ahead: note };
 }
 
 /**

@@ -12,14 +12,23 @@ export interface SingleUseStore {
   spend(namespace: string, id: string, expiresAt: number, now: number): Promise<boolean>;
   /**
    * Spends the id as `spend` does, but where `spend` would return false the transaction fails with
-   * `refusal()`: nothing of it lands, and readWrite rejects with that error. The outcome may be known
+   * `refusal(why)`: nothing of it lands, and readWrite rejects with that error. The outcome may be known
    * only at commit (an engine may send the spend with the COMMIT, PostgreSQL does: no round trip of
    * its own), so the callback must not count on the spend having happened before it returns.
    */
-  spendOrRefuse(namespace: string, id: string, expiresAt: number, now: number, refusal: () => Error): Promise<void>;
+  spendOrRefuse(namespace: string, id: string, expiresAt: number, now: number, refusal: (why: SpendRefusal) => Error): Promise<void>;
   /** Whether `spend` would refuse this id now (a read: it records nothing). */
   isSpent(namespace: string, id: string, now: number): Promise<boolean>;
 }
+
+/**
+ * Why a spend was refused: the id is spent already and still live (`spent`), or it is past its expiry
+ * by the store's clock (`expired`). An id the caller's `now` finds live can still be expired by the
+ * store's clock when that clock is ahead of the caller's: on PostgreSQL the database's clock, which every
+ * replica's spends are judged by too, so a replica whose clock is behind the database's learns it here
+ * (`storeNow` − `now`) instead of taking the refusal for a replay.
+ */
+export type SpendRefusal = { reason: 'spent' } | { reason: 'expired'; storeNow: number };
 
 /**
  * Ids shown to this process and not yet spent durably (kept in memory until they expire). Closes the

@@ -93,7 +93,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     },
   });
   guardInput(app, { maxDepth: ctx.config.jsonMaxDepth, bodyLimit: ctx.config.bodyLimitBytes });
-  const metrics = createMetrics(() => ctx.decisionLog.stats(), () => ctx.policy.reloads?.());
+  const metrics = createMetrics(() => ctx.decisionLog.stats(), () => ctx.policy.reloads?.(), () => ctx.databaseClock?.latest() ?? null);
   ctx.observer = {
     ...metrics.observer,
     abandonedAcquisition(event) {
@@ -121,7 +121,8 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   const authDeps = async (request: FastifyRequest) => {
     const graph = await operation(request).graph.current();
     // Every route spends the jti (at once, or with the request's effect): that spend is the durable check.
-    return { principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs, readSpent: false };
+    // The latest measurement of this replica's clock against the database's (no query): words for a refusal only.
+    return { principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs, readSpent: false, clockOffsetMs: ctx.databaseClock?.latest()?.offsetMs };
   };
   const limiter = ctx.config.rateLimit.perSecond > 0 ? new PrincipalRateLimiter(ctx.clock, ctx.config.rateLimit.perSecond, ctx.config.rateLimit.burst) : null;
   /** Takes one request from the principal's rate (governance is not limited): RATE_LIMITED otherwise. */

@@ -45,6 +45,7 @@ const Problem = {
     decision_id: { type: 'string', description: 'DECISION_EXPIRED: the decision presented (its signature checked); from POST /v1/actions its refusal\'s receipt names it too, so GET /v1/receipts?decision_id= finds it' },
     used_by_receipt_id: { type: 'string', description: 'DECISION_REPLAYED from POST /v1/actions: the receipt of the write that used the decision (absent when the log no longer holds it)' },
     environments: { type: 'array', items: { type: 'string' }, description: 'NO_INCIDENT: the environments of the lease in which no incident is active' },
+    clock_offset_ms: { type: 'integer', description: 'UNAUTHENTICATED, DECISION_EXPIRED, LOGIN_LINK_INVALID (PostgreSQL): refused as expired by the database\'s clock though live by this replica\'s; how far this replica\'s clock was from the database\'s (negative: behind). Fix the replica\'s clock (NTP)' },
   },
   additionalProperties: true,
 } as const;

@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { signatureChecks } from '../decision/index.js';
 import type { SinkStats } from '../decision-log/index.js';
 import type { PolicyReloads } from '../policy/index.js';
-import type { ServiceObserver } from '../service/index.js';
+import type { ClockOffset, ServiceObserver } from '../service/index.js';
 
 export interface WritMetrics {
   registry: Registry;
@@ -11,10 +11,11 @@ export interface WritMetrics {
 }
 
 /**
- * `decisionLogStats` reports the decision log sinks (sent, dropped, failed attempts, buffered) and
- * `policyReloads` what the policy engine did with rebuilt bundles, both read at scrape time.
+ * `decisionLogStats` reports the decision log sinks (sent, dropped, failed attempts, buffered),
+ * `policyReloads` what the policy engine did with rebuilt bundles and `databaseClock` the latest
+ * measurement of this replica's clock against the database's (PostgreSQL), all read at scrape time.
  */
-export function createMetrics(decisionLogStats: () => SinkStats[] = () => [], policyReloads: () => PolicyReloads | undefined = () => undefined): WritMetrics {
+export function createMetrics(decisionLogStats: () => SinkStats[] = () => [], policyReloads: () => PolicyReloads | undefined = () => undefined, databaseClock: () => ClockOffset | null = () => null): WritMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'writ_' });
   const decisions = new Counter({ name: 'writ_decisions_total', help: 'Decisions by result', labelNames: ['result'] as const, registers: [registry] });
@@ -65,6 +66,17 @@ export function createMetrics(decisionLogStats: () => SinkStats[] = () => [], po
       this.inc({ result: 'refused' }, r.refused);
     },
   });
+  const clockGauge = (name: string, help: string, value: (o: ClockOffset) => number) =>
+    new Gauge({
+      name, help, labelNames: ['peer'] as const, registers: [registry],
+      collect() {
+        this.reset();
+        const o = databaseClock();
+        if (o) this.set({ peer: 'database' }, value(o) / 1000);
+      },
+    });
+  clockGauge('writ_clock_offset_seconds', 'PostgreSQL: this replica\'s clock minus the database\'s (negative: behind), at the latest measurement (every 10 s). Lease time and single-use expiry are the database\'s clock: past a second something is wrong with a clock (NTP)', (o) => o.offsetMs);
+  clockGauge('writ_clock_offset_uncertainty_seconds', 'PostgreSQL: half the round trip of that measurement (the true offset is within writ_clock_offset_seconds ± this)', (o) => o.uncertaintyMs);
   const abandoned = new Counter({
     name: 'writ_lease_acquisitions_abandoned_total',
     help: 'Acquisitions whose caller went away (its lease stream or HTTP connection closed) before they were answered, by what became of them: withdrawn (left the queue, took nothing), released (granted with a token Writ made, which no one can learn: given back at once), released_after_preemption (the same for a takeover: the holders it preempted stay fenced out), kept_for_replay (granted with the caller\'s own token: kept until its TTL for the caller to claim by asking again with it)',

@@ -80,6 +80,7 @@ export const UpstreamTimeoutError = define('UPSTREAM_TIMEOUT');
 export const NoUpstreamError = define('NO_UPSTREAM');
 export const RateLimitedError = define('RATE_LIMITED');
 export const OverloadedError = define('OVERLOADED');
+export const ClockSkewError = define('CLOCK_SKEW');
 export const SchemaTooNewError = define('SCHEMA_TOO_NEW');
 export const SchemaDivergedError = define('SCHEMA_DIVERGED');
 export const StoreFailedError = define('STORE_FAILED');
@@ -142,6 +143,7 @@ export type StoreDamagedError = InstanceType<typeof StoreDamagedError>;
 export type StoreMovedError = InstanceType<typeof StoreMovedError>;
 export type StoreBehindMarkError = InstanceType<typeof StoreBehindMarkError>;
 export type GraphLogUnhashedError = InstanceType<typeof GraphLogUnhashedError>;
+export type ClockSkewError = InstanceType<typeof ClockSkewError>;
 export type ReceiptDamagedError = InstanceType<typeof ReceiptDamagedError>;
 export type InternalError = InstanceType<typeof InternalError>;
 export type LoginLinkInvalidError = InstanceType<typeof LoginLinkInvalidError>;
@@ -162,7 +164,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   LEASE_TOKEN_MISMATCH: LeaseTokenMismatchError, LEASE_PREEMPTED: LeasePreemptedError, LEASE_WAIT_TIMEOUT: LeaseWaitTimeoutError,
   STALE_FENCING_EPOCH: StaleFencingEpochError, VERSION_CONFLICT: VersionConflictError, VERSION_REQUIRED: VersionRequiredError,
   NO_INCIDENT: NoIncidentError, IDEMPOTENCY_MISMATCH: IdempotencyMismatchError, UPSTREAM_FAILED: UpstreamFailedError,
-  UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError,
+  UPSTREAM_TIMEOUT: UpstreamTimeoutError, NO_UPSTREAM: NoUpstreamError, RATE_LIMITED: RateLimitedError, OVERLOADED: OverloadedError, CLOCK_SKEW: ClockSkewError,
   SCHEMA_TOO_NEW: SchemaTooNewError, SCHEMA_DIVERGED: SchemaDivergedError, STORE_FAILED: StoreFailedError, STORE_IN_USE: StoreInUseError, STORE_DAMAGED: StoreDamagedError, STORE_MOVED: StoreMovedError, STORE_BEHIND_MARK: StoreBehindMarkError, GRAPH_LOG_UNHASHED: GraphLogUnhashedError, RECEIPT_DAMAGED: ReceiptDamagedError, INTERNAL: InternalError,
 };
 

@@ -1,5 +1,5 @@
 import { ERROR_CATALOGUE, WritError, isWritError, type ErrorCode } from '../errors.js';
-import { callerOf, checkDecisionBinding, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
+import { callerOf, checkDecisionBinding, decisionSpendRefused, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { requestHash, type PresentedLease, type Receipt, type ReceiptError, type ReceiptIntent } from '../audit/index.js';
 import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, coordinationKeys, parseFencingHeader, principalsOfChain, type UpstreamRoute } from '../gateway/index.js';
 import type { AuthorityGraph } from '../graph/index.js';
@@ -228,8 +228,8 @@ async function recordIntent(ctx: WritContext, w: IdentifiedWrite, input: ActionI
     // Checked again at the commit: a decision spent after it expired could be spent twice.
     const now = ctx.clock.now();
     if (now >= claims.expires_at) throw new WritError('DECISION_EXPIRED', `decision ${claims.decision_id} expired before the write was recorded`);
-    await tx.singleUse.spendOrRefuse('decision', claims.decision_id, claims.expires_at, now, () =>
-      new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used for a write; a decision authorizes one write`));
+    await tx.singleUse.spendOrRefuse('decision', claims.decision_id, claims.expires_at, now, (why) =>
+      decisionSpendRefused(why, claims.decision_id, claims.expires_at, now, `decision ${claims.decision_id} was already used for a write; a decision authorizes one write`));
     return recorded;
   });
 }

@@ -10,7 +10,7 @@
  * link expires by itself. The cost: a key rotation ends links and sessions signed by the retired key
  * once that key leaves the JWKS (5 minutes), which is what one wants of a rotation anyway.
  */
-import { newConsoleTokenId, signConsoleToken, verifyConsoleToken } from '../decision/index.js';
+import { behindDatabase, CLOCK_NOISE_MS, clockOffsetDetail, newConsoleTokenId, signConsoleToken, verifyConsoleToken } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { AUDIT_READ, auditsEveryone, EVERY_ENVIRONMENT, liveScopes } from './ask-about.js';
@@ -48,8 +48,12 @@ export async function exchangeLoginToken(ctx: WritContext, token: string): Promi
   const claims = verifyConsoleToken(token, 'login', { keys: ctx.keys, audience: ctx.config.audience, now });
   if ('refused' in claims) throw new WritError('LOGIN_LINK_INVALID', `console login link refused: ${claims.refused}`);
   await livePrincipal(ctx, claims.principal, 'LOGIN_LINK_INVALID');
-  const spent = await ctx.store.readWrite((tx) => tx.singleUse.spend(LOGIN_NAMESPACE, claims.jti, claims.expiresAt, now));
-  if (!spent) throw new WritError('LOGIN_LINK_SPENT', 'this console login link was already used; ask for a new one with `writ console`');
+  await ctx.store.readWrite((tx) => tx.singleUse.spendOrRefuse(LOGIN_NAMESPACE, claims.jti, claims.expiresAt, now, (why) => {
+    if (why.reason === 'spent') return new WritError('LOGIN_LINK_SPENT', 'this console login link was already used; ask for a new one with `writ console`');
+    // Live by this replica's clock, expired by the database's: the replica's clock is behind (not a second use).
+    if (why.storeNow - now <= CLOCK_NOISE_MS) return new WritError('LOGIN_LINK_INVALID', 'console login link refused: it expired; ask for a new one with `writ console`');
+    return new WritError('LOGIN_LINK_INVALID', `${behindDatabase('console login link', claims.expiresAt, why.storeNow, now)}; ask for a new link with \`writ console\``, clockOffsetDetail(why.storeNow, now));
+  }));
   const expires_at = now + CONSOLE_SESSION_TTL_MS;
   const session = signConsoleToken(ctx.keys, { kind: 'session', principal: claims.principal, jti: newConsoleTokenId(), issuedAt: now, expiresAt: expires_at }, ctx.config.audience);
   return { principal: claims.principal, auditor: await isAuditor(ctx, claims.principal), expires_at, token: session };

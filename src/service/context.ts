@@ -8,6 +8,7 @@ import type { LeaseManager } from '../lease/index.js';
 import type { ReceiptLog } from '../audit/index.js';
 import type { UpstreamRouter } from '../gateway/upstream-router.js';
 import type { DecisionLog } from '../decision-log/index.js';
+import type { DatabaseClock } from './database-clock.js';
 
 /** Receives what the use cases did, for metrics and logs; the HTTP layer plugs Prometheus in here. */
 export interface ServiceObserver {
@@ -51,6 +52,8 @@ export interface WritContext {
   readonly upstreams: UpstreamRouter;
   /** Every decision becomes one event here (OPA's decision log shape); a no-op when no sink is configured. */
   readonly decisionLog: DecisionLog;
+  /** This replica's clock against the database's, where the store has a clock of its own (PostgreSQL); absent on SQLite. */
+  readonly databaseClock?: DatabaseClock;
   observer: ServiceObserver;
 }
 

@@ -1,6 +1,6 @@
 import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
-import { checkDecisionBinding, verifyDecision } from '../decision/index.js';
+import { checkDecisionBinding, decisionSpendRefused, verifyDecision } from '../decision/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import type { IncidentRecord } from '../lease/index.js';
 import type { WritContext } from './context.js';
@@ -27,8 +27,8 @@ export async function declareIncident(ctx: WritContext, caller: string, input: {
   // The decision is spent with the declaration, or not at all.
   return ctx.store.readWrite(async (tx) => {
     // (An id already expired at `now` is refused too; verifyDecision has just checked it is not.)
-    await tx.singleUse.spendOrRefuse('decision', claims.decision_id, claims.expires_at, now, () =>
-      new WritError('DECISION_REPLAYED', `decision ${claims.decision_id} was already used`));
+    await tx.singleUse.spendOrRefuse('decision', claims.decision_id, claims.expires_at, now, (why) =>
+      decisionSpendRefused(why, claims.decision_id, claims.expires_at, now, `decision ${claims.decision_id} was already used`));
     if (!(await tx.incidents.declare(incident))) throw new WritError('ALREADY_EXISTS', `incident ${input.id} was already declared`);
     return incident;
   });

@@ -18,6 +18,7 @@ import { UpstreamRouter } from '../gateway/upstream-router.js';
 import { openDecisionLog, type DecisionLog } from '../decision-log/index.js';
 import { silentObserver, type WritContext } from './context.js';
 import { writVersion } from './version.js';
+import { DatabaseClock } from './database-clock.js';
 import { checkpointSignerUnpublished, keyRingCheckpointSigner } from './checkpoint-signer.js';
 
 export interface OpenedWrit {
@@ -93,6 +94,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       receipts: new ReceiptLog({ store, clock, checkpoints: keyRingCheckpointSigner(keys), requireGraphHashes: config.graphRequireHashes, keptChains: config.receiptCheckpointKeptChains, keptForMs: config.receiptCheckpointFullPassMs }),
       upstreams: options.upstreams ?? UpstreamRouter.fromConfig(config.upstreams),
       decisionLog,
+      ...(store.readClock ? { databaseClock: new DatabaseClock(() => store.readClock!(), clock, config.clockOffset) } : {}),
       observer: silentObserver,
     };
     // A store holding what a key signed before (a receipt names a decision, a checkpoint is signed)

@@ -1,5 +1,6 @@
 import { WritError, isWritError } from '../errors.js';
 import type { WritContext } from './context.js';
+import { CLOCK_SAMPLE_INTERVAL_MS, type ClockOffset } from './database-clock.js';
 
 /** How long readiness waits for the store's answer: a probe must answer well inside a load balancer's timeout. */
 export const READINESS_TIMEOUT_MS = 2_000;
@@ -26,4 +27,28 @@ export async function checkStoreAnswers(ctx: WritContext, timeoutMs = READINESS_
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * This replica's clock against the database's (PostgreSQL; null on SQLite, which has one clock): the
+ * latest measurement, or a new one (one cheap statement) when that is older than CLOCK_SAMPLE_INTERVAL_MS.
+ * Throws CLOCK_SKEW past WRIT_CLOCK_OFFSET_MAX_MS, OVERLOADED when the database does not answer in time.
+ */
+export async function checkDatabaseClock(ctx: WritContext, timeoutMs = READINESS_TIMEOUT_MS): Promise<ClockOffset | null> {
+  const watch = ctx.databaseClock;
+  if (!watch) return null;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new WritError('OVERLOADED', `the database did not tell its time within ${timeoutMs} ms`, { retry_after_ms: 1_000 })), timeoutMs);
+  });
+  let offset: ClockOffset;
+  try {
+    offset = await Promise.race([watch.fresh(CLOCK_SAMPLE_INTERVAL_MS), late]);
+  } catch (e) {
+    throw isWritError(e) ? e : new WritError('INTERNAL', `the database failed to tell its time: ${(e as Error).message}`);
+  } finally {
+    clearTimeout(timer);
+  }
+  watch.check(offset);
+  return offset;
 }

@@ -60,6 +60,13 @@ export interface WritStore extends TxRunner<StoreTx> {
    * that queued acquisitions try again at once rather than at their next poll. Undefined: they poll.
    */
   watchLeaseReleases?(onRelease: () => void): Promise<{ close(): Promise<void> }>;
+  /**
+   * The engine's own clock, ms since the epoch (PostgreSQL: the database's, `writ_now_ms()`), read by one
+   * cheap statement outside any transaction. Lease time and single-use expiry are judged by it, so a
+   * replica measures its own clock against it (src/service/database-clock.ts). Undefined where the
+   * engine has no clock but the process's (SQLite).
+   */
+  readClock?(): Promise<number>;
   /** Flushes pending commits and closes every connection. */
   close(): Promise<void>;
 }

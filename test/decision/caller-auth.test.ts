@@ -81,6 +81,22 @@ describe('caller authentication', () => {
     await expect(authenticateCaller(bearer(token), w.deps({ now: T0 + 64_999 }))).resolves.toMatchObject({ principal: 'alice' });
   });
 
+  it('where this replica\'s own clock is off its database\'s by more than the tolerance, a refusal for the caller\'s clock says the fault may be the replica\'s', async () => {
+    const w = await world();
+    // Writ (this replica) 10 s behind its database: a caller on the database's clock looks 10 s ahead.
+    const right = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 + 10_000 });
+    const early = await refusal(bearer(right), w.deps({ clockOffsetMs: -10_000 }));
+    expect(early).toMatch(/^assertion is issued in the future: .*the caller's clock is probably ahead: set it right \(NTP\) and send a new assertion; but this replica's own clock is 10\.0 s behind its database's \(GET \/readyz\), so if the caller's clock is right it is this replica's that is wrong: set it right \(NTP\)$/);
+    // 70 s ahead of its database: a caller on the database's clock sends assertions that look expired.
+    const old = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 - 70_000 });
+    expect(await refusal(bearer(old), w.deps({ clockOffsetMs: 70_000 }))).toMatch(/^assertion expired: .*; but this replica's own clock is 70\.0 s ahead of its database's/);
+    // The other way round, or within the tolerance: the note is not given.
+    const again = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 + 10_000 });
+    expect(await refusal(bearer(again), w.deps({ clockOffsetMs: 10_000 }))).not.toMatch(/this replica's own clock/);
+    const within = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 + 10_000 });
+    expect(await refusal(bearer(within), w.deps({ clockOffsetMs: -4_000 }))).not.toMatch(/this replica's own clock/);
+  });
+
   it('names the caller\'s clock when an assertion it just made is refused for its time: Writ\'s time, the skew and the 5 s tolerated', async () => {
     const w = await world();
     // The caller's clock 10 s ahead of Writ's: its fresh assertion is issued in the future.

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { isWritError } from '../../errors.js';
-import { checkStoreAnswers } from '../../service/index.js';
+import { checkDatabaseClock, checkStoreAnswers } from '../../service/index.js';
 import { toWireTime } from '../../wire/time.js';
 import { errorResponses, ref } from '../components.js';
 
@@ -23,6 +23,17 @@ export function registerOpsRoutes(app: FastifyInstance, registry: Registry): voi
             ...status('ready').properties,
             graph_revision: { type: 'integer' },
             policy_revision: { type: 'string' },
+            clock: {
+              type: 'object', required: ['peer', 'offset_ms', 'uncertainty_ms', 'measured_at'],
+              description: 'PostgreSQL only: this replica\'s clock against the database\'s (lease time and single-use expiry are the database\'s clock), measured at most 10 s ago. `warning` is present when the offset is past WRIT_CLOCK_OFFSET_WARN_MS; past WRIT_CLOCK_OFFSET_MAX_MS readiness is 503 CLOCK_SKEW',
+              properties: {
+                peer: { type: 'string', enum: ['database'] },
+                offset_ms: { type: 'integer', description: 'this replica\'s clock minus the database\'s (negative: behind)' },
+                uncertainty_ms: { type: 'integer', description: 'half the measurement\'s round trip: the true offset is within offset_ms ± this' },
+                measured_at: { type: 'string', format: 'date-time' },
+                warning: { type: 'string' },
+              },
+            },
             policy_refused: {
               type: 'object', required: ['revision', 'reason', 'at'],
               description: 'Present when the latest rebuilt policy bundle was not taken (the live one stays): its revision (null when unreadable), why, and when; gone once a rebuilt bundle is taken',
@@ -31,8 +42,9 @@ export function registerOpsRoutes(app: FastifyInstance, registry: Registry): voi
           },
         },
         503: {
-          type: 'object', description: 'Not ready: the store did not answer (in time), or no policy is loaded; `code` is the error code of the cause (OVERLOADED: the database cannot be reached)',
-          required: ['status', 'code', 'error'], properties: { ...status('not ready').properties, code: { type: 'string' }, error: { type: 'string' } },
+          type: 'object', description: 'Not ready: the store did not answer (in time), no policy is loaded, or (PostgreSQL) this replica\'s clock is too far from the database\'s; `code` is the error code of the cause (OVERLOADED: the database cannot be reached; CLOCK_SKEW: the clocks)',
+          required: ['status', 'code', 'error'],
+          properties: { ...status('not ready').properties, code: { type: 'string' }, error: { type: 'string' }, clock_offset_ms: { type: 'integer', description: 'CLOCK_SKEW: this replica\'s clock minus the database\'s, ms' } },
         },
       },
     },
@@ -40,11 +52,19 @@ export function registerOpsRoutes(app: FastifyInstance, registry: Registry): voi
     try {
       // Ready means the store answers (a round trip to it: the live graph's head may come from memory) and a policy is loaded.
       await checkStoreAnswers(ctx);
+      const clock = await checkDatabaseClock(ctx);
+      const clockWarning = clock && ctx.databaseClock!.problem(clock);
       const refused = ctx.policy.reloads?.().last_refused ?? null;
       const ready = {
         status: 'ready',
         graph_revision: (await ctx.graph.current()).revision,
         policy_revision: ctx.policy.revision,
+        ...(clock ? {
+          clock: {
+            peer: 'database', offset_ms: Math.round(clock.offsetMs), uncertainty_ms: Math.round(clock.uncertaintyMs), measured_at: toWireTime(clock.at),
+            ...(clockWarning ? { warning: clockWarning } : {}),
+          },
+        } : {}),
         ...(refused ? { policy_refused: { ...refused, at: toWireTime(refused.at) } } : {}),
       };
       if (notReady !== null) request.log.warn(`ready again (was not ready: ${notReady})`);
@@ -55,7 +75,8 @@ export function registerOpsRoutes(app: FastifyInstance, registry: Registry): voi
       const error = (e as Error).message;
       if (notReady === null) request.log.warn({ code }, `not ready: ${code} ${error}; /readyz answers 503 until it is back`);
       notReady = `${code} ${error}`;
-      return reply.code(503).send({ status: 'not ready', code, error });
+      const offset = isWritError(e) ? e.details?.clock_offset_ms : undefined;
+      return reply.code(503).send({ status: 'not ready', code, error, ...(typeof offset === 'number' ? { clock_offset_ms: offset } : {}) });
     }
   });
   app.get('/metrics', {

@@ -52,6 +52,7 @@ export interface PostgresStore extends WritStore {
   purgeSettled(): Promise<void>;
   watchGraphHead(onHead: (head: number) => void): Promise<{ close(): Promise<void> }>;
   watchLeaseReleases(onRelease: () => void): Promise<{ close(): Promise<void> }>;
+  readClock(): Promise<number>;
 }
 
 /** int8 (bigint) as a JS number: every bigint Writ stores is a time in ms, an epoch, a seq or a ticket, all below 2^53. */
@@ -169,6 +170,16 @@ class PgStore implements PostgresStore {
 
   purgeSettled(): Promise<void> {
     return this.purge.idle();
+  }
+
+  async readClock(): Promise<number> {
+    if (this.closed) throw new Error('the PostgreSQL store is closed');
+    try {
+      const { rows } = await this.pool.query<{ now: number }>('SELECT writ_now_ms() AS now');
+      return rows[0]!.now;
+    } catch (e) {
+      throw mapEngineError(e, this.retryAfterMs);
+    }
   }
 
   read<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {

@@ -1,4 +1,4 @@
-import type { SingleUseStore } from '../../decision/single-use.js';
+import type { SingleUseStore, SpendRefusal } from '../../decision/single-use.js';
 import type { SqliteDatabase } from './database.js';
 
 /**
@@ -45,6 +45,16 @@ export class SqliteSingleUseStore implements SingleUseStore {
   }
 
   async spend(namespace: string, id: string, expiresAt: number, now: number): Promise<boolean> {
+    return (await this.spendOrWhy(namespace, id, expiresAt, now)) === null;
+  }
+
+  async spendOrRefuse(namespace: string, id: string, expiresAt: number, now: number, refusal: (why: SpendRefusal) => Error): Promise<void> {
+    const why = await this.spendOrWhy(namespace, id, expiresAt, now);
+    if (why) throw refusal(why);
+  }
+
+  /** Spends the id, or says why not (null: spent now). */
+  private async spendOrWhy(namespace: string, id: string, expiresAt: number, now: number): Promise<SpendRefusal | null> {
     if (now > this.latestNow) this.latestNow = now;
     // Scheduled on the latest clock too: it never goes back, so neither does the schedule.
     if (this.latestNow >= this.nextPurge) {
@@ -52,12 +62,8 @@ export class SqliteSingleUseStore implements SingleUseStore {
       this.nextPurge = this.latestNow + (deleted === PURGE_BATCH ? PURGE_CATCH_UP_MS : PURGE_EVERY_MS);
     }
     // An expired id cannot be remembered: spending it late would let a second late spend succeed too.
-    if (expiresAt <= this.latestNow) return false;
-    return this.insert.run(namespace, id, expiresAt, now).changes === 1;
-  }
-
-  async spendOrRefuse(namespace: string, id: string, expiresAt: number, now: number, refusal: () => Error): Promise<void> {
-    if (!(await this.spend(namespace, id, expiresAt, now))) throw refusal();
+    if (expiresAt <= this.latestNow) return { reason: 'expired', storeNow: this.latestNow };
+    return this.insert.run(namespace, id, expiresAt, now).changes === 1 ? null : { reason: 'spent' };
   }
 
   async isSpent(namespace: string, id: string, now: number): Promise<boolean> {

@@ -1,4 +1,5 @@
 import { expect, it } from 'vitest';
+import type { SpendRefusal } from '../../../src/decision/index.js';
 import { describeEngines, sleep } from './engines.js';
 import { acquireCommand, leaseView, take } from './helpers.js';
 
@@ -80,6 +81,32 @@ describeEngines('single-use ids', (fresh) => {
       await tx.singleUse.spendOrRefuse('decision', 'once', now + 60_000, now, replayed);
     });
     expect(await store.readWrite((tx) => tx.singleUse.spend('decision', 'once', now + 60_000, Date.now()))).toBe(false);
+  });
+
+  it('spendOrRefuse says why: spent (a live id), or expired by the store\'s clock, with that clock (a caller whose clock is behind it)', async () => {
+    const { store } = await fresh();
+    const why = async (id: string, expiresAt: number, now: number): Promise<SpendRefusal> => {
+      let said: SpendRefusal | undefined;
+      await expect(store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', id, expiresAt, now, (w) => {
+        said = w;
+        return replayed();
+      }))).rejects.toBeInstanceOf(Replayed);
+      return said!;
+    };
+    const now = Date.now();
+    await store.readWrite((tx) => tx.singleUse.spendOrRefuse('assertion', 'live', now + 60_000, now, replayed));
+    expect(await why('live', now + 60_000, Date.now())).toEqual({ reason: 'spent' });
+    // Past by the caller's own clock: expired, by a store clock at least that.
+    const old = await why('old', now - 1, now);
+    expect(old.reason).toBe('expired');
+    expect((old as { storeNow: number }).storeNow).toBeGreaterThanOrEqual(now);
+    // Live by a clock two minutes behind, expired by the store's (PostgreSQL: the database's; SQLite: the
+    // latest clock its spends were given, here `now`): never spent, and the refusal names the store's time.
+    const behind = now - 120_000;
+    const refusedAt = await why('behind', behind + 60_000, behind);
+    expect(refusedAt.reason).toBe('expired');
+    expect((refusedAt as { storeNow: number }).storeNow).toBeGreaterThanOrEqual(now - 1_000);
+    expect(await store.read((tx) => tx.singleUse.isSpent('assertion', 'behind', behind))).toBe(false);
   });
 
   it('a replayed id in a transaction with other writes: nothing of it lands (the lease, its authority, the other spend)', async () => {
