@@ -8,7 +8,8 @@
 # The server runs under `valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes` (Node as
 # shipped, plus NODE_FLAGS if given), with the example graph, no upstream and a decision TTL of an hour
 # (the lease modes fetch their decision once, in the warm-up: the count of a pair holds no decision).
-# One client (batches of one: with more, how many requests share a commit or a batch of signature
+# Leases live 290 s and a request may take 20 (a pair can take seconds under valgrind on a loaded
+# machine). One client (batches of one: with more, how many requests share a commit or a batch of signature
 # checks would depend on timing). First WARMUP operations without instrumentation (the JIT warms up at
 # ~20-30 operations/s), then instrumentation on, and ROUNDS rounds of: 20 unmeasured operations, the
 # counters zeroed, exactly N operations, a dump. Each round prints instructions per operation: all
@@ -35,7 +36,7 @@ SERVERS+=("$PID")
 for _ in $(seq 600); do curl -s "localhost:$PORT/healthz" >/dev/null && break; sleep 1; done
 curl -s "localhost:$PORT/healthz" >/dev/null || { echo "writ serve under valgrind did not answer: $(tail "$D/log")" >&2; exit 1; }
 echo '{"action":"update_post","resource":"wp:post:1024","environment":"production","fields":["meta_description","title"]}' > "$D/req"
-A="-mode $MODE -url http://127.0.0.1:$PORT -body $D/req -key $HERE/fixtures/keys/seo-agent-7.jwk -principal seo-agent-7 -clients 1"
+A="-mode $MODE -url http://127.0.0.1:$PORT -body $D/req -key $HERE/fixtures/keys/seo-agent-7.jwk -principal seo-agent-7 -clients 1 -lease-ttl-ms 290000 -timeout 20m"
 # shellcheck disable=SC2086
 $LOADGEN $A -ops "$WARMUP" -assertion-ttl 10 >/dev/null
 # The warm-up's ids expire (10 s + the purge's 10 s of grace) and the first round's unmeasured

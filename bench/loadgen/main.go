@@ -68,6 +68,8 @@ var (
 	before    = flag.String("before-measure", "", "with -ops: a shell command run after the warm-up, before the measured operations")
 	after     = flag.String("after-measure", "", "with -ops: a shell command run after the measured operations")
 	assertTTL = flag.Int("assertion-ttl", 60, "Writ modes: lifetime of each caller assertion in seconds (Writ accepts up to 300)")
+	leaseTTL  = flag.Int("lease-ttl-ms", 10000, "Writ lease modes: the ttl_ms asked for each lease")
+	timeout   = flag.Duration("timeout", 30*time.Second, "Writ modes: the HTTP client's timeout of one request")
 )
 
 func main() {
@@ -221,7 +223,7 @@ func (s *signer) assertion() string {
 }
 
 func httpClient() *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true}}
+	return &http.Client{Timeout: *timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true}}
 }
 
 // call sends one request and decodes a 2xx JSON answer into out (any other status is an error).
@@ -336,7 +338,7 @@ func writLease() func(c int) (func() error, error) {
 	return func(c int) (func() error, error) {
 		h := httpClient()
 		return leasePair(titleDecision(h, s, c), func(token string, out *grantedLease) error {
-			return call(h, "POST", *url+"/v1/leases", s.assertion(), must(json.Marshal(map[string]any{"decisions": []string{token}, "ttl_ms": 10000})), out)
+			return call(h, "POST", *url+"/v1/leases", s.assertion(), must(json.Marshal(map[string]any{"decisions": []string{token}, "ttl_ms": *leaseTTL})), out)
 		}, func(lease grantedLease) error {
 			return call(h, "DELETE", *url+"/v1/leases/"+lease.LeaseID, s.assertion(), must(json.Marshal(map[string]string{"token": lease.Token})), nil)
 		}), nil
@@ -389,7 +391,7 @@ func writLeaseStream() func(c int) (func() error, error) {
 			return nil
 		}
 		return leasePair(titleDecision(h, s, c), func(token string, out *grantedLease) error {
-			return roundTrip(map[string]any{"op": "acquire", "decisions": []string{token}, "ttl_ms": 10000}, out)
+			return roundTrip(map[string]any{"op": "acquire", "decisions": []string{token}, "ttl_ms": *leaseTTL}, out)
 		}, func(lease grantedLease) error {
 			return roundTrip(map[string]any{"op": "release", "lease_id": lease.LeaseID, "token": lease.Token}, nil)
 		}), nil
