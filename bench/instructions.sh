@@ -15,11 +15,14 @@
 # counters zeroed, exactly N operations, a dump. Each round prints instructions per operation: all
 # threads, then without V8's optimizing compiler (compilation still going on after the warm-up is the
 # part that moves between runs), then per thread: the main thread (event loop), the Ed25519 worker,
-# the SQLite checkpointer (a tick every 100 ms: its count follows the run's duration, not N) and V8's
+# the SQLite checkpointer (a tick every 100 ms and the WAL it copies: not a function of N alone) and V8's
 # helper threads. Spent caller-assertion ids are purged at the wall clock's pace (single-use-store.ts),
 # which valgrind slows 30-80x: so the warm-up's assertions live 10 s and are purged before the first
-# round counts, and the rounds' live 295 s, so that none is purged while counted. KEEP=dir keeps the dumps (for callgrind_annotate). A run of 3 rounds of N=300 pairs
-# takes ~5-8 minutes here (~60 s of it the start of Node under valgrind).
+# round counts, and the rounds' live 295 s, so that none is purged while counted. KEEP=dir keeps the
+# dumps (for callgrind_annotate). A run of 3 rounds of N=300 pairs
+# took 8-12 minutes here on a loaded machine (Node starts in 60-100 s under valgrind; the warm-up runs at
+# 5-30 operations/s, the counted operations at 3-5/s). bench/RESULTS.md ("Instructions per operation")
+# has the figures, their spread and what NODE_FLAGS="--single-threaded --predictable-gc-schedule" changes.
 set -euo pipefail
 ROOT=$1; MODE=$2; N=$3
 WARMUP=${WARMUP:-2000}; ROUNDS=${ROUNDS:-3}; NODE_FLAGS=${NODE_FLAGS:-}
