@@ -6,6 +6,13 @@
 //	loadgen -mode writ-decide|opa|writ-lease|writ-lease-stream|pg-lease|redis-lease -clients 16 -seconds 5 [-conns N] [...]
 //
 // Prints one JSON object: ops, seconds, per_second, p50_us, p99_us, errors.
+//
+// With -ops N each client makes exactly N operations instead of running for -seconds, after -warmup-ops
+// unmeasured ones on the same connections; -before-measure and -after-measure are shell commands run
+// between the phases (bench/instructions.sh turns valgrind's instruction counting on and off with them),
+// and the Writ lease modes fetch their decision once, on their first operation (in the warm-up when there
+// is one; the server's decision TTL must cover the run), so the measured window holds the N operations
+// and nothing else.
 package main
 
 import (
@@ -21,6 +28,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +63,13 @@ var (
 	dsn       = flag.String("dsn", "", "pg-lease: connection string of a database the caller created")
 	addr      = flag.String("addr", "", "redis-lease: host:port of the private redis-server")
 	conns     = flag.Int("conns", 0, "pg-lease: connections the clients share (0: one per client)")
+	fixedOps  = flag.Int("ops", 0, "operations per client (0: run for -seconds)")
+	warmupOps = flag.Int("warmup-ops", 0, "with -ops: unmeasured operations per client first, on the same connections")
+	before    = flag.String("before-measure", "", "with -ops: a shell command run after the warm-up, before the measured operations")
+	after     = flag.String("after-measure", "", "with -ops: a shell command run after the measured operations")
+	assertTTL = flag.Int("assertion-ttl", 60, "Writ modes: lifetime of each caller assertion in seconds (Writ accepts up to 300)")
+	leaseTTL  = flag.Int("lease-ttl-ms", 10000, "Writ lease modes: the ttl_ms asked for each lease")
+	timeout   = flag.Duration("timeout", 30*time.Second, "Writ modes: the HTTP client's timeout of one request")
 )
 
 func main() {
@@ -83,6 +98,9 @@ func measure(setup func(c int) (func() error, error)) result {
 	ops := make([]func() error, *clients)
 	for c := range ops {
 		ops[c] = must(setup(c))
+	}
+	if *fixedOps > 0 {
+		return measureFixed(ops)
 	}
 	lats := make([][]float64, *clients)
 	var errs atomic.Int64
@@ -123,6 +141,59 @@ func measure(setup func(c int) (func() error, error)) result {
 	return r
 }
 
+// measureFixed: -ops operations per client after -warmup-ops, the clients in step (each phase ends when
+// every client finished it); any failed operation ends the run with an error, so a count is never of
+// fewer operations than claimed.
+func measureFixed(ops []func() error) result {
+	phase := func(n int) []float64 {
+		lats := make([][]float64, len(ops))
+		errs := make([]error, len(ops))
+		var wg sync.WaitGroup
+		for c := range ops {
+			wg.Add(1)
+			go func(c int) {
+				defer wg.Done()
+				for i := 0; i < n; i++ {
+					t := time.Now()
+					if err := ops[c](); err != nil {
+						errs[c] = err
+						return
+					}
+					lats[c] = append(lats[c], float64(time.Since(t).Microseconds()))
+				}
+			}(c)
+		}
+		wg.Wait()
+		var all []float64
+		for c := range ops {
+			fail(errs[c])
+			all = append(all, lats[c]...)
+		}
+		return all
+	}
+	shell := func(cmd string) {
+		if cmd != "" {
+			out, err := exec.Command("sh", "-c", cmd).CombinedOutput()
+			if err != nil {
+				fail(fmt.Errorf("%s: %w: %s", cmd, err, out))
+			}
+		}
+	}
+	phase(*warmupOps)
+	shell(*before)
+	start := time.Now()
+	all := phase(*fixedOps)
+	elapsed := time.Since(start).Seconds()
+	shell(*after)
+	sort.Float64s(all)
+	r := result{Ops: int64(len(all)), Seconds: elapsed, PerSecond: float64(len(all)) / elapsed}
+	if len(all) > 0 {
+		r.P50us = all[len(all)*50/100]
+		r.P99us = all[len(all)*99/100]
+	}
+	return r
+}
+
 // --- Writ over HTTP -------------------------------------------------------------------------------
 
 type signer struct {
@@ -140,19 +211,19 @@ func loadSigner() *signer {
 
 var b64 = base64.RawURLEncoding
 
-// assertion: a caller assertion as the SDK makes it (compact JWS, EdDSA, fresh jti, 60 s).
+// assertion: a caller assertion as the SDK makes it (compact JWS, EdDSA, fresh jti, 60 s unless -assertion-ttl).
 func (s *signer) assertion() string {
 	now := time.Now().Unix()
 	jti := make([]byte, 16)
 	_, _ = rand.Read(jti)
 	header := must(json.Marshal(map[string]string{"alg": "EdDSA", "kid": s.kid, "typ": "JWT"}))
-	claims := must(json.Marshal(map[string]any{"iss": s.principal, "sub": s.principal, "aud": "writ", "iat": now, "exp": now + 60, "jti": hex.EncodeToString(jti)}))
+	claims := must(json.Marshal(map[string]any{"iss": s.principal, "sub": s.principal, "aud": "writ", "iat": now, "exp": now + int64(*assertTTL), "jti": hex.EncodeToString(jti)}))
 	input := b64.EncodeToString(header) + "." + b64.EncodeToString(claims)
 	return input + "." + b64.EncodeToString(ed25519.Sign(s.key, []byte(input)))
 }
 
 func httpClient() *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true}}
+	return &http.Client{Timeout: *timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true}}
 }
 
 // call sends one request and decodes a 2xx JSON answer into out (any other status is an error).
@@ -224,7 +295,7 @@ func titleDecision(h *http.Client, s *signer, c int) func() (string, error) {
 	var token string
 	var fetched time.Time
 	return func() (string, error) {
-		if time.Since(fetched) > 20*time.Second {
+		if token == "" || (*fixedOps == 0 && time.Since(fetched) > 20*time.Second) {
 			var d struct {
 				Allow bool
 				Token string
@@ -267,7 +338,7 @@ func writLease() func(c int) (func() error, error) {
 	return func(c int) (func() error, error) {
 		h := httpClient()
 		return leasePair(titleDecision(h, s, c), func(token string, out *grantedLease) error {
-			return call(h, "POST", *url+"/v1/leases", s.assertion(), must(json.Marshal(map[string]any{"decisions": []string{token}, "ttl_ms": 10000})), out)
+			return call(h, "POST", *url+"/v1/leases", s.assertion(), must(json.Marshal(map[string]any{"decisions": []string{token}, "ttl_ms": *leaseTTL})), out)
 		}, func(lease grantedLease) error {
 			return call(h, "DELETE", *url+"/v1/leases/"+lease.LeaseID, s.assertion(), must(json.Marshal(map[string]string{"token": lease.Token})), nil)
 		}), nil
@@ -320,7 +391,7 @@ func writLeaseStream() func(c int) (func() error, error) {
 			return nil
 		}
 		return leasePair(titleDecision(h, s, c), func(token string, out *grantedLease) error {
-			return roundTrip(map[string]any{"op": "acquire", "decisions": []string{token}, "ttl_ms": 10000}, out)
+			return roundTrip(map[string]any{"op": "acquire", "decisions": []string{token}, "ttl_ms": *leaseTTL}, out)
 		}, func(lease grantedLease) error {
 			return roundTrip(map[string]any{"op": "release", "lease_id": lease.LeaseID, "token": lease.Token}, nil)
 		}), nil
