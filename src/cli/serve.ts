@@ -131,21 +131,9 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
       say(`[writ] WARNING: the database ${database} went behind this replica's mark (${markFile}) while it ran, with no epoch bump since: it was restored to an earlier point under a running Writ. Stop every replica and run \`writ lease bump-epochs --by N --reason TEXT --database ${database}\` (the next start says N)`);
     };
     await starting(keepMark);
-    let markTimer: NodeJS.Timeout | undefined;
-    let marking = true;
-    const tick = async () => {
+    backgroundJob(closers, MARK_INTERVAL_MS, async () => {
       await keepMark().catch((e: unknown) => say(`[writ] store mark ${markFile} not written: ${(e as Error).message} (will retry)`));
-      if (marking) {
-        markTimer = setTimeout(() => void tick(), MARK_INTERVAL_MS);
-        markTimer.unref();
-      }
-    };
-    markTimer = setTimeout(() => void tick(), MARK_INTERVAL_MS);
-    markTimer.unref();
-    closers.push(async () => {
-      marking = false;
-      clearTimeout(markTimer);
-    });
+    }).later();
   }
   const upstreamPort = options.upstreamPort;
   if (upstreamPort !== null) {
@@ -167,32 +155,19 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
   // a Writ-Deadline the upstream enforces, so by then "not applied" is final, and younger receipts may
   // be writes another process sharing this store still has in flight.
   const settleAge = Math.max(1_000, 2 * Math.max(...config.upstreams.map((u) => u.timeoutMs)));
-  let sweep: NodeJS.Timeout | undefined;
-  let stopped = false;
-  const reconcile = async (): Promise<void> => {
+  const reconcile = backgroundJob(closers, settleAge, async () => {
     try {
       const r = await reconcileReceipts(w.ctx, { olderThanMs: settleAge });
       if (r.examined > 0) say(`[writ] reconciled ${r.examined} PENDING receipt(s): ${r.completed.length} completed, ${r.failed.length} failed, ${r.unresolved.length} unresolved`);
     } catch (e) {
       say(`[writ] reconciliation of PENDING receipts failed: ${(e as Error).message} (will retry)`);
     }
-    // The next sweep starts only when this one has finished.
-    if (!stopped) {
-      sweep = setTimeout(() => void reconcile(), settleAge);
-      sweep.unref();
-    }
-  };
-  closers.push(async () => {
-    stopped = true;
-    clearTimeout(sweep);
   });
   // PostgreSQL: this replica's clock against the database's, measured every CLOCK_SAMPLE_INTERVAL_MS
   // (the metric writ_clock_offset_seconds, GET /readyz), and said when it goes past a limit and when it is back.
   const databaseClock = w.ctx.databaseClock;
-  let clockTimer: NodeJS.Timeout | undefined;
   let clockSaid: ClockState = 'ok';
-  const measureClock = async (): Promise<void> => {
-    if (!databaseClock) return;
+  if (databaseClock) await backgroundJob(closers, CLOCK_SAMPLE_INTERVAL_MS, async () => {
     try {
       const o = await databaseClock.sample();
       const state = databaseClock.stateOf(o);
@@ -205,24 +180,14 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     } catch {
       // The database did not answer: readiness says so, and the next measurement tries again.
     }
-    if (!stopped) {
-      clockTimer = setTimeout(() => void measureClock(), CLOCK_SAMPLE_INTERVAL_MS);
-      clockTimer.unref();
-    }
-  };
-  closers.push(async () => {
-    stopped = true;
-    clearTimeout(clockTimer);
-  });
-  await measureClock();
+  }).now();
   // A signed checkpoint over all receipt chain heads, every interval (only when a chain moved): what
   // bounds how much of the log a rewrite can hide (README "Receipts and audit"). One replica at a time
   // takes them, in its turn (renewed at each of its checkpoints, three intervals long): the others look
   // every interval, and take over once the turn has run out (its holder stopped).
-  let checkpointTimer: NodeJS.Timeout | undefined;
   const holder = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   let inTurn: boolean | undefined;
-  const checkpoint = async (): Promise<void> => {
+  const checkpoint = backgroundJob(closers, config.receiptCheckpointIntervalMs, async () => {
     try {
       const { turn } = await w.ctx.receipts.checkpointInTurn(holder, 3 * config.receiptCheckpointIntervalMs);
       if (turn !== inTurn) say(turn ? `[writ] receipt checkpoints: this replica takes them (${holder})` : '[writ] receipt checkpoints: another replica takes them');
@@ -230,14 +195,6 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     } catch (e) {
       say(`[writ] receipt checkpoint failed: ${(e as Error).message} (will retry)`);
     }
-    if (!stopped && config.receiptCheckpointIntervalMs > 0) {
-      checkpointTimer = setTimeout(() => void checkpoint(), config.receiptCheckpointIntervalMs);
-      checkpointTimer.unref();
-    }
-  };
-  closers.push(async () => {
-    stopped = true;
-    clearTimeout(checkpointTimer);
   });
   // Printed before "listening on" (which tools wait for), so whoever reads that line has the link too.
   if (options.consoleLink || process.stderr.isTTY) {
@@ -253,11 +210,8 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     });
     return app;
   });
-  void reconcile();
-  if (config.receiptCheckpointIntervalMs > 0) {
-    checkpointTimer = setTimeout(() => void checkpoint(), config.receiptCheckpointIntervalMs);
-    checkpointTimer.unref();
-  }
+  void reconcile.now();
+  if (config.receiptCheckpointIntervalMs > 0) checkpoint.later();
   const url = httpOrigin(config.host, config.port);
   const store = config.databaseUrl === null ? `SQLite ${config.dbFile}` : `PostgreSQL ${maskDatabaseUrl(config.databaseUrl)}`;
   // The signing key too: replicas must all sign with the same one, and comparing this line is how an operator sees it.
@@ -303,6 +257,32 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
  * changed: the mark is read first (one that cannot be read refuses the start), and the store is opened
  * without migrating (a schema older than this Writ's is migrated first, as every start does).
  */
+/**
+ * A background job of `writ serve` (the store mark, the PENDING sweep, the clock measurement, the receipt
+ * checkpoint): `run` again `intervalMs` after each run has ended, so two never overlap, until the server
+ * closes; its timer never keeps the process alive. `run` says what failed itself and must not throw.
+ * Started with `now()` (run at once; resolves when that first run has ended) or `later()` (first run
+ * after one interval).
+ */
+function backgroundJob(closers: (() => Promise<void>)[], intervalMs: number, run: () => Promise<void>): { now: () => Promise<void>; later: () => void } {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const later = (): void => {
+    if (stopped) return;
+    timer = setTimeout(() => void now(), intervalMs);
+    timer.unref();
+  };
+  const now = async (): Promise<void> => {
+    await run();
+    later();
+  };
+  closers.push(async () => {
+    stopped = true;
+    clearTimeout(timer);
+  });
+  return { now, later };
+}
+
 async function storeNotBehindMark(config: WritConfig, markFile: string): Promise<WritStore> {
   readStoreMarks(markFile);
   // Only a schema older than this Writ's (a new database included) is migrated first; any other failure is the start's.
