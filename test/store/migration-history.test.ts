@@ -82,8 +82,8 @@ describe('a store whose applied migrations are not a prefix of the code\'s is re
     const before = sqliteRows(file);
     await expect(openSqliteStore(file)).rejects.toMatchObject({
       code: 'SCHEMA_DIVERGED',
-      message: expect.stringMatching(new RegExp(`SQLite store's applied migrations are not this Writ's: it lacks this Writ's migration ${SQLITE_SCHEMA_VERSION - 1} \\(.+\\) though it has later ones \\(${SQLITE_SCHEMA_VERSION}\\).*start the Writ that migrated it, or put back a backup.*nothing was changed$`)),
-      details: { missing: [SQLITE_SCHEMA_VERSION - 1], unknown: [], renamed: [] },
+      message: expect.stringMatching(new RegExp(`SQLite store ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}'s applied migrations are not this Writ's: it lacks this Writ's migration ${SQLITE_SCHEMA_VERSION - 1} \\(.+\\) though it has later ones \\(${SQLITE_SCHEMA_VERSION}\\).*start the Writ that migrated it, or put back a backup.*nothing was changed$`)),
+      details: { missing: [SQLITE_SCHEMA_VERSION - 1], unknown: [], renamed: [], file },
     });
     expect(() => openDatabase(file, { migrate: false })).toThrow(expect.objectContaining({ code: 'SCHEMA_DIVERGED' }));
     expect(sqliteRows(file)).toEqual(before);

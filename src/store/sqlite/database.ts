@@ -300,7 +300,7 @@ export function storeDamagedError(file: string, damage: string, doing: string | 
 function requireCurrentSchema(db: SqliteDatabase): void {
   const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
   const recorded = table ? appliedMigrations(db) : [];
-  refuseDivergedHistory(STORE, recorded, MIGRATIONS);
+  refuseDivergedHistory(`${STORE} ${db.name}`, recorded, MIGRATIONS, { file: db.name });
   const current = Math.max(0, ...recorded.map((m) => m.version));
   if (current === SQLITE_SCHEMA_VERSION) return;
   throw new WritError(
@@ -329,7 +329,7 @@ export function migrate(db: SqliteDatabase): number[] {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
   const recorded = appliedMigrations(db);
   // Checked before anything is applied: a store migrated by a Writ numbered otherwise is left as it is.
-  refuseDivergedHistory(STORE, recorded, MIGRATIONS);
+  refuseDivergedHistory(`${STORE} ${db.name}`, recorded, MIGRATIONS, { file: db.name });
   const applied = new Set(recorded.map((r) => r.version));
   const newest = Math.max(0, ...applied);
   if (newest > SQLITE_SCHEMA_VERSION) {
