@@ -154,8 +154,11 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
           undelivered?.();
           return;
         }
-        socket.send(JSON.stringify(reply), (err) => {
-          if (err) undelivered?.();
+        // A write callback only where there is something to give up (a grant): ws and the socket take the
+        // plain path for every other answer.
+        if (undelivered === undefined) socket.send(JSON.stringify(reply));
+        else socket.send(JSON.stringify(reply), (err) => {
+          if (err) undelivered();
         });
       };
       const refuse = (requestId: number | null, op: Op | 'invalid', e: unknown) => {
