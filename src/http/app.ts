@@ -1,6 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
-import websocket from '@fastify/websocket';
+import websocket, { type WebsocketPluginOptions } from '@fastify/websocket';
 import { countWorkInFlight, releaseAssertion, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/index.js';
@@ -19,7 +19,7 @@ import { registerCoordinationRoutes } from './routes/coordination.js';
 import { registerDecisionRoutes } from './routes/decisions.js';
 import { registerGraphRoutes } from './routes/graph.js';
 import { registerImpactRoutes } from './routes/impact.js';
-import { LEASE_STREAM_PATH, registerLeaseStream } from './routes/lease-stream.js';
+import { LEASE_STREAM_PATH, registerLeaseStream, StreamSocket } from './routes/lease-stream.js';
 import { registerOpsRoutes } from './routes/ops.js';
 
 declare module 'fastify' {
@@ -81,7 +81,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   // upgrade request (`request.ws`), and only a marked request's socket is destroyed after an HTTP answer,
   // so an upgrade refused by a hook added later (draining, rate limit) must already be marked.
   await app.register(websocket, {
-    options: { maxPayload: ctx.config.bodyLimitBytes },
+    options: { maxPayload: ctx.config.bodyLimitBytes, WebSocket: StreamSocket as unknown as NonNullable<WebsocketPluginOptions['options']>['WebSocket'] },
     // close() drains first, as SIGTERM does (the streams take no new request; those in flight, which
     // hold the drain, are answered), for up to WRIT_DRAIN_TIMEOUT_MS; after writ serve's drain, no more.
     preClose(done) {
