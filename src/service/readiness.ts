@@ -12,21 +12,8 @@ export const READINESS_TIMEOUT_MS = 2_000;
  * reached or does not answer within `timeoutMs`, the store's own code otherwise, e.g. STORE_FAILED).
  */
 export async function checkStoreAnswers(ctx: WritContext, timeoutMs = READINESS_TIMEOUT_MS): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new WritError('OVERLOADED', `the store did not answer within ${timeoutMs} ms`, { retry_after_ms: 1_000 })),
-      timeoutMs,
-    );
-  });
-  try {
-    // Nothing decided from it, so it need not wait for commits in flight to be durable.
-    await Promise.race([ctx.store.read((tx) => tx.graph.head(), { waitsFor: () => false }), late]);
-  } catch (e) {
-    throw isWritError(e) ? e : new WritError('INTERNAL', `the store failed to answer: ${(e as Error).message}`);
-  } finally {
-    clearTimeout(timer);
-  }
+  // Nothing decided from it, so it need not wait for commits in flight to be durable.
+  await within(ctx.store.read((tx) => tx.graph.head(), { waitsFor: () => false }), timeoutMs, 'the store did not answer', 'the store failed to answer');
 }
 
 /**
@@ -37,18 +24,25 @@ export async function checkStoreAnswers(ctx: WritContext, timeoutMs = READINESS_
 export async function checkDatabaseClock(ctx: WritContext, timeoutMs = READINESS_TIMEOUT_MS): Promise<ClockOffset | null> {
   const watch = ctx.databaseClock;
   if (!watch) return null;
+  const offset = await within(watch.fresh(CLOCK_SAMPLE_INTERVAL_MS), timeoutMs, 'the database did not tell its time', 'the database failed to tell its time');
+  watch.check(offset);
+  return offset;
+}
+
+/**
+ * `work`'s answer, or OVERLOADED (`late` within `timeoutMs` ms) when it takes longer; a failure that is not a
+ * WritError becomes INTERNAL (`failed`: its message). What a readiness probe waits for.
+ */
+async function within<T>(work: Promise<T>, timeoutMs: number, late: string, failed: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new WritError('OVERLOADED', `the database did not tell its time within ${timeoutMs} ms`, { retry_after_ms: 1_000 })), timeoutMs);
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new WritError('OVERLOADED', `${late} within ${timeoutMs} ms`, { retry_after_ms: 1_000 })), timeoutMs);
   });
-  let offset: ClockOffset;
   try {
-    offset = await Promise.race([watch.fresh(CLOCK_SAMPLE_INTERVAL_MS), late]);
+    return await Promise.race([work, timeout]);
   } catch (e) {
-    throw isWritError(e) ? e : new WritError('INTERNAL', `the database failed to tell its time: ${(e as Error).message}`);
+    throw isWritError(e) ? e : new WritError('INTERNAL', `${failed}: ${(e as Error).message}`);
   } finally {
     clearTimeout(timer);
   }
-  watch.check(offset);
-  return offset;
 }
