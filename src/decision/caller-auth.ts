@@ -115,15 +115,16 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   }
   if (!audienceIncludes(payload.aud, deps.audience)) throw refuse('assertion is for another audience');
   const time = timeClaimProblem(payload, now, toleranceMs);
-  const replica = replicaClock(deps.clockOffsetMs, toleranceMs);
-  if (time?.kind === 'past') throw refuse(expired(payload.exp as number, now, toleranceMs) + replica.ahead);
-  if (time?.kind === 'early') throw refuse(`assertion is not yet valid (nbf)${aheadOfWrit('nbf', payload.nbf as number, now, toleranceMs)}${replica.behind}`);
+  // Only a refusal asks what to add about this replica's clock.
+  const replica = () => replicaClock(deps.clockOffsetMs, toleranceMs);
+  if (time?.kind === 'past') throw refuse(expired(payload.exp as number, now, toleranceMs) + replica().ahead);
+  if (time?.kind === 'early') throw refuse(`assertion is not yet valid (nbf)${aheadOfWrit('nbf', payload.nbf as number, now, toleranceMs)}${replica().behind}`);
   if (time) throw refuse(`assertion claim ${time.claim} is invalid`);
 
   // iat and exp are numbers here, and exp is not past (with tolerance).
   const expMs = (payload.exp as number) * 1000;
   const iatMs = (payload.iat as number) * 1000;
-  if (iatMs > now + toleranceMs) throw refuse(`assertion is issued in the future${aheadOfWrit('iat', payload.iat as number, now, toleranceMs)}${replica.behind}`);
+  if (iatMs > now + toleranceMs) throw refuse(`assertion is issued in the future${aheadOfWrit('iat', payload.iat as number, now, toleranceMs)}${replica().behind}`);
   if (expMs - iatMs > maxTtlMs || expMs - now > maxTtlMs + toleranceMs) throw refuse(`assertion lifetime is longer than ${maxTtlMs / 1000} s`);
   if (typeof payload.jti !== 'string' || payload.jti === '') throw refuse('malformed assertion: jti is not a string');
   if (payload.jti.length > MAX_JTI_LENGTH) throw refuse(`malformed assertion: jti is longer than ${MAX_JTI_LENGTH} characters`);
@@ -132,7 +133,7 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
 
   const caller = { principal: principalId, kid: header.kid, key: keyMaterial(jwk), jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
   // Accepted only while its spend is remembered (whole-second exp checks alone leave up to 1 s more).
-  if (now >= caller.spendUntil) throw refuse(expired(payload.exp as number, now, toleranceMs) + replica.ahead);
+  if (now >= caller.spendUntil) throw refuse(expired(payload.exp as number, now, toleranceMs) + replica().ahead);
   // Spent already (durably), or shown to this process before and not yet spent: either way a replay.
   if (deps.readSpent !== false && (await deps.replay.isSpent(REPLAY_NAMESPACE, replayId(caller), now))) throw replayed();
   if (!deps.replay.present(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
