@@ -88,8 +88,12 @@ export interface ReceiptChainVerdict {
   /** Store-wide seq of the entry at fault, when one is (not for a missing entry). */
   firstBadSeq?: number;
   problem?: string;
-  /** The signed checkpoint the log was verified against (and from, for archived chains). */
-  checkpoint?: { seq: number; at: number; chains: number; root: string; archived: number; graph_revision?: number; graph_hash?: string };
+  /**
+   * The signed checkpoint the log was verified against (and from, for archived chains), with its compact
+   * JWS as stored: an auditor checks it offline with the published keys (`writ audit verify --graph-events
+   * FILE --checkpoint FILE --jwks FILE`).
+   */
+  checkpoint?: { seq: number; at: number; chains: number; root: string; archived: number; graph_revision?: number; graph_hash?: string; jws: string };
   /** The graph event log's hash chain (graph-chain.ts); `ok` is false when it breaks too. */
   graph?: GraphLogVerdict;
 }

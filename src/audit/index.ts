@@ -5,6 +5,7 @@ export {
   CHECKPOINT_TYP,
   headsRoot,
   headsRootYielding,
+  isHeadsCheckpoint,
   signedPayloadOf,
   type ArchivePayload,
   type ArchiveRange,

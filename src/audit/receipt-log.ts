@@ -707,5 +707,5 @@ function sameLeaf(a: CheckpointLeaf, b: CheckpointLeaf | undefined): boolean {
 }
 
 function checkpointSummary(c: StoredCheckpoint): NonNullable<ReceiptChainVerdict['checkpoint']> {
-  return { seq: c.seq, at: c.at, chains: c.chains, root: c.root, archived: c.archived, ...(c.graph_hash !== undefined ? { graph_revision: c.graph_revision ?? 0, graph_hash: c.graph_hash } : {}) };
+  return { seq: c.seq, at: c.at, chains: c.chains, root: c.root, archived: c.archived, ...(c.graph_hash !== undefined ? { graph_revision: c.graph_revision ?? 0, graph_hash: c.graph_hash } : {}), jws: c.jws };
 }

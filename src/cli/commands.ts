@@ -26,8 +26,8 @@ import { basename, dirname, join, resolve } from 'node:path';
 import type { JWK } from 'jose';
 import { createApprovalAssertion } from '../wire/assertions.js';
 import { generatePrincipalKeyPair } from '../wire/principal-keys.js';
-import { DECISION_ID_FILTER, ReceiptLog, RECEIPT_PAGE, RECEIPT_STATUSES, verifyArchiveFile, verifyGraphEvents, type GraphEventLink, type ReceiptChainVerdict, type ReceiptQuery, type ReceiptStatus } from '../audit/index.js';
-import { publicKeyFromJwk } from '../decision/jws.js';
+import { DECISION_ID_FILTER, isHeadsCheckpoint, ReceiptLog, RECEIPT_PAGE, RECEIPT_STATUSES, verifyArchiveFile, verifyGraphEvents, type GraphEventLink, type ReceiptChainVerdict, type ReceiptQuery, type ReceiptStatus } from '../audit/index.js';
+import { decodeCompactJws, publicKeyFromJwk } from '../decision/jws.js';
 import { addGovernanceKey, verifyCheckpoint, verifyPostgresReceipts } from '../service/index.js';
 
 export interface CommandArgs {
@@ -260,37 +260,63 @@ function receiptsToVerify(w: OpenedWrit, jwksFile: string | undefined): ReceiptL
   });
 }
 
+/**
+ * The public keys an offline check (`--archive`, `--checkpoint`) verifies a signature with: those of
+ * --jwks FILE, else the data directory's keys/. NOT_FOUND when that holds none: nothing to check a
+ * signature with is not a forgery, said as such, not BROKEN (exit 1 would read as altered).
+ */
+async function offlineKeys(values: CommandArgs['values'], what: 'archive' | 'checkpoint'): Promise<{ keys: { kid?: unknown }[]; from: string }> {
+  if (typeof values.jwks === 'string') {
+    const keys = readJwksFile(values.jwks);
+    return { keys, from: `the keys of ${values.jwks} (${keys.length})` };
+  }
+  const keysDir = `${configFrom(values).dataDir}/keys`;
+  const ring = await KeyRing.open(keysDir, systemClock, { makeSigningKey: false }); // it only verifies
+  warnDamagedKeys(ring);
+  const keys = ring.jwks().keys;
+  if (keys.length === 0) {
+    throw new WritError('NOT_FOUND', `no keys to check the ${what}'s signature with: ${keysDir} holds none; pass --jwks FILE (the /.well-known/jwks.json saved with the ${what}) or --data-dir naming the servers' data directory; nothing was checked`);
+  }
+  return { keys, from: `the keys read from ${keysDir} (${keys.length})` };
+}
+
 /** `writ audit verify --archive FILE`: offline, with the keys of --jwks FILE or else the data directory's key files. */
 async function verifyArchiveCommand(values: CommandArgs['values']): Promise<number> {
   const file = values.archive as string;
   if (!existsSync(file)) throw new WritError('NOT_FOUND', `no archive file ${file}`);
   // Its read failing would be reported as a broken (altered) archive.
   if (statSync(file).isDirectory()) throw new WritError('UNPROCESSABLE', `${file} is a directory, not an archive: name the file writ audit archive --out wrote`);
-  let keys: { kid?: unknown }[];
-  if (typeof values.jwks === 'string') {
-    keys = readJwksFile(values.jwks);
-  } else {
-    const keysDir = `${configFrom(values).dataDir}/keys`;
-    const ring = await KeyRing.open(keysDir, systemClock, { makeSigningKey: false }); // it only verifies
-    warnDamagedKeys(ring);
-    keys = ring.jwks().keys;
-    // Nothing to check a signature with is not a forged archive: said as such, not BROKEN (exit 1 would read as altered).
-    if (keys.length === 0) {
-      throw new WritError('NOT_FOUND', `no keys to check the archive's signature with: ${keysDir} holds none; pass --jwks FILE (the /.well-known/jwks.json saved with the archive) or --data-dir naming the servers' data directory; nothing was checked`);
-    }
-  }
+  const { keys } = await offlineKeys(values, 'archive');
   const v = verifyArchiveFile(file, (jws) => verifyCheckpoint(jws, keyIn(keys)));
   print(withWireCheckpoint(v), values.json, () => (v.ok ? `OK: ${file} holds ${v.entries} entries of ${v.ranges!.length} chain(s), its signed ${v.version === 1 ? 'checkpoint' : 'manifest'} verified` : `BROKEN${v.chain !== undefined ? ` in chain ${JSON.stringify(v.chain)} at ${v.firstBadPos}` : ''}: ${v.problem}`));
   return v.ok ? 0 : 1;
 }
 
 /**
- * `writ audit verify --graph-events FILE [--graph-head REVISION:HASH]`: offline, no store. FILE holds
- * what GET /v1/graph/events answered: one page, or an array of pages (or of their events), oldest first.
+ * `writ audit verify --graph-events FILE [--graph-head REVISION:HASH | --checkpoint FILE [--jwks FILE]]`:
+ * offline, no store. FILE holds what GET /v1/graph/events answered: one page, or an array of pages (or of
+ * their events), oldest first. The head is taken as given (--graph-head), or from a checkpoint whose
+ * signature is checked here (--checkpoint): a checkpoint that does not verify is BROKEN, nothing else judged.
  */
-function verifyGraphEventsCommand(values: CommandArgs['values']): number {
+async function verifyGraphEventsCommand(values: CommandArgs['values']): Promise<number> {
   const file = values['graph-events'] as string;
-  const head = typeof values['graph-head'] === 'string' ? graphHeadOption(values['graph-head']) : undefined;
+  if (typeof values['graph-head'] === 'string' && typeof values.checkpoint === 'string') {
+    throw new UsageError('--graph-head and --checkpoint both name the graph head: give one (--checkpoint FILE, checked with --jwks FILE, takes it from the signed checkpoint)');
+  }
+  let head: { revision: number; hash: string } | undefined;
+  let signedBy: { seq: number; at: number; kid: string; file: string } | undefined;
+  if (typeof values.checkpoint === 'string') {
+    const checkpointFile = values.checkpoint;
+    const signed = await signedGraphHead(values, checkpointFile);
+    if ('problem' in signed) {
+      print({ ok: false, checkpoint_file: checkpointFile, problem: signed.problem }, values.json, () => `BROKEN: the checkpoint of ${checkpointFile} does not verify: ${signed.problem}; nothing in ${file} was checked against it`);
+      return 1;
+    }
+    head = signed.head;
+    signedBy = { ...signed.checkpoint, file: checkpointFile };
+  } else if (typeof values['graph-head'] === 'string') {
+    head = graphHeadOption(values['graph-head']);
+  }
   const events = readGraphEventsFile(file);
   if (head !== undefined && !events.some((e) => e.revision === head.revision)) {
     const span = events.length === 0 ? 'none' : `${events[0]!.revision}..${events[events.length - 1]!.revision}`;
@@ -299,13 +325,65 @@ function verifyGraphEventsCommand(values: CommandArgs['values']): number {
   const v = verifyGraphEvents(events, head);
   const span = v.first === 0 ? 'no events' : `graph events ${v.first}..${v.last}`;
   const unhashed = v.unhashed > 0 ? `; the last ${v.unhashed} not hashed yet (appended by a Writ from before the graph chain)` : '';
+  const by = signedBy ? ` (checkpoint ${signedBy.seq} of ${toWireTime(signedBy.at)}, its signature verified with key ${signedBy.kid})` : '';
   const anchored = v.signed
-    ? `; revision ${v.signed.revision} has the signed hash: events ${v.first}..${v.signed.revision} are the ones signed`
-    : v.first === 1 ? '' : ` (from the prev_hash of event ${v.first} as given: pass --graph-head to anchor them)`;
-  print(v, values.json, () => (v.ok
+    ? `; revision ${v.signed.revision} has the signed hash${by}: events ${v.first}..${v.signed.revision} are the ones signed`
+    : v.first === 1 ? '' : ` (from the prev_hash of event ${v.first} as given: pass --checkpoint or --graph-head to anchor them)`;
+  const answer = signedBy ? { ...v, checkpoint: { seq: signedBy.seq, at: toWireTime(signedBy.at), kid: signedBy.kid, file: signedBy.file } } : v;
+  print(answer, values.json, () => (v.ok
     ? `OK: ${span} of ${file}, ${v.events} hashed, recompute and link${anchored}${unhashed}`
     : `BROKEN in ${file} at revision ${v.firstBadRevision}: ${v.problem} (${v.events} sound events before it)`));
   return v.ok ? 0 : 1;
+}
+
+/**
+ * The graph head a checkpoint signed, from `--checkpoint FILE`: its compact JWS, or a JSON answer holding
+ * it (GET /v1/audit/verify, `writ audit verify --json`: `checkpoint.jws`). The signature is checked with
+ * offlineKeys (--jwks FILE, else the data directory's keys/), and the head taken from the verified payload,
+ * never from an answer's unsigned members (which, when given, must say the same). `problem`: it does not
+ * verify (BROKEN). A file that holds no checkpoint, or one that signs no graph head, is thrown: nothing checked.
+ */
+async function signedGraphHead(values: CommandArgs['values'], file: string): Promise<{ head: { revision: number; hash: string }; checkpoint: { seq: number; at: number; kid: string } } | { problem: string }> {
+  const { jws, stated } = readCheckpointFile(file);
+  const { keys, from } = await offlineKeys(values, 'checkpoint');
+  const verified = verifyCheckpoint(jws, keyIn(keys), () => from);
+  if ('problem' in verified) return verified;
+  const p = verified.payload;
+  if (!isHeadsCheckpoint(p)) throw new WritError('UNPROCESSABLE', `${file} holds a signed ${'kind' in p ? 'archive manifest' : 'legacy (version 1) checkpoint'}, not a checkpoint over the chain heads: it signs no graph head; nothing was checked`);
+  // An answer's members beside the JWS are not signed: when given, they must be what it signs.
+  for (const k of ['seq', 'chains', 'root', 'archived', 'graph_revision', 'graph_hash'] as const) {
+    if (k in stated && stated[k] !== p[k]) return { problem: `the answer's checkpoint.${k} (${JSON.stringify(stated[k])}) is not what its JWS signs (${JSON.stringify(p[k] ?? null)}): the answer was altered` };
+  }
+  if (p.graph_revision === undefined || p.graph_hash === undefined) {
+    throw new WritError('UNPROCESSABLE', `checkpoint ${p.seq} of ${file} (version ${p.v}) signs no graph head: it was taken before the graph log's hash chain; save one taken since (GET /v1/audit/verify after writ audit checkpoint); nothing was checked`);
+  }
+  return { head: { revision: p.graph_revision, hash: p.graph_hash }, checkpoint: { seq: p.seq, at: p.at, kid: String(decodeCompactJws(jws).header.kid) } };
+}
+
+/**
+ * The compact JWS `--checkpoint FILE` holds (as it is, or as a JSON string), or that of the checkpoint of
+ * a saved verify answer, with the answer's other members of it (`stated`, unsigned); refusals say why, nothing checked.
+ */
+function readCheckpointFile(file: string): { jws: string; stated: Record<string, unknown> } {
+  if (!existsSync(file)) throw new WritError('NOT_FOUND', `no checkpoint file ${file}`);
+  if (statSync(file).isDirectory()) throw new WritError('UNPROCESSABLE', `${file} is a directory, not a checkpoint: name the file the checkpoint's JWS or GET /v1/audit/verify's answer was saved to`);
+  const text = readFileSync(file, 'utf8').trim();
+  if (/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(text)) return { jws: text, stated: {} };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  if (typeof parsed === 'string') return { jws: parsed, stated: {} }; // the JWS as a JSON string
+  if (typeof parsed !== 'object' || parsed === null || (!('checkpoint' in parsed) && !('ok' in parsed))) {
+    throw new WritError('MALFORMED_REQUEST', `${file} is not a checkpoint: it needs the checkpoint's compact JWS, or the JSON answer of GET /v1/audit/verify (or writ audit verify --json) holding checkpoint.jws; nothing was checked`);
+  }
+  const c = (parsed as { checkpoint?: unknown }).checkpoint;
+  if (typeof c !== 'object' || c === null) throw new WritError('NOT_FOUND', `${file} holds no checkpoint (none had been taken when it was saved: writ audit checkpoint takes one, and servers every WRIT_RECEIPT_CHECKPOINT_INTERVAL_MS); nothing was checked`);
+  const jws = (c as { jws?: unknown }).jws;
+  if (typeof jws !== 'string') throw new WritError('MALFORMED_REQUEST', `the checkpoint in ${file} carries no jws (saved from a Writ that did not answer it): save GET /v1/audit/verify again, or the JWS alone; nothing was checked`);
+  return { jws, stated: c as Record<string, unknown> };
 }
 
 /** `--graph-head REVISION:HASH` (a checkpoint's graph_revision and graph_hash). */
@@ -907,12 +985,13 @@ export const COMMANDS: Command[] = [
     name: 'audit verify',
     // 1 is BROKEN: an outage (the database down, an unreadable data directory) or nothing to check with is 3, for a cron job to tell them apart.
     failureExit: 3,
-    summary: 'check the receipt hash chains and the graph event log\'s hash chain (exit 1 when either is broken, 3 when it could not check); --archive FILE checks an archive offline; --graph-events FILE checks saved GET /v1/graph/events answers offline (--graph-head REVISION:HASH: against a checkpoint\'s graph_revision and graph_hash); --jwks FILE (a saved /.well-known/jwks.json): check the signed checkpoint with its public keys instead of the data directory\'s keys/',
-    usage: '[--archive FILE] [--graph-events FILE [--graph-head REVISION:HASH]] [--jwks FILE] [--json]',
-    options: { json: { type: 'boolean' }, archive: { type: 'string' }, jwks: { type: 'string' }, 'graph-events': { type: 'string' }, 'graph-head': { type: 'string' } },
+    summary: 'check the receipt hash chains and the graph event log\'s hash chain (exit 1 when either is broken, 3 when it could not check); --archive FILE checks an archive offline; --graph-events FILE checks saved GET /v1/graph/events answers offline (--checkpoint FILE: against the graph head of a saved checkpoint, its JWS or the answer of GET /v1/audit/verify, whose signature is checked; --graph-head REVISION:HASH: against a graph_revision and graph_hash taken on trust); --jwks FILE (a saved /.well-known/jwks.json): check the signed checkpoint with its public keys instead of the data directory\'s keys/',
+    usage: '[--archive FILE] [--graph-events FILE [--checkpoint FILE | --graph-head REVISION:HASH]] [--jwks FILE] [--json]',
+    options: { json: { type: 'boolean' }, archive: { type: 'string' }, jwks: { type: 'string' }, 'graph-events': { type: 'string' }, 'graph-head': { type: 'string' }, checkpoint: { type: 'string' } },
     run: async ({ values }) => {
       if (typeof values['graph-events'] === 'string') return verifyGraphEventsCommand(values);
       if (typeof values['graph-head'] === 'string') throw new UsageError('--graph-head goes with --graph-events FILE');
+      if (typeof values.checkpoint === 'string') throw new UsageError('--checkpoint goes with --graph-events FILE (the store\'s own latest checkpoint is checked without it)');
       if (typeof values.archive === 'string') return verifyArchiveCommand(values);
       const jwks = typeof values.jwks === 'string' ? values.jwks : undefined;
       if (jwks !== undefined) readJwksFile(jwks); // refused before the store is opened

@@ -2,8 +2,8 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyGraphEvents, type GraphEventLink } from '../../src/audit/index.js';
-import { revokeEdge } from '../../src/service/index.js';
+import { verifyGraphEvents, type GraphEventLink, type SignedPayload } from '../../src/audit/index.js';
+import { revokeEdge, signCheckpoint } from '../../src/service/index.js';
 import { runWrit } from '../support/cli.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { requireDist } from '../support/server-process.js';
@@ -17,14 +17,19 @@ import { requireDist } from '../support/server-process.js';
 let h: Harness;
 let dir: string;
 let pages: { events: (GraphEventLink & { at: string })[] }[];
-let checkpoint: { graph_revision: number; graph_hash: string };
+let checkpoint: { seq: number; graph_revision: number; graph_hash: string; jws: string };
+/** GET /v1/audit/verify's answer and /.well-known/jwks.json, as an auditor saves them. */
+let verifyAnswer: { checkpoint: typeof checkpoint };
+let jwks: { keys: { kid: string }[] };
 beforeAll(async () => {
   requireDist();
   h = await startHarness();
   dir = mkdtempSync(join(tmpdir(), 'writ-graph-events-'));
   await revokeEdge(h.ctx, 'governance', 'd-orch-seo', 'retired "seo"\nagent');
   await h.ctx.receipts.checkpoint({ force: true });
-  checkpoint = (await h.call('governance', { method: 'GET', url: '/v1/audit/verify' })).body.checkpoint;
+  verifyAnswer = (await h.call('governance', { method: 'GET', url: '/v1/audit/verify' })).body;
+  checkpoint = verifyAnswer.checkpoint;
+  jwks = (await h.call(null, { method: 'GET', url: '/.well-known/jwks.json' })).body;
   await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'late-agent', kind: 'agent', keys: [] } });
   pages = [];
   for (let after = 0; ;) {
@@ -42,6 +47,11 @@ afterAll(async () => {
 const save = (name: string, value: unknown) => {
   const file = join(dir, name);
   writeFileSync(file, JSON.stringify(value));
+  return file;
+};
+const saveText = (name: string, text: string) => {
+  const file = join(dir, name);
+  writeFileSync(file, text);
   return file;
 };
 const writ = (...args: string[]) => runWrit(join(dir, 'no-data-dir'), 'audit', 'verify', ...args);
@@ -63,7 +73,7 @@ describe('writ audit verify --graph-events', () => {
     const one = save('page.json', pages[1]);
     const mid = await writ('--graph-events', one);
     expect(mid.code, mid.output).toBe(0);
-    expect(mid.stdout).toContain(`(from the prev_hash of event 5 as given: pass --graph-head to anchor them)`);
+    expect(mid.stdout).toContain(`(from the prev_hash of event 5 as given: pass --checkpoint or --graph-head to anchor them)`);
 
     // The event a checkpoint signed altered, then re-hashed by whoever altered it: the signed head says so.
     const events = pages.flatMap((p) => p.events);
@@ -82,6 +92,58 @@ describe('writ audit verify --graph-events', () => {
     expect(rehashed.stdout).toContain(`BROKEN in ${join(dir, 'rehashed.json')} at revision ${checkpoint.graph_revision}: graph event ${checkpoint.graph_revision} is not the one the checkpoint signed`);
     // Without the head nothing anchors the rewrite: it links (what the README warns of).
     expect((await writ('--graph-events', join(dir, 'rehashed.json'))).code).toBe(0);
+    expect(existsSync(join(dir, 'no-data-dir')), 'no store was opened nor made').toBe(false);
+  });
+
+  it('--checkpoint FILE (the saved answer, or its JWS) with --jwks FILE: the graph head is taken from the verified signature', { timeout: 60_000 }, async () => {
+    const all = save('pages-c.json', pages);
+    const keys = save('jwks.json', jwks);
+    const last = pages.at(-1)!.events.at(-1)!.revision;
+    const signedLine = `revision ${checkpoint.graph_revision} has the signed hash (checkpoint ${checkpoint.seq} of `;
+    for (const saved of [save('verify.json', verifyAnswer), save('checkpoint.json', checkpoint.jws), saveText('checkpoint.jws', `${checkpoint.jws}\n`)]) {
+      const ok = await writ('--graph-events', all, '--checkpoint', saved, '--jwks', keys);
+      expect(ok.code, ok.output).toBe(0);
+      expect(ok.stdout).toContain(signedLine);
+      expect(ok.stdout).toContain(`its signature verified with key ${jwks.keys[0]!.kid}): events 1..${checkpoint.graph_revision} are the ones signed`);
+    }
+    const json = JSON.parse((await writ('--graph-events', all, '--checkpoint', join(dir, 'verify.json'), '--jwks', keys, '--json')).stdout);
+    expect(json).toMatchObject({ ok: true, last, signed: { revision: checkpoint.graph_revision, hash: checkpoint.graph_hash }, checkpoint: { seq: checkpoint.seq, kid: jwks.keys[0]!.kid } });
+    // The events the checkpoint signed, rewritten and re-hashed: BROKEN against the verified head too.
+    const rehashed = await writ('--graph-events', join(dir, 'rehashed.json'), '--checkpoint', join(dir, 'verify.json'), '--jwks', keys);
+    expect(rehashed.code, rehashed.output).toBe(1);
+    expect(rehashed.stdout).toContain(`graph event ${checkpoint.graph_revision} is not the one the checkpoint signed`);
+
+    // A checkpoint whose graph head was changed and signed again with another key under the servers' kid: BROKEN (exit 1), nothing judged.
+    const { generateKeyPairSync } = await import('node:crypto');
+    const [, body] = checkpoint.jws.split('.');
+    const payload = JSON.parse(Buffer.from(body!, 'base64url').toString()) as Record<string, unknown>;
+    const forged = signCheckpoint({ kid: jwks.keys[0]!.kid, privateKey: generateKeyPairSync('ed25519').privateKey }, { ...payload, graph_hash: 'e'.repeat(64) } as unknown as SignedPayload);
+    const bad = await writ('--graph-events', all, '--checkpoint', saveText('forged.jws', forged), '--jwks', keys);
+    expect([bad.code, bad.stdout.trim()]).toEqual([1, `BROKEN: the checkpoint of ${join(dir, 'forged.jws')} does not verify: the checkpoint's signature does not verify with key ${jwks.keys[0]!.kid} (it was forged or altered); nothing in ${all} was checked against it`]);
+    // The saved answer's graph head altered beside its JWS (the unsigned members): BROKEN.
+    const altered = save('altered.json', { ...verifyAnswer, checkpoint: { ...checkpoint, graph_hash: 'e'.repeat(64) } });
+    const lied = await writ('--graph-events', all, '--checkpoint', altered, '--jwks', keys);
+    expect(lied.code, lied.output).toBe(1);
+    expect(lied.stdout).toContain("the answer's checkpoint.graph_hash");
+    // A key the JWKS does not hold (another deployment's JWKS, or one saved before a rotation): BROKEN, naming the kid and the file.
+    const otherKeys = save('other-jwks.json', { keys: [] });
+    const unknown = await writ('--graph-events', all, '--checkpoint', join(dir, 'verify.json'), '--jwks', otherKeys);
+    expect(unknown.code, unknown.output).toBe(1);
+    expect(unknown.stdout).toContain(`the checkpoint was signed by key ${jwks.keys[0]!.kid}, which is not among the published keys: the keys of ${otherKeys} (0)`);
+    // A version-2 checkpoint (taken before the graph chain), validly signed: it signs no graph head, nothing judged (exit 3).
+    const v2 = signCheckpoint(h.ctx.keys.current(), { v: 2, seq: 1, at: Date.now(), chains: 0, root: 'a'.repeat(64), archived: 0 });
+    const headless = await writ('--graph-events', all, '--checkpoint', saveText('v2.jws', v2), '--jwks', keys);
+    expect(headless.code, headless.output).toBe(3);
+    expect(headless.output).toContain('UNPROCESSABLE');
+    expect(headless.output).toContain("signs no graph head: it was taken before the graph log's hash chain");
+    // Not a checkpoint at all, or an answer from before any checkpoint: exit 3, nothing judged.
+    const junk = await writ('--graph-events', all, '--checkpoint', save('junk.json', { receipts: [] }), '--jwks', keys);
+    expect([junk.code, junk.output]).toEqual([3, expect.stringContaining('MALFORMED_REQUEST')]);
+    const none = await writ('--graph-events', all, '--checkpoint', save('none.json', { ok: true, entries: 0, chains: 0 }), '--jwks', keys);
+    expect([none.code, none.output]).toEqual([3, expect.stringContaining('holds no checkpoint')]);
+    // Both heads at once is a usage error.
+    const both = await writ('--graph-events', all, '--checkpoint', join(dir, 'verify.json'), '--graph-head', `${checkpoint.graph_revision}:${checkpoint.graph_hash}`);
+    expect(both.code).toBe(2);
     expect(existsSync(join(dir, 'no-data-dir')), 'no store was opened nor made').toBe(false);
   });
 

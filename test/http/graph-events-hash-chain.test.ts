@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { compactVerify, decodeProtectedHeader, importJWK, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { revokeEdge } from '../../src/service/index.js';
@@ -58,6 +59,14 @@ describe.each(['sqlite', 'postgres'] as const)('graph events carry their hash ch
     const signed = events.find((e) => e.revision === verify.checkpoint.graph_revision);
     expect(signed?.hash).toBe(verify.checkpoint.graph_hash);
     expect(verify.graph.hash).toBe(events[events.length - 1]!.hash);
+    // The checkpoint comes with its compact JWS as stored: checked with /.well-known/jwks.json alone (jose,
+    // not Writ's code), its payload signs the graph head the answer names.
+    expect(verify.checkpoint.jws).toBe(checkpoint!.jws);
+    const jwks = (await h.call(null, { method: 'GET', url: '/.well-known/jwks.json' })).body as { keys: (JWK & { kid: string })[] };
+    const { kid, typ } = decodeProtectedHeader(verify.checkpoint.jws);
+    expect(typ).toBe('writ-checkpoint+jws');
+    const { payload } = await compactVerify(verify.checkpoint.jws, await importJWK(jwks.keys.find((k) => k.kid === kid)!, 'EdDSA'));
+    expect(JSON.parse(new TextDecoder().decode(payload))).toMatchObject({ v: 3, seq: verify.checkpoint.seq, graph_revision: signed!.revision, graph_hash: signed!.hash });
   });
 
   it('a page that starts mid-log names the hash of the event before it', async () => {

@@ -242,10 +242,11 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
             firstBadPos: { type: 'integer', description: 'the position in that chain' }, firstBadSeq: { type: 'integer', description: 'the store-wide seq of the entry at fault, when one is' }, problem: { type: 'string' },
             checkpoint: {
               type: 'object', description: 'the latest signed checkpoint over all chain heads, which the log was verified against (and archived chains from)',
-              required: ['seq', 'at', 'chains', 'root', 'archived'],
+              required: ['seq', 'at', 'chains', 'root', 'archived', 'jws'],
               properties: {
                 seq: { type: 'integer' }, at: { type: 'string', format: 'date-time', description: 'RFC 3339 time' }, chains: { type: 'integer' }, root: { type: 'string' }, archived: { type: 'integer', description: 'entries this checkpoint archived' },
                 graph_revision: { type: 'integer', description: 'the graph event log\'s revision the checkpoint signed (version 3 checkpoints)' }, graph_hash: { type: 'string', description: 'that event\'s hash' },
+                jws: { type: 'string', description: 'the checkpoint as signed and stored: a compact JWS (EdDSA, typ writ-checkpoint+jws, kid of a key in /.well-known/jwks.json) whose payload is {v, seq, at (ms), chains, root, archived, graph_revision, graph_hash}; save this answer and the JWKS to check the graph head offline (writ audit verify --graph-events FILE --checkpoint FILE --jwks FILE)' },
               },
             },
             graph: {
