@@ -35,7 +35,7 @@ import { mapSetupError } from './postgres/errors.js';
 import { GENESIS_HASH } from '../audit/hash-chain.js';
 import { migratePostgres } from './postgres/migrate.js';
 import { storedId } from './postgres/single-use-store.js';
-import { assertNotInUse, assertSound, storeHeads } from './sqlite/backup.js';
+import { assertNotInUse, assertSound, graphChainHead, storeHeads } from './sqlite/backup.js';
 import { readStoreMove, removeMoveMarker, storeMovedError, storeMovedTo, writeMoveMarker, type StoreMove } from './sqlite/database.js';
 import { openSqliteStore } from './sqlite/sqlite-store.js';
 
@@ -241,6 +241,9 @@ export async function copySqliteToPostgres(sqliteFile: string, url: string): Pro
       if (!isDeepStrictEqual(got, want)) {
         throw new WritError('INTERNAL', `the copy does not match ${sqliteFile} (file ${JSON.stringify(want)}, database ${JSON.stringify(got)}); nothing was changed`);
       }
+      // The graph log's hash chain head too, revision and hash: the file's head row against the head the
+      // database takes from the copied events (the verify after the commit checks the copy's events only).
+      await assertSameGraphHead(sqliteFile, source, client);
       // The mark, committed (on disk) before the database commits: from here a server started on the file
       // refuses it (STORE_MOVED) whether or not the database's commit happens. The marker beside the
       // file first (it outlives the file: a restore over a damaged file puts back one without the mark).
@@ -327,13 +330,20 @@ async function confirmCommittedCopy(file: string, client: pg.Client, move: Store
 
 /**
  * What of the file the database lacks (null: nothing, it holds the file's copy): the file's last graph
- * event, its last receipt entry (same hash), each of its lease keys at an epoch at least the file's.
+ * event, its graph chain head (same hash), its last receipt entry (same hash), each of its lease keys at
+ * an epoch at least the file's.
  */
 async function notInDatabase(db: Database.Database, client: pg.Client): Promise<string | null> {
   const event = db.prepare('SELECT revision, at, actor, type, payload FROM graph_events ORDER BY revision DESC LIMIT 1').get() as { revision: number; at: number; actor: string; type: string; payload: string } | undefined;
   if (event !== undefined) {
     const there = (await client.query<{ at: string; actor: string; type: string; payload: string }>('SELECT at, actor, type, payload FROM graph_events WHERE revision = $1', [event.revision])).rows[0];
     if (there === undefined || Number(there.at) !== event.at || there.actor !== event.actor || there.type !== event.type || there.payload !== event.payload) return `the file's graph revision ${event.revision} differs`;
+  }
+  // Its graph chain head, revision and hash: the database holds that event with that hash.
+  const head = graphChainHead(db);
+  if (head !== null && head.revision > 0) {
+    const there = (await client.query<{ hash: string | null }>('SELECT hash FROM graph_events WHERE revision = $1', [head.revision])).rows[0];
+    if (there?.hash !== head.hash) return `the file's graph chain head (revision ${head.revision}, hash ${head.hash}) is not in the database's graph log (${there === undefined ? 'no such revision' : `hash ${there.hash ?? 'none'} there`})`;
   }
   const entry = db.prepare('SELECT seq, hash FROM receipt_entries ORDER BY seq DESC LIMIT 1').get() as { seq: number; hash: string } | undefined;
   if (entry !== undefined) {
@@ -425,6 +435,20 @@ async function setHeads(client: pg.Client): Promise<number> {
 }
 
 type Heads = ReturnType<typeof storeHeads>;
+
+/**
+ * The file's graph chain head (graph_chain_head: its last hashed revision and that event's hash) must be
+ * the database's after the copy (graph_head, set from the copied events): a file whose head row does not
+ * name its last hashed event, or events that did not arrive as they were, is refused (INTERNAL, the
+ * copy rolled back): the checkpoints copied with it sign heads, and a replica appends from this one.
+ */
+async function assertSameGraphHead(sqliteFile: string, source: Database.Database, client: pg.Client): Promise<void> {
+  const file = graphChainHead(source) ?? { revision: 0, hash: GENESIS_HASH };
+  const { rows } = await client.query<{ hashed: string; hash: string }>('SELECT hashed, hash FROM graph_head');
+  const copy = { revision: Number(rows[0]!.hashed), hash: rows[0]!.hash };
+  if (copy.revision === file.revision && copy.hash === file.hash) return;
+  throw new WritError('INTERNAL', `the copy's graph log does not end where ${sqliteFile}'s does: the file's graph chain head is revision ${file.revision} (hash ${file.hash}), the database's after the copy is revision ${copy.revision} (hash ${copy.hash}). Run writ audit verify on the file (its head row or its events were altered, or the copy went wrong); nothing was changed`);
+}
 
 /** The heads storeHeads reads from the file, read from the database. */
 async function headsOf(client: pg.Client): Promise<Heads> {

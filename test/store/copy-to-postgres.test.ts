@@ -12,6 +12,7 @@ import { openWrit, revokeEdge, type OpenedWrit } from '../../src/service/index.j
 import { GOVERNANCE_ID } from '../../src/graph/model.js';
 import { copySqliteToPostgres } from '../../src/store/copy-to-postgres.js';
 import { liftStoreMove } from '../../src/store/sqlite/database.js';
+import { migratePostgres } from '../../src/store/postgres/migrate.js';
 import { UpstreamRouter } from '../../src/gateway/index.js';
 import { decideAndLease, decideLeaseWrite, fencing } from '../support/agent.js';
 import { REPO, startHarness, type Harness } from '../support/harness.js';
@@ -178,6 +179,72 @@ describe('writ store copy: a SQLite Writ moved to PostgreSQL', () => {
     } finally {
       open.close();
     }
+  }, 60_000);
+
+  it('compares the graph chain heads, revision and hash: a file whose head row is not its events, or events that arrive otherwise, are refused; nothing is kept', async () => {
+    // The file is opened for each look and closed again: a connection left open would make the copy STORE_IN_USE.
+    const onFile = <T>(f: (db: Database.Database) => T): T => {
+      const db = new Database(h.config.dbFile);
+      try {
+        return f(db);
+      } finally {
+        db.close();
+      }
+    };
+    const head = onFile((db) => db.prepare('SELECT revision, hash FROM graph_chain_head').get() as { revision: number; hash: string });
+    expect(head.revision).toBe(before.revision);
+    const pgTables = "SELECT (SELECT COUNT(*) FROM graph_events) || '/' || (SELECT COUNT(*) FROM receipt_entries) AS n";
+    // The file's side: its head row names another hash than its last event's (the events themselves link).
+    takeBack();
+    onFile((db) => db.prepare('UPDATE graph_chain_head SET hash = ?').run('e'.repeat(64)));
+    try {
+      const url = await database();
+      await expect(copySqliteToPostgres(h.config.dbFile, url)).rejects.toMatchObject({
+        code: 'INTERNAL',
+        message: expect.stringContaining(`the file's graph chain head is revision ${head.revision} (hash ${'e'.repeat(64)}), the database's after the copy is revision ${head.revision} (hash ${head.hash})`),
+      });
+      expect(await sqlOn(url, pgTables)).toBe('0/0');
+      expect(onFile((db) => db.prepare('SELECT COUNT(*) AS n FROM store_moves WHERE lifted_at IS NULL').get())).toEqual({ n: 0 });
+      expect(existsSync(`${h.config.dbFile}.moved`)).toBe(false);
+    } finally {
+      onFile((db) => db.prepare('UPDATE graph_chain_head SET hash = ?').run(head.hash));
+    }
+    // The database's side: the last event arrives with another hash (a trigger stands for a copy gone wrong).
+    const url = await database();
+    const c = new pg.Client(url);
+    await c.connect();
+    try {
+      await migratePostgres(c);
+      await c.query(`CREATE FUNCTION alter_hash() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.revision = ${head.revision} THEN NEW.hash := repeat('d', 64); END IF; RETURN NEW; END $$`);
+      await c.query('CREATE TRIGGER alter_hash BEFORE INSERT ON graph_events FOR EACH ROW EXECUTE FUNCTION alter_hash()');
+    } finally {
+      await c.end();
+    }
+    await expect(copySqliteToPostgres(h.config.dbFile, url)).rejects.toMatchObject({
+      code: 'INTERNAL',
+      message: expect.stringContaining(`the file's graph chain head is revision ${head.revision} (hash ${head.hash}), the database's after the copy is revision ${head.revision} (hash ${'d'.repeat(64)})`),
+    });
+    expect(await sqlOn(url, pgTables)).toBe('0/0');
+    expect(existsSync(`${h.config.dbFile}.moved`)).toBe(false);
+
+    // A copy stopped before its mark was confirmed, run again: the database's event at the file's head must have the file's hash.
+    const done = await database();
+    await copySqliteToPostgres(h.config.dbFile, done);
+    onFile((db) => db.prepare('UPDATE store_moves SET pending = 1 WHERE lifted_at IS NULL').run());
+    const d = new pg.Client(done);
+    await d.connect();
+    try {
+      await d.query('ALTER TABLE graph_events DISABLE TRIGGER USER');
+      await d.query(`UPDATE graph_events SET hash = repeat('d', 64) WHERE revision = ${head.revision}`);
+      await d.query('ALTER TABLE graph_events ENABLE TRIGGER USER');
+    } finally {
+      await d.end();
+    }
+    await expect(copySqliteToPostgres(h.config.dbFile, done)).rejects.toMatchObject({
+      code: 'ALREADY_EXISTS',
+      message: expect.stringContaining(`the file's graph chain head (revision ${head.revision}, hash ${head.hash}) is not in the database's graph log (hash ${'d'.repeat(64)} there)`),
+    });
+    expect(onFile((db) => db.prepare('SELECT pending FROM store_moves WHERE lifted_at IS NULL').get())).toEqual({ pending: 1 });
   }, 60_000);
 
   it('from the command line: writ store copy --to, then the copy verified with the data directory\'s keys', async () => {

@@ -545,7 +545,7 @@ export function storeHeads(db: SqliteDatabase): Pick<BackupSummary, 'receipt_hea
 }
 
 /** The graph log's hash chain head (newest hashed revision and its hash), or null in a file from before the chain (no graph_chain_head table). */
-function graphChainHead(db: SqliteDatabase): BackupSummary['graph_head'] {
+export function graphChainHead(db: SqliteDatabase): BackupSummary['graph_head'] {
   return firstRow<{ revision: number; hash: string }>(db, 'SELECT revision, hash FROM graph_chain_head') ?? null;
 }
 
