@@ -1265,9 +1265,10 @@ function operator(): string {
 }
 
 /** "graph revision 12 (hash …)": a store's graph log, its newest revision and the head of its hash chain. */
-function graphHeadText(revision: number, head: { revision: number; hash: string } | null): string {
+function graphHeadText(revision: number, head: { revision: number; hash: string } | null, hashedByMigration = false): string {
   if (head === null) return `graph revision ${revision} (not hashed: a store from before the graph log's hash chain)`;
   if (revision === 0) return 'graph revision 0 (no events)';
+  if (hashedByMigration) return `graph revision ${revision} (hash ${head.hash}, hashed by the restore's migration: the backup is from before the graph log's hash chain)`;
   return head.revision === revision
     ? `graph revision ${revision} (hash ${head.hash})`
     : `graph revision ${revision}, hashed through ${head.revision} (hash ${head.hash}; the ${revision - head.revision} after it appended by a Writ from before the chain)`;
@@ -1283,7 +1284,7 @@ function formatRestore(b: EpochBump): string {
   const held = seq === 0 ? 'the backup held no receipt entries' : `the backup held the receipt log up to entry seq ${seq} (hash ${head?.hash ?? '—'})`;
   // Restores recorded before the graph head was: their detail has the revision alone.
   const graph = typeof b.detail.backup_graph_revision === 'number' && b.detail.backup_graph_head !== undefined
-    ? ` and the ${graphHeadText(b.detail.backup_graph_revision, b.detail.backup_graph_head as { revision: number; hash: string } | null)}`
+    ? ` and the ${graphHeadText(b.detail.backup_graph_revision, b.detail.backup_graph_head as { revision: number; hash: string } | null, b.detail.backup_graph_hashed_by_migration === true)}`
     : '';
   return `#${b.seq} ${toWireTime(b.at)} RESTORE by ${b.actor} from ${String(b.detail.backup_file)}: ${held}${graph}; entries after seq ${seq} were written after the restore, and whatever the replaced store had after it is not in this chain; epochs +${b.margin}, floor ${b.floor} (${b.reason})`;
 }

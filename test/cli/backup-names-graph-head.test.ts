@@ -63,4 +63,41 @@ describe('the graph head in the backup and restore summaries', () => {
     db.close();
     expect(summarize(file)).toMatchObject({ schema_version: 19, graph_revision: 0, graph_head: null });
   });
+
+  it('restoring a backup from before the graph chain reports the head its migration hashed, and says so', { timeout: 120_000 }, async () => {
+    // The events of a real graph, in a store of schema 19 (no hash column, no chain head): an old Writ's backup.
+    const source = tempDir();
+    expect((await runWrit(source, 'graph', 'apply', 'graph/example.yaml')).code).toBe(0);
+    const live = new Database(join(source, 'writ.sqlite'), { readonly: true });
+    const events = live.prepare('SELECT revision, at, actor, type, payload FROM graph_events ORDER BY revision').all() as { revision: number }[];
+    live.close();
+    expect(events.length).toBeGreaterThan(0);
+    const file = join(tempDir(), 'pre-chain.sqlite');
+    const db = new Database(file);
+    migrateSqliteTo(db, 19);
+    const insert = db.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (@revision, @at, @actor, @type, @payload)');
+    for (const e of events) insert.run(e);
+    db.pragma('journal_mode = DELETE');
+    db.close();
+    const last = events.at(-1)!.revision;
+    expect(summarize(file)).toMatchObject({ schema_version: 19, graph_revision: last, graph_head: null });
+
+    const data = tempDir();
+    const restored = await runWrit(data, 'restore', file, '--trust-backup', '--json');
+    expect(restored.code, restored.output).toBe(0);
+    const r = JSON.parse(restored.stdout) as { restored_from: { graph_head: unknown }; graph_head: { revision: number; hash: string }; graph_hashed_by_migration: boolean; bump: { detail: Record<string, unknown> } };
+    // What the restored store's log verifies to is what the restore reported.
+    const verify = await runWrit(data, 'audit', 'verify', '--json');
+    expect(verify.code, verify.output).toBe(0);
+    const { graph } = JSON.parse(verify.stdout) as { graph: { revision: number; hash: string; events: number } };
+    expect(graph).toMatchObject({ revision: last, events: last });
+    expect(r.restored_from.graph_head).toBeNull(); // what the backup file holds
+    expect(r.graph_head).toEqual({ revision: last, hash: graph.hash });
+    expect(r.graph_hashed_by_migration).toBe(true);
+    expect(r.bump.detail).toMatchObject({ backup_graph_revision: last, backup_graph_head: { revision: last, hash: graph.hash }, backup_graph_hashed_by_migration: true });
+    // In words, on the restore's record as writ lease bumps shows it.
+    const bumps = await runWrit(data, 'lease', 'bumps');
+    expect(bumps.stdout).toContain(`and the graph revision ${last} (hash ${graph.hash}, hashed by the restore's migration: the backup is from before the graph log's hash chain)`);
+    expect(bumps.stdout).not.toContain('not hashed');
+  });
 });

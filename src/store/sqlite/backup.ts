@@ -35,6 +35,13 @@ export interface RestoreSummary {
   previous_kept_at: string | null;
   /** The restore's own record, with the margin added to every epoch (margin 0: trusted as the latest state). */
   bump: EpochBump;
+  /**
+   * The restored store's graph chain head (its newest hashed event), after the copy was migrated: what `writ
+   * audit verify` and the next checkpoint name. Differs from `restored_from.graph_head` only for a backup
+   * from before the graph chain (null there), whose events the migration hashed: `graph_hashed_by_migration`.
+   */
+  graph_head: { revision: number; hash: string };
+  graph_hashed_by_migration: boolean;
 }
 
 export interface RestoreOptions {
@@ -204,7 +211,12 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     // A copy of a file moved to PostgreSQL stays marked so (its record is kept, and the replaced store's carried).
     const store = await openSqliteStore(restoring, { checkpointer: false, moved: 'allow' });
     let bump: EpochBump;
+    // Opening migrated the copy: one from before the graph chain (no head) has its events hashed now.
+    const hashedByMigration = from.graph_head === null;
+    let graphHead: RestoreSummary['graph_head'];
     try {
+      const chain = await store.read((tx) => tx.graph.chainHead());
+      graphHead = { revision: chain.hashed, hash: chain.hash };
       bump = await store.readWrite((tx) =>
         tx.leases.bumpEpochs({
           kind: 'RESTORE',
@@ -216,7 +228,9 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
             backup_file: backupFile,
             backup_receipt_head: from.receipt_head,
             backup_graph_revision: from.graph_revision,
-            backup_graph_head: from.graph_head,
+            // A backup from before the chain: the head its events have once migrated, said to be the migration's.
+            backup_graph_head: from.graph_head ?? graphHead,
+            ...(hashedByMigration ? { backup_graph_hashed_by_migration: true } : {}),
             backup_max_epoch: from.max_epoch,
             backup_schema_version: from.schema_version,
             ...(replaced === null ? {} : { replaced_file_kept_at: previous, replaced_max_epoch: replaced.max_epoch, replaced_floor: replaced.floor, replaced_bumps_carried: replaced.bumps_carried }),
@@ -260,7 +274,7 @@ export async function restoreSqliteStore(backupFile: string, dataFile: string, o
     } finally {
       unlock?.();
     }
-    return { restored_from: { ...from, file: backupFile }, data_file: dataFile, previous_kept_at: previous, bump };
+    return { restored_from: { ...from, file: backupFile }, data_file: dataFile, previous_kept_at: previous, bump, graph_head: graphHead, graph_hashed_by_migration: hashedByMigration };
   } catch (e) {
     removeDatabaseFiles(restoring);
     removeEmptyDirectories(madeDirectories);
