@@ -7,6 +7,7 @@ import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/i
 import { decideOk } from '../support/agent.js';
 import { bearer, clientKeyPair, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions } from '../support/caller-session.js';
 import { fixtureKey, startHarness, type Harness } from '../support/harness.js';
+import { closeOpened, listening, rawStream } from '../support/lease-stream.js';
 
 /**
  * Caller sessions (POST /v1/sessions, tasks/caller-sessions-spec.md): a session opened with an assertion
@@ -330,6 +331,28 @@ describe('sessions turned off (WRIT_CALLER_SESSION_MAX_TTL_MS=0)', () => {
       expect((await off.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(assertion) })).statusCode).toBe(200);
     } finally {
       await off.close();
+    }
+  });
+});
+
+describe('the lease stream opened with a caller session', () => {
+  it('its upgrade takes a request token for GET /v1/leases/stream (and no other)', async () => {
+    const { h: live, url } = await listening();
+    try {
+      const pair = clientKeyPair();
+      const r = await live.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x) });
+      const s = sessionOf(r.body, pair);
+      const wrong = requestToken(s, { method: 'GET', path: '/v1/leases', now: live.clock.now() });
+      await expect(rawStream(url, bearer(wrong))).rejects.toThrow(/401/);
+      const raw = await rawStream(url, bearer(requestToken(s, { method: 'GET', path: '/v1/leases/stream', now: live.clock.now() })));
+      const d = await decideOk(live, A, { resource: 'wp:post:5', fields: ['title'] });
+      raw.send({ id: 1, op: 'acquire', decisions: [d.token], ttl_ms: 10_000 });
+      const grant = await raw.next();
+      expect(grant, JSON.stringify(grant)).toMatchObject({ id: 1, ok: true, result: { holder: A } });
+      raw.send({ id: 2, op: 'release', lease_id: grant.result.lease_id, token: grant.result.token });
+      expect(await raw.next()).toMatchObject({ id: 2, ok: true });
+    } finally {
+      await closeOpened();
     }
   });
 });
