@@ -14,7 +14,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import WebSocket, { type RawData } from 'ws';
 import { callerNoLongerValid, type AuthenticatedCaller } from '../../decision/index.js';
 import { WritError, type ErrorCode } from '../../errors.js';
-import { abandonGrant, acquireLeases, forOneOperation, releaseLease, renewLease, type LeaseOutcome, type LeaseRequestInput, type WritContext } from '../../service/index.js';
+import { abandonGrant, acquireLeases, CallerNoLongerValid, forOneOperation, releaseLease, renewLease, type LeaseOutcome, type LeaseRequestInput, type WritContext } from '../../service/index.js';
 import type { LeaseGrant, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest } from '../../wire/v1.js';
 import { AUTHENTICATED, errorResponses } from '../components.js';
 import { assertWellFormedJson, jsonDepthExceeds } from '../input-guard.js';
@@ -128,8 +128,8 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         'Each is answered `{"id", "ok": true, "result"}` with the body of POST /v1/leases, POST /v1/leases/{id}/renew or DELETE /v1/leases/{id},',
         'or `{"id", "ok": false, "problem"}` with the same problem and code, once what it did is durable. Requests may be pipelined;',
         `answers come as each finishes (at most ${LEASE_STREAM_MAX_INFLIGHT} in flight, one more is OVERLOADED). The stream stays authenticated while`,
-        'its principal and the key that signed the assertion stay registered and unrevoked (checked at every request; otherwise UNAUTHENTICATED and',
-        'the stream closes with 1008). A shutting-down server answers new requests OVERLOADED and closes with 1001 once the ones in flight are answered.',
+        'its principal and the key that signed the assertion stay registered and unrevoked (checked at every request, and again when a queued acquire\'s',
+        'turn comes, which is then not granted; otherwise UNAUTHENTICATED and the stream closes with 1008). A shutting-down server answers new requests OVERLOADED and closes with 1001 once the ones in flight are answered.',
       ].join(' '),
       response: {
         101: { description: 'Switching Protocols: the stream is open', type: 'null' },
@@ -221,7 +221,18 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
             if (req.wait_ms !== undefined) input.wait_ms = req.wait_ms;
             if (req.preempt !== undefined) input.preempt = req.preempt;
             if (req.token !== undefined) input.token = req.token;
-            const grant = await acquireLeases(op, caller.principal, input, { callerGone: gone.signal });
+            let grant: LeaseOutcome;
+            try {
+              grant = await acquireLeases(op, caller.principal, input, { callerGone: gone.signal, authenticated: caller });
+            } catch (e) {
+              // Refused as it was granted, its caller no longer valid (it waited in the queue): the stream ends as at a request.
+              if (e instanceof CallerNoLongerValid) {
+                closing = true;
+                ended ??= new WritError('UNAUTHENTICATED', `${e.message}; the lease stream is closed`);
+                throw ended;
+              }
+              throw e;
+            }
             return { result: leaseGrantToWire(grant), grant: { grant, input } };
           }
           case 'renew':
