@@ -37,7 +37,7 @@ declare module 'fastify' {
 export interface LeaseStreamOptions {
   /** Takes one message from the principal's rate (RATE_LIMITED otherwise), as an HTTP request would. */
   admit(principal: string): void;
-  /** Counts one answered operation (metrics). */
+  /** Counts one answered operation whose answer went out (metrics). */
   answered(op: LeaseStreamRequest['op'] | 'invalid', status: number): void;
 }
 
@@ -148,17 +148,25 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       let closing = false;
       /** Set once the stream's authentication ended: every later request gets it, and the stream closes. */
       let ended: WritError | null = null;
-      /** Sends `reply`; `undelivered` runs when it cannot go out: the socket is no longer OPEN, or its write failed. */
-      const send = (reply: LeaseStreamReply, undelivered?: () => void) => {
+      /**
+       * Sends `reply` (the answer to an `op` with HTTP `status`), counted in the metrics once it goes out, as
+       * an HTTP answer is (fastify counts it at 'finish'): one handed to an open socket, a grant once written.
+       * `undelivered` runs instead when it cannot go out: the socket is no longer OPEN, or its write failed
+       * (a grant given up is counted as abandoned, not as answered).
+       */
+      const send = (reply: LeaseStreamReply, op: Op | 'invalid', status: number, undelivered?: () => void) => {
         if (socket.readyState !== socket.OPEN) {
           undelivered?.();
           return;
         }
         // A write callback only where there is something to give up (a grant): ws and the socket take the
         // plain path for every other answer.
-        if (undelivered === undefined) socket.send(JSON.stringify(reply));
-        else socket.send(JSON.stringify(reply), (err) => {
+        if (undelivered === undefined) {
+          options.answered(op, status);
+          socket.send(JSON.stringify(reply));
+        } else socket.send(JSON.stringify(reply), (err) => {
           if (err) undelivered();
+          else options.answered(op, status);
         });
       };
       const refuse = (requestId: number | null, op: Op | 'invalid', e: unknown) => {
@@ -166,8 +174,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         if (error.code === 'INTERNAL') request.log.error({ err: e }, 'lease stream: internal error');
         const problem = problemOf(error.code, error.message, error.details);
         problem.instance = LEASE_STREAM_PATH;
-        options.answered(op, problem.status);
-        send({ id: requestId, ok: false, problem });
+        send({ id: requestId, ok: false, problem }, op, problem.status);
       };
       const endIfIdle = () => {
         if (closing && !ended && inflight === 0) socket.close(1001, 'Writ is shutting down');
@@ -281,8 +288,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         const release = app.writDrain.hold();
         run(req).then(
           ({ result, grant }) => {
-            options.answered(req.op, 200);
-            send({ id: req.id, ok: true, result }, grant === null ? undefined : () => abandon(grant));
+            send({ id: req.id, ok: true, result }, req.op, 200, grant === null ? undefined : () => abandon(grant));
           },
           (e: unknown) => refuse(req.id, req.op, e),
         ).finally(() => {
