@@ -241,6 +241,15 @@ export async function serve(config: WritConfig, options: ServeOptions): Promise<
     const stragglers = setTimeout(() => server.server.closeAllConnections(), CLOSE_GRACE_MS);
     await server.close();
     clearTimeout(stragglers);
+    if (!drained.drained) {
+      // The requests still running can answer no one now (their connections and streams are closed). A
+      // lease one of them grants from now on is given back by the request itself (its caller is gone: see
+      // acquireLeases' callerGone), which needs the store open: the store waits for them, a while.
+      const left = await server.writDrain.drain(GIVE_BACK_GRACE_MS);
+      say(left.drained
+        ? '[writ] the requests still running have ended (a lease granted after their connections closed was given back)'
+        : `[writ] ${left.inflight} request(s) still running after ${GIVE_BACK_GRACE_MS} ms more; closing the store (a lease they grant now lapses at its TTL)`);
+    }
     await w.ctx.decisionLog.close();
     for (const c of closers) await c();
     await keepMark().catch((e: unknown) => say(`[writ] store mark ${markFile} not written: ${(e as Error).message}`));
@@ -302,6 +311,12 @@ async function storeNotBehindMark(config: WritConfig, markFile: string): Promise
 
 /** After the drain, how long the close waits for connections to end before closing them (see stop). */
 const CLOSE_GRACE_MS = 1_000;
+/**
+ * After a drain that timed out, how long the requests still running may go on before the store closes,
+ * so that a lease they grant to a caller no longer there is given back (see stop): PostgreSQL's
+ * lock_timeout as the store sets it (5 s), the longest a statement waits behind a lock.
+ */
+const GIVE_BACK_GRACE_MS = 5_000;
 
 const LISTEN_REMEDY = 'pass --port N (0: any free port), or stop the server that has it';
 const UPSTREAM_REMEDY = 'pass --upstream-port N, or --no-upstream (WRIT_UPSTREAM_URL names a real one)';

@@ -82,7 +82,7 @@ export function createMetrics(decisionLogStats: () => SinkStats[] = () => [], po
     help: 'Acquisitions whose caller went away (its lease stream or HTTP connection closed) before they were answered, by what became of them: withdrawn (left the queue, took nothing), released (granted with a token Writ made, which no one can learn: given back at once), released_after_preemption (the same for a takeover: the holders it preempted stay fenced out), kept_for_replay (granted with the caller\'s own token: kept until its TTL for the caller to claim by asking again with it)',
     labelNames: ['outcome'] as const, registers: [registry],
   });
-  const httpRequests = new Counter({ name: 'writ_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['route', 'status'] as const, registers: [registry] });
+  const httpRequests = new Counter({ name: 'writ_http_requests_total', help: 'HTTP answers that went out, by route and status (a lease stream answer by route "/v1/leases/stream <op>", once handed to its open socket; a grant once written). An answer whose connection or stream closed first is not counted here: an acquisition\'s is counted in writ_lease_acquisitions_abandoned_total', labelNames: ['route', 'status'] as const, registers: [registry] });
   return {
     registry,
     httpRequests,

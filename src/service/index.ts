@@ -16,7 +16,7 @@ export { applyManifest, manifestOf, manifestYaml, readManifest, type GraphManife
 export { exportGraph, graphAt, graphEvents, graphDiff, revocationOf, type GraphEventSummary, type GraphDiff, type Revocation } from './graph-queries.js';
 export { canonicalResource, checkResourceType, environmentProblem, resourceTypeOf } from './resources.js';
 export { parseTime } from './time.js';
-export { acquireLeases, abandonGrant, renewLease, releaseLease, listLeases, waitQueues, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome, type AcquireOptions, type LeaseListQuery, type LeaseListPage } from './leases.js';
+export { acquireLeases, abandonGrant, CallerNoLongerValid, renewLease, releaseLease, listLeases, waitQueues, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome, type AcquireOptions, type LeaseListQuery, type LeaseListPage } from './leases.js';
 export { declareIncident, resolveIncident, activeIncidents, type Incident } from './incidents.js';
 export { reconcileReceipts } from './reconcile.js';
 export { checkDatabaseClock, checkStoreAnswers, READINESS_TIMEOUT_MS } from './readiness.js';

@@ -1,6 +1,6 @@
 import { WritError } from '../errors.js';
-import { callerOf, checkDecisionBinding, isReplayedAssertion, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
-import { isEdgeLive, type AuthorityGraph, type Edge, type RecordedGraphEvent } from '../graph/index.js';
+import { callerNoLongerValid, callerOf, checkDecisionBinding, isReplayedAssertion, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
+import { isEdgeLive, type AuthorityGraph, type Edge, type PublicJwk, type RecordedGraphEvent } from '../graph/index.js';
 import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, principalsOfChain } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
 import { AcquisitionWithdrawn, LEASE_PAGE, type LeaseGrant, type LeaseRecord, type PreemptedLease, type WaiterRow } from '../lease/index.js';
@@ -56,6 +56,45 @@ async function graphEventsSinceCheck(tx: StoreTx, since: number): Promise<Record
   return events;
 }
 
+/**
+ * In an acquisition's transaction: the caller that authenticated when it asked (with a verified
+ * assertion, or a lease stream's opening one) is still who it was (callerNoLongerValid) on `graph` with
+ * `events`, the graph events read in the transaction since the checks, folded in: its principal still
+ * there and unrevoked, still with the very key that signed the assertion. UNAUTHENTICATED
+ * (CallerNoLongerValid) otherwise. Only looked into when one of the events is about its principal or the
+ * principal has a revocation time: as a rule nothing is made here (the lease stream's hot path).
+ */
+function checkCallerStillValid(caller: AuthenticatedCaller, graph: AuthorityGraph, events: readonly RecordedGraphEvent[], now: number): void {
+  const id = caller.principal;
+  const known = graph.principal(id);
+  let changed = known === undefined || known.revoked_at !== null;
+  for (const { event } of events) {
+    if (event.type === 'principal.created' ? event.principal.id === id : (event.type === 'principal.keys_set' || event.type === 'principal.revoked') && event.id === id) changed = true;
+  }
+  if (!changed) return;
+  const why = callerNoLongerValid(caller, (p) => (p === id ? principalAfter(graph, events, id) : graph.principal(p)), now);
+  if (why) throw new CallerNoLongerValid(`${why} since it asked: the acquisition is not granted`);
+}
+
+/** Principal `id`'s keys and revocation on `graph` with `events` (from a revision at or before the graph's) folded in, as AuthorityGraph folds them. */
+function principalAfter(graph: AuthorityGraph, events: readonly RecordedGraphEvent[], id: string): { keys: PublicJwk[]; revoked_at: number | null } | undefined {
+  const known = graph.principal(id);
+  let p = known === undefined ? undefined : { keys: known.keys, revoked_at: known.revoked_at };
+  for (const { event } of events) {
+    if (event.type === 'principal.created' && event.principal.id === id) p ??= { keys: event.principal.keys, revoked_at: null };
+    else if (event.type === 'principal.keys_set' && event.id === id && p) p.keys = event.keys;
+    else if (event.type === 'principal.revoked' && event.id === id && p && p.revoked_at === null) p.revoked_at = event.at;
+  }
+  return p;
+}
+
+/** An acquisition refused in its granting transaction: its caller is no longer who authenticated (see checkCallerStillValid). */
+export class CallerNoLongerValid extends WritError {
+  constructor(message: string) {
+    super('UNAUTHENTICATED', message);
+  }
+}
+
 function checkPreemptsStillHold(events: readonly RecordedGraphEvent[], caller: string, grounds: ReadonlyMap<string, { edges: Edge[]; revision: number }>, preempted: readonly PreemptedLease[], now: number): void {
   const revoked = new Map<string, number>();
   for (const { event, revision } of events) if (event.type === 'edge.revoked') revoked.set(event.id, revision);
@@ -77,6 +116,12 @@ export interface AcquireOptions {
    * by asking again with that token. Each is told to `ctx.observer.abandonedAcquisition`.
    */
   callerGone?: AbortSignal;
+  /**
+   * The caller as it authenticated, for one given as a principal id (a lease stream's, authenticated
+   * once by its upgrade): like a verified assertion's caller, it must still be who it was when the
+   * acquisition is granted (see checkCallerStillValid), however long it waited in the queue.
+   */
+  authenticated?: AuthenticatedCaller;
 }
 
 /**
@@ -87,11 +132,12 @@ export interface AcquireOptions {
  */
 export async function acquireLeases(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput, options: AcquireOptions = {}): Promise<LeaseOutcome> {
   const gone = options.callerGone;
-  if (!gone) return acquireFor(ctx, who, input);
+  const authenticated = typeof who === 'string' ? options.authenticated : who;
+  if (!gone) return acquireFor(ctx, who, input, authenticated);
   const principal = typeof who === 'string' ? who : who.principal;
   let grant: LeaseOutcome;
   try {
-    grant = await acquireFor(ctx, who, input, gone);
+    grant = await acquireFor(ctx, who, input, authenticated, gone);
   } catch (e) {
     if (e instanceof AcquisitionWithdrawn) ctx.observer.abandonedAcquisition({ outcome: 'withdrawn', principal, keys: [...e.keys], lease_id: null });
     throw e;
@@ -126,7 +172,7 @@ export async function abandonGrant(ctx: WritContext, principal: string, input: L
   ctx.observer.abandonedAcquisition({ outcome, principal, keys: grant.keys, lease_id: grant.lease_id, ...(preempted.length > 0 ? { preempted } : {}) });
 }
 
-async function acquireFor(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput, callerGone?: AbortSignal): Promise<LeaseOutcome> {
+async function acquireFor(ctx: WritContext, who: string | AuthenticatedCaller, input: LeaseRequestInput, authenticated: AuthenticatedCaller | undefined, callerGone?: AbortSignal): Promise<LeaseOutcome> {
   let op = ctx;
   if (typeof who !== 'string' && (input.wait_ms ?? 0) > 0) {
     // A waiting acquisition may sit in the queue for up to maxWaitMs: its assertion is spent now, in
@@ -137,7 +183,7 @@ async function acquireFor(ctx: WritContext, who: string | AuthenticatedCaller, i
     // That commit may have waited: the decisions are judged on the graph as it is now.
     op = forOneOperation(ctx);
   }
-  return spendingAssertion(op, who, (caller, spend) => acquire(op, caller, input, spend, callerGone));
+  return spendingAssertion(op, who, (caller, spend) => acquire(op, caller, input, spend, authenticated, callerGone));
 }
 
 /**
@@ -171,7 +217,7 @@ async function spendingAssertion<T>(
   }
 }
 
-async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInput, spend: (tx: StoreTx) => Promise<void>, callerGone?: AbortSignal): Promise<LeaseOutcome> {
+async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInput, spend: (tx: StoreTx) => Promise<void>, authenticated: AuthenticatedCaller | undefined, callerGone?: AbortSignal): Promise<LeaseOutcome> {
   if (input.decisions.length === 0) throw new WritError('UNPROCESSABLE', 'a lease needs at least one allow decision');
   const keys = new Set<string>();
   const authority: DecisionClaims[] = [];
@@ -237,6 +283,9 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     check: async (tx) => {
       sinceCheck = await graphEventsSinceCheck(tx, Math.min(chainsCheckedAt, ...[...grounds.values()].map((g) => g.revision)));
       const graph = ctx.graph.latest;
+      // A waiter's turn may come long after its caller authenticated: a key replaced or a principal
+      // revoked meanwhile refuses the grant (the queue moves on to the next waiter).
+      if (authenticated) checkCallerStillValid(authenticated, graph, sinceCheck, ctx.clock.now());
       for (const claims of authority) {
         checkNotRevokedSince(sinceCheck, claims, principalsOfChain(graph, claims));
         checkOwnersUnchangedSince(graph, sinceCheck, claims, ctx.clock.now());

@@ -59,6 +59,12 @@ async function abandonedCount(url: string, outcome: string): Promise<number> {
   return line === undefined ? 0 : Number(line.split(' ').at(-1));
 }
 
+/** Every writ_http_requests_total count of `route`, summed over the statuses. */
+async function answeredCount(url: string, route: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return text.split('\n').filter((l) => l.startsWith(`writ_http_requests_total{route="${route}",`)).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+}
+
 describe.each(ENGINES)('an acquisition whose lease stream closed while it waited, on $name', ({ database }) => {
   let server: ServerProcess;
   const cleanups: (() => Promise<void> | void)[] = [];
@@ -96,11 +102,14 @@ describe.each(ENGINES)('an acquisition whose lease stream closed while it waited
       const seoToken = newLeaseToken();
       ws.send(JSON.stringify({ id: 1, op: 'acquire', decisions: [seoDecision], ttl_ms: 30_000, wait_ms: 30_000, ...(withToken ? { token: seoToken } : {}) }));
       await until('the stream\'s acquisition queued', async () => (await queues(server.url)).some((q) => q.key === key && q.waiters.some((w) => w.holder === SEO)));
+      const answeredBefore = await answeredCount(server.url, '/v1/leases/stream acquire');
       ws.terminate();
 
       // It leaves the queue (before: it stayed, and was granted when Alice released, to no one).
       await until('the acquisition left the queue', async () => !(await queues(server.url)).some((q) => q.key === key));
       expect(await abandonedCount(server.url, 'withdrawn')).toBe(withdrawnBefore + 1);
+      // Counted once, as withdrawn: its answer (OVERLOADED) never went out (before: also a 503 in writ_http_requests_total).
+      expect(await answeredCount(server.url, '/v1/leases/stream acquire')).toBe(answeredBefore);
       expect(server.log()).toContain(`an acquisition of ${key} by ${SEO} was answered: withdrawn from the queue`);
 
       await alice.releaseLease(held);

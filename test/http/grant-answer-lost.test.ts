@@ -58,6 +58,13 @@ async function abandonedCount(h: Harness, outcome: string): Promise<number> {
   return line === undefined ? 0 : Number(line.split(' ').at(-1));
 }
 
+/** writ_http_requests_total for `route` and `status` (0 when never counted). */
+async function answeredCount(h: Harness, route: string, status: number): Promise<number> {
+  const text = (await h.call(null, { method: 'GET', url: '/metrics' })).raw;
+  const line = text.split('\n').find((l) => l.startsWith(`writ_http_requests_total{route="${route}",status="${status}"}`));
+  return line === undefined ? 0 : Number(line.split(' ').at(-1));
+}
+
 async function until(what: string, ok: () => Promise<boolean>, ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
   while (!(await ok())) {
@@ -82,6 +89,8 @@ describe.each(['sqlite', 'postgres'] as const)('a grant whose answer is written 
     expect((await h.ctx.leases.describe(key))?.holderIdentity ?? null).toBeNull();
     expect((await h.ctx.leases.history({ key })).map((e) => e.event)).toEqual(['ACQUIRE', 'RELEASE']);
     expect(raw.messages).toEqual([]);
+    // Counted once, as abandoned: not as an answer that went out (before, also a 200 in writ_http_requests_total).
+    expect(await answeredCount(h, '/v1/leases/stream acquire', 200)).toBe(0);
   });
 
   it('on the lease stream, with the caller\'s own token: kept and counted, and the caller claims it by asking again with that token', async () => {
@@ -97,6 +106,7 @@ describe.each(['sqlite', 'postgres'] as const)('a grant whose answer is written 
     raw.sendText(JSON.stringify({ id: 1, op: 'acquire', decisions: [decision], ttl_ms: 30_000, token }));
     // Before: held, as now, but not counted.
     await until('the grant kept and counted', async () => (await abandonedCount(h, 'kept_for_replay')) === keptBefore + 1);
+    expect(await answeredCount(h, '/v1/leases/stream acquire', 200)).toBe(0);
     expect((await h.ctx.leases.describe(key))?.holderIdentity).toBe(SEO);
     const claimed = await h.call(SEO, { method: 'POST', url: '/v1/leases', payload: { decisions: [decision], ttl_ms: 30_000, token } });
     expect(claimed.status).toBe(200);
@@ -123,6 +133,8 @@ describe.each(['sqlite', 'postgres'] as const)('a grant whose answer is written 
     await until('the grant given up and counted', async () => (await abandonedCount(h, 'released')) === releasedBefore + 1);
     expect((await h.ctx.leases.describe(key))?.holderIdentity ?? null).toBeNull();
     expect((await h.ctx.leases.history({ key })).map((e) => e.event)).toEqual(['ACQUIRE', 'RELEASE']);
+    // An HTTP answer is counted once it went out (fastify's 'finish'): this one is counted only as abandoned.
+    expect(await answeredCount(h, '/v1/leases', 201)).toBe(0);
   });
 
   it('on a lease stream Writ closes (1001) when its drain timed out with the grant in flight, to a client that does not answer the close: released at once and counted', async () => {

@@ -14,7 +14,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import WebSocket, { type RawData } from 'ws';
 import { callerNoLongerValid, type AuthenticatedCaller } from '../../decision/index.js';
 import { WritError, type ErrorCode } from '../../errors.js';
-import { abandonGrant, acquireLeases, forOneOperation, releaseLease, renewLease, type LeaseOutcome, type LeaseRequestInput, type WritContext } from '../../service/index.js';
+import { abandonGrant, acquireLeases, CallerNoLongerValid, forOneOperation, releaseLease, renewLease, type LeaseOutcome, type LeaseRequestInput, type WritContext } from '../../service/index.js';
 import type { LeaseGrant, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest } from '../../wire/v1.js';
 import { AUTHENTICATED, errorResponses } from '../components.js';
 import { assertWellFormedJson, jsonDepthExceeds } from '../input-guard.js';
@@ -37,7 +37,7 @@ declare module 'fastify' {
 export interface LeaseStreamOptions {
   /** Takes one message from the principal's rate (RATE_LIMITED otherwise), as an HTTP request would. */
   admit(principal: string): void;
-  /** Counts one answered operation (metrics). */
+  /** Counts one answered operation whose answer went out (metrics). */
   answered(op: LeaseStreamRequest['op'] | 'invalid', status: number): void;
 }
 
@@ -128,8 +128,8 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         'Each is answered `{"id", "ok": true, "result"}` with the body of POST /v1/leases, POST /v1/leases/{id}/renew or DELETE /v1/leases/{id},',
         'or `{"id", "ok": false, "problem"}` with the same problem and code, once what it did is durable. Requests may be pipelined;',
         `answers come as each finishes (at most ${LEASE_STREAM_MAX_INFLIGHT} in flight, one more is OVERLOADED). The stream stays authenticated while`,
-        'its principal and the key that signed the assertion stay registered and unrevoked (checked at every request; otherwise UNAUTHENTICATED and',
-        'the stream closes with 1008). A shutting-down server answers new requests OVERLOADED and closes with 1001 once the ones in flight are answered.',
+        'its principal and the key that signed the assertion stay registered and unrevoked (checked at every request, and again when a queued acquire\'s',
+        'turn comes, which is then not granted; otherwise UNAUTHENTICATED and the stream closes with 1008). A shutting-down server answers new requests OVERLOADED and closes with 1001 once the ones in flight are answered.',
       ].join(' '),
       response: {
         101: { description: 'Switching Protocols: the stream is open', type: 'null' },
@@ -148,17 +148,25 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       let closing = false;
       /** Set once the stream's authentication ended: every later request gets it, and the stream closes. */
       let ended: WritError | null = null;
-      /** Sends `reply`; `undelivered` runs when it cannot go out: the socket is no longer OPEN, or its write failed. */
-      const send = (reply: LeaseStreamReply, undelivered?: () => void) => {
+      /**
+       * Sends `reply` (the answer to an `op` with HTTP `status`), counted in the metrics once it goes out, as
+       * an HTTP answer is (fastify counts it at 'finish'): one handed to an open socket, a grant once written.
+       * `undelivered` runs instead when it cannot go out: the socket is no longer OPEN, or its write failed
+       * (a grant given up is counted as abandoned, not as answered).
+       */
+      const send = (reply: LeaseStreamReply, op: Op | 'invalid', status: number, undelivered?: () => void) => {
         if (socket.readyState !== socket.OPEN) {
           undelivered?.();
           return;
         }
         // A write callback only where there is something to give up (a grant): ws and the socket take the
         // plain path for every other answer.
-        if (undelivered === undefined) socket.send(JSON.stringify(reply));
-        else socket.send(JSON.stringify(reply), (err) => {
+        if (undelivered === undefined) {
+          options.answered(op, status);
+          socket.send(JSON.stringify(reply));
+        } else socket.send(JSON.stringify(reply), (err) => {
           if (err) undelivered();
+          else options.answered(op, status);
         });
       };
       const refuse = (requestId: number | null, op: Op | 'invalid', e: unknown) => {
@@ -166,8 +174,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         if (error.code === 'INTERNAL') request.log.error({ err: e }, 'lease stream: internal error');
         const problem = problemOf(error.code, error.message, error.details);
         problem.instance = LEASE_STREAM_PATH;
-        options.answered(op, problem.status);
-        send({ id: requestId, ok: false, problem });
+        send({ id: requestId, ok: false, problem }, op, problem.status);
       };
       const endIfIdle = () => {
         if (closing && !ended && inflight === 0) socket.close(1001, 'Writ is shutting down');
@@ -221,7 +228,18 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
             if (req.wait_ms !== undefined) input.wait_ms = req.wait_ms;
             if (req.preempt !== undefined) input.preempt = req.preempt;
             if (req.token !== undefined) input.token = req.token;
-            const grant = await acquireLeases(op, caller.principal, input, { callerGone: gone.signal });
+            let grant: LeaseOutcome;
+            try {
+              grant = await acquireLeases(op, caller.principal, input, { callerGone: gone.signal, authenticated: caller });
+            } catch (e) {
+              // Refused as it was granted, its caller no longer valid (it waited in the queue): the stream ends as at a request.
+              if (e instanceof CallerNoLongerValid) {
+                closing = true;
+                ended ??= new WritError('UNAUTHENTICATED', `${e.message}; the lease stream is closed`);
+                throw ended;
+              }
+              throw e;
+            }
             return { result: leaseGrantToWire(grant), grant: { grant, input } };
           }
           case 'renew':
@@ -270,8 +288,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
         const release = app.writDrain.hold();
         run(req).then(
           ({ result, grant }) => {
-            options.answered(req.op, 200);
-            send({ id: req.id, ok: true, result }, grant === null ? undefined : () => abandon(grant));
+            send({ id: req.id, ok: true, result }, req.op, 200, grant === null ? undefined : () => abandon(grant));
           },
           (e: unknown) => refuse(req.id, req.op, e),
         ).finally(() => {
