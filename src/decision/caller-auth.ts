@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import { WritError } from '../errors.js';
 import type { PublicJwk } from '../graph/model.js';
 import type { ReplayGuard, SingleUseTx, SpendRefusal } from './single-use.js';
-import { behindDatabase, CLOCK_NOISE_MS, clockOffsetDetail, instant, issuedAhead, replicaClock } from './clock-refusal.js';
+import { behindDatabase, CLOCK_NOISE_MS, CLOCK_SKEW_TOLERATED_MS, clockOffsetDetail, instant, issuedAhead, replicaClock } from './clock-refusal.js';
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 export interface CallerAuthDeps {
@@ -77,7 +77,7 @@ export async function authenticateCaller(authorizationHeader: string | undefined
  */
 export async function verifyCallerAssertion(authorizationHeader: string | undefined, deps: CallerAuthDeps): Promise<AuthenticatedCaller> {
   const maxTtlMs = deps.maxTtlMs ?? 300_000;
-  const toleranceMs = deps.clockToleranceMs ?? 5_000;
+  const toleranceMs = deps.clockToleranceMs ?? CLOCK_SKEW_TOLERATED_MS;
   const { now } = deps;
 
   if (authorizationHeader === undefined || authorizationHeader.trim() === '') throw refuse('missing Authorization header');

@@ -55,5 +55,11 @@ export function replicaClock(offsetMs: number | undefined, toleranceMs: number, 
   return offsetMs < 0 ? { behind: note, ahead: '' } : { behind: '', ahead: note };
 }
 
+/**
+ * The skew tolerated between a credential's maker's clock and its verifier's, ms: a caller assertion's
+ * (caller-auth.ts, its default) and a decision issued after the verifier's time (decision-verify.ts).
+ */
+export const CLOCK_SKEW_TOLERATED_MS = 5_000;
+
 /** A gap between the store's clock and Writ's below this is a spend racing an expiry, not a clock to fix. */
 export const CLOCK_NOISE_MS = 1_000;

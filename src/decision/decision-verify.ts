@@ -3,7 +3,7 @@ import type { JSONWebKeySet } from 'jose';
 import { WritError } from '../errors.js';
 import { DECISION_ALG, DECISION_ISSUER, DECISION_TYP, payloadToClaims, type DecisionClaims } from './decision-claims.js';
 import { BoundedMap } from './bounded-map.js';
-import { issuedAhead, replicaClock } from './clock-refusal.js';
+import { CLOCK_SKEW_TOLERATED_MS, issuedAhead, replicaClock } from './clock-refusal.js';
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 /**
@@ -51,7 +51,7 @@ export interface VerifyDecisionOptions {
  * one caller assertions get (caller-auth.ts), so that replicas are held to one figure. Every verifier in
  * the server and the SDK uses it.
  */
-export const DECISION_ISSUED_AHEAD_MS = 5_000;
+export const DECISION_ISSUED_AHEAD_MS = CLOCK_SKEW_TOLERATED_MS;
 
 /** Imported JWKS keys, per fetched JWKS object and kid. */
 const jwksKeys = new WeakMap<JSONWebKeySet, Map<string, KeyObject>>();
