@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import { WritError } from '../errors.js';
 import type { PublicJwk } from '../graph/model.js';
 import type { ReplayGuard, SingleUseTx, SpendRefusal } from './single-use.js';
-import { behindDatabase, CLOCK_NOISE_MS, clockOffsetDetail, instant } from './clock-refusal.js';
+import { behindDatabase, CLOCK_NOISE_MS, CLOCK_SKEW_TOLERATED_MS, clockOffsetDetail, instant, issuedAhead, replicaClock } from './clock-refusal.js';
 import { SESSION_TOKEN_PREFIX, sessionInvalid, sessionMacVerifies, type CallerSessions } from './caller-session.js';
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
@@ -93,7 +93,7 @@ export async function authenticateCaller(authorizationHeader: string | undefined
  */
 export async function verifyCallerAssertion(authorizationHeader: string | undefined, deps: CallerAuthDeps): Promise<AuthenticatedCaller> {
   const maxTtlMs = deps.maxTtlMs ?? 300_000;
-  const toleranceMs = deps.clockToleranceMs ?? 5_000;
+  const toleranceMs = deps.clockToleranceMs ?? CLOCK_SKEW_TOLERATED_MS;
   const { now } = deps;
 
   if (authorizationHeader === undefined || authorizationHeader.trim() === '') throw refuse('missing Authorization header');
@@ -142,7 +142,7 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   if (!audienceIncludes(payload.aud, deps.audience)) throw refuse('assertion is for another audience');
   const time = timeClaimProblem(payload, now, toleranceMs);
   // Only a refusal asks what to add about this replica's clock.
-  const replica = () => replicaClock(deps.clockOffsetMs, toleranceMs);
+  const replica = () => replicaClock(deps.clockOffsetMs, toleranceMs, 'the caller\'s');
   if (time?.kind === 'past') throw refuse(expired(payload.exp as number, now, toleranceMs) + replica().ahead);
   if (time?.kind === 'early') throw refuse(`assertion is not yet valid (nbf)${aheadOfWrit('nbf', payload.nbf as number, now, toleranceMs)}${replica().behind}`);
   if (time) throw refuse(`assertion claim ${time.claim} is invalid`);
@@ -301,31 +301,15 @@ function publicKey(jwk: PublicJwk, alg: AssertionAlgorithm, principalId: string)
   return key;
 }
 
-/**
- * Why an assertion dated after Writ's time (`claim` in seconds) is refused, and the likely cause: an
- * assertion is made just before it is sent, so the caller's clock is ahead of Writ's.
- */
-function aheadOfWrit(claim: string, seconds: number, now: number, toleranceMs: number): string {
-  return `: its ${claim} ${instant(seconds * 1000)} is ${((seconds * 1000 - now) / 1000).toFixed(1)} s after Writ's time ${instant(now)}, more than the ${toleranceMs / 1000} s `
-    + 'of clock skew tolerated; the caller\'s clock is probably ahead: set it right (NTP) and send a new assertion';
-}
-
-/**
- * What to add to a refusal that blames the caller's clock when this replica's own clock is off its
- * database's by more than the tolerance: `behind` for a caller that looks ahead, `ahead` for one that
- * looks behind (empty otherwise). A caller whose clock is right then looks wrong to this replica.
- */
-function replicaClock(offsetMs: number | undefined, toleranceMs: number): { behind: string; ahead: string } {
-  if (offsetMs === undefined || Math.abs(offsetMs) <= toleranceMs) return { behind: '', ahead: '' };
-  const note = `; but this replica's own clock is ${(Math.abs(offsetMs) / 1000).toFixed(1)} s ${offsetMs < 0 ? 'behind' : 'ahead of'} its database's (GET /readyz), `
-    + 'so if the caller\'s clock is right it is this replica\'s that is wrong: set it right (NTP)';
-  return offsetMs < 0 ? { behind: note, ahead: '' } : { behind: '', ahead: note };
-}
+/** Why an assertion dated after Writ's time (`claim` in seconds) is refused: the caller's clock is probably ahead. */
+const aheadOfWrit = (claim: string, seconds: number, now: number, toleranceMs: number) =>
+  issuedAhead(claim, seconds * 1000, now, toleranceMs, 'the caller\'s clock', 'send a new assertion');
 
 /**
  * Why an expired assertion is refused. One made for this request (as the SDK makes one per request)
  * that Writ finds expired was made by a clock behind Writ's; else it is an old one sent again.
  */
+
 function expired(expSeconds: number, now: number, toleranceMs: number): string {
   return `assertion expired: its exp ${instant(expSeconds * 1000)} is ${((now - expSeconds * 1000) / 1000).toFixed(1)} s before Writ's time ${instant(now)}, `
     + `beyond the ${toleranceMs / 1000} s of clock skew tolerated; sign a new assertion for each request, and if this one was just made, `

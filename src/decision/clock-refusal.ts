@@ -33,5 +33,33 @@ export function decisionSpendRefused(why: SpendRefusal, decisionId: string, expi
   return new WritError('DECISION_EXPIRED', behindDatabase(`decision ${decisionId}`, expiresAt, why.storeNow, now), { decision_id: decisionId, ...clockOffsetDetail(why.storeNow, now) });
 }
 
+/**
+ * Why a credential dated after this verifier's time (`claim`, ms) by more than the skew tolerated is
+ * refused, and the likely cause: a credential is made just before it is used, so `maker` (the clock that
+ * made it) is ahead of this one's. `here` names the clock `now` is ("Writ's" in the server).
+ */
+export function issuedAhead(claim: string, atMs: number, now: number, toleranceMs: number, maker: string, remedy: string, here = 'Writ\'s'): string {
+  return `: its ${claim} ${instant(atMs)} is ${((atMs - now) / 1000).toFixed(1)} s after ${here} time ${instant(now)}, more than the ${toleranceMs / 1000} s `
+    + `of clock skew tolerated; ${maker} is probably ahead: set it right (NTP) and ${remedy}`;
+}
+
+/**
+ * What to add to a refusal that blames another's clock (`other`: "the caller's") when this replica's own
+ * clock is off its database's by more than the tolerance: `behind` for another that looks ahead, `ahead`
+ * for one that looks behind (empty otherwise). Another whose clock is right then looks wrong to this replica.
+ */
+export function replicaClock(offsetMs: number | undefined, toleranceMs: number, other: string): { behind: string; ahead: string } {
+  if (offsetMs === undefined || Math.abs(offsetMs) <= toleranceMs) return { behind: '', ahead: '' };
+  const note = `; but this replica's own clock is ${(Math.abs(offsetMs) / 1000).toFixed(1)} s ${offsetMs < 0 ? 'behind' : 'ahead of'} its database's (GET /readyz), `
+    + `so if ${other} clock is right it is this replica's that is wrong: set it right (NTP)`;
+  return offsetMs < 0 ? { behind: note, ahead: '' } : { behind: '', ahead: note };
+}
+
+/**
+ * The skew tolerated between a credential's maker's clock and its verifier's, ms: a caller assertion's
+ * (caller-auth.ts, its default) and a decision issued after the verifier's time (decision-verify.ts).
+ */
+export const CLOCK_SKEW_TOLERATED_MS = 5_000;
+
 /** A gap between the store's clock and Writ's below this is a spend racing an expiry, not a clock to fix. */
 export const CLOCK_NOISE_MS = 1_000;

@@ -3,10 +3,11 @@ import type { JSONWebKeySet } from 'jose';
 import { WritError } from '../errors.js';
 import { DECISION_ALG, DECISION_ISSUER, DECISION_TYP, payloadToClaims, type DecisionClaims } from './decision-claims.js';
 import { BoundedMap } from './bounded-map.js';
+import { CLOCK_SKEW_TOLERATED_MS, issuedAhead, replicaClock } from './clock-refusal.js';
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 /**
- * The verifier. It imports only node:crypto, the JWS helpers, the error catalogue and a bounded map, so an offline
+ * The verifier. It imports only node:crypto, the JWS helpers, the error catalogue, the clock refusals' words and a bounded map, so an offline
  * client (the SDK) can verify decisions against a fetched JWKS without pulling in the key ring's
  * file-system code, nor libsodium: Ed25519 is checked by the process's implementation (ed25519.ts),
  * node:crypto's in the SDK, libsodium's in the server.
@@ -27,7 +28,30 @@ export interface VerifyDecisionOptions {
   now: number;
   /** Accepted skew past expiry, in ms (default 0: a token is expired at the instant of `expires_at`). */
   clockToleranceMs?: number;
+  /**
+   * How far after `now` a decision may be issued, in ms (default DECISION_ISSUED_AHEAD_MS, 5 000). A
+   * decision is used just after it is signed, so one issued later than that was signed by a clock ahead of
+   * this verifier's: accepted, it would live here for its TTL plus the gap. Not `clockToleranceMs`, whose 0
+   * keeps expiry exact (and the key ring's retirement counts on it): a replica a few ms ahead is no fault.
+   */
+  issuedAheadToleranceMs?: number;
+  /**
+   * Longest lifetime accepted (expires_at − issued_at), ms; default none (an offline client does not know
+   * the server's). The server passes its WRIT_DECISION_TTL_MS: every replica gives decisions the same.
+   */
+  maxLifetimeMs?: number;
+  /** This process's clock minus its database's (ms) as last measured, or undefined: only words (see `replicaClock`). */
+  clockOffsetMs?: number | undefined;
+  /** Whose clock `now` is, for messages (default "Writ's"; the SDK's "this client's"). */
+  clockOf?: string;
 }
+
+/**
+ * The skew tolerated by default between the clock that signed a decision and the verifier's (ms): the
+ * one caller assertions get (caller-auth.ts), so that replicas are held to one figure. Every verifier in
+ * the server and the SDK uses it.
+ */
+export const DECISION_ISSUED_AHEAD_MS = CLOCK_SKEW_TOLERATED_MS;
 
 /** Imported JWKS keys, per fetched JWKS object and kid. */
 const jwksKeys = new WeakMap<JSONWebKeySet, Map<string, KeyObject>>();
@@ -101,7 +125,7 @@ const keyFor = (keys: DecisionKeys, kid: string) => (isJwks(keys) ? jwksKey(keys
  * Verifies a decision token and returns its claims. Accepts only EdDSA, typ `writ-decision+jwt`,
  * iss `writ`, a known kid and `aud` equal to `audience`.
  * Throws WritError `DECISION_EXPIRED` when expired at `now`, `DECISION_INVALID` (saying why) for
- * everything else. It does not check the binding to a request: see `checkDecisionBinding`. The claims
+ * everything else, a decision issued after `now` by more than `issuedAheadToleranceMs` included. It does not check the binding to a request: see `checkDecisionBinding`. The claims
  * returned are frozen: calls with the same token may share them.
  */
 export async function verifyDecision(token: string, options: VerifyDecisionOptions): Promise<DecisionClaims> {
@@ -126,6 +150,17 @@ export async function verifyDecision(token: string, options: VerifyDecisionOptio
   const claims = (read.claims ??= deepFreeze(payloadToClaims(payload)));
   if (options.now >= claims.expires_at + toleranceMs) {
     throw expired(claims.decision_id, claims.expires_at);
+  }
+  // issued_at (ms), not iat (whole seconds, rounded down): the precise instant, as for expires_at.
+  const aheadMs = options.issuedAheadToleranceMs ?? DECISION_ISSUED_AHEAD_MS;
+  if (claims.issued_at > options.now + aheadMs) {
+    throw invalid(`${claims.decision_id} is issued in the future${issuedAhead('iat', claims.issued_at, options.now, aheadMs, 'the clock of the Writ replica that signed it', 'decide again', options.clockOf)}`
+      + replicaClock(options.clockOffsetMs, aheadMs, 'the signer\'s').behind);
+  }
+  const lifetime = claims.expires_at - claims.issued_at;
+  if (options.maxLifetimeMs !== undefined && lifetime > options.maxLifetimeMs) {
+    throw invalid(`${claims.decision_id} lives ${(lifetime / 1000).toFixed(1)} s (issued_at to expires_at), longer than the ${options.maxLifetimeMs / 1000} s a decision is given here (WRIT_DECISION_TTL_MS): `
+      + 'the replica that signed it is configured otherwise; give every replica the same WRIT_DECISION_TTL_MS');
   }
   return claims;
 }

@@ -19,6 +19,13 @@ export interface SingleUseStore {
   spendOrRefuse(namespace: string, id: string, expiresAt: number, now: number, refusal: (why: SpendRefusal) => Error): Promise<void>;
   /** Whether `spend` would refuse this id now (a read: it records nothing). */
   isSpent(namespace: string, id: string, now: number): Promise<boolean>;
+  /**
+   * Why `spend(namespace, id, expiresAt, now)` would be refused now, or null (a read: it records
+   * nothing): `expired` when `expiresAt` is past by `now` or by the store's clock (PostgreSQL: the
+   * database's, read by the same statement), `spent` when the id is spent and live. For a check whose
+   * holder's own clock may be behind the store's: what it reads is the store's judgement, not its own.
+   */
+  wouldRefuse(namespace: string, id: string, expiresAt: number, now: number): Promise<SpendRefusal | null>;
 }
 
 /**
@@ -85,6 +92,11 @@ export class ReplayGuard {
    */
   isSpent(namespace: string, id: string, now: number): Promise<boolean> {
     return this.store.read((tx) => tx.singleUse.isSpent(namespace, id, now), { waitsFor: (spent) => spent });
+  }
+
+  /** Why a spend of the id would be refused now (SingleUseStore.wouldRefuse), or null; waits as `isSpent` does for "spent". */
+  wouldRefuse(namespace: string, id: string, expiresAt: number, now: number): Promise<SpendRefusal | null> {
+    return this.store.read((tx) => tx.singleUse.wouldRefuse(namespace, id, expiresAt, now), { waitsFor: (why) => why?.reason === 'spent' });
   }
 
   present(namespace: string, id: string, expiresAt: number, now: number): boolean {

@@ -280,14 +280,17 @@ export class WritClient {
 
   /**
    * Checks a decision token offline against Writ's JWKS (fetched once, refetched when the token names
-   * a key the cached set lacks). Throws DecisionInvalidError / DecisionExpiredError.
+   * a key the cached set lacks). Throws DecisionInvalidError / DecisionExpiredError; DecisionInvalidError
+   * too for a decision issued more than 5 s after `now` (this client's clock, or the signer's, is off).
    */
   async verifyDecision(token: string, now = Date.now()): Promise<DecisionClaims> {
     const kid = kidOf(token);
     if (!this.jwks || (kid !== null && !this.jwks.keys.some((k) => k.kid === kid))) this.jwks = await this.fetchJwks();
     try {
       // The caller's own copy: the verifier hands out one frozen object per token.
-      return structuredClone(await verifyDecision(token, { keys: this.jwks, audience: this.options.gatewayAudience ?? 'writ-gateway', now }));
+      // A decision issued after `now` by more than the default skew (5 s, as on the server) is refused:
+      // offline too, a decision is good for its TTL and no longer, whichever replica's clock signed it.
+      return structuredClone(await verifyDecision(token, { keys: this.jwks, audience: this.options.gatewayAudience ?? 'writ-gateway', now, clockOf: 'this client\'s' }));
     } catch (e) {
       throw e instanceof WritError ? errorFromWritError(e) : e;
     }

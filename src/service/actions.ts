@@ -1,5 +1,5 @@
 import { ERROR_CATALOGUE, WritError, isWritError, type ErrorCode } from '../errors.js';
-import { callerOf, checkDecisionBinding, decisionSpendRefused, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
+import { callerOf, checkDecisionBinding, decisionSpendRefused, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { requestHash, type PresentedLease, type Receipt, type ReceiptError, type ReceiptIntent } from '../audit/index.js';
 import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, coordinationKeys, parseFencingHeader, principalsOfChain, type UpstreamRoute } from '../gateway/index.js';
 import type { AuthorityGraph } from '../graph/index.js';
@@ -7,6 +7,7 @@ import { leaseIdOfToken } from '../lease/token.js';
 import type { StoreTx } from '../store/contract.js';
 import type { WritContext } from './context.js';
 import { canonicalResource } from './resources.js';
+import { verifyPresentedDecision } from './presented-decision.js';
 
 /** A leased write is not forwarded with less lease than this left: it would only time out as PENDING. */
 const MIN_LEASE_LEFT_MS = 100;
@@ -156,7 +157,7 @@ function identifyWrite(ctx: WritContext, caller: string, input: ActionInput): Id
 async function checkWrite(ctx: WritContext, w: IdentifiedWrite, input: ActionInput, creds: ActionCredentials, onClaims: (c: DecisionClaims) => void): Promise<CheckedWrite> {
   if (!creds.decision) throw new WritError('DECISION_INVALID', 'the Writ-Decision header is missing; ask POST /v1/decisions first');
   const now = ctx.clock.now();
-  const claims = await verifyDecision(creds.decision, { keys: ctx.keys, audience: ctx.config.gatewayAudience, now });
+  const claims = await verifyPresentedDecision(ctx, creds.decision, now);
   onClaims(claims);
   checkDecisionBinding(claims, { principal: w.caller, action: input.action, resource: w.resource, environment: input.environment ?? claims.environment, fields: w.fields });
   const graph = await ctx.graph.atLeast(claims.graph_revision);

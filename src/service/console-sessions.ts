@@ -64,9 +64,20 @@ export async function consoleSession(ctx: WritContext, token: string): Promise<C
   const now = ctx.clock.now();
   const claims = verifyConsoleToken(token, 'session', { keys: ctx.keys, audience: ctx.config.audience, now });
   if ('refused' in claims) throw new WritError('UNAUTHENTICATED', `console session refused: ${claims.refused}; sign in again with a link from \`writ console\``);
-  if (await ctx.replay.isSpent(SESSION_NAMESPACE, claims.jti, now)) throw new WritError('UNAUTHENTICATED', 'console session was signed out');
+  // The store judges, by its clock (PostgreSQL: the database's, read by the statement that looks for the
+  // sign-out, no query more): a replica whose clock is behind would otherwise honour a session whose
+  // sign-out (spent until the session's expiry) the database's clock has already let lapse.
+  const why = await ctx.replay.wouldRefuse(SESSION_NAMESPACE, claims.jti, claims.expiresAt, now);
+  if (why?.reason === 'spent') throw new WritError('UNAUTHENTICATED', 'console session was signed out');
+  if (why) throw sessionExpired(claims.expiresAt, why.storeNow, now);
   await livePrincipal(ctx, claims.principal, 'UNAUTHENTICATED');
   return { principal: claims.principal, auditor: await isAuditor(ctx, claims.principal), expires_at: claims.expiresAt, token };
+}
+
+/** A session live by this replica's clock, expired by the store's: its clock is behind the database's (beyond noise). */
+function sessionExpired(expiresAt: number, storeNow: number, now: number): WritError {
+  if (storeNow - now <= CLOCK_NOISE_MS) return new WritError('UNAUTHENTICATED', 'console session refused: it expired; sign in again with a link from `writ console`');
+  return new WritError('UNAUTHENTICATED', `${behindDatabase('console session', expiresAt, storeNow, now)}; sign in again with a link from \`writ console\``, clockOffsetDetail(storeNow, now));
 }
 
 /** Signs a session out: its id is spent, so the cookie is refused from now on by every process. */

@@ -1,11 +1,12 @@
 import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
-import { checkDecisionBinding, decisionSpendRefused, verifyDecision } from '../decision/index.js';
+import { checkDecisionBinding, decisionSpendRefused } from '../decision/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
 import type { IncidentRecord } from '../lease/index.js';
 import type { WritContext } from './context.js';
 import { explain } from './decide.js';
 import { checkReason } from './validate.js';
+import { verifyPresentedDecision } from './presented-decision.js';
 
 export type Incident = IncidentRecord;
 
@@ -18,7 +19,7 @@ export type Incident = IncidentRecord;
 export async function declareIncident(ctx: WritContext, caller: string, input: { id: string; reason: string; ttl_ms?: number; decision: string }): Promise<Incident> {
   checkReason(input.reason, 'an incident');
   const now = ctx.clock.now();
-  const claims = await verifyDecision(input.decision, { keys: ctx.keys, audience: ctx.config.gatewayAudience, now });
+  const claims = await verifyPresentedDecision(ctx, input.decision, now);
   checkDecisionBinding(claims, { principal: caller, action: 'declare_incident', resource: `incident:${input.id}`, environment: claims.environment, fields: claims.fields });
   checkAuthorityStillValid(await ctx.graph.current(), claims, now);
   const ttl = input.ttl_ms ?? 3_600_000;

@@ -1,5 +1,5 @@
 import { WritError } from '../errors.js';
-import { callerNoLongerValid, callerOf, checkDecisionBinding, isReplayedAssertion, spendAssertion, verifyDecision, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
+import { callerNoLongerValid, callerOf, checkDecisionBinding, isReplayedAssertion, spendAssertion, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
 import { isEdgeLive, type AuthorityGraph, type Edge, type PublicJwk, type RecordedGraphEvent } from '../graph/index.js';
 import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, principalsOfChain } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
@@ -7,6 +7,7 @@ import { AcquisitionWithdrawn, LEASE_PAGE, type LeaseGrant, type LeaseRecord, ty
 import type { StoreTx } from '../store/contract.js';
 import { forOneOperation, type WritContext } from './context.js';
 import { incidentsCounting } from './incidents.js';
+import { verifyPresentedDecision } from './presented-decision.js';
 
 export interface LeaseRequestInput {
   /** Allow decisions (tokens) for the writes this lease is for: a lease grants no authority, and authority is needed to take one. */
@@ -27,7 +28,7 @@ export interface LeaseOutcome extends LeaseGrant {
 /** Verifies a decision for use by `caller` at the gateway: signature, audience, expiry, caller, live chain. */
 export async function verifyDecisionFor(ctx: WritContext, caller: string, token: string): Promise<DecisionClaims> {
   const now = ctx.clock.now();
-  const claims = await verifyDecision(token, { keys: ctx.keys, audience: ctx.config.gatewayAudience, now });
+  const claims = await verifyPresentedDecision(ctx, token, now);
   if (claims.principal !== caller) {
     checkDecisionBinding(claims, { principal: caller, action: claims.action, resource: claims.resource, environment: claims.environment, fields: claims.fields });
   }

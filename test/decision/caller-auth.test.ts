@@ -243,7 +243,7 @@ describe('the window between verifying an assertion and spending it', () => {
     const caller = await verifyCallerAssertion(bearer(token), w.deps());
     const guard = w.deps().replay;
     const ioError = () => Promise.reject(new Error('SQLITE_IOERR'));
-    const broken: SingleUseTx = { singleUse: { spend: ioError, spendOrRefuse: ioError, isSpent: () => Promise.resolve(false) } };
+    const broken: SingleUseTx = { singleUse: { spend: ioError, spendOrRefuse: ioError, isSpent: () => Promise.resolve(false), wouldRefuse: () => Promise.resolve(null) } };
     await expect(spendAssertion(guard, broken, caller, T0)).rejects.toThrow('SQLITE_IOERR');
     // Nothing was spent: the same assertion verifies again and is then spent for good.
     const again = await verifyCallerAssertion(bearer(token), w.deps());

@@ -66,6 +66,14 @@ describe('offline verifyDecision against the JWKS', () => {
     expect(client.sent.slice(before)).toEqual([{ method: 'GET', path: '/.well-known/jwks.json' }]);
   });
 
+  it('verified by a clock 90 s behind the Writ that signed it, it is rejected with DecisionInvalidError saying so; 4 s behind, it verifies', async () => {
+    const issuedAt = Date.parse(decision.issued_at);
+    await expect(client.client.verifyDecision(decision.token!, issuedAt - 4_000)).resolves.toMatchObject({ decision_id: decision.decision_id });
+    const e = await client.client.verifyDecision(decision.token!, issuedAt - 90_000).catch((err: unknown) => err);
+    expect(e).toBeInstanceOf(DecisionInvalidError);
+    expect((e as Error).message).toMatch(/^DECISION_INVALID: decision \S+ is issued in the future: its iat \S+ is 90\.0 s after this client's time \S+, more than the 5 s of clock skew tolerated; the clock of the Writ replica that signed it is probably ahead: set it right \(NTP\) and decide again$/);
+  });
+
   it('verified after its expiry, the same decision is rejected with DecisionExpiredError', async () => {
     const expiresAt = Date.parse(decision.expires_at!);
     await expect(client.client.verifyDecision(decision.token!, expiresAt + 1_000)).rejects.toBeInstanceOf(DecisionExpiredError);

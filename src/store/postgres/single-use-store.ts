@@ -71,6 +71,18 @@ export class PostgresSingleUseStore implements SingleUseStore {
     );
     return rows.length > 0;
   }
+
+  /** One statement, as `isSpent`: the database's clock comes back with the answer, no round trip of its own. */
+  async wouldRefuse(namespace: string, id: string, expiresAt: number, now: number): Promise<SpendRefusal | null> {
+    const [row] = await this.sql.query<{ db_now: number | string; spent: boolean }>(
+      `SELECT writ_now_ms() AS db_now,
+              EXISTS (SELECT 1 FROM single_use_ids WHERE namespace = $1 AND id = $2 AND expires_at > greatest($3::bigint, writ_now_ms())) AS spent`,
+      [namespace, storedId(id), now],
+    );
+    const storeNow = Math.max(now, Number(row!.db_now));
+    if (expiresAt <= storeNow) return { reason: 'expired', storeNow };
+    return row!.spent ? { reason: 'spent' } : null;
+  }
 }
 
 /**

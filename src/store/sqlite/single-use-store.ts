@@ -69,4 +69,10 @@ export class SqliteSingleUseStore implements SingleUseStore {
   async isSpent(namespace: string, id: string, now: number): Promise<boolean> {
     return this.live.get(namespace, id, now) !== undefined;
   }
+
+  async wouldRefuse(namespace: string, id: string, expiresAt: number, now: number): Promise<SpendRefusal | null> {
+    const storeNow = Math.max(now, this.latestNow);
+    if (expiresAt <= storeNow) return { reason: 'expired', storeNow };
+    return this.live.get(namespace, id, now) !== undefined ? { reason: 'spent' } : null;
+  }
 }

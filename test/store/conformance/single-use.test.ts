@@ -18,6 +18,24 @@ describeEngines('single-use ids', (fresh) => {
     expect(await store.readWrite((tx) => tx.singleUse.spend('decision', 'a', now + 60_000, Date.now()))).toBe(true);
   });
 
+  it('wouldRefuse says what a spend would: spent (live), expired by the caller\'s clock or the store\'s, or null; it records nothing', async () => {
+    const { store } = await fresh();
+    const now = Date.now();
+    const why = (id: string, expiresAt: number, at: number) => store.read((tx) => tx.singleUse.wouldRefuse('console-session', id, expiresAt, at));
+    expect(await why('s', now + 60_000, now)).toBeNull();
+    expect(await why('s', now + 60_000, now)).toBeNull();
+    expect(await store.readWrite((tx) => tx.singleUse.spend('console-session', 's', now + 60_000, now))).toBe(true);
+    expect(await why('s', now + 60_000, now)).toEqual({ reason: 'spent' });
+    expect(await why('other', now + 60_000, now)).toBeNull();
+    expect(await why('other', now - 1, now)).toEqual({ reason: 'expired', storeNow: expect.any(Number) });
+    // A caller whose clock is two minutes behind the store's: an id it finds live, expired by the store's
+    // clock, is expired, with the store's time (PostgreSQL: the database's; SQLite: the latest clock the
+    // writer's spends were given, here `now`, so asked in a write transaction; SQLite has one clock).
+    const behind = await store.readWrite((tx) => tx.singleUse.wouldRefuse('console-session', 's', now - 1_000, now - 120_000));
+    expect(behind).toMatchObject({ reason: 'expired' });
+    expect((behind as { storeNow: number }).storeNow).toBeGreaterThanOrEqual(now);
+  });
+
   it('keeps any id apart, NUL and backslashes included (Writ scopes a jti by principal with a NUL)', async () => {
     const { store } = await fresh();
     const now = Date.now();
