@@ -85,6 +85,9 @@ var (
 
 func main() {
 	flag.Parse()
+	if *useSess && *mode != "writ-decide" && *mode != "writ-lease" {
+		fail(fmt.Errorf("-session is for -mode writ-decide or writ-lease (the lease stream opens with one assertion), not %q", *mode))
+	}
 	var op func(c int) (func() error, error)
 	switch *mode {
 	case "writ-decide":
