@@ -26,6 +26,11 @@ export interface WritConfig {
   gatewayAudience: string;
   decisionTtlMs: number;
   maxAssertionTtlMs: number;
+  /**
+   * Longest lifetime of a caller session (POST /v1/sessions; a session's `ttl_ms` may ask for less, from
+   * 1 000 ms); 0 turns caller sessions off (CALLER_SESSIONS_DISABLED).
+   */
+  callerSessionMaxTtlMs: number;
   bodyLimitBytes: number;
   /**
    * The reverse proxies in front of Writ whose X-Forwarded-* headers are believed (fastify's
@@ -235,6 +240,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
     gatewayAudience: env.WRIT_GATEWAY_AUDIENCE ?? 'writ-gateway',
     decisionTtlMs: int('WRIT_DECISION_TTL_MS', env.WRIT_DECISION_TTL_MS, 30_000),
     maxAssertionTtlMs: 5 * 60_000,
+    callerSessionMaxTtlMs: int('WRIT_CALLER_SESSION_MAX_TTL_MS', env.WRIT_CALLER_SESSION_MAX_TTL_MS, 3_600_000),
     bodyLimitBytes: int('WRIT_BODY_LIMIT', env.WRIT_BODY_LIMIT, 256 * 1024),
     trustProxy: trustProxyOf(env.WRIT_TRUST_PROXY),
     jsonMaxDepth: int('WRIT_JSON_MAX_DEPTH', env.WRIT_JSON_MAX_DEPTH, 64),
@@ -275,6 +281,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   const merged = { ...base, ...overrides };
   if (merged.rateLimit.perSecond > 0 && merged.rateLimit.burst < 1) throw new WritError('UNPROCESSABLE', 'WRIT_RATE_LIMIT_BURST must be at least 1 when a rate limit is set');
   if (merged.port > 65_535) throw new WritError('UNPROCESSABLE', `configuration WRIT_PORT must be a port number from 0 to 65535, got "${merged.port}"`);
+  if (merged.callerSessionMaxTtlMs !== 0 && merged.callerSessionMaxTtlMs < 1_000) throw new WritError('UNPROCESSABLE', `WRIT_CALLER_SESSION_MAX_TTL_MS must be 0 (caller sessions off) or at least 1000, got ${merged.callerSessionMaxTtlMs}`);
   if (merged.maxInflightWrites < 1) throw new WritError('UNPROCESSABLE', 'WRIT_MAX_INFLIGHT_WRITES must be at least 1');
   if (merged.maxLeaseStreamsPerPrincipal < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_STREAMS_PER_PRINCIPAL must be at least 1');
   // Node clamps a longer interval to 1 ms, which would cut every stream at once.

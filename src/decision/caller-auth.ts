@@ -3,6 +3,7 @@ import { WritError } from '../errors.js';
 import type { PublicJwk } from '../graph/model.js';
 import type { ReplayGuard, SingleUseTx, SpendRefusal } from './single-use.js';
 import { behindDatabase, CLOCK_NOISE_MS, clockOffsetDetail, instant } from './clock-refusal.js';
+import { SESSION_TOKEN_PREFIX, sessionInvalid, sessionMacVerifies, type CallerSessions } from './caller-session.js';
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 export interface CallerAuthDeps {
@@ -36,6 +37,21 @@ export interface CallerAuthDeps {
    * more likely this replica's clock.
    */
   clockOffsetMs?: number | undefined;
+  /**
+   * The request the token authenticates: its method (upper case) and its path as sent, without the
+   * query. A caller session's request token must name both (`htm`, `htu`).
+   */
+  request?: { method: string; path: string };
+  /**
+   * Caller sessions (caller-session.ts): an HS256 request token is checked against its session's key.
+   * Without this, HS256 is refused as any algorithm other than an assertion's (approvals).
+   */
+  sessions?: {
+    /** The key ring's sessions, or null when they are turned off (WRIT_CALLER_SESSION_MAX_TTL_MS=0): CALLER_SESSIONS_DISABLED. */
+    open: CallerSessions | null;
+    /** Set where a session may not authenticate (opening a session): UNAUTHENTICATED with this message. */
+    refused?: string;
+  };
 }
 
 export interface AuthenticatedCaller {
@@ -92,22 +108,32 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
     throw refuse('malformed assertion (not a compact JWT)');
   }
   const { header, payload } = jws;
-  const alg = header.alg as AssertionAlgorithm;
-  if (!ASSERTION_ALGORITHMS.includes(alg)) {
-    throw refuse(`assertion algorithm ${JSON.stringify(header.alg)} is not allowed (${ASSERTION_ALGORITHMS.join(', ')})`);
-  }
-  if (typeof header.kid !== 'string' || header.kid === '') throw refuse('malformed assertion: header has no kid');
-  const { iss, sub } = payload;
-  if (typeof iss !== 'string' || iss === '') throw refuse('malformed assertion: no iss');
-  if (iss !== sub) throw refuse('assertion iss and sub differ (both must name the calling principal)');
-  const principalId = iss;
+  let principalId: string;
+  let principal: { keys: PublicJwk[]; revoked_at: number | null };
+  let signer: { kid: string; key: string };
+  let bound: { method: string; path: string } | undefined;
+  if (header.alg === 'HS256' && deps.sessions !== undefined) {
+    ({ principalId, principal, signer, bound } = checkSessionToken(jws, deps, deps.sessions));
+  } else {
+    const alg = header.alg as AssertionAlgorithm;
+    if (!ASSERTION_ALGORITHMS.includes(alg)) {
+      throw refuse(`assertion algorithm ${JSON.stringify(header.alg)} is not allowed (${ASSERTION_ALGORITHMS.join(', ')})`);
+    }
+    if (typeof header.kid !== 'string' || header.kid === '') throw refuse('malformed assertion: header has no kid');
+    const { iss, sub } = payload;
+    if (typeof iss !== 'string' || iss === '') throw refuse('malformed assertion: no iss');
+    if (iss !== sub) throw refuse('assertion iss and sub differ (both must name the calling principal)');
+    principalId = iss;
 
-  const principal = deps.principal(principalId);
-  if (!principal) throw refuse(`unknown principal ${principalId}`);
-  const jwk = principal.keys.find((k) => k.kid === header.kid);
-  if (!jwk) throw refuse(`principal ${principalId} has no key with kid ${header.kid}`);
-  const key = publicKey(jwk, alg, principalId);
-  if (!(await verifyJwsSignatureAsync(jws, alg, key))) throw refuse('assertion signature does not verify with the named key');
+    const registered = deps.principal(principalId);
+    if (!registered) throw refuse(`unknown principal ${principalId}`);
+    principal = registered;
+    const jwk = principal.keys.find((k) => k.kid === header.kid);
+    if (!jwk) throw refuse(`principal ${principalId} has no key with kid ${header.kid}`);
+    const key = publicKey(jwk, alg, principalId);
+    if (!(await verifyJwsSignatureAsync(jws, alg, key))) throw refuse('assertion signature does not verify with the named key');
+    signer = { kid: header.kid, key: keyMaterial(jwk) };
+  }
 
   // The claims, in the order jose checked them before (so a token broken twice is refused alike).
   for (const claim of REQUIRED_CLAIMS) {
@@ -131,17 +157,49 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   if (typeof payload.aud !== 'string') throw refuse('assertion audience must be a single string');
   if (principal.revoked_at !== null && principal.revoked_at <= now) throw refuse(`principal ${principalId} is revoked`);
 
-  const caller = { principal: principalId, kid: header.kid, key: keyMaterial(jwk), jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
+  const caller = { principal: principalId, kid: signer.kid, key: signer.key, jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
   // Accepted only while its spend is remembered (whole-second exp checks alone leave up to 1 s more).
   if (now >= caller.spendUntil) throw refuse(expired(payload.exp as number, now, toleranceMs) + replica().ahead);
+  // A session's request token is for one request: its method and path.
+  if (bound !== undefined) {
+    if (payload.htm !== bound.method) throw refuse(`request token is for ${JSON.stringify(payload.htm)} requests, not ${bound.method} (htm)`);
+    if (payload.htu !== bound.path) throw refuse(`request token is for the path ${JSON.stringify(payload.htu)}, not ${bound.path} (htu)`);
+  }
   // Spent already (durably), or shown to this process before and not yet spent: either way a replay.
   if (deps.readSpent !== false && (await deps.replay.isSpent(REPLAY_NAMESPACE, replayId(caller), now))) throw replayed();
   if (!deps.replay.present(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
   return caller;
 }
 
+/**
+ * A caller session's request token (HS256, its kid the session token), up to its claims: the session
+ * is opened (or found in the cache), is not expired, its principal still holds the key that opened it,
+ * and the MAC verifies with the session's key; iss = sub = the session's principal. The token is only
+ * ever checked against K: never against a registered key (no algorithm confusion).
+ */
+function checkSessionToken(jws: DecodedJws, deps: CallerAuthDeps, sessions: NonNullable<CallerAuthDeps['sessions']>) {
+  const { header, payload } = jws;
+  const kid = header.kid;
+  if (typeof kid !== 'string' || !kid.startsWith(SESSION_TOKEN_PREFIX)) throw refuse('HS256 is only for caller sessions: its kid must be a session token (POST /v1/sessions)');
+  if (sessions.refused !== undefined) throw refuse(sessions.refused);
+  if (sessions.open === null) throw new WritError('CALLER_SESSIONS_DISABLED', 'caller sessions are turned off on this deployment (WRIT_CALLER_SESSION_MAX_TTL_MS=0): sign a caller assertion for each request');
+  if (deps.request === undefined) throw refuse('a caller session cannot authenticate this request');
+  const session = sessions.open.unseal(kid);
+  if (deps.now >= session.expMs) throw sessionInvalid(`the session expired at ${instant(session.expMs)} (Writ's time ${instant(deps.now)})`);
+  const principal = deps.principal(session.principal);
+  if (!principal) throw refuse(`principal ${session.principal} no longer exists`);
+  if (principal.revoked_at !== null && principal.revoked_at <= deps.now) throw refuse(`principal ${session.principal} is revoked`);
+  if (!principal.keys.some((k) => k.kid === session.kid && keyMaterial(k) === session.key)) {
+    throw sessionInvalid(`principal ${session.principal} no longer has the key ${session.kid} that opened the session`);
+  }
+  if (!sessionMacVerifies(session, jws.signingInput, jws.signature)) throw refuse('request token MAC does not verify with the session\'s key');
+  if (payload.iss !== session.principal || payload.sub !== session.principal) throw refuse(`request token iss and sub must both be the session's principal ${session.principal}`);
+  if (payload.htm === undefined || payload.htu === undefined) throw refuse(`malformed request token: claim ${payload.htm === undefined ? 'htm' : 'htu'} is missing`);
+  return { principalId: session.principal, principal, signer: { kid: session.kid, key: session.key }, bound: deps.request };
+}
+
 /** A public key's identity: its type, curve and coordinates (not its kid, which a registration may reuse). */
-function keyMaterial(jwk: PublicJwk): string {
+export function keyMaterial(jwk: PublicJwk): string {
   return `${jwk.kty}|${jwk.crv}|${jwk.x}|${jwk.y ?? ''}`;
 }
 

@@ -28,6 +28,15 @@ export {
   type AuthenticatedCaller,
   type CallerAuthDeps,
 } from './caller-auth.js';
+export {
+  agreeSessionKey,
+  CallerSessions,
+  callerSessionsOf,
+  deriveSealKey,
+  deriveSessionKey,
+  SESSION_TOKEN_PREFIX,
+  type CallerSession,
+} from './caller-session.js';
 export { behindDatabase, CLOCK_NOISE_MS, clockOffsetDetail, decisionSpendRefused } from './clock-refusal.js';
 export { ReplayGuard, PresentedIds, type SingleUseStore, type SingleUseTx, type SpendRefusal } from './single-use.js';
 export { newConsoleTokenId, signConsoleToken, verifyConsoleToken, type ConsoleClaims, type ConsoleTokenKind } from './console-token.js';

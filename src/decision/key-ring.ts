@@ -2,6 +2,7 @@ import { createPrivateKey, createPublicKey, type JsonWebKey, type KeyObject } fr
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JSONWebKeySet, type JWK } from 'jose';
 import type { Clock } from '../clock.js';
 import { WritError } from '../errors.js';
+import { deriveSealKey } from './caller-session.js';
 import { DECISION_ALG } from './decision-claims.js';
 import type { DecisionKeyResolver } from './decision-verify.js';
 import { damagedKeysMessage, dirStamp, ensureKeyDir, listKids, readKeyFiles, removeKeyFile, writeKeyFile, type DamagedKeyFile, type KeyFile } from './key-files.js';
@@ -32,6 +33,8 @@ interface LoadedKey {
   privateKey: KeyObject;
   publicKey: KeyObject;
   publicJwk: JWK;
+  /** Its caller-session seal key, derived at its first use (caller-session.ts deriveSealKey). */
+  sealKey?: Buffer;
 }
 
 /**
@@ -141,6 +144,17 @@ export class KeyRing implements DecisionKeyResolver {
     if (!this.keys.has(kid) || now - this.listedAt >= RELIST_EVERY_MS) this.refresh();
     const key = this.keys.get(kid);
     return key && this.published(key, now) ? key.publicKey : undefined;
+  }
+
+  /**
+   * The key that seals and opens caller session tokens for the signing key `kid` (derived once from its
+   * private bytes, then kept), while that key is published: undefined once it has left the ring.
+   */
+  sessionSealKey(kid: string): Buffer | undefined {
+    if (this.verificationKey(kid) === undefined) return undefined;
+    const key = this.keys.get(kid)!;
+    key.sealKey ??= deriveSealKey(Buffer.from(key.file.jwk.d!, 'base64url'), kid);
+    return key.sealKey;
   }
 
   /**

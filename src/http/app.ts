@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import websocket, { type WebsocketPluginOptions } from '@fastify/websocket';
-import { countWorkInFlight, releaseAssertion, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller } from '../decision/index.js';
+import { callerSessionsOf, countWorkInFlight, releaseAssertion, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller, type CallerAuthDeps } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import { GOVERNANCE_ID } from '../graph/index.js';
 import { consoleSession, forOneOperation, isAuditor, type ConsoleSession, type WritContext } from '../service/index.js';
@@ -21,6 +21,7 @@ import { registerGraphRoutes } from './routes/graph.js';
 import { registerImpactRoutes } from './routes/impact.js';
 import { LEASE_STREAM_PATH, registerLeaseStream, StreamSocket } from './routes/lease-stream.js';
 import { registerOpsRoutes } from './routes/ops.js';
+import { registerSessionRoutes } from './routes/sessions.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -36,6 +37,8 @@ declare module 'fastify' {
     spentCaller(request: FastifyRequest): Promise<AuthenticatedCaller>;
     /** Verifies the caller assertion but leaves its jti for the use case to spend in its own transaction. */
     unspentCaller(request: FastifyRequest): Promise<AuthenticatedCaller>;
+    /** `unspentCaller` for a signed assertion only: a caller session's request token is refused (opening a session). */
+    unspentAssertion(request: FastifyRequest): Promise<AuthenticatedCaller>;
     /**
      * Verifies the caller assertion and queues its durable spend without waiting for it: the use case
      * computes without waiting and awaits `spent` before anything leaves (see DecideOptions.spent).
@@ -118,11 +121,18 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     return op;
   };
   app.decorate('operation', operation);
-  const authDeps = async (request: FastifyRequest) => {
+  // Caller sessions (one object for every request): an HS256 request token is checked against its session's key.
+  const sessions: NonNullable<CallerAuthDeps['sessions']> = { open: ctx.config.callerSessionMaxTtlMs > 0 ? callerSessionsOf(ctx.keys) : null };
+  const noSession: NonNullable<CallerAuthDeps['sessions']> = { ...sessions, refused: 'a caller session cannot open another session; sign an assertion with the principal\'s key' };
+  const authDeps = async (request: FastifyRequest, sessionsHere = sessions): Promise<CallerAuthDeps> => {
     const graph = await operation(request).graph.current();
+    const query = request.url.indexOf('?');
     // Every route spends the jti (at once, or with the request's effect): that spend is the durable check.
     // The latest measurement of this replica's clock against the database's (no query): words for a refusal only.
-    return { principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs, readSpent: false, clockOffsetMs: ctx.databaseClock?.latest()?.offsetMs };
+    return {
+      principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs, readSpent: false, clockOffsetMs: ctx.databaseClock?.latest()?.offsetMs,
+      request: { method: request.method, path: query < 0 ? request.url : request.url.slice(0, query) }, sessions: sessionsHere,
+    };
   };
   const limiter = ctx.config.rateLimit.perSecond > 0 ? new PrincipalRateLimiter(ctx.clock, ctx.config.rateLimit.perSecond, ctx.config.rateLimit.burst) : null;
   /** Takes one request from the principal's rate (governance is not limited): RATE_LIMITED otherwise. */
@@ -130,7 +140,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     if (limiter && principal !== GOVERNANCE_ID) limiter.admit(principal);
   };
   /** A verified caller within its rate; a limited one's assertion is left unspent (usable once it may call again). */
-  const admitted = async (request: FastifyRequest, deps: Awaited<ReturnType<typeof authDeps>>): Promise<AuthenticatedCaller> => {
+  const admitted = async (request: FastifyRequest, deps: CallerAuthDeps): Promise<AuthenticatedCaller> => {
     const caller = await verifyCallerAssertion(request.headers.authorization, deps);
     try {
       admit(caller.principal);
@@ -176,6 +186,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   });
   app.decorate('spentCaller', spentCaller);
   app.decorate('unspentCaller', async (request: FastifyRequest) => admitted(request, await authDeps(request)));
+  app.decorate('unspentAssertion', async (request: FastifyRequest) => admitted(request, await authDeps(request, noSession)));
   app.decorate('callerSpending', async (request: FastifyRequest) => {
     const deps = await authDeps(request);
     const caller = await admitted(request, deps);
@@ -271,6 +282,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   registerAuditReadRoutes(app);
   await registerConsoleRoutes(app);
   registerDecisionRoutes(app);
+  registerSessionRoutes(app);
   registerCoordinationRoutes(app);
   registerLeaseStream(app, {
     admit,

@@ -348,7 +348,7 @@ const retryAfter = { 'Retry-After': { type: 'integer', minimum: 1, description: 
  * SESSION_READ_ONLY from anything but a read; a reader that is no auditor (a session, or a signed GET)
  * gets FORBIDDEN from a whole-graph read.
  */
-export const AUTHENTICATED: readonly ErrorCode[] = ['UNAUTHENTICATED', 'RATE_LIMITED', 'OVERLOADED', 'STORE_FAILED', 'INTERNAL', 'SESSION_READ_ONLY', 'FORBIDDEN'];
+export const AUTHENTICATED: readonly ErrorCode[] = ['UNAUTHENTICATED', 'CALLER_SESSION_INVALID', 'CALLER_SESSIONS_DISABLED', 'RATE_LIMITED', 'OVERLOADED', 'STORE_FAILED', 'INTERNAL', 'SESSION_READ_ONLY', 'FORBIDDEN'];
 /** Codes every route with a JSON body (or query) may answer. */
 export const WITH_INPUT: readonly ErrorCode[] = ['MALFORMED_REQUEST', 'PAYLOAD_TOO_LARGE', 'NESTING_TOO_DEEP', 'UNSUPPORTED_MEDIA_TYPE'];
 

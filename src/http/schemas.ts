@@ -128,3 +128,18 @@ export const impactBody = {
     delegate: { ...delegationBody, description: 'a delegation to analyse as if it were written (the same body as POST /v1/delegations)' },
   },
 } as const;
+
+/** POST /v1/sessions: the caller's X25519 public key (a JWK of its public members only) and the session's lifetime. */
+export const sessionBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['public_key'],
+  properties: {
+    public_key: {
+      type: 'object', additionalProperties: false, required: ['kty', 'crv', 'x'],
+      description: 'the caller\'s ephemeral X25519 public key (JWK, RFC 8037)',
+      properties: { kty: { type: 'string', enum: ['OKP'] }, crv: { type: 'string', enum: ['X25519'] }, x: { type: 'string', pattern: '^[A-Za-z0-9_-]{43}$', description: 'base64url of the 32-byte public key' } },
+    },
+    ttl_ms: { type: 'integer', minimum: 1000, maximum: SAFE, description: 'the session\'s lifetime, at most WRIT_CALLER_SESSION_MAX_TTL_MS (the default)' },
+  },
+} as const;

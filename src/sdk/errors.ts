@@ -52,6 +52,8 @@ export const UnknownEdgeError = define('UNKNOWN_EDGE');
 export const NotFoundError = define('NOT_FOUND');
 export const AlreadyExistsError = define('ALREADY_EXISTS');
 export const UnauthenticatedError = define('UNAUTHENTICATED');
+export const CallerSessionInvalidError = define('CALLER_SESSION_INVALID');
+export const CallerSessionsDisabledError = define('CALLER_SESSIONS_DISABLED');
 export const ForbiddenError = define('FORBIDDEN');
 export const AttenuationViolationError = define('ATTENUATION_VIOLATION');
 export const OwnershipConflictError = define('OWNERSHIP_CONFLICT');
@@ -107,6 +109,8 @@ export type UnknownEdgeError = InstanceType<typeof UnknownEdgeError>;
 export type NotFoundError = InstanceType<typeof NotFoundError>;
 export type AlreadyExistsError = InstanceType<typeof AlreadyExistsError>;
 export type UnauthenticatedError = InstanceType<typeof UnauthenticatedError>;
+export type CallerSessionInvalidError = InstanceType<typeof CallerSessionInvalidError>;
+export type CallerSessionsDisabledError = InstanceType<typeof CallerSessionsDisabledError>;
 export type ForbiddenError = InstanceType<typeof ForbiddenError>;
 export type AttenuationViolationError = InstanceType<typeof AttenuationViolationError>;
 export type OwnershipConflictError = InstanceType<typeof OwnershipConflictError>;
@@ -155,6 +159,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   MALFORMED_REQUEST: MalformedRequestError, NESTING_TOO_DEEP: NestingTooDeepError, UNSUPPORTED_MEDIA_TYPE: UnsupportedMediaTypeError, PAYLOAD_TOO_LARGE: PayloadTooLargeError, UNPROCESSABLE: UnprocessableError,
   UNKNOWN_PRINCIPAL: UnknownPrincipalError, UNKNOWN_RESOURCE: UnknownResourceError, UNKNOWN_EDGE: UnknownEdgeError,
   NOT_FOUND: NotFoundError, ALREADY_EXISTS: AlreadyExistsError, UNAUTHENTICATED: UnauthenticatedError, FORBIDDEN: ForbiddenError,
+  CALLER_SESSION_INVALID: CallerSessionInvalidError, CALLER_SESSIONS_DISABLED: CallerSessionsDisabledError,
   LOGIN_LINK_INVALID: LoginLinkInvalidError, LOGIN_LINK_SPENT: LoginLinkSpentError, SESSION_READ_ONLY: SessionReadOnlyError,
   ATTENUATION_VIOLATION: AttenuationViolationError, OWNERSHIP_CONFLICT: OwnershipConflictError,
   BUDGET_EXCEEDED: BudgetExceededError, POLICY_UNAVAILABLE: PolicyUnavailableError, DECISION_INVALID: DecisionInvalidError,

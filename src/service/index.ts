@@ -27,3 +27,4 @@ export { analyseImpact, type ImpactChange, type ImpactReport, type PrincipalImpa
 export { whyReceipt, noReceipt, capabilitiesOf, capabilitiesIn, orphansIn, expiringEdges, orphanedDelegations, type WhyReport, type Capability, type Orphan } from './audit-queries.js';
 export { keyRingCheckpointSigner, signCheckpoint, verifyCheckpoint } from './checkpoint-signer.js';
 export { issueLoginToken, exchangeLoginToken, consoleSession, endConsoleSession, isAuditor, LOGIN_LINK_TTL_MS, CONSOLE_SESSION_TTL_MS, type ConsoleSession } from './console-sessions.js';
+export { openCallerSession, MIN_CALLER_SESSION_TTL_MS, type CallerSessionInput, type OpenedCallerSession } from './caller-sessions.js';

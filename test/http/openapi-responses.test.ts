@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
@@ -222,6 +223,12 @@ describe('the OpenAPI document', () => {
     await call('seo-agent-7', 'DELETE', '/v1/leases/{id}', { url: `/v1/leases/${lease.lease_id}`, payload: { token: lease.token } });
     await call('seo-agent-7', 'DELETE', '/v1/leases/{id}', { url: `/v1/leases/${lease.lease_id}` });
     await call('seo-agent-7', 'DELETE', '/v1/leases/{id}', { url: '/v1/leases/nope', payload: { token: 'x' } });
+
+    // caller sessions
+    const x25519 = generateKeyPairSync('x25519').publicKey.export({ format: 'jwk' }).x!;
+    await call('seo-agent-7', 'POST', '/v1/sessions', { payload: { public_key: { kty: 'OKP', crv: 'X25519', x: x25519 }, ttl_ms: 60_000 } });
+    await call('seo-agent-7', 'POST', '/v1/sessions', { payload: { public_key: { kty: 'OKP', crv: 'X25519', x: Buffer.alloc(32).toString('base64url') } } });
+    await call('seo-agent-7', 'POST', '/v1/sessions', { payload: { public_key: { kty: 'OKP', crv: 'X25519', x: x25519 }, ttl_ms: 10 } });
 
     // incidents
     const inc = await decideOk(h, 'incident-commander', { action: 'declare_incident', resource: 'incident:db-down', fields: [] });

@@ -1,0 +1,113 @@
+import { createHmac, createSecretKey, hkdfSync } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { agreeSessionKey, CallerSessions, deriveSealKey, deriveSessionKey, KeyRing } from '../../src/decision/index.js';
+import { sessionMacVerifies, x25519PublicX, x25519Shared, type CallerSession } from '../../src/decision/caller-session.js';
+import { decodeCompactJws } from '../../src/decision/jws.js';
+
+// The protocol's test vector (tasks/caller-sessions-spec.md §4).
+const CLIENT_D = 'AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE';
+const SERVER_D = 'AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI';
+const CLIENT_X = 'pOCSkrZRwni5dyxWn1-puxPZBrRqtoyd-dwrRAn4ogk';
+const SERVER_X = 'zo060cy2M-x7cMF4FKXHbs0CloUFDTRHRboFhw5YfVk';
+const SHARED = 'LtdqtUmx5zwDHrSclEjweYrqgbaYJ5oMPcPkn7_EuVM';
+const K = 'S-CBd8C22JQjs-oYo6uzI4oTzzQjF2v_uzpsjxUiyTc';
+const TOKEN = 'eyJhbGciOiJIUzI1NiIsImtpZCI6IndzMS5leGFtcGxlLWtpZC5BQUFBIn0.eyJpc3MiOiJzZW8tYWdlbnQtNyIsInN1YiI6InNlby1hZ2VudC03IiwiYXVkIjoid3JpdCIsImlhdCI6MTc5NjAwMDAwMCwiZXhwIjoxNzk2MDAwMDYwLCJqdGkiOiJqLTEiLCJodG0iOiJQT1NUIiwiaHR1IjoiL3YxL2xlYXNlcyJ9.uEPcapQPqBJBivDyo-JfWxAraPZ16SUza2VP16o_oLk';
+
+describe('caller sessions: the key agreement and the request token MAC, against the protocol\'s test vector', () => {
+  it('X25519 public keys and the shared secret', () => {
+    expect(x25519PublicX(CLIENT_D)).toBe(CLIENT_X);
+    expect(x25519PublicX(SERVER_D)).toBe(SERVER_X);
+    expect(x25519Shared(SERVER_D, CLIENT_X).toString('base64url')).toBe(SHARED);
+    expect(x25519Shared(CLIENT_D, SERVER_X).toString('base64url')).toBe(SHARED);
+  });
+
+  it('K = HKDF-SHA256(shared, no salt, "writ caller session v1|client_x|server_x", 32)', () => {
+    expect(deriveSessionKey(Buffer.from(SHARED, 'base64url'), CLIENT_X, SERVER_X).toString('base64url')).toBe(K);
+  });
+
+  it('the request token\'s header and payload are the vector\'s, and its MAC verifies with K only', () => {
+    const header = { alg: 'HS256', kid: 'ws1.example-kid.AAAA' };
+    const payload = { iss: 'seo-agent-7', sub: 'seo-agent-7', aud: 'writ', iat: 1796000000, exp: 1796000060, jti: 'j-1', htm: 'POST', htu: '/v1/leases' };
+    const input = `${Buffer.from(JSON.stringify(header)).toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
+    const mac = createHmac('sha256', Buffer.from(K, 'base64url')).update(input).digest('base64url');
+    expect(`${input}.${mac}`).toBe(TOKEN);
+    const jws = decodeCompactJws(TOKEN);
+    expect(sessionMacVerifies(probe(K), jws.signingInput, jws.signature)).toBe(true);
+    expect(sessionMacVerifies(probe(Buffer.alloc(32, 7).toString('base64url')), jws.signingInput, jws.signature)).toBe(false);
+    expect(sessionMacVerifies(probe(K), jws.signingInput, jws.signature.subarray(0, 31))).toBe(false);
+  });
+
+  it('the server\'s agreement yields a K the client derives alike; a low-order point and a bad length are refused', () => {
+    const { serverX, key } = agreeSessionKey(CLIENT_X);
+    expect(deriveSessionKey(x25519Shared(CLIENT_D, serverX), CLIENT_X, serverX).equals(key)).toBe(true);
+    expect(() => agreeSessionKey(Buffer.alloc(32).toString('base64url'))).toThrow(expect.objectContaining({ code: 'UNPROCESSABLE' }));
+    expect(() => agreeSessionKey(Buffer.concat([Buffer.from([1]), Buffer.alloc(31)]).toString('base64url'))).toThrow(expect.objectContaining({ code: 'UNPROCESSABLE' }));
+    expect(() => agreeSessionKey(Buffer.alloc(31, 9).toString('base64url'))).toThrow(expect.objectContaining({ code: 'MALFORMED_REQUEST' }));
+    expect(() => agreeSessionKey(Buffer.alloc(33, 9).toString('base64url'))).toThrow(expect.objectContaining({ code: 'MALFORMED_REQUEST' }));
+  });
+});
+
+/** A session whose K is `k` (base64url): only its key matters to the MAC. */
+function probe(k: string): CallerSession {
+  return { sid: 's', principal: 'p', kid: 'k', key: 'm', iatMs: 0, expMs: 1, sealKid: 'x', hmacKey: createSecretKey(Buffer.from(k, 'base64url')) };
+}
+
+describe('session tokens are sealed by the decision signing key', () => {
+  const setup = async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'writ-sessions-'));
+    const clock = new ManualClock(Date.UTC(2026, 5, 1));
+    const ring = await KeyRing.open(dir, clock);
+    return { dir, clock, ring, sessions: new CallerSessions(ring) };
+  };
+  const plain = { principal: 'seo-agent-7', kid: 'seo-agent-7-k1', key: 'OKP|Ed25519|abc|', iatMs: 1, expMs: 2, k: Buffer.alloc(32, 5) };
+
+  it('seal key = HKDF-SHA256(the signing key\'s d, salt "writ", "writ caller session seal v1|" + kid, 32)', async () => {
+    const { dir, ring } = await setup();
+    const kid = ring.current().kid;
+    const file = JSON.parse(readFileSync(join(dir, readdirSync(dir).find((f) => f.endsWith('.json'))!), 'utf8')) as { jwk: { d: string } };
+    const expected = Buffer.from(hkdfSync('sha256', Buffer.from(file.jwk.d, 'base64url'), 'writ', `writ caller session seal v1|${kid}`, 32));
+    expect(deriveSealKey(Buffer.from(file.jwk.d, 'base64url'), kid).equals(expected)).toBe(true);
+    expect(ring.sessionSealKey(kid)!.equals(expected)).toBe(true);
+    expect(ring.sessionSealKey('no-such-kid')).toBeUndefined();
+  });
+
+  it('a sealed token opens (ws1.<kid>.<nonce|ct|tag>), in this ring and in another on the same directory; altered, it does not', async () => {
+    const { dir, clock, ring, sessions } = await setup();
+    const token = sessions.seal(plain);
+    const [prefix, kid, body] = token.split('.');
+    expect(prefix).toBe('ws1');
+    expect(kid).toBe(ring.current().kid);
+    expect(sessions.unseal(token)).toMatchObject({ principal: 'seo-agent-7', kid: 'seo-agent-7-k1', key: plain.key, iatMs: 1, expMs: 2 });
+    expect(sessions.unseal(token)).toBe(sessions.unseal(token)); // cached
+    const twin = new CallerSessions(await KeyRing.open(dir, clock));
+    expect(twin.unseal(token).principal).toBe('seo-agent-7');
+    const bytes = Buffer.from(body!, 'base64url');
+    for (const i of [0, 12, bytes.length - 1]) {
+      const altered = Buffer.from(bytes);
+      altered[i]! ^= 1;
+      expect(() => new CallerSessions(ring).unseal(`ws1.${kid}.${altered.toString('base64url')}`)).toThrow(expect.objectContaining({ code: 'CALLER_SESSION_INVALID' }));
+    }
+    for (const bad of ['ws1.', `ws1.${kid}`, `ws1.${kid}.`, `ws1.${kid}.AAAA`, `ws1.${kid}.${body}.x`, `ws1.other-kid.${body}`]) {
+      expect(() => new CallerSessions(ring).unseal(bad), bad).toThrow(expect.objectContaining({ code: 'CALLER_SESSION_INVALID' }));
+    }
+    // Another deployment's ring (another directory) opens nothing of this one's.
+    const other = await setup();
+    expect(() => other.sessions.unseal(token)).toThrow(expect.objectContaining({ code: 'CALLER_SESSION_INVALID' }));
+  });
+
+  it('a rotation keeps sessions open while the old key is published, and ends them once it leaves the ring (cached or not)', async () => {
+    const { clock, ring, sessions } = await setup();
+    const token = sessions.seal(plain);
+    sessions.unseal(token);
+    await ring.rotate();
+    expect(sessions.unseal(token).principal).toBe('seo-agent-7');
+    expect(new CallerSessions(ring).unseal(token).principal).toBe('seo-agent-7');
+    clock.advance(ring.retiredKeyPublishedMs + 1);
+    expect(() => sessions.unseal(token)).toThrow(expect.objectContaining({ code: 'CALLER_SESSION_INVALID' }));
+    expect(() => new CallerSessions(ring).unseal(token)).toThrow(expect.objectContaining({ code: 'CALLER_SESSION_INVALID' }));
+  });
+});
