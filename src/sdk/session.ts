@@ -74,8 +74,7 @@ export class CallerSessions {
    */
   refused(session: Session, error: unknown): boolean {
     if (!(error instanceof WritApiError)) return false;
-    // Until the SDK knows these codes they come as INTERNAL with the code in the problem: read it there.
-    const code = error.problem.code ?? error.code;
+    const code = error.code;
     if (code === 'CALLER_SESSION_INVALID') {
       if (this.session === session) this.session = null;
       return true;
@@ -111,7 +110,7 @@ export class CallerSessions {
     if (!res.ok) {
       const error = refusalError(res.status, text, res.headers.get('retry-after'));
       // A Writ from before sessions (no such route) or with them off: assertions, asked once.
-      if (res.status === 404 || (error.problem.code ?? error.code) === 'CALLER_SESSIONS_DISABLED') {
+      if (res.status === 404 || error.code === 'CALLER_SESSIONS_DISABLED') {
         this.unsupported = true;
         this.session = null;
         return null;

@@ -1,6 +1,6 @@
 import { createHmac, createPublicKey, diffieHellman, generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
-import { WritClient, WritApiError, generatePrincipalKeyPair } from '../../src/sdk/index.js';
+import { CallerSessionInvalidError, WritClient, WritApiError, generatePrincipalKeyPair } from '../../src/sdk/index.js';
 import { callerSessionKey } from '../../src/wire/caller-session.js';
 
 /**
@@ -104,8 +104,7 @@ describe('WritClient with sessions (against a fake Writ)', () => {
     const fake = fakeWrit({ refuse: () => ({ status: 401, code: 'CALLER_SESSION_INVALID' }) });
     const client = await clientOn(fake);
     const error = await client.request('GET', '/v1/a').catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(WritApiError);
-    expect((error as WritApiError).problem.code).toBe('CALLER_SESSION_INVALID');
+    expect(error).toBeInstanceOf(CallerSessionInvalidError);
     expect(fake.seen).toHaveLength(2);
     expect(fake.opens()).toBe(2);
   });
