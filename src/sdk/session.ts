@@ -44,6 +44,8 @@ export class CallerSessions {
   private readonly basePath: string;
 
   constructor(private readonly options: CallerSessionsOptions) {
+    const { ttlMs } = options;
+    if (ttlMs !== undefined && !(Number.isInteger(ttlMs) && ttlMs >= 1_000)) throw new TypeError(`sessions.ttlMs must be a whole number of ms, at least 1000 (Writ's minimum), got ${String(ttlMs)}`);
     this.basePath = new URL(options.base).pathname.replace(/\/+$/, '');
   }
 

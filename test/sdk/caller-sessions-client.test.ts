@@ -75,6 +75,13 @@ describe('WritClient with sessions (against a fake Writ)', () => {
     expect(new Set(fake.seen.map((s) => s.jti)).size).toBe(20);
   });
 
+  it('refuses a session ttlMs Writ would refuse (below 1 s, or not whole ms) when the client is made', async () => {
+    const { privateJwk } = await generatePrincipalKeyPair('k-1');
+    for (const ttlMs of [999, 1500.5, Number.NaN]) {
+      expect(() => new WritClient({ baseUrl: 'http://writ.test', principal: 'p', privateJwk, sessions: { ttlMs } })).toThrow(/sessions.ttlMs/);
+    }
+  });
+
   it('is off by default: assertions, no session opened', async () => {
     const fake = fakeWrit();
     const client = await clientOn(fake, false);
