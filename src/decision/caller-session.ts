@@ -1,6 +1,6 @@
 import {
-  createCipheriv, createDecipheriv, createHmac, createPrivateKey, createPublicKey, createSecretKey, diffieHellman, generateKeyPairSync, hkdfSync,
-  randomBytes, timingSafeEqual, type KeyObject,
+  createCipheriv, createDecipheriv, createHmac, createPublicKey, createSecretKey, diffieHellman, generateKeyPairSync, hkdfSync, randomBytes, timingSafeEqual,
+  type KeyObject,
 } from 'node:crypto';
 import { WritError } from '../errors.js';
 import { BoundedMap } from './bounded-map.js';
@@ -74,19 +74,6 @@ export function agreeSessionKey(clientX: string): { serverX: string; key: Buffer
   if (shared.every((b) => b === 0)) throw lowOrder();
   const serverX = publicKey.export({ format: 'jwk' }).x!;
   return { serverX, key: deriveSessionKey(shared, clientX, serverX) };
-}
-
-/** For the test vector: X25519(private d, public x) as node:crypto computes it. */
-export function x25519Shared(privateD: string, publicX: string): Buffer {
-  const priv = createPrivateKey({ key: { kty: 'OKP', crv: 'X25519', d: privateD, x: x25519PublicX(privateD) }, format: 'jwk' });
-  return diffieHellman({ privateKey: priv, publicKey: createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: publicX }, format: 'jwk' }) });
-}
-
-/** The public x of an X25519 private scalar d (both base64url). */
-export function x25519PublicX(privateD: string): string {
-  // Node derives the public half from a JWK with d alone only through a PKCS#8 round: build it.
-  const pkcs8 = Buffer.concat([Buffer.from('302e020100300506032b656e04220420', 'hex'), Buffer.from(privateD, 'base64url')]);
-  return createPublicKey(createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' })).export({ format: 'jwk' }).x!;
 }
 
 interface SealedPlaintext {
@@ -176,11 +163,9 @@ export function callerSessionsOf(ring: KeyRing): CallerSessions {
   return sessions;
 }
 
-const SESSION_INVALID_ADVICE = 'open a new session with a caller assertion; the request had no effect';
-const invalid = (why: string) => new WritError('CALLER_SESSION_INVALID', `${why}: ${SESSION_INVALID_ADVICE}`);
-const sealKeyGone = (kid: string) => invalid(`the session was sealed by signing key ${kid}, which this deployment no longer has (retired, or another deployment's)`);
-
-/** CALLER_SESSION_INVALID with the advice. */
+/** CALLER_SESSION_INVALID: why, and what to do. */
 export function sessionInvalid(why: string): WritError {
-  return invalid(why);
+  return new WritError('CALLER_SESSION_INVALID', `${why}: open a new session with a caller assertion; the request had no effect`);
 }
+const invalid = sessionInvalid;
+const sealKeyGone = (kid: string) => invalid(`the session was sealed by signing key ${kid}, which this deployment no longer has (retired, or another deployment's)`);

@@ -261,7 +261,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
           },
           callerAssertion: {
             type: 'http', scheme: 'bearer', bearerFormat: 'JWT',
-            description: 'A short-lived (at most 5 minutes), single-use JWT signed by one of the caller principal\'s registered keys (EdDSA or ES256): iss = sub = principal id, aud = the Writ audience (default `writ`), a unique jti.',
+            description: 'A short-lived (at most 5 minutes), single-use JWT signed by one of the caller principal\'s registered keys (EdDSA or ES256): iss = sub = principal id, aud = the Writ audience (default `writ`), a unique jti. Or, from a caller session (POST /v1/sessions), an HS256 request token MACed with the session\'s key: kid = the session token, the same claims plus htm and htu (the request\'s method and path).',
           },
         },
       },

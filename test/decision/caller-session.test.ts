@@ -1,11 +1,11 @@
-import { createHmac, createSecretKey, hkdfSync } from 'node:crypto';
+import { createHmac, createPrivateKey, createPublicKey, createSecretKey, diffieHellman, hkdfSync } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { agreeSessionKey, CallerSessions, deriveSealKey, deriveSessionKey, KeyRing } from '../../src/decision/index.js';
-import { sessionMacVerifies, x25519PublicX, x25519Shared, type CallerSession } from '../../src/decision/caller-session.js';
+import { sessionMacVerifies, type CallerSession } from '../../src/decision/caller-session.js';
 import { decodeCompactJws } from '../../src/decision/jws.js';
 
 // The protocol's test vector (tasks/caller-sessions-spec.md §4).
@@ -50,6 +50,18 @@ describe('caller sessions: the key agreement and the request token MAC, against 
     expect(() => agreeSessionKey(Buffer.alloc(33, 9).toString('base64url'))).toThrow(expect.objectContaining({ code: 'MALFORMED_REQUEST' }));
   });
 });
+
+/** The public x of an X25519 private scalar d (both base64url), through PKCS#8 (a JWK needs x beside d). */
+function x25519PublicX(privateD: string): string {
+  const pkcs8 = Buffer.concat([Buffer.from('302e020100300506032b656e04220420', 'hex'), Buffer.from(privateD, 'base64url')]);
+  return createPublicKey(createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' })).export({ format: 'jwk' }).x!;
+}
+
+/** X25519(private d, public x), both base64url. */
+function x25519Shared(privateD: string, publicX: string): Buffer {
+  const privateKey = createPrivateKey({ key: { kty: 'OKP', crv: 'X25519', d: privateD, x: x25519PublicX(privateD) }, format: 'jwk' });
+  return diffieHellman({ privateKey, publicKey: createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: publicX }, format: 'jwk' }) });
+}
 
 /** A session whose K is `k` (base64url): only its key matters to the MAC. */
 function probe(k: string): CallerSession {
