@@ -2,8 +2,13 @@
 # Instructions per operation of one `writ serve` build, counted by valgrind (callgrind): a cost figure
 # that the machine's load does not move, for changes too small for rates or CPU time to show here.
 #
-#   [WARMUP=2000] [ROUNDS=3] [NODE_FLAGS=...] [KEEP=dir] [DATA_ROOT=/dev/shm] \
+#   [WARMUP=2000] [ROUNDS=3] [NODE_FLAGS=...] [KEEP=dir] [DATA_ROOT=/dev/shm] [SESSION=1|both] \
 #     bash bench/instructions.sh ROOT writ-lease|writ-lease-stream|writ-decide N
+#
+# SESSION=1 (writ-lease, writ-decide): the load generator signs over a caller session (-session: opened
+# before the counted window, then an HS256 request token per request) instead of an Ed25519 assertion
+# per request. SESSION=both: the same server counts both in each round, one after the other, the order
+# flipped every round (lines labelled MODE and MODE+session), after a warm-up of WARMUP operations each.
 #
 # The server runs under `valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes` (Node as
 # shipped, plus NODE_FLAGS if given), with the example graph, no upstream and a decision TTL of an hour
@@ -40,19 +45,30 @@ for _ in $(seq 600); do curl -s "localhost:$PORT/healthz" >/dev/null && break; s
 curl -s "localhost:$PORT/healthz" >/dev/null || { echo "writ serve under valgrind did not answer: $(tail "$D/log")" >&2; exit 1; }
 echo '{"action":"update_post","resource":"wp:post:1024","environment":"production","fields":["meta_description","title"]}' > "$D/req"
 A="-mode $MODE -url http://127.0.0.1:$PORT -body $D/req -key $HERE/fixtures/keys/seo-agent-7.jwk -principal seo-agent-7 -clients 1 -lease-ttl-ms 290000 -timeout 20m"
-# shellcheck disable=SC2086
-$LOADGEN $A -ops "$WARMUP" -assertion-ttl 10 >/dev/null
+case "${SESSION:-}" in
+  '') VARIANTS=("") ;;
+  1) VARIANTS=("-session") ;;
+  both) VARIANTS=("" "-session") ;;
+  *) echo "SESSION is 1 or both, not ${SESSION}" >&2; exit 1 ;;
+esac
+for V in "${VARIANTS[@]}"; do
+  # shellcheck disable=SC2086
+  $LOADGEN $A $V -ops "$WARMUP" -assertion-ttl 10 >/dev/null
+done
 # The warm-up's ids expire (10 s + the purge's 10 s of grace) and the first round's unmeasured
 # operations purge them; the counted ones (295 s) expire only after the last round.
 sleep 22
 T1=$(date +%s)
 callgrind_control -i on $PID >/dev/null 2>&1
 TW=$(date +%s)
-echo "# $MODE: started in $((T1 - T0)) s with the warm-up (load $(cut -d' ' -f1 /proc/loadavg)), node flags: ${NODE_FLAGS:-none}"
-for round in $(seq "$ROUNDS"); do
+echo "# $MODE: started in $((T1 - T0)) s with the warm-up (load $(cut -d' ' -f1 /proc/loadavg)), node flags: ${NODE_FLAGS:-none}, session: ${SESSION:-no}"
+# count ROUND V: one round of N operations with the load generator's flags V (a session or not).
+count() {
+  local round=$1 V=$2 LABEL=$MODE
+  [ -z "$V" ] || LABEL="$MODE+session"
   rm -f "$D"/cg.$PID.*
   # shellcheck disable=SC2086
-  R=$($LOADGEN $A -assertion-ttl 295 -ops "$N" -warmup-ops 20 -before-measure "callgrind_control -z $PID >/dev/null" -after-measure "callgrind_control -d $PID >/dev/null")
+  R=$($LOADGEN $A $V -assertion-ttl 295 -ops "$N" -warmup-ops 20 -before-measure "callgrind_control -z $PID >/dev/null" -after-measure "callgrind_control -d $PID >/dev/null")
   SECS=$(echo "$R" | sed 's/.*"seconds":\([0-9.]*\).*/\1/')
   # One file a thread: cg.PID.1-01 (main), -02... Name each thread by what it ran.
   TOTAL=0; COMPILER=0; PARTS=""
@@ -63,10 +79,14 @@ for round in $(seq "$ROUNDS"); do
     if [ "$T" = 01 ]; then NAME=main; elif [ "$SODIUM" -gt $((IR / 2)) ]; then NAME=ed25519; elif [ "$CKPT" -gt 0 ]; then NAME=checkpointer; else NAME=v8-helpers; fi
     PARTS="$PARTS $NAME:$IR"
   done
-  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP"; for f in "$D"/cg.$PID.*; do cp "$f" "$KEEP/$MODE-round$round-$(basename "$f")"; done; fi
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP"; for f in "$D"/cg.$PID.*; do cp "$f" "$KEEP/$LABEL-round$round-$(basename "$f")"; done; fi
   PER=$(echo "$PARTS" | tr ' ' '\n' | awk -F: -v n="$N" 'NF == 2 { s[$1] += $2 } END { for (k in s) printf " %s=%d", k, s[k] / n }')
   # The rounds' ids start to expire 295 s (+10 s of grace) after the first round began: from then on
   # their purge (single-use-store.ts) deletes rows in the counted window, and rounds stop being comparable.
   [ $(($(date +%s) - TW)) -lt 305 ] || echo "# warning: the first round's assertion ids have begun to expire: this round's count holds their purge"
-  echo "$MODE round=$round N=$N instructions/op=$((TOTAL / N)) without_v8_compiler=$(((TOTAL - COMPILER) / N)) per thread:$PER wall=${SECS%.*}s load=$(cut -d' ' -f1 /proc/loadavg)"
+  echo "$LABEL round=$round N=$N instructions/op=$((TOTAL / N)) without_v8_compiler=$(((TOTAL - COMPILER) / N)) per thread:$PER wall=${SECS%.*}s load=$(cut -d' ' -f1 /proc/loadavg)"
+}
+for round in $(seq "$ROUNDS"); do
+  if [ $((round % 2)) = 1 ]; then ORDER=("${VARIANTS[@]}"); else ORDER=(); for ((i = ${#VARIANTS[@]} - 1; i >= 0; i--)); do ORDER+=("${VARIANTS[$i]}"); done; fi
+  for V in "${ORDER[@]}"; do count "$round" "$V"; done
 done

@@ -278,6 +278,9 @@ async function main(): Promise<void> {
         'PostgreSQL CAS behind an authenticated HTTP front': (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', frontUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common], () => [frontPid, ...postgresPids()]),
       };
       const writLease = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1', ...common], () => [writPid]);
+      // The same HTTP pairs signed over a caller session (each client opens one before its measured
+      // window, then an HS256 request token per request): keys numbered apart.
+      const writLeaseSession = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease', '-session', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '5001', ...common], () => [writPid]);
       // The same pairs on the lease stream (one WebSocket per client, authenticated once when it opens,
       // as each PostgreSQL or Redis connection is): keys numbered apart from the HTTP clients'.
       const writStream = (clients: number, seconds: number) => loadgen(bin, ['-mode', 'writ-lease-stream', '-url', writUrl, '-clients', String(clients), '-seconds', String(seconds), '-base', '1001', ...common], () => [writPid]);
@@ -293,23 +296,27 @@ async function main(): Promise<void> {
         const row: Row = { measure: 'durable lease acquire+release pairs/s', clients, writ: [], peers: Object.fromEntries(here.map(([name]) => [name, []])) };
         // The stream is judged against the bare engines (the authenticated front authenticates every request).
         const bare = (...names: string[]) => Object.fromEntries(names.filter((n) => row.peers[n]).map((n) => [n, row.peers[n]!]));
+        // Over a caller session: the same peers as the assertion row (their same runs).
+        const sessionRow: Row = { measure: 'durable lease acquire+release pairs/s, caller session', clients, writ: [], peers: row.peers };
         const streamRow: Row = { measure: 'durable lease pairs/s on the lease stream', clients, writ: [], peers: bare('PostgreSQL CAS', POOLED_PG, 'Redis AOF always') };
         const streamTwoRow: Row = { measure: 'durable lease pairs/s on the lease stream, 2 processes on one file', clients, writ: [], peers: bare('PostgreSQL CAS', POOLED_PG) };
-        rows.push(row, streamRow, streamTwoRow);
+        rows.push(row, sessionRow, streamRow, streamTwoRow);
         writLease(clients, 1);
+        writLeaseSession(clients, 1);
         writStream(clients, 1);
         await writStreamTwo(clients, 1);
         for (const [, p] of here) p(clients, 1);
         for (let r = 0; r < ROUNDS; r++) {
           const runs = [
             async () => row.writ.push(writLease(clients, SECONDS)),
+            async () => sessionRow.writ.push(writLeaseSession(clients, SECONDS)),
             async () => streamRow.writ.push(writStream(clients, SECONDS)),
             async () => streamTwoRow.writ.push(await writStreamTwo(clients, SECONDS)),
             ...here.map(([name, p]) => async () => row.peers[name]!.push(p(clients, SECONDS))),
           ];
           for (const run of r % 2 === 0 ? runs : runs.reverse()) await run();
           loads.push(loadavg()[0]!);
-          console.log(`leases ${clients} clients round ${r}: writ ${fmt(row.writ.at(-1)!.per_second)}/s, writ stream ${fmt(streamRow.writ.at(-1)!.per_second)}/s, two processes ${fmt(streamTwoRow.writ.at(-1)!.per_second)}/s, ${Object.entries(row.peers).map(([n, l]) => `${n} ${fmt(l.at(-1)!.per_second)}/s`).join(', ')}`);
+          console.log(`leases ${clients} clients round ${r}: writ ${fmt(row.writ.at(-1)!.per_second)}/s, writ session ${fmt(sessionRow.writ.at(-1)!.per_second)}/s, writ stream ${fmt(streamRow.writ.at(-1)!.per_second)}/s, two processes ${fmt(streamTwoRow.writ.at(-1)!.per_second)}/s, ${Object.entries(row.peers).map(([n, l]) => `${n} ${fmt(l.at(-1)!.per_second)}/s`).join(', ')}`);
         }
       }
     }
@@ -350,6 +357,7 @@ async function main(): Promise<void> {
     '',
     `- Decisions: \`POST /v1/decisions\` (${PRINCIPAL} ${REQUEST.action} ${REQUEST.resource} [${REQUEST.fields.join(', ')}] in production on graph/example.yaml; the caller assertion verified and its jti spent durably, chains resolved, Rego evaluated, the decision signed) vs \`opa run --server\` on policies/ (the same Rego and data.json the bundle is built from) answering \`POST /v1/data/writ/authz/decision\` with the exact input document Writ evaluates for that request (captured from Writ's policy engine in-process). ${check}`,
     '- Leases: Writ `POST /v1/leases` + `DELETE /v1/leases/{id}` (a decision fetched per client every 20 s, outside the pair count; each call a fresh assertion whose jti is spent in the lease\'s own commit; WAL synced before each answer) vs PostgreSQL 15 (the shared local server, synchronous_commit on, a database of its own): `UPDATE … SET holder, epoch = epoch + 1 … WHERE key = $1 AND (holder IS NULL OR expired) RETURNING epoch`, then a conditional `UPDATE` release, each autocommitted (pgx pool, one connection per client; with more clients than ' + POOLED_PG_CONNECTIONS + ' also with the clients sharing ' + POOLED_PG_CONNECTIONS + ' connections, which PostgreSQL on 2 cores serves faster), vs a private `redis-server --appendonly yes --appendfsync always`: `SET key token NX PX 10000`, then a Lua compare-and-delete, vs the same PostgreSQL CAS behind the least an authenticated HTTP lease service must do (bench/authed-cas-front.ts: fastify, the same routes and load-generator mode as Writ, the caller\'s Ed25519 assertion verified by libsodium on its event loop (Writ hands its checks to a libsodium worker thread while busy with other requests in flight; the front did no better that way), its jti spent and the key compare-and-set in one autocommitted statement, on a pool of at most ' + FRONT_POOL + ' connections kept open; no policy, decision, graph, receipts or queue). Each client on its own key.',
+    '- Caller session: the same HTTP pairs, each client having opened a caller session (`POST /v1/sessions`, one assertion, X25519) before its measured window, each request then signed with a fresh single-use HS256 request token bound to its method and path (its jti spent as an assertion\'s is); the same peers and their same runs as the assertion row.',
     '- Lease stream: the same pairs as `{"op": "acquire"}` and `{"op": "release"}` messages on `GET /v1/leases/stream`, one WebSocket per client opened with one caller assertion (as a PostgreSQL or Redis connection authenticates once), the same decision, checks, lease transaction and WAL sync before each answer; judged against the bare engines only. "2 processes on one file": the same clients split evenly between two `writ serve` processes on the same data directory (one load generator each, run at once; their rates summed, the worse latency, both processes\' CPU).',
     '',
     '| measure | Writ /s | peer /s | ratio Writ/peer: median (range) | per round |',

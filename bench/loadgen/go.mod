@@ -1,6 +1,6 @@
 module writ.dev/bench/loadgen
 
-go 1.22
+go 1.24
 
 require (
 	github.com/gorilla/websocket v1.5.3

@@ -7,6 +7,10 @@
 //
 // Prints one JSON object: ops, seconds, per_second, p50_us, p99_us, errors.
 //
+// With -session (writ-decide, writ-lease) each client opens its own caller session before the measured
+// window and signs every request with an HS256 token under the session's key (docs: the caller-sessions
+// protocol; the session is not renewed, so a run must end within its life, by default the server's maximum).
+//
 // With -ops N each client makes exactly N operations instead of running for -seconds, after -warmup-ops
 // unmeasured ones on the same connections; -before-measure and -after-measure are shell commands run
 // between the phases (bench/instructions.sh turns valgrind's instruction counting on and off with them),
@@ -18,13 +22,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdh"
 	"crypto/ed25519"
+	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"os"
@@ -70,10 +79,15 @@ var (
 	assertTTL = flag.Int("assertion-ttl", 60, "Writ modes: lifetime of each caller assertion in seconds (Writ accepts up to 300)")
 	leaseTTL  = flag.Int("lease-ttl-ms", 10000, "Writ lease modes: the ttl_ms asked for each lease")
 	timeout   = flag.Duration("timeout", 30*time.Second, "Writ modes: the HTTP client's timeout of one request")
+	useSess   = flag.Bool("session", false, "writ-decide, writ-lease: each client opens a caller session (POST /v1/sessions) before the measured window and signs each request with an HS256 request token instead of an Ed25519 assertion")
+	sessTTL   = flag.Int("session-ttl-ms", 0, "with -session: the ttl_ms asked for each session (0: the server's maximum)")
 )
 
 func main() {
 	flag.Parse()
+	if *useSess && *mode != "writ-decide" && *mode != "writ-lease" {
+		fail(fmt.Errorf("-session is for -mode writ-decide or writ-lease (the lease stream opens with one assertion), not %q", *mode))
+	}
 	var op func(c int) (func() error, error)
 	switch *mode {
 	case "writ-decide":
@@ -222,6 +236,102 @@ func (s *signer) assertion() string {
 	return input + "." + b64.EncodeToString(ed25519.Sign(s.key, []byte(input)))
 }
 
+// authorizer: the Authorization bearer for one request of this client (method, path): a fresh assertion,
+// or with -session a request token of the session this client opens now (before the measured window).
+func (s *signer) authorizer(h *http.Client) (func(method, path string) string, error) {
+	if !*useSess {
+		return func(string, string) string { return s.assertion() }, nil
+	}
+	sess, err := s.openSession(h)
+	if err != nil {
+		return nil, err
+	}
+	return func(method, path string) string {
+		jti := make([]byte, 16)
+		_, _ = rand.Read(jti)
+		return sess.requestToken(method, path, time.Now().Unix(), hex.EncodeToString(jti))
+	}, nil
+}
+
+// session: a caller session as POST /v1/sessions opened it; one per client (its HMAC is not safe for
+// concurrent use).
+type session struct {
+	principal string
+	header    string // base64url of {"alg":"HS256","kid":<session token>}
+	mac       hash.Hash
+}
+
+// sessionKey: K = HKDF-SHA256(ikm = the X25519 shared secret, salt empty, info = "writ caller session
+// v1|" + client_x + "|" + server_x, 32 bytes), the x strings as on the wire.
+func sessionKey(shared []byte, clientX, serverX string) ([]byte, error) {
+	return hkdf.Key(sha256.New, shared, nil, "writ caller session v1|"+clientX+"|"+serverX, 32)
+}
+
+func newSession(token string, key []byte, principal string) *session {
+	header := must(json.Marshal(struct {
+		Alg string `json:"alg"`
+		Kid string `json:"kid"`
+	}{"HS256", token}))
+	return &session{principal: principal, header: b64.EncodeToString(header), mac: hmac.New(sha256.New, key)}
+}
+
+// requestToken: the HS256 request token for one request (claims in the protocol's order).
+func (ss *session) requestToken(method, path string, iat int64, jti string) string {
+	claims := must(json.Marshal(struct {
+		Iss string `json:"iss"`
+		Sub string `json:"sub"`
+		Aud string `json:"aud"`
+		Iat int64  `json:"iat"`
+		Exp int64  `json:"exp"`
+		Jti string `json:"jti"`
+		Htm string `json:"htm"`
+		Htu string `json:"htu"`
+	}{ss.principal, ss.principal, "writ", iat, iat + int64(*assertTTL), jti, method, path}))
+	input := ss.header + "." + b64.EncodeToString(claims)
+	ss.mac.Reset()
+	ss.mac.Write([]byte(input))
+	return input + "." + b64.EncodeToString(ss.mac.Sum(nil))
+}
+
+// openSession: POST /v1/sessions with an assertion and a new X25519 public key; K from the answer's.
+func (s *signer) openSession(h *http.Client) (*session, error) {
+	priv, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	clientX := b64.EncodeToString(priv.PublicKey().Bytes())
+	req := map[string]any{"public_key": map[string]string{"kty": "OKP", "crv": "X25519", "x": clientX}}
+	if *sessTTL > 0 {
+		req["ttl_ms"] = *sessTTL
+	}
+	var answer struct {
+		Session   string `json:"session"`
+		PublicKey struct {
+			X string `json:"x"`
+		} `json:"public_key"`
+	}
+	if err := call(h, "POST", *url+"/v1/sessions", s.assertion(), must(json.Marshal(req)), &answer); err != nil {
+		return nil, fmt.Errorf("opening a caller session: %w", err)
+	}
+	serverPub, err := b64.DecodeString(answer.PublicKey.X)
+	if err != nil {
+		return nil, fmt.Errorf("the session's public key: %w", err)
+	}
+	pub, err := ecdh.X25519().NewPublicKey(serverPub)
+	if err != nil {
+		return nil, fmt.Errorf("the session's public key: %w", err)
+	}
+	shared, err := priv.ECDH(pub) // an error for a low-order point (an all-zero result)
+	if err != nil {
+		return nil, fmt.Errorf("the session's public key: %w", err)
+	}
+	key, err := sessionKey(shared, clientX, answer.PublicKey.X)
+	if err != nil {
+		return nil, err
+	}
+	return newSession(answer.Session, key, s.principal), nil
+}
+
 func httpClient() *http.Client {
 	return &http.Client{Timeout: *timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true}}
 }
@@ -256,9 +366,13 @@ func writDecide() func(c int) (func() error, error) {
 	payload := must(os.ReadFile(*body))
 	return func(c int) (func() error, error) {
 		h := httpClient()
+		auth, err := s.authorizer(h)
+		if err != nil {
+			return nil, err
+		}
 		return func() error {
 			var d struct{ Allow bool }
-			if err := call(h, "POST", *url+"/v1/decisions", s.assertion(), payload, &d); err != nil {
+			if err := call(h, "POST", *url+"/v1/decisions", auth("POST", "/v1/decisions"), payload, &d); err != nil {
 				return err
 			}
 			if !d.Allow {
@@ -290,7 +404,7 @@ func opa() func(c int) (func() error, error) {
 
 // titleDecision: the allow decision for client c's key (wp:post:(base+c)#title), fetched again every
 // 20 s (decisions live 30 s).
-func titleDecision(h *http.Client, s *signer, c int) func() (string, error) {
+func titleDecision(h *http.Client, auth func(method, path string) string, c int) func() (string, error) {
 	decide := []byte(fmt.Sprintf(`{"action":"update_post","resource":"wp:post:%d","environment":"production","fields":["title"]}`, *base+c))
 	var token string
 	var fetched time.Time
@@ -300,7 +414,7 @@ func titleDecision(h *http.Client, s *signer, c int) func() (string, error) {
 				Allow bool
 				Token string
 			}
-			if err := call(h, "POST", *url+"/v1/decisions", s.assertion(), decide, &d); err != nil {
+			if err := call(h, "POST", *url+"/v1/decisions", auth("POST", "/v1/decisions"), decide, &d); err != nil {
 				return "", err
 			}
 			if !d.Allow {
@@ -337,10 +451,15 @@ func writLease() func(c int) (func() error, error) {
 	s := loadSigner()
 	return func(c int) (func() error, error) {
 		h := httpClient()
-		return leasePair(titleDecision(h, s, c), func(token string, out *grantedLease) error {
-			return call(h, "POST", *url+"/v1/leases", s.assertion(), must(json.Marshal(map[string]any{"decisions": []string{token}, "ttl_ms": *leaseTTL})), out)
+		auth, err := s.authorizer(h)
+		if err != nil {
+			return nil, err
+		}
+		return leasePair(titleDecision(h, auth, c), func(token string, out *grantedLease) error {
+			return call(h, "POST", *url+"/v1/leases", auth("POST", "/v1/leases"), must(json.Marshal(map[string]any{"decisions": []string{token}, "ttl_ms": *leaseTTL})), out)
 		}, func(lease grantedLease) error {
-			return call(h, "DELETE", *url+"/v1/leases/"+lease.LeaseID, s.assertion(), must(json.Marshal(map[string]string{"token": lease.Token})), nil)
+			path := "/v1/leases/" + lease.LeaseID
+			return call(h, "DELETE", *url+path, auth("DELETE", path), must(json.Marshal(map[string]string{"token": lease.Token})), nil)
 		}), nil
 	}
 }
@@ -390,7 +509,8 @@ func writLeaseStream() func(c int) (func() error, error) {
 			}
 			return nil
 		}
-		return leasePair(titleDecision(h, s, c), func(token string, out *grantedLease) error {
+		assertions := func(string, string) string { return s.assertion() }
+		return leasePair(titleDecision(h, assertions, c), func(token string, out *grantedLease) error {
 			return roundTrip(map[string]any{"op": "acquire", "decisions": []string{token}, "ttl_ms": *leaseTTL}, out)
 		}, func(lease grantedLease) error {
 			return roundTrip(map[string]any{"op": "release", "lease_id": lease.LeaseID, "token": lease.Token}, nil)

@@ -10,6 +10,7 @@ import { newLeaseToken } from '../wire/lease-token.js';
 import { AlreadyExistsError, DelegationNotRevokedError, errorFromWritError, ForbiddenError, LeaseExpiredError, LeaseOutcomeUnknownError, UnprocessableError, WritApiError, WriteOutcomeUnknownError } from './errors.js';
 import { LeaseStream, LeaseStreamClosedError, type LeaseHandle, type LeaseStreamOptions } from './lease-stream.js';
 import { refusalError } from './refusal.js';
+import { CallerSessions } from './session.js';
 
 /**
  * The agent SDK: signs its own caller assertions, asks for decisions, takes leases and renews them
@@ -25,6 +26,15 @@ export interface WritClientOptions {
   audience?: string;
   gatewayAudience?: string;
   fetch?: typeof fetch;
+  /**
+   * Sign requests with a caller session instead of one Ed25519/P-256 assertion each: the client opens a
+   * session (`POST /v1/sessions`, with one assertion) on its first call, then signs each request with an
+   * HMAC (HS256) token bound to its method and path; it opens the next one when a fifth of the session's
+   * life is left, and once more when Writ refuses a session it no longer knows (CALLER_SESSION_INVALID:
+   * that request had no effect, and is sent again). `ttlMs`: the session's life (default: Writ's maximum).
+   * A Writ without sessions is asked once; assertions then. The lease stream authenticates with an assertion. Default off.
+   */
+  sessions?: boolean | { ttlMs?: number };
 }
 
 export type { Capabilities, ChainEdge, ChainVerdict, Decision, DecisionRequest, DelegationBody, Edge, EdgeRevoked, EdgeWritten, ExplainRequest, Explanation, Incident, ScopeInput, LeaseGrant, LeaseRecord, LeaseRelease, LeaseRenewal, LeaseStreamReply, LeaseStreamRequest, Obligations, Receipt, ReceiptEntry, WireTime } from '../wire/v1.js';
@@ -162,10 +172,18 @@ export class WritClient {
   private readonly base: string;
   private readonly doFetch: typeof fetch;
   private jwks: JSONWebKeySet | null = null;
+  private readonly sessions: CallerSessions | null;
 
   constructor(private readonly options: WritClientOptions) {
     this.base = options.baseUrl.replace(/\/+$/, '');
     this.doFetch = options.fetch ?? fetch;
+    const sessions = options.sessions;
+    this.sessions = sessions
+      ? new CallerSessions({
+        base: this.base, principal: options.principal, privateJwk: options.privateJwk, audience: options.audience ?? 'writ', fetch: this.doFetch,
+        ...(typeof sessions === 'object' && sessions.ttlMs !== undefined ? { ttlMs: sessions.ttlMs } : {}),
+      })
+      : null;
   }
 
   get principal(): string {
@@ -177,15 +195,35 @@ export class WritClient {
     return this.send(method, path, body, headers);
   }
 
-  /** `request`, abandoned when `signal` aborts. */
+  /**
+   * `request`, abandoned when `signal` aborts. With sessions, a request Writ refused for its session
+   * (which it no longer knows, or sessions turned off) had no effect: it is sent once more, with a new
+   * session or an assertion.
+   */
   private async send<T>(method: string, path: string, body: unknown, headers: Record<string, string>, signal?: AbortSignal, unanswered?: (cause: unknown) => unknown): Promise<T> {
-    const assertion = await createCallerAssertion({ principal: this.options.principal, privateJwk: this.options.privateJwk, audience: this.options.audience ?? 'writ' });
+    const sessions = this.sessions;
+    if (sessions === null) {
+      const assertion = await createCallerAssertion({ principal: this.options.principal, privateJwk: this.options.privateJwk, audience: this.options.audience ?? 'writ' });
+      return this.sendAs(`Bearer ${assertion}`, method, path, body, headers, signal, unanswered);
+    }
+    const session = await sessions.current();
+    try {
+      return await this.sendAs(await sessions.authorization(method, path, session), method, path, body, headers, signal, unanswered);
+    } catch (e) {
+      if (session === null || !sessions.refused(session, e)) throw e;
+      const next = await sessions.current();
+      return this.sendAs(await sessions.authorization(method, path, next), method, path, body, headers, signal, unanswered);
+    }
+  }
+
+  /** One request with this `Authorization`; problem+json answers become typed errors. */
+  private async sendAs<T>(authorization: string, method: string, path: string, body: unknown, headers: Record<string, string>, signal?: AbortSignal, unanswered?: (cause: unknown) => unknown): Promise<T> {
     let res: Response;
     let text: string;
     try {
       res = await this.doFetch(this.base + path, {
         method,
-        headers: { authorization: `Bearer ${assertion}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+        headers: { authorization, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
         ...(signal ? { signal } : {}),
       });

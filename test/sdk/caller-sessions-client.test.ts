@@ -1,0 +1,175 @@
+import { createHmac, createPublicKey, diffieHellman, generateKeyPairSync } from 'node:crypto';
+import { describe, expect, it, vi } from 'vitest';
+import { CallerSessionInvalidError, WritClient, WritApiError, generatePrincipalKeyPair } from '../../src/sdk/index.js';
+import { callerSessionKey } from '../../src/wire/caller-session.js';
+
+/**
+ * The SDK's caller sessions against a fake Writ (a fetch stub that plays the protocol's server side):
+ * when it opens a session, how it signs, renews, re-opens and falls back. The real server is in
+ * caller-sessions.test.ts.
+ */
+
+interface Seen { method: string; path: string; alg: string; session: string | null; jti: string }
+
+function fakeWrit(behaviour: {
+  /** The status of POST /v1/sessions (201 by default) and its problem code. */
+  open?: () => { status: number; code?: string } | null;
+  /** A request signed with a session: answer this refusal instead (once per call of the function). */
+  refuse?: (seen: Seen) => { status: number; code: string } | null;
+  ttlMs?: number;
+  openDelayMs?: number;
+} = {}) {
+  const keys = new Map<string, Buffer>();
+  const seen: Seen[] = [];
+  let opens = 0;
+  const problem = (status: number, code: string) => new Response(JSON.stringify({ code, detail: code.toLowerCase() }), { status, headers: { 'content-type': 'application/problem+json' } });
+  const fetchStub: typeof fetch = async (input, init) => {
+    const url = new URL(String(input));
+    const method = init?.method ?? 'GET';
+    const bearer = String((init?.headers as Record<string, string>).authorization).replace(/^Bearer /, '');
+    const [h, p, mac] = bearer.split('.');
+    const header = JSON.parse(Buffer.from(h!, 'base64url').toString()) as { alg: string; kid: string };
+    const claims = JSON.parse(Buffer.from(p!, 'base64url').toString()) as Record<string, unknown>;
+    if (url.pathname === '/v1/sessions') {
+      opens++;
+      expect(header.alg).toBe('EdDSA');
+      if (behaviour.openDelayMs) await new Promise((r) => setTimeout(r, behaviour.openDelayMs));
+      const refusal = behaviour.open?.();
+      if (refusal) return refusal.code ? problem(refusal.status, refusal.code) : new Response('{"message":"Route POST:/v1/sessions not found"}', { status: refusal.status });
+      const body = JSON.parse(String(init!.body)) as { public_key: { x: string }; ttl_ms?: number };
+      const server = generateKeyPairSync('x25519');
+      const serverX = server.publicKey.export({ format: 'jwk' }).x!;
+      const shared = diffieHellman({ privateKey: server.privateKey, publicKey: createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: body.public_key.x }, format: 'jwk' }) });
+      const token = `ws1.fake.${opens}`;
+      keys.set(token, callerSessionKey(shared, body.public_key.x, serverX));
+      const ttl = body.ttl_ms ?? behaviour.ttlMs ?? 3_600_000;
+      return new Response(JSON.stringify({ session: token, public_key: { kty: 'OKP', crv: 'X25519', x: serverX }, principal: claims.sub, kid: header.kid, expires_at: new Date(Date.now() + ttl).toISOString() }), { status: 201 });
+    }
+    const s: Seen = { method, path: url.pathname, alg: header.alg, session: header.alg === 'HS256' ? header.kid : null, jti: String(claims.jti) };
+    seen.push(s);
+    if (header.alg === 'HS256') {
+      const k = keys.get(header.kid);
+      expect(k, 'a session this fake opened').toBeDefined();
+      expect(createHmac('sha256', k!).update(`${h}.${p}`).digest('base64url')).toBe(mac);
+      expect(claims).toMatchObject({ htm: method, htu: url.pathname, aud: 'writ' });
+      const refusal = behaviour.refuse?.(s);
+      if (refusal) return problem(refusal.status, refusal.code);
+    }
+    return new Response(JSON.stringify({ allow: true, path: url.pathname }), { status: 200 });
+  };
+  return { fetch: fetchStub, seen, opens: () => opens };
+}
+
+async function clientOn(fake: ReturnType<typeof fakeWrit>, sessions: boolean | { ttlMs?: number } = true) {
+  const { privateJwk } = await generatePrincipalKeyPair('k-1');
+  return new WritClient({ baseUrl: 'http://writ.test', principal: 'seo-agent-7', privateJwk, fetch: fake.fetch, sessions });
+}
+
+describe('WritClient with sessions (against a fake Writ)', () => {
+  it('opens one session for many concurrent calls and signs each with HS256, a fresh jti, its method and path', async () => {
+    const fake = fakeWrit();
+    const client = await clientOn(fake);
+    await Promise.all(Array.from({ length: 20 }, (_, i) => client.request(i % 2 ? 'GET' : 'DELETE', `/v1/leases/l-${i}?x=1`)));
+    expect(fake.opens()).toBe(1);
+    expect(fake.seen.every((s) => s.alg === 'HS256' && s.session === 'ws1.fake.1')).toBe(true);
+    expect(new Set(fake.seen.map((s) => s.jti)).size).toBe(20);
+  });
+
+  it('refuses a session ttlMs Writ would refuse (below 1 s, or not whole ms) when the client is made', async () => {
+    const { privateJwk } = await generatePrincipalKeyPair('k-1');
+    for (const ttlMs of [999, 1500.5, Number.NaN]) {
+      expect(() => new WritClient({ baseUrl: 'http://writ.test', principal: 'p', privateJwk, sessions: { ttlMs } })).toThrow(/sessions.ttlMs/);
+    }
+  });
+
+  it('is off by default: assertions, no session opened', async () => {
+    const fake = fakeWrit();
+    const client = await clientOn(fake, false);
+    await client.request('GET', '/v1/leases');
+    expect(fake.opens()).toBe(0);
+    expect(fake.seen[0]!.alg).toBe('EdDSA');
+  });
+
+  it('a session Writ no longer knows (CALLER_SESSION_INVALID): opens a new one and sends that request once more', async () => {
+    let refusals = 0;
+    const fake = fakeWrit({ refuse: (s) => (s.session === 'ws1.fake.1' ? (refusals++, { status: 401, code: 'CALLER_SESSION_INVALID' }) : null) });
+    const client = await clientOn(fake);
+    await expect(client.request('GET', '/v1/a')).resolves.toMatchObject({ path: '/v1/a' });
+    expect(fake.opens()).toBe(2);
+    expect(fake.seen.map((s) => s.session)).toEqual(['ws1.fake.1', 'ws1.fake.2']);
+    // Concurrent refusals of the one old session open one new session between them.
+    const fake2 = fakeWrit({ refuse: (s) => (s.session === 'ws1.fake.1' ? { status: 401, code: 'CALLER_SESSION_INVALID' } : null) });
+    const client2 = await clientOn(fake2);
+    await client2.request('GET', '/v1/warm');
+    // (the warm-up was retried once: opens 2 now)
+    await Promise.all(Array.from({ length: 10 }, () => client2.request('GET', '/v1/b')));
+    expect(fake2.opens()).toBe(2);
+    expect(refusals).toBe(1);
+  });
+
+  it('refused again after re-opening: the error, not a loop (one retry per request)', async () => {
+    const fake = fakeWrit({ refuse: () => ({ status: 401, code: 'CALLER_SESSION_INVALID' }) });
+    const client = await clientOn(fake);
+    const error = await client.request('GET', '/v1/a').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CallerSessionInvalidError);
+    expect(fake.seen).toHaveLength(2);
+    expect(fake.opens()).toBe(2);
+  });
+
+  it('an open refused (a revoked principal: UNAUTHENTICATED) is that call\'s error; nothing is retried in a loop', async () => {
+    const fake = fakeWrit({ open: () => ({ status: 401, code: 'UNAUTHENTICATED' }) });
+    const client = await clientOn(fake);
+    const error = await client.request('GET', '/v1/a').catch((e: unknown) => e);
+    expect((error as WritApiError).code).toBe('UNAUTHENTICATED');
+    expect(fake.opens()).toBe(1);
+    expect(fake.seen).toHaveLength(0);
+  });
+
+  it('a Writ without sessions (404) is asked once: assertions from then on', async () => {
+    const fake = fakeWrit({ open: () => ({ status: 404 }) });
+    const client = await clientOn(fake);
+    await Promise.all(Array.from({ length: 5 }, () => client.request('GET', '/v1/a')));
+    await client.request('GET', '/v1/b');
+    expect(fake.opens()).toBe(1);
+    expect(fake.seen.map((s) => s.alg)).toEqual(Array(6).fill('EdDSA'));
+  });
+
+  it('sessions turned off after the open (CALLER_SESSIONS_DISABLED on a request): that request once more with an assertion, assertions then', async () => {
+    const fake = fakeWrit({ refuse: () => ({ status: 403, code: 'CALLER_SESSIONS_DISABLED' }) });
+    const client = await clientOn(fake);
+    await client.request('GET', '/v1/a');
+    await client.request('GET', '/v1/b');
+    expect(fake.seen.map((s) => s.alg)).toEqual(['HS256', 'EdDSA', 'EdDSA']);
+    expect(fake.opens()).toBe(1);
+  });
+
+  it('opens the next session in the background when a fifth of its life is left, one open at a time', async () => {
+    // Only the clock is faked (the open's delay is a real timer).
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const fake = fakeWrit({ openDelayMs: 50 });
+      const client = await clientOn(fake, { ttlMs: 10_000 });
+      await client.request('GET', '/v1/a');
+      expect(fake.opens()).toBe(1);
+      vi.setSystemTime(Date.now() + 7_000);
+      // Three tenths left: still this session, no new open.
+      await client.request('GET', '/v1/b');
+      expect(fake.opens()).toBe(1);
+      vi.setSystemTime(Date.now() + 1_500);
+      // Less than a fifth left: these calls go with the current session while the next one opens (once).
+      await Promise.all([client.request('GET', '/v1/c'), client.request('GET', '/v1/d')]);
+      expect(fake.seen.map((s) => s.session)).toEqual(['ws1.fake.1', 'ws1.fake.1', 'ws1.fake.1', 'ws1.fake.1']);
+      await new Promise((r) => setTimeout(r, 150));
+      expect(fake.opens()).toBe(2);
+      await client.request('GET', '/v1/e');
+      expect(fake.seen.at(-1)!.session).toBe('ws1.fake.2');
+      // Past the old session's end with no new one ready: the call waits for the open.
+      vi.setSystemTime(Date.now() + 10_000);
+      await client.request('GET', '/v1/f');
+      expect(fake.opens()).toBe(3);
+      expect(fake.seen.at(-1)!.session).toBe('ws1.fake.3');
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});

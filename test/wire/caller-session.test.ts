@@ -1,0 +1,52 @@
+import { createHmac } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { callerSessionKey, createSessionRequestToken, sessionKeyExchange } from '../../src/wire/caller-session.js';
+
+/** The test vector of the caller-sessions protocol (the lead's spec, §4; the Go load generator tests the same). */
+const CLIENT_D = 'AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE';
+const SERVER_D = 'AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI';
+const CLIENT_X = 'pOCSkrZRwni5dyxWn1-puxPZBrRqtoyd-dwrRAn4ogk';
+const SERVER_X = 'zo060cy2M-x7cMF4FKXHbs0CloUFDTRHRboFhw5YfVk';
+const SHARED = 'LtdqtUmx5zwDHrSclEjweYrqgbaYJ5oMPcPkn7_EuVM';
+const K = 'S-CBd8C22JQjs-oYo6uzI4oTzzQjF2v_uzpsjxUiyTc';
+const TOKEN = 'eyJhbGciOiJIUzI1NiIsImtpZCI6IndzMS5leGFtcGxlLWtpZC5BQUFBIn0.eyJpc3MiOiJzZW8tYWdlbnQtNyIsInN1YiI6InNlby1hZ2VudC03IiwiYXVkIjoid3JpdCIsImlhdCI6MTc5NjAwMDAwMCwiZXhwIjoxNzk2MDAwMDYwLCJqdGkiOiJqLTEiLCJodG0iOiJQT1NUIiwiaHR1IjoiL3YxL2xlYXNlcyJ9.uEPcapQPqBJBivDyo-JfWxAraPZ16SUza2VP16o_oLk';
+
+describe('caller sessions, the client side (test vector)', () => {
+  it('derives the public keys, and K from the shared secret by HKDF-SHA256 with the protocol\'s info', () => {
+    const client = sessionKeyExchange(CLIENT_D);
+    const server = sessionKeyExchange(SERVER_D);
+    expect(client.x).toBe(CLIENT_X);
+    expect(server.x).toBe(SERVER_X);
+    expect(callerSessionKey(Buffer.from(SHARED, 'base64url'), CLIENT_X, SERVER_X).toString('base64url')).toBe(K);
+    expect(client.agree(SERVER_X).export().toString('base64url')).toBe(K);
+  });
+
+  it('signs the vector\'s request token (HS256 over K; method upper-cased, query left out of htu)', () => {
+    const key = sessionKeyExchange(CLIENT_D).agree(SERVER_X);
+    const token = createSessionRequestToken({ session: 'ws1.example-kid.AAAA', key, principal: 'seo-agent-7', method: 'post', path: '/v1/leases?ignored=1#frag', now: 1_796_000_000_000, jti: 'j-1' });
+    expect(token).toBe(TOKEN);
+    const [header, payload, mac] = token.split('.');
+    expect(createHmac('sha256', Buffer.from(K, 'base64url')).update(`${header}.${payload}`).digest('base64url')).toBe(mac);
+  });
+
+  it('makes a fresh jti and a 60 s life by default', () => {
+    const key = sessionKeyExchange().agree(SERVER_X);
+    const claims = (t: string) => JSON.parse(Buffer.from(t.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+    const a = claims(createSessionRequestToken({ session: 'ws1.k.x', key, principal: 'p', method: 'GET', path: '/v1/leases' }));
+    const b = claims(createSessionRequestToken({ session: 'ws1.k.x', key, principal: 'p', method: 'GET', path: '/v1/leases' }));
+    expect(a.jti).not.toBe(b.jti);
+    expect((a.exp as number) - (a.iat as number)).toBe(60);
+    expect(a).toMatchObject({ iss: 'p', sub: 'p', aud: 'writ', htm: 'GET', htu: '/v1/leases' });
+  });
+
+  it('refuses a server public key that is not 32 bytes or is a low-order point', () => {
+    const client = sessionKeyExchange();
+    expect(() => client.agree(Buffer.alloc(31).toString('base64url'))).toThrow(/32 bytes/);
+    // The all-zero u-coordinate is of small order: X25519 gives all zeros (or Node refuses it).
+    expect(() => client.agree(Buffer.alloc(32).toString('base64url'))).toThrow(/low-order|refused/);
+    // u = 1 is of order 1.
+    const one = Buffer.alloc(32);
+    one[0] = 1;
+    expect(() => client.agree(one.toString('base64url'))).toThrow(/low-order|refused/);
+  });
+});
