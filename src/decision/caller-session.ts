@@ -3,6 +3,7 @@ import {
   type KeyObject,
 } from 'node:crypto';
 import { WritError } from '../errors.js';
+import { callerSessionKey } from '../wire/caller-session.js';
 import { BoundedMap } from './bounded-map.js';
 import type { KeyRing } from './key-ring.js';
 
@@ -16,7 +17,6 @@ import type { KeyRing } from './key-ring.js';
 
 export const SESSION_TOKEN_PREFIX = 'ws1.';
 const SEAL_INFO = 'writ caller session seal v1|';
-const SESSION_INFO = 'writ caller session v1|';
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
 /** Unsealed sessions kept per ring, by their whole token string. */
@@ -42,10 +42,8 @@ export function deriveSealKey(privateD: Buffer, signingKid: string): Buffer {
   return Buffer.from(hkdfSync('sha256', privateD, 'writ', SEAL_INFO + signingKid, 32));
 }
 
-/** K = HKDF-SHA256(shared, salt empty, info "writ caller session v1|" + client_x + "|" + server_x, 32). */
-export function deriveSessionKey(shared: Buffer, clientX: string, serverX: string): Buffer {
-  return Buffer.from(hkdfSync('sha256', shared, Buffer.alloc(0), `${SESSION_INFO}${clientX}|${serverX}`, 32));
-}
+/** K = HKDF-SHA256(shared, salt empty, info "writ caller session v1|" + client_x + "|" + server_x, 32): the one derivation, shared with clients (src/wire). */
+export const deriveSessionKey = callerSessionKey;
 
 /**
  * The server's half of the agreement for a client public key (base64url x, 32 bytes): a fresh key

@@ -40,13 +40,10 @@ export class CallerSessions {
   private opening: Promise<Session | null> | null = null;
   /** Writ has no sessions (404 on POST /v1/sessions) or has them off: assertions from now on. */
   private unsupported = false;
-  /** The base URL's own path (a Writ behind a prefix): `htu` is the path as sent. */
-  private readonly basePath: string;
 
   constructor(private readonly options: CallerSessionsOptions) {
     const { ttlMs } = options;
     if (ttlMs !== undefined && !(Number.isInteger(ttlMs) && ttlMs >= 1_000)) throw new TypeError(`sessions.ttlMs must be a whole number of ms, at least 1000 (Writ's minimum), got ${String(ttlMs)}`);
-    this.basePath = new URL(options.base).pathname.replace(/\/+$/, '');
   }
 
   /** The session to sign this request with, or null: sign an assertion. Opens or renews as needed. */
@@ -66,7 +63,8 @@ export class CallerSessions {
   async authorization(method: string, path: string, session: Session | null): Promise<string> {
     const { principal, privateJwk, audience } = this.options;
     if (session === null) return `Bearer ${await createCallerAssertion({ principal, privateJwk, audience })}`;
-    return `Bearer ${createSessionRequestToken({ session: session.token, key: session.key, principal, audience, method, path: this.basePath + path })}`;
+    // `htu` is the path as fetch sends it: the URL parser's (percent-encoding what the caller left raw).
+    return `Bearer ${createSessionRequestToken({ session: session.token, key: session.key, principal, audience, method, path: new URL(this.options.base + path).pathname })}`;
   }
 
   /**

@@ -48,6 +48,16 @@ describe('WritClient with sessions, against writ serve', () => {
     expect(rest.every((s) => s.scheme === 'session' && s.status < 300)).toBe(true);
   });
 
+  it('a path the caller left unencoded is signed as fetch sends it (htu percent-encoded): the answer is the route\'s, not 401', async () => {
+    const { client, sent } = sessionClient(server.url, 'seo-agent-7');
+    // No such principal: the route answers for it; a token bound to the raw path would be refused first (htu).
+    const refused = await client.request('GET', '/v1/principals/no such agent é/capabilities').catch((e: unknown) => e);
+    expect(refused).not.toBeInstanceOf(UnauthenticatedError);
+    const last = sent.at(-1)!;
+    expect(last).toMatchObject({ scheme: 'session', path: '/v1/principals/no%20such%20agent%20%C3%A9/capabilities' });
+    expect(last.status).not.toBe(401);
+  });
+
   it('a session the server no longer knows (restarted with other keys) is re-opened once, and the request sent again', async () => {
     const first = await startServerProcess();
     let second: ServerProcess | null = null;
