@@ -32,7 +32,8 @@ export interface WritClientOptions {
    * HMAC (HS256) token bound to its method and path; it opens the next one when a fifth of the session's
    * life is left, and once more when Writ refuses a session it no longer knows (CALLER_SESSION_INVALID:
    * that request had no effect, and is sent again). `ttlMs`: the session's life (default: Writ's maximum).
-   * A Writ without sessions is asked once; assertions then. The lease stream authenticates with an assertion. Default off.
+   * A Writ without sessions is asked once; assertions then. The lease stream authenticates with an assertion.
+   * Default on; `false` signs an assertion for every request.
    */
   sessions?: boolean | { ttlMs?: number };
 }
@@ -177,7 +178,7 @@ export class WritClient {
   constructor(private readonly options: WritClientOptions) {
     this.base = options.baseUrl.replace(/\/+$/, '');
     this.doFetch = options.fetch ?? fetch;
-    const sessions = options.sessions;
+    const sessions = options.sessions ?? true;
     this.sessions = sessions
       ? new CallerSessions({
         base: this.base, principal: options.principal, privateJwk: options.privateJwk, audience: options.audience ?? 'writ', fetch: this.doFetch,
@@ -190,7 +191,7 @@ export class WritClient {
     return this.options.principal;
   }
 
-  /** Sends one request with a fresh caller assertion; problem+json answers become typed errors. */
+  /** Sends one request, signed over the caller session (or with a fresh caller assertion); problem+json answers become typed errors. */
   request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
     return this.send(method, path, body, headers);
   }

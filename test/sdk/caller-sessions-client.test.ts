@@ -82,12 +82,18 @@ describe('WritClient with sessions (against a fake Writ)', () => {
     }
   });
 
-  it('is off by default: assertions, no session opened', async () => {
+  it('is on by default; sessions: false signs an assertion for every request and opens none', async () => {
+    const { privateJwk } = await generatePrincipalKeyPair('k-1');
     const fake = fakeWrit();
-    const client = await clientOn(fake, false);
+    const byDefault = new WritClient({ baseUrl: 'http://writ.test', principal: 'seo-agent-7', privateJwk, fetch: fake.fetch });
+    await byDefault.request('GET', '/v1/leases');
+    expect(fake.opens()).toBe(1);
+    expect(fake.seen[0]!.alg).toBe('HS256');
+    const off = fakeWrit();
+    const client = await clientOn(off, false);
     await client.request('GET', '/v1/leases');
-    expect(fake.opens()).toBe(0);
-    expect(fake.seen[0]!.alg).toBe('EdDSA');
+    expect(off.opens()).toBe(0);
+    expect(off.seen[0]!.alg).toBe('EdDSA');
   });
 
   it('a session Writ no longer knows (CALLER_SESSION_INVALID): opens a new one and sends that request once more', async () => {
