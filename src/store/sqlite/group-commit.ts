@@ -12,6 +12,12 @@ export interface GroupCommitOptions {
    * syncs on the main thread; `:memory:` has nothing to sync).
    */
   wal?: WalSync;
+  /**
+   * With `wal`: called right after each COMMIT with the WAL-index header (WalSync.changeTag) read once
+   * the transaction had the write lock, before it wrote, and the one read right after its COMMIT (the
+   * store carries its cached graph head across a commit of its own that appended no graph event).
+   */
+  committed?: (before: string | null, after: string | null) => void;
 }
 
 /** Counters since the GroupCommit was made (a benchmark reads them; nothing depends on them). */
@@ -63,6 +69,7 @@ export class GroupCommit {
   readonly stats: GroupCommitStats = { commits: 0, committedOperations: 0, failedOperations: 0, failedCommits: 0, largestBatch: 0 };
   private readonly maxBatch: number;
   private readonly wal: WalSync | null;
+  private readonly committed: ((before: string | null, after: string | null) => void) | null;
   private readonly s: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>;
   /** The connection's busy timeout: how long an operation waits for another connection's write lock before it fails. */
   private readonly busyTimeoutMs: number;
@@ -80,6 +87,7 @@ export class GroupCommit {
   ) {
     this.maxBatch = Math.max(1, options.maxBatch ?? 256);
     this.wal = options.wal ?? null;
+    this.committed = this.wal ? (options.committed ?? null) : null;
     // Savepoints inside a transaction that already dirtied pages keep those pages in a sub-journal;
     // in a temp file that cost three times the operation itself (measured: bench/lease.ts).
     db.pragma('temp_store = MEMORY');
@@ -185,6 +193,8 @@ export class GroupCommit {
     // Their wait is over: one put back after a rolled-back transaction waits anew. (Those that waited
     // are a prefix of the queue, so a batch whose first did not wait has none.)
     if (batch[0]!.lockWaitSince !== undefined) for (const op of batch) delete op.lockWaitSince;
+    // With the write lock held nobody else commits: the state this transaction starts from.
+    const before = this.committed ? this.wal!.changeTag() : null;
     // A batch of one needs no savepoint: rolling back the transaction rolls back only its writes.
     const alone = batch.length === 1;
     const settled: Settled[] = [];
@@ -234,6 +244,7 @@ export class GroupCommit {
       this.fail(batch, e, settled);
       return;
     }
+    this.committed?.(before, this.wal!.changeTag());
     this.stats.commits += 1;
     this.stats.largestBatch = Math.max(this.stats.largestBatch, batch.length);
     if (!this.wal) {
