@@ -264,6 +264,36 @@ describe('the graph head across this store\'s own commits (one head query where 
     }
   });
 
+  it('the events after the head are known to be none without a query while the cached head holds; another connection\'s append is read', async () => {
+    const { store, file } = await open();
+    const other = new Database(file);
+    const statement = Object.getPrototypeOf(other.prepare('SELECT 1')) as { all: (...args: unknown[]) => unknown };
+    const all = vi.spyOn(statement, 'all');
+    const eventReads = () => all.mock.contexts.filter((s) => (s as { source: string }).source.includes('WHERE revision > ?')).length;
+    // As an acquisition's transaction checks the graph since its decision's revision.
+    const since = (revision: number) => store.readWrite(async (tx) => (await Promise.all([tx.graph.head({ lock: 'share' }), tx.graph.read(revision)]))[1]);
+    try {
+      expect(await since(0)).toEqual([]);
+      const first = eventReads();
+      for (let i = 0; i < 3; i++) {
+        await store.readWrite((tx) => tx.singleUse.spend('assertion', `own-${i}`, FAR, now()));
+        expect(await since(0)).toEqual([]);
+      }
+      expect(eventReads()).toBe(first);
+      other.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (?, 0, ?, ?, ?)').run(1, 'x', 'principal.revoked', JSON.stringify(noop(1)[0]));
+      expect((await since(0)).map((e) => e.revision)).toEqual([1]);
+      expect(await store.read((tx) => tx.graph.read(0))).toHaveLength(1);
+      await store.readWrite((tx) => tx.graph.append(noop(1), 'test', now()));
+      expect((await since(1)).map((e) => e.revision)).toEqual([2]);
+      expect((await store.read((tx) => tx.graph.read(1))).map((e) => e.revision)).toEqual([2]);
+      expect(await since(2)).toEqual([]);
+    } finally {
+      all.mockRestore();
+      other.close();
+      await store.close();
+    }
+  });
+
   it('one commit between two WAL-index headers is told by the change counter, not by the rest of the header', () => {
     const header = (iChange: number, rest = 0) => {
       const b = Buffer.alloc(48, rest);

@@ -83,6 +83,8 @@ export class SqliteGraphEventStore implements GraphEventStore, GraphLogChain {
   }
 
   async read(after: number, upTo?: number): Promise<RecordedGraphEvent[]> {
+    // Nothing after the head: known without a query when the cached head still holds (see head()).
+    if (this.changeTag && !this.appended && after >= this.cachedHead && this.cachedTag !== null && this.changeTag() === this.cachedTag) return [];
     const rows = (upTo === undefined ? this.readStmt.all(after) : this.readUpToStmt.all(after, upTo)) as Row[];
     return rows.map((r) => ({ revision: r.revision, at: r.at, actor: r.actor, event: JSON.parse(r.payload) as GraphEvent }));
   }
