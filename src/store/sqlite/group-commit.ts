@@ -18,6 +18,14 @@ export interface GroupCommitOptions {
    * store carries its cached graph head across a commit of its own that appended no graph event).
    */
   committed?: (before: string | null, after: string | null) => void;
+  /**
+   * With `wal`, for a connection nothing but this GroupCommit uses: it keeps `busy_timeout = 0` from its
+   * first BEGIN on, instead of switching it off for each BEGIN and back after (two statements a
+   * transaction). In WAL mode only BEGIN IMMEDIATE waits for another connection's lock: once it holds
+   * the write lock, no statement of the transaction (COMMIT, its passive automatic checkpoint, a WAL
+   * restart) calls the busy handler. `lend()` gives the connection its busy timeout back for good.
+   */
+  sole?: boolean;
 }
 
 /** Counters since the GroupCommit was made (a benchmark reads them; nothing depends on them). */
@@ -73,6 +81,10 @@ export class GroupCommit {
   private readonly s: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>;
   /** The connection's busy timeout: how long an operation waits for another connection's write lock before it fails. */
   private readonly busyTimeoutMs: number;
+  /** The connection is this GroupCommit's alone (`sole`, until `lend()`): its busy timeout stays 0 between transactions. */
+  private sole: boolean;
+  /** The connection's busy timeout is 0 now (switched off by tryBegin, and left so because it is `sole`). */
+  private timeoutOff = false;
   private queue: Pending[] = [];
   private scheduled = false;
   private flushing = false;
@@ -88,6 +100,7 @@ export class GroupCommit {
     this.maxBatch = Math.max(1, options.maxBatch ?? 256);
     this.wal = options.wal ?? null;
     this.committed = this.wal ? (options.committed ?? null) : null;
+    this.sole = this.wal !== null && options.sole === true;
     // Savepoints inside a transaction that already dirtied pages keep those pages in a sub-journal;
     // in a temp file that cost three times the operation itself (measured: bench/lease.ts).
     db.pragma('temp_store = MEMORY');
@@ -276,7 +289,10 @@ export class GroupCommit {
    * as a commit's first call after 20 ms idle (measured: the gateway's pace).
    */
   private tryBegin(): unknown {
-    this.db.exec('PRAGMA busy_timeout = 0');
+    if (!this.timeoutOff) {
+      this.db.exec('PRAGMA busy_timeout = 0');
+      this.timeoutOff = true;
+    }
     try {
       this.s.begin.run();
       return null;
@@ -284,8 +300,25 @@ export class GroupCommit {
       if (!String((e as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw e;
       return e;
     } finally {
-      this.db.exec(`PRAGMA busy_timeout = ${this.busyTimeoutMs}`);
+      // A connection that is this GroupCommit's alone keeps it off (see GroupCommitOptions.sole).
+      if (!this.sole) this.restoreBusyTimeout();
     }
+  }
+
+  /**
+   * The connection is to be used outside this GroupCommit's transactions too (a tool, a test, an
+   * online backup): it gets its busy timeout back now, and every BEGIN from now on switches it off
+   * only for itself. Call it with nothing in flight on the connection, or between two operations.
+   */
+  lend(): void {
+    this.sole = false;
+    if (!this.db.inTransaction) this.restoreBusyTimeout();
+  }
+
+  private restoreBusyTimeout(): void {
+    if (!this.timeoutOff) return;
+    this.db.exec(`PRAGMA busy_timeout = ${this.busyTimeoutMs}`);
+    this.timeoutOff = false;
   }
 
   /**

@@ -34,7 +34,8 @@ export interface SqliteStore extends WritStore {
   readonly syncs: () => number;
   /**
    * The write connection, for the engine's own tools and tests (online backup, tampering tests).
-   * Never for Writ's use cases: they go through `readWrite`.
+   * Never for Writ's use cases: they go through `readWrite`. Taking it gives the connection its busy
+   * timeout back for good (until then the group commit keeps it at 0 between its transactions).
    */
   readonly writer: SqliteDatabase;
 }
@@ -86,7 +87,8 @@ function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpoints: 
     for (const g of graphs) g.committed(before, after, graphUnchanged);
   };
   // spread-then-add: once, when the store opens
-  const group = new GroupCommit(writer, { ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }), ...(wal ? { wal, committed } : {}) });
+  // `sole`: with a read connection of its own, nothing but the group uses the writer (until a tool or test takes `writer`).
+  const group = new GroupCommit(writer, { ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }), ...(wal ? { wal, committed, sole: reader !== writer } : {}) });
   let closed = false;
   // Last, when nothing more can throw (a started worker must be stopped). The worker's WAL restart is
   // synced at once, so that no read waits for it (checkpointer.ts); not once the store is closing. A
@@ -99,7 +101,11 @@ function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpoints: 
     engine: 'sqlite',
     stats: group.stats,
     syncs: () => wal?.syncs ?? 0,
-    writer,
+    get writer() {
+      // Used beside the group from now on: its statements wait for locks as the connection was opened to.
+      group.lend();
+      return writer;
+    },
     async read(fn, options) {
       if (wal?.failed) throw wal.failed;
       let value: Awaited<ReturnType<typeof fn>>;
