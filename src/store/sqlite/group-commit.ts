@@ -13,9 +13,11 @@ export interface GroupCommitOptions {
    */
   wal?: WalSync;
   /**
-   * With `wal`: called right after each COMMIT with the WAL-index header (WalSync.changeTag) read once
-   * the transaction had the write lock, before it wrote, and the one read right after its COMMIT (the
-   * store carries its cached graph head across a commit of its own that appended no graph event).
+   * With `wal`: called right after each COMMIT with two WAL-index headers (WalSync.changeTag): `before`,
+   * one read while this transaction held the write lock (`tagInTransaction`) or, if it read none, the
+   * one read right after this GroupCommit's previous COMMIT; and `after`, read right after this COMMIT
+   * (the store carries its cached graph head across a commit of its own that appended no graph event).
+   * Every commit between the two, this one included, moved the header's commit counter.
    */
   committed?: (before: string | null, after: string | null) => void;
   /**
@@ -85,6 +87,9 @@ export class GroupCommit {
   private sole: boolean;
   /** The connection's busy timeout is 0 now (switched off by tryBegin, and left so because it is `sole`). */
   private timeoutOff = false;
+  /** The WAL-index header as read in the open transaction (null: none read yet), and right after the last COMMIT. */
+  private inTransactionTag: string | null = null;
+  private lastCommitTag: string | null = null;
   private queue: Pending[] = [];
   private scheduled = false;
   private flushing = false;
@@ -206,8 +211,7 @@ export class GroupCommit {
     // Their wait is over: one put back after a rolled-back transaction waits anew. (Those that waited
     // are a prefix of the queue, so a batch whose first did not wait has none.)
     if (batch[0]!.lockWaitSince !== undefined) for (const op of batch) delete op.lockWaitSince;
-    // With the write lock held nobody else commits: the state this transaction starts from.
-    const before = this.committed ? this.wal!.changeTag() : null;
+    this.inTransactionTag = null;
     // A batch of one needs no savepoint: rolling back the transaction rolls back only its writes.
     const alone = batch.length === 1;
     const settled: Settled[] = [];
@@ -257,15 +261,22 @@ export class GroupCommit {
       this.fail(batch, e, settled);
       return;
     }
-    this.committed?.(before, this.wal!.changeTag());
     this.stats.commits += 1;
     this.stats.largestBatch = Math.max(this.stats.largestBatch, batch.length);
     if (!this.wal) {
       this.settle(settled);
       return;
     }
+    // Read once, for the store's graph cache and as the header the sync below covers (no commit can
+    // come in between: the sync starts in this same synchronous run, or waits for the one in flight).
+    const after = this.wal.changeTag();
+    if (this.committed) {
+      this.committed(this.inTransactionTag ?? this.lastCommitTag, after);
+      this.lastCommitTag = after;
+    }
+    this.inTransactionTag = null;
     this.syncing += 1;
-    this.wal.syncNext().then(
+    this.wal.syncNext(after).then(
       () => this.settle(settled),
       // fsyncgate: the pages may be lost although SQLite has them; never answered as if fine (and
       // WalSync refuses everything after this). A refusal in the batch gets STORE_FAILED too: what it
@@ -303,6 +314,17 @@ export class GroupCommit {
       // A connection that is this GroupCommit's alone keeps it off (see GroupCommitOptions.sole).
       if (!this.sole) this.restoreBusyTimeout();
     }
+  }
+
+  /**
+   * The WAL-index header (WalSync.changeTag) for a read on this connection: inside one of this
+   * GroupCommit's transactions, read once and kept until it ends (with the write lock held no other
+   * connection commits: the committed state it shows cannot change meanwhile); outside, read now.
+   */
+  tagInTransaction(): string | null {
+    if (!this.wal) return null;
+    if (!this.db.inTransaction) return this.wal.changeTag();
+    return (this.inTransactionTag ??= this.wal.changeTag());
   }
 
   /**

@@ -134,10 +134,14 @@ export class WalSync {
     return ((changeCounter(after) - changeCounter(before)) >>> 0) === 1;
   }
 
-  /** Resolves once a sync that began after this call has completed: every commit published before it is durable. */
-  syncNext(): Promise<void> {
+  /**
+   * Resolves once a sync that began after this call has completed: every commit published before it is
+   * durable. `tag`: the header (changeTag) the caller read just now, with nothing run since: if the sync
+   * starts now, that is the state it covers (one read less).
+   */
+  syncNext(tag?: string | null): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
-    if (!this.inflight) return this.start();
+    if (!this.inflight) return this.start(tag);
     if (!this.next) {
       let resolve!: () => void;
       let reject!: (e: unknown) => void;
@@ -173,9 +177,10 @@ export class WalSync {
     this.walFd = this.shmFd = null;
   }
 
-  private start(): Promise<void> {
+  /** `known`: the header as the caller read it just now, in the same synchronous run (no commit since). */
+  private start(known?: string | null): Promise<void> {
     // The header first: whatever it shows was written to the WAL before the sync begins.
-    const tag = this.changeTag();
+    const tag = known === undefined ? this.changeTag() : known;
     let fd: number;
     try {
       fd = this.walDescriptor();
