@@ -84,6 +84,7 @@ function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpoints: 
     for (const g of graphs) g.committed(before, after, graphUnchanged);
   };
   // `sole`: with a read connection of its own, nothing but the group uses the writer (until a tool or test takes `writer`).
+  // spread-then-add: once, when the store opens
   const group = new GroupCommit(writer, { ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }), ...(wal ? { wal, committed, sole: reader !== writer } : {}) });
   // The write connection's graph log reads the header once a transaction (GroupCommit.tagInTransaction).
   const writeTx = storeTx(writer, wal ? () => group.tagInTransaction() : null);
