@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { SyncFn } from '../../src/store/sqlite/wal-sync.js';
+import { WalSync, type SyncFn } from '../../src/store/sqlite/wal-sync.js';
 import { WritError } from '../../src/errors.js';
 import { LiveGraph } from '../../src/graph/live-graph.js';
 import type { GraphEvent } from '../../src/graph/model.js';
@@ -190,6 +190,121 @@ describe('the SQLite store syncs the WAL off the event loop', () => {
       other.close();
       await store.close();
     }
+  });
+});
+
+describe('the graph head across this store\'s own commits (one head query where three ran per lease pair)', () => {
+  /** Counts the head queries of every connection of this process (the statement prototype is shared). */
+  function countHeadQueries(db: Database.Database) {
+    const statement = Object.getPrototypeOf(db.prepare('SELECT 1')) as { get: (...args: unknown[]) => unknown };
+    const get = vi.spyOn(statement, 'get');
+    return { count: () => get.mock.contexts.filter((s) => (s as { source: string }).source.includes('MAX(revision)')).length, restore: () => get.mockRestore() };
+  }
+  const noop = (n: number): GraphEvent[] => Array.from({ length: n }, (_, i) => ({ type: 'principal.revoked', id: `p-${i}`, at: 0, reason: 'test' }));
+
+  it('a commit of its own that appends no graph event keeps the cached head; another connection\'s commit between two requests is seen at the next one, on the read and the write connection', async () => {
+    const { store, file } = await open();
+    const other = new Database(file);
+    const queries = countHeadQueries(other);
+    const head = () => store.read((tx) => tx.graph.head());
+    const headInTx = () => store.readWrite((tx) => tx.graph.head({ lock: 'share' }));
+    const spend = (id: string) => store.readWrite((tx) => tx.singleUse.spend('assertion', id, FAR, now()));
+    const append = (revision: number) => other.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (?, 0, ?, ?, ?)').run(revision, 'x', 'noop', '{}');
+    try {
+      expect(await head()).toBe(0);
+      expect(await headInTx()).toBe(0);
+      expect(queries.count()).toBe(2);
+      // Requests' own commits (spent ids) between head reads: no query more.
+      for (let i = 0; i < 5; i++) {
+        await spend(`own-${i}`);
+        expect(await head()).toBe(0);
+        expect(await headInTx()).toBe(0);
+      }
+      expect(queries.count()).toBe(2);
+      // Another connection (as another process would) appends between two requests: both connections see it.
+      append(1);
+      expect(await head()).toBe(1);
+      expect(await headInTx()).toBe(1);
+      expect(queries.count()).toBe(4);
+      // Another connection's append, then a commit of ours before the next read: not carried over, asked again.
+      other.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (?, 0, ?, ?, ?)').run(2, 'x', 'noop', '{}');
+      await spend('own-after-2');
+      expect(await head()).toBe(2);
+      expect(await headInTx()).toBe(2);
+    } finally {
+      queries.restore();
+      other.close();
+      await store.close();
+    }
+  });
+
+  it('an append of its own is seen by both connections, also by a later operation of the same transaction; one rolled back is not', async () => {
+    const { store } = await open();
+    const head = () => store.read((tx) => tx.graph.head());
+    try {
+      expect(await head()).toBe(0);
+      // Two operations queued together share one transaction: the second sees the first's uncommitted append.
+      const [, seen] = await Promise.all([
+        store.readWrite((tx) => tx.graph.append(noop(2), 'test', now())),
+        store.readWrite((tx) => tx.graph.head({ lock: 'share' })),
+      ]);
+      expect(seen).toBe(2);
+      expect(await head()).toBe(2);
+      // An append whose operation fails is rolled back: neither connection keeps its head.
+      await expect(store.readWrite(async (tx) => {
+        await tx.graph.append(noop(1), 'test', now());
+        expect(await tx.graph.head({ lock: 'share' })).toBe(3);
+        throw new Error('refused');
+      })).rejects.toThrow('refused');
+      await store.readWrite((tx) => tx.singleUse.spend('assertion', 'after-rollback', FAR, now()));
+      expect(await store.readWrite((tx) => tx.graph.head({ lock: 'share' }))).toBe(2);
+      expect(await head()).toBe(2);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('the events after the head are known to be none without a query while the cached head holds; another connection\'s append is read', async () => {
+    const { store, file } = await open();
+    const other = new Database(file);
+    const statement = Object.getPrototypeOf(other.prepare('SELECT 1')) as { all: (...args: unknown[]) => unknown };
+    const all = vi.spyOn(statement, 'all');
+    const eventReads = () => all.mock.contexts.filter((s) => (s as { source: string }).source.includes('WHERE revision > ?')).length;
+    // As an acquisition's transaction checks the graph since its decision's revision.
+    const since = (revision: number) => store.readWrite(async (tx) => (await Promise.all([tx.graph.head({ lock: 'share' }), tx.graph.read(revision)]))[1]);
+    try {
+      expect(await since(0)).toEqual([]);
+      const first = eventReads();
+      for (let i = 0; i < 3; i++) {
+        await store.readWrite((tx) => tx.singleUse.spend('assertion', `own-${i}`, FAR, now()));
+        expect(await since(0)).toEqual([]);
+      }
+      expect(eventReads()).toBe(first);
+      other.prepare('INSERT INTO graph_events (revision, at, actor, type, payload) VALUES (?, 0, ?, ?, ?)').run(1, 'x', 'principal.revoked', JSON.stringify(noop(1)[0]));
+      expect((await since(0)).map((e) => e.revision)).toEqual([1]);
+      expect(await store.read((tx) => tx.graph.read(0))).toHaveLength(1);
+      await store.readWrite((tx) => tx.graph.append(noop(1), 'test', now()));
+      expect((await since(1)).map((e) => e.revision)).toEqual([2]);
+      expect((await store.read((tx) => tx.graph.read(1))).map((e) => e.revision)).toEqual([2]);
+      expect(await since(2)).toEqual([]);
+    } finally {
+      all.mockRestore();
+      other.close();
+      await store.close();
+    }
+  });
+
+  it('one commit between two WAL-index headers is told by the change counter, not by the rest of the header', () => {
+    const header = (iChange: number, rest = 0) => {
+      const b = Buffer.alloc(48, rest);
+      b.writeUInt32LE(iChange, 8);
+      return b.toString('latin1');
+    };
+    expect(WalSync.oneCommitBetween(header(7), header(8, 1))).toBe(true);
+    expect(WalSync.oneCommitBetween(header(7), header(9))).toBe(false);
+    expect(WalSync.oneCommitBetween(header(7), header(7, 1))).toBe(false);
+    expect(WalSync.oneCommitBetween(header(0xffffffff), header(0))).toBe(true);
+    expect(WalSync.oneCommitBetween(null, header(1))).toBe(false);
   });
 });
 

@@ -5,6 +5,7 @@ import type { ReadLock } from '../../transactions.js';
 import { GENESIS_HASH } from '../../audit/hash-chain.js';
 import { linkGraphEvents, type GraphChainHead, type GraphEventRow, type GraphLogChain } from '../../audit/graph-chain.js';
 import type { SqliteDatabase } from './database.js';
+import { WalSync } from './wal-sync.js';
 
 /**
  * Hashes the events after the chain's head that have none (all of them at migration 20; afterwards those
@@ -39,11 +40,16 @@ export class SqliteGraphEventStore implements GraphEventStore, GraphLogChain {
   /** The head as last read, and the change tag read just before that query. */
   private cachedHead = 0;
   private cachedTag: string | null = null;
+  /**
+   * On the write connection: an append ran since the last commit the store told of (`committed`); its
+   * rows may be uncommitted (or rolled back) while the tag has not moved, so the head is not cached.
+   */
+  private appended = false;
 
   /**
    * `changeTag`: a value that changes whenever any connection commits to the file (the WAL-index
-   * header, see WalSync): `head()` queries the log only when it moved. Only for a read connection:
-   * the write connection sees its own uncommitted appends.
+   * header, see WalSync): `head()` queries the log only when it moved, or (the write connection, which
+   * sees its own uncommitted appends) when this store appended since its last commit.
    */
   constructor(
     private readonly db: SqliteDatabase,
@@ -56,6 +62,8 @@ export class SqliteGraphEventStore implements GraphEventStore, GraphLogChain {
   }
 
   async append(events: GraphEvent[], actor: string, at: number, expectedHead?: number): Promise<number> {
+    this.appended = true;
+    this.cachedTag = null;
     const tx = this.db.transaction(() => {
       let head = this.headStmt.get() as number;
       if (expectedHead !== undefined && head !== expectedHead) throw new GraphHeadMoved(expectedHead, head);
@@ -75,6 +83,8 @@ export class SqliteGraphEventStore implements GraphEventStore, GraphLogChain {
   }
 
   async read(after: number, upTo?: number): Promise<RecordedGraphEvent[]> {
+    // Nothing after the head: known without a query when the cached head still holds (see head()).
+    if (this.changeTag && !this.appended && after >= this.cachedHead && this.cachedTag !== null && this.changeTag() === this.cachedTag) return [];
     const rows = (upTo === undefined ? this.readStmt.all(after) : this.readUpToStmt.all(after, upTo)) as Row[];
     return rows.map((r) => ({ revision: r.revision, at: r.at, actor: r.actor, event: JSON.parse(r.payload) as GraphEvent }));
   }
@@ -85,9 +95,30 @@ export class SqliteGraphEventStore implements GraphEventStore, GraphLogChain {
     // The tag before the query: a commit between the two leaves a newer tag, and the next call asks again.
     const tag = this.changeTag();
     if (tag !== null && tag === this.cachedTag) return this.cachedHead;
-    this.cachedHead = this.headStmt.get() as number;
+    const head = this.headStmt.get() as number;
+    if (this.appended) return head;
+    this.cachedHead = head;
     this.cachedTag = tag;
-    return this.cachedHead;
+    return head;
+  }
+
+  /**
+   * A transaction of this process's write connection committed, taking the file from `before` to
+   * `after` (WAL-index headers: `before` read under its write lock before it wrote, `after` right after
+   * its COMMIT). `graphUnchanged`: it appended no graph event. If no other connection committed in
+   * between (WalSync.oneCommitBetween), the head cached at `before` is still the head at `after`: kept,
+   * so a request's own commits (a spent id, a lease) cost no head query on the next request. Another
+   * process's commit in between, before or after, leaves a tag no cache holds: the next head() asks the log.
+   */
+  committed(before: string | null, after: string | null, graphUnchanged: boolean): void {
+    if (graphUnchanged && before !== null && before === this.cachedTag && WalSync.oneCommitBetween(before, after)) this.cachedTag = after;
+  }
+
+  /** On the write connection: whether an append ran since the last call (and forgets it): the commit that just ended holds it. */
+  takeAppended(): boolean {
+    const appended = this.appended;
+    this.appended = false;
+    return appended;
   }
 
   async revisionAt(time: number): Promise<number> {

@@ -12,6 +12,22 @@ export interface GroupCommitOptions {
    * syncs on the main thread; `:memory:` has nothing to sync).
    */
   wal?: WalSync;
+  /**
+   * With `wal`: called right after each COMMIT with two WAL-index headers (WalSync.changeTag): `before`,
+   * one read while this transaction held the write lock (`tagInTransaction`) or, if it read none, the
+   * one read right after this GroupCommit's previous COMMIT; and `after`, read right after this COMMIT
+   * (the store carries its cached graph head across a commit of its own that appended no graph event).
+   * Every commit between the two, this one included, moved the header's commit counter.
+   */
+  committed?: (before: string | null, after: string | null) => void;
+  /**
+   * With `wal`, for a connection nothing but this GroupCommit uses: it keeps `busy_timeout = 0` from its
+   * first BEGIN on, instead of switching it off for each BEGIN and back after (two statements a
+   * transaction). In WAL mode only BEGIN IMMEDIATE waits for another connection's lock: once it holds
+   * the write lock, no statement of the transaction (COMMIT, its passive automatic checkpoint, a WAL
+   * restart) calls the busy handler. `lend()` gives the connection its busy timeout back for good.
+   */
+  sole?: boolean;
 }
 
 /** Counters since the GroupCommit was made (a benchmark reads them; nothing depends on them). */
@@ -63,9 +79,17 @@ export class GroupCommit {
   readonly stats: GroupCommitStats = { commits: 0, committedOperations: 0, failedOperations: 0, failedCommits: 0, largestBatch: 0 };
   private readonly maxBatch: number;
   private readonly wal: WalSync | null;
+  private readonly committed: ((before: string | null, after: string | null) => void) | null;
   private readonly s: Record<'begin' | 'commit' | 'rollback' | 'savepoint' | 'release' | 'rollbackTo', Statement>;
   /** The connection's busy timeout: how long an operation waits for another connection's write lock before it fails. */
   private readonly busyTimeoutMs: number;
+  /** The connection is this GroupCommit's alone (`sole`, until `lend()`): its busy timeout stays 0 between transactions. */
+  private sole: boolean;
+  /** The connection's busy timeout is 0 now (switched off by tryBegin, and left so because it is `sole`). */
+  private timeoutOff = false;
+  /** The WAL-index header as read in the open transaction (null: none read yet), and right after the last COMMIT. */
+  private inTransactionTag: string | null = null;
+  private lastCommitTag: string | null = null;
   private queue: Pending[] = [];
   private scheduled = false;
   private flushing = false;
@@ -80,6 +104,8 @@ export class GroupCommit {
   ) {
     this.maxBatch = Math.max(1, options.maxBatch ?? 256);
     this.wal = options.wal ?? null;
+    this.committed = this.wal ? (options.committed ?? null) : null;
+    this.sole = this.wal !== null && options.sole === true;
     // Savepoints inside a transaction that already dirtied pages keep those pages in a sub-journal;
     // in a temp file that cost three times the operation itself (measured: bench/lease.ts).
     db.pragma('temp_store = MEMORY');
@@ -185,6 +211,7 @@ export class GroupCommit {
     // Their wait is over: one put back after a rolled-back transaction waits anew. (Those that waited
     // are a prefix of the queue, so a batch whose first did not wait has none.)
     if (batch[0]!.lockWaitSince !== undefined) for (const op of batch) delete op.lockWaitSince;
+    this.inTransactionTag = null;
     // A batch of one needs no savepoint: rolling back the transaction rolls back only its writes.
     const alone = batch.length === 1;
     const settled: Settled[] = [];
@@ -240,8 +267,16 @@ export class GroupCommit {
       this.settle(settled);
       return;
     }
+    // Read once, for the store's graph cache and as the header the sync below covers (no commit can
+    // come in between: the sync starts in this same synchronous run, or waits for the one in flight).
+    const after = this.wal.changeTag();
+    if (this.committed) {
+      this.committed(this.inTransactionTag ?? this.lastCommitTag, after);
+      this.lastCommitTag = after;
+    }
+    this.inTransactionTag = null;
     this.syncing += 1;
-    this.wal.syncNext().then(
+    this.wal.syncNext(after).then(
       () => this.settle(settled),
       // fsyncgate: the pages may be lost although SQLite has them; never answered as if fine (and
       // WalSync refuses everything after this). A refusal in the batch gets STORE_FAILED too: what it
@@ -265,7 +300,10 @@ export class GroupCommit {
    * as a commit's first call after 20 ms idle (measured: the gateway's pace).
    */
   private tryBegin(): unknown {
-    this.db.exec('PRAGMA busy_timeout = 0');
+    if (!this.timeoutOff) {
+      this.db.exec('PRAGMA busy_timeout = 0');
+      this.timeoutOff = true;
+    }
     try {
       this.s.begin.run();
       return null;
@@ -273,8 +311,36 @@ export class GroupCommit {
       if (!String((e as { code?: unknown }).code).startsWith('SQLITE_BUSY')) throw e;
       return e;
     } finally {
-      this.db.exec(`PRAGMA busy_timeout = ${this.busyTimeoutMs}`);
+      // A connection that is this GroupCommit's alone keeps it off (see GroupCommitOptions.sole).
+      if (!this.sole) this.restoreBusyTimeout();
     }
+  }
+
+  /**
+   * The WAL-index header (WalSync.changeTag) for a read on this connection: inside one of this
+   * GroupCommit's transactions, read once and kept until it ends (with the write lock held no other
+   * connection commits: the committed state it shows cannot change meanwhile); outside, read now.
+   */
+  tagInTransaction(): string | null {
+    if (!this.wal) return null;
+    if (!this.db.inTransaction) return this.wal.changeTag();
+    return (this.inTransactionTag ??= this.wal.changeTag());
+  }
+
+  /**
+   * The connection is to be used outside this GroupCommit's transactions too (a tool, a test, an
+   * online backup): it gets its busy timeout back now, and every BEGIN from now on switches it off
+   * only for itself. Call it with nothing in flight on the connection, or between two operations.
+   */
+  lend(): void {
+    this.sole = false;
+    if (!this.db.inTransaction) this.restoreBusyTimeout();
+  }
+
+  private restoreBusyTimeout(): void {
+    if (!this.timeoutOff) return;
+    this.db.exec(`PRAGMA busy_timeout = ${this.busyTimeoutMs}`);
+    this.timeoutOff = false;
   }
 
   /**

@@ -34,7 +34,8 @@ export interface SqliteStore extends WritStore {
   readonly syncs: () => number;
   /**
    * The write connection, for the engine's own tools and tests (online backup, tampering tests).
-   * Never for Writ's use cases: they go through `readWrite`.
+   * Never for Writ's use cases: they go through `readWrite`. Taking it gives the connection its busy
+   * timeout back for good (until then the group commit keeps it at 0 between its transactions).
    */
   readonly writer: SqliteDatabase;
 }
@@ -76,10 +77,19 @@ export function sqliteStoreOn(db: SqliteDatabase, options: Pick<SqliteStoreOptio
 function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpoints: boolean, options: Pick<SqliteStoreOptions, 'maxBatch' | 'sync'>): SqliteStore {
   // A file in WAL mode is synced off the event loop; anything else (`:memory:`) keeps its own `synchronous`.
   const wal = !writer.memory && writer.pragma('journal_mode', { simple: true }) === 'wal' ? new WalSync(writer.name, options.sync) : null;
+  // After each commit of this process: a graph head cached before it still holds if only that commit
+  // came in between and it appended no graph event (see SqliteGraphEventStore.committed).
+  const committed = (before: string | null, after: string | null) => {
+    const graphUnchanged = !writeTx.graph.takeAppended();
+    for (const g of graphs) g.committed(before, after, graphUnchanged);
+  };
+  // `sole`: with a read connection of its own, nothing but the group uses the writer (until a tool or test takes `writer`).
   // spread-then-add: once, when the store opens
-  const group = new GroupCommit(writer, { ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }), ...(wal ? { wal } : {}) });
-  const writeTx = storeTx(writer, null);
-  const readTx = reader === writer ? writeTx : storeTx(reader, wal);
+  const group = new GroupCommit(writer, { ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }), ...(wal ? { wal, committed, sole: reader !== writer } : {}) });
+  // The write connection's graph log reads the header once a transaction (GroupCommit.tagInTransaction).
+  const writeTx = storeTx(writer, wal ? () => group.tagInTransaction() : null);
+  const readTx = reader === writer ? writeTx : storeTx(reader, wal ? () => wal.changeTag() : null);
+  const graphs = reader === writer ? [writeTx.graph] : [writeTx.graph, readTx.graph];
   let closed = false;
   // Last, when nothing more can throw (a started worker must be stopped). The worker's WAL restart is
   // synced at once, so that no read waits for it (checkpointer.ts); not once the store is closing. A
@@ -92,7 +102,11 @@ function storeOver(writer: SqliteDatabase, reader: SqliteDatabase, checkpoints: 
     engine: 'sqlite',
     stats: group.stats,
     syncs: () => wal?.syncs ?? 0,
-    writer,
+    get writer() {
+      // Used beside the group from now on: its statements wait for locks as the connection was opened to.
+      group.lend();
+      return writer;
+    },
     async read(fn, options) {
       if (wal?.failed) throw wal.failed;
       let value: Awaited<ReturnType<typeof fn>>;
@@ -135,10 +149,10 @@ function openReader(file: string, busyTimeoutMs: number): SqliteDatabase {
   return db;
 }
 
-/** `changes`: on the read connection, what tells the graph log that nothing was committed since its last head read. */
-function storeTx(db: SqliteDatabase, changes: WalSync | null): StoreTx {
+/** `changeTag`: what tells the graph log that nothing was committed since its last head read. */
+function storeTx(db: SqliteDatabase, changeTag: (() => string | null) | null): StoreTx & { graph: SqliteGraphEventStore } {
   return {
-    graph: new SqliteGraphEventStore(db, changes ? () => changes.changeTag() : undefined),
+    graph: new SqliteGraphEventStore(db, changeTag ?? undefined),
     singleUse: new SqliteSingleUseStore(db),
     leases: new SqliteLeaseRepository(db),
     leaseAuthority: new SqliteLeaseAuthorityRepository(db),

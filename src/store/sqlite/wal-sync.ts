@@ -1,4 +1,5 @@
 import { closeSync, fdatasync, fstatSync, fsyncSync, openSync, readSync, statSync } from 'node:fs';
+import { endianness } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { WritError } from '../../errors.js';
 
@@ -69,6 +70,13 @@ function releaseSharedShm(path: string): void {
   closeSync(open.fd);
 }
 
+/** The WAL-index header's iChange (offset 8, in the host's byte order): one more with every commit. */
+function changeCounter(tag: string): number {
+  const byte = (i: number) => tag.charCodeAt(8 + (HOST_LITTLE_ENDIAN ? i : 3 - i));
+  return (byte(0) | (byte(1) << 8) | (byte(2) << 16) | (byte(3) << 24)) >>> 0;
+}
+const HOST_LITTLE_ENDIAN = endianness() === 'LE';
+
 export class WalSync {
   /** Syncs completed (a benchmark reads it). */
   syncs = 0;
@@ -115,10 +123,25 @@ export class WalSync {
     return n === WAL_INDEX_HEADER_BYTES ? this.header.toString('latin1') : null;
   }
 
-  /** Resolves once a sync that began after this call has completed: every commit published before it is durable. */
-  syncNext(): Promise<void> {
+  /**
+   * True when the WAL-index header went from `before` to `after` by exactly one commit (its change
+   * counter, iChange, moved by one): read `before` while holding the write lock, before writing, and
+   * `after` right after that transaction's COMMIT, it says no other connection committed in between
+   * (a WAL restart or checkpoint changes the header but not the counter, nor the database's content).
+   */
+  static oneCommitBetween(before: string | null, after: string | null): boolean {
+    if (before === null || after === null) return false;
+    return ((changeCounter(after) - changeCounter(before)) >>> 0) === 1;
+  }
+
+  /**
+   * Resolves once a sync that began after this call has completed: every commit published before it is
+   * durable. `tag`: the header (changeTag) the caller read just now, with nothing run since: if the sync
+   * starts now, that is the state it covers (one read less).
+   */
+  syncNext(tag?: string | null): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
-    if (!this.inflight) return this.start();
+    if (!this.inflight) return this.start(tag);
     if (!this.next) {
       let resolve!: () => void;
       let reject!: (e: unknown) => void;
@@ -154,9 +177,10 @@ export class WalSync {
     this.walFd = this.shmFd = null;
   }
 
-  private start(): Promise<void> {
+  /** `known`: the header as the caller read it just now, in the same synchronous run (no commit since). */
+  private start(known?: string | null): Promise<void> {
     // The header first: whatever it shows was written to the WAL before the sync begins.
-    const tag = this.changeTag();
+    const tag = known === undefined ? this.changeTag() : known;
     let fd: number;
     try {
       fd = this.walDescriptor();
