@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The caller-sessions protocol's test vector (the lead's spec, §4; the SDK tests the same in
+// The caller-sessions protocol's test vector (README "Caller sessions"; the SDK tests the same in
 // test/wire/caller-session.test.ts). Run: cd bench/loadgen && go test ./...
 func TestSessionTestVector(t *testing.T) {
 	scalar := func(b byte) *ecdh.PrivateKey {

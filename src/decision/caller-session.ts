@@ -8,7 +8,7 @@ import { BoundedMap } from './bounded-map.js';
 import type { KeyRing } from './key-ring.js';
 
 /**
- * Caller sessions (protocol v1, tasks/caller-sessions-spec.md): a caller that proved itself once with an
+ * Caller sessions (protocol v1, README "Caller sessions"): a caller that proved itself once with an
  * assertion (POST /v1/sessions) agrees a session key K with Writ by X25519, and then MACs a short-lived,
  * single-use request token per request (HS256 over K) instead of signing one with Ed25519. The session
  * token that names K is sealed (AES-256-GCM) under a key derived from the decision signing key: it is

@@ -7,15 +7,10 @@ import { ManualClock } from '../../src/clock.js';
 import { agreeSessionKey, CallerSessions, deriveSealKey, deriveSessionKey, KeyRing } from '../../src/decision/index.js';
 import { sessionMacVerifies, type CallerSession } from '../../src/decision/caller-session.js';
 import { decodeCompactJws } from '../../src/decision/jws.js';
+import { VECTOR } from '../support/caller-session-vector.js';
 
-// The protocol's test vector (tasks/caller-sessions-spec.md §4).
-const CLIENT_D = 'AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE';
-const SERVER_D = 'AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI';
-const CLIENT_X = 'pOCSkrZRwni5dyxWn1-puxPZBrRqtoyd-dwrRAn4ogk';
-const SERVER_X = 'zo060cy2M-x7cMF4FKXHbs0CloUFDTRHRboFhw5YfVk';
-const SHARED = 'LtdqtUmx5zwDHrSclEjweYrqgbaYJ5oMPcPkn7_EuVM';
-const K = 'S-CBd8C22JQjs-oYo6uzI4oTzzQjF2v_uzpsjxUiyTc';
-const TOKEN = 'eyJhbGciOiJIUzI1NiIsImtpZCI6IndzMS5leGFtcGxlLWtpZC5BQUFBIn0.eyJpc3MiOiJzZW8tYWdlbnQtNyIsInN1YiI6InNlby1hZ2VudC03IiwiYXVkIjoid3JpdCIsImlhdCI6MTc5NjAwMDAwMCwiZXhwIjoxNzk2MDAwMDYwLCJqdGkiOiJqLTEiLCJodG0iOiJQT1NUIiwiaHR1IjoiL3YxL2xlYXNlcyJ9.uEPcapQPqBJBivDyo-JfWxAraPZ16SUza2VP16o_oLk';
+// The protocol's test vector (README, "Caller sessions").
+const { CLIENT_D, SERVER_D, CLIENT_X, SERVER_X, SHARED, K, TOKEN } = VECTOR;
 
 describe('caller sessions: the key agreement and the request token MAC, against the protocol\'s test vector', () => {
   it('X25519 public keys and the shared secret', () => {

@@ -10,7 +10,7 @@ import { fixtureKey, startHarness, type Harness } from '../support/harness.js';
 import { closeOpened, listening, rawStream } from '../support/lease-stream.js';
 
 /**
- * Caller sessions (POST /v1/sessions, tasks/caller-sessions-spec.md): a session opened with an assertion
+ * Caller sessions (POST /v1/sessions, README "Caller sessions"): a session opened with an assertion
  * authenticates later requests with an HS256 request token bound to the method and path, each single-use.
  */
 let h: Harness;

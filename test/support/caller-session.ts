@@ -2,7 +2,7 @@ import { createHmac, diffieHellman, generateKeyPairSync, randomUUID, createPubli
 import { deriveSessionKey } from '../../src/decision/index.js';
 
 /**
- * The client's side of a caller session (tasks/caller-sessions-spec.md), written out in the test so the
+ * The client's side of a caller session (README "Caller sessions"), written out in the test so the
  * server is checked against the protocol and not against the SDK's reading of it.
  */
 export interface ClientSession {

@@ -1,15 +1,10 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { callerSessionKey, createSessionRequestToken, sessionKeyExchange } from '../../src/wire/caller-session.js';
+import { VECTOR } from '../support/caller-session-vector.js';
 
-/** The test vector of the caller-sessions protocol (the lead's spec, §4; the Go load generator tests the same). */
-const CLIENT_D = 'AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE';
-const SERVER_D = 'AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI';
-const CLIENT_X = 'pOCSkrZRwni5dyxWn1-puxPZBrRqtoyd-dwrRAn4ogk';
-const SERVER_X = 'zo060cy2M-x7cMF4FKXHbs0CloUFDTRHRboFhw5YfVk';
-const SHARED = 'LtdqtUmx5zwDHrSclEjweYrqgbaYJ5oMPcPkn7_EuVM';
-const K = 'S-CBd8C22JQjs-oYo6uzI4oTzzQjF2v_uzpsjxUiyTc';
-const TOKEN = 'eyJhbGciOiJIUzI1NiIsImtpZCI6IndzMS5leGFtcGxlLWtpZC5BQUFBIn0.eyJpc3MiOiJzZW8tYWdlbnQtNyIsInN1YiI6InNlby1hZ2VudC03IiwiYXVkIjoid3JpdCIsImlhdCI6MTc5NjAwMDAwMCwiZXhwIjoxNzk2MDAwMDYwLCJqdGkiOiJqLTEiLCJodG0iOiJQT1NUIiwiaHR1IjoiL3YxL2xlYXNlcyJ9.uEPcapQPqBJBivDyo-JfWxAraPZ16SUza2VP16o_oLk';
+// The protocol's test vector (README, "Caller sessions").
+const { CLIENT_D, SERVER_D, CLIENT_X, SERVER_X, SHARED, K, TOKEN } = VECTOR;
 
 describe('caller sessions, the client side (test vector)', () => {
   it('derives the public keys, and K from the shared secret by HKDF-SHA256 with the protocol\'s info', () => {
@@ -48,5 +43,14 @@ describe('caller sessions, the client side (test vector)', () => {
     const one = Buffer.alloc(32);
     one[0] = 1;
     expect(() => client.agree(one.toString('base64url'))).toThrow(/low-order|refused/);
+  });
+});
+
+describe('the README\'s test vector', () => {
+  it('is the one the tests check (every value of it appears in the "Caller sessions" section, and its MAC)', async () => {
+    const { readFileSync } = await import('node:fs');
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('### Caller sessions'), readme.indexOf('### The lease stream'));
+    for (const value of [CLIENT_D, SERVER_D, CLIENT_X, SERVER_X, SHARED, K, TOKEN.split('.')[2]!]) expect(section).toContain(value);
   });
 });
