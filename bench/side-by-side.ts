@@ -224,18 +224,23 @@ async function main(): Promise<void> {
       check = `OPA's answer for the captured input equals Writ's wasm result (whole object) and Writ's HTTP answer (allow, reasons, obligations, risk): allow=${String(o.allow)}, ${(o.reasons as unknown[]).length} reasons, obligations ${JSON.stringify(o.obligations)}.`;
       for (const clients of [16, 1]) {
         const row: Row = { measure: 'signed decisions/s over HTTP', clients, writ: [], peers: { OPA: [] } };
-        rows.push(row);
+        // Over a caller session (the SDK's default): the same OPA runs as the assertion row.
+        const sessionRow: Row = { measure: 'signed decisions/s over HTTP, caller session', clients, writ: [], peers: row.peers };
+        rows.push(row, sessionRow);
+        const writDecide = (seconds: number, session: boolean) => loadgen(bin, ['-mode', 'writ-decide', ...(session ? ['-session'] : []), '-url', writUrl, '-body', writBody, '-clients', String(clients), '-seconds', String(seconds), ...common], () => [writ.proc.pid!]);
         // warm-up
-        loadgen(bin, ['-mode', 'writ-decide', '-url', writUrl, '-body', writBody, '-clients', String(clients), '-seconds', '1', ...common]);
+        writDecide(1, false);
+        writDecide(1, true);
         loadgen(bin, ['-mode', 'opa', '-url', opaUrl, '-body', opaBody, '-clients', String(clients), '-seconds', '1']);
         for (let r = 0; r < ROUNDS; r++) {
           const runs = [
-            () => row.writ.push(loadgen(bin, ['-mode', 'writ-decide', '-url', writUrl, '-body', writBody, '-clients', String(clients), '-seconds', String(SECONDS), ...common], () => [writ.proc.pid!])),
+            () => row.writ.push(writDecide(SECONDS, false)),
+            () => sessionRow.writ.push(writDecide(SECONDS, true)),
             () => row.peers.OPA!.push(loadgen(bin, ['-mode', 'opa', '-url', opaUrl, '-body', opaBody, '-clients', String(clients), '-seconds', String(SECONDS)], () => [opa.pid!])),
           ];
           for (const run of r % 2 === 0 ? runs : runs.reverse()) run();
           loads.push(loadavg()[0]!);
-          console.log(`decisions ${clients} clients round ${r}: writ ${fmt(row.writ.at(-1)!.per_second)}/s, opa ${fmt(row.peers.OPA!.at(-1)!.per_second)}/s`);
+          console.log(`decisions ${clients} clients round ${r}: writ ${fmt(row.writ.at(-1)!.per_second)}/s, writ session ${fmt(sessionRow.writ.at(-1)!.per_second)}/s, opa ${fmt(row.peers.OPA!.at(-1)!.per_second)}/s`);
         }
       }
     }
@@ -357,6 +362,7 @@ async function main(): Promise<void> {
     '',
     `- Decisions: \`POST /v1/decisions\` (${PRINCIPAL} ${REQUEST.action} ${REQUEST.resource} [${REQUEST.fields.join(', ')}] in production on graph/example.yaml; the caller assertion verified and its jti spent durably, chains resolved, Rego evaluated, the decision signed) vs \`opa run --server\` on policies/ (the same Rego and data.json the bundle is built from) answering \`POST /v1/data/writ/authz/decision\` with the exact input document Writ evaluates for that request (captured from Writ's policy engine in-process). ${check}`,
     '- Leases: Writ `POST /v1/leases` + `DELETE /v1/leases/{id}` (a decision fetched per client every 20 s, outside the pair count; each call a fresh assertion whose jti is spent in the lease\'s own commit; WAL synced before each answer) vs PostgreSQL 15 (the shared local server, synchronous_commit on, a database of its own): `UPDATE … SET holder, epoch = epoch + 1 … WHERE key = $1 AND (holder IS NULL OR expired) RETURNING epoch`, then a conditional `UPDATE` release, each autocommitted (pgx pool, one connection per client; with more clients than ' + POOLED_PG_CONNECTIONS + ' also with the clients sharing ' + POOLED_PG_CONNECTIONS + ' connections, which PostgreSQL on 2 cores serves faster), vs a private `redis-server --appendonly yes --appendfsync always`: `SET key token NX PX 10000`, then a Lua compare-and-delete, vs the same PostgreSQL CAS behind the least an authenticated HTTP lease service must do (bench/authed-cas-front.ts: fastify, the same routes and load-generator mode as Writ, the caller\'s Ed25519 assertion verified by libsodium on its event loop (Writ hands its checks to a libsodium worker thread while busy with other requests in flight; the front did no better that way), its jti spent and the key compare-and-set in one autocommitted statement, on a pool of at most ' + FRONT_POOL + ' connections kept open; no policy, decision, graph, receipts or queue). Each client on its own key.',
+    '- Decisions over a caller session: the same requests, each client having opened a caller session before its measured window, each request signed with a fresh single-use HS256 request token (its jti spent as an assertion\'s is); the same OPA runs as the assertion row.',
     '- Caller session: the same HTTP pairs, each client having opened a caller session (`POST /v1/sessions`, one assertion, X25519) before its measured window, each request then signed with a fresh single-use HS256 request token bound to its method and path (its jti spent as an assertion\'s is); the same peers and their same runs as the assertion row.',
     '- Lease stream: the same pairs as `{"op": "acquire"}` and `{"op": "release"}` messages on `GET /v1/leases/stream`, one WebSocket per client opened with one caller assertion (as a PostgreSQL or Redis connection authenticates once), the same decision, checks, lease transaction and WAL sync before each answer; judged against the bare engines only. "2 processes on one file": the same clients split evenly between two `writ serve` processes on the same data directory (one load generator each, run at once; their rates summed, the worse latency, both processes\' CPU).',
     '',
