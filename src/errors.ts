@@ -23,7 +23,7 @@ export const ERROR_CATALOGUE = {
   NOT_FOUND: { status: 404, title: 'Not found', meaning: 'Nothing exists at that path or id.' },
   ALREADY_EXISTS: { status: 409, title: 'Already exists', meaning: 'An object with that id exists with different content (manifests are applied idempotently only for identical objects); or, over the API, an edge with that id was revoked (it stays revoked: a new one needs a new id; `{edge_id}`), or is one the caller may not read (the id is taken: choose another or omit it).' },
   // callers
-  UNAUTHENTICATED: { status: 401, title: 'Unauthenticated', meaning: 'The caller assertion is missing, malformed, expired, replayed, not signed by a key of its principal, or its principal is revoked.' },
+  UNAUTHENTICATED: { status: 401, title: 'Unauthenticated', meaning: 'The caller assertion (or a caller session\'s request token) is missing, malformed, expired, replayed, not signed by a key of its principal (not MACed with its session\'s key, or for another method or path), or its principal is revoked.' },
   CALLER_SESSION_INVALID: { status: 401, title: 'Caller session invalid', meaning: 'The caller session named by the request token (`kid` of an HS256 token) is unknown to this deployment, malformed, expired, sealed by a signing key that has left the key ring, or its principal no longer has the key that opened it. Open a new session (POST /v1/sessions) with a caller assertion. The request had no effect.' },
   CALLER_SESSIONS_DISABLED: { status: 403, title: 'Caller sessions disabled', meaning: 'Caller sessions are turned off on this deployment (`WRIT_CALLER_SESSION_MAX_TTL_MS=0`): POST /v1/sessions and requests authenticated by a session are refused. Sign a caller assertion for each request. Nothing was changed.' },
   LOGIN_LINK_INVALID: { status: 401, title: 'Login link invalid', meaning: 'The console login link (`writ console`) is malformed, expired, not signed by a Writ key, or names a principal that is unknown or revoked. Ask for a new link.' },
@@ -36,7 +36,7 @@ export const ERROR_CATALOGUE = {
   BUDGET_EXCEEDED: { status: 503, title: 'Chain resolution budget exceeded', meaning: 'Chain resolution ran out of its depth/fan-out/time budget before finishing; the graph is too wide for this request.' },
   POLICY_UNAVAILABLE: { status: 503, title: 'Policy unavailable', meaning: 'No policy bundle is loaded (build it with `writ policy build`).' },
   // decisions
-  DECISION_INVALID: { status: 403, title: 'Decision invalid', meaning: 'The decision token is missing, malformed, not signed by a Writ key, uses a forbidden algorithm, is for another audience or is not an allow.' },
+  DECISION_INVALID: { status: 403, title: 'Decision invalid', meaning: 'The decision token is missing, malformed, not signed by a Writ key, uses a forbidden algorithm, is for another audience or is not an allow; or it is issued more than 5 s in the future (the signing replica\'s clock is ahead), or lives longer than this replica\'s `WRIT_DECISION_TTL_MS`.' },
   DECISION_EXPIRED: { status: 403, title: 'Decision expired', meaning: 'The decision token has expired; ask for a new decision.' },
   DECISION_MISMATCH: { status: 403, title: 'Decision mismatch', meaning: 'The decision was made for another principal, action, resource, environment or field set than this request.' },
   DECISION_REPLAYED: { status: 403, title: 'Decision replayed', meaning: 'The decision has already been used for a write; a decision authorizes one write. From POST /v1/actions, `used_by_receipt_id` names the receipt of that write.' },
