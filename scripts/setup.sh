@@ -12,9 +12,9 @@ if ! command -v node >/dev/null 2>&1; then
   say "Node.js >= 20 is required and was not found on PATH. Install Node.js 20 (e.g. 'apt-get install nodejs npm')."
   exit 1
 fi
-node_major="$(node -p 'process.versions.node.split(".")[0]')"
-if [ "$node_major" -lt 20 ]; then
-  say "Node.js >= 20 is required; found $(node --version)."
+# 20.12: the server hashes with crypto.hash (one call), which came in 20.12.
+if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 12) ? 0 : 1)'; then
+  say "Node.js >= 20.12 is required; found $(node --version)."
   exit 1
 fi
 
