@@ -4,7 +4,11 @@
  * pairs over HTTP and lease pairs on the lease stream, at once, closed loops); RSS is read from
  * /proc/<pid>/status every `--sample` seconds.
  *
- *   npx tsc -p tsconfig.json && node dist/bench/memory.js [--write] [--minutes 10] [--idle 120] [--clients 8] [--stream-clients 8]
+ *   npx tsc -p tsconfig.json && node dist/bench/memory.js [--write] [--minutes 10] [--idle 120] [--clients 8] [--stream-clients 8] [--auth session|assertion]
+ *
+ * `--auth` (default `session`, the SDK's default): how the decision and HTTP lease clients prove who they
+ * are: over a caller session (one `POST /v1/sessions` each, then an HS256 request token per request) or with
+ * an Ed25519 caller assertion per request. The lease stream opens with one assertion either way.
  *
  * Target (issue 10): over a 10-minute run the last 5 minutes grow < 5 MB, and most is returned when idle.
  */
@@ -23,6 +27,8 @@ const CLIENTS = Number(arg('clients', '8'));
 /** Clients on the lease stream (each one WebSocket for the whole run); 0 leaves the stream out. */
 const STREAM_CLIENTS = Number(arg('stream-clients', String(CLIENTS)));
 const SAMPLE_S = Number(arg('sample', '10'));
+const AUTH = arg('auth', 'session');
+if (AUTH !== 'session' && AUTH !== 'assertion') throw new Error(`--auth is session or assertion, not ${AUTH}`);
 
 const rssMb = (pid: number) => {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -54,7 +60,7 @@ async function main(): Promise<void> {
     sample('load');
     const startMb = samples[0]!.mb;
     const caller = ['-key', join(REPO, 'fixtures/keys/seo-agent-7.jwk'), '-principal', 'seo-agent-7', '-url', url, '-seconds', String(MINUTES * 60)];
-    const common = [...caller, '-clients', String(CLIENTS)];
+    const common = [...caller, '-clients', String(CLIENTS), ...(AUTH === 'session' ? ['-session'] : [])];
     const body = join(work, 'decision.json');
     (await import('node:fs')).writeFileSync(body, JSON.stringify({ action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['meta_description', 'title'] }));
     const loads: { what: string; run: ReturnType<typeof runLoadgenAsync> }[] = [
@@ -93,13 +99,13 @@ async function main(): Promise<void> {
       '## Memory under sustained load (bench/memory.ts)',
       '',
       '```',
-      `npx tsc -p tsconfig.json && node dist/bench/memory.js --write --minutes ${MINUTES} --idle ${IDLE_S} --clients ${CLIENTS} --stream-clients ${STREAM_CLIENTS}`,
+      `npx tsc -p tsconfig.json && node dist/bench/memory.js --write --minutes ${MINUTES} --idle ${IDLE_S} --clients ${CLIENTS} --stream-clients ${STREAM_CLIENTS} --auth ${AUTH}`,
       '```',
       '',
       machineLine(),
       `1-minute load average while loaded: ${Math.min(...loadAverages).toFixed(1)}–${Math.max(...loadAverages).toFixed(1)}.`,
       '',
-      `\`writ serve\` (SQLite, graph/example.yaml) under ${MINUTES} min of decisions (${CLIENTS} clients), lease acquire+release pairs over HTTP (${CLIENTS} clients on their own keys)${STREAM_CLIENTS > 0 ? ` and on the lease stream (${STREAM_CLIENTS} clients on their own keys, one WebSocket each for the whole run)` : ''} at once, from bench/loadgen; then ${IDLE_S} s idle. RSS from /proc every ${SAMPLE_S} s. Served: ${results.map((r, i) => `${r.ops.toLocaleString('en-US')} ${loads[i]!.what} (${Math.round(r.per_second)}/s)`).join(', ')}.`,
+      `\`writ serve\` (SQLite, graph/example.yaml) under ${MINUTES} min of decisions (${CLIENTS} clients), lease acquire+release pairs over HTTP (${CLIENTS} clients on their own keys; both ${AUTH === 'session' ? 'over a caller session each (an HS256 request token per request)' : 'with an Ed25519 caller assertion per request'})${STREAM_CLIENTS > 0 ? ` and on the lease stream (${STREAM_CLIENTS} clients on their own keys, one WebSocket each for the whole run)` : ''} at once, from bench/loadgen; then ${IDLE_S} s idle. RSS from /proc every ${SAMPLE_S} s. Served: ${results.map((r, i) => `${r.ops.toLocaleString('en-US')} ${loads[i]!.what} (${Math.round(r.per_second)}/s)`).join(', ')}.`,
       '',
       '| point | RSS MB |',
       '|---|---:|',
