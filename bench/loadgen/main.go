@@ -8,8 +8,11 @@
 // Prints one JSON object: ops, seconds, per_second, p50_us, p99_us, errors.
 //
 // With -session (writ-decide, writ-lease) each client opens its own caller session before the measured
-// window and signs every request with an HS256 token under the session's key (docs: the caller-sessions
-// protocol; the session is not renewed, so a run must end within its life, by default the server's maximum).
+// window and signs every request with an HS256 token under the session's key (README "Caller sessions").
+// Like the SDK it opens the next session when a fifth of the current one's life is left (in line: that
+// one operation's latency includes the open), and once more when Writ refuses a session it no longer
+// knows (401 CALLER_SESSION_INVALID: the request had no effect, and is sent again), so a run may outlast
+// a session's life.
 //
 // With -ops N each client makes exactly N operations instead of running for -seconds, after -warmup-ops
 // unmeasured ones on the same connections; -before-measure and -after-measure are shell commands run
@@ -31,6 +34,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"hash"
@@ -236,21 +240,71 @@ func (s *signer) assertion() string {
 	return input + "." + b64.EncodeToString(ed25519.Sign(s.key, []byte(input)))
 }
 
-// authorizer: the Authorization bearer for one request of this client (method, path): a fresh assertion,
-// or with -session a request token of the session this client opens now (before the measured window).
-func (s *signer) authorizer(h *http.Client) (func(method, path string) string, error) {
-	if !*useSess {
-		return func(string, string) string { return s.assertion() }, nil
+// auth signs one client's requests (one per client, not safe for concurrent use): a fresh assertion each,
+// or with sessions request tokens of its caller session, opened now (before the measured window),
+// renewed when a fifth of its life is left and re-opened once when Writ refuses it.
+type auth struct {
+	s        *signer
+	h        *http.Client
+	sessions bool
+	sess     *session
+}
+
+// authorizer: this client's auth; with sessions its session is opened now.
+func (s *signer) authorizer(h *http.Client, sessions bool) (*auth, error) {
+	a := &auth{s: s, h: h, sessions: sessions}
+	if sessions {
+		if err := a.open(); err != nil {
+			return nil, err
+		}
 	}
-	sess, err := s.openSession(h)
+	return a, nil
+}
+
+func (a *auth) open() error {
+	sess, err := a.s.openSession(a.h)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return func(method, path string) string {
-		jti := make([]byte, 16)
-		_, _ = rand.Read(jti)
-		return sess.requestToken(method, path, time.Now().Unix(), hex.EncodeToString(jti))
-	}, nil
+	a.sess = sess
+	return nil
+}
+
+// bearer: the Authorization bearer for one request (method, path); a session with a fifth of its life
+// left (or none: the last open failed, or Writ refused it) is replaced first.
+func (a *auth) bearer(method, path string) (string, error) {
+	if !a.sessions {
+		return a.s.assertion(), nil
+	}
+	if a.sess == nil || time.Until(a.sess.expiresAt) < a.sess.life/5 {
+		a.sess = nil
+		if err := a.open(); err != nil {
+			return "", err
+		}
+	}
+	jti := make([]byte, 16)
+	_, _ = rand.Read(jti)
+	return a.sess.requestToken(method, path, time.Now().Unix(), hex.EncodeToString(jti)), nil
+}
+
+// call sends one request to Writ (path under -url) signed by a and decodes its 2xx JSON answer into out.
+// A session Writ refuses as CALLER_SESSION_INVALID (it no longer knows it: restarted with other keys, the
+// session expired, the principal's key rotated) had no effect: a new session, and the request once more.
+func (a *auth) call(method, path string, payload []byte, out any) error {
+	bearer, err := a.bearer(method, path)
+	if err != nil {
+		return err
+	}
+	err = call(a.h, method, *url+path, bearer, payload, out)
+	var refused *httpError
+	if !a.sessions || !errors.As(err, &refused) || refused.status != http.StatusUnauthorized || refused.code() != "CALLER_SESSION_INVALID" {
+		return err
+	}
+	a.sess = nil
+	if bearer, err = a.bearer(method, path); err != nil {
+		return err
+	}
+	return call(a.h, method, *url+path, bearer, payload, out)
 }
 
 // session: a caller session as POST /v1/sessions opened it; one per client (its HMAC is not safe for
@@ -259,6 +313,8 @@ type session struct {
 	principal string
 	header    string // base64url of {"alg":"HS256","kid":<session token>}
 	mac       hash.Hash
+	expiresAt time.Time     // by this machine's clock: the sooner of Writ's expires_at and the send time plus -session-ttl-ms
+	life      time.Duration // expiresAt less the time the open was sent
 }
 
 // sessionKey: K = HKDF-SHA256(ikm = the X25519 shared secret, salt empty, info = "writ caller session
@@ -309,7 +365,9 @@ func (s *signer) openSession(h *http.Client) (*session, error) {
 		PublicKey struct {
 			X string `json:"x"`
 		} `json:"public_key"`
+		ExpiresAt time.Time `json:"expires_at"`
 	}
+	sentAt := time.Now()
 	if err := call(h, "POST", *url+"/v1/sessions", s.assertion(), must(json.Marshal(req)), &answer); err != nil {
 		return nil, fmt.Errorf("opening a caller session: %w", err)
 	}
@@ -329,14 +387,45 @@ func (s *signer) openSession(h *http.Client) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newSession(answer.Session, key, s.principal), nil
+	if answer.ExpiresAt.IsZero() {
+		return nil, fmt.Errorf("opening a caller session: the answer has no expires_at")
+	}
+	ss := newSession(answer.Session, key, s.principal)
+	ss.expiresAt = answer.ExpiresAt
+	if *sessTTL > 0 {
+		if byTTL := sentAt.Add(time.Duration(*sessTTL) * time.Millisecond); byTTL.Before(ss.expiresAt) {
+			ss.expiresAt = byTTL
+		}
+	}
+	ss.life = ss.expiresAt.Sub(sentAt)
+	return ss, nil
 }
 
 func httpClient() *http.Client {
 	return &http.Client{Timeout: *timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1, DisableCompression: true}}
 }
 
-// call sends one request and decodes a 2xx JSON answer into out (any other status is an error).
+// httpError: an answer other than 2xx.
+type httpError struct {
+	method, url string
+	status      int
+	body        []byte
+}
+
+func (e *httpError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s", e.method, e.url, e.status, truncate(e.body))
+}
+
+// code: the problem's code (problem+json), or "".
+func (e *httpError) code() string {
+	var problem struct {
+		Code string `json:"code"`
+	}
+	_ = json.Unmarshal(e.body, &problem)
+	return problem.Code
+}
+
+// call sends one request and decodes a 2xx JSON answer into out (any other status is an *httpError).
 func call(h *http.Client, method, u, bearer string, payload []byte, out any) error {
 	req := must(http.NewRequest(method, u, bytes.NewReader(payload)))
 	req.Header.Set("content-type", "application/json")
@@ -353,7 +442,7 @@ func call(h *http.Client, method, u, bearer string, payload []byte, out any) err
 		return err
 	}
 	if res.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d %s", method, u, res.StatusCode, truncate(data))
+		return &httpError{method: method, url: u, status: res.StatusCode, body: data}
 	}
 	if out != nil {
 		return json.Unmarshal(data, out)
@@ -365,14 +454,13 @@ func writDecide() func(c int) (func() error, error) {
 	s := loadSigner()
 	payload := must(os.ReadFile(*body))
 	return func(c int) (func() error, error) {
-		h := httpClient()
-		auth, err := s.authorizer(h)
+		a, err := s.authorizer(httpClient(), *useSess)
 		if err != nil {
 			return nil, err
 		}
 		return func() error {
 			var d struct{ Allow bool }
-			if err := call(h, "POST", *url+"/v1/decisions", auth("POST", "/v1/decisions"), payload, &d); err != nil {
+			if err := a.call("POST", "/v1/decisions", payload, &d); err != nil {
 				return err
 			}
 			if !d.Allow {
@@ -404,7 +492,7 @@ func opa() func(c int) (func() error, error) {
 
 // titleDecision: the allow decision for client c's key (wp:post:(base+c)#title), fetched again every
 // 20 s (decisions live 30 s).
-func titleDecision(h *http.Client, auth func(method, path string) string, c int) func() (string, error) {
+func titleDecision(a *auth, c int) func() (string, error) {
 	decide := []byte(fmt.Sprintf(`{"action":"update_post","resource":"wp:post:%d","environment":"production","fields":["title"]}`, *base+c))
 	var token string
 	var fetched time.Time
@@ -414,7 +502,7 @@ func titleDecision(h *http.Client, auth func(method, path string) string, c int)
 				Allow bool
 				Token string
 			}
-			if err := call(h, "POST", *url+"/v1/decisions", auth("POST", "/v1/decisions"), decide, &d); err != nil {
+			if err := a.call("POST", "/v1/decisions", decide, &d); err != nil {
 				return "", err
 			}
 			if !d.Allow {
@@ -450,16 +538,14 @@ func leasePair(decision func() (string, error), acquire func(token string, out *
 func writLease() func(c int) (func() error, error) {
 	s := loadSigner()
 	return func(c int) (func() error, error) {
-		h := httpClient()
-		auth, err := s.authorizer(h)
+		a, err := s.authorizer(httpClient(), *useSess)
 		if err != nil {
 			return nil, err
 		}
-		return leasePair(titleDecision(h, auth, c), func(token string, out *grantedLease) error {
-			return call(h, "POST", *url+"/v1/leases", auth("POST", "/v1/leases"), must(json.Marshal(map[string]any{"decisions": []string{token}, "ttl_ms": *leaseTTL})), out)
+		return leasePair(titleDecision(a, c), func(token string, out *grantedLease) error {
+			return a.call("POST", "/v1/leases", must(json.Marshal(map[string]any{"decisions": []string{token}, "ttl_ms": *leaseTTL})), out)
 		}, func(lease grantedLease) error {
-			path := "/v1/leases/" + lease.LeaseID
-			return call(h, "DELETE", *url+path, auth("DELETE", path), must(json.Marshal(map[string]string{"token": lease.Token})), nil)
+			return a.call("DELETE", "/v1/leases/"+lease.LeaseID, must(json.Marshal(map[string]string{"token": lease.Token})), nil)
 		}), nil
 	}
 }
@@ -509,8 +595,8 @@ func writLeaseStream() func(c int) (func() error, error) {
 			}
 			return nil
 		}
-		assertions := func(string, string) string { return s.assertion() }
-		return leasePair(titleDecision(h, assertions, c), func(token string, out *grantedLease) error {
+		assertions := must(s.authorizer(h, false))
+		return leasePair(titleDecision(assertions, c), func(token string, out *grantedLease) error {
 			return roundTrip(map[string]any{"op": "acquire", "decisions": []string{token}, "ttl_ms": *leaseTTL}, out)
 		}, func(lease grantedLease) error {
 			return roundTrip(map[string]any{"op": "release", "lease_id": lease.LeaseID, "token": lease.Token}, nil)

@@ -32,7 +32,9 @@ export interface WritClientOptions {
    * HMAC (HS256) token bound to its method and path; it opens the next one when a fifth of the session's
    * life is left, and once more when Writ refuses a session it no longer knows (CALLER_SESSION_INVALID:
    * that request had no effect, and is sent again). `ttlMs`: the session's life (default: Writ's maximum).
-   * A Writ without sessions is asked once; assertions then. The lease stream authenticates with an assertion.
+   * A Writ without sessions (404, or sessions off) is asked again after 5 min, then 10, 20, 40 and every hour
+   * until a session opens (one probe at a time, in the background); assertions meanwhile. The lease stream
+   * authenticates with an assertion.
    * Default on; `false` signs an assertion for every request.
    */
   sessions?: boolean | { ttlMs?: number };

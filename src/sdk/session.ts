@@ -2,6 +2,7 @@ import type { KeyObject, JsonWebKey } from 'node:crypto';
 import type { JWK } from 'jose';
 import { createCallerAssertion } from './assertion.js';
 import { createSessionRequestToken, sessionKeyExchange } from '../wire/caller-session.js';
+import { backoffCeiling } from './backoff.js';
 import { WritApiError } from './errors.js';
 import { refusalError } from './refusal.js';
 
@@ -9,7 +10,8 @@ import { refusalError } from './refusal.js';
  * The SDK's caller session (WritClientOptions.sessions): opened lazily with one assertion (one open for
  * many concurrent calls), renewed in the background when a fifth of its life is left (never two opens at
  * once), and re-opened when Writ no longer knows it. A Writ without sessions (404, or sessions disabled)
- * is asked once: the client signs assertions from then on.
+ * is asked again after a back-off (5 minutes, doubling to an hour, reset when a session opens): meanwhile
+ * the client signs assertions, and while that one probe is pending requests go on with assertions too.
  */
 export interface Session {
   /** The opaque session token (`ws1.…`): each request token's `kid`. */
@@ -25,6 +27,8 @@ export interface Session {
 const EXPIRY_MARGIN_MS = 2_000;
 /** How long an open may go unanswered (a paused Writ): the callers waiting for it then get the error, the next call asks again. */
 const OPEN_TIMEOUT_MS = 10_000;
+/** After Writ said it has no sessions: ask again in 5 min, then 10, 20, 40, and every hour. */
+const PROBE_BACKOFF = { baseMs: 5 * 60_000, capMs: 60 * 60_000 };
 
 export interface CallerSessionsOptions {
   base: string;
@@ -38,8 +42,13 @@ export interface CallerSessionsOptions {
 export class CallerSessions {
   private session: Session | null = null;
   private opening: Promise<Session | null> | null = null;
-  /** Writ has no sessions (404 on POST /v1/sessions) or has them off: assertions from now on. */
-  private unsupported = false;
+  /**
+   * Writ has no sessions (404 on POST /v1/sessions) or has them off: assertions until this time (by
+   * Date.now()), then one probe (an open in the background). Null: sessions, as far as known.
+   */
+  private probeAt: number | null = null;
+  /** Probes (and the first refusal) answered "no sessions" in a row: the back-off's attempt. */
+  private refusals = 0;
 
   constructor(private readonly options: CallerSessionsOptions) {
     const { ttlMs } = options;
@@ -48,8 +57,12 @@ export class CallerSessions {
 
   /** The session to sign this request with, or null: sign an assertion. Opens or renews as needed. */
   async current(): Promise<Session | null> {
-    if (this.unsupported) return null;
     const now = Date.now();
+    if (this.probeAt !== null) {
+      // One probe at a time, never awaited: this request goes with an assertion either way.
+      if (now >= this.probeAt && this.opening === null) void this.open().catch(() => this.noSessions());
+      return null;
+    }
     const session = this.session;
     if (session !== null && session.expiresAt - now > Math.min(EXPIRY_MARGIN_MS, (session.expiresAt - session.openedAt) / 10)) {
       // A fifth of its life left: the next one is opened in the background while this one still serves.
@@ -80,11 +93,18 @@ export class CallerSessions {
       return true;
     }
     if (code === 'CALLER_SESSIONS_DISABLED') {
-      this.unsupported = true;
-      this.session = null;
+      // Once per turn-off: the other requests of the same session refused alike do not lengthen the back-off.
+      if (this.probeAt === null) this.noSessions();
       return true;
     }
     return false;
+  }
+
+  /** Writ said it has no sessions (or a probe failed): assertions, and the next probe after the back-off. */
+  private noSessions(): void {
+    this.session = null;
+    this.probeAt = Date.now() + backoffCeiling(this.refusals, PROBE_BACKOFF);
+    this.refusals++;
   }
 
   /** One open at a time: every caller waiting meanwhile gets its session. */
@@ -109,10 +129,9 @@ export class CallerSessions {
     const text = await res.text();
     if (!res.ok) {
       const error = refusalError(res.status, text, res.headers.get('retry-after'));
-      // A Writ from before sessions (no such route) or with them off: assertions, asked once.
+      // A Writ from before sessions (no such route) or with them off: assertions, asked again after the back-off.
       if (res.status === 404 || error.code === 'CALLER_SESSIONS_DISABLED') {
-        this.unsupported = true;
-        this.session = null;
+        this.noSessions();
         return null;
       }
       throw error;
@@ -134,6 +153,8 @@ export class CallerSessions {
       expiresAt: Math.min(expiresAt, ttlMs !== undefined ? sentAt + ttlMs : Infinity),
     };
     this.session = session;
+    this.probeAt = null;
+    this.refusals = 0;
     return session;
   }
 }

@@ -18,6 +18,8 @@ function fakeWrit(behaviour: {
   refuse?: (seen: Seen) => { status: number; code: string } | null;
   ttlMs?: number;
   openDelayMs?: number;
+  /** Awaited by POST /v1/sessions before it answers (a probe held pending). */
+  openWait?: () => Promise<void>;
 } = {}) {
   const keys = new Map<string, Buffer>();
   const seen: Seen[] = [];
@@ -34,6 +36,7 @@ function fakeWrit(behaviour: {
       opens++;
       expect(header.alg).toBe('EdDSA');
       if (behaviour.openDelayMs) await new Promise((r) => setTimeout(r, behaviour.openDelayMs));
+      if (behaviour.openWait) await behaviour.openWait();
       const refusal = behaviour.open?.();
       if (refusal) return refusal.code ? problem(refusal.status, refusal.code) : new Response('{"message":"Route POST:/v1/sessions not found"}', { status: refusal.status });
       const body = JSON.parse(String(init!.body)) as { public_key: { x: string }; ttl_ms?: number };
@@ -131,7 +134,7 @@ describe('WritClient with sessions (against a fake Writ)', () => {
     expect(fake.seen).toHaveLength(0);
   });
 
-  it('a Writ without sessions (404) is asked once: assertions from then on', async () => {
+  it('a Writ without sessions (404) is not asked again before the back-off: assertions meanwhile', async () => {
     const fake = fakeWrit({ open: () => ({ status: 404 }) });
     const client = await clientOn(fake);
     await Promise.all(Array.from({ length: 5 }, () => client.request('GET', '/v1/a')));
@@ -140,7 +143,7 @@ describe('WritClient with sessions (against a fake Writ)', () => {
     expect(fake.seen.map((s) => s.alg)).toEqual(Array(6).fill('EdDSA'));
   });
 
-  it('sessions turned off after the open (CALLER_SESSIONS_DISABLED on a request): that request once more with an assertion, assertions then', async () => {
+  it('sessions turned off after the open (CALLER_SESSIONS_DISABLED on a request): that request once more with an assertion, assertions until the back-off', async () => {
     const fake = fakeWrit({ refuse: () => ({ status: 403, code: 'CALLER_SESSIONS_DISABLED' }) });
     const client = await clientOn(fake);
     await client.request('GET', '/v1/a');
@@ -177,5 +180,135 @@ describe('WritClient with sessions (against a fake Writ)', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  describe('a Writ that had no sessions is asked again after a back-off (5 min, doubling to 1 h, reset on success)', () => {
+    const MIN = 60_000;
+    /** Lets a probe sent in the background finish (the fake answers on the next turns of the event loop). */
+    const settle = () => new Promise((r) => setTimeout(r, 20));
+
+    it('404, then (upgraded) 201: assertions until the probe after 5 min, sessions from then on', async () => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      try {
+        let upgraded = false;
+        const fake = fakeWrit({ open: () => (upgraded ? null : { status: 404 }) });
+        const client = await clientOn(fake);
+        await client.request('GET', '/v1/a');
+        expect(fake.opens()).toBe(1);
+        upgraded = true;
+        vi.setSystemTime(Date.now() + 4 * MIN);
+        await client.request('GET', '/v1/b');
+        await settle();
+        expect(fake.opens()).toBe(1);
+        vi.setSystemTime(Date.now() + MIN + 1);
+        // The probe goes in the background: this request is signed with an assertion, not held for it.
+        await client.request('GET', '/v1/c');
+        await settle();
+        expect(fake.opens()).toBe(2);
+        await client.request('GET', '/v1/d');
+        await client.request('GET', '/v1/e');
+        expect(fake.seen.map((s) => s.alg)).toEqual(['EdDSA', 'EdDSA', 'EdDSA', 'HS256', 'HS256']);
+        expect(fake.opens()).toBe(2);
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+
+    it('repeated 404s: probes 5, 10, 20, 40, 60, 60 min apart; a success resets the back-off', async () => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      try {
+        let upgraded = false;
+        const openedAt: number[] = [];
+        const fake = fakeWrit({ open: () => (openedAt.push(Date.now()), upgraded ? null : { status: 404 }) });
+        const client = await clientOn(fake);
+        const start = Date.now();
+        // A request every 5 minutes (the probes fall on these), for four hours.
+        for (let m = 0; m <= 240; m += 5) {
+          vi.setSystemTime(start + m * MIN);
+          await client.request('GET', '/v1/a');
+          await settle();
+        }
+        const gaps = openedAt.slice(1).map((t, i) => (t - openedAt[i]!) / MIN);
+        expect(gaps).toEqual([5, 10, 20, 40, 60, 60]);
+        expect(fake.seen.every((s) => s.alg === 'EdDSA')).toBe(true);
+        // Upgraded: the next probe opens a session; turned off again later, the back-off starts over at 5 min.
+        upgraded = true;
+        vi.setSystemTime(openedAt.at(-1)! + 60 * MIN);
+        await client.request('GET', '/v1/b');
+        await settle();
+        await client.request('GET', '/v1/c');
+        expect(fake.seen.at(-1)!.alg).toBe('HS256');
+        const opens = fake.opens();
+        upgraded = false;
+        // The session's renewal (a fifth of its life left) finds sessions off: assertions, asked again 5 min later.
+        vi.setSystemTime(Date.now() + 50 * MIN);
+        await client.request('GET', '/v1/d');
+        await settle();
+        expect(fake.opens()).toBe(opens + 1);
+        vi.setSystemTime(Date.now() + 4 * MIN);
+        await client.request('GET', '/v1/e');
+        await settle();
+        expect(fake.seen.at(-1)!.alg).toBe('EdDSA');
+        expect(fake.opens()).toBe(opens + 1);
+        vi.setSystemTime(Date.now() + MIN);
+        await client.request('GET', '/v1/f');
+        await settle();
+        expect(fake.opens()).toBe(opens + 2);
+        expect(openedAt.at(-1)! - openedAt.at(-2)!).toBe(5 * MIN);
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+
+    it('many calls while a probe is pending: one probe, and none of them waits for it', async () => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      try {
+        let upgraded = false;
+        let answer: () => void = () => undefined;
+        const held = new Promise<void>((r) => (answer = r));
+        const fake = fakeWrit({ open: () => (upgraded ? null : { status: 404 }), openWait: () => (upgraded ? held : Promise.resolve()) });
+        const client = await clientOn(fake);
+        await client.request('GET', '/v1/a');
+        upgraded = true;
+        vi.setSystemTime(Date.now() + 5 * MIN);
+        // The probe's answer is held: all 20 calls are answered meanwhile, with assertions.
+        await Promise.all(Array.from({ length: 20 }, () => client.request('GET', '/v1/b')));
+        await settle();
+        await Promise.all(Array.from({ length: 5 }, () => client.request('GET', '/v1/c')));
+        expect(fake.opens()).toBe(2);
+        expect(fake.seen.map((s) => s.alg)).toEqual(Array(26).fill('EdDSA'));
+        answer();
+        await settle();
+        await client.request('GET', '/v1/d');
+        expect(fake.seen.at(-1)!.alg).toBe('HS256');
+        expect(fake.opens()).toBe(2);
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+
+    it('CALLER_SESSIONS_DISABLED on a request (turned off, later on again): assertions, then a session after 5 min', async () => {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      try {
+        let off = true;
+        const fake = fakeWrit({ refuse: () => (off ? { status: 403, code: 'CALLER_SESSIONS_DISABLED' } : null) });
+        const client = await clientOn(fake);
+        await Promise.all([client.request('GET', '/v1/a'), client.request('GET', '/v1/b')]);
+        expect(fake.opens()).toBe(1);
+        off = false;
+        vi.setSystemTime(Date.now() + 5 * MIN - 1);
+        await client.request('GET', '/v1/c');
+        await settle();
+        expect(fake.opens()).toBe(1);
+        vi.setSystemTime(Date.now() + 1);
+        await client.request('GET', '/v1/d');
+        await settle();
+        expect(fake.opens()).toBe(2);
+        await client.request('GET', '/v1/e');
+        expect(fake.seen.at(-1)).toMatchObject({ alg: 'HS256', session: 'ws1.fake.2' });
+      } finally {
+        vi.useRealTimers();
+      }
+    });
   });
 });
