@@ -49,6 +49,11 @@ export interface CallerAuthDeps {
   sessions?: {
     /** The key ring's sessions, or null when they are turned off (WRIT_CALLER_SESSION_MAX_TTL_MS=0): CALLER_SESSIONS_DISABLED. */
     open: CallerSessions | null;
+    /**
+     * WRIT_CALLER_SESSION_MAX_TTL_MS as this process has it: a session also ends this long after it was
+     * opened, so a limit lowered since holds for the sessions sealed under the old one.
+     */
+    maxTtlMs?: number;
     /** Set where a session may not authenticate (opening a session): UNAUTHENTICATED with this message. */
     refused?: string;
   };
@@ -189,6 +194,9 @@ function checkSessionToken(jws: DecodedJws, deps: CallerAuthDeps, sessions: NonN
   // learns nothing from the answer (not whether its principal was revoked or its key removed).
   if (!sessionMacVerifies(session, jws.signingInput, jws.signature)) throw refuse('request token MAC does not verify with the session\'s key');
   if (deps.now >= session.expMs) throw sessionInvalid(`the session expired at ${instant(session.expMs)} (Writ's time ${instant(deps.now)})`);
+  if (sessions.maxTtlMs !== undefined && deps.now >= session.iatMs + sessions.maxTtlMs) {
+    throw sessionInvalid(`the session ended at ${instant(session.iatMs + sessions.maxTtlMs)}, WRIT_CALLER_SESSION_MAX_TTL_MS (${sessions.maxTtlMs} ms) after it was opened (Writ's time ${instant(deps.now)})`);
+  }
   const principal = deps.principal(session.principal);
   if (!principal) throw refuse(`principal ${session.principal} no longer exists`);
   if (principal.revoked_at !== null && principal.revoked_at <= deps.now) throw refuse(`principal ${session.principal} is revoked`);

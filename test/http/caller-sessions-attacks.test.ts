@@ -165,6 +165,31 @@ describe('a request token replayed after a restart', () => {
   });
 });
 
+describe('WRIT_CALLER_SESSION_MAX_TTL_MS lowered (after a restart)', () => {
+  it('bounds the sessions opened before it: one opened for an hour ends that long after it was opened', async () => {
+    const first = await startHarness({ clock });
+    const pair = clientKeyPair();
+    const opened = await first.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, 3_600_000) });
+    expect(opened.status, opened.raw).toBe(201);
+    const s = sessionOf(opened.body, pair);
+    await first.app.close();
+    await first.writ.close();
+    const writ = await openWrit({ ...first.config, callerSessionMaxTtlMs: 60_000 }, { clock, store: await openSqliteStore(first.config.dbFile) });
+    const app = await buildApp(writ.ctx);
+    const read = () => app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(token(s, { method: 'GET', path: '/v1/leases' })) });
+    try {
+      clock.advance(59_000);
+      expect((await read()).statusCode).toBe(200);
+      clock.advance(1_000);
+      refused(await read(), 401, 'CALLER_SESSION_INVALID', /WRIT_CALLER_SESSION_MAX_TTL_MS/);
+    } finally {
+      await app.close();
+      await writ.close();
+      rmSync(first.dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('the session token as an attacker would make it', () => {
   it('junk, truncated, re-encoded or very long session tokens are CALLER_SESSION_INVALID and never enter the unseal cache', async () => {
     const s = await open();
