@@ -49,6 +49,11 @@ export interface CallerAuthDeps {
   sessions?: {
     /** The key ring's sessions, or null when they are turned off (WRIT_CALLER_SESSION_MAX_TTL_MS=0): CALLER_SESSIONS_DISABLED. */
     open: CallerSessions | null;
+    /**
+     * WRIT_CALLER_SESSION_MAX_TTL_MS as this process has it: a session also ends this long after it was
+     * opened, so a limit lowered since holds for the sessions sealed under the old one.
+     */
+    maxTtlMs?: number;
     /** Set where a session may not authenticate (opening a session): UNAUTHENTICATED with this message. */
     refused?: string;
   };
@@ -173,9 +178,9 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
 
 /**
  * A caller session's request token (HS256, its kid the session token), up to its claims: the session
- * is opened (or found in the cache), is not expired, its principal still holds the key that opened it,
- * and the MAC verifies with the session's key; iss = sub = the session's principal. The token is only
- * ever checked against K: never against a registered key (no algorithm confusion).
+ * is opened (or found in the cache), the MAC verifies with the session's key, the session is not
+ * expired, its principal still holds the key that opened it, and iss = sub = the session's principal.
+ * The token is only ever checked against K: never against a registered key (no algorithm confusion).
  */
 function checkSessionToken(jws: DecodedJws, deps: CallerAuthDeps, sessions: NonNullable<CallerAuthDeps['sessions']>) {
   const { header, payload } = jws;
@@ -185,14 +190,19 @@ function checkSessionToken(jws: DecodedJws, deps: CallerAuthDeps, sessions: NonN
   if (sessions.open === null) throw new WritError('CALLER_SESSIONS_DISABLED', 'caller sessions are turned off on this deployment (WRIT_CALLER_SESSION_MAX_TTL_MS=0): sign a caller assertion for each request');
   if (deps.request === undefined) throw refuse('a caller session cannot authenticate this request');
   const session = sessions.open.unseal(kid);
+  // The MAC first: the session token travels in every request's header, and who holds only it (not K)
+  // learns nothing from the answer (not whether its principal was revoked or its key removed).
+  if (!sessionMacVerifies(session, jws.signingInput, jws.signature)) throw refuse('request token MAC does not verify with the session\'s key');
   if (deps.now >= session.expMs) throw sessionInvalid(`the session expired at ${instant(session.expMs)} (Writ's time ${instant(deps.now)})`);
+  if (sessions.maxTtlMs !== undefined && deps.now >= session.iatMs + sessions.maxTtlMs) {
+    throw sessionInvalid(`the session ended at ${instant(session.iatMs + sessions.maxTtlMs)}, WRIT_CALLER_SESSION_MAX_TTL_MS (${sessions.maxTtlMs} ms) after it was opened (Writ's time ${instant(deps.now)})`);
+  }
   const principal = deps.principal(session.principal);
   if (!principal) throw refuse(`principal ${session.principal} no longer exists`);
   if (principal.revoked_at !== null && principal.revoked_at <= deps.now) throw refuse(`principal ${session.principal} is revoked`);
   if (!principal.keys.some((k) => k.kid === session.kid && keyMaterial(k) === session.key)) {
     throw sessionInvalid(`principal ${session.principal} no longer has the key ${session.kid} that opened the session`);
   }
-  if (!sessionMacVerifies(session, jws.signingInput, jws.signature)) throw refuse('request token MAC does not verify with the session\'s key');
   if (payload.iss !== session.principal || payload.sub !== session.principal) throw refuse(`request token iss and sub must both be the session's principal ${session.principal}`);
   if (payload.htm === undefined || payload.htu === undefined) throw refuse(`malformed request token: claim ${payload.htm === undefined ? 'htm' : 'htu'} is missing`);
   return { principalId: session.principal, principal, signer: { kid: session.kid, key: session.key }, bound: deps.request };

@@ -122,7 +122,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   };
   app.decorate('operation', operation);
   // Caller sessions (one object for every request): an HS256 request token is checked against its session's key.
-  const sessions: NonNullable<CallerAuthDeps['sessions']> = { open: ctx.config.callerSessionMaxTtlMs > 0 ? callerSessionsOf(ctx.keys) : null };
+  const sessions: NonNullable<CallerAuthDeps['sessions']> = { open: ctx.config.callerSessionMaxTtlMs > 0 ? callerSessionsOf(ctx.keys) : null, maxTtlMs: ctx.config.callerSessionMaxTtlMs };
   const noSession: NonNullable<CallerAuthDeps['sessions']> = { ...sessions, refused: 'a caller session cannot open another session; sign an assertion with the principal\'s key' };
   const authDeps = async (request: FastifyRequest, sessionsHere = sessions): Promise<CallerAuthDeps> => {
     const graph = await operation(request).graph.current();
