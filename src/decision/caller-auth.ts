@@ -3,7 +3,7 @@ import { WritError } from '../errors.js';
 import type { PublicJwk } from '../graph/model.js';
 import type { ReplayGuard, SingleUseTx, SpendRefusal } from './single-use.js';
 import { behindDatabase, CLOCK_NOISE_MS, CLOCK_SKEW_TOLERATED_MS, clockOffsetDetail, instant, issuedAhead, replicaClock } from './clock-refusal.js';
-import { SESSION_TOKEN_PREFIX, sessionInvalid, sessionMacVerifies, type CallerSessions } from './caller-session.js';
+import { SESSION_TOKEN_PREFIX, sessionInvalid, sessionMacVerifies, sessionsDisabled, type CallerSessions } from './caller-session.js';
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 export interface CallerAuthDeps {
@@ -182,7 +182,7 @@ function checkSessionToken(jws: DecodedJws, deps: CallerAuthDeps, sessions: NonN
   const kid = header.kid;
   if (typeof kid !== 'string' || !kid.startsWith(SESSION_TOKEN_PREFIX)) throw refuse('HS256 is only for caller sessions: its kid must be a session token (POST /v1/sessions)');
   if (sessions.refused !== undefined) throw refuse(sessions.refused);
-  if (sessions.open === null) throw new WritError('CALLER_SESSIONS_DISABLED', 'caller sessions are turned off on this deployment (WRIT_CALLER_SESSION_MAX_TTL_MS=0): sign a caller assertion for each request');
+  if (sessions.open === null) throw sessionsDisabled();
   if (deps.request === undefined) throw refuse('a caller session cannot authenticate this request');
   const session = sessions.open.unseal(kid);
   if (deps.now >= session.expMs) throw sessionInvalid(`the session expired at ${instant(session.expMs)} (Writ's time ${instant(deps.now)})`);

@@ -166,4 +166,9 @@ export function sessionInvalid(why: string): WritError {
   return new WritError('CALLER_SESSION_INVALID', `${why}: open a new session with a caller assertion; the request had no effect`);
 }
 const invalid = sessionInvalid;
+
+/** CALLER_SESSIONS_DISABLED (WRIT_CALLER_SESSION_MAX_TTL_MS=0): opening a session, and a request token, alike. */
+export function sessionsDisabled(): WritError {
+  return new WritError('CALLER_SESSIONS_DISABLED', 'caller sessions are turned off on this deployment (WRIT_CALLER_SESSION_MAX_TTL_MS=0): sign a caller assertion for each request');
+}
 const sealKeyGone = (kid: string) => invalid(`the session was sealed by signing key ${kid}, which this deployment no longer has (retired, or another deployment's)`);

@@ -323,10 +323,14 @@ describe('sessions turned off (WRIT_CALLER_SESSION_MAX_TTL_MS=0)', () => {
     try {
       const jti = randomUUID();
       const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti });
-      refused(await off.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(clientKeyPair().x) }), 403, 'CALLER_SESSIONS_DISABLED');
+      const opening = await off.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(clientKeyPair().x) });
+      refused(opening, 403, 'CALLER_SESSIONS_DISABLED', /WRIT_CALLER_SESSION_MAX_TTL_MS=0/);
       expect(off.db.prepare('SELECT count(*) AS n FROM seen_ids WHERE id = ?').get(`${A}\u0000${jti}`)).toEqual({ n: 0 });
       const token = requestToken(s, { method: 'GET', path: '/v1/leases', now: clock.now() });
-      refused(await off.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(token) }), 403, 'CALLER_SESSIONS_DISABLED');
+      const request = await off.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(token) });
+      refused(request, 403, 'CALLER_SESSIONS_DISABLED');
+      // The same words both ways (one place writes them).
+      expect(request.json().detail).toBe(opening.json().detail);
       // Assertions work as ever.
       expect((await off.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(assertion) })).statusCode).toBe(200);
     } finally {
