@@ -38,10 +38,11 @@ export interface CallerAuthDeps {
    */
   clockOffsetMs?: number | undefined;
   /**
-   * The request the token authenticates: its method (upper case) and its path as sent, without the
-   * query. A caller session's request token must name both (`htm`, `htu`).
+   * The request the token authenticates: its method (upper case) and its URL as sent (the HTTP
+   * request object itself will do: nothing is built for it). Only a caller session's request token
+   * reads it: it must name the method (`htm`) and the path, the URL without its query (`htu`).
    */
-  request?: { method: string; path: string };
+  request?: { readonly method: string; readonly url: string };
   /**
    * Caller sessions (caller-session.ts): an HS256 request token is checked against its session's key.
    * Without this, HS256 is refused as any algorithm other than an assertion's (approvals).
@@ -195,7 +196,9 @@ function checkSessionToken(jws: DecodedJws, deps: CallerAuthDeps, sessions: NonN
   if (!sessionMacVerifies(session, jws.signingInput, jws.signature)) throw refuse('request token MAC does not verify with the session\'s key');
   if (payload.iss !== session.principal || payload.sub !== session.principal) throw refuse(`request token iss and sub must both be the session's principal ${session.principal}`);
   if (payload.htm === undefined || payload.htu === undefined) throw refuse(`malformed request token: claim ${payload.htm === undefined ? 'htm' : 'htu'} is missing`);
-  return { principalId: session.principal, principal, signer: { kid: session.kid, key: session.key }, bound: deps.request };
+  const { method, url } = deps.request;
+  const query = url.indexOf('?');
+  return { principalId: session.principal, principal, signer: { kid: session.kid, key: session.key }, bound: { method, path: query < 0 ? url : url.slice(0, query) } };
 }
 
 /** A public key's identity: its type, curve and coordinates (not its kid, which a registration may reuse). */
