@@ -24,7 +24,6 @@ const SESSION_CACHE_LIMIT = 16_384;
 
 /** What a session token carries (sealed): who it is for, with which key, until when, and K. */
 export interface CallerSession {
-  sid: string;
   principal: string;
   /** The caller key's kid that signed the opening assertion, and its material (caller-auth.ts keyMaterial). */
   kid: string;
@@ -74,8 +73,8 @@ export function agreeSessionKey(clientX: string): { serverX: string; key: Buffer
   return { serverX, key: deriveSessionKey(shared, clientX, serverX) };
 }
 
+/** Each token is unique without an id of its own (a fresh nonce, a fresh K); one an earlier build sealed with a `sid` (which nothing read) opens alike. */
 interface SealedPlaintext {
-  sid: string;
   principal: string;
   kid: string;
   key: string;
@@ -96,7 +95,7 @@ export class CallerSessions {
     const sealKey = this.ring.sessionSealKey(signing.kid);
     if (!sealKey) throw new WritError('INTERNAL', `the signing key ${signing.kid} has no session seal key`);
     const plaintext: SealedPlaintext = {
-      sid: randomBytes(16).toString('base64url'), principal: session.principal, kid: session.kid, key: session.key,
+      principal: session.principal, kid: session.kid, key: session.key,
       iat_ms: session.iatMs, exp_ms: session.expMs, k: session.k.toString('base64url'),
     };
     const aad = `${SESSION_TOKEN_PREFIX}${signing.kid}`;
@@ -138,7 +137,7 @@ export class CallerSessions {
     }
     const k = Buffer.from(plain.k, 'base64url');
     const session: CallerSession = {
-      sid: plain.sid, principal: plain.principal, kid: plain.kid, key: plain.key, iatMs: plain.iat_ms, expMs: plain.exp_ms,
+      principal: plain.principal, kid: plain.kid, key: plain.key, iatMs: plain.iat_ms, expMs: plain.exp_ms,
       hmacKey: createSecretKey(k), sealKid,
     };
     this.cache.set(token, session);
