@@ -41,8 +41,8 @@ WRIT_DECISION_TTL_MS=3600000 WRIT_UPSTREAM_URL=http://127.0.0.1:9 valgrind --too
   --graph graph/example.yaml > "$D/log" 2>&1 &
 PID=$!
 SERVERS+=("$PID")
-for _ in $(seq 600); do curl -s "localhost:$PORT/healthz" >/dev/null && break; sleep 1; done
-curl -s "localhost:$PORT/healthz" >/dev/null || { echo "writ serve under valgrind did not answer: $(tail "$D/log")" >&2; exit 1; }
+# Under valgrind it takes a while to start: up to 10 minutes.
+wait_writ $PORT "$D/log" 600 1 || exit 1
 echo '{"action":"update_post","resource":"wp:post:1024","environment":"production","fields":["meta_description","title"]}' > "$D/req"
 A="-mode $MODE -url http://127.0.0.1:$PORT -body $D/req -key $HERE/fixtures/keys/seo-agent-7.jwk -principal seo-agent-7 -clients 1 -lease-ttl-ms 290000 -timeout 20m"
 case "${SESSION:-}" in

@@ -2,8 +2,10 @@
 # on each use); bench_setup ROOT NAME: cd to the compiled tree ROOT, a fresh directory D for this run
 # (under DATA_ROOT if set, else bench/tmp) and a random PORT; start_writ DATA_DIR PORT LOG: a `writ serve`
 # of the current directory's build (the example graph, no upstream) in the background, returning once it
-# answers /healthz, its pid in WRIT_PID. On exit, however the script ends, the servers it started are
-# stopped and D is removed.
+# answers /healthz, its pid in WRIT_PID; wait_writ PORT LOG [TRIES [SECONDS]]: the wait alone, for a
+# script that starts its server itself (under valgrind, with a preload; add its pid to SERVERS): asks
+# /healthz TRIES times SECONDS apart (150 x 0.2 s by default), else says so with the end of LOG and
+# returns 1. On exit, however the script ends, the servers it started are stopped and D is removed.
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$HERE/bench/tmp"
 LOADGEN="$HERE/bench/tmp/loadgen"
@@ -14,8 +16,11 @@ start_writ() {
   WRIT_UPSTREAM_URL=http://127.0.0.1:9 node dist/src/cli/main.js serve --data-dir "$1" --port "$2" --no-upstream --graph graph/example.yaml > "$3" 2>&1 &
   WRIT_PID=$!
   SERVERS+=("$WRIT_PID")
-  for _ in $(seq 150); do curl -s "localhost:$2/healthz" >/dev/null && return 0; sleep 0.2; done
-  echo "writ serve on port $2 did not answer: $(cat "$3")" >&2
+  wait_writ "$2" "$3"
+}
+wait_writ() {
+  for _ in $(seq "${3:-150}"); do curl -s "localhost:$1/healthz" >/dev/null && return 0; sleep "${4:-0.2}"; done
+  echo "writ serve on port $1 did not answer: $(tail -n 40 "$2")" >&2
   return 1
 }
 bench_cleanup() {

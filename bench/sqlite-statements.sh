@@ -18,8 +18,7 @@ SQLITE_STATEMENTS_OUT="$D/counts" WRIT_DECISION_TTL_MS=3600000 WRIT_UPSTREAM_URL
   --data-dir "$D/data" --port $PORT --no-upstream --graph graph/example.yaml > "$D/log" 2>&1 &
 PID=$!
 SERVERS+=("$PID")
-for _ in $(seq 150); do curl -s "localhost:$PORT/healthz" >/dev/null && break; sleep 0.2; done
-curl -s "localhost:$PORT/healthz" >/dev/null || { echo "writ serve did not answer: $(tail "$D/log")" >&2; exit 1; }
+wait_writ $PORT "$D/log" || exit 1
 echo '{"action":"update_post","resource":"wp:post:1024","environment":"production","fields":["meta_description","title"]}' > "$D/req"
 A="-mode $MODE -url http://127.0.0.1:$PORT -body $D/req -key $HERE/fixtures/keys/seo-agent-7.jwk -principal seo-agent-7 -clients 1 -lease-ttl-ms 290000 -timeout 1m"
 # shellcheck disable=SC2086

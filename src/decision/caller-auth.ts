@@ -3,7 +3,7 @@ import { WritError } from '../errors.js';
 import type { PublicJwk } from '../graph/model.js';
 import type { ReplayGuard, SingleUseTx, SpendRefusal } from './single-use.js';
 import { behindDatabase, CLOCK_NOISE_MS, CLOCK_SKEW_TOLERATED_MS, clockOffsetDetail, instant, issuedAhead, replicaClock } from './clock-refusal.js';
-import { SESSION_TOKEN_PREFIX, sessionInvalid, sessionMacVerifies, type CallerSessions } from './caller-session.js';
+import { SESSION_TOKEN_PREFIX, sessionInvalid, sessionMacVerifies, sessionsDisabled, type CallerSessions } from './caller-session.js';
 import { audienceIncludes, decodeCompactJws, publicKeyFromJwk, timeClaimProblem, verifyJwsSignatureAsync, type DecodedJws } from './jws.js';
 
 export interface CallerAuthDeps {
@@ -38,10 +38,11 @@ export interface CallerAuthDeps {
    */
   clockOffsetMs?: number | undefined;
   /**
-   * The request the token authenticates: its method (upper case) and its path as sent, without the
-   * query. A caller session's request token must name both (`htm`, `htu`).
+   * The request the token authenticates: its method (upper case) and its URL as sent (the HTTP
+   * request object itself will do: nothing is built for it). Only a caller session's request token
+   * reads it: it must name the method (`htm`) and the path, the URL without its query (`htu`).
    */
-  request?: { method: string; path: string };
+  request?: { readonly method: string; readonly url: string };
   /**
    * Caller sessions (caller-session.ts): an HS256 request token is checked against its session's key.
    * Without this, HS256 is refused as any algorithm other than an assertion's (approvals).
@@ -187,7 +188,7 @@ function checkSessionToken(jws: DecodedJws, deps: CallerAuthDeps, sessions: NonN
   const kid = header.kid;
   if (typeof kid !== 'string' || !kid.startsWith(SESSION_TOKEN_PREFIX)) throw refuse('HS256 is only for caller sessions: its kid must be a session token (POST /v1/sessions)');
   if (sessions.refused !== undefined) throw refuse(sessions.refused);
-  if (sessions.open === null) throw new WritError('CALLER_SESSIONS_DISABLED', 'caller sessions are turned off on this deployment (WRIT_CALLER_SESSION_MAX_TTL_MS=0): sign a caller assertion for each request');
+  if (sessions.open === null) throw sessionsDisabled();
   if (deps.request === undefined) throw refuse('a caller session cannot authenticate this request');
   const session = sessions.open.unseal(kid);
   // The MAC first: the session token travels in every request's header, and who holds only it (not K)
@@ -205,7 +206,9 @@ function checkSessionToken(jws: DecodedJws, deps: CallerAuthDeps, sessions: NonN
   }
   if (payload.iss !== session.principal || payload.sub !== session.principal) throw refuse(`request token iss and sub must both be the session's principal ${session.principal}`);
   if (payload.htm === undefined || payload.htu === undefined) throw refuse(`malformed request token: claim ${payload.htm === undefined ? 'htm' : 'htu'} is missing`);
-  return { principalId: session.principal, principal, signer: { kid: session.kid, key: session.key }, bound: deps.request };
+  const { method, url } = deps.request;
+  const query = url.indexOf('?');
+  return { principalId: session.principal, principal, signer: { kid: session.kid, key: session.key }, bound: { method, path: query < 0 ? url : url.slice(0, query) } };
 }
 
 /** A public key's identity: its type, curve and coordinates (not its kid, which a registration may reuse). */

@@ -24,7 +24,6 @@ const SESSION_CACHE_LIMIT = 16_384;
 
 /** What a session token carries (sealed): who it is for, with which key, until when, and K. */
 export interface CallerSession {
-  sid: string;
   principal: string;
   /** The caller key's kid that signed the opening assertion, and its material (caller-auth.ts keyMaterial). */
   kid: string;
@@ -74,8 +73,8 @@ export function agreeSessionKey(clientX: string): { serverX: string; key: Buffer
   return { serverX, key: deriveSessionKey(shared, clientX, serverX) };
 }
 
+/** Each token is unique without an id of its own (a fresh nonce, a fresh K); one an earlier build sealed with a `sid` (which nothing read) opens alike. */
 interface SealedPlaintext {
-  sid: string;
   principal: string;
   kid: string;
   key: string;
@@ -96,7 +95,7 @@ export class CallerSessions {
     const sealKey = this.ring.sessionSealKey(signing.kid);
     if (!sealKey) throw new WritError('INTERNAL', `the signing key ${signing.kid} has no session seal key`);
     const plaintext: SealedPlaintext = {
-      sid: randomBytes(16).toString('base64url'), principal: session.principal, kid: session.kid, key: session.key,
+      principal: session.principal, kid: session.kid, key: session.key,
       iat_ms: session.iatMs, exp_ms: session.expMs, k: session.k.toString('base64url'),
     };
     const aad = `${SESSION_TOKEN_PREFIX}${signing.kid}`;
@@ -119,11 +118,11 @@ export class CallerSessions {
       return cached;
     }
     const second = token.indexOf('.', SESSION_TOKEN_PREFIX.length);
-    if (!token.startsWith(SESSION_TOKEN_PREFIX) || second < 0 || token.indexOf('.', second + 1) >= 0) throw invalid('the session token is malformed');
+    if (!token.startsWith(SESSION_TOKEN_PREFIX) || second < 0 || token.indexOf('.', second + 1) >= 0) throw sessionInvalid('the session token is malformed');
     const sealKid = token.slice(SESSION_TOKEN_PREFIX.length, second);
     const sealed = token.slice(second + 1);
     const body = Buffer.from(sealed, 'base64url');
-    if (sealKid === '' || body.length < NONCE_BYTES + TAG_BYTES + 2 || body.toString('base64url') !== sealed) throw invalid('the session token is malformed');
+    if (sealKid === '' || body.length < NONCE_BYTES + TAG_BYTES + 2 || body.toString('base64url') !== sealed) throw sessionInvalid('the session token is malformed');
     const sealKey = this.ring.sessionSealKey(sealKid);
     if (sealKey === undefined) throw sealKeyGone(sealKid);
     let plain: SealedPlaintext;
@@ -134,11 +133,11 @@ export class CallerSessions {
       const text = Buffer.concat([decipher.update(body.subarray(NONCE_BYTES, body.length - TAG_BYTES)), decipher.final()]).toString('utf8');
       plain = JSON.parse(text) as SealedPlaintext;
     } catch {
-      throw invalid('the session token was not sealed by this deployment (or was altered)');
+      throw sessionInvalid('the session token was not sealed by this deployment (or was altered)');
     }
     const k = Buffer.from(plain.k, 'base64url');
     const session: CallerSession = {
-      sid: plain.sid, principal: plain.principal, kid: plain.kid, key: plain.key, iatMs: plain.iat_ms, expMs: plain.exp_ms,
+      principal: plain.principal, kid: plain.kid, key: plain.key, iatMs: plain.iat_ms, expMs: plain.exp_ms,
       hmacKey: createSecretKey(k), sealKid,
     };
     this.cache.set(token, session);
@@ -161,9 +160,16 @@ export function callerSessionsOf(ring: KeyRing): CallerSessions {
   return sessions;
 }
 
-/** CALLER_SESSION_INVALID: why, and what to do. */
+/**
+ * CALLER_SESSION_INVALID: why, and the one remedy every such refusal gives (here and in caller-auth.ts:
+ * malformed, not sealed here, sealing key gone, expired, opening key gone).
+ */
 export function sessionInvalid(why: string): WritError {
   return new WritError('CALLER_SESSION_INVALID', `${why}: open a new session with a caller assertion; the request had no effect`);
 }
-const invalid = sessionInvalid;
-const sealKeyGone = (kid: string) => invalid(`the session was sealed by signing key ${kid}, which this deployment no longer has (retired, or another deployment's)`);
+
+/** CALLER_SESSIONS_DISABLED (WRIT_CALLER_SESSION_MAX_TTL_MS=0): opening a session, and a request token, alike. */
+export function sessionsDisabled(): WritError {
+  return new WritError('CALLER_SESSIONS_DISABLED', 'caller sessions are turned off on this deployment (WRIT_CALLER_SESSION_MAX_TTL_MS=0): sign a caller assertion for each request');
+}
+const sealKeyGone = (kid: string) => sessionInvalid(`the session was sealed by signing key ${kid}, which this deployment no longer has (retired, or another deployment's)`);

@@ -35,6 +35,7 @@ export {
   deriveSealKey,
   deriveSessionKey,
   SESSION_TOKEN_PREFIX,
+  sessionsDisabled,
   type CallerSession,
 } from './caller-session.js';
 export { behindDatabase, CLOCK_NOISE_MS, clockOffsetDetail, decisionSpendRefused } from './clock-refusal.js';

@@ -126,12 +126,12 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   const noSession: NonNullable<CallerAuthDeps['sessions']> = { ...sessions, refused: 'a caller session cannot open another session; sign an assertion with the principal\'s key' };
   const authDeps = async (request: FastifyRequest, sessionsHere = sessions): Promise<CallerAuthDeps> => {
     const graph = await operation(request).graph.current();
-    const query = request.url.indexOf('?');
     // Every route spends the jti (at once, or with the request's effect): that spend is the durable check.
     // The latest measurement of this replica's clock against the database's (no query): words for a refusal only.
     return {
       principal: (id: string) => graph.principal(id), replay: ctx.replay, now: ctx.clock.now(), audience: ctx.config.audience, maxTtlMs: ctx.config.maxAssertionTtlMs, readSpent: false, clockOffsetMs: ctx.databaseClock?.latest()?.offsetMs,
-      request: { method: request.method, path: query < 0 ? request.url : request.url.slice(0, query) }, sessions: sessionsHere,
+      // Read only for a caller session's request token (htm, htu).
+      request, sessions: sessionsHere,
     };
   };
   const limiter = ctx.config.rateLimit.perSecond > 0 ? new PrincipalRateLimiter(ctx.clock, ctx.config.rateLimit.perSecond, ctx.config.rateLimit.burst) : null;

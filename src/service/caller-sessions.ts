@@ -4,7 +4,7 @@
  * token MACed with that key instead of an Ed25519 signature each (decision/caller-session.ts). The
  * opening assertion is spent like any other; a refused opening spends nothing.
  */
-import { agreeSessionKey, callerSessionsOf, releaseAssertion, spendAssertion, type AuthenticatedCaller } from '../decision/index.js';
+import { agreeSessionKey, callerSessionsOf, releaseAssertion, sessionsDisabled, spendAssertion, type AuthenticatedCaller } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import type { WritContext } from './context.js';
 
@@ -30,7 +30,7 @@ export async function openCallerSession(ctx: WritContext, caller: AuthenticatedC
   let ttlMs: number;
   try {
     const maxTtlMs = ctx.config.callerSessionMaxTtlMs;
-    if (maxTtlMs === 0) throw new WritError('CALLER_SESSIONS_DISABLED', 'caller sessions are turned off on this deployment (WRIT_CALLER_SESSION_MAX_TTL_MS=0): sign a caller assertion for each request');
+    if (maxTtlMs === 0) throw sessionsDisabled();
     ttlMs = input.ttl_ms ?? maxTtlMs;
     if (!Number.isInteger(ttlMs) || ttlMs < MIN_CALLER_SESSION_TTL_MS || ttlMs > maxTtlMs) {
       throw new WritError('MALFORMED_REQUEST', `ttl_ms must be an integer from ${MIN_CALLER_SESSION_TTL_MS} to ${maxTtlMs} (WRIT_CALLER_SESSION_MAX_TTL_MS), got ${input.ttl_ms}`);

@@ -1,3 +1,4 @@
+import { createHash, generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +56,22 @@ const saveText = (name: string, text: string) => {
   return file;
 };
 const writ = (...args: string[]) => runWrit(join(dir, 'no-data-dir'), 'audit', 'verify', ...args);
+/**
+ * The saved events with the one the checkpoint signed altered, then re-hashed from there by whoever
+ * altered it (so they still link): what only the signed head catches.
+ */
+function rehashedFromSigned(): { events: (GraphEventLink & { at: string })[] } {
+  const rewritten = structuredClone(pages.flatMap((p) => p.events));
+  const signedAt = rewritten.findIndex((e) => e.revision === checkpoint.graph_revision);
+  rewritten[signedAt]!.payload = rewritten[signedAt]!.payload.replace('retired', 'retyred');
+  let prev = rewritten[signedAt]!.prev_hash!;
+  for (const e of rewritten.slice(signedAt)) {
+    e.prev_hash = prev;
+    e.hash = createHash('sha256').update(`writ-graph-v1\n${prev}\n${e.revision}\n${Date.parse(e.at)}\n${JSON.stringify(e.actor)}\n${JSON.stringify(e.type)}\n${e.payload}`).digest('hex');
+    prev = e.hash;
+  }
+  return { events: rewritten };
+}
 /** The events in ms, as the command reads them. */
 const inMs = (events: (GraphEventLink & { at: string })[]) => events.map((e) => ({ ...e, at: Date.parse(e.at) }));
 
@@ -76,22 +93,12 @@ describe('writ audit verify --graph-events', () => {
     expect(mid.stdout).toContain(`(from the prev_hash of event 5 as given: pass --checkpoint or --graph-head to anchor them)`);
 
     // The event a checkpoint signed altered, then re-hashed by whoever altered it: the signed head says so.
-    const events = pages.flatMap((p) => p.events);
-    const signedAt = events.findIndex((e) => e.revision === checkpoint.graph_revision);
-    const rewritten = structuredClone(events);
-    rewritten[signedAt]!.payload = rewritten[signedAt]!.payload.replace('retired', 'retyred');
-    const { createHash } = await import('node:crypto');
-    let prev = rewritten[signedAt]!.prev_hash!;
-    for (const e of rewritten.slice(signedAt)) {
-      e.prev_hash = prev;
-      e.hash = createHash('sha256').update(`writ-graph-v1\n${prev}\n${e.revision}\n${Date.parse(e.at)}\n${JSON.stringify(e.actor)}\n${JSON.stringify(e.type)}\n${e.payload}`).digest('hex');
-      prev = e.hash;
-    }
-    const rehashed = await writ('--graph-events', save('rehashed.json', { events: rewritten }), '--graph-head', head);
+    const rewritten = save('rehashed.json', rehashedFromSigned());
+    const rehashed = await writ('--graph-events', rewritten, '--graph-head', head);
     expect(rehashed.code, rehashed.output).toBe(1);
-    expect(rehashed.stdout).toContain(`BROKEN in ${join(dir, 'rehashed.json')} at revision ${checkpoint.graph_revision}: graph event ${checkpoint.graph_revision} is not the one the checkpoint signed`);
+    expect(rehashed.stdout).toContain(`BROKEN in ${rewritten} at revision ${checkpoint.graph_revision}: graph event ${checkpoint.graph_revision} is not the one the checkpoint signed`);
     // Without the head nothing anchors the rewrite: it links (what the README warns of).
-    expect((await writ('--graph-events', join(dir, 'rehashed.json'))).code).toBe(0);
+    expect((await writ('--graph-events', rewritten)).code).toBe(0);
     expect(existsSync(join(dir, 'no-data-dir')), 'no store was opened nor made').toBe(false);
   });
 
@@ -109,12 +116,11 @@ describe('writ audit verify --graph-events', () => {
     const json = JSON.parse((await writ('--graph-events', all, '--checkpoint', join(dir, 'verify.json'), '--jwks', keys, '--json')).stdout);
     expect(json).toMatchObject({ ok: true, last, signed: { revision: checkpoint.graph_revision, hash: checkpoint.graph_hash }, checkpoint: { seq: checkpoint.seq, kid: jwks.keys[0]!.kid } });
     // The events the checkpoint signed, rewritten and re-hashed: BROKEN against the verified head too.
-    const rehashed = await writ('--graph-events', join(dir, 'rehashed.json'), '--checkpoint', join(dir, 'verify.json'), '--jwks', keys);
+    const rehashed = await writ('--graph-events', save('rehashed-c.json', rehashedFromSigned()), '--checkpoint', join(dir, 'verify.json'), '--jwks', keys);
     expect(rehashed.code, rehashed.output).toBe(1);
     expect(rehashed.stdout).toContain(`graph event ${checkpoint.graph_revision} is not the one the checkpoint signed`);
 
     // A checkpoint whose graph head was changed and signed again with another key under the servers' kid: BROKEN (exit 1), nothing judged.
-    const { generateKeyPairSync } = await import('node:crypto');
     const [, body] = checkpoint.jws.split('.');
     const payload = JSON.parse(Buffer.from(body!, 'base64url').toString()) as Record<string, unknown>;
     const forged = signCheckpoint({ kid: jwks.keys[0]!.kid, privateKey: generateKeyPairSync('ed25519').privateKey }, { ...payload, graph_hash: 'e'.repeat(64) } as unknown as SignedPayload);

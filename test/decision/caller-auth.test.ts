@@ -128,6 +128,13 @@ describe('caller authentication', () => {
     expect(await refusal(bearer(sameJti), w.deps({ now: T0 + 3000 }))).toMatch(/replayed/);
   });
 
+  it('an assertion never reads the request (only a caller session\'s request token is bound to its method and path)', async () => {
+    const w = await world();
+    const token = await createCallerAssertion({ principal: 'alice', privateJwk: w.alice.privateJwk, now: T0 });
+    const untouched = { get method(): string { throw new Error('method read'); }, get url(): string { throw new Error('url read'); } };
+    await expect(authenticateCaller(bearer(token), w.deps({ request: untouched }))).resolves.toMatchObject({ principal: 'alice' });
+  });
+
   it('refuses a caller claiming to be another principal', async () => {
     const w = await world();
     // Bob signs with his own key but names Alice's kid: the signature does not verify with Alice's key.

@@ -1,4 +1,4 @@
-import { createHmac, createPrivateKey, createPublicKey, createSecretKey, diffieHellman, hkdfSync } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, createPrivateKey, createPublicKey, createSecretKey, diffieHellman, hkdfSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -60,7 +60,7 @@ function x25519Shared(privateD: string, publicX: string): Buffer {
 
 /** A session whose K is `k` (base64url): only its key matters to the MAC. */
 function probe(k: string): CallerSession {
-  return { sid: 's', principal: 'p', kid: 'k', key: 'm', iatMs: 0, expMs: 1, sealKid: 'x', hmacKey: createSecretKey(Buffer.from(k, 'base64url')) };
+  return { principal: 'p', kid: 'k', key: 'm', iatMs: 0, expMs: 1, sealKid: 'x', hmacKey: createSecretKey(Buffer.from(k, 'base64url')) };
 }
 
 describe('session tokens are sealed by the decision signing key', () => {
@@ -104,6 +104,24 @@ describe('session tokens are sealed by the decision signing key', () => {
     // Another deployment's ring (another directory) opens nothing of this one's.
     const other = await setup();
     expect(() => other.sessions.unseal(token)).toThrow(expect.objectContaining({ code: 'CALLER_SESSION_INVALID' }));
+  });
+
+  it('the sealed plaintext holds what a session needs and nothing more; one sealed with a sid (before it was dropped) still opens', async () => {
+    const { ring, sessions } = await setup();
+    const kid = ring.current().kid;
+    const sealKey = ring.sessionSealKey(kid)!;
+    const body = Buffer.from(sessions.seal(plain).split('.')[2]!, 'base64url');
+    const decipher = createDecipheriv('aes-256-gcm', sealKey, body.subarray(0, 12));
+    decipher.setAAD(Buffer.from(`ws1.${kid}`, 'ascii'));
+    decipher.setAuthTag(body.subarray(body.length - 16));
+    const opened = JSON.parse(Buffer.concat([decipher.update(body.subarray(12, body.length - 16)), decipher.final()]).toString('utf8')) as Record<string, unknown>;
+    expect(opened).toEqual({ principal: plain.principal, kid: plain.kid, key: plain.key, iat_ms: 1, exp_ms: 2, k: plain.k.toString('base64url') });
+    // A replica of this build opens a session an older one sealed (a rolling upgrade ends no session).
+    const nonce = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', sealKey, nonce);
+    cipher.setAAD(Buffer.from(`ws1.${kid}`, 'ascii'));
+    const older = Buffer.concat([nonce, cipher.update(JSON.stringify({ sid: 'c2lk', ...opened }), 'utf8'), cipher.final(), cipher.getAuthTag()]);
+    expect(sessions.unseal(`ws1.${kid}.${older.toString('base64url')}`)).toMatchObject({ principal: 'seo-agent-7', kid: 'seo-agent-7-k1', key: plain.key, iatMs: 1, expMs: 2 });
   });
 
   it('a rotation keeps sessions open while the old key is published, and ends them once it leaves the ring (cached or not)', async () => {

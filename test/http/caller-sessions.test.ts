@@ -266,7 +266,7 @@ describe('what ends a session', () => {
   it('its expiry (by Writ\'s clock)', async () => {
     const s = await open(A, 5_000);
     clock.advance(5_000);
-    await leaseRefused(`Bearer ${leaseToken(s, { jti: 'late' })}`, 'late', 401, 'CALLER_SESSION_INVALID', /expired/);
+    await leaseRefused(`Bearer ${leaseToken(s, { jti: 'late' })}`, 'late', 401, 'CALLER_SESSION_INVALID', /expired.*: open a new session with a caller assertion/);
   });
 
   /** A principal of its own (registered by governance, allowed to read leases) with a fresh key. */
@@ -295,7 +295,7 @@ describe('what ends a session', () => {
     const next = await generatePrincipalKeyPair('session-rotated-k1');
     const r = await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'session-rotated', kind: 'agent', keys: [next.publicJwk] } });
     expect(r.status, r.raw).toBe(200);
-    refused(await read(session), 401, 'CALLER_SESSION_INVALID', /no longer has the key session-rotated-k1/);
+    refused(await read(session), 401, 'CALLER_SESSION_INVALID', /no longer has the key session-rotated-k1 .*: open a new session with a caller assertion/);
     const assertion = await createCallerAssertion({ principal: 'session-rotated', privateJwk: next.privateJwk, now: clock.now() });
     const x = clientKeyPair();
     const opened = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(x.x) });
@@ -323,10 +323,14 @@ describe('sessions turned off (WRIT_CALLER_SESSION_MAX_TTL_MS=0)', () => {
     try {
       const jti = randomUUID();
       const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti });
-      refused(await off.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(clientKeyPair().x) }), 403, 'CALLER_SESSIONS_DISABLED');
+      const opening = await off.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(clientKeyPair().x) });
+      refused(opening, 403, 'CALLER_SESSIONS_DISABLED', /WRIT_CALLER_SESSION_MAX_TTL_MS=0/);
       expect(off.db.prepare('SELECT count(*) AS n FROM seen_ids WHERE id = ?').get(`${A}\u0000${jti}`)).toEqual({ n: 0 });
       const token = requestToken(s, { method: 'GET', path: '/v1/leases', now: clock.now() });
-      refused(await off.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(token) }), 403, 'CALLER_SESSIONS_DISABLED');
+      const request = await off.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(token) });
+      refused(request, 403, 'CALLER_SESSIONS_DISABLED');
+      // The same words both ways (one place writes them).
+      expect(request.json().detail).toBe(opening.json().detail);
       // Assertions work as ever.
       expect((await off.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(assertion) })).statusCode).toBe(200);
     } finally {

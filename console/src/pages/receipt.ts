@@ -7,10 +7,15 @@ import { href, type PageContext, type Route } from '../router.js';
 /** A revocation since the decision: when, by whom, why. */
 interface Revocation { revoked_at: string; revoked_by: string | null; reason: string | null }
 interface Why { receipt: Receipt; graph_revision: number | null; chain: { edge: Edge; now: Revocation | null }[]; principals_revoked: (Revocation & { principal: string })[] }
-/** GET /v1/audit/verify: every per-key chain, the index, the latest signed checkpoint, and the graph event log's hash chain. */
+/**
+ * GET /v1/audit/verify: every per-key chain, the index, the latest signed checkpoint, and the graph event
+ * log's hash chain; the whole answer, as its schema (src/http/routes/coordination.ts) has it.
+ */
 interface Verdict {
-  ok: boolean; entries: number; chains: number; head: string; chain?: string; firstBadPos?: number; problem?: string; checkpoint?: { seq: number; archived: number };
-  graph?: { ok: boolean; events: number; firstBadRevision?: number; problem?: string };
+  ok: boolean; entries: number; chains: number; head: string; chain?: string; firstBadPos?: number; firstBadSeq?: number; problem?: string;
+  /** `at` in RFC 3339; `jws` the checkpoint as signed and stored (compact JWS, checked offline with the JWKS). */
+  checkpoint?: { seq: number; at: string; chains: number; root: string; archived: number; graph_revision?: number; graph_hash?: string; jws: string };
+  graph?: { ok: boolean; events: number; revision: number; hash: string; unhashed: number; firstBadRevision?: number; problem?: string };
 }
 
 /** "revoked TIME by WHO: REASON", marked bad. */
