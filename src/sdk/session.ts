@@ -118,7 +118,8 @@ export class CallerSessions {
   private async openOnce(): Promise<Session | null> {
     const { base, principal, privateJwk, audience, ttlMs } = this.options;
     const exchange = sessionKeyExchange();
-    const assertion = await createCallerAssertion({ principal, privateJwk, audience });
+    // Bound to this session's key and request (cnf.jwk, htm, htu): Writ opens no session with an unbound assertion.
+    const assertion = await createCallerAssertion({ principal, privateJwk, audience, sessionOpening: { x: exchange.x, htu: new URL(`${base}/v1/sessions`).pathname } });
     const sentAt = Date.now();
     const res = await this.options.fetch(`${base}/v1/sessions`, {
       method: 'POST',
