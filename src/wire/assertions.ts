@@ -23,13 +23,6 @@ export interface CallerAssertionOptions {
   now?: number;
   /** Extra claims (e.g. `approve` in an approval assertion). */
   claims?: Record<string, unknown>;
-  /**
-   * The assertion opens a caller session (`POST /v1/sessions`): it is bound to the session's X25519 public
-   * key `x` (the body's `public_key.x`) and to that request, by the claims `cnf.jwk` (RFC 7800), `htm: "POST"`
-   * and `htu` (the path as sent, without the query). Writ refuses to open a session with any other assertion,
-   * so one that leaked cannot open a session under another party's key.
-   */
-  sessionOpening?: { x: string; htu: string };
 }
 
 /** The JWS algorithm a key signs assertions with: EdDSA for OKP Ed25519, ES256 for EC P-256. */
@@ -55,9 +48,7 @@ export async function createCallerAssertion(options: CallerAssertionOptions): Pr
     imported.set(privateJwk, key);
   }
   const iat = Math.floor((options.now ?? Date.now()) / 1000);
-  const opening = options.sessionOpening;
-  const bound = opening === undefined ? {} : { cnf: { jwk: { kty: 'OKP', crv: 'X25519', x: opening.x } }, htm: 'POST', htu: opening.htu };
-  return new SignJWT({ ...(options.claims ?? {}), ...bound })
+  return new SignJWT({ ...(options.claims ?? {}) })
     .setProtectedHeader({ alg, kid: privateJwk.kid, typ: 'JWT' })
     .setIssuer(principal)
     .setSubject(principal)

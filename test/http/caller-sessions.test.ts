@@ -6,6 +6,7 @@ import { ManualClock } from '../../src/clock.js';
 import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/index.js';
 import { decideOk } from '../support/agent.js';
 import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions } from '../support/caller-session.js';
+import { VECTOR } from '../support/caller-session-vector.js';
 import { fixtureKey, startHarness, type Harness } from '../support/harness.js';
 import { closeOpened, listening, rawStream } from '../support/lease-stream.js';
 
@@ -236,6 +237,14 @@ describe('opening a session: bad input is refused, and spends nothing', () => {
     expect(spent(A, jti)).toBe(1);
   }
   const key = (x: string) => ({ public_key: { kty: 'OKP', crv: 'X25519', x } });
+
+  it('the README\'s opening claims (test vector), made fresh, open a session with the vector\'s client key, and no other', async () => {
+    const { cnf, htm, htu } = JSON.parse(VECTOR.OPENING_CLAIMS) as Record<string, unknown>;
+    const sign = () => createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), claims: { cnf, htm, htu } });
+    const opened = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(await sign()), payload: sessionRequest(VECTOR.CLIENT_X) });
+    expect(opened.statusCode, opened.body).toBe(201);
+    refused(await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(await sign()), payload: sessionRequest(clientKeyPair().x) }), 401, 'UNAUTHENTICATED', /cnf\.jwk/);
+  });
 
   it('a public key of the wrong length, not base64url, or of another type', async () => {
     await openRefused(key(Buffer.alloc(31, 9).toString('base64url')), 400, 'MALFORMED_REQUEST');
