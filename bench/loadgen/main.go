@@ -231,11 +231,24 @@ var b64 = base64.RawURLEncoding
 
 // assertion: a caller assertion as the SDK makes it (compact JWS, EdDSA, fresh jti, 60 s unless -assertion-ttl).
 func (s *signer) assertion() string {
-	now := time.Now().Unix()
+	return s.assertionWith(nil)
+}
+
+// assertionWith: a fresh assertion with these claims besides (a session opening's binding).
+func (s *signer) assertionWith(extra map[string]any) string {
 	jti := make([]byte, 16)
 	_, _ = rand.Read(jti)
+	return s.assertionAt(time.Now().Unix(), hex.EncodeToString(jti), extra)
+}
+
+// assertionAt: the assertion issued at iat (seconds) with this jti and these claims besides.
+func (s *signer) assertionAt(iat int64, jti string, extra map[string]any) string {
 	header := must(json.Marshal(map[string]string{"alg": "EdDSA", "kid": s.kid, "typ": "JWT"}))
-	claims := must(json.Marshal(map[string]any{"iss": s.principal, "sub": s.principal, "aud": "writ", "iat": now, "exp": now + int64(*assertTTL), "jti": hex.EncodeToString(jti)}))
+	all := map[string]any{"iss": s.principal, "sub": s.principal, "aud": "writ", "iat": iat, "exp": iat + int64(*assertTTL), "jti": jti}
+	for name, value := range extra {
+		all[name] = value
+	}
+	claims := must(json.Marshal(all))
 	input := b64.EncodeToString(header) + "." + b64.EncodeToString(claims)
 	return input + "." + b64.EncodeToString(ed25519.Sign(s.key, []byte(input)))
 }
@@ -349,7 +362,17 @@ func (ss *session) requestToken(method, path string, iat int64, jti string) stri
 	return input + "." + b64.EncodeToString(ss.mac.Sum(nil))
 }
 
-// openSession: POST /v1/sessions with an assertion and a new X25519 public key; K from the answer's.
+// openingClaims: the claims that bind the assertion opening a session to the client's X25519 public key
+// (RFC 7800 cnf.jwk) and to that request (htm, htu), README "Caller sessions" step 1.
+func openingClaims(clientX string) map[string]any {
+	return map[string]any{
+		"cnf": map[string]any{"jwk": map[string]string{"kty": "OKP", "crv": "X25519", "x": clientX}},
+		"htm": "POST", "htu": "/v1/sessions",
+	}
+}
+
+// openSession: POST /v1/sessions with an assertion bound to a new X25519 public key (cnf.jwk) and to that
+// request (htm, htu), as Writ requires of an opening; K from the answer's.
 func (s *signer) openSession(h *http.Client) (*session, error) {
 	priv, err := ecdh.X25519().GenerateKey(rand.Reader)
 	if err != nil {
@@ -368,7 +391,7 @@ func (s *signer) openSession(h *http.Client) (*session, error) {
 		ExpiresAt time.Time `json:"expires_at"`
 	}
 	sentAt := time.Now()
-	if err := call(h, "POST", *url+"/v1/sessions", s.assertion(), must(json.Marshal(req)), &answer); err != nil {
+	if err := call(h, "POST", *url+"/v1/sessions", s.assertionWith(openingClaims(clientX)), must(json.Marshal(req)), &answer); err != nil {
 		return nil, fmt.Errorf("opening a caller session: %w", err)
 	}
 	serverPub, err := b64.DecodeString(answer.PublicKey.X)

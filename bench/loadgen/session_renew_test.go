@@ -72,6 +72,19 @@ func (f *fakeWrit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			f.t.Error(err)
 		}
+		// The opening assertion is bound to the body's key and to this request (README "Caller sessions" step 1).
+		var opening struct {
+			Cnf struct {
+				Jwk struct{ Kty, Crv, X string }
+			}
+			Htm, Htu string
+		}
+		_ = json.Unmarshal(must(b64.DecodeString(parts[1])), &opening)
+		if opening.Cnf.Jwk.Kty != "OKP" || opening.Cnf.Jwk.Crv != "X25519" || opening.Cnf.Jwk.X != req.PublicKey.X || opening.Htm != r.Method || opening.Htu != r.URL.Path {
+			f.t.Errorf("the opening assertion is not bound to the body's key %s and POST %s: %+v", req.PublicKey.X, r.URL.Path, opening)
+			problem(http.StatusUnauthorized, "UNAUTHENTICATED")
+			return
+		}
 		ttl := f.maxTTL
 		if req.TTLms > 0 && time.Duration(req.TTLms)*time.Millisecond < ttl {
 			ttl = time.Duration(req.TTLms) * time.Millisecond

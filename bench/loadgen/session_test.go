@@ -3,6 +3,9 @@ package main
 import (
 	"crypto/ecdh"
 	"crypto/rand"
+	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -38,6 +41,24 @@ func TestSessionTestVector(t *testing.T) {
 		if got := ss.requestToken("POST", "/v1/leases", 1796000000, "j-1"); got != want {
 			t.Fatalf("token %d:\n%s\nwant\n%s", i, got, want)
 		}
+	}
+}
+
+// The vector's opening assertion (README "Caller sessions"): bound to the client key and to POST /v1/sessions.
+func TestSessionOpeningVector(t *testing.T) {
+	*assertTTL = 60
+	clientX := "pOCSkrZRwni5dyxWn1-puxPZBrRqtoyd-dwrRAn4ogk"
+	assertion := testSigner().assertionAt(1796000000, "j-0", openingClaims(clientX))
+	var got, want map[string]any
+	if err := json.Unmarshal(must(b64.DecodeString(strings.Split(assertion, ".")[1])), &got); err != nil {
+		t.Fatal(err)
+	}
+	vector := `{"iss":"seo-agent-7","sub":"seo-agent-7","aud":"writ","iat":1796000000,"exp":1796000060,"jti":"j-0","cnf":{"jwk":{"kty":"OKP","crv":"X25519","x":"pOCSkrZRwni5dyxWn1-puxPZBrRqtoyd-dwrRAn4ogk"}},"htm":"POST","htu":"/v1/sessions"}`
+	if err := json.Unmarshal([]byte(vector), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("opening claims\n%v\nwant\n%v", got, want)
 	}
 }
 

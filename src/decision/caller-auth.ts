@@ -44,6 +44,13 @@ export interface CallerAuthDeps {
    */
   request?: { readonly method: string; readonly url: string };
   /**
+   * Set when the assertion opens a caller session (POST /v1/sessions): the X25519 public key of the body.
+   * The assertion must be bound to it and to this request (`request`), RFC 7800 / DPoP style: claims
+   * `cnf.jwk` = this key (kty, crv, x) and `htm`/`htu` = the request's method and path. So an assertion that
+   * leaked before it was used buys at most one request, never a session under another party's key.
+   */
+  sessionKey?: { kty: 'OKP'; crv: 'X25519'; x: string };
+  /**
    * Caller sessions (caller-session.ts): an HS256 request token is checked against its session's key.
    * Without this, HS256 is refused as any algorithm other than an assertion's (approvals).
    */
@@ -168,9 +175,11 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   if (now >= caller.spendUntil) throw refuse(expired(payload.exp as number, now, toleranceMs) + replica().ahead);
   // A session's request token is for one request: its method and path.
   if (bound !== undefined) {
-    if (payload.htm !== bound.method) throw refuse(`request token is for ${JSON.stringify(payload.htm)} requests, not ${bound.method} (htm)`);
-    if (payload.htu !== bound.path) throw refuse(`request token is for the path ${JSON.stringify(payload.htu)}, not ${bound.path} (htu)`);
+    const other = otherRequest(payload, bound);
+    if (other !== null) throw refuse(`request token ${other}`);
   }
+  // The assertion opening a session is bound to the session's key and to this request (before any spend).
+  if (deps.sessionKey !== undefined) checkSessionOpeningBinding(payload, deps.sessionKey, deps.request);
   // Spent already (durably), or shown to this process before and not yet spent: either way a replay.
   if (deps.readSpent !== false && (await deps.replay.isSpent(REPLAY_NAMESPACE, replayId(caller), now))) throw replayed();
   if (!deps.replay.present(REPLAY_NAMESPACE, replayId(caller), caller.spendUntil, now)) throw replayed();
@@ -206,9 +215,46 @@ function checkSessionToken(jws: DecodedJws, deps: CallerAuthDeps, sessions: NonN
   }
   if (payload.iss !== session.principal || payload.sub !== session.principal) throw refuse(`request token iss and sub must both be the session's principal ${session.principal}`);
   if (payload.htm === undefined || payload.htu === undefined) throw refuse(`malformed request token: claim ${payload.htm === undefined ? 'htm' : 'htu'} is missing`);
-  const { method, url } = deps.request;
-  const query = url.indexOf('?');
-  return { principalId: session.principal, principal, signer: { kid: session.kid, key: session.key }, bound: { method, path: query < 0 ? url : url.slice(0, query) } };
+  return { principalId: session.principal, principal, signer: { kid: session.kid, key: session.key }, bound: boundRequest(deps.request) };
+}
+
+/** What `htm`/`htu` are compared with: the request's method and its path as sent, without the query. */
+function boundRequest(request: NonNullable<CallerAuthDeps['request']>): { method: string; path: string } {
+  const query = request.url.indexOf('?');
+  return { method: request.method, path: query < 0 ? request.url : request.url.slice(0, query) };
+}
+
+/**
+ * Why a token bound to a request (`htm`, `htu`: DPoP style) is not bound to this one, or null: the one
+ * comparison, for session request tokens and session openings. `htu` is the path as sent, without the query.
+ */
+function otherRequest(payload: Record<string, unknown>, request: { method: string; path: string }): string | null {
+  if (payload.htm !== request.method) return `is for ${JSON.stringify(payload.htm)} requests, not ${request.method} (htm)`;
+  if (payload.htu !== request.path) return `is for the path ${JSON.stringify(payload.htu)}, not ${request.path} (htu)`;
+  return null;
+}
+
+/**
+ * The assertion opening a caller session must name the body's X25519 key in `cnf.jwk` (RFC 7800) and this
+ * request in `htm`/`htu`: UNAUTHENTICATED otherwise, saying what to add (the caller spends nothing).
+ */
+function checkSessionOpeningBinding(payload: Record<string, unknown>, key: { kty: string; crv: string; x: string }, sent: CallerAuthDeps['request']): void {
+  if (sent === undefined) throw new WritError('INTERNAL', 'a session opening is checked without its request');
+  const request = boundRequest(sent);
+  const add = `the assertion opening a session must carry "cnf": {"jwk": {"kty": "OKP", "crv": "X25519", "x": ${JSON.stringify(key.x)}}} (the body's public_key), `
+    + `"htm": ${JSON.stringify(request.method)} and "htu": ${JSON.stringify(request.path)}, so that an assertion that leaked cannot open a session under another key; nothing was spent`;
+  const cnf = payload.cnf;
+  const jwk = cnf !== null && typeof cnf === 'object' ? (cnf as { jwk?: unknown }).jwk : undefined;
+  if (jwk === null || typeof jwk !== 'object' || Array.isArray(jwk)) {
+    throw refuse(`assertion has no cnf.jwk: ${add}`);
+  }
+  const named = jwk as Record<string, unknown>;
+  if (named.kty !== key.kty || named.crv !== key.crv || named.x !== key.x) {
+    throw refuse(`assertion's cnf.jwk names another key than the body's public_key: ${add}`);
+  }
+  if (payload.htm === undefined || payload.htu === undefined) throw refuse(`assertion has no ${payload.htm === undefined ? 'htm' : 'htu'}: ${add}`);
+  const other = otherRequest(payload, request);
+  if (other !== null) throw refuse(`assertion ${other}: ${add}`);
 }
 
 /** A public key's identity: its type, curve and coordinates (not its kid, which a registration may reuse). */

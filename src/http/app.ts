@@ -37,8 +37,11 @@ declare module 'fastify' {
     spentCaller(request: FastifyRequest): Promise<AuthenticatedCaller>;
     /** Verifies the caller assertion but leaves its jti for the use case to spend in its own transaction. */
     unspentCaller(request: FastifyRequest): Promise<AuthenticatedCaller>;
-    /** `unspentCaller` for a signed assertion only: a caller session's request token is refused (opening a session). */
-    unspentAssertion(request: FastifyRequest): Promise<AuthenticatedCaller>;
+    /**
+     * `unspentCaller` for a signed assertion only, opening a session: a caller session's request token is
+     * refused, and the assertion must be bound to `sessionKey` (the body's) and to this request (cnf.jwk, htm, htu).
+     */
+    unspentAssertion(request: FastifyRequest, sessionKey: { kty: 'OKP'; crv: 'X25519'; x: string }): Promise<AuthenticatedCaller>;
     /**
      * Verifies the caller assertion and queues its durable spend without waiting for it: the use case
      * computes without waiting and awaits `spent` before anything leaves (see DecideOptions.spent).
@@ -186,7 +189,8 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   });
   app.decorate('spentCaller', spentCaller);
   app.decorate('unspentCaller', async (request: FastifyRequest) => admitted(request, await authDeps(request)));
-  app.decorate('unspentAssertion', async (request: FastifyRequest) => admitted(request, await authDeps(request, noSession)));
+  app.decorate('unspentAssertion', async (request: FastifyRequest, sessionKey: NonNullable<CallerAuthDeps['sessionKey']>) =>
+    admitted(request, { ...(await authDeps(request, noSession)), sessionKey }));
   app.decorate('callerSpending', async (request: FastifyRequest) => {
     const deps = await authDeps(request);
     const caller = await admitted(request, deps);

@@ -1,7 +1,7 @@
 import type { KeyObject, JsonWebKey } from 'node:crypto';
 import type { JWK } from 'jose';
 import { createCallerAssertion } from './assertion.js';
-import { createSessionRequestToken, sessionKeyExchange } from '../wire/caller-session.js';
+import { createSessionRequestToken, sessionKeyExchange, sessionOpeningClaims } from '../wire/caller-session.js';
 import { backoffCeiling } from './backoff.js';
 import { WritApiError } from './errors.js';
 import { refusalError } from './refusal.js';
@@ -118,7 +118,9 @@ export class CallerSessions {
   private async openOnce(): Promise<Session | null> {
     const { base, principal, privateJwk, audience, ttlMs } = this.options;
     const exchange = sessionKeyExchange();
-    const assertion = await createCallerAssertion({ principal, privateJwk, audience });
+    // Bound to this session's key and request (cnf.jwk, htm, htu): Writ opens no session with an unbound assertion.
+    const claims = sessionOpeningClaims(exchange.x, new URL(`${base}/v1/sessions`).pathname);
+    const assertion = await createCallerAssertion({ principal, privateJwk, audience, claims });
     const sentAt = Date.now();
     const res = await this.options.fetch(`${base}/v1/sessions`, {
       method: 'POST',

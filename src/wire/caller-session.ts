@@ -49,6 +49,19 @@ function createPrivateX25519(d: string): KeyObject {
   return createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' });
 }
 
+/**
+ * The claims that bind the assertion opening a caller session (`POST /v1/sessions`) to the session's X25519
+ * public key and to that request: `cnf.jwk` (RFC 7800) naming the body's `public_key`, `htm` "POST" and `htu`
+ * (the path as sent, without the query). Writ opens no session with an assertion that lacks them, so one
+ * that leaked cannot open a session under another party's key. For `createCallerAssertion`'s `claims`.
+ */
+export type SessionOpeningClaims = { cnf: { jwk: { kty: 'OKP'; crv: 'X25519'; x: string } }; htm: 'POST'; htu: string };
+
+/** `SessionOpeningClaims` for the client's public `x` and the path `htu` the open is sent to (by default `/v1/sessions`). */
+export function sessionOpeningClaims(x: string, htu = '/v1/sessions'): SessionOpeningClaims {
+  return { cnf: { jwk: { kty: 'OKP', crv: 'X25519', x } }, htm: 'POST', htu };
+}
+
 export interface SessionRequestTokenOptions {
   /** The session token (`ws1.…`) from `POST /v1/sessions`: the token's `kid`. */
   session: string;

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createCallerAssertion } from '../../src/sdk/index.js';
 import { CLI, onFreePort, requireDist, spawnListening } from '../../scripts/server-process.js';
 import { createTestDatabase } from '../store/conformance/engines.js';
-import { bearer, clientKeyPair, requestToken, sessionOf, sessionRequest, type ClientSession } from '../support/caller-session.js';
+import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession } from '../support/caller-session.js';
 import { fixtureKey } from '../support/harness.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -31,7 +31,7 @@ describe('caller sessions across two writ serve processes on one PostgreSQL, sha
     const base = (r: { port: number }) => `http://127.0.0.1:${r.port}`;
 
     const pair = clientKeyPair();
-    const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: Date.now() });
+    const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: Date.now(), claims: openingClaims(pair.x) });
     const opened = await fetch(`${base(one)}/v1/sessions`, { method: 'POST', headers: { ...bearer(assertion), 'content-type': 'application/json' }, body: JSON.stringify(sessionRequest(pair.x)) });
     expect(opened.status).toBe(201);
     const session: ClientSession = sessionOf((await opened.json()) as Parameters<typeof sessionOf>[0], pair);

@@ -9,7 +9,7 @@ import { buildApp } from '../../src/http/index.js';
 import { openWrit } from '../../src/service/index.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/index.js';
-import { bearer, clientKeyPair, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions } from '../support/caller-session.js';
+import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions } from '../support/caller-session.js';
 import { fixtureKey, startHarness, type Harness } from '../support/harness.js';
 import { closeOpened, listening } from '../support/lease-stream.js';
 
@@ -29,7 +29,7 @@ const A = 'seo-agent-7';
 
 async function open(principal = A, ttlMs?: number): Promise<ClientSession> {
   const pair = clientKeyPair();
-  const r = await h.call(principal, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, ttlMs) });
+  const r = await h.call(principal, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, ttlMs) }, { claims: openingClaims(pair.x) });
   expect(r.status, r.raw).toBe(201);
   return sessionOf(r.body, pair);
 }
@@ -53,7 +53,7 @@ async function newPrincipal(id: string) {
   const r = await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id, kind: 'agent', keys: [pair.publicJwk] } });
   expect(r.status, r.raw).toBe(201);
   const x = clientKeyPair();
-  const assertion = await createCallerAssertion({ principal: id, privateJwk: pair.privateJwk, now: clock.now() });
+  const assertion = await createCallerAssertion({ principal: id, privateJwk: pair.privateJwk, now: clock.now(), claims: openingClaims(x.x) });
   const opened = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(x.x) });
   expect(opened.statusCode, opened.body).toBe(201);
   return { pair, session: sessionOf(opened.json(), x) };
@@ -80,7 +80,7 @@ describe('a request token cannot be moved to another request', () => {
     const { h: live, url } = await listening();
     try {
       const pair = clientKeyPair();
-      const opened = await live.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x) });
+      const opened = await live.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x) }, { claims: openingClaims(pair.x) });
       const s = sessionOf(opened.body, pair);
       const { port } = new URL(url);
       /** The request line exactly as given (http.request does not normalize its path). */
@@ -145,7 +145,7 @@ describe('a request token replayed after a restart', () => {
   it('is refused by the restarted process (the spend is in the store, not only in memory); the session itself still opens', async () => {
     const first = await startHarness({ clock });
     const pair = clientKeyPair();
-    const opened = await first.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x) });
+    const opened = await first.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x) }, { claims: openingClaims(pair.x) });
     const s = sessionOf(opened.body, pair);
     const t = token(s, { method: 'GET', path: '/v1/leases', jti: 'before-restart' });
     expect((await first.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(t) })).statusCode).toBe(200);
@@ -169,7 +169,7 @@ describe('WRIT_CALLER_SESSION_MAX_TTL_MS lowered (after a restart)', () => {
   it('bounds the sessions opened before it: one opened for an hour ends that long after it was opened', async () => {
     const first = await startHarness({ clock });
     const pair = clientKeyPair();
-    const opened = await first.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, 3_600_000) });
+    const opened = await first.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, 3_600_000) }, { claims: openingClaims(pair.x) });
     expect(opened.status, opened.raw).toBe(201);
     const s = sessionOf(opened.body, pair);
     await first.app.close();
@@ -213,7 +213,10 @@ describe('the session token as an attacker would make it', () => {
 describe('opening a session with junk', () => {
   async function openRefused(payload: unknown, status: number, code: string) {
     const jti = randomUUID();
-    const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti });
+    // Bound to the body's key where it names one, so that the body's own refusal is what is seen.
+    const x = (payload as { public_key?: { x?: unknown } } | null)?.public_key?.x;
+    const claims = openingClaims(typeof x === 'string' ? x : clientKeyPair().x);
+    const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti, claims });
     const r = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: { ...bearer(assertion), 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
     refused(r, status, code);
     expect(spent(A, jti)).toBe(0);
@@ -223,10 +226,11 @@ describe('opening a session with junk', () => {
 
   it('an opening assertion is single-use: replayed, it opens nothing (the first session stands)', async () => {
     const jti = randomUUID();
-    const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti });
-    const first = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(clientKeyPair().x) });
+    const x = clientKeyPair().x;
+    const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti, claims: openingClaims(x) });
+    const first = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(x) });
     expect(first.statusCode, first.body).toBe(201);
-    refused(await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(clientKeyPair().x) }), 401, 'UNAUTHENTICATED', /replayed/);
+    refused(await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(x) }), 401, 'UNAUTHENTICATED', /replayed/);
     expect(spent(A, jti)).toBe(1);
   });
 
@@ -243,5 +247,80 @@ describe('opening a session with junk', () => {
     for (const body of [[], null, 'x', 1, {}, { public_key: null }, { public_key: [] }, { public_key: { kty: 'OKP', crv: 'X25519' } }]) await openRefused(body, 400, 'MALFORMED_REQUEST');
     const x = clientKeyPair().x;
     for (const ttl of ['60000', null, true, 1e300, -1, 0, 1000.5, [60000], { ms: 1 }]) await openRefused({ ...key(x), ttl_ms: ttl }, 400, 'MALFORMED_REQUEST');
+  });
+});
+
+describe('a leaked assertion cannot be turned into a session: the opening assertion is bound to the body\'s key', () => {
+  /** An assertion of A with these extra claims (undefined: no claims of its own), sent to open a session with `x`; its jti. */
+  async function openWith(claims: Record<string, unknown> | undefined, x: string, url = '/v1/sessions') {
+    const jti = randomUUID();
+    const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti, ...(claims ? { claims } : {}) });
+    const r = await h.app.inject({ method: 'POST', url, headers: bearer(assertion), payload: sessionRequest(x) });
+    return { r, jti, assertion };
+  }
+
+  it('an assertion without cnf, htm and htu (any leaked one): 401 saying what to add, nothing spent; the assertion still buys its one request', async () => {
+    const x = clientKeyPair().x;
+    const { r, jti, assertion } = await openWith(undefined, x);
+    refused(r, 401, 'UNAUTHENTICATED', /cnf\.jwk/);
+    expect(r.json().detail).toContain(x);
+    expect(r.json().detail).toMatch(/htm.*htu/);
+    expect(spent(A, jti)).toBe(0);
+    // Unspent: the same assertion is still good for one ordinary request.
+    const read = await h.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(assertion) });
+    expect(read.statusCode, read.body).toBe(200);
+    expect(spent(A, jti)).toBe(1);
+  });
+
+  it('cnf naming another key (an attacker\'s body with a victim\'s bound assertion), or not an X25519 JWK: 401, nothing spent', async () => {
+    const victim = clientKeyPair().x;
+    const attacker = clientKeyPair().x;
+    for (const cnf of [
+      { jwk: { kty: 'OKP', crv: 'X25519', x: victim } },
+      { jwk: { kty: 'OKP', crv: 'Ed25519', x: attacker } },
+      { jwk: { kty: 'EC', crv: 'X25519', x: attacker } },
+      { jwk: { crv: 'X25519', x: attacker } },
+      { jwk: attacker }, { jkt: attacker }, attacker, null, [],
+    ]) {
+      const { r, jti } = await openWith({ cnf, htm: 'POST', htu: '/v1/sessions' }, attacker);
+      refused(r, 401, 'UNAUTHENTICATED', /cnf\.jwk/);
+      expect(spent(A, jti), JSON.stringify(cnf)).toBe(0);
+    }
+  });
+
+  it('htm or htu missing or naming another request: 401, nothing spent', async () => {
+    const x = clientKeyPair().x;
+    const cnf = { jwk: { kty: 'OKP', crv: 'X25519', x } };
+    for (const [claims, why] of [
+      [{ cnf, htu: '/v1/sessions' }, /htm/], [{ cnf, htm: 'POST' }, /htu/],
+      [{ cnf, htm: 'post', htu: '/v1/sessions' }, /htm/], [{ cnf, htm: 'GET', htu: '/v1/sessions' }, /htm/],
+      [{ cnf, htm: 'POST', htu: '/v1/sessions/' }, /htu/], [{ cnf, htm: 'POST', htu: '/v1/leases' }, /htu/],
+      [{ cnf, htm: 'POST', htu: 'http://localhost/v1/sessions' }, /htu/], [{ cnf, htm: 'POST', htu: '/v1/sessions?ttl=1' }, /htu/],
+    ] as const) {
+      const { r, jti } = await openWith(claims, x);
+      refused(r, 401, 'UNAUTHENTICATED', why);
+      expect(spent(A, jti), JSON.stringify(claims)).toBe(0);
+    }
+  });
+
+  it('bound to the body\'s key, POST and /v1/sessions (a query is not part of htu): 201, spent, and the session works', async () => {
+    for (const url of ['/v1/sessions', '/v1/sessions?from=test']) {
+      const pair = clientKeyPair();
+      const { r, jti } = await openWith(openingClaims(pair.x), pair.x, url);
+      expect(r.statusCode, r.body).toBe(201);
+      expect(spent(A, jti)).toBe(1);
+      const s = sessionOf(r.json(), pair);
+      const read = await inject('GET', '/v1/leases', token(s, { method: 'GET', path: '/v1/leases' }));
+      expect(read.statusCode, read.body).toBe(200);
+    }
+  });
+
+  it('a bound assertion sent to another route is an ordinary assertion: it buys that one request, as any leaked assertion', async () => {
+    const x = clientKeyPair().x;
+    const jti = randomUUID();
+    const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti, claims: openingClaims(x) });
+    const read = await h.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(assertion) });
+    expect(read.statusCode, read.body).toBe(200);
+    refused(await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(x) }), 401, 'UNAUTHENTICATED', /replayed/);
   });
 });

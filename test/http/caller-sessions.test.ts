@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/index.js';
 import { decideOk } from '../support/agent.js';
-import { bearer, clientKeyPair, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions } from '../support/caller-session.js';
+import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions } from '../support/caller-session.js';
+import { VECTOR } from '../support/caller-session-vector.js';
 import { fixtureKey, startHarness, type Harness } from '../support/harness.js';
 import { closeOpened, listening, rawStream } from '../support/lease-stream.js';
 
@@ -26,7 +27,7 @@ const decisionBody = { action: 'update_post', resource: 'wp:post:1', environment
 
 async function open(principal = A, ttlMs?: number): Promise<ClientSession> {
   const pair = clientKeyPair();
-  const r = await h.call(principal, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, ttlMs) });
+  const r = await h.call(principal, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, ttlMs) }, { claims: openingClaims(pair.x) });
   expect(r.status, r.raw).toBe(201);
   return sessionOf(r.body, pair);
 }
@@ -40,7 +41,7 @@ function send(session: ClientSession, method: 'GET' | 'POST' | 'DELETE', url: st
 describe('a caller session', () => {
   it('is opened with an assertion: 201 with the session token, Writ\'s X25519 key, the principal, the caller key and the expiry', async () => {
     const pair = clientKeyPair();
-    const r = await h.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, 60_000) });
+    const r = await h.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, 60_000) }, { claims: openingClaims(pair.x) });
     expect(r.status, r.raw).toBe(201);
     expect(r.body).toEqual({
       session: expect.stringMatching(/^ws1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/),
@@ -48,7 +49,8 @@ describe('a caller session', () => {
       principal: A, kid: 'seo-agent-7-k1', expires_at: new Date(clock.now() + 60_000).toISOString(),
     });
     // Without ttl_ms: the longest (an hour by default).
-    const long = await h.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(clientKeyPair().x) });
+    const longX = clientKeyPair().x;
+    const long = await h.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(longX) }, { claims: openingClaims(longX) });
     expect(long.body.expires_at).toBe(new Date(clock.now() + 3_600_000).toISOString());
   });
 
@@ -210,7 +212,7 @@ describe('a request token that is not exactly what its session allows is refused
     const other = await startHarness({ clock });
     try {
       const pair = clientKeyPair();
-      const r = await other.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x) });
+      const r = await other.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x) }, { claims: openingClaims(pair.x) });
       expect(r.status).toBe(201);
       const foreign = sessionOf(r.body, pair);
       await leaseRefused(`Bearer ${leaseToken(foreign, { jti: 'foreign' })}`, 'foreign', 401, 'CALLER_SESSION_INVALID', /no longer has|not sealed by this deployment/);
@@ -221,18 +223,28 @@ describe('a request token that is not exactly what its session allows is refused
 });
 
 describe('opening a session: bad input is refused, and spends nothing', () => {
-  async function openRefused(payload: object, status: number, code: string, detail?: RegExp) {
+  async function openRefused(payload: { public_key?: { x?: string; [member: string]: unknown }; [member: string]: unknown }, status: number, code: string, detail?: RegExp) {
     const jti = randomUUID();
-    const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti });
+    // Bound to the body's key (as a client does), so that the refusal is the body's.
+    const claims = openingClaims(payload.public_key?.x ?? clientKeyPair().x);
+    const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti, claims });
     const r = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload });
     refused(r, status, code, detail);
     expect(spent(A, jti)).toBe(0);
-    // Nothing was spent: the same assertion opens a session with a good body.
-    const ok = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(clientKeyPair().x) });
-    expect(ok.statusCode, ok.body).toBe(201);
+    // Nothing was spent: the same assertion is still good for a request (bound to the refused key, it can open no other session).
+    const ok = await h.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(assertion) });
+    expect(ok.statusCode, ok.body).toBe(200);
     expect(spent(A, jti)).toBe(1);
   }
   const key = (x: string) => ({ public_key: { kty: 'OKP', crv: 'X25519', x } });
+
+  it('the README\'s opening claims (test vector), made fresh, open a session with the vector\'s client key, and no other', async () => {
+    const { cnf, htm, htu } = JSON.parse(VECTOR.OPENING_CLAIMS) as Record<string, unknown>;
+    const sign = () => createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), claims: { cnf, htm, htu } });
+    const opened = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(await sign()), payload: sessionRequest(VECTOR.CLIENT_X) });
+    expect(opened.statusCode, opened.body).toBe(201);
+    refused(await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(await sign()), payload: sessionRequest(clientKeyPair().x) }), 401, 'UNAUTHENTICATED', /cnf\.jwk/);
+  });
 
   it('a public key of the wrong length, not base64url, or of another type', async () => {
     await openRefused(key(Buffer.alloc(31, 9).toString('base64url')), 400, 'MALFORMED_REQUEST');
@@ -275,7 +287,7 @@ describe('what ends a session', () => {
     const r = await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id, kind: 'agent', keys: [pair.publicJwk] } });
     expect(r.status, r.raw).toBe(201);
     const x = clientKeyPair();
-    const assertion = await createCallerAssertion({ principal: id, privateJwk: pair.privateJwk, now: clock.now() });
+    const assertion = await createCallerAssertion({ principal: id, privateJwk: pair.privateJwk, now: clock.now(), claims: openingClaims(x.x) });
     const opened = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(x.x) });
     expect(opened.statusCode, opened.body).toBe(201);
     return { pair, session: sessionOf(opened.json(), x) };
@@ -296,8 +308,8 @@ describe('what ends a session', () => {
     const r = await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'session-rotated', kind: 'agent', keys: [next.publicJwk] } });
     expect(r.status, r.raw).toBe(200);
     refused(await read(session), 401, 'CALLER_SESSION_INVALID', /no longer has the key session-rotated-k1 .*: open a new session with a caller assertion/);
-    const assertion = await createCallerAssertion({ principal: 'session-rotated', privateJwk: next.privateJwk, now: clock.now() });
     const x = clientKeyPair();
+    const assertion = await createCallerAssertion({ principal: 'session-rotated', privateJwk: next.privateJwk, now: clock.now(), claims: openingClaims(x.x) });
     const opened = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(x.x) });
     expect(opened.statusCode).toBe(201);
     expect((await read(sessionOf(opened.json(), x))).statusCode).toBe(200);
@@ -322,8 +334,9 @@ describe('sessions turned off (WRIT_CALLER_SESSION_MAX_TTL_MS=0)', () => {
     const off = await startHarness({ clock, config: { callerSessionMaxTtlMs: 0 } });
     try {
       const jti = randomUUID();
-      const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti });
-      const opening = await off.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(clientKeyPair().x) });
+      const x = clientKeyPair().x;
+      const assertion = await createCallerAssertion({ principal: A, privateJwk: fixtureKey(A), now: clock.now(), jti, claims: openingClaims(x) });
+      const opening = await off.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(x) });
       refused(opening, 403, 'CALLER_SESSIONS_DISABLED', /WRIT_CALLER_SESSION_MAX_TTL_MS=0/);
       expect(off.db.prepare('SELECT count(*) AS n FROM seen_ids WHERE id = ?').get(`${A}\u0000${jti}`)).toEqual({ n: 0 });
       const token = requestToken(s, { method: 'GET', path: '/v1/leases', now: clock.now() });
@@ -344,7 +357,7 @@ describe('the lease stream opened with a caller session', () => {
     const { h: live, url } = await listening();
     try {
       const pair = clientKeyPair();
-      const r = await live.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x) });
+      const r = await live.call(A, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x) }, { claims: openingClaims(pair.x) });
       const s = sessionOf(r.body, pair);
       const wrong = requestToken(s, { method: 'GET', path: '/v1/leases', now: live.clock.now() });
       await expect(rawStream(url, bearer(wrong))).rejects.toThrow(/401/);

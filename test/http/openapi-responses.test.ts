@@ -8,6 +8,7 @@ import { buildApp } from '../../src/http/index.js';
 import { issueLoginToken } from '../../src/service/index.js';
 import { decideOk, fencing } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
+import { openingClaims } from '../support/caller-session.js';
 import { misdeclaredTimes, misplacedTimes, WIRE_TIME } from '../support/wire-times.js';
 
 /**
@@ -49,12 +50,12 @@ afterAll(async () => {
 const pointer = (...parts: string[]) => parts.map((p) => encodeURIComponent(p.replace(/~/g, '~0').replace(/\//g, '~1'))).join('/');
 
 /** Calls the API and checks the answer against the document's operation `method path`. */
-async function call(principal: string | null, method: string, path: string, options: { url?: string; payload?: unknown; headers?: Record<string, string> } = {}) {
+async function call(principal: string | null, method: string, path: string, options: { url?: string; payload?: unknown; headers?: Record<string, string>; claims?: Record<string, unknown> } = {}) {
   const url = options.url ?? path;
 
   const injected = await app.inject({
     method: method as 'GET', url,
-    headers: { ...(options.headers ?? {}), ...(principal ? await h.auth(principal) : {}) },
+    headers: { ...(options.headers ?? {}), ...(principal ? await h.auth(principal, options.claims ? { claims: options.claims } : {}) : {}) },
     ...(options.payload !== undefined ? { payload: options.payload as object } : {}),
   });
   let body: any = injected.body;
@@ -226,9 +227,11 @@ describe('the OpenAPI document', () => {
 
     // caller sessions
     const x25519 = generateKeyPairSync('x25519').publicKey.export({ format: 'jwk' }).x!;
-    await call('seo-agent-7', 'POST', '/v1/sessions', { payload: { public_key: { kty: 'OKP', crv: 'X25519', x: x25519 }, ttl_ms: 60_000 } });
-    await call('seo-agent-7', 'POST', '/v1/sessions', { payload: { public_key: { kty: 'OKP', crv: 'X25519', x: Buffer.alloc(32).toString('base64url') } } });
-    await call('seo-agent-7', 'POST', '/v1/sessions', { payload: { public_key: { kty: 'OKP', crv: 'X25519', x: x25519 }, ttl_ms: 10 } });
+    const zero = Buffer.alloc(32).toString('base64url');
+    await call('seo-agent-7', 'POST', '/v1/sessions', { payload: { public_key: { kty: 'OKP', crv: 'X25519', x: x25519 }, ttl_ms: 60_000 }, claims: openingClaims(x25519) });
+    await call('seo-agent-7', 'POST', '/v1/sessions', { payload: { public_key: { kty: 'OKP', crv: 'X25519', x: zero } }, claims: openingClaims(zero) });
+    await call('seo-agent-7', 'POST', '/v1/sessions', { payload: { public_key: { kty: 'OKP', crv: 'X25519', x: x25519 }, ttl_ms: 10 }, claims: openingClaims(x25519) });
+    await call('seo-agent-7', 'POST', '/v1/sessions', { payload: { public_key: { kty: 'OKP', crv: 'X25519', x: x25519 } } });
 
     // incidents
     const inc = await decideOk(h, 'incident-commander', { action: 'declare_incident', resource: 'incident:db-down', fields: [] });

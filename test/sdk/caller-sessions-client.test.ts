@@ -40,6 +40,8 @@ function fakeWrit(behaviour: {
       const refusal = behaviour.open?.();
       if (refusal) return refusal.code ? problem(refusal.status, refusal.code) : new Response('{"message":"Route POST:/v1/sessions not found"}', { status: refusal.status });
       const body = JSON.parse(String(init!.body)) as { public_key: { x: string }; ttl_ms?: number };
+      // The opening assertion is bound to the body's key and to this request (README "Caller sessions" step 1).
+      expect(claims).toMatchObject({ cnf: { jwk: { kty: 'OKP', crv: 'X25519', x: body.public_key.x } }, htm: 'POST', htu: url.pathname });
       const server = generateKeyPairSync('x25519');
       const serverX = server.publicKey.export({ format: 'jwk' }).x!;
       const shared = diffieHellman({ privateKey: server.privateKey, publicKey: createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: body.public_key.x }, format: 'jwk' }) });

@@ -26,6 +26,12 @@ export function clientKeyPair(): { x: string; agree(serverX: string): Buffer } {
 /** The body of POST /v1/sessions for the client's public x. */
 export const sessionRequest = (x: string, ttl_ms?: number) => ({ public_key: { kty: 'OKP', crv: 'X25519', x }, ...(ttl_ms === undefined ? {} : { ttl_ms }) });
 
+/**
+ * The claims that bind the assertion opening a session to the body's key (README "Caller sessions" step 1):
+ * RFC 7800 `cnf.jwk` naming the client's X25519 public key, and DPoP-style `htm`/`htu` naming the request.
+ */
+export const openingClaims = (x: string) => ({ cnf: { jwk: { kty: 'OKP', crv: 'X25519', x } }, htm: 'POST', htu: '/v1/sessions' });
+
 /** The session from a 201 answer to POST /v1/sessions made with `pair`. */
 export function sessionOf(body: { session: string; public_key: { x: string }; principal: string; kid: string; expires_at: string }, pair: ReturnType<typeof clientKeyPair>): ClientSession {
   return { token: body.session, k: pair.agree(body.public_key.x), principal: body.principal, kid: body.kid, expires_at: body.expires_at };

@@ -38,9 +38,9 @@ export interface Harness {
   config: WritConfig;
   dataDir: string;
   /** Authorization headers with a fresh caller assertion for `principal` (fixture key, or governance's admin key). */
-  auth(principal: string, options?: { ttlSeconds?: number; now?: number }): Promise<Record<string, string>>;
-  /** app.inject as `principal` (no auth header when principal is null). */
-  call(principal: string | null, options: InjectOptions): Promise<{ status: number; body: any; headers: Record<string, unknown>; raw: string }>;
+  auth(principal: string, options?: { ttlSeconds?: number; now?: number; claims?: Record<string, unknown> }): Promise<Record<string, string>>;
+  /** app.inject as `principal` (no auth header when principal is null); `claims` are added to its assertion. */
+  call(principal: string | null, options: InjectOptions, assertion?: { claims?: Record<string, unknown> }): Promise<{ status: number; body: any; headers: Record<string, unknown>; raw: string }>;
   close(): Promise<void>;
 }
 
@@ -93,8 +93,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const app = await buildApp(writ.ctx);
   const admin = readAdminCredential(dataDir);
   const keyOf = (principal: string): JWK => (principal === GOVERNANCE_ID ? (admin.privateJwk as JWK) : fixtureKey(principal));
-  const auth = async (principal: string, o: { ttlSeconds?: number; now?: number } = {}) => ({
-    authorization: `Bearer ${await createCallerAssertion({ principal, privateJwk: keyOf(principal), now: o.now ?? clock.now(), ...(o.ttlSeconds ? { ttlSeconds: o.ttlSeconds } : {}) })}`,
+  const auth = async (principal: string, o: { ttlSeconds?: number; now?: number; claims?: Record<string, unknown> } = {}) => ({
+    authorization: `Bearer ${await createCallerAssertion({ principal, privateJwk: keyOf(principal), now: o.now ?? clock.now(), ...(o.ttlSeconds ? { ttlSeconds: o.ttlSeconds } : {}), ...(o.claims ? { claims: o.claims } : {}) })}`,
   });
   return {
     upstreamUrl: upstream?.url ?? null,
@@ -109,8 +109,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     config,
     dataDir,
     auth,
-    async call(principal, inject) {
-      const headers = { ...(inject.headers ?? {}), ...(principal ? await auth(principal) : {}) };
+    async call(principal, inject, assertion = {}) {
+      const headers = { ...(inject.headers ?? {}), ...(principal ? await auth(principal, assertion) : {}) };
       const res = await app.inject({ ...inject, headers });
       let body: unknown = res.body;
       try {

@@ -1,6 +1,9 @@
 import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { JWK } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { callerSessionKey, createSessionRequestToken, sessionKeyExchange } from '../../src/wire/caller-session.js';
+import { createCallerAssertion } from '../../src/wire/assertions.js';
+import { callerSessionKey, createSessionRequestToken, sessionKeyExchange, sessionOpeningClaims } from '../../src/wire/caller-session.js';
 import { VECTOR } from '../support/caller-session-vector.js';
 
 // The protocol's test vector (README, "Caller sessions").
@@ -22,6 +25,12 @@ describe('caller sessions, the client side (test vector)', () => {
     expect(token).toBe(TOKEN);
     const [header, payload, mac] = token.split('.');
     expect(createHmac('sha256', Buffer.from(K, 'base64url')).update(`${header}.${payload}`).digest('base64url')).toBe(mac);
+  });
+
+  it('makes the vector\'s opening assertion: bound to the client key (cnf.jwk) and to POST /v1/sessions (htm, htu)', async () => {
+    const privateJwk = JSON.parse(readFileSync(new URL('../../fixtures/keys/seo-agent-7.jwk', import.meta.url), 'utf8')) as JWK;
+    const assertion = await createCallerAssertion({ principal: 'seo-agent-7', privateJwk, now: 1_796_000_000_000, jti: 'j-0', claims: sessionOpeningClaims(CLIENT_X) });
+    expect(JSON.parse(Buffer.from(assertion.split('.')[1]!, 'base64url').toString())).toEqual(JSON.parse(VECTOR.OPENING_CLAIMS));
   });
 
   it('makes a fresh jti and a 60 s life by default', () => {
@@ -51,6 +60,6 @@ describe('the README\'s test vector', () => {
     const { readFileSync } = await import('node:fs');
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const section = readme.slice(readme.indexOf('### Caller sessions'), readme.indexOf('### The lease stream'));
-    for (const value of [CLIENT_D, SERVER_D, CLIENT_X, SERVER_X, SHARED, K, TOKEN.split('.')[2]!]) expect(section).toContain(value);
+    for (const value of [CLIENT_D, SERVER_D, CLIENT_X, SERVER_X, SHARED, K, TOKEN.split('.')[2]!, VECTOR.OPENING_CLAIMS]) expect(section).toContain(value);
   });
 });

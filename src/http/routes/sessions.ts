@@ -14,6 +14,7 @@ export function registerSessionRoutes(app: FastifyInstance): void {
     schema: {
       body: sessionBody, operationId: 'openCallerSession', tags: ['Coordination'],
       summary: 'Open a caller session (with a signed caller assertion only): the session key is agreed by X25519, and later requests are authenticated by an HS256 request token over it, bound to their method and path, instead of a signature each',
+      description: 'The opening assertion must be bound to this session\'s key and to this request: besides the usual claims it carries `"cnf": {"jwk": {"kty": "OKP", "crv": "X25519", "x": <the body\'s public_key.x>}}` (RFC 7800) and `"htm": "POST"`, `"htu": "/v1/sessions"` (the path as sent, without the query). Without them, or naming another key or request, it is refused (401 UNAUTHENTICATED) and not spent: an assertion that leaked before it was used cannot open a session under another party\'s key.',
       response: {
         201: {
           type: 'object', description: 'Opened', required: ['session', 'public_key', 'principal', 'kid', 'expires_at'],
@@ -29,7 +30,8 @@ export function registerSessionRoutes(app: FastifyInstance): void {
       },
     },
   }, async (request, reply) => {
-    const caller = await app.unspentAssertion(request);
+    // The assertion must name the body's key (cnf.jwk) and this request (htm, htu): a leaked one opens nothing.
+    const caller = await app.unspentAssertion(request, request.body.public_key);
     const opened = await openCallerSession(app.writ, caller, request.body);
     return reply.code(201).send({ ...opened, expires_at: toWireTime(opened.expires_at) });
   });
