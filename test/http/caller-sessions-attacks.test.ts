@@ -9,7 +9,7 @@ import { buildApp } from '../../src/http/index.js';
 import { openWrit } from '../../src/service/index.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/index.js';
-import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions } from '../support/caller-session.js';
+import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions, openSession } from '../support/caller-session.js';
 import { fixtureKey, startHarness, type Harness } from '../support/harness.js';
 import { closeOpened, listening } from '../support/lease-stream.js';
 
@@ -27,12 +27,7 @@ afterAll(async () => h?.close());
 
 const A = 'seo-agent-7';
 
-async function open(principal = A, ttlMs?: number): Promise<ClientSession> {
-  const pair = clientKeyPair();
-  const r = await h.call(principal, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, ttlMs) }, { claims: openingClaims(pair.x) });
-  expect(r.status, r.raw).toBe(201);
-  return sessionOf(r.body, pair);
-}
+const open = (principal = A, ttlMs?: number): Promise<ClientSession> => openSession(h, principal, ttlMs);
 
 /** How many times `principal`'s jti was spent (0 or 1). */
 const spent = (principal: string, jti: string) => (h.db.prepare('SELECT count(*) AS n FROM seen_ids WHERE id = ?').get(`${principal}\u0000${jti}`) as { n: number }).n;

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/index.js';
 import { decideOk } from '../support/agent.js';
-import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions } from '../support/caller-session.js';
+import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions, openSession } from '../support/caller-session.js';
 import { VECTOR } from '../support/caller-session-vector.js';
 import { fixtureKey, startHarness, type Harness } from '../support/harness.js';
 import { closeOpened, listening, rawStream } from '../support/lease-stream.js';
@@ -25,12 +25,7 @@ afterAll(async () => h?.close());
 const A = 'seo-agent-7';
 const decisionBody = { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['title'] };
 
-async function open(principal = A, ttlMs?: number): Promise<ClientSession> {
-  const pair = clientKeyPair();
-  const r = await h.call(principal, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, ttlMs) }, { claims: openingClaims(pair.x) });
-  expect(r.status, r.raw).toBe(201);
-  return sessionOf(r.body, pair);
-}
+const open = (principal = A, ttlMs?: number): Promise<ClientSession> => openSession(h, principal, ttlMs);
 
 /** A request authenticated by the session (a fresh request token for its method and path). */
 function send(session: ClientSession, method: 'GET' | 'POST' | 'DELETE', url: string, payload?: object, o: Partial<RequestTokenOptions> = {}) {

@@ -1,5 +1,7 @@
 import { createHmac, diffieHellman, generateKeyPairSync, randomUUID, createPublicKey } from 'node:crypto';
+import { expect } from 'vitest';
 import { deriveSessionKey } from '../../src/decision/index.js';
+import type { Harness } from './harness.js';
 
 /**
  * The client's side of a caller session (README "Caller sessions"), written out in the test so the
@@ -35,6 +37,14 @@ export const openingClaims = (x: string) => ({ cnf: { jwk: { kty: 'OKP', crv: 'X
 /** The session from a 201 answer to POST /v1/sessions made with `pair`. */
 export function sessionOf(body: { session: string; public_key: { x: string }; principal: string; kid: string; expires_at: string }, pair: ReturnType<typeof clientKeyPair>): ClientSession {
   return { token: body.session, k: pair.agree(body.public_key.x), principal: body.principal, kid: body.kid, expires_at: body.expires_at };
+}
+
+/** A session `principal` opens on `h` (a fresh X25519 pair, a bound assertion), expected to be granted. */
+export async function openSession(h: Harness, principal: string, ttlMs?: number): Promise<ClientSession> {
+  const pair = clientKeyPair();
+  const r = await h.call(principal, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, ttlMs) }, { claims: openingClaims(pair.x) });
+  expect(r.status, r.raw).toBe(201);
+  return sessionOf(r.body, pair);
 }
 
 export interface RequestTokenOptions {
