@@ -249,6 +249,8 @@ function checkSessionOpeningBinding(payload: Record<string, unknown>, key: { kty
     throw refuse(`assertion has no cnf.jwk: ${add}`);
   }
   const named = jwk as Record<string, unknown>;
+  // A client that put its private X25519 key here has leaked it to every log the assertion passes: say so, open nothing.
+  if ('d' in named) throw refuse('assertion\'s cnf.jwk carries a private key (d): never send it; make a new X25519 key pair and name only its public x');
   if (named.kty !== key.kty || named.crv !== key.crv || named.x !== key.x) {
     throw refuse(`assertion's cnf.jwk names another key than the body's public_key: ${add}`);
   }

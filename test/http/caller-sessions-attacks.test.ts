@@ -283,6 +283,13 @@ describe('a leaked assertion cannot be turned into a session: the opening assert
     }
   });
 
+  it('cnf.jwk carrying a private key (d): 401 saying never to send it, nothing spent', async () => {
+    const x = clientKeyPair().x;
+    const { r, jti } = await openWith({ cnf: { jwk: { kty: 'OKP', crv: 'X25519', x, d: 'AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE' } }, htm: 'POST', htu: '/v1/sessions' }, x);
+    refused(r, 401, 'UNAUTHENTICATED', /private key/);
+    expect(spent(A, jti)).toBe(0);
+  });
+
   it('htm or htu missing or naming another request: 401, nothing spent', async () => {
     const x = clientKeyPair().x;
     const cnf = { jwk: { kty: 'OKP', crv: 'X25519', x } };
