@@ -253,6 +253,8 @@ interface SaturationPhase {
   direct: number[];
   exhausted: number;
   rerun: number;
+  /** Gateway writes refused or failed (their agent stopped for the rest of the round), by auth kind, over the timed rounds. */
+  failures: Record<Auth, number>;
   errors: string[];
 }
 
@@ -279,7 +281,7 @@ async function saturationPhase(server: { url: string; upstreamUrl: string }, jwk
     rev.set(id, ((await res.json()) as { revision: number }).revision);
   }
   const errors: string[] = [];
-  const out: SaturationPhase = { gateway: { assertion: [], session: [] }, direct: [], exhausted: 0, rerun: 0, errors };
+  const out: SaturationPhase = { gateway: { assertion: [], session: [] }, direct: [], exhausted: 0, rerun: 0, failures: { assertion: 0, session: 0 }, errors };
   let perAgent = 40;
   /**
    * One round; a gateway round in which an agent used up its pooled decisions before the end (its rate
@@ -330,7 +332,8 @@ async function saturationPhase(server: { url: string; upstreamUrl: string }, jwk
           });
           const body = res.body as { receipt?: { final_version: number; status: string }; code?: string; detail?: string };
           if (res.status !== 201 || body.receipt?.status !== 'COMPLETED') {
-            if (errors.length < 5) errors.push(`${mode} ${res.status} ${body.code} ${body.detail ?? ''}`);
+            out.failures[mode.slice('gateway/'.length) as Auth] += 1;
+            if (errors.filter((e) => e.startsWith(`${mode} `)).length < 2) errors.push(`${mode} ${res.status} ${body.code} ${body.detail ?? ''}`);
             return;
           }
           rev.set(id, body.receipt.final_version);
@@ -348,6 +351,8 @@ async function saturationPhase(server: { url: string; upstreamUrl: string }, jwk
   await roundOnce('direct', 1);
   for (const mode of gatewayModes(0)) await roundOnce(mode, 1);
   out.exhausted = 0;
+  out.failures = { assertion: 0, session: 0 };
+  errors.length = 0;
   // Even rounds: the gateway kinds, then direct; odd rounds: direct, then the kinds in the other order.
   for (let r = 0; r < SATURATION_ROUNDS; r++) {
     const order: SaturationMode[] = r % 2 === 0 ? [...gatewayModes(r), 'direct'] : ['direct', ...gatewayModes(r)];
@@ -489,7 +494,7 @@ async function main(): Promise<void> {
       ...AUTHS.map((a) => `| gateway ÷ direct, ${AUTH_NAME[a]}, same round | ${ratios(a).map((r) => r.toFixed(2)).join(', ')} | ${median(ratios(a)).toFixed(2)} |`),
       ...(both ? [`| session ÷ assertion, same round | ${saturation.gateway.session.map((x, i) => (x / saturation.gateway.assertion[i]!).toFixed(2)).join(', ')} | ${median(saturation.gateway.session.map((x, i) => x / saturation.gateway.assertion[i]!)).toFixed(2)} |`] : []),
       '',
-      `**Target: ≥ 0.5× the upstream's writes/s: ${AUTHS.map((a) => `${AUTH_NAME[a]} ${median(ratios(a)) >= 0.5 ? 'met' : 'NOT met'} (${ratioSummary(ratios(a))})`).join('; ')}.**${saturation.rerun ? ` ${saturation.rerun} gateway round${saturation.rerun === 1 ? ' was' : 's were'} run again with larger pools (an agent had used up its pooled decisions before the end).` : ''}${saturation.exhausted ? ` ${saturation.exhausted} agent-rounds still ran out of pooled decisions before the round ended (they stopped early: the gateway figure is then a lower bound).` : ''}${saturation.errors.length ? ` Failures: ${saturation.errors.join('; ')}.` : ''} The load generator shares the 2 cores with both servers; the upstream's own rate is bound by its one SQLite commit per write at synchronous=FULL, which the gateway's writes make too.`,
+      `**Target: ≥ 0.5× the upstream's writes/s: ${AUTHS.map((a) => `${AUTH_NAME[a]} ${median(ratios(a)) >= 0.5 ? 'met' : 'NOT met'} (${ratioSummary(ratios(a))})`).join('; ')}.**${saturation.rerun ? ` ${saturation.rerun} gateway round${saturation.rerun === 1 ? ' was' : 's were'} run again with larger pools (an agent had used up its pooled decisions before the end).` : ''}${saturation.exhausted ? ` ${saturation.exhausted} agent-rounds still ran out of pooled decisions before the round ended (they stopped early: the gateway figure is then a lower bound).` : ''}${saturation.errors.length ? ` Failed gateway writes (each stopped its agent for the rest of its round, so that round's rate is understated): ${AUTHS.map((a) => `${saturation.failures[a]} ${AUTH_NAME[a]}`).join(', ')}; the first of each: ${saturation.errors.join('; ')}.` : ''} The load generator shares the 2 cores with both servers; the upstream's own rate is bound by its one SQLite commit per write at synchronous=FULL, which the gateway's writes make too.`,
     ] : ['### Throughput at saturation', '', 'Not run (`GATEWAY_SATURATION_ROUNDS=0`).']),
   ].join('\n');
   console.log(section);
