@@ -303,8 +303,15 @@ async function saturationPhase(server: { url: string; upstreamUrl: string }, jwk
     if (mode === 'gateway/session') return (await Promise.all(agentSessions.map(async (sessions) => requestTokensFor(await openSession(sessions), perAgent)))).flat();
     return [];
   };
+  /** Posts whose last gateway write failed: one that timed out may still have been applied upstream, so the version known here may be behind. */
+  const stale = new Set<number>();
   const roundOnce = async (mode: SaturationMode, seconds: number): Promise<number> => {
     const gateway = mode !== 'direct';
+    for (const id of stale) {
+      const res = await fetch(`${server.upstreamUrl}/posts/${id}`);
+      rev.set(id, ((await res.json()) as { revision: number }).revision);
+    }
+    stale.clear();
     const decisions = gateway ? await decisionsFor(writ, ids.flatMap((id) => Array<number>(perAgent).fill(id)), 'meta_description') : [];
     const auth = await authPool(mode);
     const start = performance.now();
@@ -315,7 +322,12 @@ async function saturationPhase(server: { url: string; upstreamUrl: string }, jwk
         const value = `sat ${k} ${performance.now()}`;
         if (!gateway) {
           const res = await toUpstream.request(`${server.upstreamUrl}/posts/${id}`, { method: 'PUT', headers: { 'content-type': 'application/json', 'if-match': `"${rev.get(id)}"` }, body: JSON.stringify({ fields: { meta_description: value } }), timeoutMs: 30_000 });
-          const body = res.body as { revision?: number; code?: string };
+          const body = res.body as { revision?: number; code?: string; current_revision?: number };
+          // A gateway write that timed out may land upstream after the post was read again: take its revision, not counted.
+          if (res.status === 412 && typeof body.current_revision === 'number') {
+            rev.set(id, body.current_revision);
+            continue;
+          }
           if (res.status !== 200) throw new Error(`direct ${res.status} ${body.code}`);
           rev.set(id, body.revision!);
         } else {
@@ -333,6 +345,7 @@ async function saturationPhase(server: { url: string; upstreamUrl: string }, jwk
           const body = res.body as { receipt?: { final_version: number; status: string }; code?: string; detail?: string };
           if (res.status !== 201 || body.receipt?.status !== 'COMPLETED') {
             out.failures[mode.slice('gateway/'.length) as Auth] += 1;
+            stale.add(id);
             if (errors.filter((e) => e.startsWith(`${mode} `)).length < 2) errors.push(`${mode} ${res.status} ${body.code} ${body.detail ?? ''}`);
             return;
           }
