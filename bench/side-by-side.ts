@@ -28,9 +28,18 @@ import pg from 'pg';
 import { ADMIN_URL, createTestDatabase } from '../scripts/test-database.js';
 import { CLI, freePort, onFreePort, REPO, spawnListening } from '../scripts/server-process.js';
 import { runLoadgen, runLoadgenAsync, type Load } from './loadgen-run.js';
-import { argValue as arg, machineLine, median, ratioSummary, writeResultsSection } from './results-file.js';
+import { argValue as arg, machineLine, median, ratioSummary, summarize, writeResultsSection } from './results-file.js';
+import { pacedSyncProbe } from './disk-probe.js';
 
 const TMP = join(REPO, 'bench', 'tmp');
+/**
+ * The disk in the same run, for the lease ratios: the peers sync per operation and Writ per group commit,
+ * so their ratio moves with how fast this disk syncs (2026-12-07: PostgreSQL at half its rate of the day
+ * before on a disk half as fast, Writ less). Before the first lease round and after each: this many
+ * write 4 KiB + fdatasync, one every PROBE_EVERY_MS, next to Writ's data directory.
+ */
+const PROBE_SYNCS = 50;
+const PROBE_EVERY_MS = 20;
 const SECONDS = Number(arg('seconds', '5'));
 const ROUNDS = Number(arg('rounds', '3'));
 const ONLY = arg('only', 'all');
@@ -186,6 +195,8 @@ async function main(): Promise<void> {
   const cleanups: (() => Promise<void>)[] = [];
   const loads: number[] = [loadavg()[0]!];
   const rows: Row[] = [];
+  /** Paced fdatasyncs of the disk between the lease rounds, µs (none when the leases are not run). */
+  const syncs: number[] = [];
   let check = '';
   try {
     // Writ: a real `writ serve` on the example graph, data dir on this disk (WAL synced before every answer).
@@ -311,6 +322,7 @@ async function main(): Promise<void> {
         writStream(clients, 1);
         await writStreamTwo(clients, 1);
         for (const [, p] of here) p(clients, 1);
+        if (syncs.length === 0) syncs.push(...(await pacedSyncProbe(work, PROBE_SYNCS, PROBE_EVERY_MS)));
         for (let r = 0; r < ROUNDS; r++) {
           const runs = [
             async () => row.writ.push(writLease(clients, SECONDS)),
@@ -321,6 +333,7 @@ async function main(): Promise<void> {
           ];
           for (const run of r % 2 === 0 ? runs : runs.reverse()) await run();
           loads.push(loadavg()[0]!);
+          syncs.push(...(await pacedSyncProbe(work, PROBE_SYNCS, PROBE_EVERY_MS)));
           console.log(`leases ${clients} clients round ${r}: writ ${fmt(row.writ.at(-1)!.per_second)}/s, writ session ${fmt(sessionRow.writ.at(-1)!.per_second)}/s, writ stream ${fmt(streamRow.writ.at(-1)!.per_second)}/s, two processes ${fmt(streamTwoRow.writ.at(-1)!.per_second)}/s, ${Object.entries(row.peers).map(([n, l]) => `${n} ${fmt(l.at(-1)!.per_second)}/s`).join(', ')}`);
         }
       }
@@ -357,6 +370,10 @@ async function main(): Promise<void> {
     '',
     machineLine(),
     `1-minute load average during the run: ${loads.map((l) => l.toFixed(1)).join(' → ')} (2 shared cores: the load generator, the server under test and other sessions share them).`,
+    ...(syncs.length === 0 ? [] : [(() => {
+      const d = summarize(syncs);
+      return `The disk in the same run (the lease ratios move with it: the peers sync per operation, Writ once per group commit): write 4 KiB + fdatasync, one every ${PROBE_EVERY_MS} ms, ${PROBE_SYNCS} before the first lease round and after each, beside Writ's data directory: p50 ${Math.round(d.p50).toLocaleString('en-US')} µs, p90 ${Math.round(d.p90).toLocaleString('en-US')} µs, p99 ${Math.round(d.p99).toLocaleString('en-US')} µs (${d.n} syncs).`;
+    })()]),
     '',
     `One load generator for every side (bench/loadgen, Go: closed loops, one keep-alive connection per client unless a peer's pool is named, Ed25519 caller assertions signed with the standard library exactly as the SDK makes them), so no side is measured by a slower client. ${SECONDS} s per measurement after a 1 s warm-up, ${ROUNDS} rounds, the order flipped every round; the ratio is Writ/peer within a round, reported as median (range) with each round's value.`,
     '',
