@@ -9,7 +9,7 @@ import { buildApp } from '../../src/http/index.js';
 import { openWrit } from '../../src/service/index.js';
 import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/index.js';
-import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions, openSession } from '../support/caller-session.js';
+import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions, openSession, principalWithSession } from '../support/caller-session.js';
 import { fixtureKey, startHarness, type Harness } from '../support/harness.js';
 import { closeOpened, listening } from '../support/lease-stream.js';
 
@@ -42,17 +42,7 @@ const token = (s: ClientSession, o: Partial<RequestTokenOptions> & Pick<RequestT
 const inject = (method: 'GET' | 'POST' | 'DELETE', url: string, t: string, payload?: object) =>
   h.app.inject({ method, url, headers: bearer(t), ...(payload === undefined ? {} : { payload }) });
 
-/** A principal of its own with a fresh key, and a session it opened. */
-async function newPrincipal(id: string) {
-  const pair = await generatePrincipalKeyPair(`${id}-k1`);
-  const r = await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id, kind: 'agent', keys: [pair.publicJwk] } });
-  expect(r.status, r.raw).toBe(201);
-  const x = clientKeyPair();
-  const assertion = await createCallerAssertion({ principal: id, privateJwk: pair.privateJwk, now: clock.now(), claims: openingClaims(x.x) });
-  const opened = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(x.x) });
-  expect(opened.statusCode, opened.body).toBe(201);
-  return { pair, session: sessionOf(opened.json(), x) };
-}
+const newPrincipal = (id: string) => principalWithSession(h, id);
 
 describe('without K, the session token alone tells nothing about the principal', () => {
   it('a revoked principal\'s session, or one whose key was removed, with a MAC not made with K: the MAC refusal, not the principal\'s state', async () => {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/index.js';
 import { decideOk } from '../support/agent.js';
-import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions, openSession } from '../support/caller-session.js';
+import { bearer, clientKeyPair, openingClaims, requestToken, sessionOf, sessionRequest, type ClientSession, type RequestTokenOptions, openSession, openSessionWithKey, principalWithSession } from '../support/caller-session.js';
 import { VECTOR } from '../support/caller-session-vector.js';
 import { fixtureKey, startHarness, type Harness } from '../support/harness.js';
 import { closeOpened, listening, rawStream } from '../support/lease-stream.js';
@@ -276,17 +276,7 @@ describe('what ends a session', () => {
     await leaseRefused(`Bearer ${leaseToken(s, { jti: 'late' })}`, 'late', 401, 'CALLER_SESSION_INVALID', /expired.*: open a new session with a caller assertion/);
   });
 
-  /** A principal of its own (registered by governance, allowed to read leases) with a fresh key. */
-  async function newPrincipal(id: string) {
-    const pair = await generatePrincipalKeyPair(`${id}-k1`);
-    const r = await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id, kind: 'agent', keys: [pair.publicJwk] } });
-    expect(r.status, r.raw).toBe(201);
-    const x = clientKeyPair();
-    const assertion = await createCallerAssertion({ principal: id, privateJwk: pair.privateJwk, now: clock.now(), claims: openingClaims(x.x) });
-    const opened = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(x.x) });
-    expect(opened.statusCode, opened.body).toBe(201);
-    return { pair, session: sessionOf(opened.json(), x) };
-  }
+  const newPrincipal = (id: string) => principalWithSession(h, id);
   const read = (s: ClientSession) => send(s, 'GET', '/v1/leases');
 
   it('its principal revoked: UNAUTHENTICATED at once', async () => {
@@ -303,11 +293,7 @@ describe('what ends a session', () => {
     const r = await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'session-rotated', kind: 'agent', keys: [next.publicJwk] } });
     expect(r.status, r.raw).toBe(200);
     refused(await read(session), 401, 'CALLER_SESSION_INVALID', /no longer has the key session-rotated-k1 .*: open a new session with a caller assertion/);
-    const x = clientKeyPair();
-    const assertion = await createCallerAssertion({ principal: 'session-rotated', privateJwk: next.privateJwk, now: clock.now(), claims: openingClaims(x.x) });
-    const opened = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(x.x) });
-    expect(opened.statusCode).toBe(201);
-    expect((await read(sessionOf(opened.json(), x))).statusCode).toBe(200);
+    expect((await read(await openSessionWithKey(h, 'session-rotated', next.privateJwk))).statusCode).toBe(200);
   });
 
   it('the signing key that sealed it rotated: it goes on while the old key is published, and ends once the key leaves the ring', async () => {

@@ -1,6 +1,8 @@
 import { createHmac, diffieHellman, generateKeyPairSync, randomUUID, createPublicKey } from 'node:crypto';
 import { expect } from 'vitest';
+import type { JWK } from 'jose';
 import { deriveSessionKey } from '../../src/decision/index.js';
+import { createCallerAssertion, generatePrincipalKeyPair } from '../../src/sdk/index.js';
 import type { Harness } from './harness.js';
 
 /**
@@ -45,6 +47,23 @@ export async function openSession(h: Harness, principal: string, ttlMs?: number)
   const r = await h.call(principal, { method: 'POST', url: '/v1/sessions', payload: sessionRequest(pair.x, ttlMs) }, { claims: openingClaims(pair.x) });
   expect(r.status, r.raw).toBe(201);
   return sessionOf(r.body, pair);
+}
+
+/** A session `principal` opens on `h` with this private key (an assertion bound to a fresh X25519 pair), expected to be granted. */
+export async function openSessionWithKey(h: Harness, principal: string, privateJwk: JWK): Promise<ClientSession> {
+  const pair = clientKeyPair();
+  const assertion = await createCallerAssertion({ principal, privateJwk, now: h.clock.now(), claims: openingClaims(pair.x) });
+  const opened = await h.app.inject({ method: 'POST', url: '/v1/sessions', headers: bearer(assertion), payload: sessionRequest(pair.x) });
+  expect(opened.statusCode, opened.body).toBe(201);
+  return sessionOf(opened.json(), pair);
+}
+
+/** A principal of its own, registered by governance with a fresh key (kid `${id}-k1`), and a session it opened with that key. */
+export async function principalWithSession(h: Harness, id: string) {
+  const pair = await generatePrincipalKeyPair(`${id}-k1`);
+  const r = await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id, kind: 'agent', keys: [pair.publicJwk] } });
+  expect(r.status, r.raw).toBe(201);
+  return { pair, session: await openSessionWithKey(h, id, pair.privateJwk) };
 }
 
 export interface RequestTokenOptions {
