@@ -65,6 +65,13 @@ describe('a caller session', () => {
     expect((await send(s, 'GET', `/v1/leases?holder=${A}&state=HELD`)).json().leases).toEqual([]);
   });
 
+  it('governance may open one like any principal, and act over it', async () => {
+    const s = await open('governance');
+    expect(s.principal).toBe('governance');
+    const r = await send(s, 'GET', '/v1/graph');
+    expect(r.statusCode, r.body).toBe(200);
+  });
+
   it('a request token is single-use: the same one again is refused, and spent durably like an assertion\'s jti', async () => {
     const s = await open();
     const token = requestToken(s, { method: 'POST', path: '/v1/decisions', now: clock.now(), jti: 'once-only' });
@@ -296,6 +303,16 @@ describe('what ends a session', () => {
     expect((await read(await openSessionWithKey(h, 'session-rotated', next.privateJwk))).statusCode).toBe(200);
   });
 
+  it('a key replaced and then registered again with the same material: its sessions come back (a key is its material, not its registration)', async () => {
+    const { pair, session } = await newPrincipal('session-readded');
+    const other = await generatePrincipalKeyPair('session-readded-k2');
+    const register = async (key: object) => expect((await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'session-readded', kind: 'agent', keys: [key] } })).status).toBe(200);
+    await register(other.publicJwk);
+    refused(await read(session), 401, 'CALLER_SESSION_INVALID', /no longer has the key session-readded-k1/);
+    await register(pair.publicJwk);
+    expect((await read(session)).statusCode).toBe(200);
+  });
+
   it('the signing key that sealed it rotated: it goes on while the old key is published, and ends once the key leaves the ring', async () => {
     const s = await open();
     expect((await read(s)).statusCode).toBe(200);
@@ -334,6 +351,28 @@ describe('sessions turned off (WRIT_CALLER_SESSION_MAX_TTL_MS=0)', () => {
 });
 
 describe('the lease stream opened with a caller session', () => {
+  it('is authenticated once: it outlives the session, and ends when its principal is revoked', async () => {
+    const { h: live, url } = await listening({ clock: new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0)) });
+    try {
+      const s = await openSession(live, A, 1_000);
+      const raw = await rawStream(url, bearer(requestToken(s, { method: 'GET', path: '/v1/leases/stream', now: live.clock.now() })));
+      (live.clock as ManualClock).advance(5_000);
+      // The session is over for requests...
+      const late = await live.app.inject({ method: 'GET', url: '/v1/leases', headers: bearer(requestToken(s, { method: 'GET', path: '/v1/leases', now: live.clock.now() })) });
+      expect(late.json().code, late.body).toBe('CALLER_SESSION_INVALID');
+      // ...not for the stream it opened.
+      const d = await decideOk(live, A, { resource: 'wp:post:6', fields: ['title'] });
+      raw.send({ id: 1, op: 'acquire', decisions: [d.token], ttl_ms: 10_000 });
+      expect(await raw.next()).toMatchObject({ id: 1, ok: true, result: { holder: A } });
+      expect((await live.call('governance', { method: 'DELETE', url: `/v1/principals/${A}`, payload: { reason: 'test' } })).status).toBe(200);
+      raw.send({ id: 2, op: 'acquire', decisions: [d.token], ttl_ms: 10_000 });
+      expect(await raw.next()).toMatchObject({ id: 2, ok: false, problem: { code: 'UNAUTHENTICATED' } });
+    } finally {
+      await closeOpened();
+    }
+  });
+
+
   it('its upgrade takes a request token for GET /v1/leases/stream (and no other)', async () => {
     const { h: live, url } = await listening();
     try {
