@@ -9,7 +9,7 @@ OPA_VERSION="v1.22.3"
 say() { printf '[setup] %s\n' "$*" >&2; }
 
 if ! command -v node >/dev/null 2>&1; then
-  say "Node.js >= 20 is required and was not found on PATH. Install Node.js 20 (e.g. 'apt-get install nodejs npm')."
+  say "Node.js >= 20.12 is required and was not found on PATH. Install Node.js 20.12 or later (e.g. 'apt-get install nodejs npm')."
   exit 1
 fi
 # 20.12: the server hashes with crypto.hash (one call), which came in 20.12.

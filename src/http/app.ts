@@ -41,7 +41,7 @@ declare module 'fastify' {
      * `unspentCaller` for a signed assertion only, opening a session: a caller session's request token is
      * refused, and the assertion must be bound to `sessionKey` (the body's) and to this request (cnf.jwk, htm, htu).
      */
-    unspentAssertion(request: FastifyRequest, sessionKey: { kty: 'OKP'; crv: 'X25519'; x: string }): Promise<AuthenticatedCaller>;
+    unspentAssertion(request: FastifyRequest, sessionKey: NonNullable<CallerAuthDeps['sessionKey']>): Promise<AuthenticatedCaller>;
     /**
      * Verifies the caller assertion and queues its durable spend without waiting for it: the use case
      * computes without waiting and awaits `spent` before anything leaves (see DecideOptions.spent).
