@@ -21,6 +21,11 @@
  * runs once per kind, interleaved in the same rounds with the order alternated. Either way the tokens are
  * made in pools before each round, so only the write is timed.
  *
+ * The server's decisions live 10 minutes here (`WRIT_DECISION_TTL_MS`, 30 s by default): a saturation round
+ * whose agents ran out of pooled decisions is run again with pools twice as large, and building a pool of
+ * thousands of decisions on a loaded machine took longer than 30 s, so the first ones had expired before the
+ * round used them (DECISION_EXPIRED, seen once). A decision's life changes nothing the gateway does per write.
+ *
  * Files go to bench/tmp (git-ignored). `--write` replaces this benchmark's section of bench/RESULTS.md.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -385,7 +390,7 @@ async function main(): Promise<void> {
   mkdirSync(TMP, { recursive: true });
   const dataDir = mkdtempSync(join(TMP, 'gateway-'));
   const jwk = JSON.parse(readFileSync(join(ROOT, 'fixtures/keys/seo-agent-7.jwk'), 'utf8')) as JWK;
-  const writ = await startServerProcess({ dataDir, separateUpstream: true });
+  const writ = await startServerProcess({ dataDir, separateUpstream: true, env: { WRIT_DECISION_TTL_MS: '600000' } });
   const proxy = await spawnListening('the pass-through proxy', [join(ROOT, 'dist/bench/passthrough-proxy.js'), '--upstream', writ.upstreamUrl], process.env);
   const server = { ...writ, proxyUrl: /listening on (\S+)/.exec(proxy.output())![1]! };
   let http: Awaited<ReturnType<typeof httpPhase>>;
@@ -465,7 +470,7 @@ async function main(): Promise<void> {
     '',
     '### Latency at 50 writes/s',
     '',
-    `Fixed rate of ${RATE} req/s, open loop: ${ROUNDS} rounds of ${ROUND_SECONDS} s per variant, the variants interleaved round by round (${authWords}${both ? ', the two kinds swapping places every other round' : ''}), after a 1 s warm-up each; ${SYNCS_BETWEEN_ROUNDS} fdatasyncs of the disk probe, paced at the same rate, before each round and after the last. The timed requests of every variant go through the same client (node:http, keep-alive: the gateway's own upstream client). Latency runs from the scheduled send time to the answer (no coordinated omission; the sender's own timer lag p99 was ${us(lagP99)} µs). Each write updates one field of one of ${POSTS} posts per gateway mode (both auth kinds write the same posts), round-robin, with the version read last (If-Match / expected_version). Decisions (single-use, 30 s) and caller assertions or session request tokens (single-use jti) come from pools made just before each round, so only the write is timed.`,
+    `Fixed rate of ${RATE} req/s, open loop: ${ROUNDS} rounds of ${ROUND_SECONDS} s per variant, the variants interleaved round by round (${authWords}${both ? ', the two kinds swapping places every other round' : ''}), after a 1 s warm-up each; ${SYNCS_BETWEEN_ROUNDS} fdatasyncs of the disk probe, paced at the same rate, before each round and after the last. The timed requests of every variant go through the same client (node:http, keep-alive: the gateway's own upstream client). Latency runs from the scheduled send time to the answer (no coordinated omission; the sender's own timer lag p99 was ${us(lagP99)} µs). Each write updates one field of one of ${POSTS} posts per gateway mode (both auth kinds write the same posts), round-robin, with the version read last (If-Match / expected_version). Decisions (single-use; they live 10 minutes in this run, 30 s by default) and caller assertions or session request tokens (single-use jti) come from pools made just before each round, so only the write is timed.`,
     '',
     '- **direct**: `PUT /posts/:id` `{fields: {meta_description}}` with `If-Match` straight to the sample upstream.',
     '- **pass-through proxy**: the same PUT through bench/passthrough-proxy.ts, its own process on the same stack as Writ (fastify in front, the gateway\'s node:http upstream client behind), which checks nothing and records nothing: the cost of the extra hop alone.',
