@@ -142,7 +142,12 @@ export class HttpUpstreamClient implements UpstreamClient {
     }
     const { status, body } = response;
     if (status === 200 || status === 201) {
-      return { kind: 'applied', status, version: Number(body.revision), replayed: response.headers['writ-replayed'] === 'true' };
+      // An answer that says "applied" without a version Writ can record (a non-negative safe integer) is not
+      // understood: the outcome is unknown, as for an answer cut off, and settled from the upstream's record.
+      if (!isVersion(body.revision)) {
+        return { kind: 'network_error', status: null, maybeApplied: true, message: `the upstream answered ${status} without a revision (a non-negative integer)` };
+      }
+      return { kind: 'applied', status, version: body.revision, replayed: response.headers['writ-replayed'] === 'true' };
     }
     if (status === 412) {
       const changed = Array.isArray(body.changed_fields) ? body.changed_fields.filter((f): f is string => typeof f === 'string') : [];
@@ -167,8 +172,10 @@ export class HttpUpstreamClient implements UpstreamClient {
     const url = this.urlOf(resourceKey, `/writes/${encodeURIComponent(receiptId)}`);
     const { status, body } = await this.ask(url);
     if (status !== 200) throw new WritError('UPSTREAM_FAILED', `upstream answered ${status} to GET ${url}`, { status });
-    const found = body as { applied: boolean; revision?: number };
-    return found.applied ? { applied: true, revision: found.revision! } : { applied: false };
+    const found = body as { applied?: unknown; revision?: unknown };
+    if (found.applied === false) return { applied: false };
+    if (found.applied === true && isVersion(found.revision)) return { applied: true, revision: found.revision };
+    throw new WritError('UPSTREAM_FAILED', `upstream answered GET ${url} with neither {applied: false} nor {applied: true, revision: <non-negative integer>}`, { status });
   }
 
   private async ask(url: string): Promise<PlainResponse> {
@@ -179,6 +186,11 @@ export class HttpUpstreamClient implements UpstreamClient {
       throw new WritError(f.kind === 'timeout' ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', `GET ${url}: ${f.message}`);
     }
   }
+}
+
+/** A resource version an upstream may report: a non-negative safe integer. */
+function isVersion(v: unknown): v is number {
+  return Number.isSafeInteger(v) && (v as number) >= 0;
 }
 
 /** A path segment that is, or decodes to, a dot segment or holds a (back)slash: a server may route it elsewhere. */

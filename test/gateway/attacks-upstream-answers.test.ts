@@ -1,8 +1,9 @@
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decideOk } from '../support/agent.js';
 import { startHarness, type Harness } from '../support/harness.js';
 import { MAX_ANSWER_BYTES } from '../../src/upstream/http-request.js';
+import { reconcileReceipts } from '../../src/service/index.js';
 
 /**
  * An upstream that answers badly: a huge (endless) answer, or a body trickled past the timeout. Writ reads
@@ -12,7 +13,7 @@ import { MAX_ANSWER_BYTES } from '../../src/upstream/http-request.js';
  */
 let h: Harness;
 let server: Server;
-let behaviour: (res: ServerResponse) => void;
+let behaviour: (res: ServerResponse, req: IncomingMessage) => void;
 let sent = 0;
 let socketClosedEarly = false;
 
@@ -21,7 +22,7 @@ beforeEach(async () => {
   socketClosedEarly = false;
   server = createServer((req, res) => {
     req.resume();
-    req.on('end', () => behaviour(res));
+    req.on('end', () => behaviour(res, req));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
@@ -89,5 +90,32 @@ describe('an upstream\'s answer', () => {
     const r = await act();
     expect(r.status, r.raw).toBe(201);
     expect(r.body.receipt.status).toBe('COMPLETED');
+  });
+
+  it('a 2xx whose revision is no version (missing, a string, negative, fractional, huge, an array, a boolean, not JSON) is not taken as one: the outcome is unknown (PENDING), never a COMPLETED receipt with a made-up version nor a 500', async () => {
+    for (const answer of ['{}', '{"revision":"abc"}', '{"revision":-5}', '{"revision":1.5}', '{"revision":1e300}', '{"revision":[1]}', '{"revision":true}', '{"revision":"  "}', 'not json']) {
+      behaviour = (res) => res.writeHead(201, { 'content-type': 'application/json' }).end(answer);
+      const r = await act();
+      expect(r.body.code, `${answer}: ${r.raw}`).toBe('UPSTREAM_TIMEOUT');
+      expect(await receiptStatus(r.body.receipt_id), answer).toBe('PENDING');
+    }
+    expect((await h.call('governance', { method: 'GET', url: '/v1/audit/verify' })).body.ok).toBe(true);
+  });
+
+  it('reconciliation takes "applied" from a lookup only with a version: an answer without one leaves the receipt PENDING (unresolved)', async () => {
+    let lookup = '{"applied":true,"revision":"x"}';
+    behaviour = (res, req) => res.writeHead(req.method === 'GET' ? 200 : 201, { 'content-type': 'application/json' }).end(req.method === 'GET' ? lookup : '{}');
+    const r = await act();
+    expect(await receiptStatus(r.body.receipt_id)).toBe('PENDING');
+    for (const bad of ['{"applied":true,"revision":"x"}', '{"applied":true}', '{"applied":"yes","revision":1}', '{}', 'not json']) {
+      lookup = bad;
+      const report = await reconcileReceipts(h.ctx, { olderThanMs: 0 });
+      expect(report.unresolved.map((u) => u.receipt_id), bad).toContain(r.body.receipt_id);
+      expect(await receiptStatus(r.body.receipt_id), bad).toBe('PENDING');
+    }
+    lookup = '{"applied":true,"revision":1}';
+    await reconcileReceipts(h.ctx, { olderThanMs: 0 });
+    const settled = (await h.call('governance', { method: 'GET', url: `/v1/receipts/${r.body.receipt_id}` })).body.receipt;
+    expect([settled.status, settled.final_version]).toEqual(['COMPLETED', 1]);
   });
 });
