@@ -75,23 +75,47 @@ export interface HttpUpstreamClientOptions {
  */
 export class HttpUpstreamClient implements UpstreamClient {
   private readonly baseUrl: string;
+  /** The base URL's path, without a trailing slash ('' for an origin). */
+  private readonly basePath: string;
   private readonly timeoutMs: number;
   private readonly adapter: ResourceKeyAdapter;
   private readonly http: PlainHttpClient;
 
   constructor(options: HttpUpstreamClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.basePath = new URL(this.baseUrl).pathname.replace(/\/+$/, '');
     this.http = new PlainHttpClient(this.baseUrl);
     this.timeoutMs = options.timeoutMs ?? 5000;
     this.adapter = options.adapter ?? samplePostAdapter;
   }
 
   check(resourceKey: string): void {
-    this.adapter.pathOf(resourceKey);
+    this.urlOf(resourceKey);
+  }
+
+  /**
+   * The resource's URL on this upstream, exactly as its adapter mapped it: a path the URL parser would
+   * rewrite (a dot segment, a backslash, a `?` or `#`, percent-encoded dots) would send the write, or a
+   * reconciliation lookup, somewhere else than the key names (`/posts/..` is `/`). UNKNOWN_RESOURCE.
+   */
+  private urlOf(resourceKey: string, suffix = ''): string {
+    const path = this.adapter.pathOf(resourceKey) + suffix;
+    const url = this.baseUrl + path;
+    let parsed: URL | null = null;
+    try {
+      parsed = new URL(url);
+    } catch {
+      // refused below
+    }
+    const same = parsed !== null && parsed.search === '' && parsed.hash === '' && parsed.pathname === this.basePath + path;
+    if (!same || !path.startsWith('/') || path.split('/').some(unsafeSegment)) {
+      throw new WritError('UNKNOWN_RESOURCE', `this upstream cannot address '${resourceKey}': its path would not be the one its key names`);
+    }
+    return url;
   }
 
   async read(resourceKey: string): Promise<UpstreamRead> {
-    const url = this.baseUrl + this.adapter.pathOf(resourceKey);
+    const url = this.urlOf(resourceKey);
     const { status, body } = await this.ask(url);
     if (status === 404) return { exists: false, version: 0, fields: {} };
     if (status !== 200) throw new WritError('UPSTREAM_FAILED', `upstream answered ${status} to GET ${url}`, { status });
@@ -109,7 +133,7 @@ export class HttpUpstreamClient implements UpstreamClient {
     };
     if (write.fencing) headers['writ-fencing-epoch'] = formatFencingEpochs(write.fencing);
     // Outside the try: a key this upstream cannot address is a refusal, not an unknown outcome.
-    const url = this.baseUrl + this.adapter.pathOf(resourceKey);
+    const url = this.urlOf(resourceKey);
     let response: PlainResponse;
     try {
       response = await this.http.request(url, { method: 'PUT', headers, body: JSON.stringify({ fields: write.fields }), timeoutMs: write.timeoutMs ?? this.timeoutMs });
@@ -118,7 +142,12 @@ export class HttpUpstreamClient implements UpstreamClient {
     }
     const { status, body } = response;
     if (status === 200 || status === 201) {
-      return { kind: 'applied', status, version: Number(body.revision), replayed: response.headers['writ-replayed'] === 'true' };
+      // An answer that says "applied" without a version Writ can record (a non-negative safe integer) is not
+      // understood: the outcome is unknown, as for an answer cut off, and settled from the upstream's record.
+      if (!isVersion(body.revision)) {
+        return { kind: 'network_error', status: null, maybeApplied: true, message: `the upstream answered ${status} without a revision (a non-negative integer)` };
+      }
+      return { kind: 'applied', status, version: body.revision, replayed: response.headers['writ-replayed'] === 'true' };
     }
     if (status === 412) {
       const changed = Array.isArray(body.changed_fields) ? body.changed_fields.filter((f): f is string => typeof f === 'string') : [];
@@ -140,11 +169,13 @@ export class HttpUpstreamClient implements UpstreamClient {
   }
 
   async lookup(resourceKey: string, receiptId: string): Promise<{ applied: boolean; revision?: number }> {
-    const url = `${this.baseUrl}${this.adapter.pathOf(resourceKey)}/writes/${encodeURIComponent(receiptId)}`;
+    const url = this.urlOf(resourceKey, `/writes/${encodeURIComponent(receiptId)}`);
     const { status, body } = await this.ask(url);
     if (status !== 200) throw new WritError('UPSTREAM_FAILED', `upstream answered ${status} to GET ${url}`, { status });
-    const found = body as { applied: boolean; revision?: number };
-    return found.applied ? { applied: true, revision: found.revision! } : { applied: false };
+    const found = body as { applied?: unknown; revision?: unknown };
+    if (found.applied === false) return { applied: false };
+    if (found.applied === true && isVersion(found.revision)) return { applied: true, revision: found.revision };
+    throw new WritError('UPSTREAM_FAILED', `upstream answered GET ${url} with neither {applied: false} nor {applied: true, revision: <non-negative integer>}`, { status });
   }
 
   private async ask(url: string): Promise<PlainResponse> {
@@ -155,6 +186,22 @@ export class HttpUpstreamClient implements UpstreamClient {
       throw new WritError(f.kind === 'timeout' ? 'UPSTREAM_TIMEOUT' : 'UPSTREAM_FAILED', `GET ${url}: ${f.message}`);
     }
   }
+}
+
+/** A resource version an upstream may report: a non-negative safe integer. */
+function isVersion(v: unknown): v is number {
+  return Number.isSafeInteger(v) && (v as number) >= 0;
+}
+
+/** A path segment that is, or decodes to, a dot segment or holds a (back)slash: a server may route it elsewhere. */
+function unsafeSegment(segment: string): boolean {
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(segment);
+  } catch {
+    return true;
+  }
+  return decoded === '.' || decoded === '..' || decoded.includes('/') || decoded.includes('\\');
 }
 
 /** Refused connections never reached the upstream; anything else may have been applied. */

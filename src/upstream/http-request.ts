@@ -23,6 +23,13 @@ export class UpstreamRequestError extends Error {
 }
 
 const IDLE_SOCKET_MS = 4_000;
+/**
+ * The most of an answer read (1 MiB; the sample upstream's are under 1 KB). Past it the connection is
+ * dropped and the request fails as a network error: an upstream, or a proxy before it, could otherwise
+ * make Writ buffer without bound for as long as a write's timeout allows. For a write that is an unknown
+ * outcome (the upstream had it), settled from the upstream's record like an answer cut off mid-body.
+ */
+export const MAX_ANSWER_BYTES = 1024 * 1024;
 
 export class PlainHttpClient {
   private readonly agent: http.Agent;
@@ -53,7 +60,15 @@ export class PlainHttpClient {
       req.on('error', fail);
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size > MAX_ANSWER_BYTES) {
+            req.destroy(new UpstreamRequestError(`the upstream's answer exceeds ${MAX_ANSWER_BYTES} bytes; it was not read further`, 'network', 'ANSWER_TOO_LARGE'));
+            return;
+          }
+          chunks.push(c);
+        });
         res.on('error', fail);
         res.on('close', () => {
           if (!res.complete) fail(new Error('the upstream closed the connection mid-answer'));

@@ -18,6 +18,7 @@ export const samplePostAdapter: ResourceKeyAdapter = {
 
 export function postIdOf(resourceKey: string): string {
   const m = /^wp:post:([A-Za-z0-9._~-]{1,200})$/.exec(resourceKey);
-  if (!m) throw new WritError('UNKNOWN_RESOURCE', `the sample upstream maps only wp:post:<id> keys, not '${resourceKey}'`);
+  // '.' and '..' are dot segments: the URL parser resolves /posts/.. to / before the request is sent.
+  if (!m || m[1] === '.' || m[1] === '..') throw new WritError('UNKNOWN_RESOURCE', `the sample upstream maps only wp:post:<id> keys, not '${resourceKey}'`);
   return m[1]!;
 }
