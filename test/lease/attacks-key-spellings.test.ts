@@ -104,4 +104,15 @@ describe('key sets that overlap', () => {
     const nfd = await leaseAs('incident-commander', { action: 'deploy', resource: 'deploy:site:cafe\u0301', fields: [] });
     expect(nfd.status).not.toBe(201);
   });
+  // DESIGN QUESTION (not built), the same as the one above, on a conflict domain: the domain's scope is the
+  // key's segment as written, so `site:EXAMPLE.COM:template:canonical` coordinates on
+  // domain:SEO_METADATA:EXAMPLE.COM while a post's canonical field coordinates on domain:SEO_METADATA:example.com
+  // (a host name, which DNS reads without case). Whether `EXAMPLE.COM` is that site is the upstream's to say;
+  // Writ could lower-case a scope taken from a segment, or refuse keys whose site segment is not lower case.
+  it.fails('a site named in capitals is the same conflict domain: its canonical template coordinates on the domain a post\'s canonical field takes', async () => {
+    // (A post's canonical field takes domain:SEO_METADATA:example.com: see the test above.)
+    const other = await leaseAs('seo-control-plane', { action: 'update_template', resource: 'site:EXAMPLE.COM:template:canonical', fields: [] });
+    expect(other.status).toBe(201);
+    expect(other.keys).toContain('domain:SEO_METADATA:example.com');
+  });
 });
