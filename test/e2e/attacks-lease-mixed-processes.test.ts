@@ -1,6 +1,6 @@
 /**
- * Two holders at once, tried with real processes: two `writ serve` processes share one data directory
- * (one SQLite file); on each, clients over the lease stream and clients over HTTP (POST /v1/leases, DELETE
+ * Two holders at once, tried with real processes: two `writ serve` processes share one store (one SQLite
+ * file in one data directory, or one PostgreSQL database as two replicas); on each, clients over the lease stream and clients over HTTP (POST /v1/leases, DELETE
  * /v1/leases/{id}) contend for one key at once. Mid-run server A is killed with SIGKILL, with acquisitions
  * in flight, then started again on the same directory, and the clients go back to it. The clients run in
  * this test process, so every hold is timed on one clock.
@@ -8,17 +8,23 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock.js';
+import { LeaseManager } from '../../src/lease/index.js';
 import { LeaseStreamClosedError, WritApiError, WritClient, type LeaseStream } from '../../src/sdk/index.js';
+import { openPostgresStore } from '../../src/store/postgres/index.js';
+import { createTestDatabase } from '../../scripts/test-database.js';
 import { fixtureKey } from '../support/harness.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
 import { observer } from '../lease/fixtures/in-process.js';
 
 const servers: ServerProcess[] = [];
 const streams: LeaseStream[] = [];
+const drops: (() => Promise<void>)[] = [];
 afterAll(async () => {
   for (const s of streams) await Promise.race([s.close(), new Promise((r) => setTimeout(r, 1_000))]).catch(() => undefined);
   for (const s of servers) await s.stop().catch(() => undefined);
-  if (servers[0]) rmSync(servers[0].dataDir, { recursive: true, force: true });
+  for (const s of servers) rmSync(s.dataDir, { recursive: true, force: true });
+  for (const d of drops) await d().catch(() => undefined);
 });
 
 const PRINCIPALS = ['seo-agent-7', 'editor-alice'];
@@ -33,11 +39,17 @@ interface Hold {
   t2: number | null;
 }
 
-describe('one key, lease streams and HTTP on two server processes, one of them killed -9 and restarted', () => {
+describe.each(['sqlite', 'postgres'] as const)('one key, lease streams and HTTP on two server processes, one of them killed -9 and restarted [%s]', (engine) => {
   it('never two holders at once, every epoch granted once and in grant order, and the restarted server continues above every epoch', { timeout: 90_000 }, async () => {
-    const a = await startServerProcess();
+    let env: Record<string, string> = {};
+    if (engine === 'postgres') {
+      const db = await createTestDatabase('writ_mixed');
+      drops.push(db.drop);
+      env = { WRIT_DATABASE_URL: db.url };
+    }
+    const a = await startServerProcess({ env });
     servers.push(a);
-    const b = await startServerProcess({ dataDir: a.dataDir });
+    const b = await startServerProcess({ dataDir: a.dataDir, env });
     servers.push(b);
     const urls: Record<'A' | 'B', string> = { A: a.url, B: b.url };
 
@@ -102,7 +114,7 @@ describe('one key, lease streams and HTTP on two server processes, one of them k
     await a.kill9();
     // The store is left as SIGKILL left it; A's last lease lapses at its TTL while B carries on.
     await sleep(TTL_MS + 500);
-    const a2 = await startServerProcess({ dataDir: a.dataDir });
+    const a2 = await startServerProcess({ dataDir: a.dataDir, env });
     servers.push(a2);
     urls.A = a2.url;
     const restartedAt = Date.now();
@@ -111,7 +123,7 @@ describe('one key, lease streams and HTTP on two server processes, one of them k
     phase.stop = true;
     await Promise.all(runs);
 
-    console.log(`mixed lease clients on two processes: ${holds.length} holds; ${JSON.stringify(counts)}`);
+    console.log(`mixed lease clients on two processes [${engine}]: ${holds.length} holds; ${JSON.stringify(counts)}`);
     expect(unexpected, JSON.stringify(counts)).toEqual([]);
     const holdsOf = (p: string) => holds.filter((h) => h.who.startsWith(p));
     for (const p of ['Astream', 'Ahttp', 'Bstream', 'Bhttp']) expect(holdsOf(p).length, p).toBeGreaterThan(0);
@@ -133,7 +145,8 @@ describe('one key, lease streams and HTTP on two server processes, one of them k
     for (const h of byA2) expect(h.epoch).toBeGreaterThan(beforeKill);
 
     // The store's history agrees: every grant is there with its epoch, and ACQUIRE epochs run 1, 2, … without a gap or a repeat.
-    const { db, leases } = observer(join(a.dataDir, 'writ.sqlite'));
+    const pg = engine === 'postgres' ? await openPostgresStore(env.WRIT_DATABASE_URL!) : null;
+    const { db, leases } = pg ? { db: { close: () => void pg.close() }, leases: new LeaseManager(pg, systemClock) } : observer(join(a.dataDir, 'writ.sqlite'));
     try {
       const history = await leases.history({ key });
       const acquired = new Map(history.filter((e) => e.event === 'ACQUIRE').map((e) => [e.lease_id, e.epoch]));
