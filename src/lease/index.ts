@@ -4,7 +4,7 @@ export { canonicalKeyOrder, MAX_KEY_LENGTH, MAX_KEYS_PER_LEASE } from './canonic
 export { hashLeaseToken } from './token.js';
 export { toLeaseRecord } from './lease-record.js';
 export { DEFAULT_LEASE_OPTIONS } from './options.js';
-export { NEWCOMER_TICKET } from './repository.js';
+export { checkBumpHeadroom, MAX_BUMPED_EPOCH, NEWCOMER_TICKET } from './repository.js';
 export type {
   LeaseRepository,
   AcquireCommand,

@@ -20,7 +20,7 @@ import type {
   RenewedLease,
 } from './types.js';
 
-/** The largest epoch margin one bump may add (epochs stay far below 2^53 after many bumps). */
+/** The largest epoch margin one bump may add (many bumps may still add up: the store refuses one that would leave an epoch past MAX_BUMPED_EPOCH, 2^52). */
 export const MAX_EPOCH_MARGIN = 1_000_000_000_000;
 
 /**

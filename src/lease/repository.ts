@@ -1,4 +1,5 @@
 import type { DecisionClaims } from '../decision/index.js';
+import { WritError } from '../errors.js';
 import type { ReadLock } from '../transactions.js';
 import type { LeaseEvent, PreemptedLease } from './types.js';
 
@@ -112,6 +113,21 @@ export interface EpochBump {
   actor: string;
   reason: string;
   detail: Record<string, unknown>;
+}
+
+/**
+ * The highest epoch (or floor of new keys) an epoch bump may leave: 2^52. Epochs are JavaScript numbers
+ * on the wire and in the fence, exact only up to 2^53 (Number.MAX_SAFE_INTEGER): past it two epochs read
+ * as one, so a holder could not be told from the one after it. The half left above is for acquisitions
+ * (each adds one), which no deployment exhausts; a bump (each adds up to MAX_EPOCH_MARGIN) could.
+ */
+export const MAX_BUMPED_EPOCH = 2 ** 52;
+
+/** UNPROCESSABLE, before anything is changed, when a bump of `margin` would carry `highest` (the highest epoch or floor now) past MAX_BUMPED_EPOCH. */
+export function checkBumpHeadroom(highest: number, margin: number): void {
+  if (highest + margin <= MAX_BUMPED_EPOCH) return;
+  throw new WritError('UNPROCESSABLE', `an epoch bump of ${margin} would raise the highest fencing epoch (or floor of new keys), ${highest}, past ${MAX_BUMPED_EPOCH}: `
+    + `epochs beyond 2^53 cannot be told apart, so it is refused and nothing changed (the most this store can still be bumped by is ${Math.max(0, MAX_BUMPED_EPOCH - highest)})`, { highest, margin, max_bumped_epoch: MAX_BUMPED_EPOCH });
 }
 
 /** Tickets of newcomers (not queued): every live waiter is older. */

@@ -26,6 +26,13 @@ import { leaseGrantToWire, leaseRenewalToWire } from '../wire.js';
 export const LEASE_STREAM_PATH = '/v1/leases/stream';
 /** Requests one stream may have in flight at once; one more is answered OVERLOADED at once. */
 export const LEASE_STREAM_MAX_INFLIGHT = 256;
+/**
+ * Answers a stream may have written and not yet sent (its peer not reading them) before it stops reading
+ * messages: it reads again once they are sent. Every message is answered, a refusal too, so without it a
+ * client that sends and never reads would have the server buffer an answer per message (some 200 bytes
+ * for a 2-byte message) until the ping timeout cut it off.
+ */
+export const LEASE_STREAM_MAX_UNSENT_BYTES = 1024 * 1024;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -146,6 +153,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       const caller = request.leaseStreamCaller!;
       let inflight = 0;
       let closing = false;
+      const tcp = (request.raw.socket as typeof request.raw.socket | undefined) ?? null;
       /** Set once the stream's authentication ended: every later request gets it, and the stream closes. */
       let ended: WritError | null = null;
       /**
@@ -168,6 +176,12 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
           if (err) undelivered();
           else options.answered(op, status);
         });
+        if (tcp && !socket.isPaused && socket.bufferedAmount > LEASE_STREAM_MAX_UNSENT_BYTES) {
+          // Back-pressure: no more messages are read (so none answered) until the answers written are sent.
+          // What is read meanwhile is bounded: the messages of the chunk being parsed, and the requests in flight.
+          socket.pause();
+          tcp.once('drain', () => socket.resume());
+        }
       };
       const refuse = (requestId: number | null, op: Op | 'invalid', e: unknown) => {
         const error = e instanceof WritError ? e : new WritError('INTERNAL', 'internal error');
@@ -201,7 +215,6 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       // answers it by calling close() on the socket), when Writ closes or cuts the stream, when the peer
       // ends or breaks the connection. (An answer that still fails to go out is given up by `send`'s caller.)
       if (socket instanceof StreamSocket) socket.leavingOpen = () => gone.abort();
-      const tcp = (request.raw.socket as typeof request.raw.socket | undefined) ?? null;
       for (const event of ['end', 'error', 'close'] as const) tcp?.once(event, () => gone.abort());
       if (app.writDrain.draining()) stream.drain();
 

@@ -1,5 +1,6 @@
 import type { LeaseEvent } from '../../lease/types.js';
 import {
+  checkBumpHeadroom,
   NEWCOMER_TICKET,
   type AcquireCommand,
   type AcquireOutcome,
@@ -59,6 +60,10 @@ export class PostgresLeaseRepository implements LeaseRepository {
     let keys = 0;
     let ended = 0;
     if (cmd.margin > 0) {
+      const [h] = await this.sql.query<{ n: number }>(
+        `SELECT greatest((SELECT coalesce(max(epoch), 0) FROM lease_keys), (SELECT coalesce(max(floor), 0) FROM lease_epoch_bumps))::bigint AS n`,
+      );
+      checkBumpHeadroom(Number(h!.n), cmd.margin);
       const [e] = await this.sql.query<{ n: number }>(
         `WITH ended AS (UPDATE leases SET state = 'EXPIRED', ended_at = writ_now_ms() WHERE state = 'ACTIVE' RETURNING 1)
          SELECT count(*)::bigint AS n FROM ended`,

@@ -22,6 +22,7 @@ import type {
   WaiterEntry,
   WaiterRow,
 } from '../../lease/index.js';
+import { checkBumpHeadroom } from '../../lease/index.js';
 import type { SqliteDatabase } from './database.js';
 
 const KEY_COLUMNS = `key, epoch, lease_id, holder, holder_instance, token_hash, priority, acquired_at, renewed_at,
@@ -76,7 +77,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
   private readonly enqueueTx;
   private readonly fenceTx;
   private readonly bumpTx;
-  private readonly bumpStatements: () => { insert: Statement; list: Statement };
+  private readonly bumpStatements: () => { insert: Statement; list: Statement; highestFloor: Statement };
 
   constructor(db: SqliteDatabase) {
     const notQueuedAhead = `NOT EXISTS (
@@ -159,13 +160,14 @@ export class SqliteLeaseRepository implements LeaseRepository {
       endLiveLeases: db.prepare(`UPDATE leases SET state = 'EXPIRED', ended_at = ? WHERE state = 'ACTIVE'`),
       expireHeldKeys: db.prepare(`INSERT INTO lease_history (at, event, key, epoch, lease_id, holder, actor)
         SELECT ?, 'EXPIRE', key, epoch, lease_id, holder, ? FROM lease_keys WHERE holder IS NOT NULL ORDER BY key`),
+      highestEpoch: db.prepare('SELECT COALESCE(MAX(epoch), 0) FROM lease_keys').pluck(),
       bumpKeys: db.prepare(`UPDATE lease_keys SET epoch = epoch + ?, lease_id = NULL, holder = NULL, holder_instance = NULL,
         token_hash = NULL, priority = NULL, expires_at = NULL`),
     };
     // Prepared on first use: a store opened on a file not yet migrated to version 9 (the migration tests) has no such table.
     // The new floor is above the highest recorded, not only the latest: a restore carries the replaced
     // store's record after the backup's (backup.ts), and the two need not be one history.
-    let bumpStatements: { insert: Statement; list: Statement } | undefined;
+    let bumpStatements: { insert: Statement; list: Statement; highestFloor: Statement } | undefined;
     this.bumpStatements = () =>
       (bumpStatements ??= {
         insert: db.prepare(`INSERT INTO lease_epoch_bumps (at, kind, margin, floor, keys, leases_ended, max_epoch, actor, reason, detail)
@@ -173,6 +175,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
                   :leases_ended, (SELECT COALESCE(MAX(epoch), 0) FROM lease_keys), :actor, :reason, :detail)
           RETURNING ${BUMP_COLUMNS}`),
         list: db.prepare(`SELECT ${BUMP_COLUMNS} FROM lease_epoch_bumps ORDER BY seq`),
+        highestFloor: db.prepare('SELECT COALESCE(MAX(floor), 0) FROM lease_epoch_bumps').pluck(),
       });
 
     this.acquireTx = db.transaction((cmd: AcquireCommand) => this.takeAll(cmd));
@@ -180,6 +183,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
       let keys = 0;
       let ended = 0;
       if (cmd.margin > 0) {
+        checkBumpHeadroom(Math.max(this.s.highestEpoch.get() as number, this.bumpStatements().highestFloor.get() as number), cmd.margin);
         ended = this.s.endLiveLeases.run(cmd.now).changes;
         this.s.expireHeldKeys.run(cmd.now, cmd.actor);
         keys = this.s.bumpKeys.run(cmd.margin).changes;
