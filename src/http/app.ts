@@ -209,21 +209,22 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     // Shedding is cheap or it is no shedding: a request whose claimed principal is out of requests is
     // refused before its body is parsed or its signature checked (measured: bench/overload.ts). A peek
     // only; tokens are taken after verification (`admitted`).
-    app.addHook('onRequest', async (request) => {
+    app.addHook('onRequest', (request, _reply, next) => {
       const security = (request.routeOptions.schema as { security?: unknown[] } | undefined)?.security;
-      if (Array.isArray(security) && security.length === 0) return;
+      if (Array.isArray(security) && security.length === 0) return next();
       const claimed = claimedPrincipal(request.headers.authorization);
-      if (claimed === null || claimed === GOVERNANCE_ID) return;
-      const refusal = limiter.refusal(claimed);
-      if (refusal) throw refusal;
+      if (claimed === null || claimed === GOVERNANCE_ID) return next();
+      next(limiter.refusal(claimed) ?? undefined);
     });
   }
   // A console session reads: anything else is refused before its body is read or anything is done.
-  app.addHook('onRequest', async (request) => {
-    if (request.headers.authorization !== undefined || sessionCookieOf(request.headers.cookie) === undefined) return;
+  // The hooks run on every request: callback-style, as an async one costs a promise and a microtask each.
+  app.addHook('onRequest', (request, _reply, next) => {
+    if (request.headers.authorization !== undefined || sessionCookieOf(request.headers.cookie) === undefined) return next();
     if (!sessionMayCall(request.method, request.routeOptions.url)) {
-      throw new WritError('SESSION_READ_ONLY', `a console session may only read (GET, and POST /v1/impact); ${request.method} ${request.routeOptions.url ?? request.url} needs a signed caller assertion`);
+      return next(new WritError('SESSION_READ_ONLY', `a console session may only read (GET, and POST /v1/impact); ${request.method} ${request.routeOptions.url ?? request.url} needs a signed caller assertion`));
     }
+    next();
   });
   boundInflightWrites(app, ctx.config.maxInflightWrites);
   app.setErrorHandler((error, request, reply) => sendProblem(error, request, reply));
@@ -233,8 +234,9 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
       detail: `no route ${request.method} ${request.url.split('?')[0]}`, instance: request.url,
     }),
   );
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, next) => {
     metrics.httpRequests.inc({ route: request.routeOptions.url ?? 'unknown', status: String(reply.statusCode) });
+    next();
   });
   registerComponents(app);
   await app.register(swagger, {

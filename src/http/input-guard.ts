@@ -48,7 +48,15 @@ export function guardInput(app: FastifyInstance, options: { maxDepth: number; bo
     });
   });
   // A body is checked where it is parsed (above): every body comes from that parser.
-  app.addHook('preValidation', async (request) => assertWellFormedRequest(request));
+  // Callback-style: it runs on every request, and an async hook costs a promise and a microtask.
+  app.addHook('preValidation', (request, _reply, next) => {
+    try {
+      assertWellFormedRequest(request);
+    } catch (e) {
+      return next(e as Error);
+    }
+    next();
+  });
 }
 
 /**

@@ -62,16 +62,20 @@ export class PrincipalRateLimiter {
 export function boundInflightWrites(app: FastifyInstance, max: number, retryAfterMs = 1000): { inflight(): number } {
   let inflight = 0;
   const holding = new WeakSet<FastifyRequest>();
-  app.addHook('onRequest', async (request) => {
-    if (request.method !== 'POST' || request.routeOptions.url !== '/v1/actions') return;
+  // Callback-style hooks: they run on every request, and an async one costs a promise and a microtask each.
+  app.addHook('onRequest', (request, _reply, next) => {
+    if (request.method !== 'POST' || request.routeOptions.url !== '/v1/actions') return next();
     if (inflight >= max) {
-      throw new WritError('OVERLOADED', `${inflight} writes are in flight, the most this Writ forwards at once (WRIT_MAX_INFLIGHT_WRITES); retry shortly`, { retry_after_ms: retryAfterMs });
+      return next(new WritError('OVERLOADED', `${inflight} writes are in flight, the most this Writ forwards at once (WRIT_MAX_INFLIGHT_WRITES); retry shortly`, { retry_after_ms: retryAfterMs }));
     }
     inflight++;
     holding.add(request);
+    next();
   });
-  app.addHook('onSend', async (request) => {
-    if (holding.delete(request)) inflight--;
+  app.addHook('onSend', (request, _reply, _payload, next) => {
+    // Only a write ever holds a slot: every other request is past this test without a look into the set.
+    if (inflight > 0 && holding.delete(request)) inflight--;
+    next();
   });
   return { inflight: () => inflight };
 }
@@ -116,21 +120,30 @@ export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
   const done = (request: FastifyRequest) => {
     if (holding.delete(request)) release();
   };
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback-style hooks: they run on every request, and an async one costs a promise and a microtask each.
+  app.addHook('onRequest', (request, reply, next) => {
     if (draining && request.routeOptions.url !== '/healthz') {
       reply.header('connection', 'close');
       if (request.routeOptions.url === '/readyz') {
-        // Its own documented "not ready" answer, which a load balancer's probe reads.
-        return reply.code(503).header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).send({ status: 'not ready', code: 'OVERLOADED', error: 'shutting down: draining the requests in flight' });
+        // Its own documented "not ready" answer, which a load balancer's probe reads (answered here: no next()).
+        reply.code(503).header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).send({ status: 'not ready', code: 'OVERLOADED', error: 'shutting down: draining the requests in flight' });
+        return;
       }
-      throw new WritError('OVERLOADED', 'this Writ is shutting down; retry (another replica, or this one once restarted)', { retry_after_ms: retryAfterMs });
+      return next(new WritError('OVERLOADED', 'this Writ is shutting down; retry (another replica, or this one once restarted)', { retry_after_ms: retryAfterMs }));
     }
     inflight++;
     holding.add(request);
+    next();
   });
   // onSend: the use case has finished (a write's receipt is settled); onResponse in case onSend was skipped.
-  app.addHook('onSend', async (request) => done(request));
-  app.addHook('onResponse', async (request) => done(request));
+  app.addHook('onSend', (request, _reply, _payload, next) => {
+    done(request);
+    next();
+  });
+  app.addHook('onResponse', (request, _reply, next) => {
+    done(request);
+    next();
+  });
   return {
     inflight: () => inflight,
     draining: () => draining,
