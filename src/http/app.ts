@@ -60,6 +60,8 @@ declare module 'fastify' {
      * assertion, COORDINATION_READS.
      */
     reader?: Reader;
+    /** The request's context once `operation` made it (null until then): use `app.operation(request)`. */
+    writOperation: WritContext | null;
   }
 }
 
@@ -117,12 +119,9 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     },
   };
   app.decorate('writ', ctx);
-  const operations = new WeakMap<FastifyRequest, WritContext>();
-  const operation = (request: FastifyRequest): WritContext => {
-    let op = operations.get(request);
-    if (!op) operations.set(request, (op = forOneOperation(ctx)));
-    return op;
-  };
+  // On the request itself (a slot every request has from its start), not in a WeakMap: no hash table entry per request.
+  app.decorateRequest('writOperation', null);
+  const operation = (request: FastifyRequest): WritContext => (request.writOperation ??= forOneOperation(ctx));
   app.decorate('operation', operation);
   // Caller sessions (one object for every request): an HS256 request token is checked against its session's key.
   const sessions: NonNullable<CallerAuthDeps['sessions']> = { open: ctx.config.callerSessionMaxTtlMs > 0 ? callerSessionsOf(ctx.keys) : null, maxTtlMs: ctx.config.callerSessionMaxTtlMs };
