@@ -2,6 +2,13 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Clock } from '../clock.js';
 import { WritError } from '../errors.js';
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** drainGate's: whether the request counts as in flight (admitted, not yet answered nor upgraded). */
+    writDrainHeld: boolean;
+  }
+}
+
 /**
  * Per-principal request rate: a token bucket of `burst` requests refilled at `perSecond`, on the
  * injected clock. A principal past it is RATE_LIMITED (429) with the time until its next request
@@ -110,7 +117,9 @@ export interface Drain {
 export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
   let draining = false;
   let inflight = 0;
-  const holding = new WeakSet<FastifyRequest>();
+  // Whether a request counts is a slot of the request itself, not a WeakSet entry (a hash table insert
+  // and an identity hash made for every request): set when it is admitted, cleared once it stops counting.
+  app.decorateRequest('writDrainHeld', false);
   let idle: (() => void) | null = null;
   const listeners: (() => void)[] = [];
   const release = () => {
@@ -118,7 +127,9 @@ export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
     if (inflight === 0) idle?.();
   };
   const done = (request: FastifyRequest) => {
-    if (holding.delete(request)) release();
+    if (!request.writDrainHeld) return;
+    request.writDrainHeld = false;
+    release();
   };
   // Callback-style hooks: they run on every request, and an async one costs a promise and a microtask each.
   app.addHook('onRequest', (request, reply, next) => {
@@ -132,7 +143,7 @@ export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
       return next(new WritError('OVERLOADED', 'this Writ is shutting down; retry (another replica, or this one once restarted)', { retry_after_ms: retryAfterMs }));
     }
     inflight++;
-    holding.add(request);
+    request.writDrainHeld = true;
     next();
   });
   // onSend: the use case has finished (a write's receipt is settled); onResponse in case onSend was skipped.
