@@ -141,7 +141,8 @@ function firstIllFormed(value: unknown): IllFormed | null {
 
 /** The `charset` parameter of a Content-Type, lower-cased and unquoted; undefined when there is none. */
 function charsetOf(contentType: string | undefined): string | undefined {
-  if (!contentType) return undefined;
+  // No parameter at all (`application/json`, as nearly every client sends it): nothing to split.
+  if (!contentType || !contentType.includes(';')) return undefined;
   for (const param of contentType.split(';').slice(1)) {
     const eq = param.indexOf('=');
     if (eq < 0) continue;
