@@ -234,7 +234,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     }),
   );
   app.addHook('onResponse', (request, reply, next) => {
-    metrics.httpRequests.inc({ route: request.routeOptions.url ?? 'unknown', status: String(reply.statusCode) });
+    metrics.answered(request.routeOptions.url ?? 'unknown', reply.statusCode);
     next();
   });
   registerComponents(app);
@@ -291,7 +291,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   registerCoordinationRoutes(app);
   registerLeaseStream(app, {
     admit,
-    answered: (op, status) => metrics.httpRequests.inc({ route: `${LEASE_STREAM_PATH} ${op}`, status: String(status) }),
+    answered: (op, status) => metrics.answered(`${LEASE_STREAM_PATH} ${op}`, status),
   });
   await registerAuthzenRoutes(app);
   for (const plugin of options.plugins ?? []) await plugin(app);
