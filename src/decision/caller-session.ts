@@ -19,8 +19,10 @@ export const SESSION_TOKEN_PREFIX = 'ws1.';
 const SEAL_INFO = 'writ caller session seal v1|';
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
-/** Unsealed sessions kept per ring, by their whole token string. */
+/** Unsealed sessions kept per ring, by the end of their token string (SEAL_SUFFIX), the whole of it compared on a hit. */
 const SESSION_CACHE_LIMIT = 16_384;
+/** 22 base64url characters: the last 16.5 bytes of the sealed body, its AES-GCM tag (16 bytes) and a bit more. */
+const SEAL_SUFFIX = 22;
 
 /** What a session token carries (sealed): who it is for, with which key, until when, and K. */
 export interface CallerSession {
@@ -85,7 +87,12 @@ interface SealedPlaintext {
 
 /** The sessions of one key ring: sealing with its current key, unsealing with any key it still publishes. */
 export class CallerSessions {
-  private readonly cache = new BoundedMap<CallerSession>(SESSION_CACHE_LIMIT);
+  /**
+   * By the token's last SEAL_SUFFIX characters (its AES-GCM tag, mostly), the whole token kept beside the
+   * session and compared on each hit: a Map hashes a string key whole, once for each new string, and a
+   * request's token is a new string of ~400 characters every time, where a comparison of two is a memcmp.
+   */
+  private readonly cache = new BoundedMap<{ token: string; session: CallerSession }>(SESSION_CACHE_LIMIT);
 
   constructor(private readonly ring: KeyRing) {}
 
@@ -109,13 +116,14 @@ export class CallerSessions {
   /**
    * The session a token names, or CALLER_SESSION_INVALID: a bad format, a signing kid no longer in the
    * ring (retired past its publication, or another deployment's), a seal that does not open.
-   * Cached by the whole token; the ring is asked each time whether the sealing key is still there.
+   * Cached (by the whole token: see `cache`); the ring is asked each time whether the sealing key is still there.
    */
   unseal(token: string): CallerSession {
-    const cached = this.cache.get(token);
-    if (cached !== undefined) {
-      if (this.ring.sessionSealKey(cached.sealKid) === undefined) throw sealKeyGone(cached.sealKid);
-      return cached;
+    const suffix = token.slice(-SEAL_SUFFIX);
+    const cached = this.cache.get(suffix);
+    if (cached !== undefined && cached.token === token) {
+      if (this.ring.sessionSealKey(cached.session.sealKid) === undefined) throw sealKeyGone(cached.session.sealKid);
+      return cached.session;
     }
     const second = token.indexOf('.', SESSION_TOKEN_PREFIX.length);
     if (!token.startsWith(SESSION_TOKEN_PREFIX) || second < 0 || token.indexOf('.', second + 1) >= 0) throw sessionInvalid('the session token is malformed');
@@ -140,7 +148,8 @@ export class CallerSessions {
       principal: plain.principal, kid: plain.kid, key: plain.key, iatMs: plain.iat_ms, expMs: plain.exp_ms,
       hmacKey: createSecretKey(k), sealKid,
     };
-    this.cache.set(token, session);
+    // A token that does not open never gets here; two that open share a suffix only by a 2^-128 chance (then the later replaces the earlier).
+    this.cache.set(suffix, { token, session });
     return session;
   }
 }

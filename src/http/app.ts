@@ -60,6 +60,8 @@ declare module 'fastify' {
      * assertion, COORDINATION_READS.
      */
     reader?: Reader;
+    /** The request's context once `operation` made it (null until then): use `app.operation(request)`. */
+    writOperation: WritContext | null;
   }
 }
 
@@ -117,12 +119,9 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     },
   };
   app.decorate('writ', ctx);
-  const operations = new WeakMap<FastifyRequest, WritContext>();
-  const operation = (request: FastifyRequest): WritContext => {
-    let op = operations.get(request);
-    if (!op) operations.set(request, (op = forOneOperation(ctx)));
-    return op;
-  };
+  // On the request itself (a slot every request has from its start), not in a WeakMap: no hash table entry per request.
+  app.decorateRequest('writOperation', null);
+  const operation = (request: FastifyRequest): WritContext => (request.writOperation ??= forOneOperation(ctx));
   app.decorate('operation', operation);
   // Caller sessions (one object for every request): an HS256 request token is checked against its session's key.
   const sessions: NonNullable<CallerAuthDeps['sessions']> = { open: ctx.config.callerSessionMaxTtlMs > 0 ? callerSessionsOf(ctx.keys) : null, maxTtlMs: ctx.config.callerSessionMaxTtlMs };
@@ -209,21 +208,22 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
     // Shedding is cheap or it is no shedding: a request whose claimed principal is out of requests is
     // refused before its body is parsed or its signature checked (measured: bench/overload.ts). A peek
     // only; tokens are taken after verification (`admitted`).
-    app.addHook('onRequest', async (request) => {
+    app.addHook('onRequest', (request, _reply, next) => {
       const security = (request.routeOptions.schema as { security?: unknown[] } | undefined)?.security;
-      if (Array.isArray(security) && security.length === 0) return;
+      if (Array.isArray(security) && security.length === 0) return next();
       const claimed = claimedPrincipal(request.headers.authorization);
-      if (claimed === null || claimed === GOVERNANCE_ID) return;
-      const refusal = limiter.refusal(claimed);
-      if (refusal) throw refusal;
+      if (claimed === null || claimed === GOVERNANCE_ID) return next();
+      next(limiter.refusal(claimed) ?? undefined);
     });
   }
   // A console session reads: anything else is refused before its body is read or anything is done.
-  app.addHook('onRequest', async (request) => {
-    if (request.headers.authorization !== undefined || sessionCookieOf(request.headers.cookie) === undefined) return;
+  // The hooks run on every request: callback-style, as an async one costs a promise and a microtask each.
+  app.addHook('onRequest', (request, _reply, next) => {
+    if (request.headers.authorization !== undefined || sessionCookieOf(request.headers.cookie) === undefined) return next();
     if (!sessionMayCall(request.method, request.routeOptions.url)) {
-      throw new WritError('SESSION_READ_ONLY', `a console session may only read (GET, and POST /v1/impact); ${request.method} ${request.routeOptions.url ?? request.url} needs a signed caller assertion`);
+      return next(new WritError('SESSION_READ_ONLY', `a console session may only read (GET, and POST /v1/impact); ${request.method} ${request.routeOptions.url ?? request.url} needs a signed caller assertion`));
     }
+    next();
   });
   boundInflightWrites(app, ctx.config.maxInflightWrites);
   app.setErrorHandler((error, request, reply) => sendProblem(error, request, reply));
@@ -233,8 +233,9 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
       detail: `no route ${request.method} ${request.url.split('?')[0]}`, instance: request.url,
     }),
   );
-  app.addHook('onResponse', async (request, reply) => {
-    metrics.httpRequests.inc({ route: request.routeOptions.url ?? 'unknown', status: String(reply.statusCode) });
+  app.addHook('onResponse', (request, reply, next) => {
+    metrics.answered(request.routeOptions.url ?? 'unknown', reply.statusCode);
+    next();
   });
   registerComponents(app);
   await app.register(swagger, {
@@ -290,7 +291,7 @@ export async function buildApp(ctx: WritContext, options: AppOptions = {}): Prom
   registerCoordinationRoutes(app);
   registerLeaseStream(app, {
     admit,
-    answered: (op, status) => metrics.httpRequests.inc({ route: `${LEASE_STREAM_PATH} ${op}`, status: String(status) }),
+    answered: (op, status) => metrics.answered(`${LEASE_STREAM_PATH} ${op}`, status),
   });
   await registerAuthzenRoutes(app);
   for (const plugin of options.plugins ?? []) await plugin(app);

@@ -48,7 +48,15 @@ export function guardInput(app: FastifyInstance, options: { maxDepth: number; bo
     });
   });
   // A body is checked where it is parsed (above): every body comes from that parser.
-  app.addHook('preValidation', async (request) => assertWellFormedRequest(request));
+  // Callback-style: it runs on every request, and an async hook costs a promise and a microtask.
+  app.addHook('preValidation', (request, _reply, next) => {
+    try {
+      assertWellFormedRequest(request);
+    } catch (e) {
+      return next(e as Error);
+    }
+    next();
+  });
 }
 
 /**
@@ -133,7 +141,8 @@ function firstIllFormed(value: unknown): IllFormed | null {
 
 /** The `charset` parameter of a Content-Type, lower-cased and unquoted; undefined when there is none. */
 function charsetOf(contentType: string | undefined): string | undefined {
-  if (!contentType) return undefined;
+  // No parameter at all (`application/json`, as nearly every client sends it): nothing to split.
+  if (!contentType || !contentType.includes(';')) return undefined;
   for (const param of contentType.split(';').slice(1)) {
     const eq = param.indexOf('=');
     if (eq < 0) continue;

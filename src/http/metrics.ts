@@ -8,6 +8,11 @@ export interface WritMetrics {
   registry: Registry;
   observer: ServiceObserver;
   httpRequests: Counter<'route' | 'status'>;
+  /**
+   * Counts one HTTP answer that went out in `httpRequests`: tallied by route and status and added to the
+   * counter when it is read (its collect), where prom-client's inc would build and look up a label string per answer.
+   */
+  answered(route: string, status: number): void;
 }
 
 /**
@@ -82,10 +87,23 @@ export function createMetrics(decisionLogStats: () => SinkStats[] = () => [], po
     help: 'Acquisitions whose caller went away (its lease stream or HTTP connection closed) before they were answered, by what became of them: withdrawn (left the queue, took nothing), released (granted with a token Writ made, which no one can learn: given back at once), released_after_preemption (the same for a takeover: the holders it preempted stay fenced out), kept_for_replay (granted with the caller\'s own token: kept until its TTL for the caller to claim by asking again with it)',
     labelNames: ['outcome'] as const, registers: [registry],
   });
-  const httpRequests = new Counter({ name: 'writ_http_requests_total', help: 'HTTP answers that went out, by route and status (a lease stream answer by route "/v1/leases/stream <op>", once handed to its open socket; a grant once written). An answer whose connection or stream closed first is not counted here: an acquisition\'s is counted in writ_lease_acquisitions_abandoned_total', labelNames: ['route', 'status'] as const, registers: [registry] });
+  // Answers not yet added to the counter, by route, then status.
+  const unread = new Map<string, Map<number, number>>();
+  const httpRequests = new Counter({
+    name: 'writ_http_requests_total', help: 'HTTP answers that went out, by route and status (a lease stream answer by route "/v1/leases/stream <op>", once handed to its open socket; a grant once written). An answer whose connection or stream closed first is not counted here: an acquisition\'s is counted in writ_lease_acquisitions_abandoned_total', labelNames: ['route', 'status'] as const, registers: [registry],
+    collect() {
+      for (const [route, byStatus] of unread) for (const [status, n] of byStatus) this.inc({ route, status: String(status) }, n);
+      unread.clear();
+    },
+  });
   return {
     registry,
     httpRequests,
+    answered(route, status) {
+      let byStatus = unread.get(route);
+      if (byStatus === undefined) unread.set(route, (byStatus = new Map()));
+      byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
+    },
     observer: {
       decision(result, seconds) {
         decisions.inc({ result });

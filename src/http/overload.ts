@@ -2,6 +2,13 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Clock } from '../clock.js';
 import { WritError } from '../errors.js';
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** drainGate's: whether the request counts as in flight (admitted, not yet answered nor upgraded). */
+    writDrainHeld: boolean;
+  }
+}
+
 /**
  * Per-principal request rate: a token bucket of `burst` requests refilled at `perSecond`, on the
  * injected clock. A principal past it is RATE_LIMITED (429) with the time until its next request
@@ -62,16 +69,20 @@ export class PrincipalRateLimiter {
 export function boundInflightWrites(app: FastifyInstance, max: number, retryAfterMs = 1000): { inflight(): number } {
   let inflight = 0;
   const holding = new WeakSet<FastifyRequest>();
-  app.addHook('onRequest', async (request) => {
-    if (request.method !== 'POST' || request.routeOptions.url !== '/v1/actions') return;
+  // Callback-style hooks: they run on every request, and an async one costs a promise and a microtask each.
+  app.addHook('onRequest', (request, _reply, next) => {
+    if (request.method !== 'POST' || request.routeOptions.url !== '/v1/actions') return next();
     if (inflight >= max) {
-      throw new WritError('OVERLOADED', `${inflight} writes are in flight, the most this Writ forwards at once (WRIT_MAX_INFLIGHT_WRITES); retry shortly`, { retry_after_ms: retryAfterMs });
+      return next(new WritError('OVERLOADED', `${inflight} writes are in flight, the most this Writ forwards at once (WRIT_MAX_INFLIGHT_WRITES); retry shortly`, { retry_after_ms: retryAfterMs }));
     }
     inflight++;
     holding.add(request);
+    next();
   });
-  app.addHook('onSend', async (request) => {
-    if (holding.delete(request)) inflight--;
+  app.addHook('onSend', (request, _reply, _payload, next) => {
+    // Only a write ever holds a slot: every other request is past this test without a look into the set.
+    if (inflight > 0 && holding.delete(request)) inflight--;
+    next();
   });
   return { inflight: () => inflight };
 }
@@ -106,7 +117,9 @@ export interface Drain {
 export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
   let draining = false;
   let inflight = 0;
-  const holding = new WeakSet<FastifyRequest>();
+  // Whether a request counts is a slot of the request itself, not a WeakSet entry (a hash table insert
+  // and an identity hash made for every request): set when it is admitted, cleared once it stops counting.
+  app.decorateRequest('writDrainHeld', false);
   let idle: (() => void) | null = null;
   const listeners: (() => void)[] = [];
   const release = () => {
@@ -114,23 +127,34 @@ export function drainGate(app: FastifyInstance, retryAfterMs = 1000): Drain {
     if (inflight === 0) idle?.();
   };
   const done = (request: FastifyRequest) => {
-    if (holding.delete(request)) release();
+    if (!request.writDrainHeld) return;
+    request.writDrainHeld = false;
+    release();
   };
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback-style hooks: they run on every request, and an async one costs a promise and a microtask each.
+  app.addHook('onRequest', (request, reply, next) => {
     if (draining && request.routeOptions.url !== '/healthz') {
       reply.header('connection', 'close');
       if (request.routeOptions.url === '/readyz') {
-        // Its own documented "not ready" answer, which a load balancer's probe reads.
-        return reply.code(503).header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).send({ status: 'not ready', code: 'OVERLOADED', error: 'shutting down: draining the requests in flight' });
+        // Its own documented "not ready" answer, which a load balancer's probe reads (answered here: no next()).
+        reply.code(503).header('retry-after', String(Math.max(1, Math.ceil(retryAfterMs / 1000)))).send({ status: 'not ready', code: 'OVERLOADED', error: 'shutting down: draining the requests in flight' });
+        return;
       }
-      throw new WritError('OVERLOADED', 'this Writ is shutting down; retry (another replica, or this one once restarted)', { retry_after_ms: retryAfterMs });
+      return next(new WritError('OVERLOADED', 'this Writ is shutting down; retry (another replica, or this one once restarted)', { retry_after_ms: retryAfterMs }));
     }
     inflight++;
-    holding.add(request);
+    request.writDrainHeld = true;
+    next();
   });
   // onSend: the use case has finished (a write's receipt is settled); onResponse in case onSend was skipped.
-  app.addHook('onSend', async (request) => done(request));
-  app.addHook('onResponse', async (request) => done(request));
+  app.addHook('onSend', (request, _reply, _payload, next) => {
+    done(request);
+    next();
+  });
+  app.addHook('onResponse', (request, _reply, next) => {
+    done(request);
+    next();
+  });
   return {
     inflight: () => inflight,
     draining: () => draining,

@@ -48,11 +48,18 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
       },
     },
   }, async (request, reply) => {
+    const res = reply.raw;
     // The connection closed before the answer was sent (from now on, its authentication included): the
     // caller went away (see acquireLeases' callerGone).
     const gone = new AbortController();
-    reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished) gone.abort();
+    // Set once a grant is answered over a connection still open: what to do if it closes before that answer is flushed.
+    let unanswered: (() => void) | null = null;
+    let flushed = false;
+    // One listener for the whole request ('on': a response closes once, and `once` would wrap it in a bound function).
+    res.on('close', () => {
+      if (res.writableFinished) return;
+      gone.abort();
+      if (unanswered !== null && !flushed) unanswered();
     });
     // Lease calls spend the assertion's jti in the lease's own transaction (or after a refusal).
     const caller = await app.unspentCaller(request);
@@ -67,14 +74,9 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
         .finally(hold);
     };
     // ('finish' as well as writableFinished: an injected response, light-my-request's, emits one and not the other.)
-    let flushed = false;
-    reply.raw.once('finish', () => (flushed = true));
-    if (reply.raw.destroyed || request.raw.socket.destroyed) lost();
-    else {
-      reply.raw.once('close', () => {
-        if (!flushed && !reply.raw.writableFinished) lost();
-      });
-    }
+    res.on('finish', () => (flushed = true));
+    if (res.destroyed || request.raw.socket.destroyed) lost();
+    else unanswered = lost;
     if (grant.replayed) void reply.header('Idempotent-Replayed', 'true');
     return reply.code(grant.replayed ? 200 : 201).send(leaseGrantToWire(grant));
   });
