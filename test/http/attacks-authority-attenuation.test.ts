@@ -7,7 +7,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../../src/clock.js';
 import type { Edge } from '../../src/graph/model.js';
 import { commitGraphChange } from '../../src/service/graph-changes.js';
-import { startHarness, type Harness } from '../support/harness.js';
+import { applyManifest } from '../../src/service/index.js';
+import { REPO, startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
 beforeEach(async () => {
@@ -129,6 +130,23 @@ describe('write time: every other dimension', () => {
     const gov = await delegate('orchestrator', { from: 'orchestrator', to: 'governance', scope: inside });
     expect(gov.status).toBeGreaterThanOrEqual(400);
     expect(gov.moved || self.moved).toBe(false);
+  });
+});
+
+describe('write time: constraints other than risk_max', () => {
+  // The narrowing rules compare only risk_max among constraints, so a constraint a delegation could
+  // leave out would be stepped round. None gets in: the wire and a manifest take risk_max alone.
+  it('a grant or delegation carrying another constraint is refused, by HTTP and by a manifest', async () => {
+    const before = await revision();
+    const g = await h.call('governance', {
+      method: 'POST', url: '/v1/grants',
+      payload: { id: 'g-hours', to: 'publisher', reason: 'office hours only', max_depth: 1, scope: { actions: ['read_post'], resources: ['wp:post:*'], constraints: { risk_max: 0, business_hours: true } } },
+    });
+    expect([g.status, g.body.code]).toEqual([400, 'MALFORMED_REQUEST']);
+    const d = await delegate('orchestrator', { from: 'orchestrator', to: 'content-agent-3', scope: { ...inside, constraints: { business_hours: true } } });
+    expect(d.status).toBe(400);
+    await expect(applyManifest(h.ctx, 'governance', { grants: [{ id: 'm-hours', to: 'publisher', reason: 'hours', scope: { actions: ['read_post'], resources: ['wp:post:*'], constraints: { risk_max: 0, business_hours: true } } as never }] }, REPO)).rejects.toThrow(/business_hours|constraints/);
+    expect(await revision()).toBe(before);
   });
 });
 
