@@ -53,6 +53,21 @@ describe('a revocation recorded ahead of this replica\'s clock still counts', ()
   });
 });
 
+describe('a principal revoked on a replica whose clock is ahead', () => {
+  it('cannot authenticate on this one, behind it: no edge revocation, no read, no decision', async () => {
+    const d = await delegate('editor-alice', { id: 'd-alice-c3', from: 'editor-alice', to: 'content-agent-3', scope: read });
+    expect(d.status).toBe(201);
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/principals/editor-alice', payload: { reason: 'left' } })).status).toBe(200);
+    clock.advance(-MINUTE);
+    const before = await revision();
+    const revoke = await h.call('editor-alice', { method: 'DELETE', url: '/v1/edges/d-alice-c3', payload: { reason: 'on my way out' } });
+    expect([revoke.status, revoke.body.code], JSON.stringify(revoke.body)).toEqual([401, 'UNAUTHENTICATED']);
+    expect(await revision()).toBe(before);
+    expect((await h.call('editor-alice', { method: 'GET', url: '/v1/edges/d-alice-c3' })).status).toBe(401);
+    expect((await ask('editor-alice', readPost)).status).toBe(401);
+  });
+});
+
 describe('dead authority above', () => {
   it('a delegation cannot be written from a grant that has expired or is not valid yet', async () => {
     for (const [id, window] of [
