@@ -9,6 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { matchesPattern, patternCovers, patternsOverlap, validatePattern } from '../../src/graph/patterns.js';
 import { scopeCovers } from '../../src/graph/edge-cover.js';
 import type { Scope } from '../../src/graph/model.js';
+import { AuthorityGraph, resolveChains } from '../../src/graph/index.js';
+import { EventLogBuilder, REQUEST, T0 } from './graph-events.js';
 
 /** Every sequence over `alphabet` of length min..max. */
 function sequences(alphabet: readonly string[], min: number, max: number): string[][] {
@@ -77,5 +79,23 @@ describe('resource patterns, exhaustively', () => {
       { constraints: { risk_max: 2 } },
     ];
     for (const w of wider) expect(scopeCovers(wide, { ...wide, ...w }), JSON.stringify(w)).toBe(false);
+  });
+});
+
+describe('decide-mode resolution drops paths no valid chain can take', () => {
+  const ids = (g: AuthorityGraph, mode: 'decide' | 'explain') => resolveChains(g, { ...REQUEST, fields: ['title'] }, T0 + 3_600_000, { mode }).map((c) => c.edges.map((e) => e.id).join('>'));
+  const base = () => new EventLogBuilder().principal('governance', 'governance').principal('lead').principal('seo-agent-7');
+
+  it('an edge wider than the one after it (fields), or one after a parent that allows no delegation: explain keeps them for the reasons', () => {
+    const wider = AuthorityGraph.replay(base().edge('g', 'grant', 'governance', 'lead', { fields: ['title'] }).edge('d', 'delegate', 'lead', 'seo-agent-7', { fields: ['title', 'body'] }).events);
+    expect(ids(wider, 'decide')).toEqual([]);
+    expect(ids(wider, 'explain')).toEqual(['g>d']);
+    const depth0 = AuthorityGraph.replay(base().edge('g', 'grant', 'governance', 'lead', {}, { max_depth: 0 }).edge('d', 'delegate', 'lead', 'seo-agent-7').events);
+    expect(ids(depth0, 'decide')).toEqual([]);
+    expect(ids(depth0, 'explain')).toEqual(['g>d']);
+    const outlives = AuthorityGraph.replay(base().edge('g', 'grant', 'governance', 'lead', {}, { expires_at: T0 + 7_200_000 }).edge('d', 'delegate', 'lead', 'seo-agent-7').events);
+    expect(ids(outlives, 'decide')).toEqual([]);
+    const fine = AuthorityGraph.replay(base().edge('g', 'grant', 'governance', 'lead').edge('d', 'delegate', 'lead', 'seo-agent-7', { fields: ['title'] }).events);
+    expect(ids(fine, 'decide')).toEqual(['g>d']);
   });
 });

@@ -139,6 +139,48 @@ describe('budgets: a wide graph made by someone else', () => {
   // live delegations one principal may write into another, or counting parallel edges from the same
   // delegator as one candidate, or judging the chains of the first 64 instead of failing, would each
   // change what the budget means; not built here.
+  // The delegations a principal wrote while it could stay in the graph when the grant that allowed them
+  // is revoked (writ orphans lists them), and each made a live, covering candidate path through any
+  // other grant that principal keeps, invalid there (that grant allows no further delegation).
+  // Candidates are ordered live first, then shorter, then by edge ids, and 16 are judged (maxChains):
+  // 17 such leftovers whose grant id sorts before g-orchestrator pushed seo-agent-7's own valid chain
+  // out, and its decision was a plain deny. Decide-mode resolution now drops a path whose edge is wider
+  // than the next one on it (narrowsTo), as it drops dead edges.
+  it('seo-agent-7 is still allowed through its own chain when 17 leftover delegations into it are invalid', async () => {
+    const title = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 };
+    for (const [id, depth] of [['g-a0', 0], ['g-pub-temp', 1]] as const) {
+      const g = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id, to: 'publisher', reason: 'titles', max_depth: depth, scope: title } });
+      expect(g.status, JSON.stringify(g.body)).toBe(201);
+    }
+    for (let i = 0; i < 17; i++) {
+      const r = await delegate('publisher', { id: `left-${String(i).padStart(2, '0')}`, from: 'publisher', to: 'seo-agent-7', scope: title });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+    }
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-pub-temp', payload: { reason: 'no more re-delegation' } })).status).toBe(200);
+    const r = await ask('seo-agent-7', { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['title'] });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.allow, JSON.stringify(r.body.reasons)).toBe(true);
+  }, 120_000);
+
+  // NOT DONE: the same with leftovers that keep too much depth under a grant that still allows some (here
+  // max_depth 1 under a kept max_depth-1 grant): narrowsTo prunes a parent that allows no delegation and
+  // every scope and window dimension, not the depth a child keeps, which stays the policy's to judge (the
+  // resolver's unit fixtures give every edge depth 3). Pruning it too would close this.
+  it.fails('seo-agent-7 is still allowed when 17 leftovers keep more depth than the grant left to them allows', async () => {
+    const title = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 };
+    for (const [id, depth] of [['g-a1', 1], ['g-pub-temp', 2]] as const) {
+      const g = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id, to: 'publisher', reason: 'titles', max_depth: depth, scope: title } });
+      expect(g.status, JSON.stringify(g.body)).toBe(201);
+    }
+    for (let i = 0; i < 17; i++) {
+      const r = await delegate('publisher', { id: `left-${String(i).padStart(2, '0')}`, from: 'publisher', to: 'seo-agent-7', max_depth: 1, scope: title });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+    }
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-pub-temp', payload: { reason: 'no more re-delegation' } })).status).toBe(200);
+    const r = await ask('seo-agent-7', { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['title'] });
+    expect(r.body.allow, JSON.stringify(r.body.reasons)).toBe(true);
+  }, 120_000);
+
   it.fails('content-agent-3 is still allowed through its own chain after 65 unsolicited delegations', async () => {
     const body = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['body'], risk_max: 1 };
     for (let i = 0; i < 65; i++) {
