@@ -68,6 +68,22 @@ describe('a principal revoked on a replica whose clock is ahead', () => {
   });
 });
 
+describe('AuthZEN subject search after a revocation recorded ahead of this clock', () => {
+  it('does not list the revoked principal as one who may do it', async () => {
+    const search = () => h.call('governance', {
+      method: 'POST', url: '/access/v1/search/subject',
+      payload: { subject: { type: 'agent' }, action: { name: 'update_post' }, resource: { type: 'wp:post', id: 'wp:post:1', properties: { environment: 'production', fields: ['title'] } } },
+    });
+    const before = await search();
+    expect(before.status, JSON.stringify(before.body)).toBe(200);
+    expect(before.body.results.map((r: { id: string }) => r.id)).toContain('seo-agent-7');
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/principals/seo-agent-7', payload: { reason: 'gone' } })).status).toBe(200);
+    clock.advance(-MINUTE);
+    const after = await search();
+    expect(after.body.results.map((r: { id: string }) => r.id)).not.toContain('seo-agent-7');
+  });
+});
+
 describe('dead authority above', () => {
   it('a delegation cannot be written from a grant that has expired or is not valid yet', async () => {
     for (const [id, window] of [
