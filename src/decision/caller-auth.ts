@@ -168,7 +168,8 @@ export async function verifyCallerAssertion(authorizationHeader: string | undefi
   if (typeof payload.jti !== 'string' || payload.jti === '') throw refuse('malformed assertion: jti is not a string');
   if (payload.jti.length > MAX_JTI_LENGTH) throw refuse(`malformed assertion: jti is longer than ${MAX_JTI_LENGTH} characters`);
   if (typeof payload.aud !== 'string') throw refuse('assertion audience must be a single string');
-  if (principal.revoked_at !== null && principal.revoked_at <= now) throw refuse(`principal ${principalId} is revoked`);
+  // Revoked whatever the time recorded: a replica whose clock is ahead may have recorded it (as the graph's pruning reads it).
+  if (principal.revoked_at !== null) throw refuse(`principal ${principalId} is revoked`);
 
   const caller = { principal: principalId, kid: signer.kid, key: signer.key, jti: payload.jti, expiresAt: expMs, spendUntil: expMs + toleranceMs };
   // Accepted only while its spend is remembered (whole-second exp checks alone leave up to 1 s more).
@@ -209,7 +210,7 @@ function checkSessionToken(jws: DecodedJws, deps: CallerAuthDeps, sessions: NonN
   }
   const principal = deps.principal(session.principal);
   if (!principal) throw refuse(`principal ${session.principal} no longer exists`);
-  if (principal.revoked_at !== null && principal.revoked_at <= deps.now) throw refuse(`principal ${session.principal} is revoked`);
+  if (principal.revoked_at !== null) throw refuse(`principal ${session.principal} is revoked`);
   if (!principal.keys.some((k) => k.kid === session.kid && keyMaterial(k) === session.key)) {
     throw sessionInvalid(`principal ${session.principal} no longer has the key ${session.kid} that opened the session`);
   }
@@ -268,11 +269,13 @@ export function keyMaterial(jwk: PublicJwk): string {
  * Why a caller authenticated earlier (a lease stream's opening assertion) is no longer who it was, or
  * null if it still is: its principal is gone or revoked, or no longer has the very key that signed the
  * assertion (the same kid with other key material is another key: a rotation of a compromised key ends it).
+ * A revocation counts whatever time it was recorded at (a replica whose clock is ahead may have recorded
+ * it), so `_now` is not read; it stays for the callers.
  */
-export function callerNoLongerValid(caller: AuthenticatedCaller, principal: CallerAuthDeps['principal'], now: number): string | null {
+export function callerNoLongerValid(caller: AuthenticatedCaller, principal: CallerAuthDeps['principal'], _now: number): string | null {
   const p = principal(caller.principal);
   if (!p) return `principal ${caller.principal} no longer exists`;
-  if (p.revoked_at !== null && p.revoked_at <= now) return `principal ${caller.principal} is revoked`;
+  if (p.revoked_at !== null) return `principal ${caller.principal} is revoked`;
   if (!p.keys.some((k) => k.kid === caller.kid && keyMaterial(k) === caller.key)) return `principal ${caller.principal} no longer has the key ${caller.kid} that authenticated it`;
   return null;
 }

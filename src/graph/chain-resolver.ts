@@ -4,6 +4,7 @@ import { isPrincipalNode, type AuthorityGraph } from './authority-graph.js';
 import { isEdgeLive, toPolicyEdge } from './liveness.js';
 import { GOVERNANCE_ID, type Edge } from './model.js';
 import { compileCoverageRequest, scopeCoversRequest } from './request-cover.js';
+import { narrowsTo } from './edge-cover.js';
 
 /**
  * Bounds of one resolution. Running out of `maxVisited` or exceeding `maxFanOut` at a node is
@@ -30,8 +31,9 @@ export const DEFAULT_RESOLUTION_BUDGET: Readonly<ResolutionBudget> = Object.free
 
 /**
  * - `decide` (hot path): skips edges that cannot be on a valid chain — revoked, not live at `now`,
- *   or not covering the request — and revoked principals. Every edge of a valid chain must cover
- *   the request, so this loses nothing valid.
+ *   not covering the request, or not narrowing to the next edge of the path
+ *   (narrowsTo) — and revoked principals. Every edge of a valid chain covers the request and narrows
+ *   to the next, so this loses nothing valid.
  * - `explain`: prunes nothing but structure and budget, so that the policy can say what is wrong
  *   with revoked, expired or too narrow chains.
  */
@@ -149,6 +151,9 @@ function resolve(
           }
           if (!isPrincipalNode(from)) return;
           if (pruning && (from.revoked_at !== null || !isEdgeLive(edge, now) || (covers !== null && !covers(edge)))) return;
+          // Nor an edge its successor on the path is wider than: such paths are no chains, and left in they
+          // could fill maxChains ahead of a valid one (delegations left over from a revoked re-delegable grant).
+          if (pruning && step.edge !== null && !narrowsTo(edge, step.edge)) return;
           if (onPath(step, edge.from)) return;
           if (++fanOut > budget.maxFanOut) {
             throw new WritError('BUDGET_EXCEEDED', `chain resolution for "${target}": "${step.principal}" has more than ${budget.maxFanOut} candidate edges`, {

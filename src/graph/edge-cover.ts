@@ -23,6 +23,22 @@ export function edgeCovers(wide: PolicyEdge, narrow: PolicyEdge): boolean {
 }
 
 /**
+ * Whether `child` may follow `parent` on a chain, as far as chain resolution prunes: the policy's
+ * narrowing rules (scope.rego, narrowing_violations) on every scope dimension and the time window, and
+ * a parent that allows further delegation at all (a null depth is 0). Decide-mode resolution prunes
+ * with it: a pair that fails it is on no valid chain, however many such paths there are. The depth a
+ * child keeps (at most the parent's less one) is left to the policy.
+ */
+export function narrowsTo(parent: Pick<PolicyEdge, 'scope' | 'not_before' | 'expires_at' | 'max_depth'>, child: Pick<PolicyEdge, 'scope' | 'not_before' | 'expires_at'>): boolean {
+  return (
+    (parent.max_depth ?? 0) >= 1 &&
+    scopeCovers(parent.scope, child.scope) &&
+    (parent.not_before === null || (child.not_before !== null && child.not_before >= parent.not_before)) &&
+    (parent.expires_at === null || (child.expires_at !== null && child.expires_at <= parent.expires_at))
+  );
+}
+
+/**
  * `narrow` is within `wide` on actions, resources, environments, fields and risk (the scope dimensions
  * of the policy's narrowing rules). Monotone along a valid chain: an edge whose scope does not cover a
  * scope cannot be on a valid chain whose final scope does.

@@ -86,11 +86,11 @@ export async function explainForEach(ctx: WritContext, caller: string, q: Decisi
   // Before the candidates: with none to ask about, a misspelt environment or field would answer "nobody".
   checkEnvironment(ctx.policy.data, q.environment, 'environment');
   checkFields(ctx.policy.data, canonicalResource(ctx.policy.data, q.resource), q.fields ?? [], 'fields');
-  const now = ctx.clock.now();
   const candidates: string[] = [];
   for (const p of (await ctx.graph.current()).principals()) {
     if (p.kind === 'governance' || (kind !== undefined && p.kind !== kind)) continue;
-    if ((p.revoked_at === null || p.revoked_at > now) && (await mayAskAbout(ctx, caller, p.id, q.environment))) candidates.push(p.id);
+    // Revoked whatever time it was recorded at (a replica whose clock is ahead may have recorded it).
+    if (p.revoked_at === null && (await mayAskAbout(ctx, caller, p.id, q.environment))) candidates.push(p.id);
   }
   candidates.sort((a, b) => a.localeCompare(b));
   const out: Explanation[] = [];

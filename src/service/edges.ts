@@ -161,7 +161,13 @@ export function checkDelegationFits(ctx: WritContext, graph: AuthorityGraph, can
 export function delegatorHolds(ctx: WritContext, graph: AuthorityGraph, proposed: PolicyEdge, now: number): { allow: boolean; violations: string[] } {
   const check = (chains: CandidateChain[]) => ctx.policy.checkDelegation({ now, proposed, principals: principalsOf(graph, chains, [proposed.from, proposed.to]), chains });
   const supporting = check(resolveChainsTo(graph, proposed.from, now, { mode: 'decide' }, (scope) => scopeCovers(scope, proposed.scope)));
-  return supporting.allow ? supporting : check(resolveChainsTo(graph, proposed.from, now, { mode: 'explain' }));
+  if (supporting.allow) return supporting;
+  // The unpruned chains are for the reasons only; the verdict stays the pruned search's (fail closed), as
+  // a decision's does. They can pass where it found nothing: a revocation recorded at a time after `now`
+  // (by a replica whose clock is ahead) is not yet one to the policy, while every revocation prunes.
+  const explained = check(resolveChainsTo(graph, proposed.from, now, { mode: 'explain' }));
+  if (!explained.allow) return explained;
+  return { allow: false, violations: [`chain: ${proposed.from} holds no chain from governance whose every edge and principal is unrevoked and live now that covers it`] };
 }
 
 /** An ownership's scope: its resource pattern and fields (every action). */

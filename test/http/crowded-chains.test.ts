@@ -119,13 +119,15 @@ describe('past the chains judged for one principal', () => {
 
 describe('impact analysis that cannot be exact', () => {
   it('says so and names the principal, rather than answering a short lost list', async () => {
-    // orchestrator → mid 20 times, mid → leaf 20 times: 400 chains to leaf, more than are read for one principal
+    // orchestrator → mid 20 times (every post), mid → leaf 20 times (one post each): 400 valid chains to
+    // leaf, more than are read for one principal. (Paths whose first edge does not cover the second are
+    // no chains: decide-mode resolution drops them, so they would not make it inexact.)
     for (const id of ['mid', 'leaf']) await registerPrincipal(h.ctx, GOVERNANCE_ID, { id, kind: 'agent', keys: [] });
-    const scope = (i: number) => ({ actions: ['update_post'], resources: [`wp:post:${i}`], environments: ['production'], fields: ['body'], constraints: { risk_max: 1 } });
+    const scope = (i: number) => ({ actions: ['update_post'], resources: [i < 0 ? 'wp:post:*' : `wp:post:${i}`], environments: ['production'], fields: ['body'], constraints: { risk_max: 1 } });
     const edge = (id: string, from: string, to: string, i: number, max_depth: number, now: number) =>
       ({ type: 'edge.created' as const, edge: { id, kind: 'delegate' as const, from, to, scope: scope(i), max_depth, reason: 'many', creator: from, created_at: now, not_before: null, expires_at: null } });
     await commitGraphChange(h.ctx, GOVERNANCE_ID, (_graph, now) => [
-      ...Array.from({ length: 20 }, (_, i) => edge(`om-${i}`, 'orchestrator', 'mid', i, 1, now)),
+      ...Array.from({ length: 20 }, (_, i) => edge(`om-${i}`, 'orchestrator', 'mid', -1, 1, now)),
       ...Array.from({ length: 20 }, (_, i) => edge(`ml-${i}`, 'mid', 'leaf', i, 0, now)),
     ]);
     expect(capabilitiesIn(h.ctx, await h.ctx.graph.current(), 'leaf', h.clock.now()).truncated).toBe(true);

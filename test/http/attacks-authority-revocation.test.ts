@@ -1,0 +1,210 @@
+/**
+ * Attacks through dead authority: a chain through a revoked, expired or not-yet-valid edge or principal
+ * anywhere above; a revocation recorded by a replica whose clock is ahead; a principal revoked and
+ * registered again under its id; cycles; a graph made wide to make someone else's decisions fail.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { ManualClock } from '../../src/clock.js';
+import { startHarness, type Harness } from '../support/harness.js';
+
+let h: Harness;
+let clock: ManualClock;
+beforeEach(async () => {
+  h = await startHarness();
+  clock = h.clock as ManualClock;
+});
+afterEach(async () => h?.close());
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+const revision = async () => (await h.ctx.graph.current()).revision;
+const ask = (principal: string, body: Record<string, unknown>) => h.call(principal, { method: 'POST', url: '/v1/decisions', payload: body });
+const read = { actions: ['read_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['*'], risk_max: 0 };
+const readPost = { action: 'read_post', resource: 'wp:post:1', environment: 'production' };
+
+async function delegate(principal: string, payload: Record<string, unknown>) {
+  const before = await revision();
+  const r = await h.call(principal, { method: 'POST', url: '/v1/delegations', payload: { reason: 'attack', max_depth: 0, ...payload } });
+  return { ...r, moved: (await revision()) !== before };
+}
+
+describe('a revocation recorded ahead of this replica\'s clock still counts', () => {
+  // Replicas share the graph, not a clock: one whose clock is a minute ahead records the revocation at
+  // its time; this one, behind, then reads a revoked_at later than its `now`.
+  it('an edge revoked "in the future" supports no delegation', async () => {
+    const rev = await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-orchestrator', payload: { reason: 'compromised' } });
+    expect(rev.status).toBe(200);
+    clock.advance(-MINUTE);
+    const r = await delegate('orchestrator', { from: 'orchestrator', to: 'content-agent-3', scope: read });
+    expect([r.status, r.body.code], JSON.stringify(r.body)).toEqual([403, 'ATTENUATION_VIOLATION']);
+    expect(r.moved).toBe(false);
+    expect((await ask('orchestrator', readPost)).body.allow).toBe(false);
+  });
+
+  it('a principal revoked "in the future" above the delegator supports no delegation', async () => {
+    expect((await delegate('orchestrator', { id: 'd-op', from: 'orchestrator', to: 'publisher', max_depth: 1, scope: read })).status).toBe(201);
+    const rev = await h.call('governance', { method: 'DELETE', url: '/v1/principals/orchestrator', payload: { reason: 'compromised' } });
+    expect(rev.status).toBe(200);
+    clock.advance(-MINUTE);
+    const r = await delegate('publisher', { from: 'publisher', to: 'content-agent-3', scope: read });
+    expect([r.status, r.body.code], JSON.stringify(r.body)).toEqual([403, 'ATTENUATION_VIOLATION']);
+    expect(r.moved).toBe(false);
+    expect((await ask('publisher', readPost)).body.allow).toBe(false);
+  });
+});
+
+describe('a principal revoked on a replica whose clock is ahead', () => {
+  it('cannot authenticate on this one, behind it: no edge revocation, no read, no decision', async () => {
+    const d = await delegate('editor-alice', { id: 'd-alice-c3', from: 'editor-alice', to: 'content-agent-3', scope: read });
+    expect(d.status).toBe(201);
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/principals/editor-alice', payload: { reason: 'left' } })).status).toBe(200);
+    clock.advance(-MINUTE);
+    const before = await revision();
+    const revoke = await h.call('editor-alice', { method: 'DELETE', url: '/v1/edges/d-alice-c3', payload: { reason: 'on my way out' } });
+    expect([revoke.status, revoke.body.code], JSON.stringify(revoke.body)).toEqual([401, 'UNAUTHENTICATED']);
+    expect(await revision()).toBe(before);
+    expect((await h.call('editor-alice', { method: 'GET', url: '/v1/edges/d-alice-c3' })).status).toBe(401);
+    expect((await ask('editor-alice', readPost)).status).toBe(401);
+  });
+});
+
+describe('AuthZEN subject search after a revocation recorded ahead of this clock', () => {
+  it('does not list the revoked principal as one who may do it', async () => {
+    const search = () => h.call('governance', {
+      method: 'POST', url: '/access/v1/search/subject',
+      payload: { subject: { type: 'agent' }, action: { name: 'update_post' }, resource: { type: 'wp:post', id: 'wp:post:1', properties: { environment: 'production', fields: ['title'] } } },
+    });
+    const before = await search();
+    expect(before.status, JSON.stringify(before.body)).toBe(200);
+    expect(before.body.results.map((r: { id: string }) => r.id)).toContain('seo-agent-7');
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/principals/seo-agent-7', payload: { reason: 'gone' } })).status).toBe(200);
+    clock.advance(-MINUTE);
+    const after = await search();
+    expect(after.body.results.map((r: { id: string }) => r.id)).not.toContain('seo-agent-7');
+  });
+});
+
+describe('dead authority above', () => {
+  it('a delegation cannot be written from a grant that has expired or is not valid yet', async () => {
+    for (const [id, window] of [
+      ['g-later', { not_before: new Date(clock.now() + HOUR).toISOString() }],
+      ['g-over', { expires_at: new Date(clock.now() + MINUTE).toISOString() }],
+    ] as const) {
+      const g = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id, to: 'publisher', reason: 'window', max_depth: 1, ...window, scope: read } });
+      expect(g.status, JSON.stringify(g.body)).toBe(201);
+    }
+    clock.advance(2 * MINUTE);
+    const r = await delegate('publisher', { from: 'publisher', to: 'content-agent-3', scope: read });
+    expect([r.status, r.body.code], JSON.stringify(r.body)).toEqual([403, 'ATTENUATION_VIOLATION']);
+    expect(r.moved).toBe(false);
+    expect((await ask('publisher', readPost)).body.allow).toBe(false);
+  });
+
+  it('a delegation written while its parent was live dies with the parent\'s expiry, and does not come back with a new grant of the same scope under another id', async () => {
+    const g = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-pub-read', to: 'publisher', reason: 'r', max_depth: 1, expires_at: new Date(clock.now() + HOUR).toISOString(), scope: read } });
+    expect(g.status).toBe(201);
+    expect((await delegate('publisher', { id: 'd-pub', from: 'publisher', to: 'content-agent-3', expires_at: new Date(clock.now() + HOUR).toISOString(), scope: read })).status).toBe(201);
+    expect((await ask('content-agent-3', readPost)).body.allow).toBe(true);
+    clock.advance(HOUR);
+    expect((await ask('content-agent-3', readPost)).body.allow).toBe(false);
+  });
+
+  it('a principal revoked and registered again under its id stays revoked: refused or a no-op, never a fresh principal', async () => {
+    const before = await h.call('governance', { method: 'GET', url: '/v1/principals/seo-agent-7' });
+    expect(before.status).toBe(200);
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/principals/seo-agent-7', payload: { reason: 'gone' } })).status).toBe(200);
+    const { id, kind, priority_class, attributes, keys } = before.body.principal ?? before.body;
+    const again = await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id, kind, priority_class, attributes, keys } });
+    expect(again.status).toBeLessThan(500);
+    const other = await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id, kind: 'human', keys } });
+    expect([other.status, other.body.code]).toEqual([409, 'ALREADY_EXISTS']);
+    const p = (await h.ctx.graph.current()).principal('seo-agent-7')!;
+    expect(p.revoked_at).not.toBeNull();
+    const r = await ask('seo-agent-7', { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['title'] });
+    expect(r.body.allow ?? false).toBe(false);
+    // A new grant to the revoked id is refused.
+    const g = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { to: 'seo-agent-7', reason: 'r', scope: read } });
+    expect(g.status).toBe(422);
+  });
+
+  it('a cycle with no root left holds nothing, and is judged quickly', async () => {
+    const body = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['body'], risk_max: 1 };
+    expect((await delegate('orchestrator', { id: 'd-oa', from: 'orchestrator', to: 'editor-alice', max_depth: 1, scope: body })).status).toBe(201);
+    expect((await delegate('editor-alice', { id: 'd-ao', from: 'editor-alice', to: 'orchestrator', max_depth: 0, scope: body })).status).toBe(201);
+    for (const g of ['g-orchestrator', 'g-editor-alice']) {
+      expect((await h.call('governance', { method: 'DELETE', url: `/v1/edges/${g}`, payload: { reason: 'cut the roots' } })).status).toBe(200);
+    }
+    const req = { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['body'] };
+    for (const p of ['orchestrator', 'editor-alice', 'content-agent-3']) {
+      const r = await ask(p, req);
+      expect(r.status).toBe(200);
+      expect(r.body.allow, p).toBe(false);
+    }
+    // Nor can either re-delegate from the cycle.
+    const d = await delegate('orchestrator', { from: 'orchestrator', to: 'publisher', scope: body });
+    expect([d.status, d.body.code]).toEqual([403, 'ATTENUATION_VIOLATION']);
+  });
+});
+
+describe('budgets: a wide graph made by someone else', () => {
+  // Anyone who may delegate may delegate to anyone, without the delegate's consent. editor-alice (a
+  // depth-1 grant over every post) writes 65 delegations into content-agent-3: one more than the
+  // resolution's fan-out budget (64 candidate edges per principal).
+  // DESIGN QUESTION: the decisions of content-agent-3, whose own chain g-orchestrator > d-orch-content is
+  // untouched, then fail with BUDGET_EXCEEDED: fail closed, but a third party chose it. Bounding the
+  // live delegations one principal may write into another, or counting parallel edges from the same
+  // delegator as one candidate, or judging the chains of the first 64 instead of failing, would each
+  // change what the budget means; not built here.
+  // The delegations a principal wrote while it could stay in the graph when the grant that allowed them
+  // is revoked (writ orphans lists them), and each made a live, covering candidate path through any
+  // other grant that principal keeps, invalid there (that grant allows no further delegation).
+  // Candidates are ordered live first, then shorter, then by edge ids, and 16 are judged (maxChains):
+  // 17 such leftovers whose grant id sorts before g-orchestrator pushed seo-agent-7's own valid chain
+  // out, and its decision was a plain deny. Decide-mode resolution now drops a path whose edge is wider
+  // than the next one on it (narrowsTo), as it drops dead edges.
+  it('seo-agent-7 is still allowed through its own chain when 17 leftover delegations into it are invalid', async () => {
+    const title = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 };
+    for (const [id, depth] of [['g-a0', 0], ['g-pub-temp', 1]] as const) {
+      const g = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id, to: 'publisher', reason: 'titles', max_depth: depth, scope: title } });
+      expect(g.status, JSON.stringify(g.body)).toBe(201);
+    }
+    for (let i = 0; i < 17; i++) {
+      const r = await delegate('publisher', { id: `left-${String(i).padStart(2, '0')}`, from: 'publisher', to: 'seo-agent-7', scope: title });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+    }
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-pub-temp', payload: { reason: 'no more re-delegation' } })).status).toBe(200);
+    const r = await ask('seo-agent-7', { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['title'] });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.allow, JSON.stringify(r.body.reasons)).toBe(true);
+  }, 120_000);
+
+  // NOT DONE: the same with leftovers that keep too much depth under a grant that still allows some (here
+  // max_depth 1 under a kept max_depth-1 grant): narrowsTo prunes a parent that allows no delegation and
+  // every scope and window dimension, not the depth a child keeps, which stays the policy's to judge (the
+  // resolver's unit fixtures give every edge depth 3). Pruning it too would close this.
+  it.fails('seo-agent-7 is still allowed when 17 leftovers keep more depth than the grant left to them allows', async () => {
+    const title = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 1 };
+    for (const [id, depth] of [['g-a1', 1], ['g-pub-temp', 2]] as const) {
+      const g = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id, to: 'publisher', reason: 'titles', max_depth: depth, scope: title } });
+      expect(g.status, JSON.stringify(g.body)).toBe(201);
+    }
+    for (let i = 0; i < 17; i++) {
+      const r = await delegate('publisher', { id: `left-${String(i).padStart(2, '0')}`, from: 'publisher', to: 'seo-agent-7', max_depth: 1, scope: title });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+    }
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-pub-temp', payload: { reason: 'no more re-delegation' } })).status).toBe(200);
+    const r = await ask('seo-agent-7', { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['title'] });
+    expect(r.body.allow, JSON.stringify(r.body.reasons)).toBe(true);
+  }, 120_000);
+
+  it.fails('content-agent-3 is still allowed through its own chain after 65 unsolicited delegations', async () => {
+    const body = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['body'], risk_max: 1 };
+    for (let i = 0; i < 65; i++) {
+      const r = await delegate('editor-alice', { id: `flood-${i}`, from: 'editor-alice', to: 'content-agent-3', scope: body });
+      expect(r.status).toBe(201);
+    }
+    const r = await ask('content-agent-3', { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['body'] });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.allow).toBe(true);
+  }, 120_000);
+});
