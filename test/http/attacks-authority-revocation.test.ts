@@ -41,6 +41,22 @@ describe('a revocation recorded ahead of this replica\'s clock still counts', ()
     expect((await ask('orchestrator', readPost)).body.allow).toBe(false);
   });
 
+  it('the policy counts it too: explain shows the chain through an edge revoked "in the future" as revoked, as decide does', async () => {
+    const update = { action: 'update_post', resource: 'wp:post:1024', environment: 'production', fields: ['title'] };
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/edges/d-orch-seo', payload: { reason: 'compromised' } })).status).toBe(200);
+    clock.advance(-MINUTE);
+    expect((await ask('seo-agent-7', update)).body.allow).toBe(false);
+    const ex = await h.call('governance', { method: 'POST', url: '/v1/explain', payload: { principal: 'seo-agent-7', ...update } });
+    expect(ex.status, JSON.stringify(ex.body)).toBe(200);
+    expect(ex.body.allow).toBe(false);
+    const through = ex.body.chains.filter((c: { edges: { id: string }[] }) => c.edges.some((e) => e.id === 'd-orch-seo'));
+    expect(through.length).toBeGreaterThan(0);
+    for (const c of through) {
+      expect(c.verdict.ok).toBe(false);
+      expect(JSON.stringify(c.verdict.edges)).toMatch(/d-orch-seo[^"]*" was revoked at|was revoked at/);
+    }
+  });
+
   it('a principal revoked "in the future" above the delegator supports no delegation', async () => {
     expect((await delegate('orchestrator', { id: 'd-op', from: 'orchestrator', to: 'publisher', max_depth: 1, scope: read })).status).toBe(201);
     const rev = await h.call('governance', { method: 'DELETE', url: '/v1/principals/orchestrator', payload: { reason: 'compromised' } });

@@ -151,9 +151,15 @@ test_deny_revoked_edge if {
 	reasons(f.with_edges([f.grant, f.edge(f.delegate, {"revoked_at": f.now})])) == ["chain 0: edge d-orch-seo (orchestrator → seo-agent-7) was revoked at 2026-01-01T00:00:00Z"]
 }
 
-test_revocation_in_the_future_still_allows if {
-	r := decision with input as f.with_edges([f.grant, f.edge(f.delegate, {"revoked_at": f.now + 1})])
-	r.allow
+# A principal's revocation recorded ahead of `now` counts at once too.
+test_deny_principal_revocation_recorded_ahead_of_now if {
+	given := object.union(f.decision_input, {"principals": {"seo-agent-7": {"revoked_at": f.now + 1}}})
+	reasons(given) == ["chain 0: principal seo-agent-7 on edge d-orch-seo (orchestrator → seo-agent-7) was revoked at 2026-01-01T00:00:00.001Z"]
+}
+
+# A revocation recorded "in the future" of `now` (by a replica whose clock is ahead) counts at once.
+test_deny_revocation_recorded_ahead_of_now if {
+	reasons(f.with_edges([f.grant, f.edge(f.delegate, {"revoked_at": f.now + 1})])) == ["chain 0: edge d-orch-seo (orchestrator → seo-agent-7) was revoked at 2026-01-01T00:00:00.001Z"]
 }
 
 test_deny_not_yet_valid_one_ms_before if {
