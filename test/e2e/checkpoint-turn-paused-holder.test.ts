@@ -14,6 +14,7 @@ import { openSqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { CLI, onFreePort, REPO, requireDist, spawnListening } from '../../scripts/server-process.js';
 import { createTestDatabase, sql } from '../store/conformance/engines.js';
 import { intent } from '../audit/helpers.js';
+import { until as waitUntil } from '../support/wait.js';
 
 // A replica that takes the periodic checkpoints stops (SIGSTOP) while it holds the turn, another takes over once
 // the turn (three intervals) runs out, and the first resumes (SIGCONT): it must sign nothing in the other's turn
@@ -28,15 +29,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const TAKES = 'receipt checkpoints: this replica takes them';
 const FOLLOWS = 'receipt checkpoints: another replica takes them';
 
-async function until<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, ms = 30_000): Promise<T> {
-  const start = Date.now();
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() - start > ms) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
+const until = <T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, ms = 30_000) => waitUntil(what, probe, ms, 100);
 
 type Replica = Awaited<ReturnType<typeof spawnListening>>;
 

@@ -7,6 +7,7 @@ import { startSampleUpstream } from '../../src/upstream/index.js';
 import { startFlakyUpstream, type FlakyUpstream } from '../support/flaky-upstream.js';
 import { fixtureKey } from '../support/harness.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { until } from '../support/wait.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'writ-drain-'));
 let server: ServerProcess | undefined;
@@ -18,14 +19,6 @@ afterAll(async () => {
   await upstream?.app.close();
   rmSync(tmp, { recursive: true, force: true });
 });
-
-const until = async (what: string, ok: () => boolean | Promise<boolean>, ms = 10_000) => {
-  const end = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-};
 
 describe('SIGTERM under load', () => {
   it('drains: writes in flight finish and settle, new requests and queued lease waits get 503 OVERLOADED with Retry-After, exit 0, and a restart finds everything settled', async () => {

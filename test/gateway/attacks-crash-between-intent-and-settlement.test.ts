@@ -7,6 +7,7 @@ import { startSampleUpstream } from '../../src/upstream/index.js';
 import { startFlakyUpstream, type FlakyUpstream } from '../support/flaky-upstream.js';
 import { fixtureKey } from '../support/harness.js';
 import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { until } from '../support/wait.js';
 
 /**
  * A real `writ serve` killed with SIGKILL while two writes are between their intent (durable: the write was
@@ -27,13 +28,7 @@ afterAll(async () => {
 });
 
 const TIMEOUT_MS = 3000;
-const waitFor = async (what: string, ok: () => boolean | Promise<boolean>, ms = 20_000) => {
-  const until = Date.now() + ms;
-  while (!(await ok())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-};
+const waitFor = (what: string, ok: () => boolean | Promise<boolean>, ms = 20_000) => until(what, ok, ms);
 
 describe('kill -9 between the intent and the settlement', () => {
   it('the receipts end as the upstream says (COMPLETED / FAILED), the chain verifies, and no write is forwarded twice', async () => {
