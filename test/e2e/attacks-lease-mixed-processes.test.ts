@@ -42,11 +42,12 @@ interface Hold {
 
 describe.each(['sqlite', 'postgres'] as const)('one key, lease streams and HTTP on two server processes, one of them killed -9 and restarted [%s]', (engine) => {
   it('never two holders at once, every epoch granted once and in grant order, and the restarted server continues above every epoch', { timeout: 90_000 }, async () => {
-    let env: Record<string, string> = {};
+    // The decisions are asked once, up front, and the run may go on past their default 30 s (see KINDS below).
+    let env: Record<string, string> = { WRIT_DECISION_TTL_MS: '600000' };
     if (engine === 'postgres') {
       const db = await createTestDatabase('writ_mixed');
       drops.push(db.drop);
-      env = { WRIT_DATABASE_URL: db.url };
+      env = { ...env, WRIT_DATABASE_URL: db.url };
     }
     const a = await startServerProcess({ env });
     servers.push(a);
