@@ -269,10 +269,9 @@ export function keyMaterial(jwk: PublicJwk): string {
  * Why a caller authenticated earlier (a lease stream's opening assertion) is no longer who it was, or
  * null if it still is: its principal is gone or revoked, or no longer has the very key that signed the
  * assertion (the same kid with other key material is another key: a rotation of a compromised key ends it).
- * A revocation counts whatever time it was recorded at (a replica whose clock is ahead may have recorded
- * it), so `_now` is not read; it stays for the callers.
+ * A revocation counts whatever time it was recorded at (a replica whose clock is ahead may have recorded it).
  */
-export function callerNoLongerValid(caller: AuthenticatedCaller, principal: CallerAuthDeps['principal'], _now: number): string | null {
+export function callerNoLongerValid(caller: AuthenticatedCaller, principal: CallerAuthDeps['principal']): string | null {
   const p = principal(caller.principal);
   if (!p) return `principal ${caller.principal} no longer exists`;
   if (p.revoked_at !== null) return `principal ${caller.principal} is revoked`;

@@ -163,8 +163,8 @@ export function delegatorHolds(ctx: WritContext, graph: AuthorityGraph, proposed
   const supporting = check(resolveChainsTo(graph, proposed.from, now, { mode: 'decide' }, (scope) => scopeCovers(scope, proposed.scope)));
   if (supporting.allow) return supporting;
   // The unpruned chains are for the reasons only; the verdict stays the pruned search's (fail closed), as
-  // a decision's does. They can pass where it found nothing: a revocation recorded at a time after `now`
-  // (by a replica whose clock is ahead) is not yet one to the policy, while every revocation prunes.
+  // a decision's does: should the policy ever pass a chain the pruning drops (a bundle whose rules are
+  // looser than the resolver's narrowing and liveness checks), no delegation is written from it.
   const explained = check(resolveChainsTo(graph, proposed.from, now, { mode: 'explain' }));
   if (!explained.allow) return explained;
   return { allow: false, violations: [`chain: ${proposed.from} holds no chain from governance whose every edge and principal is unrevoked and live now that covers it`] };

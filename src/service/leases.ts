@@ -65,7 +65,7 @@ async function graphEventsSinceCheck(tx: StoreTx, since: number): Promise<Record
  * (CallerNoLongerValid) otherwise. Only looked into when one of the events is about its principal or the
  * principal has a revocation time: as a rule nothing is made here (the lease stream's hot path).
  */
-function checkCallerStillValid(caller: AuthenticatedCaller, graph: AuthorityGraph, events: readonly RecordedGraphEvent[], now: number): void {
+function checkCallerStillValid(caller: AuthenticatedCaller, graph: AuthorityGraph, events: readonly RecordedGraphEvent[]): void {
   const id = caller.principal;
   const known = graph.principal(id);
   let changed = known === undefined || known.revoked_at !== null;
@@ -73,7 +73,7 @@ function checkCallerStillValid(caller: AuthenticatedCaller, graph: AuthorityGrap
     if (event.type === 'principal.created' ? event.principal.id === id : (event.type === 'principal.keys_set' || event.type === 'principal.revoked') && event.id === id) changed = true;
   }
   if (!changed) return;
-  const why = callerNoLongerValid(caller, (p) => (p === id ? principalAfter(graph, events, id) : graph.principal(p)), now);
+  const why = callerNoLongerValid(caller, (p) => (p === id ? principalAfter(graph, events, id) : graph.principal(p)));
   if (why) throw new CallerNoLongerValid(`${why} since it asked: the acquisition is not granted`);
 }
 
@@ -286,7 +286,7 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
       const graph = ctx.graph.latest;
       // A waiter's turn may come long after its caller authenticated: a key replaced or a principal
       // revoked meanwhile refuses the grant (the queue moves on to the next waiter).
-      if (authenticated) checkCallerStillValid(authenticated, graph, sinceCheck, ctx.clock.now());
+      if (authenticated) checkCallerStillValid(authenticated, graph, sinceCheck);
       for (const claims of authority) {
         checkNotRevokedSince(sinceCheck, claims, principalsOfChain(graph, claims));
         checkOwnersUnchangedSince(graph, sinceCheck, claims, ctx.clock.now());

@@ -221,7 +221,7 @@ export function registerLeaseStream(app: FastifyInstance, options: LeaseStreamOp
       /** The principal and the key its stream was opened with, still registered and unrevoked. */
       const stillAuthenticated = async (op: WritContext) => {
         const graph = await op.graph.current();
-        const why = callerNoLongerValid(caller, (id) => graph.principal(id), ctx.clock.now());
+        const why = callerNoLongerValid(caller, (id) => graph.principal(id));
         if (why) {
           closing = true;
           ended ??= new WritError('UNAUTHENTICATED', `${why}: the lease stream is closed`);
