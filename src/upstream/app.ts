@@ -209,7 +209,7 @@ export function createSampleUpstream(options: SampleUpstreamOptions): FastifyIns
       case 'stale_epoch':
         return refuse(req, reply, 409, {
           code: 'STALE_FENCING_EPOCH',
-          message: `a write with a higher fencing epoch for ${outcome.key} was already accepted`,
+          message: `a write with a higher fencing epoch for ${outcome.key}, or for its resource or one of its fields, was already accepted`,
           key: outcome.key,
           highest: outcome.highest,
         });

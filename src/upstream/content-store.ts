@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { UpstreamDatabase } from './database.js';
 import { highestEpoch, type FencingEpochs } from '../wire/fencing-header.js';
+import { keysConflict } from '../wire/key-family.js';
 
 /** The fields a sample post has. Every write is a partial update of these. */
 export const POST_FIELDS = ['title', 'body', 'meta_description', 'tags', 'canonical', 'status'] as const;
@@ -246,10 +247,22 @@ export class SampleContentStore {
     return revision === null ? null : { kind: 'replayed', post: this.get(cmd.postId)!, revision };
   }
 
+  /**
+   * Refuses a write that carries, for some key, an epoch below the highest accepted for that key or for a
+   * key of its family it conflicts with (src/wire/key-family.ts): a field write is fenced by its field and
+   * by the whole resource, a whole-resource write by the resource and by every field of it. Writ grants
+   * a family's epochs from one counter, so a lease that ended (whole or field) writes late below whoever
+   * took any key of its family after it, once that one has written. Siblings (two fields) never fence
+   * each other. The refusal names the write's key and the highest that stops it.
+   */
   private fence(post: Post | null, fencing: FencingEpochs | null): WriteOutcome | null {
     if (!post || !fencing) return null;
+    const seen = Object.keys(post.fences);
     for (const key of Object.keys(fencing).sort()) {
-      const highest = Object.hasOwn(post.fences, key) ? post.fences[key]! : null;
+      let highest: number | null = null;
+      for (const other of seen) {
+        if (keysConflict(key, other)) highest = Math.max(highest ?? 0, post.fences[other]!);
+      }
       if (highest !== null && fencing[key]! < highest) return { kind: 'stale_epoch', key, highest };
     }
     return null;

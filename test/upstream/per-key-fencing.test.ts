@@ -60,6 +60,22 @@ describe('sample upstream fencing per coordination key', () => {
     expect((await put({ body: 'b' }, `${BODY}=1`)).statusCode).toBe(200);
   });
 
+  it('fences a whole-resource write by every field of it, and a field write by the whole resource (one family)', async () => {
+    const WHOLE = 'wp:post:1024';
+    // A field holder (epoch 6, granted after the whole lease 5 ended) wrote: the whole lease's late write is stale.
+    expect((await put({ title: 'whole' }, `${WHOLE}=5`)).statusCode).toBe(201);
+    expect((await put({ title: 'field' }, `${TITLE}=6`)).statusCode).toBe(200);
+    expect((await put({ title: 'late whole' }, `${WHOLE}=5`)).json()).toMatchObject({ code: 'STALE_FENCING_EPOCH', key: WHOLE, highest: 6 });
+    // A whole holder (epoch 8) wrote: the field lease 6's late write is stale, and so is a sibling's older one.
+    expect((await put({ title: 'whole again' }, `${WHOLE}=8`)).statusCode).toBe(200);
+    expect((await put({ title: 'late field' }, `${TITLE}=6`)).json()).toMatchObject({ code: 'STALE_FENCING_EPOCH', key: TITLE, highest: 8 });
+    expect((await put({ body: 'late sibling' }, `${BODY}=7`)).json()).toMatchObject({ code: 'STALE_FENCING_EPOCH', key: BODY, highest: 8 });
+    // Siblings do not fence each other: body 9 after title 10.
+    expect((await put({ title: 't' }, `${TITLE}=10`)).statusCode).toBe(200);
+    expect((await put({ body: 'b' }, `${BODY}=9`)).statusCode).toBe(200);
+    expect((await post()).fields).toMatchObject({ title: 't', body: 'b' });
+  });
+
   it('treats a bare number as the whole-post key *', async () => {
     await put({ title: 'a' }, '4');
     expect((await post()).fences).toEqual({ '*': 4 });
