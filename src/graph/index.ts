@@ -1,6 +1,6 @@
 /** The authority graph: model, patterns, the in-memory graph, chain and owner resolution, export. */
 export * from './model.js';
-export { validatePattern, validateResourceKey, matchesPattern, patternCovers, patternsOverlap, specificity } from './patterns.js';
+export { ECHO_LIMIT, nfcProblem, validatePattern, validateResourceKey, matchesPattern, patternCovers, patternsOverlap, specificity } from './patterns.js';
 export {
   AuthorityGraph,
   MANAGED_STATE_PREFIX,

@@ -27,9 +27,35 @@ export function compilePattern(pattern: string): PatternSegments {
   return segments;
 }
 
+/** The longest text a refusal repeats: input is bounded by the schemas, but not everywhere by much. */
+export const ECHO_LIMIT = 200;
+
+/**
+ * Error text, or null when `text` is in Unicode NFC. Names, keys and patterns are compared as strings,
+ * so the NFD spelling of a name (`cafe\u0301`) would be a second name beside its NFC one (`caf\u00e9`):
+ * two coordination keys for one resource, or a pattern that matches no key. They are refused rather
+ * than normalised: the key a caller sent is the one the upstream and the receipts see, and a key Writ
+ * rewrote would be a second spelling in the audit trail. `what` names the text (`resource key`).
+ */
+export function nfcProblem(text: string, what: string): string | null {
+  const nfc = text.normalize('NFC');
+  if (nfc === text) return null;
+  // Both spellings print alike: the escaped form shows what to send. Long input is not repeated.
+  return nfc.length <= ECHO_LIMIT
+    ? `${what} is not in Unicode NFC; send ${JSON.stringify(nfc)} (${escapeNonAscii(nfc)})`
+    : `${what} is not in Unicode NFC; send its NFC form (String.prototype.normalize('NFC'); it is not repeated here, being ${nfc.length} characters long)`;
+}
+
+/** `text` as a JSON string with every character outside ASCII as a \u escape: NFC and NFD differ visibly. */
+function escapeNonAscii(text: string): string {
+  return JSON.stringify(text).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /** Error text, or null when `pattern` is a valid resource pattern. */
 export function validatePattern(pattern: string): string | null {
   if (typeof pattern !== 'string' || pattern.length === 0) return 'resource pattern is empty';
+  const nfc = nfcProblem(pattern, 'resource pattern');
+  if (nfc) return nfc;
   if (WHITESPACE.test(pattern)) return `resource pattern "${pattern}" contains whitespace`;
   const segments = pattern.split(SEPARATOR);
   for (let i = 0; i < segments.length; i++) {

@@ -15,7 +15,7 @@
  * is checked after it.
  */
 import { WritError } from '../errors.js';
-import { validatePattern, validateResourceKey } from '../graph/index.js';
+import { nfcProblem, validatePattern, validateResourceKey } from '../graph/index.js';
 import { didYouMean, dottedPath, schemaChecker } from '../json-schema.js';
 import type { PolicyData, ResourceClassRule } from './types.js';
 
@@ -70,6 +70,7 @@ export const POLICY_DATA_SCHEMA = {
                 additionalProperties: false,
                 properties: { segment: { type: 'integer', minimum: 0 }, value: domainName },
               },
+              host_segments: { type: 'array', uniqueItems: true, items: { type: 'integer', minimum: 0 } },
               description: { type: 'string' },
             },
           },
@@ -142,10 +143,36 @@ function crossChecks(data: PolicyData): string[] {
       problems.push(`${at}: a rule with a conflict domain needs a conflict_scope ({"segment": i} or {"value": "…"}): the domain is coordinated per scope`);
     }
     const segment = rule.conflict_scope?.segment;
+    const segments = rule.pattern.split(':');
+    const fixed = segments.at(-1) === '**' ? segments.length - 1 : segments.length;
     if (segment !== undefined && !patternProblem) {
-      const segments = rule.pattern.split(':');
-      const fixed = segments.at(-1) === '**' ? segments.length - 1 : segments.length;
       if (segment >= fixed) problems.push(`${at}.conflict_scope.segment: ${segment} is not a segment every key of "${rule.pattern}" has (0 to ${fixed - 1})`);
+    }
+    (rule.host_segments ?? []).forEach((host, j) => {
+      if (patternProblem) return;
+      if (host >= fixed) problems.push(`${at}.host_segments[${j}]: ${host} is not a segment every key of "${rule.pattern}" has (0 to ${fixed - 1})`);
+      else if (segments[host] !== segments[host]!.toLowerCase()) problems.push(`${at}.host_segments[${j}]: segment ${host} of "${rule.pattern}" is a host name, which keys spell in lower case, so the rule would match no key: write "${segments[host]!.toLowerCase()}"`);
+    });
+    // Names that become part of coordination keys (R#field, domain:NAME:SCOPE): one spelling each.
+    const names = [
+      ...Object.keys(rule.fields ?? {}).map((f) => [`${at}.fields.${f}`, f] as const),
+      ...domains,
+      ...(rule.conflict_scope?.value === undefined ? [] : [[`${at}.conflict_scope.value`, rule.conflict_scope.value] as const]),
+    ];
+    for (const [where, value] of names) {
+      const problem = nfcProblem(value, where);
+      if (problem) problems.push(problem);
+    }
+  });
+  // A domain scoped by a host segment somewhere is a domain of hosts: a fixed scope of it names one in
+  // lower case, as keys do, or it would never join the keys of that site (`Example.com`).
+  const domainsOf = (rule: ResourceClassRule) => [rule.conflict_domain, ...Object.values(rule.field_conflict_domains ?? {})].filter((d) => d !== undefined);
+  const hostScoped = new Set(writ.resource_classes.filter((r) => r.conflict_scope?.segment !== undefined && (r.host_segments ?? []).includes(r.conflict_scope.segment)).flatMap(domainsOf));
+  writ.resource_classes.forEach((rule, i) => {
+    const value = rule.conflict_scope?.value;
+    const domain = domainsOf(rule).find((d) => hostScoped.has(d));
+    if (value !== undefined && domain !== undefined && value !== value.toLowerCase()) {
+      problems.push(`data.writ.resource_classes[${i}].conflict_scope.value: "${value}" scopes ${domain}, which other rules scope by a host segment (host_segments), spelt in lower case in keys, so it would never join their keys: write "${value.toLowerCase()}"`);
     }
   });
   const froms = new Map<string, number>();

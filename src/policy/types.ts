@@ -133,6 +133,11 @@ export interface ResourceClassRule {
   field_conflict_domains?: Record<string, string>;
   /** Which scope of the conflict domain a key is in: one of its segments (0-based), or a fixed value. */
   conflict_scope?: { segment: number; value?: never } | { value: string; segment?: never };
+  /**
+   * The segments (0-based) of the rule's keys that are host names, read without case (DNS): a key
+   * spelling one in capitals is refused, and so is a graph pattern that does (it would match no key).
+   */
+  host_segments?: number[];
   description?: string;
 }
 

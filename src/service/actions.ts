@@ -6,7 +6,7 @@ import type { AuthorityGraph } from '../graph/index.js';
 import { leaseIdOfToken } from '../lease/token.js';
 import type { StoreTx } from '../store/contract.js';
 import type { WritContext } from './context.js';
-import { canonicalResource } from './resources.js';
+import { canonicalResource, checkFieldSpelling } from './resources.js';
 import { verifyPresentedDecision } from './presented-decision.js';
 
 /** A leased write is not forwarded with less lease than this left: it would only time out as PENDING. */
@@ -145,6 +145,7 @@ export async function performAction(ctx: WritContext, who: string | Authenticate
 function identifyWrite(ctx: WritContext, caller: string, input: ActionInput): IdentifiedWrite {
   const fields = [...new Set(input.fields)].sort();
   const resource = canonicalResource(ctx.policy.data, input.resource);
+  checkFieldSpelling(fields, 'fields');
   const payloadFields = Object.keys(input.payload).sort();
   if (payloadFields.join('\n') !== fields.join('\n')) {
     throw new WritError('UNPROCESSABLE', `payload must carry exactly the fields named in fields [${fields.join(', ')}], got [${payloadFields.join(', ')}]`);

@@ -1,22 +1,55 @@
 import { WritError } from '../errors.js';
-import { matchesPattern, patternsOverlap, validateResourceKey } from '../graph/index.js';
+import { ECHO_LIMIT, matchesPattern, nfcProblem, patternsOverlap, validateResourceKey } from '../graph/index.js';
 import type { EdgeKind, Scope } from '../graph/model.js';
 import { didYouMean } from '../json-schema.js';
-import type { PolicyData } from '../policy/types.js';
+import type { PolicyData, ResourceClassRule } from '../policy/types.js';
 
 /**
  * The coordination registry's key rules: aliases are rewritten to canonical keys (agents never invent
- * keys), and a key must belong to a declared resource class, else it is unknown.
+ * keys), and a key must belong to a declared resource class, else it is unknown. One name is one key:
+ * a key not in Unicode NFC (nfcProblem), or one spelling a host segment of its class in capitals
+ * (hostInCapitals), is refused (UNPROCESSABLE), never rewritten: the key sent is the one the
+ * upstream and the receipts see.
  */
 export function canonicalResource(data: PolicyData, key: string): string {
+  const nfc = nfcProblem(key, 'resource key');
+  if (nfc) throw new WritError('UNPROCESSABLE', `resource: ${nfc}`);
   const alias = aliasOf(data, key);
   const canonical = alias ? alias.to + key.slice(alias.from.length) : key;
   const problem = validateResourceKey(canonical);
   if (problem) throw new WritError('UNPROCESSABLE', `resource: ${problem}`);
-  if (!data.writ.resource_classes.some((rule) => matchesPattern(rule.pattern, canonical))) {
+  const classes = data.writ.resource_classes.filter((rule) => matchesPattern(rule.pattern, canonical));
+  if (classes.length === 0) {
     throw new WritError('UNKNOWN_RESOURCE', `"${key}" is not a registered coordination key (no resource class matches it)`);
   }
+  const host = hostInCapitals(classes, canonical);
+  if (host) throw new WritError('UNPROCESSABLE', `resource: ${hostProblem(host, canonical, 'resource key', 'send')}`);
   return canonical;
+}
+
+/**
+ * The first host segment of one of `classes` that `key` (or a pattern's literal segments) spells in
+ * capitals, with the key in lower case there, or null. A host name is read without case (DNS), so
+ * `site:EXAMPLE.COM:…` and `site:example.com:…` would be two keys, and two conflict domains, for one
+ * site: keys spell host segments in lower case.
+ */
+function hostInCapitals(classes: readonly ResourceClassRule[], key: string): { segment: number; rule: ResourceClassRule; lower: string } | null {
+  const segments = key.split(':');
+  for (const rule of classes) {
+    const hosts = rule.host_segments ?? [];
+    for (const i of hosts) {
+      const s = segments[i];
+      if (s === undefined || s === s.toLowerCase()) continue;
+      return { segment: i, rule, lower: segments.map((seg, j) => (hosts.includes(j) ? seg.toLowerCase() : seg)).join(':') };
+    }
+  }
+  return null;
+}
+
+/** hostInCapitals as a sentence about `what` (`resource key`); long input is not repeated (as nfcProblem's). */
+function hostProblem(h: { segment: number; rule: ResourceClassRule; lower: string }, key: string, what: string, send: string): string {
+  const why = `segment ${h.segment} is a host name (resource class ${h.rule.pattern}, host_segments), which is read without case, so keys spell it in lower case`;
+  return key.length <= ECHO_LIMIT ? `${what} "${key}": ${why}; ${send} "${h.lower}"` : `${what}: ${why}; ${send} it with that segment in lower case`;
 }
 
 /** The alias a key (or a pattern) is written under: the first whose `from` is its leading segments. */
@@ -98,10 +131,22 @@ function scopeCheck(data: PolicyData, kind: EdgeKind, scope: Scope): { problems:
     // Keys are rewritten before anything is matched, so a pattern under an alias matches none (even
     // where a broad class such as `**` overlaps it).
     const alias = aliasOf(data, pattern);
-    if (alias) {
+    const reached = data.writ.resource_classes.filter((rule) => patternsOverlap(rule.pattern, pattern));
+    // A pattern spelt otherwise than keys are (not NFC, a host in capitals) matches none of them: the
+    // graph's API refuses it (normalizeScope, checkScopeApplies); an edge stored before is reported.
+    const nfc = nfcProblem(pattern, 'scope.resources: resource pattern');
+    const host = hostInCapitals(reached, pattern);
+    if (nfc) {
+      problems.push(`${nfc}: the edge would never apply`);
+      badPatterns += 1;
+    } else if (host) {
+      problems.push(`scope.resources: ${hostProblem(host, pattern, 'resource pattern', 'the edge would never apply to those keys: write')}`);
+      // Dead only where every class it reaches reads a segment it spells in capitals as a host.
+      if (reached.every((rule) => hostInCapitals([rule], pattern) !== null)) badPatterns += 1;
+    } else if (alias) {
       problems.push(`scope.resources: "${pattern}" is written with the alias "${alias.from}", and keys are matched as "${alias.to}": write "${alias.to}${pattern.slice(alias.from.length)}"`);
       badPatterns += 1;
-    } else if (!data.writ.resource_classes.some((rule) => patternsOverlap(rule.pattern, pattern))) {
+    } else if (reached.length === 0) {
       problems.push(`scope.resources: "${pattern}" matches no key of any resource class (data.writ.resource_classes: ${data.writ.resource_classes.map((r) => r.pattern).join(', ')}), so the edge would never apply`);
       badPatterns += 1;
     }
@@ -169,9 +214,21 @@ function unknownFields(data: PolicyData, patterns: readonly string[], fields: re
  * class granted as written.
  */
 export function checkFields(data: PolicyData, resource: string, fields: readonly string[], where: string): void {
+  checkFieldSpelling(fields, where);
   const unknown = unknownFields(data, [resource], fields);
   if (unknown.length === 0) return;
   throw new WritError('UNPROCESSABLE', unknown.map((u) => `${where}: "${u.field}" is not a field of ${resource}: its resource class ${u.classes} closes its fields (fields_closed)${didYouMean(u.field, u.known)}`).join('; '));
+}
+
+/**
+ * Throws UNPROCESSABLE for a field name not in Unicode NFC (nfcProblem): a field is part of its
+ * coordination key (`wp:post:1#title`), so its NFD spelling would be a second key for one field.
+ */
+export function checkFieldSpelling(fields: readonly string[], where: string): void {
+  for (const field of fields) {
+    const problem = nfcProblem(field, `${where}: field`);
+    if (problem) throw new WritError('UNPROCESSABLE', problem);
+  }
 }
 
 /**

@@ -1,7 +1,7 @@
 import { canonicalJson } from '../audit/canonical-json.js';
 import { publicKeyFromJwk } from '../decision/index.js';
 import { WritError } from '../errors.js';
-import { validatePattern } from '../graph/index.js';
+import { nfcProblem, validatePattern } from '../graph/index.js';
 import type { PublicJwk, Scope } from '../graph/model.js';
 import type { ScopeInput } from '../wire/v1.js';
 import { parseTime } from './time.js';
@@ -33,6 +33,9 @@ function names(list: string[] | undefined, what: string, fallback: string[] | nu
   if (list.length === 0) throw new WritError('UNPROCESSABLE', `scope.${what} must not be empty (use ["*"] for every value)`);
   for (const v of list) {
     if (typeof v !== 'string' || v.length === 0 || /\s/.test(v)) throw new WritError('UNPROCESSABLE', `scope.${what} has an invalid entry "${String(v)}"`);
+    // Requests are refused in any other spelling (checkFieldSpelling), so a name not in NFC would match none.
+    const spelling = nfcProblem(v, `scope.${what}: entry`);
+    if (spelling) throw new WritError('UNPROCESSABLE', spelling);
   }
   return [...new Set(list)].sort();
 }

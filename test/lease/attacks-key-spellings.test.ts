@@ -94,25 +94,20 @@ describe('key sets that overlap', () => {
     expect(field).toMatchObject({ status: 423, code: 'RESOURCE_BUSY' });
   });
 
-  // DESIGN QUESTION (not built): keys are compared as strings, so two Unicode spellings of one name (NFC
-  // "café", NFD "cafe\u0301") are two keys. The sample upstream refuses any key that is not ASCII, so
-  // wp:post:* is safe; a class with no upstream (deploy:**) leases both. Refusing keys that are not NFC (or
-  // normalising them) at canonicalResource would close it, but changes which keys existing graphs accept.
-  it.fails('two Unicode normal forms of one key name are one coordination key', async () => {
+  it('two Unicode normal forms of one key name are one coordination key: the NFD spelling is refused, naming the NFC one', async () => {
     const nfc = await leaseAs('release-controller', { action: 'deploy', resource: 'deploy:site:caf\u00e9', fields: [] });
     expect(nfc.status).toBe(201);
     const nfd = await leaseAs('incident-commander', { action: 'deploy', resource: 'deploy:site:cafe\u0301', fields: [] });
-    expect(nfd.status).not.toBe(201);
+    expect(nfd).toMatchObject({ status: 422, code: 'UNPROCESSABLE', keys: null });
+    expect((await held()).filter(([k]: [string]) => k.startsWith('deploy:site:caf'))).toEqual([['deploy:site:caf\u00e9', 'release-controller']]);
   });
-  // DESIGN QUESTION (not built), the same as the one above, on a conflict domain: the domain's scope is the
-  // key's segment as written, so `site:EXAMPLE.COM:template:canonical` coordinates on
-  // domain:SEO_METADATA:EXAMPLE.COM while a post's canonical field coordinates on domain:SEO_METADATA:example.com
-  // (a host name, which DNS reads without case). Whether `EXAMPLE.COM` is that site is the upstream's to say;
-  // Writ could lower-case a scope taken from a segment, or refuse keys whose site segment is not lower case.
-  it.fails('a site named in capitals is the same conflict domain: its canonical template coordinates on the domain a post\'s canonical field takes', async () => {
+
+  it('a site named in capitals is no second conflict domain: its key is refused, naming the lower-case one, and no domain:SEO_METADATA:EXAMPLE.COM is taken', async () => {
     // (A post's canonical field takes domain:SEO_METADATA:example.com: see the test above.)
     const other = await leaseAs('seo-control-plane', { action: 'update_template', resource: 'site:EXAMPLE.COM:template:canonical', fields: [] });
-    expect(other.status).toBe(201);
-    expect(other.keys).toContain('domain:SEO_METADATA:example.com');
+    expect(other).toMatchObject({ status: 422, code: 'UNPROCESSABLE', keys: null });
+    expect((await held()).filter(([k]: [string]) => k.includes('EXAMPLE.COM'))).toEqual([]);
+    // The lower-case spelling is the site whose domain the post's canonical field holds.
+    expect(await leaseAs('seo-control-plane', { action: 'update_template', resource: 'site:example.com:template:canonical', fields: [] })).toMatchObject({ status: 423, code: 'RESOURCE_BUSY' });
   });
 });

@@ -186,6 +186,27 @@ describe('the policy data is checked before a bundle is used', () => {
     ]);
   });
 
+  it('one spelling per name: host_segments each a segment of the pattern, spelt in lower case; patterns, fields, domains and scope values in NFC', () => {
+    expect(problemsAfter((w) => {
+      w.resource_classes[1].host_segments = [1, 4];
+      w.resource_classes.push({ pattern: 'host:EXAMPLE.COM:*', class: 'READ_SHARED', managed: false, host_segments: [1] });
+      w.resource_classes.push({ pattern: 'x:cafe\u0301', class: 'READ_SHARED', managed: false, fields: { 'cafe\u0301': 'READ_SHARED' } });
+      w.resource_classes[0].conflict_scope = { value: 'cafe\u0301.com' };
+    })).toEqual([
+      'data.writ.resource_classes[0].conflict_scope.value is not in Unicode NFC; send "caf\u00e9.com" ("caf\\u00e9.com")',
+      'data.writ.resource_classes[1].host_segments[1]: 4 is not a segment every key of "site:*:template:canonical" has (0 to 3)',
+      'data.writ.resource_classes[8].host_segments[0]: segment 1 of "host:EXAMPLE.COM:*" is a host name, which keys spell in lower case, so the rule would match no key: write "example.com"',
+      'data.writ.resource_classes[9].pattern: resource pattern is not in Unicode NFC; send "x:caf\u00e9" ("x:caf\\u00e9")',
+      'data.writ.resource_classes[9].fields.cafe\u0301 is not in Unicode NFC; send "caf\u00e9" ("caf\\u00e9")',
+    ]);
+    expect(problemsAfter((w) => {
+      w.resource_classes[0].conflict_scope = { value: 'Example.com' };
+    })).toEqual(['data.writ.resource_classes[0].conflict_scope.value: "Example.com" scopes SEO_METADATA, which other rules scope by a host segment (host_segments), spelt in lower case in keys, so it would never join their keys: write "example.com"']);
+    expect(problemsAfter((w) => {
+      w.resource_classes[1].host_segments = ['1'];
+    })).toEqual(['data.writ.resource_classes[1].host_segments[0] must be integer (found "1")']);
+  });
+
   it('fields_closed is a boolean, and a rule that closes its fields lists them', () => {
     expect(problemsAfter((w) => {
       w.resource_classes[0].fields_closed = 'true';
