@@ -1,4 +1,5 @@
 import { WritError } from '../errors.js';
+import type { AuthorityGraph } from '../graph/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
 import { checkDecisionBinding, decisionSpendRefused } from '../decision/index.js';
 import { checkAuthorityStillValid } from '../gateway/authority-watermark.js';
@@ -60,7 +61,8 @@ export function activeIncidents(ctx: WritContext): Promise<Incident[]> {
  * declared for had the environment been recorded, as far as Writ can still tell.
  */
 export async function incidentsCounting(ctx: WritContext, environments: readonly string[]): Promise<Map<string, string[]>> {
-  const active = await activeIncidents(ctx);
+  const graph = await ctx.graph.current();
+  const active = (await activeIncidents(ctx)).filter((i) => declarerStands(graph, i.declared_by));
   const counting = new Map<string, string[]>();
   for (const environment of environments) {
     const ids: string[] = [];
@@ -70,6 +72,20 @@ export async function incidentsCounting(ctx: WritContext, environments: readonly
     counting.set(environment, ids);
   }
   return counting;
+}
+
+/**
+ * An incident counts only while the principal that declared it is registered and not revoked (any
+ * recorded revocation, whatever time it records: replicas share the graph, not a clock). Revoking a
+ * principal says it can no longer be trusted (its key compromised, say), and an incident it declared may
+ * have been the pretext for taking leases over. Revoking its grant does not end the incident (a
+ * commander's grant revoked at the end of a shift leaves the incident it declared standing).
+ * Governance can still resolve any incident.
+ */
+export function declarerStands(graph: Pick<AuthorityGraph, 'principal'>, declarer: string): boolean {
+  if (declarer === GOVERNANCE_ID) return true;
+  const p = graph.principal(declarer);
+  return p !== undefined && p.revoked_at === null;
 }
 
 async function mayDeclareIn(ctx: WritContext, incident: Incident, environment: string): Promise<boolean> {

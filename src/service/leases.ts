@@ -297,7 +297,8 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
         // An incident resolved (or ended) since it was counted preempts nothing: the takeover rolls back.
         // Read under a shared lock: an incident resolved on another replica before this commits would
         // otherwise go unseen (READ COMMITTED); its resolve now waits for this takeover to commit.
-        const live = stillActive(incidents, await tx.incidents.active(ctx.clock.now(), { lock: 'share' }));
+        // So is one whose declarer was revoked since it was counted (the graph events read by the check).
+        const live = stillActive(incidents, await tx.incidents.active(ctx.clock.now(), { lock: 'share' }), revokedPrincipals(sinceCheck));
         requireIncidents(live, [...incidents.keys()], 'the takeover needs');
         // What was really taken over, read in this transaction: a lease checked above may have ended and
         // its holder taken the key again, with decisions for another environment, before this commit.
@@ -335,9 +336,16 @@ function requireIncidents(incidents: ReadonlyMap<string, string[]>, environments
     + `and no incident is active in ${without.join(', ')}`, { environments: without });
 }
 
-function stillActive(incidents: ReadonlyMap<string, string[]>, active: readonly { id: string }[]): Map<string, string[]> {
-  const live = new Set(active.map((i) => i.id));
+function stillActive(incidents: ReadonlyMap<string, string[]>, active: readonly { id: string; declared_by: string }[], revokedSince: ReadonlySet<string>): Map<string, string[]> {
+  const live = new Set(active.filter((i) => !revokedSince.has(i.declared_by)).map((i) => i.id));
   return new Map([...incidents].map(([e, ids]) => [e, ids.filter((id) => live.has(id))]));
+}
+
+/** The principals these graph events revoke. */
+function revokedPrincipals(events: readonly RecordedGraphEvent[]): Set<string> {
+  const out = new Set<string>();
+  for (const { event } of events) if (event.type === 'principal.revoked') out.add(event.id);
+  return out;
 }
 
 /** Why a decision takes no lease, naming each written field's class, and what to do instead. */

@@ -66,14 +66,10 @@ describe('preemption on an incident', () => {
     expect(await snapshot(h)).toEqual(before);
   });
 
-  // DESIGN QUESTION (not built): an incident declared with an environment counts until it is resolved or ends
-  // (up to 7 days), whatever becomes of its declarer. Revoke the declaring principal (its key compromised, say,
-  // and the incident it declared perhaps a pretext) and every principal with a preempts edge may still take
-  // leases over in that environment. An incident declared before Writ recorded environments (environment null)
-  // counts only while its declarer may declare it now, so revoking the declarer ends it; one recorded today
-  // does not. Governance can resolve it (DELETE /v1/incidents/{id}). Ending an incident with its declarer
-  // would also end a real incident whose commander's grant was revoked at the end of a shift.
-  it.fails('an incident whose declarer was revoked since lets no one preempt', async () => {
+  // An incident counts only while its declarer is a principal not revoked (declarerStands): revoking a
+  // principal says it can no longer be trusted, and an incident it declared may have been a pretext.
+  // Revoking its grant (a commander's shift ended) leaves the incident standing: see the next test.
+  it('an incident whose declarer was revoked since lets no one preempt', async () => {
     h = await startHarness({ example: true, upstream: true });
     const call = await deployerWhoPreempts(h);
     await leaseOk(h, 'release-controller', [(await decideOk(h, 'release-controller', { action: 'deploy', resource: KEY, fields: [] })).token]);
@@ -82,5 +78,17 @@ describe('preemption on an incident', () => {
     expect(revoked.status, revoked.raw).toBe(200);
     const r = await preemptAs(call);
     expect(r.body.code, r.raw).toBe('NO_INCIDENT');
+  });
+
+  it('an incident whose declarer\'s grant was revoked (its shift ended) still lets preemption happen', async () => {
+    h = await startHarness({ example: true, upstream: true });
+    const call = await deployerWhoPreempts(h);
+    await leaseOk(h, 'release-controller', [(await decideOk(h, 'release-controller', { action: 'deploy', resource: KEY, fields: [] })).token]);
+    await declareProductionIncident(h, 'inc-shift');
+    const revoked = await h.call('governance', { method: 'DELETE', url: '/v1/edges/g-incident-commander', payload: { reason: 'end of shift' } });
+    expect(revoked.status, revoked.raw).toBe(200);
+    const r = await preemptAs(call);
+    expect(r.status, r.raw).toBe(201);
+    expect(r.body.preempted.map((p: { holder: string }) => p.holder)).toContain('release-controller');
   });
 });
