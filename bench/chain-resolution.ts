@@ -124,6 +124,7 @@ function build(): Built {
   let revoked = 0;
   const apply = (event: GraphEvent): void => graph.apply({ revision: ++revision, at: NOW - 86_400_000, actor: 'governance', event });
   const held = new Map<string, Scope[]>();
+  const layerOf = new Map<string, number>();
   const edge = (kind: Edge['kind'], from: string, to: string, scope: Scope): string => {
     const id = `e${(edgeSeq++).toString(36).padStart(5, '0')}`;
     const r = random();
@@ -135,7 +136,10 @@ function build(): Built {
         from,
         to,
         scope,
-        max_depth: kind === 'grant' || kind === 'delegate' ? 6 : null,
+        // The most the policy lets it keep on the paths of this graph: an edge into layer d allows the hops
+        // left below it (6 - d), each delegation one less than its parent (a lateral one keeps as much as its
+        // delegator's, so, like the policy, resolution drops it: it is noise).
+        max_depth: kind === 'grant' || kind === 'delegate' ? LAYERS.length - 1 - layerOf.get(to)! : null,
         creator: from,
         reason: `synthetic ${kind}`,
         created_at: NOW - 86_400_000,
@@ -164,6 +168,7 @@ function build(): Built {
         principal: { id, kind, priority_class: kind, priority: d === 0 ? 100 : 10, attributes: { layer: d }, keys: [], created_at: NOW - 86_400_000 * 2 },
       });
       layer.push(id);
+      layerOf.set(id, d);
     }
     layers.push(layer);
   }

@@ -33,7 +33,8 @@ export const ERROR_CATALOGUE = {
   // authority
   ATTENUATION_VIOLATION: { status: 403, title: 'Attenuation violation', meaning: 'A delegation would give more than its delegator holds; the message names the dimension and the values that exceed.' },
   OWNERSHIP_CONFLICT: { status: 409, title: 'Ownership conflict', meaning: 'That managed state already has a live owner; revoke it first.' },
-  BUDGET_EXCEEDED: { status: 503, title: 'Chain resolution budget exceeded', meaning: 'Chain resolution ran out of its depth/fan-out/time budget before finishing; the graph is too wide for this request.' },
+  TOO_MANY_DELEGATIONS: { status: 409, title: 'Too many delegations', meaning: 'The delegator already has as many unrevoked, unexpired delegations to that delegate as one principal may give another (`WRIT_MAX_DELEGATIONS_BETWEEN`, 16 by default); the message names the bound. Revoke one first (or let it expire). Nothing was written.' },
+  BUDGET_EXCEEDED: { status: 503, title: 'Chain resolution budget exceeded', meaning: 'Chain resolution ran out of its budget before finding a chain (candidate edges from more than 64 delegators into one principal of a path, parallel delegations from one delegator counting once; or more than 20 000 edges examined); the graph is too wide for this request.' },
   POLICY_UNAVAILABLE: { status: 503, title: 'Policy unavailable', meaning: 'No policy bundle is loaded (build it with `writ policy build`).' },
   // decisions
   DECISION_INVALID: { status: 403, title: 'Decision invalid', meaning: 'The decision token is missing, malformed, not signed by a Writ key, uses a forbidden algorithm, is for another audience or is not an allow; or it is issued more than 5 s in the future (the signing replica\'s clock is ahead), or lives longer than this replica\'s `WRIT_DECISION_TTL_MS`.' },

@@ -46,6 +46,12 @@ export interface WritConfig {
   rateLimit: { perSecond: number; burst: number };
   /** Writes (POST /v1/actions) in flight at once; one more is OVERLOADED (503) with Retry-After. */
   maxInflightWrites: number;
+  /**
+   * Unrevoked, unexpired delegations one principal may have given one other principal at once; one more is
+   * TOO_MANY_DELEGATIONS (409). Anyone who may delegate may delegate to anyone, and each such edge is
+   * searched by every resolution of the delegate: this bounds what a third party adds to it.
+   */
+  maxDelegationsBetween: number;
   /** Lease streams (GET /v1/leases/stream) one principal may have open at once; one more is RATE_LIMITED (429). */
   maxLeaseStreamsPerPrincipal: number;
   /**
@@ -249,6 +255,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
       burst: int('WRIT_RATE_LIMIT_BURST', env.WRIT_RATE_LIMIT_BURST, 2 * int('WRIT_RATE_LIMIT_PER_S', env.WRIT_RATE_LIMIT_PER_S, 0)),
     },
     maxInflightWrites: int('WRIT_MAX_INFLIGHT_WRITES', env.WRIT_MAX_INFLIGHT_WRITES, 256),
+    maxDelegationsBetween: int('WRIT_MAX_DELEGATIONS_BETWEEN', env.WRIT_MAX_DELEGATIONS_BETWEEN, 16),
     maxLeaseStreamsPerPrincipal: int('WRIT_LEASE_STREAMS_PER_PRINCIPAL', env.WRIT_LEASE_STREAMS_PER_PRINCIPAL, 64),
     leaseStreamPingMs: int('WRIT_LEASE_STREAM_PING_MS', env.WRIT_LEASE_STREAM_PING_MS, 30_000),
     drainTimeoutMs: int('WRIT_DRAIN_TIMEOUT_MS', env.WRIT_DRAIN_TIMEOUT_MS, 15_000),
@@ -283,6 +290,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   if (merged.port > 65_535) throw new WritError('UNPROCESSABLE', `configuration WRIT_PORT must be a port number from 0 to 65535, got "${merged.port}"`);
   if (merged.callerSessionMaxTtlMs !== 0 && merged.callerSessionMaxTtlMs < 1_000) throw new WritError('UNPROCESSABLE', `WRIT_CALLER_SESSION_MAX_TTL_MS must be 0 (caller sessions off) or at least 1000, got ${merged.callerSessionMaxTtlMs}`);
   if (merged.maxInflightWrites < 1) throw new WritError('UNPROCESSABLE', 'WRIT_MAX_INFLIGHT_WRITES must be at least 1');
+  if (merged.maxDelegationsBetween < 1) throw new WritError('UNPROCESSABLE', 'WRIT_MAX_DELEGATIONS_BETWEEN must be at least 1');
   if (merged.maxLeaseStreamsPerPrincipal < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_STREAMS_PER_PRINCIPAL must be at least 1');
   // Node clamps a longer interval to 1 ms, which would cut every stream at once.
   if (merged.leaseStreamPingMs < 100 || merged.leaseStreamPingMs > 2_147_483_647) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_STREAM_PING_MS must be between 100 and 2147483647');

@@ -14,7 +14,12 @@ import { narrowsTo } from './edge-cover.js';
 export interface ResolutionBudget {
   /** Longest chain, in edges. Longer paths are not chains. */
   maxDepth: number;
-  /** Incoming grant/delegate edges expanded per node on one path (after decide-mode pruning). */
+  /**
+   * Delegators (distinct `from`) whose incoming grant/delegate edges are expanded per node on one path
+   * (after decide-mode pruning). Parallel edges from one delegator count once: they all lead to the same
+   * principal, and the search above it is bounded by `maxVisited`; how many one delegator may write into
+   * one principal is bounded when they are written (WRIT_MAX_DELEGATIONS_BETWEEN).
+   */
   maxFanOut: number;
   /** Chains returned at most. */
   maxChains: number;
@@ -139,7 +144,7 @@ function resolve(
     for (let depth = 1; depth <= budget.maxDepth && frontier.length > 0; depth++) {
       const nextFrontier: Step[] = [];
       for (const step of frontier) {
-        let fanOut = 0;
+        const delegators = new Set<string>();
         graph.forEachIncoming(step.principal, (edge, from) => {
           if (edge.kind !== 'grant' && edge.kind !== 'delegate') return;
           if (++visited > budget.maxVisited) {
@@ -155,8 +160,9 @@ function resolve(
           // could fill maxChains ahead of a valid one (delegations left over from a revoked re-delegable grant).
           if (pruning && step.edge !== null && !narrowsTo(edge, step.edge)) return;
           if (onPath(step, edge.from)) return;
-          if (++fanOut > budget.maxFanOut) {
-            throw new WritError('BUDGET_EXCEEDED', `chain resolution for "${target}": "${step.principal}" has more than ${budget.maxFanOut} candidate edges`, {
+          // Each parallel edge is still expanded: a later edge on the path may narrow from one and not another.
+          if (!delegators.has(edge.from) && delegators.add(edge.from).size > budget.maxFanOut) {
+            throw new WritError('BUDGET_EXCEEDED', `chain resolution for "${target}": "${step.principal}" has candidate edges from more than ${budget.maxFanOut} delegators`, {
               budget,
               visited,
               limit: 'maxFanOut',

@@ -23,15 +23,20 @@ export function edgeCovers(wide: PolicyEdge, narrow: PolicyEdge): boolean {
 }
 
 /**
- * Whether `child` may follow `parent` on a chain, as far as chain resolution prunes: the policy's
- * narrowing rules (scope.rego, narrowing_violations) on every scope dimension and the time window, and
- * a parent that allows further delegation at all (a null depth is 0). Decide-mode resolution prunes
- * with it: a pair that fails it is on no valid chain, however many such paths there are. The depth a
- * child keeps (at most the parent's less one) is left to the policy.
+ * Whether `child` may follow `parent` on a chain: exactly the policy's narrowing rules (scope.rego,
+ * narrowing_violations is empty) — every scope dimension, the time window, and the depth (a parent
+ * whose depth, null read as 0, is at least 1, and a child that keeps at most the parent's less one).
+ * Decide-mode resolution prunes with it: a pair that fails it is on no valid chain, however many such
+ * paths there are. test/policy/narrowing-agrees.test.ts checks it against the Rego on generated pairs.
  */
-export function narrowsTo(parent: Pick<PolicyEdge, 'scope' | 'not_before' | 'expires_at' | 'max_depth'>, child: Pick<PolicyEdge, 'scope' | 'not_before' | 'expires_at'>): boolean {
+export function narrowsTo(
+  parent: Pick<PolicyEdge, 'scope' | 'not_before' | 'expires_at' | 'max_depth'>,
+  child: Pick<PolicyEdge, 'scope' | 'not_before' | 'expires_at' | 'max_depth'>,
+): boolean {
+  const left = (parent.max_depth ?? 0) - 1;
   return (
-    (parent.max_depth ?? 0) >= 1 &&
+    left >= 0 &&
+    (child.max_depth ?? 0) <= left &&
     scopeCovers(parent.scope, child.scope) &&
     (parent.not_before === null || (child.not_before !== null && child.not_before >= parent.not_before)) &&
     (parent.expires_at === null || (child.expires_at !== null && child.expires_at <= parent.expires_at))

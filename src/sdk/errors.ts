@@ -57,6 +57,7 @@ export const CallerSessionsDisabledError = define('CALLER_SESSIONS_DISABLED');
 export const ForbiddenError = define('FORBIDDEN');
 export const AttenuationViolationError = define('ATTENUATION_VIOLATION');
 export const OwnershipConflictError = define('OWNERSHIP_CONFLICT');
+export const TooManyDelegationsError = define('TOO_MANY_DELEGATIONS');
 export const BudgetExceededError = define('BUDGET_EXCEEDED');
 export const PolicyUnavailableError = define('POLICY_UNAVAILABLE');
 export const DecisionInvalidError = define('DECISION_INVALID');
@@ -114,6 +115,7 @@ export type CallerSessionsDisabledError = InstanceType<typeof CallerSessionsDisa
 export type ForbiddenError = InstanceType<typeof ForbiddenError>;
 export type AttenuationViolationError = InstanceType<typeof AttenuationViolationError>;
 export type OwnershipConflictError = InstanceType<typeof OwnershipConflictError>;
+export type TooManyDelegationsError = InstanceType<typeof TooManyDelegationsError>;
 export type BudgetExceededError = InstanceType<typeof BudgetExceededError>;
 export type PolicyUnavailableError = InstanceType<typeof PolicyUnavailableError>;
 export type DecisionInvalidError = InstanceType<typeof DecisionInvalidError>;
@@ -161,7 +163,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ErrorClass> = {
   NOT_FOUND: NotFoundError, ALREADY_EXISTS: AlreadyExistsError, UNAUTHENTICATED: UnauthenticatedError, FORBIDDEN: ForbiddenError,
   CALLER_SESSION_INVALID: CallerSessionInvalidError, CALLER_SESSIONS_DISABLED: CallerSessionsDisabledError,
   LOGIN_LINK_INVALID: LoginLinkInvalidError, LOGIN_LINK_SPENT: LoginLinkSpentError, SESSION_READ_ONLY: SessionReadOnlyError,
-  ATTENUATION_VIOLATION: AttenuationViolationError, OWNERSHIP_CONFLICT: OwnershipConflictError,
+  ATTENUATION_VIOLATION: AttenuationViolationError, OWNERSHIP_CONFLICT: OwnershipConflictError, TOO_MANY_DELEGATIONS: TooManyDelegationsError,
   BUDGET_EXCEEDED: BudgetExceededError, POLICY_UNAVAILABLE: PolicyUnavailableError, DECISION_INVALID: DecisionInvalidError,
   DECISION_EXPIRED: DecisionExpiredError, DECISION_MISMATCH: DecisionMismatchError, DECISION_REPLAYED: DecisionReplayedError,
   AUTHORITY_REVOKED: AuthorityRevokedError, OWNER_CHANGED: OwnerChangedError, RESOURCE_BUSY: ResourceBusyError,

@@ -75,8 +75,10 @@ export interface CapabilityList {
 }
 
 /**
- * Chains judged per principal at most, each one policy evaluation: the resolver's fan-out bound, so a
- * principal's every incoming edge can end a judged chain (a chain's authority is its last edge's).
+ * Chains judged per principal at most, each one policy evaluation: the resolver's fan-out bound, so an
+ * incoming edge from each delegator can end a judged chain (a chain's authority is its last edge's).
+ * Parallel edges from one delegator count once toward that bound, so a principal may have more incoming
+ * edges than this; past it the listing says it is truncated.
  */
 export const CAPABILITY_LIMIT = DEFAULT_RESOLUTION_BUDGET.maxFanOut;
 

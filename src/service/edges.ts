@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { WritError } from '../errors.js';
-import { findOwnershipConflict, principalsOf, resolveChainsTo, scopeCovers, type AuthorityGraph } from '../graph/index.js';
+import { findOwnershipConflict, hasEdgeEnded, principalsOf, resolveChainsTo, scopeCovers, type AuthorityGraph } from '../graph/index.js';
 import { GOVERNANCE_ID, type Edge, type EdgeKind, type GraphEvent } from '../graph/model.js';
 import type { CandidateChain, PolicyEdge } from '../policy/types.js';
 import { commitGraphChange, liveGraphWriter, type GraphWriter } from './graph-changes.js';
@@ -135,8 +135,11 @@ export function delegationDraft(input: DelegationInput) {
 }
 
 /**
- * May this delegation be written into `graph` now: both ends live and distinct, not to governance, and
- * within what the delegator holds (the policy's attenuation check), else ATTENUATION_VIOLATION. An end
+ * May this delegation be written into `graph` now: both ends live and distinct, not to governance, fewer
+ * than WRIT_MAX_DELEGATIONS_BETWEEN delegations from the delegator to the delegate not yet ended (else
+ * TOO_MANY_DELEGATIONS), and within what the delegator holds (the policy's attenuation check), else
+ * ATTENUATION_VIOLATION. Run in the graph write's plan, so the count is of the graph the write is appended
+ * on: two writes planned on one revision cannot both be appended (commitGraphChange). An end
  * that is revoked is UNKNOWN_PRINCIPAL to a caller who may not ask about it (`asks`, whomMayAsk).
  */
 export function checkDelegationFits(ctx: WritContext, graph: AuthorityGraph, candidate: PolicyEdge, now: number, asks: AsksAbout): void {
@@ -144,11 +147,32 @@ export function checkDelegationFits(ctx: WritContext, graph: AuthorityGraph, can
   livePrincipal(graph, candidate.to, 'delegate', asks);
   if (candidate.from === candidate.to) throw new WritError('UNPROCESSABLE', 'a principal cannot delegate to itself');
   if (candidate.to === GOVERNANCE_ID) throw new WritError('UNPROCESSABLE', 'nothing can be delegated to governance');
+  checkDelegationsBetween(graph, candidate, now, ctx.config.maxDelegationsBetween);
   const verdict = delegatorHolds(ctx, graph, candidate, now);
   if (!verdict.allow) {
     throw new WritError('ATTENUATION_VIOLATION', `delegation ${candidate.from} → ${candidate.to} exceeds what ${candidate.from} holds: ${verdict.violations.join('; ')}`, {
       violations: verdict.violations,
     });
+  }
+}
+
+/**
+ * TOO_MANY_DELEGATIONS when `candidate.from` has given `candidate.to` `bound` delegations that have not
+ * ended (unrevoked, unexpired; one not yet valid counts: it will be). Anyone who may delegate may delegate
+ * to anyone, unasked, and the delegate's every chain resolution searches each such edge; what one
+ * delegator can add there is bounded here (and counts once towards the resolution's fan-out).
+ */
+function checkDelegationsBetween(graph: AuthorityGraph, candidate: PolicyEdge, now: number, bound: number): void {
+  let given = 0;
+  graph.forEachIncoming(candidate.to, (edge) => {
+    if (edge.kind === 'delegate' && edge.from === candidate.from && !hasEdgeEnded(edge, now)) given++;
+  });
+  if (given >= bound) {
+    throw new WritError(
+      'TOO_MANY_DELEGATIONS',
+      `${candidate.from} has already given ${candidate.to} ${given} delegations that have not ended, the most one principal may give another (WRIT_MAX_DELEGATIONS_BETWEEN=${bound}); revoke one first`,
+      { from: candidate.from, to: candidate.to, delegations: given, bound },
+    );
   }
 }
 

@@ -98,4 +98,25 @@ describe('decide-mode resolution drops paths no valid chain can take', () => {
     const fine = AuthorityGraph.replay(base().edge('g', 'grant', 'governance', 'lead').edge('d', 'delegate', 'lead', 'seo-agent-7', { fields: ['title'] }).events);
     expect(ids(fine, 'decide')).toEqual(['g>d']);
   });
+
+  it('an edge that keeps more depth than its parent leaves (max_depth at most the parent\'s less one, null read as 0)', () => {
+    const chain = (parent: number | null, child: number | null) =>
+      AuthorityGraph.replay(base().edge('g', 'grant', 'governance', 'lead', {}, { max_depth: parent }).edge('d', 'delegate', 'lead', 'seo-agent-7', {}, { max_depth: child }).events);
+    expect(ids(chain(1, 1), 'decide')).toEqual([]);
+    expect(ids(chain(1, 1), 'explain')).toEqual(['g>d']);
+    expect(ids(chain(2, 3), 'decide')).toEqual([]);
+    expect(ids(chain(1, 0), 'decide')).toEqual(['g>d']);
+    expect(ids(chain(1, null), 'decide')).toEqual(['g>d']);
+    expect(ids(chain(3, 2), 'decide')).toEqual(['g>d']);
+    expect(ids(chain(null, null), 'decide')).toEqual([]);
+  });
+
+  it('17 paths whose last edge keeps too much depth no longer fill the 16 chains judged ahead of a valid one', () => {
+    const log = base().principal('pub').edge('g-a', 'grant', 'governance', 'pub', {}, { max_depth: 1 });
+    for (let i = 0; i < 17; i++) log.edge(`left-${String(i).padStart(2, '0')}`, 'delegate', 'pub', 'seo-agent-7', {}, { max_depth: 1 });
+    log.edge('g-z', 'grant', 'governance', 'lead').edge('own', 'delegate', 'lead', 'seo-agent-7', { fields: ['title'] });
+    const g = AuthorityGraph.replay(log.events);
+    expect(ids(g, 'decide')).toEqual(['g-z>own']);
+    expect(ids(g, 'explain')).toHaveLength(16); // explain still shows them (for the reasons), shorter first and by id
+  });
 });

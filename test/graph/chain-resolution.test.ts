@@ -154,6 +154,30 @@ describe('chain resolution', () => {
     expect(visits.details).toMatchObject({ limit: 'maxVisited', visited: 5000 });
   });
 
+  it('counts parallel edges from one delegator once toward maxFanOut, and still expands each of them', () => {
+    const log = new EventLogBuilder().principal('governance', 'governance').principal('third').principal('lead').principal('target');
+    // 65 parallel delegations from a third party (none of which covers title), and the target's own chain.
+    log.edge('g-third', 'grant', 'governance', 'third', { fields: ['*'] });
+    for (let i = 0; i < 65; i++) log.edge(`flood-${String(i).padStart(2, '0')}`, 'delegate', 'third', 'target', { fields: ['body'] });
+    log.edge('g-lead', 'grant', 'governance', 'lead').edge('own', 'delegate', 'lead', 'target', { fields: ['title'] });
+    const g = AuthorityGraph.replay(log.events);
+    expect(ids(resolveChains(g, { ...REQUEST, principal: 'target' }, NOW, { mode: 'decide' }))).toEqual(['g-lead>own']);
+    // Explain mode prunes no scope: 66 candidate edges from 2 delegators, each expanded (16 chains judged).
+    const stats = { visited: 0, truncated: false, complete: false };
+    const explained = resolveChains(g, { ...REQUEST, principal: 'target' }, NOW, { mode: 'explain', stats });
+    expect(explained).toHaveLength(16);
+    expect([stats.visited, stats.truncated]).toEqual([66 + 65 + 1, false]);
+    // One parallel edge may narrow to the next on the path where another does not: each is tried.
+    const two = new EventLogBuilder().principal('governance', 'governance').principal('a').principal('b').principal('c');
+    two.edge('g', 'grant', 'governance', 'a').edge('ab-body', 'delegate', 'a', 'b', { fields: ['body'] }).edge('ab-title', 'delegate', 'a', 'b', { fields: ['title'] });
+    two.edge('bc', 'delegate', 'b', 'c', { fields: ['title'] }, { max_depth: 0 });
+    expect(ids(resolveChains(AuthorityGraph.replay(two.events), { ...REQUEST, principal: 'c' }, NOW, { mode: 'decide', budget: { maxFanOut: 1 } }))).toEqual(['g>ab-title>bc']);
+    // 65 distinct delegators still exceed it.
+    const wide = new EventLogBuilder().principal('governance', 'governance').principal('target');
+    for (let i = 0; i < 65; i++) wide.principal(`m${i}`).edge(`g${i}`, 'grant', 'governance', `m${i}`).edge(`d${i}`, 'delegate', `m${i}`, 'target');
+    expect(() => resolveChains(AuthorityGraph.replay(wide.events), { ...REQUEST, principal: 'target' }, NOW, { mode: 'decide' })).toThrow(/more than 64 delegators/);
+  });
+
   it('returns the complete chains it found when the budget runs out later in the search', () => {
     const log = new EventLogBuilder().principal('governance', 'governance').principal('target');
     log.edge('short', 'grant', 'governance', 'target');

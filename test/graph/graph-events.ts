@@ -2,6 +2,9 @@ import type { Edge, GraphEvent, Principal, PrincipalKind, RecordedGraphEvent, Sc
 
 export const T0 = Date.UTC(2026, 0, 1);
 
+/** The max_depth of a grant unless a test gives one. */
+export const GRANT_DEPTH = 6;
+
 /** Builds a recorded event log for tests, one revision per event, one minute apart. */
 export class EventLogBuilder {
   readonly events: RecordedGraphEvent[] = [];
@@ -18,6 +21,11 @@ export class EventLogBuilder {
     });
   }
 
+  /**
+   * Depths are realistic unless `extra` says otherwise: a grant allows GRANT_DEPTH further hops (every
+   * chain within the default maxDepth, and one more), a delegation keeps one less than the least its
+   * delegator holds so far (0 when it holds nothing yet), as the policy's depth rule allows.
+   */
   edge(id: string, kind: Edge['kind'], from: string, to: string, scope: Partial<Scope> = {}, extra: Partial<Edge> = {}): this {
     return this.add({
       type: 'edge.created',
@@ -27,7 +35,7 @@ export class EventLogBuilder {
         from,
         to,
         scope: scopeOf(scope),
-        max_depth: kind === 'grant' || kind === 'delegate' ? 3 : null,
+        max_depth: kind === 'grant' ? GRANT_DEPTH : kind === 'delegate' ? this.depthLeftTo(from) : null,
         creator: from,
         reason: `test ${id}`,
         created_at: T0,
@@ -36,6 +44,14 @@ export class EventLogBuilder {
         ...extra,
       },
     });
+  }
+
+  private depthLeftTo(delegator: string): number {
+    const held: number[] = [];
+    for (const { event } of this.events) {
+      if (event.type === 'edge.created' && event.edge.to === delegator && (event.edge.kind === 'grant' || event.edge.kind === 'delegate')) held.push(event.edge.max_depth ?? 0);
+    }
+    return held.length === 0 ? 0 : Math.max(0, Math.min(...held) - 1);
   }
 
   revokeEdge(id: string, at = T0 + this.events.length * 60_000): this {

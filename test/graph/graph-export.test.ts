@@ -32,7 +32,7 @@ describe('graph export', () => {
   it('DOT has every edge, revoked ones dashed gray, highlighted ones red', () => {
     const dot = exportGraphDot(AuthorityGraph.replay(log().events), { highlightEdges: ['g1'] });
     expect(dot).toMatch(/^digraph writ \{/);
-    expect(dot).toContain('"governance" -> "orchestrator" [label="grant g1\\nupdate_post @ wp:post:* in production [title,meta_description] risk ≤ 5 depth 3", color=red, penwidth=2];');
+    expect(dot).toContain('"governance" -> "orchestrator" [label="grant g1\\nupdate_post @ wp:post:* in production [title,meta_description] risk ≤ 5 depth 6", color=red, penwidth=2];');
     expect(dot).toMatch(/"orchestrator" -> "seo-agent-7" \[label="delegate d1.*", style=dashed, color=gray/);
     expect(dot).toContain('"seo-control-plane" -> "state:wp:post:*"');
     expect(dot).toContain('"state:wp:post:*" [label="wp:post:*", shape=folder];');
@@ -51,10 +51,10 @@ describe('graph export', () => {
       'flowchart LR',
       '  n0["governance"]',
       '  n1["orchestrator"]',
-      '  n0 -->|"grant g1: update_post @ wp:post:* in production [title,meta_description] risk ≤ 5 depth 3"| n1',
+      '  n0 -->|"grant g1: update_post @ wp:post:* in production [title,meta_description] risk ≤ 5 depth 6"| n1',
       '  n2["seo-agent-7"]',
     ]);
-    expect(mermaid).toContain('n1 -.->|"delegate d1: update_post @ wp:post:* in production [title] risk ≤ 5 depth 3 (revoked)"| n2');
+    expect(mermaid).toContain('n1 -.->|"delegate d1: update_post @ wp:post:* in production [title] risk ≤ 5 depth 5 (revoked)"| n2');
     const dot = exportChainDot(chain!.edges);
     expect(dot).toContain('"governance" -> "orchestrator"');
     expect(dot).toContain('"orchestrator" -> "seo-agent-7"');

@@ -12,8 +12,10 @@ import { commitGraphChange } from '../../src/service/graph-changes.js';
 import { startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
+// The decoys come from one delegator, which WRIT_MAX_DELEGATIONS_BETWEEN bounds (16 by default); these
+// views must hold however the bound is set (and many delegators could add as many), so it is raised here.
 beforeEach(async () => {
-  h = await startHarness();
+  h = await startHarness({ config: { maxDelegationsBetween: 100 } });
 });
 afterEach(async () => h?.close());
 

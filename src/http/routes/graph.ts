@@ -66,7 +66,7 @@ export function registerGraphRoutes(app: FastifyInstance): void {
     return { principal: principalToWire(r.principal), graph_revision: r.graph_revision };
   });
 
-  const edgeErrors = errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'ATTENUATION_VIOLATION', 'OWNERSHIP_CONFLICT', 'ALREADY_EXISTS', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED', 'GRAPH_LOG_UNHASHED']);
+  const edgeErrors = errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'ATTENUATION_VIOLATION', 'TOO_MANY_DELEGATIONS', 'OWNERSHIP_CONFLICT', 'ALREADY_EXISTS', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED', 'GRAPH_LOG_UNHASHED']);
   const edgeRoute = <B>(path: string, operationId: string, schema: object, summary: string, create: (caller: string, body: B) => Promise<EdgeResult>) => {
     app.post<{ Body: B }>(path, {
       schema: { operationId, tags: ['Graph'], body: schema, summary, response: { 200: edgeReplySchema('An identical edge existed (idempotent)'), 201: edgeReplySchema('Created'), ...edgeErrors } },

@@ -74,7 +74,7 @@ export function registerImpactRoutes(app: FastifyInstance): void {
         + 'and a delegation id taken by an edge it may not read is judged as POST /v1/delegations judges it: as a free one, every refusal alike, then ALREADY_EXISTS saying only that the id is taken',
       response: {
         200: impactReply,
-        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_EDGE', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'ATTENUATION_VIOLATION', 'ALREADY_EXISTS', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED']),
+        ...errorResponses([...WITH_INPUT, ...AUTHENTICATED, 'FORBIDDEN', 'UNKNOWN_EDGE', 'UNKNOWN_PRINCIPAL', 'UNPROCESSABLE', 'ATTENUATION_VIOLATION', 'TOO_MANY_DELEGATIONS', 'ALREADY_EXISTS', 'POLICY_UNAVAILABLE', 'BUDGET_EXCEEDED']),
       },
     },
   }, async (request) => {
