@@ -581,13 +581,15 @@ export const COMMANDS: Command[] = [
   },
   {
     name: 'approve',
-    summary: "sign, as an approver, a single-use approval of one request (PRINCIPAL doing ACTION on RESOURCE in --env) for that principal to pass as its decision's context.approval; prints the assertion alone on stdout",
-    usage: 'PRINCIPAL ACTION RESOURCE --as APPROVER --key FILE [--env ENV] [--ttl 5m] [--json]',
-    options: { as: { type: 'string' }, key: { type: 'string' }, env: { type: 'string' }, ttl: { type: 'string' }, json: { type: 'boolean' } },
+    summary: "sign, as an approver, a single-use approval of one request (PRINCIPAL doing ACTION on RESOURCE in --env, touching at most --fields; * for every field and the whole resource) for that principal to pass as its decision's context.approval; prints the assertion alone on stdout",
+    usage: 'PRINCIPAL ACTION RESOURCE --as APPROVER --key FILE --fields a,b|* [--env ENV] [--ttl 5m] [--json]',
+    options: { as: { type: 'string' }, key: { type: 'string' }, env: { type: 'string' }, fields: { type: 'string' }, ttl: { type: 'string' }, json: { type: 'boolean' } },
     run: async ({ values, positionals }) => {
-      const usage = 'writ approve PRINCIPAL ACTION RESOURCE --as APPROVER --key FILE [--env ENV] [--ttl 5m] [--json]';
+      const usage = 'writ approve PRINCIPAL ACTION RESOURCE --as APPROVER --key FILE --fields a,b|* [--env ENV] [--ttl 5m] [--json]';
       need(positionals, 3, usage);
       if (typeof values.as !== 'string' || typeof values.key !== 'string') throw new UsageError(`--as APPROVER and --key FILE (the approver's private JWK) are required; usage: ${usage}`);
+      const fields = fieldsOption(values.fields);
+      if (fields === undefined || fields.length === 0) throw new UsageError(`--fields is required: the fields the request may touch (* for every field and the whole resource); usage: ${usage}`);
       const [principal, action, resource] = positionals as [string, string, string];
       const config = configFrom(values);
       const ttlText = (values.ttl as string | undefined) ?? `${config.maxAssertionTtlMs / 1000}s`;
@@ -595,7 +597,7 @@ export const COMMANDS: Command[] = [
       if (!(ttlMs >= 1_000 && ttlMs <= config.maxAssertionTtlMs)) throw new UsageError(`--ttl is whole seconds or minutes from 1s to ${config.maxAssertionTtlMs / 1000}s (Writ refuses longer assertions), got "${ttlText}"`);
       const privateJwk = readJwkFile(values.key) as JWK;
       if (typeof privateJwk !== 'object' || privateJwk === null || typeof privateJwk.d !== 'string') throw new UsageError(`${values.key} is not a private JWK (writ keys new makes one)`);
-      const approve = { principal, action, resource, environment: (values.env as string | undefined) ?? 'production' };
+      const approve = { principal, action, resource, environment: (values.env as string | undefined) ?? 'production', fields: [...new Set(fields)].sort() };
       const environmentWarning = await approvedEnvironmentProblem(config, approve.environment);
       if (environmentWarning !== null) console.error(`[writ] WARNING: ${environmentWarning}`);
       const now = Date.now();
@@ -607,7 +609,7 @@ export const COMMANDS: Command[] = [
         print({ assertion, approver: values.as, approve, expires_at: expiresAt }, true, () => '');
       } else {
         // stdout holds the assertion alone (for $(writ approve …)); what it is goes to stderr.
-        console.error(`approval by ${values.as} of ${principal} ${action} ${resource} in ${approve.environment}: single use, until ${expiresAt}; it counts through a live approves edge ${values.as} → ${principal} whose scope and risk_max cover the request (pass it as context.approval)`);
+        console.error(`approval by ${values.as} of ${principal} ${action} ${resource} in ${approve.environment} on fields [${approve.fields.join(', ')}]: single use, until ${expiresAt}; it counts through a live approves edge ${values.as} → ${principal} whose scope and risk_max cover the request (pass it as context.approval)`);
         console.log(assertion);
       }
       return 0;

@@ -85,7 +85,7 @@ export interface WritConfig {
   clockOffset: { warnMs: number; maxMs: number };
   /** Governed priority per priority class; the lease queue uses these, never a caller's claim. */
   priorities: Record<string, number>;
-  lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number; maxWaitersPerKey: number };
+  lease: { minTtlMs: number; maxTtlMs: number; defaultTtlMs: number; maxWaitMs: number; maxWaitersPerKey: number; maxWaitersPerPrincipal: number };
   /** Upstream routes: resource pattern → base URL of the system that holds that state. */
   upstreams: { pattern: string; url: string; timeoutMs: number; environment: string }[];
   /** Where decision log events go (OPA's decision log shape); both sinks off by default. */
@@ -274,6 +274,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
       defaultTtlMs: int('WRIT_LEASE_DEFAULT_TTL_MS', env.WRIT_LEASE_DEFAULT_TTL_MS, 15_000),
       maxWaitMs: int('WRIT_LEASE_MAX_WAIT_MS', env.WRIT_LEASE_MAX_WAIT_MS, 60_000),
       maxWaitersPerKey: int('WRIT_LEASE_MAX_WAITERS', env.WRIT_LEASE_MAX_WAITERS, 64),
+      maxWaitersPerPrincipal: int('WRIT_LEASE_MAX_WAITERS_PER_PRINCIPAL', env.WRIT_LEASE_MAX_WAITERS_PER_PRINCIPAL, 16),
     },
     upstreams: [
       {
@@ -295,6 +296,7 @@ export function loadConfig(overrides: Partial<WritConfig> = {}, env: NodeJS.Proc
   // Node clamps a longer interval to 1 ms, which would cut every stream at once.
   if (merged.leaseStreamPingMs < 100 || merged.leaseStreamPingMs > 2_147_483_647) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_STREAM_PING_MS must be between 100 and 2147483647');
   if (merged.lease.maxWaitersPerKey < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_MAX_WAITERS must be at least 1');
+  if (merged.lease.maxWaitersPerPrincipal < 1) throw new WritError('UNPROCESSABLE', 'WRIT_LEASE_MAX_WAITERS_PER_PRINCIPAL must be at least 1');
   for (const u of merged.upstreams) {
     if (u.timeoutMs < 1) throw new WritError('UNPROCESSABLE', `the upstream timeout for ${u.pattern} must be at least 1 ms`);
   }

@@ -17,6 +17,7 @@ export type {
   WaiterEntry,
   WaiterRow,
   KeyWaiterRow,
+  HolderWaiting,
   LeaseKeyRow,
   LeaseKeyQuery,
   LeaseKeyPage,

@@ -5,7 +5,7 @@ import { canonicalKeyOrder } from './canonical-order.js';
 import { toLeaseRecord } from './lease-record.js';
 import { checkTtl, checkWait, resolveLeaseOptions, type ResolvedLeaseOptions } from './options.js';
 import {
-  NEWCOMER_TICKET, type AcquireOutcome, type EpochBump, type EpochBumpCommand, type LeaseKeyQuery, type LeaseRefusal, type LeaseRepository, type WaiterRow,
+  NEWCOMER_TICKET, type AcquireOutcome, type EpochBump, type EpochBumpCommand, type LeaseKeyQuery, type LeaseRefusal, type HolderWaiting, type LeaseRepository, type WaiterRow,
 } from './repository.js';
 import { hashLeaseToken, leaseCredentialsOf, leaseIdOfToken, newLeaseCredentials, type LeaseCredentials } from './token.js';
 import type {
@@ -155,6 +155,9 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
           const waiter = { keys, holder: req.holder, instance, priority: req.priority, enqueuedAt: now, deadline };
           ticket = await this.store.readWrite(async (tx) => {
             // Bounded queues: past the bound a waiter costs memory and polls and would never be served in time.
+            // And bounded per holder across keys: each waiter polls the store, whichever key it waits on.
+            const mine = await tx.leases.waitingOf(req.holder, now);
+            if (mine.waiting >= this.options.maxWaitersPerPrincipal) throw this.holderQueueFull(req.holder, mine);
             for (const key of keys) {
               const queued = (await tx.leases.waiters(key, now)).length;
               if (queued >= this.options.maxWaitersPerKey) throw this.queueFull(key, queued, outcome, now);
@@ -388,6 +391,14 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
     const retryAfterMs = held ? Math.max(1, o.expiresAt! - now) : this.options.queuedRetryAfterMs;
     return new WritError('OVERLOADED', `${queued} callers already wait for ${key}, the most its queue holds (WRIT_LEASE_MAX_WAITERS); retry later`, {
       key, waiters: queued, max_waiters: this.options.maxWaitersPerKey, retry_after_ms: retryAfterMs,
+    });
+  }
+
+  private holderQueueFull(holder: string, mine: HolderWaiting): WritError {
+    // A place is sure to free when the first of the holder's waits reaches its deadline (sooner if one is served).
+    const retryAfterMs = Math.max(1, mine.firstDeadlineInMs ?? this.options.queuedRetryAfterMs);
+    return new WritError('OVERLOADED', `${holder} already keeps ${mine.waiting} acquisitions waiting, the most one principal may (WRIT_LEASE_MAX_WAITERS_PER_PRINCIPAL); retry later`, {
+      holder, waiting: mine.waiting, max_waiters_per_principal: this.options.maxWaitersPerPrincipal, retry_after_ms: retryAfterMs,
     });
   }
 

@@ -10,6 +10,7 @@ export const DEFAULT_LEASE_OPTIONS: ResolvedLeaseOptions = {
   maxTtlMs: 300_000,
   maxWaitMs: 60_000,
   maxWaitersPerKey: 64,
+  maxWaitersPerPrincipal: 16,
   pollMinMs: 10,
   pollMaxMs: 50,
   queuedRetryAfterMs: 250,
@@ -21,6 +22,7 @@ export function resolveLeaseOptions(options: LeaseManagerOptions = {}): Resolved
   const o = { ...DEFAULT_LEASE_OPTIONS, ...stripUndefined(options) };
   if (!(o.minTtlMs > 0 && o.minTtlMs <= o.maxTtlMs)) throw new WritError('UNPROCESSABLE', `lease ttl bounds ${o.minTtlMs}..${o.maxTtlMs} are inconsistent`);
   if (!(Number.isSafeInteger(o.maxWaitersPerKey) && o.maxWaitersPerKey >= 1)) throw new WritError('UNPROCESSABLE', `maxWaitersPerKey must be a positive integer, got ${o.maxWaitersPerKey}`);
+  if (!(Number.isSafeInteger(o.maxWaitersPerPrincipal) && o.maxWaitersPerPrincipal >= 1)) throw new WritError('UNPROCESSABLE', `maxWaitersPerPrincipal must be a positive integer, got ${o.maxWaitersPerPrincipal}`);
   if (!(o.pollMinMs >= 0 && o.pollMinMs <= o.pollMaxMs)) throw new WritError('UNPROCESSABLE', `lease poll bounds ${o.pollMinMs}..${o.pollMaxMs} are inconsistent`);
   return o;
 }

@@ -59,6 +59,14 @@ export interface LeaseRepository {
   maxEpoch(): Promise<number>;
   waiters(key: string, now: number): Promise<WaiterRow[]>;
   /**
+   * How many acquisitions `holder` keeps waiting now (live waiters: deadline after now), over every
+   * key (a waiter on several keys counts once), and how long until the first of them reaches its
+   * deadline (ms, by the clock the deadlines were set by: the caller's `now` on SQLite, the engine's
+   * own on PostgreSQL; null when none waits). Found through the deadline index: a read of the live
+   * waiters, never of the keys.
+   */
+  waitingOf(holder: string, now: number): Promise<HolderWaiting>;
+  /**
    * The live waiters of every leased key (epoch above 0), one row per key a waiter waits on, in key
    * order (bytewise), each key's in service order as `waiters` gives them: one query that finds the
    * live waiters by their deadline and looks up only their keys, never every key ever leased.
@@ -208,6 +216,11 @@ export interface WaiterRow {
   priority: number;
   enqueued_at: number;
   deadline: number;
+}
+
+export interface HolderWaiting {
+  waiting: number;
+  firstDeadlineInMs: number | null;
 }
 
 export interface KeyWaiterRow extends WaiterRow {

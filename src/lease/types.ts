@@ -144,6 +144,13 @@ export interface LeaseManagerOptions {
    * replicas enqueueing at the same instant (READ COMMITTED) may each see the last free place.
    */
   maxWaitersPerKey?: number;
+  /**
+   * Acquisitions one holder (principal) may keep waiting at once, over every key (default 16; an
+   * acquisition of several keys counts once); one more is OVERLOADED (503) with Retry-After instead of
+   * queued. Every waiter polls the store until its turn, so without it one principal could keep
+   * keys × maxWaitersPerKey waiters polling. Counted in the enqueuing transaction, as maxWaitersPerKey.
+   */
+  maxWaitersPerPrincipal?: number;
   /** Waiters poll the store between these bounds, with jitter (defaults 10 and 50 ms). */
   pollMinMs?: number;
   pollMaxMs?: number;

@@ -62,14 +62,19 @@ function normalizeFields(fields: string[] | undefined): string[] {
 
 /**
  * An approval is an assertion signed by the approver (audience `<audience>:approval`, single use) that
- * names exactly this request. It is verified here and spent only by a decision that allows (see
- * `decide`): a denied or explained decision leaves it usable. A bad one is the request's problem
- * (422), not the caller's authentication failing.
+ * names exactly this request's principal, action, resource and environment, and the fields it approves:
+ * the request's fields must be among them, "*" covering every field and the whole resource as in a
+ * scope (approving more than was asked is the approver's choice; a request touching a field the
+ * approver did not name, or the whole resource, is not the request approved). An approval that
+ * names no fields (signed before approvals bound them) is refused, not read as approving every field.
+ * It is verified here and spent only by a decision that allows (see `decide`): a denied or explained
+ * decision leaves it usable. A bad one is the request's problem (422), not the caller's authentication
+ * failing.
  */
 async function verifyApproval(ctx: WritContext, graph: AuthorityGraph, principal: string, req: Judged['request'], token: unknown, now: number): Promise<{ approval: VerifiedApproval; assertion: AuthenticatedCaller } | null> {
   if (token === undefined || token === null) return null;
   if (typeof token !== 'string') throw new WritError('UNPROCESSABLE', 'context.approval must be an approval assertion (a JWT string)');
-  let a: { principal?: string; action?: string; resource?: string; environment?: string } | undefined;
+  let a: { principal?: string; action?: string; resource?: string; environment?: string; fields?: unknown } | undefined;
   try {
     a = (decodeJwt(token) as { approve?: typeof a }).approve;
   } catch {
@@ -79,15 +84,27 @@ async function verifyApproval(ctx: WritContext, graph: AuthorityGraph, principal
   // Each difference named, the approval's value beside the request's: a misspelt environment or an
   // alias key shows at once.
   const asked: Record<string, string> = { principal, action: req.action, resource: req.resource, environment: req.environment };
-  const differ = Object.keys(asked).filter((k) => a![k as keyof typeof a] !== asked[k]);
-  if (differ.length > 0) {
-    // The approval's claims are not verified yet: each is shown cut to 80 characters.
-    const shown = (v: unknown) => {
-      const text = JSON.stringify(v ?? null) ?? 'null';
-      return text.length > 80 ? `${text.slice(0, 79)}…` : text;
-    };
-    throw new WritError('UNPROCESSABLE', `the approval is for another request: ${differ.map((k) => `${k} ${shown(a![k as keyof typeof a])}, not ${JSON.stringify(asked[k])}`).join('; ')}`);
+  // The approval's claims are not verified yet: each is shown cut to 80 characters.
+  const shown = (v: unknown) => {
+    const text = JSON.stringify(v ?? null) ?? 'null';
+    return text.length > 80 ? `${text.slice(0, 79)}…` : text;
+  };
+  const differ = Object.keys(asked).filter((k) => a![k as keyof typeof a] !== asked[k]).map((k) => `${k} ${shown(a![k as keyof typeof a])}, not ${JSON.stringify(asked[k])}`);
+  const approved = a.fields;
+  if (approved === undefined) {
+    throw new WritError('UNPROCESSABLE', 'the approval names no fields (an approval binds the fields it approves; one without them, as an older writ approve or SDK signed, is refused rather than read as approving every field): '
+      + 'ask the approver to sign it again naming them (writ approve --fields a,b; createApprovalAssertion approve.fields)');
   }
+  if (!Array.isArray(approved) || !approved.every((f) => typeof f === 'string')) {
+    throw new WritError('UNPROCESSABLE', `the approval's fields must be a list of field names, got ${shown(approved)}`);
+  }
+  // As a scope's fields: "*" covers every field and the whole resource (a request naming no fields).
+  if (!approved.includes('*')) {
+    if (req.fields.length === 0) differ.push(`fields ${shown(approved)}, not the whole resource (no fields listed), which needs ["*"]`);
+    const notApproved = req.fields.filter((f) => !approved.includes(f));
+    if (notApproved.length > 0) differ.push(`fields ${shown(notApproved)} not among those it approves, ${shown(approved)}`);
+  }
+  if (differ.length > 0) throw new WritError('UNPROCESSABLE', `the approval is for another request: ${differ.join('; ')}`);
   try {
     const auth = await verifyCallerAssertion(`Bearer ${token}`, {
       principal: (id) => graph.principal(id),

@@ -78,6 +78,7 @@ export async function openWrit(config: WritConfig, options: { clock?: Clock; ups
       maxTtlMs: config.lease.maxTtlMs,
       maxWaitMs: config.lease.maxWaitMs,
       maxWaitersPerKey: config.lease.maxWaitersPerKey,
+      maxWaitersPerPrincipal: config.lease.maxWaitersPerPrincipal,
     });
     // Where the store can tell (PostgreSQL: NOTIFY), a release on any replica wakes this one's waiters.
     const releases = store.watchLeaseReleases ? await store.watchLeaseReleases(() => leases.released()) : null;

@@ -59,12 +59,18 @@ export async function createCallerAssertion(options: CallerAssertionOptions): Pr
     .sign(await key);
 }
 
-/** What an approver signs off: this principal may do this action on this resource in this environment. */
+/**
+ * What an approver signs off: this principal may do this action on this resource in this environment,
+ * touching these fields: a request whose fields are all among them; "*" covers every field and the
+ * whole resource (a request that names no fields), as in a scope. Writ refuses an approval without
+ * `fields`.
+ */
 export interface ApprovalRequest {
   principal: string;
   action: string;
   resource: string;
   environment: string;
+  fields: string[];
 }
 
 /**

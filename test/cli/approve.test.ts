@@ -30,13 +30,13 @@ afterAll(async () => h?.close());
 
 describe('writ approve: a human approver signs off one request from the command line', () => {
   it('prints the assertion alone on stdout (what it is on stderr); the requester passes it and the decision is allowed, once', async () => {
-    const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY);
+    const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--fields', 'status');
     expect(r.code).toBe(0);
     const assertion = r.stdout.trim();
     expect(assertion).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
-    expect(r.output).toContain('approval by editor-alice of publisher publish_post wp:post:42 in production: single use, until ');
+    expect(r.output).toContain('approval by editor-alice of publisher publish_post wp:post:42 in production on fields [status]: single use, until ');
     expect(decodeProtectedHeader(assertion)).toMatchObject({ alg: 'EdDSA', kid: expect.any(String) });
-    expect(decodeJwt(assertion)).toMatchObject({ iss: 'editor-alice', sub: 'editor-alice', aud: 'writ:approval', approve: { principal: 'publisher', action: 'publish_post', resource: 'wp:post:42', environment: 'production' } });
+    expect(decodeJwt(assertion)).toMatchObject({ iss: 'editor-alice', sub: 'editor-alice', aud: 'writ:approval', approve: { principal: 'publisher', action: 'publish_post', resource: 'wp:post:42', environment: 'production', fields: ['status'] } });
 
     const without = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3 } } });
     expect(without.body).toMatchObject({ allow: false, obligations: { approval_required: true } });
@@ -44,6 +44,19 @@ describe('writ approve: a human approver signs off one request from the command 
     expect(allowed.body.allow, JSON.stringify(allowed.body.reasons)).toBe(true);
     const again = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: assertion } } });
     expect(again.body).toMatchObject({ code: 'UNPROCESSABLE', detail: expect.stringContaining('already used') });
+  });
+
+  it('--fields binds the fields approved: a request touching another is refused; * approves every field', async () => {
+    const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--fields', 'status', '--json');
+    expect(JSON.parse(r.stdout).approve.fields).toEqual(['status']);
+    const wider = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, fields: ['status', 'title'], context: { risk: 3, approval: JSON.parse(r.stdout).assertion } } });
+    expect(wider.body).toMatchObject({ code: 'UNPROCESSABLE', detail: 'the approval is for another request: fields ["title"] not among those it approves, ["status"]' });
+    const every = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--fields', 'title, status,title', '--json');
+    expect(JSON.parse(every.stdout).approve.fields).toEqual(['status', 'title']);
+    const star = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--fields', '*');
+    expect(star.output).toContain(' on fields [*]: single use');
+    const allowed = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: star.stdout.trim() } } });
+    expect(allowed.body.allow, JSON.stringify(allowed.body)).toBe(true);
   });
 
   it('writ who lists the principal that may do it with an approval as allowed, needing one', async () => {
@@ -55,10 +68,10 @@ describe('writ approve: a human approver signs off one request from the command 
 
   it('--json gives the assertion with what it approves and until when; --ttl shortens it', async () => {
     const before = Date.now();
-    const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--env', 'production', '--ttl', '90s', '--json');
+    const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--fields', 'status', '--env', 'production', '--ttl', '90s', '--json');
     expect(r.code).toBe(0);
     const answer = JSON.parse(r.stdout);
-    expect(answer).toMatchObject({ approver: 'editor-alice', approve: { principal: 'publisher', action: 'publish_post', resource: 'wp:post:42', environment: 'production' }, expires_at: expect.stringMatching(WIRE_TIME) });
+    expect(answer).toMatchObject({ approver: 'editor-alice', approve: { principal: 'publisher', action: 'publish_post', resource: 'wp:post:42', environment: 'production', fields: ['status'] }, expires_at: expect.stringMatching(WIRE_TIME) });
     const claims = decodeJwt(answer.assertion);
     expect(claims.exp! - claims.iat!).toBe(90);
     expect(Date.parse(answer.expires_at)).toBe(claims.exp! * 1000);
@@ -70,7 +83,7 @@ describe('writ approve: a human approver signs off one request from the command 
   it('the audience follows WRIT_AUDIENCE, as the server\'s does', async () => {
     process.env.WRIT_AUDIENCE = 'writ-staging';
     try {
-      const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY);
+      const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--fields', 'status');
       expect(decodeJwt(r.stdout.trim()).aud).toBe('writ-staging:approval');
     } finally {
       delete process.env.WRIT_AUDIENCE;
@@ -78,14 +91,14 @@ describe('writ approve: a human approver signs off one request from the command 
   });
 
   it('an --env the local policy bundle does not declare is signed with a warning naming the closest; with no bundle to read, no warning (the server names it when used)', async () => {
-    const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--env', 'prodution');
+    const r = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--fields', 'status', '--env', 'prodution');
     expect(r.code).toBe(0);
     expect(r.stdout.trim()).toMatch(/^eyJ[\w-]*\.[\w-]+\.[\w-]+$/);
     expect(r.output).toContain('[writ] WARNING: the environment: "prodution" is not an environment of the policy (data.writ.environments: production, staging, development) (did you mean "production"?), in the policy bundle at ');
     expect(r.output).toContain(': a decision under that policy would not use this approval');
     process.env.WRIT_BUNDLE_DIR = join(h.dataDir, 'no-bundle-here');
     try {
-      const away = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--env', 'prodution');
+      const away = await writ('approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--fields', 'status', '--env', 'prodution');
       expect(away.code).toBe(0);
       expect(away.output).not.toContain('WARNING');
       const used = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: away.stdout.trim() } } });
@@ -97,10 +110,12 @@ describe('writ approve: a human approver signs off one request from the command 
 
   it.each([
     [['approve', 'publisher', 'publish_post', 'wp:post:42', '--key', KEY], '--as APPROVER and --key FILE'],
-    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--ttl', '10m'], '--ttl is whole seconds or minutes from 1s to 300s'],
-    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--ttl', '5x'], '--ttl is whole seconds or minutes'],
-    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', join(REPO, 'package.json')], 'is not a private JWK'],
-    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', 'no-such.jwk'], 'cannot read the key no-such.jwk'],
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY], '--fields is required: the fields the request may touch (* for every field and the whole resource)'],
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--fields', ' , '], '--fields is required'],
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--fields', 'status', '--ttl', '10m'], '--ttl is whole seconds or minutes from 1s to 300s'],
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', KEY, '--fields', 'status', '--ttl', '5x'], '--ttl is whole seconds or minutes'],
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', join(REPO, 'package.json'), '--fields', 'status'], 'is not a private JWK'],
+    [['approve', 'publisher', 'publish_post', 'wp:post:42', '--as', 'editor-alice', '--key', 'no-such.jwk', '--fields', 'status'], 'cannot read the key no-such.jwk'],
   ])('%j is refused in one line, exit 2', async (args, message) => {
     const r = await writ(...args);
     expect(r.code).toBe(2);

@@ -42,7 +42,8 @@ describe.each(ENGINES)('lease acquisitions with one token in flight at once, on 
     if (db) cleanups.push(db.drop);
     const work = mkdtempSync(join(tmpdir(), 'writ-twins-'));
     cleanups.push(() => rmSync(work, { recursive: true, force: true }));
-    const env: Record<string, string> = db ? { WRIT_DATABASE_URL: db.url } : {};
+    // Round 2 keeps 2 × PAIRS acquisitions of one principal waiting at once, past the default bound (16).
+    const env: Record<string, string> = { WRIT_LEASE_MAX_WAITERS_PER_PRINCIPAL: String(4 * PAIRS), ...(db ? { WRIT_DATABASE_URL: db.url } : {}) };
     servers.push(await startServerProcess({ dataDir: join(work, 'data0'), env }));
     for (let i = 1; i < replicas; i++) {
       // Another replica: its own data directory with the first one's keys/ and admin.jwk (as README says).

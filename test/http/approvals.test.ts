@@ -14,7 +14,7 @@ afterAll(async () => h?.close());
 
 const request = { action: 'publish_post', resource: 'wp:post:42', environment: 'production', fields: ['status'] };
 const approval = (approver: string, overrides: Partial<typeof request & { principal: string }> = {}) =>
-  createApprovalAssertion({ approver, privateJwk: fixtureKey(approver), approve: { principal: 'publisher', action: request.action, resource: request.resource, environment: request.environment, ...overrides }, now: h.clock.now() });
+  createApprovalAssertion({ approver, privateJwk: fixtureKey(approver), approve: { principal: 'publisher', action: request.action, resource: request.resource, environment: request.environment, fields: request.fields, ...overrides }, now: h.clock.now() });
 
 describe('approval above the risk threshold', () => {
   it('risk 3 without an approval is denied with approval_required', async () => {
@@ -82,7 +82,8 @@ describe('approval above the risk threshold', () => {
     expect(again.body.detail).toMatch(/approval is not valid: .*(replay|already)/i);
   });
   it('is spent only by a decision that allows: an explanation or a denial for another reason leaves it usable', async () => {
-    const token = await approval('editor-alice');
+    // It approves title too (the approver's choice), so the request for [status, title] below is judged, not refused.
+    const token = await approval('editor-alice', { fields: ['status', 'title'] });
     const explained = await h.call('publisher', { method: 'POST', url: '/v1/explain', payload: { ...request, context: { risk: 3, approval: token } } });
     expect(explained.status, JSON.stringify(explained.body)).toBe(200);
     expect(explained.body.allow).toBe(true);

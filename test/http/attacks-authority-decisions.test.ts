@@ -107,7 +107,7 @@ describe('approvals', () => {
   });
   const req = { action: 'publish_post', resource: 'wp:post:42', environment: 'production', fields: ['status'] };
   const approval = (approver: string, overrides: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) =>
-    createApprovalAssertion({ approver, privateJwk: fixtureKey(approver), approve: { principal: 'publisher', action: req.action, resource: req.resource, environment: req.environment, ...overrides } as never, now: h.clock.now(), ...extra });
+    createApprovalAssertion({ approver, privateJwk: fixtureKey(approver), approve: { principal: 'publisher', action: req.action, resource: req.resource, environment: req.environment, fields: req.fields, ...overrides } as never, now: h.clock.now(), ...extra });
 
   it('an approval allows once; replayed, it is refused', async () => {
     const token = await approval('editor-alice');
@@ -162,16 +162,65 @@ describe('approvals', () => {
     expect(r2.body.allow ?? false).toBe(false);
   });
 
-  // DESIGN QUESTION: an approval names principal, action, resource and environment, not fields (nor a
-  // risk): signed for a publish that touches status, it approves the same publish touching every field
-  // the requester holds. Claims it does not read (here approve.fields) are ignored, not refused. Whether
-  // approvals should bind fields (and the risk) is a wire change (ApprovalRequest); not built here.
-  it.fails('an approval that names fields [status] does not approve a request for [status, title]', async () => {
-    const g = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-pub-title', to: 'publisher', reason: 'titles too', max_depth: 0, scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['status', 'title'], risk_max: 3 } } });
-    expect(g.status).toBe(201);
-    const token = await approval('editor-alice', { fields: ['status'] });
-    const r = await decide('publisher', { ...req, fields: ['status', 'title'], context: { risk: 3, approval: token } });
-    expect(r.body.allow ?? false).toBe(false);
+  describe('an approval binds the fields it approves', () => {
+    beforeEach(async () => {
+      const g = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-pub-title', to: 'publisher', reason: 'titles too', max_depth: 0, scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['status', 'title'], risk_max: 3 } } });
+      expect(g.status).toBe(201);
+    });
+
+    it('an approval that names fields [status] does not approve a request for [status, title]; it stays usable for [status]', async () => {
+      const token = await approval('editor-alice', { fields: ['status'] });
+      const r = await decide('publisher', { ...req, fields: ['status', 'title'], context: { risk: 3, approval: token } });
+      expect(r.body.allow ?? false).toBe(false);
+      expect([r.status, r.body.code]).toEqual([422, 'UNPROCESSABLE']);
+      expect(r.body.detail).toBe('the approval is for another request: fields ["title"] not among those it approves, ["status"]');
+      // Refused before anything was spent: the approval still approves what it names.
+      const ok = await decide('publisher', { ...req, context: { risk: 3, approval: token } });
+      expect(ok.body.allow, JSON.stringify(ok.body)).toBe(true);
+    });
+
+    it('an approval of more fields than asked approves the request (the approver\'s choice), once', async () => {
+      const token = await approval('editor-alice', { fields: ['title', 'status'] });
+      const r = await decide('publisher', { ...req, context: { risk: 3, approval: token } });
+      expect(r.body.allow, JSON.stringify(r.body)).toBe(true);
+      const again = await decide('publisher', { ...req, fields: ['status', 'title'], context: { risk: 3, approval: token } });
+      expect([again.status, again.body.code]).toEqual([422, 'UNPROCESSABLE']);
+      expect(again.body.detail).toMatch(/already used/);
+    });
+
+    it('an approval that names no fields (as one signed before approvals bound them) is refused, clearly, for any fields; so is one whose fields are not a list of names', async () => {
+      const { fields: _f, ...unbound } = { principal: 'publisher', action: req.action, resource: req.resource, environment: req.environment, fields: [] };
+      const old = await createApprovalAssertion({ approver: 'editor-alice', privateJwk: fixtureKey('editor-alice'), approve: unbound as never, now: h.clock.now() });
+      for (const fields of [['status'], ['status', 'title']]) {
+        const r = await decide('publisher', { ...req, fields, context: { risk: 3, approval: old } });
+        expect([r.status, r.body.code]).toEqual([422, 'UNPROCESSABLE']);
+        expect(r.body.detail).toMatch(/^the approval names no fields .*writ approve --fields/);
+      }
+      for (const fields of ['status', [1], null, { status: true }]) {
+        const r = await decide('publisher', { ...req, context: { risk: 3, approval: await approval('editor-alice', { fields }) } });
+        expect([r.status, r.body.code], JSON.stringify(fields)).toEqual([422, 'UNPROCESSABLE']);
+        expect(r.body.detail).toMatch(/^the approval's fields must be a list of field names/);
+      }
+    });
+
+    it('as in a scope, ["*"] approves every field and the whole resource (no fields listed); named fields do not approve the whole resource', async () => {
+      for (const fields of [['status', 'title'], []]) {
+        const r = await decide('publisher', { ...req, fields, context: { risk: 3, approval: await approval('editor-alice', { fields: ['*'] }) } });
+        // Approved: what is left is the chain's own verdict (the whole resource needs a grant of [*]).
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        if (fields.length > 0) expect(r.body.allow, JSON.stringify(r.body)).toBe(true);
+      }
+      const whole = await decide('publisher', { ...req, fields: [], context: { risk: 3, approval: await approval('editor-alice', { fields: ['status', 'title'] }) } });
+      expect([whole.status, whole.body.code]).toEqual([422, 'UNPROCESSABLE']);
+      expect(whole.body.detail).toBe('the approval is for another request: fields ["status","title"], not the whole resource (no fields listed), which needs ["*"]');
+    });
+
+    it('the same over AuthZEN: a batch item touching a field the approval does not name is an error, not an allow', async () => {
+      const token = await approval('editor-alice', { fields: ['status'] });
+      const item = { subject: { type: 'service', id: 'publisher' }, action: { name: 'publish_post' }, resource: { type: 'wp:post', id: 'wp:post:42', properties: { environment: 'production', fields: ['status', 'title'] } }, context: { risk: 3, approval: token } };
+      const r = await h.call('publisher', { method: 'POST', url: '/access/v1/evaluations', payload: { evaluations: [item] } });
+      expect(r.body.evaluations?.[0]?.decision ?? false, JSON.stringify(r.body)).toBe(false);
+    });
   });
 
   it('a caller assertion (audience writ) is not an approval, and an approval is not a caller assertion', async () => {

@@ -165,7 +165,7 @@ describe('a request token that is not exactly what its session allows is refused
     const [head, body] = leaseToken(s, { jti: 'confused-5', header: { alg: 'EdDSA' } }).split('.') as [string, string];
     await leaseRefused(`Bearer ${head}.${body}.${createHmac('sha256', s.k).update(`${head}.${body}`).digest('base64url')}`, 'confused-5', 401, 'UNAUTHENTICATED', /no key with kid/);
     // An approval (an assertion only) cannot be an HS256 token at all.
-    const approve = { principal: A, action: decisionBody.action, resource: decisionBody.resource, environment: decisionBody.environment };
+    const approve = { principal: A, action: decisionBody.action, resource: decisionBody.resource, environment: decisionBody.environment, fields: decisionBody.fields };
     const approval = requestToken(s, { method: 'POST', path: '/v1/decisions', now: clock.now(), audience: 'writ:approval', claims: { approve } });
     const r = await send(s, 'POST', '/v1/decisions', { ...decisionBody, context: { approval } });
     refused(r, 422, 'UNPROCESSABLE', /approval is not valid: assertion algorithm "HS256" is not allowed/);

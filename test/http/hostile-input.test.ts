@@ -200,7 +200,7 @@ describe('JWS segments must be canonical base64url', () => {
     await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-pub-risky', to: 'publisher', reason: 'r', max_depth: 0, scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['status'], risk_max: 3 } } });
     await h.call('governance', { method: 'POST', url: '/v1/approvals', payload: { id: 'a-alice-pub', from: 'editor-alice', to: 'publisher', reason: 'r', scope: { actions: ['publish_post'], resources: ['wp:post:*'], environments: ['production'], risk_max: 3 } } });
     const request = { action: 'publish_post', resource: 'wp:post:42', environment: 'production', fields: ['status'] };
-    const approval = await createApprovalAssertion({ approver: 'editor-alice', privateJwk: fixtureKey('editor-alice'), approve: { principal: 'publisher', action: request.action, resource: request.resource, environment: request.environment }, now: h.clock.now() });
+    const approval = await createApprovalAssertion({ approver: 'editor-alice', privateJwk: fixtureKey('editor-alice'), approve: { principal: 'publisher', action: request.action, resource: request.resource, environment: request.environment, fields: request.fields }, now: h.clock.now() });
     const r = await refused('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval: withSignature(approval, nonCanonical) } } }, 422, 'UNPROCESSABLE');
     expect(r.body.detail).toMatch(/approval is not valid: malformed assertion/);
     const ok = await h.call('publisher', { method: 'POST', url: '/v1/decisions', payload: { ...request, context: { risk: 3, approval } } });

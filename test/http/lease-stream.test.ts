@@ -343,7 +343,7 @@ describe('pipelining', () => {
 
 describe('the in-flight bound', () => {
   it('takes 256 requests in flight per stream; one more is OVERLOADED at once, and each request is answered exactly once', async () => {
-    const { h, url } = await listening({ config: { lease: { ...loadDefaults().lease, maxWaitersPerKey: 1_000 } } });
+    const { h, url } = await listening({ config: { lease: { ...loadDefaults().lease, maxWaitersPerKey: 1_000, maxWaitersPerPrincipal: 1_000 } } });
     await leaseOk(h, ALICE, [await titleDecision(h, ALICE, 61)]);
     const t = await titleDecision(h, SEO, 61);
     const raw = await rawStream(url, await h.auth(SEO));

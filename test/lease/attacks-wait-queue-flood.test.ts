@@ -1,38 +1,76 @@
 /**
  * The wait queue flooded, tried as an attacker would: one principal queueing acquisitions (wait_ms) on
- * many keys at once.
+ * many keys at once. WRIT_LEASE_MAX_WAITERS bounds one key's queue; WRIT_LEASE_MAX_WAITERS_PER_PRINCIPAL
+ * bounds the acquisitions one principal keeps waiting across keys (every waiter polls the store: measured,
+ * 256 waiters from one stream took 0.38 of a core), over HTTP and over the lease stream alike.
  */
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { decideOk, leaseOk } from '../support/agent.js';
-import { startHarness, type Harness } from '../support/harness.js';
-import { WallClock } from '../support/lease-stream.js';
+import type { Harness } from '../support/harness.js';
+import { closeOpened, listening, rawStream } from '../support/lease-stream.js';
+import { until } from '../support/wait.js';
 
-let h: Harness | undefined;
-afterAll(async () => h?.close());
+afterEach(closeOpened);
 
 const KEYS = 6;
+const BOUND = 2;
+const LEASE = { minTtlMs: 500, maxTtlMs: 300_000, defaultTtlMs: 15_000, maxWaitMs: 60_000, maxWaitersPerKey: 64, maxWaitersPerPrincipal: BOUND };
+
+const waitingOf = async (h: Harness, holder: string) => (await h.ctx.leases.queues()).reduce((n, q) => n + q.waiters.filter((w) => w.holder === holder).length, 0);
+
+/** editor-alice holds wp:post:800.. (one key each); seo-agent-7's decisions for the same keys. */
+async function heldKeys(h: Harness): Promise<string[]> {
+  const decisions: string[] = [];
+  for (let i = 0; i < KEYS; i++) {
+    await leaseOk(h, 'editor-alice', [(await decideOk(h, 'editor-alice', { resource: `wp:post:${800 + i}`, fields: ['title'] })).token], { ttl_ms: 60_000 });
+    decisions.push((await decideOk(h, 'seo-agent-7', { resource: `wp:post:${800 + i}`, fields: ['title'] })).token);
+  }
+  return decisions;
+}
 
 describe('one principal queueing on many keys', () => {
-  // DESIGN QUESTION (not built): WRIT_LEASE_MAX_WAITERS bounds the waiters of one key (64), and nothing bounds
-  // the waiters of one principal or of the process across keys. Every waiter polls the store every 10–50 ms
-  // until its turn or its wait_ms (up to 60 s): measured here, 256 waiters from one stream (its in-flight
-  // bound) took 0.38 of a core, against 0.017 idle (load average 14 on 2 shared cores). One principal may open
-  // 64 streams (16 384 waiters), and over HTTP (rate limit off by default) as many as it has held keys × 64,
-  // taking every core from every other caller. A per-principal (or per-process) bound on live waiters, one more
-  // answered OVERLOADED as a full key's queue is, or waiters woken by the store instead of polling, would close
-  // it; which (and its default) is a choice about legitimate controllers that wait on many keys.
-  it.fails('the acquisitions one principal keeps waiting are bounded as one key\'s waiters are (WRIT_LEASE_MAX_WAITERS)', async () => {
-    h = await startHarness({ clock: new WallClock(), config: { lease: { minTtlMs: 500, maxTtlMs: 300_000, defaultTtlMs: 15_000, maxWaitMs: 60_000, maxWaitersPerKey: 2 } } });
-    const harness = h;
-    for (let i = 0; i < KEYS; i++) await leaseOk(harness, 'editor-alice', [(await decideOk(harness, 'editor-alice', { resource: `wp:post:${800 + i}`, fields: ['title'] })).token], { ttl_ms: 60_000 });
+  it('over HTTP: past WRIT_LEASE_MAX_WAITERS_PER_PRINCIPAL waiting acquisitions one more is 503 OVERLOADED with Retry-After, not queued; another principal still queues', async () => {
+    const { h } = await listening({ config: { lease: LEASE } });
+    const decisions = await heldKeys(h);
     const waiting = [];
-    for (let i = 0; i < KEYS; i++) {
-      const d = (await decideOk(harness, 'seo-agent-7', { resource: `wp:post:${800 + i}`, fields: ['title'] })).token;
-      waiting.push(harness.call('seo-agent-7', { method: 'POST', url: '/v1/leases', payload: { decisions: [d], ttl_ms: 10_000, wait_ms: 2_000 } }));
+    for (let i = 0; i < BOUND; i++) {
+      waiting.push(h.call('seo-agent-7', { method: 'POST', url: '/v1/leases', payload: { decisions: [decisions[i]], ttl_ms: 10_000, wait_ms: 3_000 } }));
+      await until(`waiter ${i + 1} queued`, async () => (await waitingOf(h, 'seo-agent-7')) === i + 1);
     }
-    await new Promise((r) => setTimeout(r, 500));
-    const queued = (await harness.ctx.leases.queues()).reduce((n, q) => n + q.waiters.filter((w) => w.holder === 'seo-agent-7').length, 0);
-    await Promise.all(waiting);
-    expect(queued).toBeLessThanOrEqual(2);
+    for (let i = BOUND; i < KEYS; i++) {
+      const refused = await h.call('seo-agent-7', { method: 'POST', url: '/v1/leases', payload: { decisions: [decisions[i]], ttl_ms: 10_000, wait_ms: 3_000 } });
+      expect(refused.status).toBe(503);
+      expect(refused.body).toMatchObject({ code: 'OVERLOADED', holder: 'seo-agent-7', waiting: BOUND, max_waiters_per_principal: BOUND });
+      expect(refused.body.detail).toMatch(/WRIT_LEASE_MAX_WAITERS_PER_PRINCIPAL/);
+      // A place frees at the latest when the first of its waits reaches its deadline (3 s).
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(3);
+    }
+    expect(await waitingOf(h, 'seo-agent-7')).toBe(BOUND);
+    // The bound is the principal's: another one queues on the same key as before.
+    const other = h.call('orchestrator', { method: 'POST', url: '/v1/leases', payload: { decisions: [(await decideOk(h, 'orchestrator', { resource: 'wp:post:805', fields: ['title'] })).token], ttl_ms: 10_000, wait_ms: 3_000 } });
+    await until('the other principal queued', async () => (await waitingOf(h, 'orchestrator')) === 1);
+    // The waits end (timeout), freeing the places: the principal queues again.
+    for (const w of await Promise.all(waiting)) expect(w.body.code).toBe('LEASE_WAIT_TIMEOUT');
+    expect((await other).body.code).toBe('LEASE_WAIT_TIMEOUT');
+    const again = h.call('seo-agent-7', { method: 'POST', url: '/v1/leases', payload: { decisions: [decisions[KEYS - 1]], ttl_ms: 10_000, wait_ms: 500 } });
+    await until('queued again', async () => (await waitingOf(h, 'seo-agent-7')) === 1);
+    expect((await again).body.code).toBe('LEASE_WAIT_TIMEOUT');
+  });
+
+  it('over the lease stream: the same bound, whatever the stream\'s in-flight bound; the refused are answered at once', async () => {
+    const { h, url } = await listening({ config: { lease: LEASE } });
+    const decisions = await heldKeys(h);
+    const raw = await rawStream(url, await h.auth('seo-agent-7'));
+    for (let i = 0; i < KEYS; i++) raw.send({ id: i, op: 'acquire', decisions: [decisions[i]], ttl_ms: 10_000, wait_ms: 30_000 });
+    const refused = [];
+    for (let i = 0; i < KEYS - BOUND; i++) refused.push(await raw.next());
+    for (const r of refused) {
+      expect(r).toMatchObject({ ok: false, problem: { code: 'OVERLOADED', status: 503, holder: 'seo-agent-7', max_waiters_per_principal: BOUND } });
+      expect(r.problem.retry_after_ms).toBeGreaterThan(0);
+    }
+    expect(await waitingOf(h, 'seo-agent-7')).toBe(BOUND);
+    h.ctx.leases.stopWaiting();
+    for (let i = 0; i < BOUND; i++) await raw.next();
   });
 });

@@ -9,7 +9,7 @@ const KEY = 'wp:post:70#title';
 
 describe('bounded lease wait queues (WRIT_LEASE_MAX_WAITERS)', () => {
   it('past N live waiters on a key a new waiter gets 503 OVERLOADED with Retry-After and is not queued; a place freed is taken again', async () => {
-    h = await startHarness({ config: { lease: { minTtlMs: 500, maxTtlMs: 300_000, defaultTtlMs: 15_000, maxWaitMs: 60_000, maxWaitersPerKey: 2 } } });
+    h = await startHarness({ config: { lease: { minTtlMs: 500, maxTtlMs: 300_000, defaultTtlMs: 15_000, maxWaitMs: 60_000, maxWaitersPerKey: 2, maxWaitersPerPrincipal: 16 } } });
     const harness = h;
     const decision = async () => (await decideOk(harness, 'seo-agent-7', { resource: 'wp:post:70', fields: ['title'] })).token;
     const waitFor = async (n: number) => {

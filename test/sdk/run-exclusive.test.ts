@@ -88,7 +88,7 @@ describe('runExclusive: a scheduled job on two runner processes', () => {
     expect(why.chains.map((c) => c.edges.map((e) => e.id))).toContainEqual(['g-publisher-risky-jobs']);
     expect(why.chains.find((c) => c.edges[0]!.id === 'g-publisher-risky-jobs')!.verdict.ok).toBe(true);
 
-    const approval = await createApprovalAssertion({ approver: 'editor-alice', privateJwk: fixtureKey('editor-alice'), approve: { principal: 'publisher', action: 'run_job', resource: jobKey, environment: 'production' } });
+    const approval = await createApprovalAssertion({ approver: 'editor-alice', privateJwk: fixtureKey('editor-alice'), approve: { principal: 'publisher', action: 'run_job', resource: jobKey, environment: 'production', fields: ['*'] } });
     const done = await client.runExclusive(jobKey, async () => void runs++, { context: { risk: 3, approval } });
     expect(done).toMatchObject({ ran: true });
     expect(runs).toBe(1);
@@ -102,7 +102,7 @@ describe('runExclusive: a scheduled job on two runner processes', () => {
   it('the approval is spent by the decision even when another runner holds the job ({ran: false})', async () => {
     const { client } = clientFor(server, 'publisher');
     const jobKey = 'job:rebuild-site:example.net';
-    const approve = () => createApprovalAssertion({ approver: 'editor-alice', privateJwk: fixtureKey('editor-alice'), approve: { principal: 'publisher', action: 'run_job', resource: jobKey, environment: 'production' } });
+    const approve = () => createApprovalAssertion({ approver: 'editor-alice', privateJwk: fixtureKey('editor-alice'), approve: { principal: 'publisher', action: 'run_job', resource: jobKey, environment: 'production', fields: ['*'] } });
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     let started!: () => void;

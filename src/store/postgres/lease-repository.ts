@@ -7,6 +7,7 @@ import {
   type EpochBump,
   type EpochBumpCommand,
   type FenceState,
+  type HolderWaiting,
   type KeyWaiterRow,
   type LeaseKeyPage,
   type LeaseKeyQuery,
@@ -208,6 +209,16 @@ export class PostgresLeaseRepository implements LeaseRepository {
         WHERE wk.key = $1 AND w.deadline > writ_now_ms() ORDER BY w.priority DESC, w.ticket`,
       [key],
     );
+  }
+
+  async waitingOf(holder: string, _now: number): Promise<HolderWaiting> {
+    const [row] = await this.sql.query<HolderWaiting>(
+      `WITH t AS (SELECT writ_now_ms() AS now)
+       SELECT count(*)::int8 AS waiting, min(w.deadline - t.now)::int8 AS "firstDeadlineInMs"
+         FROM t, lease_waiters w WHERE w.deadline > t.now AND w.holder = $1`,
+      [holder],
+    );
+    return row!;
   }
 
   async liveWaiters(_now: number): Promise<KeyWaiterRow[]> {

@@ -7,6 +7,7 @@ import type {
   FenceState,
   LeaseEvent,
   LeaseEventKind,
+  HolderWaiting,
   KeyWaiterRow,
   LeaseKeyPage,
   LeaseKeyQuery,
@@ -145,6 +146,8 @@ export class SqliteLeaseRepository implements LeaseRepository {
       waiters: db.prepare(`SELECT w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline
         FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
         WHERE wk.key = ? AND w.deadline > ? ORDER BY w.priority DESC, w.ticket`),
+      waitingOf: db.prepare(`SELECT count(*) AS waiting, min(deadline) - :now AS firstDeadlineInMs
+        FROM lease_waiters INDEXED BY lease_waiters_deadline WHERE deadline > :now AND holder = :holder`),
       liveWaiters: db.prepare(`SELECT wk.key, w.ticket, w.holder, w.holder_instance AS instance, w.priority, w.enqueued_at, w.deadline
         FROM lease_waiters w JOIN lease_waiter_keys wk ON wk.ticket = w.ticket JOIN lease_keys k ON k.key = wk.key
         WHERE w.deadline > ? AND k.epoch > 0 ORDER BY wk.key, w.priority DESC, w.ticket`),
@@ -270,6 +273,10 @@ export class SqliteLeaseRepository implements LeaseRepository {
 
   async waiters(key: string, now: number): Promise<WaiterRow[]> {
     return this.s.waiters.all(key, now) as WaiterRow[];
+  }
+
+  async waitingOf(holder: string, now: number): Promise<HolderWaiting> {
+    return this.s.waitingOf.get({ holder, now }) as HolderWaiting;
   }
 
   async liveWaiters(now: number): Promise<KeyWaiterRow[]> {

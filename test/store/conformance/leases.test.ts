@@ -282,6 +282,26 @@ describeEngines('leases: the wait queue', (fresh) => {
     expect(rows).toEqual(perKey);
   });
 
+  it('waitingOf: the acquisitions one holder keeps waiting over every key (a multi-key waiter once), live ones only, and when the first ends', async () => {
+    const { store } = await fresh();
+    expect(await store.read((tx) => tx.leases.waitingOf('agent', Date.now()))).toEqual({ waiting: 0, firstDeadlineInMs: null });
+    await enqueue(store, 'agent', 1, ['k:a'], 20_000);
+    await enqueue(store, 'agent', 1, ['k:b', 'k:c', 'k:never'], 10_000);
+    await enqueue(store, 'agent', 1, ['k:a'], 0);
+    await enqueue(store, 'other', 1, ['k:a'], 5_000);
+    const mine = await store.read((tx) => tx.leases.waitingOf('agent', Date.now()));
+    expect(mine.waiting).toBe(2);
+    // By the clock the deadlines were set by (the engine's own on PostgreSQL): the 10 s wait, less the time since.
+    expect(mine.firstDeadlineInMs).toBeGreaterThan(5_000);
+    expect(mine.firstDeadlineInMs).toBeLessThanOrEqual(10_000);
+    const ticket = await enqueue(store, 'agent', 1, ['k:d']);
+    expect((await store.read((tx) => tx.leases.waitingOf('agent', Date.now()))).waiting).toBe(3);
+    await store.readWrite((tx) => tx.leases.dequeue(ticket));
+    expect((await store.read((tx) => tx.leases.waitingOf('agent', Date.now()))).waiting).toBe(2);
+    expect((await store.read((tx) => tx.leases.waitingOf('other', Date.now()))).waiting).toBe(1);
+    expect((await store.read((tx) => tx.leases.waitingOf('nobody', Date.now())))).toEqual({ waiting: 0, firstDeadlineInMs: null });
+  });
+
   it('heldKeys: the keys held now, in key order, as listKeys gives them; not the released, expired or never held', async () => {
     const { store } = await fresh();
     expect(await store.read((tx) => tx.leases.heldKeys(Date.now()))).toEqual({ keys: [] });
