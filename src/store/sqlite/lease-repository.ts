@@ -331,7 +331,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
       const row = this.s.keyRow.get(e.key) as LeaseKeyRow | undefined;
       const held = row?.holder != null && row.expires_at !== null && row.expires_at > cmd.now;
       if (!held) {
-        const [related] = this.s.relatedHeld.all({ ...familyParams(e.key), now: cmd.now, lease_id: cmd.leaseId }) as RelatedRow[];
+        const [related] = this.s.relatedHeld.all({ now: cmd.now, lease_id: cmd.leaseId, ...familyParams(e.key) }) as RelatedRow[];
         if (related) return { granted: false, key: e.key, holder: related.holder, expiresAt: related.expires_at, queued: false, heldKey: related.key };
       }
       return { granted: false, key: e.key, holder: row?.holder ?? null, expiresAt: row?.expires_at ?? null, queued: !held };
