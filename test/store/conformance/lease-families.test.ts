@@ -64,6 +64,16 @@ describeEngines('leases: key families', (fresh) => {
     ]);
   });
 
+  it('after an epoch bump a key leased for the first time starts above the floor and above its family, the floor counted once', async () => {
+    const { store } = await fresh();
+    const a = await take(store, [CONFIG], 'agent-a');
+    expect(epochsOf(a)).toEqual({ [CONFIG]: 1 });
+    await store.readWrite((tx) => tx.leases.bumpEpochs({ kind: 'BUMP', margin: 1000, actor: 'operator:test', reason: 'recovered to an earlier point', detail: {}, now: Date.now() }));
+    expect(epochsOf(await take(store, [TITLE], 'agent-b'))).toEqual({ [TITLE]: 1002 });
+    expect(epochsOf(await take(store, ['deploy:site:api'], 'agent-b'))).toEqual({ 'deploy:site:api': 1001 });
+    expect(await store.read((tx) => tx.leases.maxEpoch())).toBe(1002);
+  });
+
   it('an expired lease of a key taken again is recorded at its own epoch, not one below the family\'s new one', async () => {
     const { store } = await fresh();
     const a = await take(store, [CONFIG], 'agent-a', { ttlMs: 150 });
