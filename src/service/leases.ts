@@ -247,7 +247,7 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     incidents = await incidentsCounting(ctx, environmentsOf(authority));
     requireIncidents(incidents, environmentsOf(authority), 'the decisions presented are for');
     // The key and the keys of its family it conflicts with: a takeover of the key takes their leases over too.
-    for (const rec of (await Promise.all([...keys].map((key) => overlappingRecords(ctx, key)))).flat()) {
+    for (const rec of await overlappingRecords(ctx, [...keys])) {
       const key = rec.key;
       if (rec.state === 'HELD' && rec.holderIdentity && rec.holderIdentity !== caller) {
         const allowedBy = await preemptsGrounds(ctx, caller, rec.holderIdentity, now);
@@ -326,13 +326,18 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
 }
 
 /**
- * The records of `key` and of the keys of its family it conflicts with (src/wire/key-family.ts): a field
- * key's resource key, or a resource key's fields' keys (one range read of the key index).
+ * The records of each of `keys` and of the keys of its family it conflicts with (src/wire/key-family.ts):
+ * a field key's resource key, or a resource key's fields' keys (one range read of the key index).
  */
-async function overlappingRecords(ctx: WritContext, key: string): Promise<LeaseRecord[]> {
-  const root = keyRoot(key);
-  if (root === key) return ctx.leases.list({ resource: key });
-  return (await Promise.all([ctx.leases.describe(key), ctx.leases.describe(root)])).filter((r): r is LeaseRecord => r !== undefined);
+async function overlappingRecords(ctx: WritContext, keys: string[]): Promise<LeaseRecord[]> {
+  const records: (LeaseRecord | undefined)[] = [];
+  for (const key of keys) {
+    records.push(await ctx.leases.describe(key));
+    const root = keyRoot(key);
+    if (root === key) records.push(...(await ctx.leases.list({ resource: key })).filter((r) => r.key !== key));
+    else records.push(await ctx.leases.describe(root));
+  }
+  return records.filter((r): r is LeaseRecord => r !== undefined);
 }
 
 function environmentsOf(decisions: readonly DecisionClaims[]): string[] {
