@@ -111,6 +111,9 @@ export const leaseKeyFamilies: PostgresMigration = {
         FOREACH v_key IN ARRAY p_keys LOOP
           v_root := split_part(v_key, '#', 1);
           v_is_root := v_root = v_key;
+          -- The key's row first (made at epoch 0, raised to the floor by its trigger): lease_keys is written
+          -- before any leases row is locked, as an epoch bump (LOCK TABLE lease_keys, then leases) orders them.
+          INSERT INTO lease_keys (key, epoch, transitions) VALUES (v_key, 0, 0) ON CONFLICT (key) DO NOTHING;
           IF p_preempt THEN
             -- Related keys held by other leases are taken over with the key: all from preemptable holders, or refused.
             IF EXISTS (SELECT 1 FROM lease_keys o
@@ -142,7 +145,6 @@ export const leaseKeyFamilies: PostgresMigration = {
                      OR (v_is_root AND o.key COLLATE "C" >= (v_key || '#') COLLATE "C" AND o.key COLLATE "C" < (v_key || '$') COLLATE "C"))
                 AND o.holder IS NOT NULL AND o.expires_at <= v_now AND o.lease_id <> p_lease_id);
 
-          INSERT INTO lease_keys (key, epoch, transitions) VALUES (v_key, 0, 0) ON CONFLICT (key) DO NOTHING;
           -- The verdict is whether this one statement returns a row; the family's epoch + 1 happens in it
           -- (never below the key's own + 1: k.epoch is this row's latest version).
           UPDATE lease_keys AS k SET
