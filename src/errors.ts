@@ -44,7 +44,7 @@ export const ERROR_CATALOGUE = {
   AUTHORITY_REVOKED: { status: 403, title: 'Authority revoked', meaning: 'An edge or principal of the decision\'s chain was revoked, or expired, after the decision was made.' },
   OWNER_CHANGED: { status: 409, title: 'Owner changed', meaning: 'The owner of the managed state changed after the decision was made; ask for a new decision.' },
   // coordination
-  RESOURCE_BUSY: { status: 423, title: 'Resource busy', meaning: 'Another principal holds the lease; `Retry-After` and `holder` say when and who.' },
+  RESOURCE_BUSY: { status: 423, title: 'Resource busy', meaning: 'Another lease holds the key, or a key of its family (the resource\'s key for a field\'s, a field\'s for the resource\'s: `held_key`), or a waiter ahead has it reserved (`queued`); `Retry-After` and `holder` say when and who.' },
   LEASE_REQUIRED: { status: 423, title: 'Lease required', meaning: 'The resource is exclusive and the write carries no lease token.' },
   LEASE_EXPIRED: { status: 423, title: 'Lease expired', meaning: 'The lease is expired or released; take a new one (an acquisition asked again with the `token` of a lease that has ended: with a fresh token).' },
   LEASE_NOT_FOUND: { status: 404, title: 'Lease not found', meaning: 'No lease with that id.' },

@@ -374,10 +374,13 @@ export class LeaseManager<Tx extends LeaseTx = LeaseTx> {
   private busy(code: 'RESOURCE_BUSY' | 'LEASE_WAIT_TIMEOUT', o: Extract<AcquireOutcome, { granted: false }>, now: number, waitedMs?: number): WritError {
     const held = o.holder !== null && o.expiresAt !== null && o.expiresAt > now;
     const retryAfterMs = held ? Math.max(1, o.expiresAt! - now) : this.options.queuedRetryAfterMs;
-    const why = held ? `held by ${o.holder}` : 'reserved for a queued waiter';
-    const message = code === 'RESOURCE_BUSY' ? `${o.key} is ${why}` : `${o.key} stayed busy (${why}) for ${waitedMs} ms`;
+    // A related key (the resource of a field key, or a field of a resource key: src/wire/key-family.ts) may be what is held.
+    const overlap = held && o.heldKey !== undefined && o.heldKey !== o.key ? o.heldKey : undefined;
+    const why = overlap ? `${overlap}, held by ${o.holder}, overlaps ${o.key}` : held ? `held by ${o.holder}` : 'reserved for a queued waiter';
+    const message = code === 'RESOURCE_BUSY' ? `${o.key} is ${overlap ? 'busy: ' : ''}${why}` : `${o.key} stayed busy (${why}) for ${waitedMs} ms`;
     return new WritError(code, message, {
       key: o.key,
+      ...(overlap === undefined ? {} : { held_key: overlap }),
       holder: held ? o.holder : null,
       expires_at: held ? o.expiresAt : null,
       retry_after_ms: retryAfterMs,

@@ -9,12 +9,24 @@ import type { LeaseEvent, PreemptedLease } from './types.js';
  * caller's other writes (the authority record, the spent assertion) commit with it or not at all.
  *
  * Contract every engine keeps (the conformance suite, test/store/conformance, checks it):
+ * - Keys form families (src/wire/key-family.ts): `R#f` is a child of its root `R`. Keys RELATED to K are
+ *   its root if K is a child, its children (`K#*`) if K is a root; never its siblings.
  * - `acquire` takes all keys or none, with one conditional write per key whose changed-row count is
- *   the verdict (never read-then-write). Each taken key's epoch becomes epoch + 1 in that same write;
- *   epochs never decrease and are never reused. A refusal leaves the transaction as it was.
+ *   the verdict (never read-then-write). A key is refused while it, or a related key, is held (holder
+ *   set, not expired) by another lease: a whole-resource lease and a field lease of one resource are
+ *   never held at once by two leases; siblings are independent; one lease may hold R and R#f together.
+ *   A lease that lapsed holding a related key is ended (EXPIRED) by the take, so no renewal revives it.
+ * - Epochs: one counter per family. A taken key's epoch becomes the highest epoch of its family (the
+ *   root and all its children) + 1 in that same write, so each grant in a family is above every earlier
+ *   grant in it; epochs of a key never decrease and are never reused. A refusal leaves the transaction
+ *   as it was.
  * - `renew` and `release` are conditional on lease id, token hash, state ACTIVE and not expired.
- * - A queued waiter blocks every acquisition of its key by a newcomer of equal or lower priority, and
- *   by waiters behind it; waiters past their deadline block nobody.
+ * - A queued waiter blocks every acquisition of its key and of the keys related to it by a newcomer of
+ *   equal or lower priority, and by waiters behind it; waiters past their deadline block nobody.
+ * - Preemption takes over a related key held by another lease as it does the key: only from a holder
+ *   in `preemptable` (else refused), ending that lease PREEMPTED with all its keys freed.
+ * - A refusal because a related key is held names that key (`heldKey`), its holder and expiry, not queued.
+ * - PostgreSQL serialises the acquisitions of one family (an advisory lock per root, migration 16).
  * - A refused call changes nothing.
  * - `acquire` with the lease id of a lease that exists (live or ended) is refused with `tokenUsed`,
  *   before any key is looked at: a lease id, like its token, is used once. Also for twins, two
@@ -170,8 +182,16 @@ export type AcquireOutcome =
       key: string;
       holder: string | null;
       expiresAt: number | null;
-      /** True when the key is free (or expired) but reserved for a queued waiter ahead of the caller. */
+      /**
+       * True when the key is free (or expired) but reserved for a queued waiter ahead of the caller (on
+       * the key or a related one: see LeaseRepository).
+       */
       queued: boolean;
+      /**
+       * Set when what is held is not `key` but a related key (`key`'s root, or one of its fields' keys):
+       * `holder` and `expiresAt` are then that key's.
+       */
+      heldKey?: string;
       /**
        * True when a lease with `cmd.leaseId` exists already (its token was used before: this may be a
        * retry of the acquisition that made it); `key` is then the first key, and nothing was taken.

@@ -3,6 +3,7 @@ import { callerNoLongerValid, callerOf, checkDecisionBinding, isReplayedAssertio
 import { isEdgeLive, type AuthorityGraph, type Edge, type PublicJwk, type RecordedGraphEvent } from '../graph/index.js';
 import { checkAuthorityStillValid, checkNotRevokedSince, checkOwnersUnchangedSince, principalsOfChain } from '../gateway/authority-watermark.js';
 import { coordinationKeys } from '../gateway/coordination-keys.js';
+import { keyRoot } from '../wire/key-family.js';
 import { AcquisitionWithdrawn, LEASE_PAGE, type LeaseGrant, type LeaseRecord, type PreemptedLease, type WaiterRow } from '../lease/index.js';
 import type { StoreTx } from '../store/contract.js';
 import { forOneOperation, type WritContext } from './context.js';
@@ -245,9 +246,10 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
   if (input.preempt) {
     incidents = await incidentsCounting(ctx, environmentsOf(authority));
     requireIncidents(incidents, environmentsOf(authority), 'the decisions presented are for');
-    for (const key of keys) {
-      const rec = await ctx.leases.describe(key);
-      if (rec?.state === 'HELD' && rec.holderIdentity && rec.holderIdentity !== caller) {
+    // The key and the keys of its family it conflicts with: a takeover of the key takes their leases over too.
+    for (const rec of await overlappingRecords(ctx, [...keys])) {
+      const key = rec.key;
+      if (rec.state === 'HELD' && rec.holderIdentity && rec.holderIdentity !== caller) {
         const allowedBy = await preemptsGrounds(ctx, caller, rec.holderIdentity, now);
         if (allowedBy.edges.length === 0) throw new WritError('FORBIDDEN', `${caller} has no preempts edge over ${rec.holderIdentity}, who holds ${key}`);
         if (!grounds.has(rec.holderIdentity)) grounds.set(rec.holderIdentity, allowedBy);
@@ -322,6 +324,21 @@ async function acquire(ctx: WritContext, caller: string, input: LeaseRequestInpu
     lease_id: grant.lease_id, token: grant.token, epochs: grant.epochs, expires_at: grant.expires_at, preempted: grant.preempted,
     keys: Object.keys(grant.epochs).sort(), holder: caller, replayed: grant.replayed,
   };
+}
+
+/**
+ * The records of each of `keys` and of the keys of its family it conflicts with (src/wire/key-family.ts):
+ * a field key's resource key, or a resource key's fields' keys (one range read of the key index).
+ */
+async function overlappingRecords(ctx: WritContext, keys: string[]): Promise<LeaseRecord[]> {
+  const records: (LeaseRecord | undefined)[] = [];
+  for (const key of keys) {
+    records.push(await ctx.leases.describe(key));
+    const root = keyRoot(key);
+    if (root === key) records.push(...(await ctx.leases.list({ resource: key })).filter((r) => r.key !== key));
+    else records.push(await ctx.leases.describe(root));
+  }
+  return records.filter((r): r is LeaseRecord => r !== undefined);
 }
 
 function environmentsOf(decisions: readonly DecisionClaims[]): string[] {

@@ -80,18 +80,21 @@ describe('key sets that overlap', () => {
     expect(await leaseAs('seo-control-plane', { action: 'bulk_update_canonical', resource: 'site:example.com:canonical-bulk', fields: [] })).toMatchObject({ status: 423, code: 'RESOURCE_BUSY' });
   });
 
-  // DESIGN QUESTION (not built): a whole-resource write (fields []) coordinates on the resource key and a
-  // field write on `resource#field`, and nothing joins the two. Where the policy lets both be written (here
-  // deploy:**, whose class lists no fields), one principal may hold `deploy:site:www` while another holds
-  // `deploy:site:www#config`, and both write the config. (On wp:post:* the example graph refuses whole-post
-  // writes: no owner of the whole resource.) Joining them needs a hierarchy in the lease statement (a whole
-  // key busy while any of its field keys is held, and the reverse) or field writes also taking the resource
-  // key, which would serialise the per-field writers the model exists to run in parallel.
-  it.fails('a whole-resource lease and a field lease of the same resource are never held by two principals at once', async () => {
+  it('a whole-resource lease and a field lease of the same resource are never held by two principals at once', async () => {
     const whole = await leaseAs('release-controller', { action: 'deploy', resource: 'deploy:site:www', fields: [] });
     expect(whole.keys).toEqual(['deploy:site:www']);
     const field = await leaseAs('incident-commander', { action: 'deploy', resource: 'deploy:site:www', fields: ['config'] });
     expect(field).toMatchObject({ status: 423, code: 'RESOURCE_BUSY' });
+    // And the reverse: a field held, the whole resource is busy; the refusal says which key is held.
+    const f = await leaseAs('incident-commander', { action: 'deploy', resource: 'deploy:site:api', fields: ['config'] });
+    expect(f.keys).toEqual(['deploy:site:api#config']);
+    const d = await h.call('release-controller', { method: 'POST', url: '/v1/decisions', payload: { action: 'deploy', environment: 'production', resource: 'deploy:site:api', fields: [] } });
+    const w = await h.call('release-controller', { method: 'POST', url: '/v1/leases', payload: { decisions: [d.body.token], ttl_ms: 10_000 } });
+    expect(w.status).toBe(423);
+    expect(w.body).toMatchObject({ code: 'RESOURCE_BUSY', key: 'deploy:site:api', held_key: 'deploy:site:api#config', holder: 'incident-commander', queued: false });
+    expect(w.body.detail).toBe('deploy:site:api is busy: deploy:site:api#config, held by incident-commander, overlaps deploy:site:api');
+    // Two fields of one resource stay independent.
+    expect(await leaseAs('release-controller', { action: 'deploy', resource: 'deploy:site:api', fields: ['env'] })).toMatchObject({ status: 201 });
   });
 
   it('two Unicode normal forms of one key name are one coordination key: the NFD spelling is refused, naming the NFC one', async () => {

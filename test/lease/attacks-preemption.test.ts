@@ -44,6 +44,26 @@ async function preemptAs(call: Awaited<ReturnType<typeof deployerWhoPreempts>>) 
 }
 
 describe('preemption on an incident', () => {
+  it('a takeover of the whole resource takes over a lease of one of its fields (src/wire/key-family.ts); over a field holder it has no preempts edge over, FORBIDDEN and nothing changes', async () => {
+    h = await startHarness({ example: true, upstream: true });
+    const call = await deployerWhoPreempts(h);
+    const field = await leaseOk(h, 'release-controller', [(await decideOk(h, 'release-controller', { action: 'deploy', resource: KEY, fields: ['config'] })).token]);
+    await declareProductionIncident(h, 'inc-family');
+    const r = await preemptAs(call);
+    expect(r.status, r.raw).toBe(201);
+    expect(r.body.preempted).toMatchObject([{ lease_id: field.lease_id, holder: 'release-controller', key: `${KEY}#config` }]);
+    expect((await h.call('release-controller', { method: 'POST', url: `/v1/leases/${field.lease_id}/renew`, payload: { token: field.token, ttl_ms: 10_000 } })).body.code).toBe('LEASE_PREEMPTED');
+    // A field held by someone the deployer may not preempt: the whole resource is not taken from them.
+    const mine = r.body;
+    await call({ method: 'DELETE', url: `/v1/leases/${mine.lease_id}`, payload: { token: mine.token } });
+    await leaseOk(h, 'incident-commander', [(await decideOk(h, 'incident-commander', { action: 'deploy', resource: KEY, fields: ['env'] })).token]);
+    const before = await snapshot(h);
+    const refused = await preemptAs(call);
+    expect(refused.status, refused.raw).toBe(403);
+    expect(refused.body).toMatchObject({ code: 'FORBIDDEN', detail: expect.stringContaining(`incident-commander, who holds ${KEY}#env`) });
+    expect(await snapshot(h)).toEqual(before);
+  });
+
   it('holds: without any incident a preempts edge takes nothing (NO_INCIDENT) and nothing changes', async () => {
     h = await startHarness({ example: true, upstream: true });
     const call = await deployerWhoPreempts(h);

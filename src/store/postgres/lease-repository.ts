@@ -34,7 +34,7 @@ const BUMP_COLUMNS = 'seq, at, kind, margin, floor, keys, leases_ended, max_epoc
  * times returned (expiresAt, FenceState.now, history `at`) are the database's.
  *
  * acquire, renew and release are one statement each, a call of a PL/pgSQL function
- * (migrations/001-initial.ts, acquire as 011-lease-token-twins.ts redefines it last): with BEGIN sent
+ * (migrations/001-initial.ts, acquire as 016-lease-key-families.ts redefines it last: key families): with BEGIN sent
  * along and the COMMIT, two round trips for a transaction that does only that. The acquire function
  * takes its keys inside an exception block (a subtransaction), so a refused key undoes the keys taken
  * before it and the caller's transaction stays usable and as it was.
@@ -52,7 +52,10 @@ export class PostgresLeaseRepository implements LeaseRepository {
     );
     const o = row!.outcome;
     if (o.granted) return { granted: true, epochs: o.epochs, expiresAt: o.expiresAt, preempted: o.preempted };
-    return { granted: false, key: o.key, holder: o.holder, expiresAt: o.expiresAt, queued: o.queued, now: o.now, ...(o.tokenUsed ? { tokenUsed: true as const } : {}) };
+    return {
+      granted: false, key: o.key, holder: o.holder, expiresAt: o.expiresAt, queued: o.queued, now: o.now,
+      ...(o.tokenUsed ? { tokenUsed: true as const } : {}), ...(o.heldKey === undefined ? {} : { heldKey: o.heldKey }),
+    };
   }
 
   async bumpEpochs(cmd: EpochBumpCommand): Promise<EpochBump> {
@@ -271,7 +274,7 @@ export const LEASE_CHANNEL = 'writ_lease';
 
 type AcquireJson =
   | { granted: true; epochs: Record<string, number>; expiresAt: number; preempted: { lease_id: string; holder: string; key: string; epoch: number }[]; now: number }
-  | { granted: false; key: string; holder: string | null; expiresAt: number | null; queued: boolean; now: number; tokenUsed?: true };
+  | { granted: false; key: string; holder: string | null; expiresAt: number | null; queued: boolean; now: number; tokenUsed?: true; heldKey?: string };
 
 type EndOrRenewJson =
   | { ok: true; epochs: Record<string, number>; expiresAt: number; now: number }

@@ -24,6 +24,7 @@ import type {
   WaiterRow,
 } from '../../lease/index.js';
 import { checkBumpHeadroom } from '../../lease/index.js';
+import { keyRoot } from '../../wire/key-family.js';
 import type { SqliteDatabase } from './database.js';
 
 const KEY_COLUMNS = `key, epoch, lease_id, holder, holder_instance, token_hash, priority, acquired_at, renewed_at,
@@ -39,9 +40,23 @@ function toEpochBump(raw: BumpRowRaw): EpochBump {
   return { ...raw, detail: JSON.parse(raw.detail) as Record<string, unknown> };
 }
 
-/** Set on a taken key; every SET expression reads the row as it was before the statement. */
+/**
+ * The keys a key K conflicts with besides itself (src/wire/key-family.ts), in `o`: its root (:rel_eq) if K
+ * is a field key, its fields' keys, one range [K#, K$) of the primary key (:rel_lo, :rel_hi), if K is a
+ * root. The parameters not used are NULL, which matches nothing.
+ */
+const RELATED = `(o.key = :rel_eq OR (o.key >= :rel_lo AND o.key < :rel_hi))`;
+/** A related key held now by another lease. */
+const RELATED_HELD = `${RELATED} AND o.holder IS NOT NULL AND o.expires_at > :now AND o.lease_id <> :lease_id`;
+/** The key's family, the root :root and its fields' keys, as a range of the primary key. */
+const FAMILY = `f.key >= :root AND f.key < :root || '$' AND (f.key = :root OR f.key >= :root || '#')`;
+
+/**
+ * Set on a taken key; every SET expression reads the table as it was before the statement. The epoch is
+ * one above the highest of the key's family (the key itself included): one counter per family.
+ */
 const TAKE_SET = `
-  epoch = epoch + 1,
+  epoch = (SELECT MAX(f.epoch) FROM lease_keys f WHERE ${FAMILY}) + 1,
   prev_lease_id = lease_id,
   lease_id = :lease_id, holder = :holder, holder_instance = :instance, token_hash = :token_hash,
   priority = :priority, acquired_at = :now, renewed_at = :now, expires_at = :expires_at, duration_ms = :ttl,
@@ -51,6 +66,19 @@ const TAKE_SET = `
 /** Thrown inside a transaction to roll it back; carries the key that could not be taken. */
 class KeyRefused {
   constructor(readonly key: string) {}
+}
+
+interface RelatedRow {
+  key: string;
+  lease_id: string;
+  holder: string;
+  expires_at: number;
+}
+
+/** The parameters that name a key's related keys and family (RELATED, FAMILY). */
+function familyParams(key: string): { key: string; root: string; rel_eq: string | null; rel_lo: string | null; rel_hi: string | null } {
+  const root = keyRoot(key);
+  return root === key ? { key, root, rel_eq: null, rel_lo: `${key}#`, rel_hi: `${key}$` } : { key, root, rel_eq: root, rel_lo: null, rel_hi: null };
 }
 
 interface LeaseRowRaw {
@@ -81,25 +109,33 @@ export class SqliteLeaseRepository implements LeaseRepository {
   private readonly bumpStatements: () => { insert: Statement; list: Statement; highestFloor: Statement };
 
   constructor(db: SqliteDatabase) {
+    // A live waiter ahead on the key or on a related one (its root, or its fields' keys).
     const notQueuedAhead = `NOT EXISTS (
       SELECT 1 FROM lease_waiter_keys wk JOIN lease_waiters w ON w.ticket = wk.ticket
-      WHERE wk.key = :key AND w.deadline > :now AND w.ticket <> :ticket
+      WHERE (wk.key = :key OR wk.key = :rel_eq OR (wk.key >= :rel_lo AND wk.key < :rel_hi)) AND w.deadline > :now AND w.ticket <> :ticket
         AND (w.priority > :priority OR (w.priority = :priority AND w.ticket < :ticket)))`;
+    const noRelatedHeld = `NOT EXISTS (SELECT 1 FROM lease_keys o WHERE ${RELATED_HELD})`;
     this.s = {
       ensureKey: db.prepare('INSERT OR IGNORE INTO lease_keys (key, epoch, transitions) VALUES (?, 0, 0)'),
       takeFree: db.prepare(`UPDATE lease_keys SET ${TAKE_SET}, preempted_by = NULL
-        WHERE key = :key AND (holder IS NULL OR expires_at <= :now) AND ${notQueuedAhead}
+        WHERE key = :key AND (holder IS NULL OR expires_at <= :now) AND ${noRelatedHeld} AND ${notQueuedAhead}
         RETURNING epoch, prev_lease_id, preempted_by`),
       takeAny: db.prepare(`UPDATE lease_keys SET ${TAKE_SET},
           preempted_by = CASE WHEN holder IS NOT NULL AND expires_at > :now THEN :holder ELSE NULL END
         WHERE key = :key
           AND (:preemptable IS NULL OR holder IS NULL OR expires_at <= :now OR holder IN (SELECT value FROM json_each(:preemptable)))
-          AND ((holder IS NOT NULL AND expires_at > :now) OR ${notQueuedAhead})
+          AND ((holder IS NOT NULL AND expires_at > :now) OR ${notQueuedAhead}) AND ${noRelatedHeld}
         RETURNING epoch, prev_lease_id, preempted_by`),
+      relatedHeld: db.prepare(`SELECT o.key, o.lease_id, o.holder, o.expires_at FROM lease_keys o WHERE ${RELATED_HELD} ORDER BY o.key`),
+      // A lease that lapsed holding a related key ends (as the lease a key is taken from does): so a renewal
+      // that read the clock before it lapsed and runs after this take is refused, never revives it beside us.
+      endLapsedRelated: db.prepare(`UPDATE leases SET state = 'EXPIRED', ended_at = :now
+        WHERE state = 'ACTIVE' AND expires_at <= :now AND lease_id IN (
+          SELECT o.lease_id FROM lease_keys o WHERE ${RELATED} AND o.holder IS NOT NULL AND o.expires_at <= :now AND o.lease_id <> :lease_id)`),
       freeKeyOf: db.prepare(`UPDATE lease_keys SET lease_id = NULL, holder = NULL, holder_instance = NULL, token_hash = NULL,
           priority = NULL, expires_at = NULL
         WHERE key = ? AND lease_id = ? RETURNING epoch`).pluck(),
-      prevLease: db.prepare('SELECT holder, resources FROM leases WHERE lease_id = ?'),
+      prevLease: db.prepare('SELECT holder, resources, epochs FROM leases WHERE lease_id = ?'),
       endLease: db.prepare(`UPDATE leases SET state = :state, ended_at = :now, preempted_by = :by
         WHERE lease_id = :lease_id AND state = 'ACTIVE'`),
       insertLease: db.prepare(`INSERT INTO leases (lease_id, holder, holder_instance, resources, epochs, token_hash, priority,
@@ -297,9 +333,14 @@ export class SqliteLeaseRepository implements LeaseRepository {
       return this.acquireTx.immediate(cmd);
     } catch (e) {
       if (!(e instanceof KeyRefused)) throw e;
-      // The verdict is already in (nothing changed); this read only explains it.
+      // The verdict is already in (nothing changed); these reads only explain it: the key held, else a
+      // related key held (by another lease: the caller's own were undone), else a waiter ahead.
       const row = this.s.keyRow.get(e.key) as LeaseKeyRow | undefined;
       const held = row?.holder != null && row.expires_at !== null && row.expires_at > cmd.now;
+      if (!held) {
+        const [related] = this.s.relatedHeld.all({ now: cmd.now, lease_id: cmd.leaseId, ...familyParams(e.key) }) as RelatedRow[];
+        if (related) return { granted: false, key: e.key, holder: related.holder, expiresAt: related.expires_at, queued: false, heldKey: related.key };
+      }
       return { granted: false, key: e.key, holder: row?.holder ?? null, expiresAt: row?.expires_at ?? null, queued: !held };
     }
   }
@@ -317,7 +358,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
       ttl: cmd.ttlMs,
       ticket: cmd.ticket,
       preemptable: cmd.preemptable === undefined ? null : JSON.stringify(cmd.preemptable),
-      key: '', // each key's in turn
+      ...familyParams(cmd.keys[0]!), // each key's in turn
     };
     // A lease id (like its token) is used once: a lease with it, live or ended, refuses before any key is looked at.
     if (this.s.leaseById.get(cmd.leaseId) !== undefined) return { granted: false, key: cmd.keys[0]!, holder: null, expiresAt: null, queued: false, tokenUsed: true };
@@ -325,14 +366,19 @@ export class SqliteLeaseRepository implements LeaseRepository {
     const preempted: PreemptedLease[] = [];
     const take = cmd.preempt ? this.s.takeAny : this.s.takeFree;
     for (const key of cmd.keys) {
-      params.key = key;
+      Object.assign(params, familyParams(key));
+      // A related key (the root of a field key, the fields of a root) held by another lease: taken over
+      // with the key when preempting (only from the preemptable; it ends PREEMPTED, all its keys freed),
+      // else the take below refuses.
+      if (cmd.preempt) this.preemptRelated(key, params, cmd, preempted);
+      this.s.endLapsedRelated.run(params);
       // The key's row is made on first use only: a refused take inserts it (epoch 0) and tries once more.
       const taken = (take.get(params) ?? (this.s.ensureKey.run(key).changes === 1 ? take.get(params) : undefined)) as
         | { epoch: number; prev_lease_id: string | null; preempted_by: string | null }
         | undefined;
       if (!taken) throw new KeyRefused(key);
       epochs[key] = taken.epoch;
-      if (taken.prev_lease_id !== null) this.endPrevious(taken.prev_lease_id, key, taken.epoch - 1, taken.preempted_by !== null, cmd, preempted);
+      if (taken.prev_lease_id !== null) this.endPrevious(taken.prev_lease_id, key, undefined, taken.preempted_by !== null, cmd, preempted);
     }
     this.s.insertLease.run({ resources: JSON.stringify(cmd.keys), epochs: JSON.stringify(epochs), ...params }); // the spread last: see test/architecture/spread-then-add.test.ts
     for (const key of cmd.keys) this.event(cmd.now, 'ACQUIRE', key, epochs[key]!, cmd.leaseId, cmd.holder, null);
@@ -340,10 +386,25 @@ export class SqliteLeaseRepository implements LeaseRepository {
     return { granted: true, epochs, expiresAt, preempted };
   }
 
-  /** The lease a key was just taken from ends: preempted (its other keys are freed too) or expired. */
-  private endPrevious(prevLeaseId: string, key: string, epoch: number, byPreemption: boolean, cmd: AcquireCommand, preempted: PreemptedLease[]): void {
-    const prev = this.s.prevLease.get(prevLeaseId) as { holder: string; resources: string } | undefined;
+  private preemptRelated(key: string, params: Record<string, unknown>, cmd: AcquireCommand, preempted: PreemptedLease[]): void {
+    const rows = this.s.relatedHeld.all(params) as RelatedRow[];
+    if (rows.some((r) => cmd.preemptable !== undefined && !cmd.preemptable.includes(r.holder))) throw new KeyRefused(key);
+    for (const r of rows) {
+      // Freed first, so that endPrevious records its PREEMPT once; a row of a lease already ended by an earlier one is skipped.
+      const epoch = this.s.freeKeyOf.get(r.key, r.lease_id) as number | undefined;
+      if (epoch !== undefined) this.endPrevious(r.lease_id, r.key, epoch, true, cmd, preempted);
+    }
+  }
+
+  /**
+   * The lease a key was just taken from (or, preempting, a related key freed from) ends: preempted (its
+   * other keys are freed too) or expired. `freedEpoch`: the freed key's epoch; undefined for a key just
+   * taken, whose epoch was the previous lease's (the family counter may have moved it by more than one).
+   */
+  private endPrevious(prevLeaseId: string, key: string, freedEpoch: number | undefined, byPreemption: boolean, cmd: AcquireCommand, preempted: PreemptedLease[]): void {
+    const prev = this.s.prevLease.get(prevLeaseId) as { holder: string; resources: string; epochs: string } | undefined;
     const prevHolder = prev?.holder ?? '';
+    const epoch = freedEpoch ?? (prev ? (JSON.parse(prev.epochs) as Record<string, number>)[key] : undefined) ?? 0;
     const kind: LeaseEventKind = byPreemption ? 'PREEMPT' : 'EXPIRE';
     this.s.endLease.run({ state: byPreemption ? 'PREEMPTED' : 'EXPIRED', now: cmd.now, by: byPreemption ? cmd.holder : null, lease_id: prevLeaseId });
     this.event(cmd.now, kind, key, epoch, prevLeaseId, prevHolder, cmd.holder);
