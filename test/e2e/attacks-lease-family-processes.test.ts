@@ -15,9 +15,8 @@ import { LeaseManager, type LeaseEvent } from '../../src/lease/index.js';
 import { LeaseStreamClosedError, WritApiError, WritClient, type LeaseStream } from '../../src/sdk/index.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
 import { keysConflict } from '../../src/wire/key-family.js';
-import { createTestDatabase } from '../../scripts/test-database.js';
 import { fixtureKey } from '../support/harness.js';
-import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { twoServersOnOneStore, type ServerProcess } from '../support/server-process.js';
 import { until } from '../support/wait.js';
 import { observer } from '../lease/fixtures/in-process.js';
 
@@ -73,16 +72,7 @@ function overlapsInHistory(history: LeaseEvent[]): string[] {
 
 describe.each(['sqlite', 'postgres'] as const)('a resource and its fields, leased from two server processes at once [%s]', (engine) => {
   it('a whole-resource lease and a field lease are never held at once (from the history and by the clients\' clocks); fields run in parallel; family epochs increase', { timeout: 60_000 }, async () => {
-    let env: Record<string, string> = { WRIT_DECISION_TTL_MS: '600000' };
-    if (engine === 'postgres') {
-      const db = await createTestDatabase('writ_family');
-      drops.push(db.drop);
-      env = { ...env, WRIT_DATABASE_URL: db.url };
-    }
-    const a = await startServerProcess({ env });
-    servers.push(a);
-    const b = await startServerProcess({ dataDir: a.dataDir, env });
-    servers.push(b);
+    const { a, b, env } = await twoServersOnOneStore(engine, 'writ_family', { servers, drops }, { WRIT_DECISION_TTL_MS: '600000' });
     const urls: Record<'A' | 'B', string> = { A: a.url, B: b.url };
 
     const decisions = {} as Record<Want, string>;

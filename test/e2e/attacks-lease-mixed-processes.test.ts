@@ -12,9 +12,8 @@ import { systemClock } from '../../src/clock.js';
 import { LeaseManager } from '../../src/lease/index.js';
 import { LeaseStreamClosedError, WritApiError, WritClient, type LeaseStream } from '../../src/sdk/index.js';
 import { openPostgresStore } from '../../src/store/postgres/index.js';
-import { createTestDatabase } from '../../scripts/test-database.js';
 import { fixtureKey } from '../support/harness.js';
-import { startServerProcess, type ServerProcess } from '../support/server-process.js';
+import { startServerProcess, twoServersOnOneStore, type ServerProcess } from '../support/server-process.js';
 import { until } from '../support/wait.js';
 import { observer } from '../lease/fixtures/in-process.js';
 
@@ -43,16 +42,7 @@ interface Hold {
 describe.each(['sqlite', 'postgres'] as const)('one key, lease streams and HTTP on two server processes, one of them killed -9 and restarted [%s]', (engine) => {
   it('never two holders at once, every epoch granted once and in grant order, and the restarted server continues above every epoch', { timeout: 90_000 }, async () => {
     // The decisions are asked once, up front, and the run may go on past their default 30 s (see KINDS below).
-    let env: Record<string, string> = { WRIT_DECISION_TTL_MS: '600000' };
-    if (engine === 'postgres') {
-      const db = await createTestDatabase('writ_mixed');
-      drops.push(db.drop);
-      env = { ...env, WRIT_DATABASE_URL: db.url };
-    }
-    const a = await startServerProcess({ env });
-    servers.push(a);
-    const b = await startServerProcess({ dataDir: a.dataDir, env });
-    servers.push(b);
+    const { a, b, env } = await twoServersOnOneStore(engine, 'writ_mixed', { servers, drops }, { WRIT_DECISION_TTL_MS: '600000' });
     const urls: Record<'A' | 'B', string> = { A: a.url, B: b.url };
 
     const decisions: Record<string, string> = {};

@@ -1,14 +1,9 @@
-import { execFileSync } from 'node:child_process';
-import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { loadPolicy, type LoadedPolicy } from '@open-policy-agent/opa-wasm';
+import type { LoadedPolicy } from '@open-policy-agent/opa-wasm';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { narrowsTo } from '../../src/graph/edge-cover.js';
 import type { Scope } from '../../src/graph/model.js';
-import { WASM_FILE } from '../../src/policy/bundle-layout.js';
-import { readTarGz } from '../../src/policy/tar-gz.js';
-import { opaPath, policiesDir, tempDir } from './support.js';
+import { buildScopeHarness } from './support.js';
 
 /**
  * The narrowing rules live twice: in Rego (lib/scope.rego, narrowing_violations: what the policy judges
@@ -34,15 +29,7 @@ let policy: LoadedPolicy;
 let cleanup: () => Promise<void>;
 
 beforeAll(async () => {
-  const dir = await tempDir('narrowing-agrees');
-  cleanup = dir.remove;
-  const lib = join(dir.path, 'src', 'writ', 'authz', 'lib');
-  await mkdir(lib, { recursive: true });
-  for (const f of ['scope.rego', 'instant.rego', 'text.rego']) await copyFile(join(policiesDir, 'writ', 'authz', 'lib', f), join(lib, f));
-  await writeFile(join(dir.path, 'src', 'harness.rego'), HARNESS);
-  const archive = join(dir.path, 'bundle.tar.gz');
-  execFileSync(opaPath(), ['build', '-t', 'wasm', '-e', 'writ_narrowing_harness/violations', '-o', archive, '.'], { cwd: join(dir.path, 'src') });
-  policy = await loadPolicy(readTarGz(await readFile(archive)).get(WASM_FILE)!);
+  ({ policy, remove: cleanup } = await buildScopeHarness('narrowing-agrees', HARNESS, ['writ_narrowing_harness/violations']));
 });
 afterAll(() => cleanup());
 

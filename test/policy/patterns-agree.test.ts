@@ -1,13 +1,8 @@
-import { execFileSync } from 'node:child_process';
-import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { loadPolicy, type LoadedPolicy } from '@open-policy-agent/opa-wasm';
+import type { LoadedPolicy } from '@open-policy-agent/opa-wasm';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { matchesPattern, patternCovers } from '../../src/graph/patterns.js';
-import { WASM_FILE } from '../../src/policy/bundle-layout.js';
-import { readTarGz } from '../../src/policy/tar-gz.js';
-import { opaPath, policiesDir, tempDir } from './support.js';
+import { buildScopeHarness } from './support.js';
 
 /**
  * The resource patterns live twice: in TypeScript (src/graph/patterns.ts: chain resolution, key
@@ -35,15 +30,7 @@ let policy: LoadedPolicy;
 let cleanup: () => Promise<void>;
 
 beforeAll(async () => {
-  const dir = await tempDir('patterns-agree');
-  cleanup = dir.remove;
-  const lib = join(dir.path, 'src', 'writ', 'authz', 'lib');
-  await mkdir(lib, { recursive: true });
-  for (const f of ['scope.rego', 'instant.rego', 'text.rego']) await copyFile(join(policiesDir, 'writ', 'authz', 'lib', f), join(lib, f));
-  await writeFile(join(dir.path, 'src', 'harness.rego'), HARNESS);
-  const archive = join(dir.path, 'bundle.tar.gz');
-  execFileSync(opaPath(), ['build', '-t', 'wasm', '-e', 'writ_patterns_harness/matches', '-e', 'writ_patterns_harness/within', '-o', archive, '.'], { cwd: join(dir.path, 'src') });
-  policy = await loadPolicy(readTarGz(await readFile(archive)).get(WASM_FILE)!);
+  ({ policy, remove: cleanup } = await buildScopeHarness('patterns-agree', HARNESS, ['writ_patterns_harness/matches', 'writ_patterns_harness/within']));
 });
 afterAll(() => cleanup());
 

@@ -1,8 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { loadPolicy, type LoadedPolicy } from '@open-policy-agent/opa-wasm';
 import type { DecisionInput, DelegationInput, PolicyEdge, PolicyPrincipal } from '../../src/policy/index.js';
+import { WASM_FILE } from '../../src/policy/bundle-layout.js';
+import { readTarGz } from '../../src/policy/tar-gz.js';
 
 export const repoRoot = resolve(import.meta.dirname, '../..');
 export const policiesDir = join(repoRoot, 'policies');
@@ -19,6 +22,22 @@ export async function tempDir(prefix: string): Promise<{ path: string; remove: (
 }
 
 /** A copy of policies/ without the Rego tests, for tests that edit the policy. */
+/**
+ * A test module `harness` (Rego) importing the policy's lib/scope.rego (with the libs it imports), built with
+ * `opa build -t wasm` for `entrypoints` (`package/rule`) and loaded in opa-wasm, as decisions are: for tests
+ * that check TypeScript rules against the policy's. `remove` deletes the build directory.
+ */
+export async function buildScopeHarness(prefix: string, harness: string, entrypoints: string[]): Promise<{ policy: LoadedPolicy; remove: () => Promise<void> }> {
+  const dir = await tempDir(prefix);
+  const lib = join(dir.path, 'src', 'writ', 'authz', 'lib');
+  await mkdir(lib, { recursive: true });
+  for (const f of ['scope.rego', 'instant.rego', 'text.rego']) await copyFile(join(policiesDir, 'writ', 'authz', 'lib', f), join(lib, f));
+  await writeFile(join(dir.path, 'src', 'harness.rego'), harness);
+  const archive = join(dir.path, 'bundle.tar.gz');
+  execFileSync(opaPath(), ['build', '-t', 'wasm', ...entrypoints.flatMap((e) => ['-e', e]), '-o', archive, '.'], { cwd: join(dir.path, 'src') });
+  return { policy: await loadPolicy(readTarGz(await readFile(archive)).get(WASM_FILE)!), remove: dir.remove };
+}
+
 export async function copyPolicies(to: string): Promise<string> {
   const dir = join(to, 'policies');
   await cp(policiesDir, dir, { recursive: true, filter: (src) => !src.endsWith('_test.rego') });
