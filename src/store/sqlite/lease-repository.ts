@@ -124,7 +124,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
           preempted_by = CASE WHEN holder IS NOT NULL AND expires_at > :now THEN :holder ELSE NULL END
         WHERE key = :key
           AND (:preemptable IS NULL OR holder IS NULL OR expires_at <= :now OR holder IN (SELECT value FROM json_each(:preemptable)))
-          AND ((holder IS NOT NULL AND expires_at > :now) OR ${notQueuedAhead}) AND ${noRelatedHeld}
+          AND ((holder IS NOT NULL AND expires_at > :now) OR :took_over OR ${notQueuedAhead}) AND ${noRelatedHeld}
         RETURNING epoch, prev_lease_id, preempted_by`),
       relatedHeld: db.prepare(`SELECT o.key, o.lease_id, o.holder, o.expires_at FROM lease_keys o WHERE ${RELATED_HELD} ORDER BY o.key`),
       // A lease that lapsed holding a related key ends (as the lease a key is taken from does): so a renewal
@@ -358,6 +358,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
       ttl: cmd.ttlMs,
       ticket: cmd.ticket,
       preemptable: cmd.preemptable === undefined ? null : JSON.stringify(cmd.preemptable),
+      took_over: 0, // whether this key's take ended a live lease of its family (preemptRelated)
       ...familyParams(cmd.keys[0]!), // each key's in turn
     };
     // A lease id (like its token) is used once: a lease with it, live or ended, refuses before any key is looked at.
@@ -370,7 +371,9 @@ export class SqliteLeaseRepository implements LeaseRepository {
       // A related key (the root of a field key, the fields of a root) held by another lease: taken over
       // with the key when preempting (only from the preemptable; it ends PREEMPTED, all its keys freed),
       // else the take below refuses.
-      if (cmd.preempt) this.preemptRelated(key, params, cmd, preempted);
+      // A takeover passes the queue as one of the key itself does: ending a live lease of the family
+      // frees the key (when that lease held it too) before the take below looks at the queue.
+      params.took_over = cmd.preempt && this.preemptRelated(key, params, cmd, preempted) ? 1 : 0;
       this.s.endLapsedRelated.run(params);
       // The key's row is made on first use only: a refused take inserts it (epoch 0) and tries once more.
       const taken = (take.get(params) ?? (this.s.ensureKey.run(key).changes === 1 ? take.get(params) : undefined)) as
@@ -386,7 +389,8 @@ export class SqliteLeaseRepository implements LeaseRepository {
     return { granted: true, epochs, expiresAt, preempted };
   }
 
-  private preemptRelated(key: string, params: Record<string, unknown>, cmd: AcquireCommand, preempted: PreemptedLease[]): void {
+  /** Takes over the live leases of `key`'s related keys (see takeAll); whether there was any. */
+  private preemptRelated(key: string, params: Record<string, unknown>, cmd: AcquireCommand, preempted: PreemptedLease[]): boolean {
     const rows = this.s.relatedHeld.all(params) as RelatedRow[];
     if (rows.some((r) => cmd.preemptable !== undefined && !cmd.preemptable.includes(r.holder))) throw new KeyRefused(key);
     for (const r of rows) {
@@ -394,6 +398,7 @@ export class SqliteLeaseRepository implements LeaseRepository {
       const epoch = this.s.freeKeyOf.get(r.key, r.lease_id) as number | undefined;
       if (epoch !== undefined) this.endPrevious(r.lease_id, r.key, epoch, true, cmd, preempted);
     }
+    return rows.length > 0;
   }
 
   /**
