@@ -1,5 +1,6 @@
 import { WritError } from '../errors.js';
 import { parseFencingEpochs, WHOLE_POST_KEY } from '../wire/fencing-header.js';
+import { CONFLICT_DOMAIN_PREFIX } from '../wire/key-family.js';
 import { LEASE_TOKEN_SHAPE } from '../wire/lease-token.js';
 import type { Obligations } from '../policy/types.js';
 
@@ -22,7 +23,7 @@ export function coordinationKeys(resource: string, fields: string[], obligations
     }
     if (keys.size === 0) keys.add(resource);
   }
-  if (obligations.conflict_domain) keys.add(`domain:${obligations.conflict_domain}`);
+  if (obligations.conflict_domain) keys.add(`${CONFLICT_DOMAIN_PREFIX}${obligations.conflict_domain}`);
   return [...keys].sort();
 }
 

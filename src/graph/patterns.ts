@@ -1,3 +1,5 @@
+import { CONFLICT_DOMAIN_PREFIX } from '../wire/key-family.js';
+
 /**
  * Resource patterns: canonical keys split on `:`. A segment is a literal, `*` (exactly one segment)
  * or, as the last segment only, `**` (zero or more segments). Keys are patterns without wildcards.
@@ -77,6 +79,8 @@ export function validateResourceKey(key: string): string | null {
   // `#` joins a resource and a field in a coordination key (wp:post:1 and title: wp:post:1#title); a
   // resource named with one would share that field's lease key, and its fence.
   if (key.includes('#')) return `resource key "${key}" contains "#", which joins a resource and a field in coordination keys (name fields in \`fields\`)`;
+  // A conflict domain's coordination key is domain:NAME:SCOPE: a resource named so would hold that domain's lease.
+  if (key.startsWith(CONFLICT_DOMAIN_PREFIX)) return `resource key "${key}" begins with "${CONFLICT_DOMAIN_PREFIX}", which names the coordination keys of conflict domains (domain:NAME:SCOPE); a resource key cannot be one`;
   const problem = validatePattern(key);
   return problem === null ? null : problem.replace('resource pattern', 'resource key');
 }

@@ -18,3 +18,10 @@ export function keyRoot(key: string): string {
 export function keysConflict(a: string, b: string): boolean {
   return a === b || keyRoot(a) === b || keyRoot(b) === a;
 }
+
+/**
+ * The prefix of a conflict domain's coordination key (`domain:NAME:SCOPE`, coordinationKeys). Reserved:
+ * a resource key spelt so would be that domain's key, sharing its lease, its family and its fence
+ * (validateResourceKey refuses it).
+ */
+export const CONFLICT_DOMAIN_PREFIX = 'domain:';
