@@ -46,9 +46,15 @@ export async function resolveIncident(ctx: WritContext, caller: string, id: stri
   });
 }
 
-export function activeIncidents(ctx: WritContext): Promise<Incident[]> {
+/**
+ * The incidents not resolved nor ended whose declarer still stands (declarerStands): those that can let
+ * preemption happen, as GET /v1/incidents lists them. One whose declarer was revoked counts for nothing
+ * and is not listed; governance can still resolve it by id.
+ */
+export async function activeIncidents(ctx: WritContext): Promise<Incident[]> {
   const now = ctx.clock.now();
-  return ctx.store.read((tx) => tx.incidents.active(now));
+  const [graph, active] = await Promise.all([ctx.graph.current(), ctx.store.read((tx) => tx.incidents.active(now))]);
+  return active.filter((i) => declarerStands(graph, i.declared_by));
 }
 
 /**
@@ -61,8 +67,7 @@ export function activeIncidents(ctx: WritContext): Promise<Incident[]> {
  * declared for had the environment been recorded, as far as Writ can still tell.
  */
 export async function incidentsCounting(ctx: WritContext, environments: readonly string[]): Promise<Map<string, string[]>> {
-  const graph = await ctx.graph.current();
-  const active = (await activeIncidents(ctx)).filter((i) => declarerStands(graph, i.declared_by));
+  const active = await activeIncidents(ctx);
   const counting = new Map<string, string[]>();
   for (const environment of environments) {
     const ids: string[] = [];

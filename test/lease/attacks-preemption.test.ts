@@ -100,6 +100,18 @@ describe('preemption on an incident', () => {
     expect(r.body.code, r.raw).toBe('NO_INCIDENT');
   });
 
+  it('the active incidents listed are those that let preemption happen: not one whose declarer was revoked, which governance can still resolve', async () => {
+    h = await startHarness({ example: true, upstream: true });
+    await declareProductionIncident(h, 'inc-listed');
+    const listed = async () => (await h!.call('governance', { method: 'GET', url: '/v1/incidents' })).body.incidents.map((i: { id: string }) => i.id);
+    expect(await listed()).toEqual(['inc-listed']);
+    const revoked = await h.call('governance', { method: 'DELETE', url: '/v1/principals/incident-commander', payload: { reason: 'key compromised' } });
+    expect(revoked.status, revoked.raw).toBe(200);
+    expect(await listed()).toEqual([]);
+    const resolved = await h.call('governance', { method: 'DELETE', url: '/v1/incidents/inc-listed' });
+    expect(resolved.status, resolved.raw).toBe(200);
+  });
+
   it('an incident whose declarer\'s grant was revoked (its shift ended) still lets preemption happen', async () => {
     h = await startHarness({ example: true, upstream: true });
     const call = await deployerWhoPreempts(h);
