@@ -3,6 +3,7 @@ import { ECHO_LIMIT, matchesPattern, nfcProblem, patternsOverlap, validateResour
 import type { EdgeKind, Scope } from '../graph/model.js';
 import { didYouMean } from '../json-schema.js';
 import type { PolicyData, ResourceClassRule } from '../policy/types.js';
+import { FENCING_SEPARATORS } from '../wire/fencing-header.js';
 
 /**
  * The coordination registry's key rules: aliases are rewritten to canonical keys (agents never invent
@@ -222,12 +223,17 @@ export function checkFields(data: PolicyData, resource: string, fields: readonly
 
 /**
  * Throws UNPROCESSABLE for a field name not in Unicode NFC (nfcProblem): a field is part of its
- * coordination key (`wp:post:1#title`), so its NFD spelling would be a second key for one field.
+ * coordination key (`wp:post:1#title`), so its NFD spelling would be a second key for one field; and for
+ * one holding a separator of Writ-Fencing-Epoch (FENCING_SEPARATORS).
  */
 export function checkFieldSpelling(fields: readonly string[], where: string): void {
   for (const field of fields) {
     const problem = nfcProblem(field, `${where}: field`);
     if (problem) throw new WritError('UNPROCESSABLE', problem);
+    // Its key is sent upstream in Writ-Fencing-Epoch, whose pairs these separate: R#x=1,R would read as R#x and R.
+    if (FENCING_SEPARATORS.test(field)) {
+      throw new WritError('UNPROCESSABLE', `${where}: a field name cannot contain "," or ";": its coordination key (resource#field) would read as other keys in Writ-Fencing-Epoch${field.length <= ECHO_LIMIT ? ` (${JSON.stringify(field)})` : ''}`);
+    }
   }
 }
 

@@ -14,6 +14,13 @@ const EPOCH = /^\d{1,15}$/;
 const KEY = /^[^\s,;]{1,500}$/;
 
 /**
+ * The characters that separate pairs in this header (and that it refuses in a key). A coordination key
+ * holding one could not be sent as itself: `R#x=1,R` would reach an upstream as two keys, R#x and R. So
+ * resource keys and field names never hold them (validateResourceKey, checkFieldSpelling).
+ */
+export const FENCING_SEPARATORS = /[,;]/;
+
+/**
  * Parses `Writ-Fencing-Epoch`: a bare integer (key `*`) or comma-separated `key=epoch` pairs. Keys may
  * contain ':' and '#' (and even '='), so each pair splits on its last '='. Null when malformed: an empty
  * part, a key that is empty or holds whitespace or ';', an epoch that is not a non-negative integer, or

@@ -4,8 +4,10 @@
  * key spelt the same would share its lease, its family and its fence.
  */
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { coordinationKeys } from '../../src/gateway/coordination-keys.js';
+import { formatFencingEpochs, parseFencingEpochs } from '../../src/wire/fencing-header.js';
+import { startHarness, type Harness } from '../support/harness.js';
 import type { Obligations, PolicyData } from '../../src/policy/types.js';
 import { canonicalResource } from '../../src/service/resources.js';
 
@@ -29,5 +31,37 @@ describe('conflict domain keys', () => {
     }
     // A key that only begins with the word is another key.
     expect(canonicalResource(withCatchAll(), 'domains:x')).toBe('domains:x');
+  });
+});
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+describe('field names and the fencing header', () => {
+  // A field's key is resource#field, and Writ sends the upstream its epochs as key=epoch pairs separated
+  // by commas (Writ-Fencing-Epoch). A field named 'x=1,deploy:site:www' under a class with open fields
+  // (deploy:**) made a key that the upstream reads as two: R#x at 1 and the resource's own key R at the
+  // writer's epoch, a fence on the whole resource set by a field's write, past every sibling holder's
+  // lease (their writes then stale), without a lease on R.
+  it('a field that would read as other keys in Writ-Fencing-Epoch is refused where fields enter (422), so no such key is leased', async () => {
+    const obligations = { lease_required: true, resource_class: 'WRITE_EXCLUSIVE', field_classes: {}, conflict_domain: null } as unknown as Obligations;
+    const [key] = coordinationKeys('deploy:site:www', ['x=1,deploy:site:www'], obligations);
+    expect(parseFencingEpochs(formatFencingEpochs({ [key!]: 5 }))).toEqual({ 'deploy:site:www#x': 1, 'deploy:site:www': 5 });
+
+    h = await startHarness({ example: true });
+    for (const field of ['x=1,deploy:site:www', 'a;b']) {
+      const r = await h.call('release-controller', { method: 'POST', url: '/v1/decisions', payload: { action: 'deploy', resource: 'deploy:site:www', environment: 'production', fields: [field] } });
+      expect(r.status, r.raw).toBe(422);
+      expect(r.body).toMatchObject({ code: 'UNPROCESSABLE', detail: expect.stringContaining('Writ-Fencing-Epoch') });
+    }
+    // A resource key so spelt could never be fenced either.
+    const whole = await h.call('release-controller', { method: 'POST', url: '/v1/decisions', payload: { action: 'deploy', resource: 'deploy:a=1,deploy:b', environment: 'production', fields: [] } });
+    expect(whole.status, whole.raw).toBe(422);
+    // '=' alone is read right (each pair splits on its last '='): such a field stays usable.
+    const eq = await h.call('release-controller', { method: 'POST', url: '/v1/decisions', payload: { action: 'deploy', resource: 'deploy:site:www', environment: 'production', fields: ['a=b'] } });
+    expect(eq.status, eq.raw).toBe(200);
   });
 });
