@@ -112,6 +112,18 @@ describe('preemption on an incident', () => {
     expect(resolved.status, resolved.raw).toBe(200);
   });
 
+  it('holds: a revoked declarer cannot be registered again under its id to bring its incident back', async () => {
+    h = await startHarness({ example: true, upstream: true });
+    const call = await deployerWhoPreempts(h);
+    await leaseOk(h, 'release-controller', [(await decideOk(h, 'release-controller', { action: 'deploy', resource: KEY, fields: [] })).token]);
+    await declareProductionIncident(h, 'inc-again');
+    expect((await h.call('governance', { method: 'DELETE', url: '/v1/principals/incident-commander', payload: { reason: 'key compromised' } })).status).toBe(200);
+    const kp = await generatePrincipalKeyPair('incident-commander-k9');
+    const again = await h.call('governance', { method: 'POST', url: '/v1/principals', payload: { id: 'incident-commander', kind: 'human', keys: [kp.publicJwk] } });
+    expect(again.body.code, again.raw).toBe('ALREADY_EXISTS');
+    expect((await preemptAs(call)).body.code).toBe('NO_INCIDENT');
+  });
+
   it('an incident whose declarer\'s grant was revoked (its shift ended) still lets preemption happen', async () => {
     h = await startHarness({ example: true, upstream: true });
     const call = await deployerWhoPreempts(h);
