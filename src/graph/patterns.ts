@@ -60,6 +60,8 @@ export function validatePattern(pattern: string): string | null {
   const nfc = nfcProblem(pattern, 'resource pattern');
   if (nfc) return nfc;
   if (WHITESPACE.test(pattern)) return `resource pattern "${pattern}" contains whitespace`;
+  // Keys so spelt are refused (they could not be sent in Writ-Fencing-Epoch), so such a pattern would match none.
+  if (FENCING_SEPARATORS.test(pattern)) return `resource pattern "${pattern}" contains "," or ";", which separate coordination keys in Writ-Fencing-Epoch`;
   const segments = pattern.split(SEPARATOR);
   for (let i = 0; i < segments.length; i++) {
     const s = segments[i]!;
@@ -80,7 +82,6 @@ export function validateResourceKey(key: string): string | null {
   // `#` joins a resource and a field in a coordination key (wp:post:1 and title: wp:post:1#title); a
   // resource named with one would share that field's lease key, and its fence.
   if (key.includes('#')) return `resource key "${key}" contains "#", which joins a resource and a field in coordination keys (name fields in \`fields\`)`;
-  if (FENCING_SEPARATORS.test(key)) return `resource key "${key}" contains "," or ";", which separate coordination keys in Writ-Fencing-Epoch`;
   // A conflict domain's coordination key is domain:NAME:SCOPE: a resource named so would hold that domain's lease.
   if (key.startsWith(CONFLICT_DOMAIN_PREFIX)) return `resource key "${key}" begins with "${CONFLICT_DOMAIN_PREFIX}", which names the coordination keys of conflict domains (domain:NAME:SCOPE); a resource key cannot be one`;
   const problem = validatePattern(key);

@@ -3,6 +3,7 @@ import { publicKeyFromJwk } from '../decision/index.js';
 import { WritError } from '../errors.js';
 import { nfcProblem, validatePattern } from '../graph/index.js';
 import type { PublicJwk, Scope } from '../graph/model.js';
+import { FENCING_SEPARATORS } from '../wire/fencing-header.js';
 import type { ScopeInput } from '../wire/v1.js';
 import { parseTime } from './time.js';
 
@@ -36,6 +37,8 @@ function names(list: string[] | undefined, what: string, fallback: string[] | nu
     // Requests are refused in any other spelling (checkFieldSpelling), so a name not in NFC would match none.
     const spelling = nfcProblem(v, `scope.${what}: entry`);
     if (spelling) throw new WritError('UNPROCESSABLE', spelling);
+    // So are fields holding a separator of Writ-Fencing-Epoch (checkFieldSpelling).
+    if (what === 'fields' && FENCING_SEPARATORS.test(v)) throw new WritError('UNPROCESSABLE', `scope.fields has an entry with "," or ";", which no field name holds (they separate coordination keys in Writ-Fencing-Epoch)`);
   }
   return [...new Set(list)].sort();
 }

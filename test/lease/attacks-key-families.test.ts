@@ -60,6 +60,11 @@ describe('field names and the fencing header', () => {
     // A resource key so spelt could never be fenced either.
     const whole = await h.call('release-controller', { method: 'POST', url: '/v1/decisions', payload: { action: 'deploy', resource: 'deploy:a=1,deploy:b', environment: 'production', fields: [] } });
     expect(whole.status, whole.raw).toBe(422);
+    // Nor can a scope name such a field or key: it would never apply.
+    for (const scope of [{ fields: ['x=1,deploy:site:www'] }, { resources: ['deploy:a,b'] }]) {
+      const g = await h.call('governance', { method: 'POST', url: '/v1/grants', payload: { id: 'g-odd', to: 'release-controller', reason: 'odd', max_depth: 0, scope: { actions: ['deploy'], resources: ['deploy:**'], environments: ['production'], risk_max: 1, ...scope } } });
+      expect([g.status, g.body.code], g.raw).toEqual([422, 'UNPROCESSABLE']);
+    }
     // '=' alone is read right (each pair splits on its last '='): such a field stays usable.
     const eq = await h.call('release-controller', { method: 'POST', url: '/v1/decisions', payload: { action: 'deploy', resource: 'deploy:site:www', environment: 'production', fields: ['a=b'] } });
     expect(eq.status, eq.raw).toBe(200);
