@@ -34,7 +34,7 @@ const BUMP_COLUMNS = 'seq, at, kind, margin, floor, keys, leases_ended, max_epoc
  * times returned (expiresAt, FenceState.now, history `at`) are the database's.
  *
  * acquire, renew and release are one statement each, a call of a PL/pgSQL function
- * (migrations/001-initial.ts, acquire as 017-lease-family-takeover-queue.ts redefines it last: key families): with BEGIN sent
+ * (migrations/001-initial.ts, acquire as 016-lease-key-families.ts redefines it last: key families): with BEGIN sent
  * along and the COMMIT, two round trips for a transaction that does only that. The acquire function
  * takes its keys inside an exception block (a subtransaction), so a refused key undoes the keys taken
  * before it and the caller's transaction stays usable and as it was.

@@ -11,6 +11,7 @@ export const LEASE_FAMILY_LOCK_CLASS = 0x77726c66;
  *   key is: only from a holder in p_preemptable (else refused); it ends PREEMPTED, all its keys freed.
  * - A taken key's epoch is one above the highest of its family (root and children): one counter per family.
  * - A live waiter ahead on a related key blocks a newcomer as one on the key does (writ_lease_family_queued_ahead).
+ *   A takeover passes the queue whether the lease it ends holds the key itself or a related key (helper 131).
  * - A lease that lapsed holding a related key is ended (EXPIRED), so a renewal that read the clock before
  *   it lapsed waits for this row and is then refused, never revives it beside the new holder.
  * - A refusal because a related key is held names it (heldKey), its holder and expiry; not queued.
@@ -97,6 +98,7 @@ export const leaseKeyFamilies: PostgresMigration = {
       v_holder    text;
       v_until     bigint;
       v_constraint text;
+      v_took_over boolean;
     BEGIN
       -- A lease id, like its token, is used once: a lease with it (live or ended) refuses before any key is looked at.
       IF EXISTS (SELECT 1 FROM leases WHERE lease_id = p_lease_id) THEN
@@ -114,6 +116,7 @@ export const leaseKeyFamilies: PostgresMigration = {
           -- The key's row first (made at epoch 0, raised to the floor by its trigger): lease_keys is written
           -- before any leases row is locked, as an epoch bump (LOCK TABLE lease_keys, then leases) orders them.
           INSERT INTO lease_keys (key, epoch, transitions) VALUES (v_key, 0, 0) ON CONFLICT (key) DO NOTHING;
+          v_took_over := false;
           IF p_preempt THEN
             -- Related keys held by other leases are taken over with the key: all from preemptable holders, or refused.
             IF EXISTS (SELECT 1 FROM lease_keys o
@@ -136,6 +139,7 @@ export const leaseKeyFamilies: PostgresMigration = {
               IF FOUND THEN
                 v_preempted := v_preempted || writ_lease_end_previous(v_rel.lease_id, v_rel.key, v_freed_ep, true, p_holder, v_now);
               END IF;
+              v_took_over := true;
             END LOOP;
           END IF;
           UPDATE leases SET state = 'EXPIRED', ended_at = v_now
@@ -163,7 +167,8 @@ export const leaseKeyFamilies: PostgresMigration = {
                   AND NOT writ_lease_family_queued_ahead(v_key, p_priority, p_ticket, v_now)
                 ELSE
                   (p_preemptable IS NULL OR k.holder IS NULL OR k.expires_at <= v_now OR k.holder = ANY (p_preemptable))
-                  AND ((k.holder IS NOT NULL AND k.expires_at > v_now) OR NOT writ_lease_family_queued_ahead(v_key, p_priority, p_ticket, v_now))
+                  AND ((k.holder IS NOT NULL AND k.expires_at > v_now) OR v_took_over
+                       OR NOT writ_lease_family_queued_ahead(v_key, p_priority, p_ticket, v_now))
                 END
             AND NOT EXISTS (SELECT 1 FROM lease_keys o
                              WHERE ((NOT v_is_root AND o.key = v_root)

@@ -14,12 +14,11 @@ import { graphEventChain } from './013-graph-event-chain.js';
 import { leaseKeyReads } from './014-lease-key-reads.js';
 import { receiptCheckpointIncremental } from './015-receipt-checkpoint-incremental.js';
 import { leaseKeyFamilies } from './016-lease-key-families.js';
-import { leaseFamilyTakeoverQueue } from './017-lease-family-takeover-queue.js';
 import type { PostgresMigration } from './types.js';
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   initial, epochBumps, receiptCheckpoints, receiptChains, receiptHashInSql, incidentEnvironments, epochFloorHighest, graphEventsAppendOnly,
   leaseTokenUsedOnce, receiptDecisionIndex, leaseTokenTwins, receiptDecisionFromOldWriters, graphEventChain, leaseKeyReads, receiptCheckpointIncremental,
-  leaseKeyFamilies, leaseFamilyTakeoverQueue,
+  leaseKeyFamilies,
 ];
