@@ -4,6 +4,9 @@ import { CONFLICT_DOMAIN_PREFIX } from '../wire/key-family.js';
 import { LEASE_TOKEN_SHAPE } from '../wire/lease-token.js';
 import type { Obligations } from '../policy/types.js';
 
+/** The field name that means every field, in a request as in a scope. */
+const EVERY_FIELD = '*';
+
 /**
  * The coordination keys a write must hold leases on, derived from the decision — agents never
  * invent keys. Exclusive fields are coordinated per field (`wp:post:1024#title`), so two agents
@@ -14,7 +17,10 @@ import type { Obligations } from '../policy/types.js';
 export function coordinationKeys(resource: string, fields: string[], obligations: Obligations): string[] {
   if (!obligations.lease_required) return [];
   const keys = new Set<string>();
-  if (fields.length === 0) {
+  // A request for field `*` is a request for every field, as the policy reads it (a grant of [title] does not
+  // allow it): it coordinates on the resource's key, which no holder of one of its fields' keys shares
+  // (src/wire/key-family.ts), not on a key `resource#*` leased beside them.
+  if (fields.length === 0 || fields.includes(EVERY_FIELD)) {
     keys.add(resource);
   } else {
     for (const f of fields) {

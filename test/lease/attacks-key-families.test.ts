@@ -72,13 +72,10 @@ describe('field names and the fencing header', () => {
 });
 
 describe('the field "*"', () => {
-  // DESIGN QUESTION (not built): the policy reads a request's field "*" as a scope does, every field (a
-  // grant of [title] does not allow it; one of [*] does), but coordination reads it as one field named
-  // "*": its key R#* is a sibling of every field's key, so it is leased beside a holder of R#config, and
-  // the fence of R#* does not stop a field's late write. Either "*" is refused as a field name where
-  // fields enter (422, like "," and ";"), or a request for it coordinates on the resource's key R. The
-  // first is smaller; the second keeps requests that some client may already send. Not decided here.
-  it.fails('a request for field "*" is not leased beside a holder of one of the resource\'s fields', async () => {
+  // The policy reads a request's field "*" as a scope does, every field (a grant of [title] does not allow
+  // it); coordination reads it so too: it coordinates on the resource's key R (coordinationKeys), never on a
+  // key R#* leased beside a holder of R#config, whose fence would not stop a field's late write.
+  it('a request for field "*" is not leased beside a holder of one of the resource\'s fields', async () => {
     h = await startHarness({ example: true });
     const decide = (principal: string, fields: string[]) =>
       h!.call(principal, { method: 'POST', url: '/v1/decisions', payload: { action: 'deploy', resource: 'deploy:site:www', environment: 'production', fields } });
