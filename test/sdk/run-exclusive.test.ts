@@ -40,10 +40,14 @@ function runner(name: string, jobKey: string, startAt: number, ticks: number, pe
 describe('runExclusive: a scheduled job on two runner processes', () => {
   it('at every tick exactly one runner runs the job, the runs never overlap and each has a newer fencing epoch', { timeout: 60_000 }, async () => {
     const ticks = 4;
-    const startAt = Date.now() + 1_500; // both processes are up by then
+    // Both processes are up by then, and each tick's job runs 700 of its 1 000 ms: a runner that comes to a
+    // tick late (a loaded machine: one came 666 ms after the other in a clean-clone run, with a 400 ms job)
+    // still finds it held, instead of running it a second time after it ended, which is no overlap but
+    // not once a tick either.
+    const startAt = Date.now() + 3_000;
     const [a, b] = await Promise.all([
-      runner('runner-a', 'job:daily-seo-publish', startAt, ticks, 1_000, 400),
-      runner('runner-b', 'job:daily-seo-publish', startAt, ticks, 1_000, 400),
+      runner('runner-a', 'job:daily-seo-publish', startAt, ticks, 1_000, 700),
+      runner('runner-b', 'job:daily-seo-publish', startAt, ticks, 1_000, 700),
     ]);
     const lines = [...a, ...b];
     expect(lines.filter((l) => l.error)).toEqual([]);
