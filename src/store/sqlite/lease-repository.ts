@@ -119,13 +119,15 @@ export class SqliteLeaseRepository implements LeaseRepository {
       ensureKey: db.prepare('INSERT OR IGNORE INTO lease_keys (key, epoch, transitions) VALUES (?, 0, 0)'),
       takeFree: db.prepare(`UPDATE lease_keys SET ${TAKE_SET}, preempted_by = NULL
         WHERE key = :key AND (holder IS NULL OR expires_at <= :now) AND ${noRelatedHeld} AND ${notQueuedAhead}
-        RETURNING epoch, prev_lease_id, preempted_by`),
+        RETURNING epoch, prev_lease_id, preempted_by,
+          (SELECT 1 FROM lease_keys o WHERE ${RELATED} AND o.holder IS NOT NULL AND o.expires_at <= :now AND o.lease_id <> :lease_id LIMIT 1) AS lapsed_related`),
       takeAny: db.prepare(`UPDATE lease_keys SET ${TAKE_SET},
           preempted_by = CASE WHEN holder IS NOT NULL AND expires_at > :now THEN :holder ELSE NULL END
         WHERE key = :key
           AND (:preemptable IS NULL OR holder IS NULL OR expires_at <= :now OR holder IN (SELECT value FROM json_each(:preemptable)))
           AND ((holder IS NOT NULL AND expires_at > :now) OR :took_over OR ${notQueuedAhead}) AND ${noRelatedHeld}
-        RETURNING epoch, prev_lease_id, preempted_by`),
+        RETURNING epoch, prev_lease_id, preempted_by,
+          (SELECT 1 FROM lease_keys o WHERE ${RELATED} AND o.holder IS NOT NULL AND o.expires_at <= :now AND o.lease_id <> :lease_id LIMIT 1) AS lapsed_related`),
       relatedHeld: db.prepare(`SELECT o.key, o.lease_id, o.holder, o.expires_at FROM lease_keys o WHERE ${RELATED_HELD} ORDER BY o.key`),
       // A lease that lapsed holding a related key ends (as the lease a key is taken from does): so a renewal
       // that read the clock before it lapsed and runs after this take is refused, never revives it beside us.
@@ -374,12 +376,14 @@ export class SqliteLeaseRepository implements LeaseRepository {
       // A takeover passes the queue as one of the key itself does: ending a live lease of the family
       // frees the key (when that lease held it too) before the take below looks at the queue.
       params.took_over = cmd.preempt && this.preemptRelated(key, params, cmd, preempted) ? 1 : 0;
-      this.s.endLapsedRelated.run(params);
       // The key's row is made on first use only: a refused take inserts it (epoch 0) and tries once more.
       const taken = (take.get(params) ?? (this.s.ensureKey.run(key).changes === 1 ? take.get(params) : undefined)) as
-        | { epoch: number; prev_lease_id: string | null; preempted_by: string | null }
+        | { epoch: number; prev_lease_id: string | null; preempted_by: string | null; lapsed_related: 1 | null }
         | undefined;
       if (!taken) throw new KeyRefused(key);
+      // The take says (RETURNING) whether a lease that lapsed still holds a related key; only then is it ended
+      // (endLapsedRelated): one statement fewer on every other acquisition.
+      if (taken.lapsed_related !== null) this.s.endLapsedRelated.run(params);
       epochs[key] = taken.epoch;
       if (taken.prev_lease_id !== null) this.endPrevious(taken.prev_lease_id, key, undefined, taken.preempted_by !== null, cmd, preempted);
     }
