@@ -14,7 +14,7 @@ export { explainForEach, searchSubjects, searchResources, searchActions } from '
 export { mayAskAbout, checkMayAskAbout, whomMayAsk, mayReadEdge, readableEdge, unknownEdge, AUDIT_READ, auditKey, EVERY_ENVIRONMENT, type AsksAbout } from './ask-about.js';
 export { applyManifest, manifestOf, manifestYaml, readManifest, type GraphManifest, type ApplyReport } from './manifest.js';
 export { exportGraph, graphAt, graphEvents, graphDiff, revocationOf, type GraphEventSummary, type GraphDiff, type Revocation } from './graph-queries.js';
-export { canonicalResource, checkResourceType, environmentProblem, resourceTypeOf } from './resources.js';
+export { canonicalResource, checkQuerySpelling, checkResourceType, environmentProblem, resourceTypeOf } from './resources.js';
 export { parseTime } from './time.js';
 export { acquireLeases, abandonGrant, CallerNoLongerValid, renewLease, releaseLease, listLeases, waitQueues, verifyDecisionFor, type LeaseRequestInput, type LeaseOutcome, type AcquireOptions, type LeaseListQuery, type LeaseListPage } from './leases.js';
 export { declareIncident, resolveIncident, activeIncidents, type Incident } from './incidents.js';

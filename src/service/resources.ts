@@ -3,6 +3,7 @@ import { ECHO_LIMIT, matchesPattern, nfcProblem, patternsOverlap, validateResour
 import type { EdgeKind, Scope } from '../graph/model.js';
 import { didYouMean } from '../json-schema.js';
 import type { PolicyData, ResourceClassRule } from '../policy/types.js';
+import { keyRoot } from '../wire/key-family.js';
 import { FENCING_SEPARATORS } from '../wire/fencing-header.js';
 
 /**
@@ -51,6 +52,26 @@ function hostInCapitals(classes: readonly ResourceClassRule[], key: string): { s
 function hostProblem(h: { segment: number; rule: ResourceClassRule; lower: string }, key: string, what: string, send: string): string {
   const why = `segment ${h.segment} is a host name (resource class ${h.rule.pattern}, host_segments), which is read without case, so keys spell it in lower case`;
   return key.length <= ECHO_LIMIT ? `${what} "${key}": ${why}; ${send} "${h.lower}"` : `${what}: ${why}; ${send} it with that segment in lower case`;
+}
+
+/**
+ * Throws UNPROCESSABLE when `key`, asked for in a read (receipts, leases), is spelt otherwise than keys are
+ * recorded: not in NFC, under an alias, or with a host segment in capitals, naming the spelling to ask for.
+ * Such a query would match nothing and answer "no writes" for a key that was written. Only the spelling is
+ * checked, not that a resource class matches: receipts outlive the policy that governed them. `key` may be a
+ * coordination key (`R#f`): its resource part is checked.
+ */
+export function checkQuerySpelling(data: PolicyData, key: string, what: string): void {
+  const nfc = nfcProblem(key, what);
+  if (nfc) throw new WritError('UNPROCESSABLE', nfc);
+  const resource = keyRoot(key);
+  const alias = aliasOf(data, resource);
+  if (alias) {
+    const canonical = alias.to + key.slice(alias.from.length);
+    throw new WritError('UNPROCESSABLE', `${what} "${key}" is written with the alias "${alias.from}", and keys are recorded as "${alias.to}": ask for "${canonical}"`);
+  }
+  const host = hostInCapitals(data.writ.resource_classes.filter((rule) => matchesPattern(rule.pattern, resource)), key);
+  if (host) throw new WritError('UNPROCESSABLE', hostProblem(host, key, what, 'ask for'));
 }
 
 /** The alias a key (or a pattern) is written under: the first whose `from` is its leading segments. */

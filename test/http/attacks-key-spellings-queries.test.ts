@@ -25,16 +25,24 @@ describe('query strings of GET endpoints', () => {
     expect(r.body.receipts.map((x: { resource_key: string }) => x.resource_key)).toEqual(['wp:post:1024']);
   });
 
-  // DESIGN QUESTION (not built): GET /v1/receipts?resource= (and /v1/leases?resource=) take the key as
-  // written, so an auditor asking under the alias (wordpress:article:1024), in NFD, or with a host in
-  // capitals is told 200 [] — "no writes" — for a key that was written. Refusing with 422 naming the
-  // canonical spelling (as canonicalResource does for decisions) would need a check of spelling only:
-  // not of the key's resource class, since receipts outlive the policy that governed them (a class
-  // removed later must not hide its receipts), and /v1/leases takes coordination keys (R#f, domain:…),
-  // not resource keys. Rewriting the alias instead would break "refused, not rewritten".
-  it.fails('a query under the alias of a written key is refused naming the canonical key, not answered empty', async () => {
+  // A query spelt otherwise than keys are recorded (under an alias, not NFC, a host in capitals) would match
+  // nothing and answer "no writes": it is refused naming the spelling to ask for (checkQuerySpelling), which
+  // checks the spelling only, not a resource class (receipts outlive the policy that governed them).
+  it('a query under the alias of a written key is refused naming the canonical key, not answered empty', async () => {
     const r = await receiptsOf('wordpress:article:1024');
     expect(r.status, r.raw).toBe(422);
     expect(r.body.detail).toContain('wp:post:1024');
+  });
+
+  it('a query in NFD, or with a host in capitals, is refused naming the spelling to ask for; leases too', async () => {
+    const nfd = await receiptsOf('wp:post:cafe\u0301');
+    expect([nfd.status, nfd.body.code]).toEqual([422, 'UNPROCESSABLE']);
+    expect(nfd.body.detail).toContain('NFC');
+    const host = await h.call(GOVERNANCE_ID, { method: 'GET', url: `/v1/receipts?resource=${encodeURIComponent('site:EXAMPLE.COM:template:canonical')}` });
+    expect([host.status, host.body.detail]).toEqual([422, expect.stringContaining('site:example.com:template:canonical')]);
+    const leases = await h.call(GOVERNANCE_ID, { method: 'GET', url: `/v1/leases?resource=${encodeURIComponent('wordpress:article:1024#title')}` });
+    expect([leases.status, leases.body.detail]).toEqual([422, expect.stringContaining('wp:post:1024#title')]);
+    // A key no class governs any more is still asked for as written (receipts outlive their policy).
+    expect((await receiptsOf('gone:thing:1')).status).toBe(200);
   });
 });

@@ -5,7 +5,7 @@ import { performAction, type ActionInput } from '../../service/index.js';
 import { abandonGrant, acquireLeases, declareIncident, listLeases, releaseLease, renewLease, resolveIncident, activeIncidents, type LeaseListQuery, type LeaseRequestInput } from '../../service/index.js';
 import { LEASE_PAGE, MAX_KEY_LENGTH } from '../../lease/index.js';
 import { formatServerTiming } from '../../wire/server-timing.js';
-import { noReceipt, parseTime } from '../../service/index.js';
+import { checkQuerySpelling, noReceipt, parseTime } from '../../service/index.js';
 import { checkReceiptReadable, ownFilter } from './audit-reads.js';
 import { toWireTime } from '../../wire/time.js';
 import { AUTHENTICATED, errorResponses, ref, WITH_INPUT } from '../components.js';
@@ -139,6 +139,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     await app.caller(request);
     const { resource, holder, state, after, limit } = request.query;
     const query: LeaseListQuery = {};
+    if (resource) checkQuerySpelling(ctx.policy.data, resource, 'resource');
     if (resource) query.key = resource;
     if (holder) query.holder = holder;
     if (state) query.state = state;
@@ -219,6 +220,7 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     const { since, until, order, ...q } = request.query;
     if (order === 'newest' && q.after !== undefined) throw new WritError('UNPROCESSABLE', 'order=newest pages with `before`, not `after`');
     if (order !== 'newest' && q.before !== undefined) throw new WritError('UNPROCESSABLE', '`before` pages receipts newest first: add order=newest');
+    if (q.resource !== undefined) checkQuerySpelling(ctx.policy.data, q.resource, 'resource');
     const principal = await ownFilter(ctx, request, q.principal, 'receipts');
     if (principal !== undefined) q.principal = principal;
     const page = await ctx.receipts.query({
