@@ -1,7 +1,6 @@
 import { expect, it } from 'vitest';
-import type { WritStore } from '../../../src/store/contract.js';
 import { describeEngines, sleep } from './engines.js';
-import { epochsOf, release, renew, take } from './helpers.js';
+import { enqueue, epochsOf, release, renew, take } from './helpers.js';
 
 /**
  * Attacks on key families in the stores (src/wire/key-family.ts; SQLite's lease repository and
@@ -10,11 +9,6 @@ import { epochsOf, release, renew, take } from './helpers.js';
 const R = 'deploy:site:www';
 const CONFIG = `${R}#config`;
 const TITLE = `${R}#title`;
-
-const enqueue = (store: WritStore, holder: string, priority: number, keys: string[], waitMs = 5_000) => {
-  const now = Date.now();
-  return store.readWrite((tx) => tx.leases.enqueue({ keys, holder, instance: null, priority, enqueuedAt: now, deadline: now + waitMs }));
-};
 
 describeEngines('attacks: lease key families in the stores', (fresh) => {
   it('a takeover jumps the queue whether the lease it ends holds the key itself or a key of its family', async () => {

@@ -49,3 +49,9 @@ export async function leaseView(store: WritStore, keys: string[]) {
     waiters: await Promise.all(keys.map((k) => tx.leases.waiters(k, Date.now()))),
   }));
 }
+
+/** Puts `holder` in the queue of each of `keys` for `waitMs` from now; its ticket. */
+export const enqueue = (store: WritStore, holder: string, priority: number, keys: string[], waitMs = 5_000): Promise<number> => {
+  const now = Date.now();
+  return store.readWrite((tx) => tx.leases.enqueue({ keys, holder, instance: null, priority, enqueuedAt: now, deadline: now + waitMs }));
+};

@@ -1,17 +1,11 @@
 import { expect, it } from 'vitest';
-import type { WritStore } from '../../../src/store/contract.js';
 import { describeEngines, sleep } from './engines.js';
-import { epochsOf, leaseView, release, renew, take } from './helpers.js';
+import { enqueue, epochsOf, leaseView, release, renew, take } from './helpers.js';
 
 /** Key families (src/wire/key-family.ts, the contract in src/lease/repository.ts): a resource key and its fields' keys. */
 const R = 'deploy:site:www';
 const CONFIG = `${R}#config`;
 const TITLE = `${R}#title`;
-
-const enqueue = (store: WritStore, holder: string, priority: number, keys: string[], waitMs = 5_000) => {
-  const now = Date.now();
-  return store.readWrite((tx) => tx.leases.enqueue({ keys, holder, instance: null, priority, enqueuedAt: now, deadline: now + waitMs }));
-};
 
 describeEngines('leases: key families', (fresh) => {
   it('a whole-resource lease and a field lease of one resource conflict, both ways; the refusal names the related key held, and changes nothing', async () => {

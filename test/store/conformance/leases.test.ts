@@ -1,7 +1,7 @@
 import { expect, it } from 'vitest';
 import { NEWCOMER_TICKET } from '../../../src/lease/repository.js';
 import { describeEngines, sleep } from './engines.js';
-import { acquireCommand, epochsOf, leaseView, release, renew, take } from './helpers.js';
+import { acquireCommand, enqueue, epochsOf, leaseView, release, renew, take } from './helpers.js';
 
 const K = 'wp:post:1024';
 
@@ -187,16 +187,11 @@ describeEngines('leases: acquire, renew, release', (fresh) => {
 });
 
 describeEngines('leases: the wait queue', (fresh) => {
-  const enqueue = (store: import('../../../src/store/contract.js').WritStore, holder: string, priority: number, keys = [K], waitMs = 5_000) => {
-    const now = Date.now();
-    return store.readWrite((tx) => tx.leases.enqueue({ keys, holder, instance: null, priority, enqueuedAt: now, deadline: now + waitMs }));
-  };
-
   it('orders waiters by priority, then age; tickets grow', async () => {
     const { store } = await fresh();
-    const low = await enqueue(store, 'low', 1);
-    const high = await enqueue(store, 'high', 5);
-    const low2 = await enqueue(store, 'low-2', 1);
+    const low = await enqueue(store, 'low', 1, [K]);
+    const high = await enqueue(store, 'high', 5, [K]);
+    const low2 = await enqueue(store, 'low-2', 1, [K]);
     expect(low < high && high < low2).toBe(true);
     expect((await store.read((tx) => tx.leases.waiters(K, Date.now()))).map((w) => [w.holder, w.priority])).toEqual([
       ['high', 5],
@@ -208,7 +203,7 @@ describeEngines('leases: the wait queue', (fresh) => {
   it('a queued waiter blocks newcomers of equal or lower priority on a free key, not higher ones; it is served in its turn', async () => {
     const { store } = await fresh();
     const holder = await take(store, [K], 'holder');
-    const ticket = await enqueue(store, 'waiter', 3);
+    const ticket = await enqueue(store, 'waiter', 3, [K]);
     await release(store, holder);
     expect((await take(store, [K], 'equal', { priority: 3 })).outcome).toMatchObject({ granted: false, key: K, holder: null, queued: true });
     expect((await take(store, [K], 'lower', { priority: 2 })).outcome).toMatchObject({ granted: false, queued: true });
@@ -223,9 +218,9 @@ describeEngines('leases: the wait queue', (fresh) => {
 
   it('among waiters, the older of equal priority goes first, and a lower one waits for a higher one', async () => {
     const { store } = await fresh();
-    const first = await enqueue(store, 'first', 3);
-    const second = await enqueue(store, 'second', 3);
-    const low = await enqueue(store, 'low', 1);
+    const first = await enqueue(store, 'first', 3, [K]);
+    const second = await enqueue(store, 'second', 3, [K]);
+    const low = await enqueue(store, 'low', 1, [K]);
     expect((await take(store, [K], 'second', { priority: 3, ticket: second })).outcome).toMatchObject({ granted: false, queued: true });
     expect((await take(store, [K], 'low', { priority: 1, ticket: low })).outcome).toMatchObject({ granted: false, queued: true });
     const a = await take(store, [K], 'first', { priority: 3, ticket: first });
@@ -329,7 +324,7 @@ describeEngines('leases: the wait queue', (fresh) => {
     const { store, another } = await fresh();
     const other = await another();
     const held = await take(store, [K], 'holder');
-    const ticket = await enqueue(other, 'waiter-b', 5);
+    const ticket = await enqueue(other, 'waiter-b', 5, [K]);
     await release(store, held);
     expect((await take(store, [K], 'newcomer-a', { priority: 4 })).outcome).toMatchObject({ granted: false, queued: true });
     expect(epochsOf(await take(other, [K], 'waiter-b', { priority: 5, ticket }))).toEqual({ [K]: 2 });
@@ -337,7 +332,7 @@ describeEngines('leases: the wait queue', (fresh) => {
 
   it('tickets are safe integers below the newcomer sentinel (the lease manager compares them as numbers)', async () => {
     const { store } = await fresh();
-    const t = await enqueue(store, 'w', 0);
+    const t = await enqueue(store, 'w', 0, [K]);
     expect(Number.isSafeInteger(t)).toBe(true);
     expect(t).toBeLessThan(NEWCOMER_TICKET);
   });
