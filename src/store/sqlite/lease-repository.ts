@@ -48,6 +48,8 @@ function toEpochBump(raw: BumpRowRaw): EpochBump {
 const RELATED = `(o.key = :rel_eq OR (o.key >= :rel_lo AND o.key < :rel_hi))`;
 /** A related key held now by another lease. */
 const RELATED_HELD = `${RELATED} AND o.holder IS NOT NULL AND o.expires_at > :now AND o.lease_id <> :lease_id`;
+/** A related key whose lease lapsed without being ended (its holder still recorded), of another lease. */
+const RELATED_LAPSED = `${RELATED} AND o.holder IS NOT NULL AND o.expires_at <= :now AND o.lease_id <> :lease_id`;
 /** The key's family, the root :root and its fields' keys, as a range of the primary key. */
 const FAMILY = `f.key >= :root AND f.key < :root || '$' AND (f.key = :root OR f.key >= :root || '#')`;
 
@@ -120,20 +122,20 @@ export class SqliteLeaseRepository implements LeaseRepository {
       takeFree: db.prepare(`UPDATE lease_keys SET ${TAKE_SET}, preempted_by = NULL
         WHERE key = :key AND (holder IS NULL OR expires_at <= :now) AND ${noRelatedHeld} AND ${notQueuedAhead}
         RETURNING epoch, prev_lease_id, preempted_by,
-          (SELECT 1 FROM lease_keys o WHERE ${RELATED} AND o.holder IS NOT NULL AND o.expires_at <= :now AND o.lease_id <> :lease_id LIMIT 1) AS lapsed_related`),
+          (SELECT 1 FROM lease_keys o WHERE ${RELATED_LAPSED} LIMIT 1) AS lapsed_related`),
       takeAny: db.prepare(`UPDATE lease_keys SET ${TAKE_SET},
           preempted_by = CASE WHEN holder IS NOT NULL AND expires_at > :now THEN :holder ELSE NULL END
         WHERE key = :key
           AND (:preemptable IS NULL OR holder IS NULL OR expires_at <= :now OR holder IN (SELECT value FROM json_each(:preemptable)))
           AND ((holder IS NOT NULL AND expires_at > :now) OR :took_over OR ${notQueuedAhead}) AND ${noRelatedHeld}
         RETURNING epoch, prev_lease_id, preempted_by,
-          (SELECT 1 FROM lease_keys o WHERE ${RELATED} AND o.holder IS NOT NULL AND o.expires_at <= :now AND o.lease_id <> :lease_id LIMIT 1) AS lapsed_related`),
+          (SELECT 1 FROM lease_keys o WHERE ${RELATED_LAPSED} LIMIT 1) AS lapsed_related`),
       relatedHeld: db.prepare(`SELECT o.key, o.lease_id, o.holder, o.expires_at FROM lease_keys o WHERE ${RELATED_HELD} ORDER BY o.key`),
       // A lease that lapsed holding a related key ends (as the lease a key is taken from does): so a renewal
       // that read the clock before it lapsed and runs after this take is refused, never revives it beside us.
       endLapsedRelated: db.prepare(`UPDATE leases SET state = 'EXPIRED', ended_at = :now
         WHERE state = 'ACTIVE' AND expires_at <= :now AND lease_id IN (
-          SELECT o.lease_id FROM lease_keys o WHERE ${RELATED} AND o.holder IS NOT NULL AND o.expires_at <= :now AND o.lease_id <> :lease_id)`),
+          SELECT o.lease_id FROM lease_keys o WHERE ${RELATED_LAPSED})`),
       freeKeyOf: db.prepare(`UPDATE lease_keys SET lease_id = NULL, holder = NULL, holder_instance = NULL, token_hash = NULL,
           priority = NULL, expires_at = NULL
         WHERE key = ? AND lease_id = ? RETURNING epoch`).pluck(),
