@@ -225,7 +225,8 @@ function request(built: Built): { request: ChainRequest; depth: number } {
   const action = scope.actions.includes('*') ? pick(ACTIONS) : pick(scope.actions);
   const environment = scope.environments.includes('*') ? 'production' : pick(scope.environments);
   const fields = scope.fields.includes('*') ? subset(FIELDS, 1 + int(2)) : subset(scope.fields, 1 + int(2));
-  return { request: { principal, action, resource: instantiate(pick(scope.resources)), environment, fields }, depth };
+  // risk 0: these actions are in no catalogue, and an unknown action's risk is 0 (requestRisk).
+  return { request: { principal, action, resource: instantiate(pick(scope.resources)), environment, fields, risk: 0 }, depth };
 }
 
 function quantile(sorted: Float64Array, q: number): number {

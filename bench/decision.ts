@@ -10,6 +10,7 @@ import { loadConfig } from '../src/config/index.js';
 import { ed25519, signDecision } from '../src/decision/index.js';
 import { principalsOf, resolveChains, resolveOwners } from '../src/graph/index.js';
 import { GOVERNANCE_ID } from '../src/graph/model.js';
+import { requestRisk } from '../src/policy/index.js';
 import { applyManifest, decide, openWrit, readManifest } from '../src/service/index.js';
 import { machineLine, summarize, writeResultsSection } from './results-file.js';
 
@@ -72,7 +73,7 @@ async function main(): Promise<void> {
   const sign: number[] = [];
   const graph = await ctx.graph.current();
   const now = Date.now();
-  const req = { principal: 'seo-agent-7', ...request, fields: [...request.fields].sort() };
+  const req = { principal: 'seo-agent-7', ...request, fields: [...request.fields].sort(), risk: requestRisk(ctx.policy.data, request.action, null) };
   for (let i = 0; i < N / 4 + WARMUP; i++) {
     let t = process.hrtime.bigint();
     const chains = resolveChains(graph, req, now, { mode: 'decide' });

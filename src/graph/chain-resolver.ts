@@ -36,7 +36,7 @@ export const DEFAULT_RESOLUTION_BUDGET: Readonly<ResolutionBudget> = Object.free
 
 /**
  * - `decide` (hot path): skips edges that cannot be on a valid chain — revoked, not live at `now`,
- *   not covering the request, or not narrowing to the next edge of the path
+ *   not covering the request (its risk included), or not narrowing to the next edge of the path
  *   (narrowsTo) — and revoked principals. Every edge of a valid chain covers the request and narrows
  *   to the next, so this loses nothing valid.
  * - `explain`: prunes nothing but structure and budget, so that the policy can say what is wrong
@@ -71,6 +71,12 @@ export interface ChainRequest {
   environment: string;
   /** Requested fields; empty means the whole resource. */
   fields: readonly string[];
+  /**
+   * The risk the policy judges the request at (requestRisk: the action's catalogue risk, raised by a
+   * declared one), not the declared risk alone. The last edge of a valid chain has a risk_max at least
+   * this, and risk narrows along a chain, so decide mode skips every edge whose risk_max is below it.
+   */
+  risk: number;
 }
 
 /** A path being grown backwards from the requester: `next` is the step closer to the requester. */

@@ -63,7 +63,8 @@ function valuesCover(wide: readonly string[], narrow: readonly string[]): boolea
   return wide.includes(EVERY) || narrow.every((v) => v !== EVERY && wide.includes(v));
 }
 
-function riskMax(constraints: Record<string, unknown>): number {
+/** A scope's `risk_max`; none reads as 0, as the policy reads it (lib/scope.rego `risk_max`). */
+export function riskMax(constraints: Record<string, unknown>): number {
   const r = constraints['risk_max'];
   return typeof r === 'number' ? r : 0;
 }

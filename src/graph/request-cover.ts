@@ -1,5 +1,6 @@
 import { compilePattern, matchesSegments, type PatternSegments } from './patterns.js';
 import type { Scope } from './model.js';
+import { riskMax } from './edge-cover.js';
 
 const EVERY = '*';
 
@@ -9,14 +10,16 @@ export interface CoverageRequest {
   key: PatternSegments;
   environment: string;
   fields: readonly string[];
+  /** The risk the policy judges the request at: a scope with a lower risk_max cannot end a valid chain. */
+  risk: number;
 }
 
-export function compileCoverageRequest(request: { action: string; resource: string; environment: string; fields: readonly string[] }): CoverageRequest {
-  return { action: request.action, key: compilePattern(request.resource), environment: request.environment, fields: request.fields };
+export function compileCoverageRequest(request: { action: string; resource: string; environment: string; fields: readonly string[]; risk: number }): CoverageRequest {
+  return { action: request.action, key: compilePattern(request.resource), environment: request.environment, fields: request.fields, risk: request.risk };
 }
 
 /**
- * Whether `scope` covers the request on action, resource, environment and fields. Used only to
+ * Whether `scope` covers the request on action, resource, environment, fields and risk. Used only to
  * prune candidates in decide mode (an edge that does not cover the request cannot be on a valid
  * chain); the policy remains the judge and checks coverage itself.
  */
@@ -25,6 +28,7 @@ export function scopeCoversRequest(scope: Scope, request: CoverageRequest): bool
     listCovers(scope.actions, request.action) &&
     listCovers(scope.environments, request.environment) &&
     fieldsCovered(scope.fields, request.fields) &&
+    riskMax(scope.constraints) >= request.risk &&
     resourcesCover(scope.resources, request.key)
   );
 }

@@ -8,3 +8,4 @@ export { openReloadingPolicyEngine, RELOAD_CHECK_INPUTS, type ReloadingOptions, 
 export { WASM_ALLOWED_BUILTINS } from './wasm-builtins.js';
 export { loadCandidatePolicy } from './candidate.js';
 export { checkPolicyData } from './data-check.js';
+export { requestRisk } from './request-risk.js';

@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { WritError } from '../errors.js';
 import { releaseAssertion, signDecision, spendAssertion, verifyCallerAssertion, type AuthenticatedCaller, type DecisionClaims } from '../decision/index.js';
-import { approvalEdges, principalsOf, resolveChains, resolveOwners, type AuthorityGraph } from '../graph/index.js';
+import { approvalEdges, principalsOf, resolveChains, resolveOwners, type AuthorityGraph, type ChainRequest } from '../graph/index.js';
 import { GOVERNANCE_ID } from '../graph/model.js';
-import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, PolicyEdge, RequestProperties, VerifiedApproval } from '../policy/types.js';
+import { requestRisk } from '../policy/request-risk.js';
+import type { CandidateChain, ChainVerdict, DecisionInput, DecisionResult, PolicyEdge, PolicyEngine, RequestProperties, VerifiedApproval } from '../policy/types.js';
 import type { Decision, DecisionRequest, Explanation as WireExplanation } from '../wire/v1.js';
 import type { WritContext } from './context.js';
 import { canonicalResource, checkEnvironment, checkFields } from './resources.js';
@@ -55,6 +56,35 @@ interface Judged {
 
 /** Explain-mode resolution for the reasons of a denial: enough for real graphs, bounded for hostile ones. */
 const DENY_REASONS_BUDGET = { maxVisited: 2_000, maxFanOut: 256, maxChains: 8 };
+
+/**
+ * The policy's verdict on a request over the candidate chains resolution finds in `mode`. A `decide`
+ * deny is judged again over the unpruned candidates (explain mode), for reasons an auditor can act on
+ * (the hot path pruned what cannot be on a valid chain: dead edges, a risk_max too low), within a
+ * small budget: a caller must not be able to make its denials expensive. When the budget runs out the
+ * hot path's reasons stand. The verdict stays the hot path's (fail closed). `build` makes the policy
+ * input around the chains.
+ */
+export function judgeChains(
+  engine: PolicyEngine,
+  graph: AuthorityGraph,
+  request: ChainRequest,
+  now: number,
+  mode: 'decide' | 'explain',
+  build: (chains: CandidateChain[]) => DecisionInput,
+): { input: DecisionInput; result: DecisionResult } {
+  const input = build(resolveChains(graph, request, now, { mode }));
+  const result = engine.decide(input);
+  if (result.allow || mode !== 'decide') return { input, result };
+  try {
+    const detailedInput = build(resolveChains(graph, request, now, { mode: 'explain', budget: DENY_REASONS_BUDGET }));
+    const detailed = engine.decide(detailedInput);
+    if (!detailed.allow) return { input: detailedInput, result: detailed };
+  } catch (e) {
+    if (!(e instanceof WritError && e.code === 'BUDGET_EXCEEDED')) throw e;
+  }
+  return { input, result };
+}
 
 function normalizeFields(fields: string[] | undefined): string[] {
   return [...new Set(fields ?? [])].sort();
@@ -173,28 +203,13 @@ async function judge(ctx: WritContext, principal: string, body: DecisionRequestI
   }
   const verified = await verifyApproval(ctx, graph, principal, request, body.context?.approval, now);
   const approval = verified?.approval ?? null;
+  const chainRequest = { principal, ...request, risk: requestRisk(ctx.policy.data, request.action, (declaredRisk as number | undefined) ?? null) };
   try {
     const { approval: _assertion, ...context } = body.context ?? {};
     const properties: RequestProperties = { subject: {}, resource: {}, action: {}, ...body.properties };
     const build = (chains: CandidateChain[]): DecisionInput =>
       decisionInputFor(graph, { principal, ...request, risk: (declaredRisk as number | undefined) ?? null }, chains, now, { approval, properties, context });
-    let input = build(resolveChains(graph, { principal, ...request }, now, { mode }));
-    let result = ctx.policy.decide(input);
-    if (!result.allow && mode === 'decide') {
-      // The hot path pruned dead edges; for reasons an auditor can act on, judge the unpruned candidates,
-      // within a small budget: a caller must not be able to make its denials expensive. When the budget
-      // runs out the hot path's reasons stand. The verdict stays the hot path's (fail closed).
-      try {
-        const detailedInput = build(resolveChains(graph, { principal, ...request }, now, { mode: 'explain', budget: DENY_REASONS_BUDGET }));
-        const detailed = ctx.policy.decide(detailedInput);
-        if (!detailed.allow) {
-          input = detailedInput;
-          result = detailed;
-        }
-      } catch (e) {
-        if (!(e instanceof WritError && e.code === 'BUDGET_EXCEEDED')) throw e;
-      }
-    }
+    const { input, result } = judgeChains(ctx.policy, graph, chainRequest, now, mode, build);
     return { principal, request, graph, input, result, now, approvalAssertion: verified?.assertion ?? null };
   } catch (e) {
     // Not judged: the approval stays usable.

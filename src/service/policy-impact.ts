@@ -8,13 +8,14 @@
  */
 import { readFile } from 'node:fs/promises';
 import { WritError } from '../errors.js';
-import { approvalEdges, principalEnds, resolveChains, type AuthorityGraph } from '../graph/index.js';
+import { approvalEdges, principalEnds, type AuthorityGraph } from '../graph/index.js';
 import type { Edge, EdgeKind } from '../graph/model.js';
 import type { DecisionLogEvent } from '../decision-log/index.js';
+import { requestRisk } from '../policy/request-risk.js';
 import type { DecisionInput, DecisionResult, PolicyData, PolicyEngine, RequestProperties, VerifiedApproval } from '../policy/types.js';
 import type { Receipt } from '../audit/index.js';
 import type { WritContext } from './context.js';
-import { decisionInputFor } from './decide.js';
+import { decisionInputFor, judgeChains } from './decide.js';
 import { canonicalResource, checkEnvironment, checkFields, registryProblem, scopeAppliesInPart } from './resources.js';
 
 /** The request of a replayed decision: the policy input's own request. */
@@ -254,9 +255,11 @@ function judgeReplay(engine: PolicyEngine, graph: AuthorityGraph, r: Replay): Ju
   const request = { ...r.request, resource: canonicalResource(engine.data, r.request.resource) };
   checkFields(engine.data, request.resource, request.fields, 'fields');
   const approval: VerifiedApproval | null = r.approvedBy === null ? null : { by: r.approvedBy, edges: approvalEdges(graph, r.approvedBy, request.principal, r.at) };
-  const chains = resolveChains(graph, request, r.at, { mode: 'decide' });
-  const result = engine.decide(decisionInputFor(graph, request, chains, r.at, { approval, properties: r.properties, context: r.context }));
-  return { result, chain: result.chain_index === null ? [] : chains[result.chain_index]!.edges.map((e) => e.id) };
+  const chainRequest = { ...request, risk: requestRisk(engine.data, request.action, request.risk) };
+  const { input, result } = judgeChains(engine, graph, chainRequest, r.at, 'decide', (chains) =>
+    decisionInputFor(graph, request, chains, r.at, { approval, properties: r.properties, context: r.context }),
+  );
+  return { result, chain: result.chain_index === null ? [] : input.chains[result.chain_index]!.edges.map((e) => e.id) };
 }
 
 function replayedDecision(r: Replay): ReplayedDecision {

@@ -154,6 +154,26 @@ describe('chain resolution', () => {
     expect(visits.details).toMatchObject({ limit: 'maxVisited', visited: 5000 });
   });
 
+  it('skips, in decide mode, an edge whose risk_max is below the request\'s risk, so that 17 such chains cannot push out a valid one', () => {
+    const log = new EventLogBuilder().principal('governance', 'governance').principal('alice').principal('orchestrator').principal('target');
+    // alice's grant id sorts first: her chains came first among equally long ones, and 16 filled maxChains.
+    log.edge('g-alice', 'grant', 'governance', 'alice', {}, { max_depth: 1 });
+    for (let i = 0; i < 17; i++) log.edge(`low-${String(i).padStart(2, '0')}`, 'delegate', 'alice', 'target', { constraints: { risk_max: 0 } });
+    log.edge('g-orchestrator', 'grant', 'governance', 'orchestrator', {}, { max_depth: 1 }).edge('own', 'delegate', 'orchestrator', 'target', { constraints: { risk_max: 1 } });
+    const g = AuthorityGraph.replay(log.events);
+    const at = (risk: number, mode: 'decide' | 'explain' = 'decide') => ids(resolveChains(g, { ...REQUEST, principal: 'target', risk }, NOW, { mode }));
+    expect(at(1)).toEqual(['g-orchestrator>own']);
+    expect(at(2)).toEqual([]);
+    expect(at(0)).toHaveLength(16);
+    expect(at(0)[0]).toBe('g-alice>low-00');
+    // An edge above the last one is skipped too: risk narrows along a chain.
+    const above = new EventLogBuilder().principal('governance', 'governance').principal('lead').principal('target');
+    above.edge('g', 'grant', 'governance', 'lead', { constraints: { risk_max: 0 } }, { max_depth: 1 }).edge('d', 'delegate', 'lead', 'target', { constraints: { risk_max: 0 } });
+    expect(ids(resolveChains(AuthorityGraph.replay(above.events), { ...REQUEST, principal: 'target', risk: 1 }, NOW, { mode: 'decide' }))).toEqual([]);
+    // Explain mode keeps them, for the reasons.
+    expect(at(1, 'explain')).toHaveLength(16);
+  });
+
   it('counts parallel edges from one delegator once toward maxFanOut, and still expands each of them', () => {
     const log = new EventLogBuilder().principal('governance', 'governance').principal('third').principal('lead').principal('target');
     // 65 parallel delegations from a third party (none of which covers title), and the target's own chain.

@@ -80,4 +80,5 @@ export const REQUEST = {
   resource: 'wp:post:1024',
   environment: 'production',
   fields: ['title'],
+  risk: 1, // update_post's catalogue risk
 };

@@ -248,4 +248,23 @@ describe('budgets: a wide graph made by someone else', () => {
     const explained = await h.call('content-agent-3', { method: 'POST', url: '/v1/explain', payload: { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['body'] } });
     expect(explained.status, JSON.stringify(explained.body)).toBe(200);
   }, 120_000);
+
+  it('seo-agent-7 is still allowed through its own chain when a third party gives it 16 delegations too low in risk_max for the act', async () => {
+    // editor-alice's grant id sorts before g-orchestrator, so her chains came first among equally long ones;
+    // each covers the request and narrows, and the policy rejects each for risk (update_post is risk 1,
+    // risk_max 0): 16 of them filled maxChains and seo-agent-7's own chain was never judged (a deny).
+    const title = { actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields: ['title'], risk_max: 0 };
+    for (let i = 0; i < 16; i++) {
+      const r = await delegate('editor-alice', { id: `low-${String(i).padStart(2, '0')}`, from: 'editor-alice', to: 'seo-agent-7', scope: title });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+    }
+    const req = { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['title'] };
+    const r = await ask('seo-agent-7', req);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.allow, JSON.stringify(r.body.reasons)).toBe(true);
+    // A declared risk above what the own chain allows is still denied, and the reasons name a risk.
+    const high = await ask('seo-agent-7', { ...req, context: { risk: 2 } });
+    expect(high.body.allow).toBe(false);
+    expect(JSON.stringify(high.body.reasons)).toMatch(/risk: 2 exceeds the risk_max/);
+  }, 120_000);
 });
