@@ -7,20 +7,20 @@ import { compileCoverageRequest, scopeCoversRequest } from './request-cover.js';
 import { narrowsTo } from './edge-cover.js';
 
 /**
- * Bounds of one resolution. Running out of `maxVisited` or exceeding `maxFanOut` at a node is
- * BUDGET_EXCEEDED (unless complete chains were already found: then those are returned); reaching
- * `maxChains` stops the search after the current path length; `maxDepth` bounds the chain length.
+ * Bounds of one resolution. Running out of `maxVisited` is BUDGET_EXCEEDED (unless complete chains were
+ * already found: then those are returned); reaching `maxChains` stops the search after the current path
+ * length; `maxDepth` bounds the chain length.
+ *
+ * There is no bound on the delegators into one principal (a fan-out): anyone who may delegate may delegate
+ * to anyone, unasked, so such a bound (there was one, of 64) let 65 principals deny another every decision by
+ * each delegating to it, and denied an agent that many people delegate to. `maxVisited` bounds the work of
+ * a wide graph as it did, and the chains are searched shortest first, so a principal's own short chain is
+ * found however many others delegate to it; how many delegations one delegator may give one principal is
+ * bounded when they are written (WRIT_MAX_DELEGATIONS_BETWEEN).
  */
 export interface ResolutionBudget {
   /** Longest chain, in edges. Longer paths are not chains. */
   maxDepth: number;
-  /**
-   * Delegators (distinct `from`) whose incoming grant/delegate edges are expanded per node on one path
-   * (after decide-mode pruning). Parallel edges from one delegator count once: they all lead to the same
-   * principal, and the search above it is bounded by `maxVisited`; how many one delegator may write into
-   * one principal is bounded when they are written (WRIT_MAX_DELEGATIONS_BETWEEN).
-   */
-  maxFanOut: number;
   /** Chains returned at most. */
   maxChains: number;
   /** Incoming grant/delegate edges examined in total. */
@@ -29,7 +29,6 @@ export interface ResolutionBudget {
 
 export const DEFAULT_RESOLUTION_BUDGET: Readonly<ResolutionBudget> = Object.freeze({
   maxDepth: 6,
-  maxFanOut: 64,
   maxChains: 16,
   maxVisited: 20_000,
 });
@@ -150,7 +149,6 @@ function resolve(
     for (let depth = 1; depth <= budget.maxDepth && frontier.length > 0; depth++) {
       const nextFrontier: Step[] = [];
       for (const step of frontier) {
-        const delegators = new Set<string>();
         graph.forEachIncoming(step.principal, (edge, from) => {
           if (edge.kind !== 'grant' && edge.kind !== 'delegate') return;
           if (++visited > budget.maxVisited) {
@@ -166,15 +164,7 @@ function resolve(
           // could fill maxChains ahead of a valid one (delegations left over from a revoked re-delegable grant).
           if (pruning && step.edge !== null && !narrowsTo(edge, step.edge)) return;
           if (onPath(step, edge.from)) return;
-          // Each parallel edge is still expanded: a later edge on the path may narrow from one and not another.
-          if (!delegators.has(edge.from) && delegators.add(edge.from).size > budget.maxFanOut) {
-            throw new WritError('BUDGET_EXCEEDED', `chain resolution for "${target}": "${step.principal}" has candidate edges from more than ${budget.maxFanOut} delegators`, {
-              budget,
-              visited,
-              limit: 'maxFanOut',
-              principal: step.principal,
-            });
-          }
+          // Each parallel edge is expanded: a later edge on the path may narrow from one and not another.
           const grown: Step = { principal: edge.from, edge, next: step };
           if (edge.from === GOVERNANCE_ID) found.push(grown);
           else if (depth < budget.maxDepth) nextFrontier.push(grown);

@@ -1,7 +1,7 @@
 import { WritError } from '../errors.js';
 import type { Receipt } from '../audit/index.js';
 import {
-  DEFAULT_RESOLUTION_BUDGET, edgeCovers, isEdgeLive, principalsOf, resolveChainsTo, resolveOwners, specificity, toPolicyEdge, type AuthorityGraph, type ResolutionStats,
+  edgeCovers, isEdgeLive, principalsOf, resolveChainsTo, resolveOwners, specificity, toPolicyEdge, type AuthorityGraph, type ResolutionStats,
 } from '../graph/index.js';
 import { GOVERNANCE_ID, type Edge, type Scope } from '../graph/model.js';
 import type { CandidateChain, PolicyEdge } from '../policy/types.js';
@@ -75,12 +75,10 @@ export interface CapabilityList {
 }
 
 /**
- * Chains judged per principal at most, each one policy evaluation: the resolver's fan-out bound, so an
- * incoming edge from each delegator can end a judged chain (a chain's authority is its last edge's).
- * Parallel edges from one delegator count once toward that bound, so a principal may have more incoming
+ * Chains judged per principal at most, each one policy evaluation. A principal may have more incoming
  * edges than this; past it the listing says it is truncated.
  */
-export const CAPABILITY_LIMIT = DEFAULT_RESOLUTION_BUDGET.maxFanOut;
+export const CAPABILITY_LIMIT = 64;
 
 /** Candidate chains read from the graph for one principal, before choosing which to judge. */
 const CANDIDATE_LIMIT = 256;

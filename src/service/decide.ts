@@ -55,7 +55,7 @@ interface Judged {
 }
 
 /** Explain-mode resolution for the reasons of a denial: enough for real graphs, bounded for hostile ones. */
-const DENY_REASONS_BUDGET = { maxVisited: 2_000, maxFanOut: 256, maxChains: 8 };
+const DENY_REASONS_BUDGET = { maxVisited: 2_000, maxChains: 8 };
 
 /**
  * The policy's verdict on a request over the candidate chains resolution finds in `mode`. A `decide`

@@ -160,7 +160,7 @@ export function checkDelegationFits(ctx: WritContext, graph: AuthorityGraph, can
  * TOO_MANY_DELEGATIONS when `candidate.from` has given `candidate.to` `bound` delegations that have not
  * ended (unrevoked, unexpired; one not yet valid counts: it will be). Anyone who may delegate may delegate
  * to anyone, unasked, and the delegate's every chain resolution searches each such edge; what one
- * delegator can add there is bounded here (and counts once towards the resolution's fan-out).
+ * delegator can add there is bounded here.
  */
 function checkDelegationsBetween(graph: AuthorityGraph, candidate: PolicyEdge, now: number, bound: number): void {
   let given = 0;

@@ -5,7 +5,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ManualClock } from '../../src/clock.js';
-import { startHarness, type Harness } from '../support/harness.js';
+import { applyManifest } from '../../src/service/index.js';
+import { REPO, startHarness, type Harness } from '../support/harness.js';
 
 let h: Harness;
 let clock: ManualClock;
@@ -165,9 +166,9 @@ describe('dead authority above', () => {
 describe('budgets: a wide graph made by someone else', () => {
   // Anyone who may delegate may delegate to anyone, without the delegate's consent, and each such edge is
   // searched by every resolution of the delegate. So the delegations one principal may give another that
-  // have not ended are bounded when written (WRIT_MAX_DELEGATIONS_BETWEEN, 16), and the resolution's
-  // fan-out budget (64) counts delegators, not parallel edges from one (a wide graph of 65 distinct
-  // delegators into one principal, each holding a chain, is still BUDGET_EXCEEDED).
+  // have not ended are bounded when written (WRIT_MAX_DELEGATIONS_BETWEEN, 16). How many principals
+  // delegate to one is not bounded: a resolution's fan-out bound (64 delegators into one principal) let
+  // 65 of them deny it every decision; the work is bounded by the edges examined (maxVisited) instead.
   // The delegations a principal wrote while it could stay in the graph when the grant that allowed them
   // is revoked (writ orphans lists them), and each made a live, covering candidate path through any
   // other grant that principal keeps, invalid there (that grant allows no further delegation, or less
@@ -247,6 +248,30 @@ describe('budgets: a wide graph made by someone else', () => {
     expect(r.body.allow).toBe(true);
     const explained = await h.call('content-agent-3', { method: 'POST', url: '/v1/explain', payload: { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['body'] } });
     expect(explained.status, JSON.stringify(explained.body)).toBe(200);
+  }, 120_000);
+
+  it('an agent 70 principals delegate to is allowed, through its own chain when theirs do not cover the act; writ can and explain answer', async () => {
+    // With a fan-out bound of 64 delegators into one principal, every decision of seo-agent-7 was
+    // BUDGET_EXCEEDED (503) once 65 principals holding a chain had each delegated to it.
+    const scope = (fields: string[]) => ({ actions: ['update_post'], resources: ['wp:post:*'], environments: ['production'], fields, risk_max: 1 });
+    const crowd = Array.from({ length: 70 }, (_, i) => `crowd-${String(i).padStart(2, '0')}`);
+    await applyManifest(h.ctx, 'governance', {
+      principals: crowd.map((id) => ({ id, kind: 'agent' as const })),
+      grants: crowd.map((id) => ({ id: `g-${id}`, to: id, reason: 'crowd', max_depth: 1, scope: scope(['body']) })),
+      delegations: crowd.map((id) => ({ id: `d-${id}`, from: id, to: 'seo-agent-7', reason: 'crowd', max_depth: 0, scope: scope(['body']) })),
+    }, REPO);
+    const ownField = await ask('seo-agent-7', { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['title'] });
+    expect(ownField.status, JSON.stringify(ownField.body)).toBe(200);
+    expect(ownField.body.allow, JSON.stringify(ownField.body.reasons)).toBe(true);
+    expect(ownField.body.chain).toEqual(['g-orchestrator', 'd-orch-seo']);
+    const theirs = await ask('seo-agent-7', { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['body'] });
+    expect([theirs.status, theirs.body.allow], JSON.stringify(theirs.body)).toEqual([200, true]);
+    expect(theirs.body.chain).toEqual(['g-crowd-00', 'd-crowd-00']);
+    const explained = await h.call('seo-agent-7', { method: 'POST', url: '/v1/explain', payload: { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['title'] } });
+    expect(explained.status, JSON.stringify(explained.body)).toBe(200);
+    const can = await h.call('governance', { method: 'GET', url: '/v1/principals/seo-agent-7/capabilities' });
+    expect(can.status, JSON.stringify(can.body)).toBe(200);
+    expect(JSON.stringify(can.body)).toContain('d-orch-seo');
   }, 120_000);
 
   it('seo-agent-7 is still allowed through its own chain when a third party gives it 16 delegations too low in risk_max for the act', async () => {
