@@ -31,7 +31,9 @@ export function runLoadgenAsync(bin: string, args: string[]): Promise<Load> {
     const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    p.on('exit', (code) => {
+    // 'close', not 'exit': a process may exit before its stdout has been read to the end (a report lost
+    // that way failed a side-by-side run with "Unexpected end of JSON input").
+    p.on('close', (code) => {
       if (code !== 0) return reject(new Error(`loadgen ${args.join(' ')} exited ${code}`));
       try {
         resolve(report(args, out));
