@@ -1,15 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildPolicyBundle, loadPolicyEngine, type PolicyEngine } from '../../src/policy/index.js';
-import { decisionInput, delegation, grant, MS_DAY, NOW, opaPath, policiesDir, tempDir } from './support.js';
+import type { PolicyEngine } from '../../src/policy/index.js';
+import { buildShippedPolicy, decisionInput, delegation, grant, MS_DAY, NOW } from './support.js';
 
 let engine: PolicyEngine;
 let cleanup: () => Promise<void>;
 
 beforeAll(async () => {
-  const dir = await tempDir('policy-decision');
-  cleanup = dir.remove;
-  await buildPolicyBundle({ opaPath: opaPath(), policiesDir, outDir: dir.path });
-  engine = await loadPolicyEngine(dir.path);
+  ({ engine, remove: cleanup } = await buildShippedPolicy('policy-decision'));
 });
 afterAll(() => cleanup());
 

@@ -1,15 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildPolicyBundle, loadPolicyEngine, type PolicyEngine } from '../../src/policy/index.js';
-import { delegation, delegationInput, grant, MS_DAY, NOW, opaPath, policiesDir, tempDir } from './support.js';
+import type { PolicyEngine } from '../../src/policy/index.js';
+import { buildShippedPolicy, delegation, delegationInput, grant, MS_DAY, NOW } from './support.js';
 
 let engine: PolicyEngine;
 let cleanup: () => Promise<void>;
 
 beforeAll(async () => {
-  const dir = await tempDir('policy-delegation');
-  cleanup = dir.remove;
-  await buildPolicyBundle({ opaPath: opaPath(), policiesDir, outDir: dir.path });
-  engine = await loadPolicyEngine(dir.path);
+  ({ engine, remove: cleanup } = await buildShippedPolicy('policy-delegation'));
 });
 afterAll(() => cleanup());
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildPolicyBundle, loadPolicyEngine, requestRisk, type PolicyEngine } from '../../src/policy/index.js';
-import { decisionInput, opaPath, policiesDir, tempDir } from './support.js';
+import { requestRisk, type PolicyEngine } from '../../src/policy/index.js';
+import { buildShippedPolicy, decisionInput } from './support.js';
 
 /**
  * The risk a request is judged at lives twice: in Rego (lib/decide.rego `risk`, which the last edge's
@@ -14,10 +14,7 @@ let engine: PolicyEngine;
 let cleanup: () => Promise<void>;
 
 beforeAll(async () => {
-  const dir = await tempDir('risk-agrees');
-  cleanup = dir.remove;
-  await buildPolicyBundle({ opaPath: opaPath(), policiesDir, outDir: dir.path });
-  engine = await loadPolicyEngine(dir.path);
+  ({ engine, remove: cleanup } = await buildShippedPolicy('risk-agrees'));
 });
 afterAll(() => cleanup());
 

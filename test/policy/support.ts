@@ -3,7 +3,7 @@ import { copyFile, cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/p
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadPolicy, type LoadedPolicy } from '@open-policy-agent/opa-wasm';
-import type { DecisionInput, DelegationInput, PolicyEdge, PolicyPrincipal } from '../../src/policy/index.js';
+import { buildPolicyBundle, loadPolicyEngine, type DecisionInput, type DelegationInput, type PolicyEdge, type PolicyEngine, type PolicyPrincipal } from '../../src/policy/index.js';
 import { WASM_FILE } from '../../src/policy/bundle-layout.js';
 import { readTarGz } from '../../src/policy/tar-gz.js';
 
@@ -19,6 +19,13 @@ export function opaPath(): string {
 export async function tempDir(prefix: string): Promise<{ path: string; remove: () => Promise<void> }> {
   const path = await mkdtemp(join(tmpdir(), `writ-${prefix}-`));
   return { path, remove: () => rm(path, { recursive: true, force: true }) };
+}
+
+/** The shipped policies/ built with `opa build` into a temporary folder and loaded, as a service loads them; `remove` deletes the folder. */
+export async function buildShippedPolicy(prefix: string): Promise<{ engine: PolicyEngine; remove: () => Promise<void> }> {
+  const dir = await tempDir(prefix);
+  await buildPolicyBundle({ opaPath: opaPath(), policiesDir, outDir: dir.path });
+  return { engine: await loadPolicyEngine(dir.path), remove: dir.remove };
 }
 
 /** A copy of policies/ without the Rego tests, for tests that edit the policy. */
