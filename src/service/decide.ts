@@ -203,12 +203,13 @@ async function judge(ctx: WritContext, principal: string, body: DecisionRequestI
   }
   const verified = await verifyApproval(ctx, graph, principal, request, body.context?.approval, now);
   const approval = verified?.approval ?? null;
-  const chainRequest = { principal, ...request, risk: requestRisk(ctx.policy.data, request.action, (declaredRisk as number | undefined) ?? null) };
+  const risk = (declaredRisk as number | undefined) ?? null;
+  const chainRequest = { principal, ...request, risk: requestRisk(ctx.policy.data, request.action, risk) };
   try {
     const { approval: _assertion, ...context } = body.context ?? {};
     const properties: RequestProperties = { subject: {}, resource: {}, action: {}, ...body.properties };
     const build = (chains: CandidateChain[]): DecisionInput =>
-      decisionInputFor(graph, { principal, ...request, risk: (declaredRisk as number | undefined) ?? null }, chains, now, { approval, properties, context });
+      decisionInputFor(graph, { principal, ...request, risk }, chains, now, { approval, properties, context });
     const { input, result } = judgeChains(ctx.policy, graph, chainRequest, now, mode, build);
     return { principal, request, graph, input, result, now, approvalAssertion: verified?.assertion ?? null };
   } catch (e) {
