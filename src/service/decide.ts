@@ -58,12 +58,17 @@ interface Judged {
 const DENY_REASONS_BUDGET = { maxVisited: 2_000, maxChains: 8 };
 
 /**
- * The policy's verdict on a request over the candidate chains resolution finds in `mode`. A `decide`
- * deny is judged again over the unpruned candidates (explain mode), for reasons an auditor can act on
- * (the hot path pruned what cannot be on a valid chain: dead edges, a risk_max too low), within a
- * small budget: a caller must not be able to make its denials expensive. When the budget runs out the
- * hot path's reasons stand. The verdict stays the hot path's (fail closed). `build` makes the policy
- * input around the chains.
+ * The policy's verdict on a request, always the one decide-mode resolution gives (the hot path's), and the
+ * chains it was judged over. `build` makes the policy input around the chains.
+ * - `decide`: the chains decide-mode resolution finds. A deny is judged again over the unpruned candidates
+ *   (explain mode), for reasons an auditor can act on (the hot path pruned what cannot be on a valid chain:
+ *   dead edges, a risk_max too low), within a small budget: a caller must not be able to make its denials
+ *   expensive. When the budget runs out the hot path's reasons stand. The verdict stays the hot path's
+ *   (fail closed).
+ * - `explain`: every candidate, unpruned, for humans, when the policy's verdict on them is the hot path's;
+ *   when it is not (chains that cannot be valid sort before a valid one and fill the 16 judged, or the
+ *   unpruned search runs out of budget), the hot path's judgement, so that explain never says deny where
+ *   a decision allows, nor the reverse.
  */
 export function judgeChains(
   engine: PolicyEngine,
@@ -73,9 +78,22 @@ export function judgeChains(
   mode: 'decide' | 'explain',
   build: (chains: CandidateChain[]) => DecisionInput,
 ): { input: DecisionInput; result: DecisionResult } {
-  const input = build(resolveChains(graph, request, now, { mode }));
+  const decided = judgeDecideMode(engine, graph, request, now, build);
+  if (mode === 'decide') return decided;
+  try {
+    const input = build(resolveChains(graph, request, now, { mode: 'explain' }));
+    const result = engine.decide(input);
+    if (result.allow === decided.result.allow) return { input, result };
+  } catch (e) {
+    if (!(e instanceof WritError && e.code === 'BUDGET_EXCEEDED')) throw e;
+  }
+  return decided;
+}
+
+function judgeDecideMode(engine: PolicyEngine, graph: AuthorityGraph, request: ChainRequest, now: number, build: (chains: CandidateChain[]) => DecisionInput): { input: DecisionInput; result: DecisionResult } {
+  const input = build(resolveChains(graph, request, now, { mode: 'decide' }));
   const result = engine.decide(input);
-  if (result.allow || mode !== 'decide') return { input, result };
+  if (result.allow) return { input, result };
   try {
     const detailedInput = build(resolveChains(graph, request, now, { mode: 'explain', budget: DENY_REASONS_BUDGET }));
     const detailed = engine.decide(detailedInput);

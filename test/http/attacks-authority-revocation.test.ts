@@ -269,6 +269,9 @@ describe('budgets: a wide graph made by someone else', () => {
     expect(theirs.body.chain).toEqual(['g-crowd-00', 'd-crowd-00']);
     const explained = await h.call('seo-agent-7', { method: 'POST', url: '/v1/explain', payload: { action: 'update_post', resource: 'wp:post:1', environment: 'production', fields: ['title'] } });
     expect(explained.status, JSON.stringify(explained.body)).toBe(200);
+    // Explain gives the verdict decide gives: the crowd's 70 chains (which do not cover title) sort before
+    // seo-agent-7's own, and 16 of them alone would say deny.
+    expect(explained.body.allow, JSON.stringify(explained.body.reasons)).toBe(true);
     const can = await h.call('governance', { method: 'GET', url: '/v1/principals/seo-agent-7/capabilities' });
     expect(can.status, JSON.stringify(can.body)).toBe(200);
     expect(JSON.stringify(can.body)).toContain('d-orch-seo');
