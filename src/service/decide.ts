@@ -78,30 +78,20 @@ export function judgeChains(
   mode: 'decide' | 'explain',
   build: (chains: CandidateChain[]) => DecisionInput,
 ): { input: DecisionInput; result: DecisionResult } {
-  const decided = judgeDecideMode(engine, graph, request, now, build);
-  if (mode === 'decide') return decided;
+  const judge = (chains: CandidateChain[]) => {
+    const input = build(chains);
+    return { input, result: engine.decide(input) };
+  };
+  const decided = judge(resolveChains(graph, request, now, { mode: 'decide' }));
+  if (mode === 'decide' && decided.result.allow) return decided;
+  // The unpruned candidates: within a small budget for a decision's reasons, the whole one for explain.
+  let unpruned: ReturnType<typeof judge> | null = null;
   try {
-    const input = build(resolveChains(graph, request, now, { mode: 'explain' }));
-    const result = engine.decide(input);
-    if (result.allow === decided.result.allow) return { input, result };
+    unpruned = judge(resolveChains(graph, request, now, mode === 'decide' ? { mode: 'explain', budget: DENY_REASONS_BUDGET } : { mode: 'explain' }));
   } catch (e) {
     if (!(e instanceof WritError && e.code === 'BUDGET_EXCEEDED')) throw e;
   }
-  return decided;
-}
-
-function judgeDecideMode(engine: PolicyEngine, graph: AuthorityGraph, request: ChainRequest, now: number, build: (chains: CandidateChain[]) => DecisionInput): { input: DecisionInput; result: DecisionResult } {
-  const input = build(resolveChains(graph, request, now, { mode: 'decide' }));
-  const result = engine.decide(input);
-  if (result.allow) return { input, result };
-  try {
-    const detailedInput = build(resolveChains(graph, request, now, { mode: 'explain', budget: DENY_REASONS_BUDGET }));
-    const detailed = engine.decide(detailedInput);
-    if (!detailed.allow) return { input: detailedInput, result: detailed };
-  } catch (e) {
-    if (!(e instanceof WritError && e.code === 'BUDGET_EXCEEDED')) throw e;
-  }
-  return { input, result };
+  return unpruned !== null && unpruned.result.allow === decided.result.allow ? unpruned : decided;
 }
 
 function normalizeFields(fields: string[] | undefined): string[] {

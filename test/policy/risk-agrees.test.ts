@@ -22,14 +22,11 @@ describe('requestRisk agrees with the policy\'s risk', () => {
   it('for every catalogue action, an unknown action and prototype names, with no declared risk and declared 0 to 5', () => {
     const actions = [...Object.keys(engine.data.writ.actions), 'no_such_action', 'constructor', 'toString', '__proto__'];
     expect(actions.length).toBeGreaterThan(8);
-    let judged = 0;
     for (const action of actions) {
       for (const declared of [null, 0, 1, 2, 3, 5]) {
         const policyRisk = engine.decide(decisionInput({}, { action, risk: declared })).risk;
         expect(policyRisk, `${action} declared ${declared}`).toBe(requestRisk(engine.data, action, declared));
-        judged++;
       }
     }
-    expect(judged).toBe(actions.length * 6);
   });
 });

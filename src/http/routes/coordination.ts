@@ -139,8 +139,10 @@ export function registerCoordinationRoutes(app: FastifyInstance): void {
     await app.caller(request);
     const { resource, holder, state, after, limit } = request.query;
     const query: LeaseListQuery = {};
-    if (resource) checkQuerySpelling(ctx.policy.data, resource, 'resource');
-    if (resource) query.key = resource;
+    if (resource) {
+      checkQuerySpelling(ctx.policy.data, resource, 'resource');
+      query.key = resource;
+    }
     if (holder) query.holder = holder;
     if (state) query.state = state;
     if (after !== undefined) query.after = after;
